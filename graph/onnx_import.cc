@@ -1,0 +1,714 @@
+#include "graph/onnx_import.h"
+
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "graph/constant_folding.h"
+#include "graph/op_costs.h"
+#include "onnx/defs/schema.h"
+#include "onnx/onnx_pb.h"
+#include "onnx/shape_inference/implementation.h"
+
+namespace placer {
+namespace {
+
+constexpr int kMaxInferenceRounds = 32;
+
+// A dim of a tensor as the importer sees it: a value, or unknown with the
+// symbolic name the file gave it (possibly empty).
+struct Dim {
+  int64_t value = -1;
+  std::string param;
+};
+
+struct ShapeInfo {
+  DataType dtype = DataType::kUndefined;
+  bool has_shape = false;  // rank known
+  std::vector<Dim> dims;
+  std::vector<int64_t> known;  // the dims, once fully known
+
+  bool fully_known() const {
+    if (!has_shape) return false;
+    for (const Dim& d : dims) {
+      if (d.value < 0) return false;
+    }
+    return true;
+  }
+  std::vector<int64_t> values() const {
+    std::vector<int64_t> v;
+    for (const Dim& d : dims) v.push_back(d.value);
+    return v;
+  }
+};
+
+ShapeInfo FromTypeProto(const onnx::TypeProto& type) {
+  ShapeInfo info;
+  if (!type.has_tensor_type()) return info;
+  const auto& tt = type.tensor_type();
+  info.dtype = DataTypeFromOnnx(tt.elem_type());
+  if (!tt.has_shape()) return info;
+  info.has_shape = true;
+  for (const auto& d : tt.shape().dim()) {
+    Dim dim;
+    if (d.has_dim_value() && d.dim_value() >= 0) dim.value = d.dim_value();
+    if (d.has_dim_param()) dim.param = d.dim_param();
+    info.dims.push_back(dim);
+  }
+  return info;
+}
+
+template <typename T>
+void AppendRaw(std::string* raw, T value) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));
+  raw->append(bytes, sizeof(T));
+}
+
+bool IsExternal(const onnx::TensorProto& t) {
+  return t.data_location() == onnx::TensorProto::EXTERNAL;
+}
+
+// Converts an initializer or attribute tensor to raw little-endian bytes.
+// External data is left unloaded (empty raw).
+std::shared_ptr<TensorData> ToTensorData(const onnx::TensorProto& t) {
+  auto data = std::make_shared<TensorData>();
+  data->dtype = DataTypeFromOnnx(t.data_type());
+  data->dims.assign(t.dims().begin(), t.dims().end());
+  if (IsExternal(t)) return data;
+  if (t.has_raw_data()) {
+    data->raw = t.raw_data();
+    return data;
+  }
+  switch (data->dtype) {
+    case DataType::kFloat32:
+      for (float v : t.float_data()) AppendRaw(&data->raw, v);
+      break;
+    case DataType::kFloat64:
+      for (double v : t.double_data()) AppendRaw(&data->raw, v);
+      break;
+    case DataType::kInt64:
+      for (int64_t v : t.int64_data()) AppendRaw(&data->raw, v);
+      break;
+    case DataType::kUInt32:
+    case DataType::kUInt64:
+      for (uint64_t v : t.uint64_data()) {
+        if (data->dtype == DataType::kUInt32) {
+          AppendRaw(&data->raw, static_cast<uint32_t>(v));
+        } else {
+          AppendRaw(&data->raw, v);
+        }
+      }
+      break;
+    case DataType::kInt32:
+      for (int32_t v : t.int32_data()) AppendRaw(&data->raw, v);
+      break;
+    case DataType::kInt16:
+    case DataType::kUInt16:
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      for (int32_t v : t.int32_data()) {
+        AppendRaw(&data->raw, static_cast<uint16_t>(v));
+      }
+      break;
+    case DataType::kInt8:
+    case DataType::kUInt8:
+    case DataType::kBool:
+      for (int32_t v : t.int32_data()) {
+        AppendRaw(&data->raw, static_cast<uint8_t>(v));
+      }
+      break;
+    default:
+      break;
+  }
+  return data;
+}
+
+// Reads a small constant into a FoldedValue, if its type is foldable.
+std::optional<FoldedValue> ToFolded(const TensorData& data) {
+  FoldedValue v;
+  v.dtype = data.dtype;
+  v.dims = data.dims;
+  int64_t n = v.size();
+  int64_t width = DataTypeBytes(data.dtype);
+  if (n > kMaxFoldedElements || width == 0 ||
+      static_cast<int64_t>(data.raw.size()) != n * width) {
+    return std::nullopt;
+  }
+  const char* p = data.raw.data();
+  for (int64_t i = 0; i < n; ++i, p += width) {
+    switch (data.dtype) {
+      case DataType::kFloat32: { float f; std::memcpy(&f, p, 4); v.reals.push_back(f); break; }
+      case DataType::kFloat64: { double d; std::memcpy(&d, p, 8); v.reals.push_back(d); break; }
+      case DataType::kInt32: { int32_t x; std::memcpy(&x, p, 4); v.ints.push_back(x); break; }
+      case DataType::kInt64: { int64_t x; std::memcpy(&x, p, 8); v.ints.push_back(x); break; }
+      case DataType::kInt8: v.ints.push_back(static_cast<int8_t>(*p)); break;
+      case DataType::kUInt8:
+      case DataType::kBool: v.ints.push_back(static_cast<uint8_t>(*p)); break;
+      default: return std::nullopt;
+    }
+  }
+  return v;
+}
+
+onnx::TensorProto ToTensorProto(const std::string& name, const FoldedValue& v) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(static_cast<int32_t>(DataTypeToOnnx(v.dtype)));
+  for (int64_t d : v.dims) t.add_dims(d);
+  t.set_raw_data(v.ToTensorData().raw);
+  return t;
+}
+
+AttributeValue ToAttribute(const onnx::AttributeProto& a) {
+  AttributeValue v;
+  using A = onnx::AttributeProto;
+  using K = AttributeValue::Kind;
+  switch (a.type()) {
+    case A::INT: v.kind = K::kInt; v.i = a.i(); break;
+    case A::FLOAT: v.kind = K::kFloat; v.f = a.f(); break;
+    case A::STRING: v.kind = K::kString; v.s = a.s(); break;
+    case A::INTS:
+      v.kind = K::kInts;
+      v.ints.assign(a.ints().begin(), a.ints().end());
+      break;
+    case A::FLOATS:
+      v.kind = K::kFloats;
+      v.floats.assign(a.floats().begin(), a.floats().end());
+      break;
+    case A::STRINGS:
+      v.kind = K::kStrings;
+      v.strings.assign(a.strings().begin(), a.strings().end());
+      break;
+    case A::TENSOR:
+      v.kind = K::kTensor;
+      v.tensor = ToTensorData(a.t());
+      break;
+    default:
+      v.kind = K::kOther;
+      v.s = A::AttributeType_Name(a.type());
+      break;
+  }
+  return v;
+}
+
+// The value a Constant node produces, from whichever value_* it carries.
+std::optional<FoldedValue> ConstantNodeValue(const Op& op) {
+  using K = AttributeValue::Kind;
+  for (const auto& [name, a] : op.attributes) {
+    FoldedValue v;
+    if (a.kind == K::kTensor && a.tensor != nullptr) return ToFolded(*a.tensor);
+    if (name == "value_int") {
+      v.dtype = DataType::kInt64;
+      v.ints = {a.i};
+    } else if (name == "value_ints") {
+      v.dtype = DataType::kInt64;
+      v.ints = a.ints;
+      v.dims = {static_cast<int64_t>(a.ints.size())};
+    } else if (name == "value_float") {
+      v.dtype = DataType::kFloat32;
+      v.reals = {a.f};
+    } else if (name == "value_floats") {
+      v.dtype = DataType::kFloat32;
+      v.reals = a.floats;
+      v.dims = {static_cast<int64_t>(a.floats.size())};
+    } else {
+      continue;
+    }
+    return v;
+  }
+  return std::nullopt;
+}
+
+std::string DescribeOp(const Graph& g, int index) {
+  const Op& op = g.op(index);
+  return absl::StrCat("node '", op.key, "' (", op.op_type, ", index ", index,
+                      ")");
+}
+
+class Importer {
+ public:
+  // When `owned` is set the importer may move initializer bytes out of it
+  // (it is the same object as `model`) instead of copying them.
+  Importer(const onnx::ModelProto& model, onnx::ModelProto* owned,
+           std::string source, const ImportOptions& options)
+      : model_(model), owned_(owned), source_(std::move(source)),
+        options_(options) {}
+
+  absl::StatusOr<Graph> Run();
+
+ private:
+  absl::Status Error(const std::string& message) const {
+    return absl::InvalidArgumentError(absl::StrCat(source_, ": ", message));
+  }
+  absl::StatusOr<Graph> BuildStructure();
+  absl::Status FixInputShapes();
+  absl::Status PrepareInferenceModel();
+  absl::Status InferAndFold(const Graph& graph);
+  absl::Status RunShapeInference(int error_mode);
+  void CollectShapes();
+  absl::Status ApplyShapes(Graph& graph);
+
+  const onnx::ModelProto& model_;
+  onnx::ModelProto* owned_;
+  std::string source_;
+  const ImportOptions& options_;
+
+  absl::flat_hash_set<std::string> initializer_names_;
+  std::map<std::string, ShapeInfo> input_shapes_;  // fixed graph inputs
+  onnx::ModelProto inference_;
+  absl::flat_hash_map<std::string, ShapeInfo> shapes_;
+  absl::flat_hash_map<std::string, FoldedValue> constants_;
+  std::vector<bool> folded_;  // per node
+};
+
+absl::StatusOr<Graph> Importer::BuildStructure() {
+  const onnx::GraphProto& g = model_.graph();
+  GraphBuilder builder(source_, g.name());
+  for (int k = 0; k < g.initializer_size(); ++k) {
+    const onnx::TensorProto& init = g.initializer(k);
+    if (!initializer_names_.insert(init.name()).second) {
+      return Error(absl::StrCat("initializer '", init.name(),
+                                "' is defined twice"));
+    }
+    int index = builder.AddSourceTensor(init.name(), TensorKind::kConstant);
+    placer::Tensor& t = builder.mutable_tensor(index);
+    std::string stolen;
+    int64_t elements = 1;
+    for (int64_t d : init.dims()) elements *= d;
+    if (owned_ != nullptr && init.has_raw_data() &&
+        elements > kMaxFoldedElements) {
+      // Large weights move; small ones stay for shape inference.
+      stolen.swap(*owned_->mutable_graph()->mutable_initializer(k)
+                       ->mutable_raw_data());
+    }
+    auto data = ToTensorData(init);
+    if (!stolen.empty()) data->raw.swap(stolen);
+    t.data = std::move(data);
+    t.dtype = t.data->dtype;
+    t.shape = t.data->dims;
+    t.shape_known = true;
+    int64_t expect = t.bytes();
+    if (!IsExternal(init) && t.dtype != DataType::kString &&
+        static_cast<int64_t>(t.data->raw.size()) != expect) {
+      return Error(absl::StrCat(
+          "initializer '", init.name(), "' holds ", t.data->raw.size(),
+          " bytes of data but its dims and type need ", expect,
+          " (truncated or corrupt tensor)"));
+    }
+  }
+  for (const onnx::ValueInfoProto& in : g.input()) {
+    if (initializer_names_.count(in.name())) continue;  // IR < 4 style
+    builder.AddSourceTensor(in.name(), TensorKind::kGraphInput);
+  }
+  for (const onnx::NodeProto& node : g.node()) {
+    std::vector<std::string> inputs(node.input().begin(), node.input().end());
+    std::vector<std::string> outputs(node.output().begin(),
+                                     node.output().end());
+    Op& op = builder.AddOp(node.name(), node.op_type(), node.domain(), inputs,
+                           outputs);
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      op.attributes[a.name()] = ToAttribute(a);
+    }
+  }
+  for (const onnx::ValueInfoProto& out : g.output()) {
+    builder.MarkOutput(out.name());
+  }
+  return std::move(builder).Build();
+}
+
+absl::Status Importer::FixInputShapes() {
+  const onnx::GraphProto& g = model_.graph();
+  std::set<std::string> named;
+  for (const auto& [name, shape] : options_.input_shapes) named.insert(name);
+  for (const onnx::ValueInfoProto& in : g.input()) {
+    if (initializer_names_.count(in.name())) continue;
+    named.erase(in.name());
+    ShapeInfo info = FromTypeProto(in.type());
+    auto it = options_.input_shapes.find(in.name());
+    if (it != options_.input_shapes.end()) {
+      info.has_shape = true;
+      info.dims.clear();
+      for (int64_t d : it->second) info.dims.push_back({d, ""});
+    } else if (info.has_shape) {
+      for (size_t k = 0; k < info.dims.size(); ++k) {
+        Dim& d = info.dims[k];
+        if (d.value >= 0) continue;
+        auto named_dim = options_.dim_values.find(d.param);
+        if (!d.param.empty() && named_dim != options_.dim_values.end()) {
+          d.value = named_dim->second;
+        } else if (k == 0 && options_.batch_size.has_value()) {
+          d.value = *options_.batch_size;
+        }
+      }
+    }
+    if (!info.fully_known()) {
+      std::string what = "its shape is missing";
+      if (info.has_shape) {
+        for (size_t k = 0; k < info.dims.size(); ++k) {
+          if (info.dims[k].value >= 0) continue;
+          what = absl::StrCat("dim ", k, " is ",
+                              info.dims[k].param.empty()
+                                  ? std::string("unknown")
+                                  : absl::StrCat("symbolic '",
+                                                 info.dims[k].param, "'"));
+          break;
+        }
+      }
+      return Error(absl::StrCat(
+          "unresolved shape: graph input '", in.name(), "': ", what,
+          "; fix it with --batch N (first dim) or --input-shape ", in.name(),
+          "=D0xD1x..."));
+    }
+    input_shapes_[in.name()] = info;
+  }
+  if (!named.empty()) {
+    return Error(absl::StrCat("--input-shape names '", *named.begin(),
+                              "', which is not a graph input"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Importer::PrepareInferenceModel() {
+  const onnx::GraphProto& g = model_.graph();
+  inference_.set_ir_version(model_.ir_version());
+  *inference_.mutable_opset_import() = model_.opset_import();
+  *inference_.mutable_functions() = model_.functions();
+  onnx::GraphProto* ig = inference_.mutable_graph();
+  ig->set_name(g.name());
+  // Initializers: types and dims always; data only where it may feed a shape
+  // computation (small and not external), so weights are never copied.
+  for (const onnx::TensorProto& init : g.initializer()) {
+    onnx::TensorProto* t = ig->add_initializer();
+    t->set_name(init.name());
+    t->set_data_type(init.data_type());
+    *t->mutable_dims() = init.dims();
+    int64_t n = 1;
+    for (int64_t d : init.dims()) n *= d;
+    if (n <= kMaxFoldedElements && !IsExternal(init)) {
+      *t = init;
+      if (auto v = ToFolded(*ToTensorData(init))) {
+        constants_[init.name()] = std::move(*v);
+      }
+    }
+  }
+  for (const onnx::ValueInfoProto& in : g.input()) {
+    if (initializer_names_.count(in.name())) continue;
+    onnx::ValueInfoProto* v = ig->add_input();
+    *v = in;
+    auto* shape = v->mutable_type()->mutable_tensor_type()->mutable_shape();
+    shape->clear_dim();
+    for (const Dim& d : input_shapes_[in.name()].dims) {
+      shape->add_dim()->set_dim_value(d.value);
+    }
+  }
+  // Outputs keep their element type only: the file's declared shapes may
+  // be symbolic and would clash with the fixed ones.
+  for (const onnx::ValueInfoProto& out : g.output()) {
+    onnx::ValueInfoProto* v = ig->add_output();
+    v->set_name(out.name());
+    if (out.type().has_tensor_type()) {
+      v->mutable_type()->mutable_tensor_type()->set_elem_type(
+          out.type().tensor_type().elem_type());
+    }
+  }
+  *ig->mutable_node() = g.node();
+  return absl::OkStatus();
+}
+
+absl::Status Importer::RunShapeInference(int error_mode) {
+  inference_.mutable_graph()->clear_value_info();
+  onnx::ShapeInferenceOptions options(/*check_type=*/false, error_mode,
+                                      /*data_prop=*/true);
+  try {
+    onnx::shape_inference::InferShapes(
+        inference_, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception& e) {
+    return Error(absl::StrCat("ONNX shape inference failed: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+void Importer::CollectShapes() {
+  shapes_.clear();
+  const onnx::GraphProto& ig = inference_.graph();
+  for (const auto& [name, info] : input_shapes_) shapes_[name] = info;
+  for (const onnx::TensorProto& init : ig.initializer()) {
+    ShapeInfo info;
+    info.dtype = DataTypeFromOnnx(init.data_type());
+    info.has_shape = true;
+    for (int64_t d : init.dims()) info.dims.push_back({d, ""});
+    shapes_[init.name()] = info;
+  }
+  for (const auto* list : {&ig.value_info(), &ig.output()}) {
+    for (const onnx::ValueInfoProto& v : *list) {
+      ShapeInfo info = FromTypeProto(v.type());
+      auto [it, inserted] = shapes_.emplace(v.name(), info);
+      if (!inserted && !it->second.fully_known() && info.fully_known()) {
+        it->second = info;
+      }
+    }
+  }
+  for (auto& [name, info] : shapes_) {
+    if (info.fully_known()) info.known = info.values();
+  }
+}
+
+absl::Status Importer::InferAndFold(const Graph& graph) {
+  const int n = static_cast<int>(graph.ops().size());
+  folded_.assign(n, false);
+  for (int round = 0; round < kMaxInferenceRounds; ++round) {
+    if (absl::Status s = RunShapeInference(/*error_mode=*/0); !s.ok()) {
+      return s;
+    }
+    CollectShapes();
+    bool changed = false;
+    std::vector<FoldedValue> outputs;
+    for (int i : graph.topological_order()) {
+      if (folded_[i]) continue;
+      const Op& op = graph.op(i);
+      std::optional<std::vector<FoldedValue>> result;
+      if (op.op_type == "Constant" && op.domain.empty()) {
+        if (auto v = ConstantNodeValue(op)) {
+          result = std::vector<FoldedValue>{std::move(*v)};
+        }
+      } else {
+        std::vector<FoldInput> inputs;
+        bool any_known = false;
+        for (int in : op.inputs) {
+          FoldInput fi;
+          if (in >= 0) {
+            const std::string& name = graph.tensor(in).name;
+            if (auto c = constants_.find(name); c != constants_.end()) {
+              fi.value = &c->second;
+              fi.dtype = c->second.dtype;
+              any_known = true;
+            }
+            if (auto s = shapes_.find(name);
+                s != shapes_.end() && s->second.fully_known()) {
+              fi.shape = &s->second.known;
+              fi.dtype = s->second.dtype;
+              any_known = true;
+            }
+          }
+          inputs.push_back(fi);
+        }
+        if (any_known) result = FoldNode(op, inputs);
+      }
+      if (!result || result->size() < op.outputs.size()) continue;
+      folded_[i] = true;
+      changed = true;
+      for (size_t k = 0; k < op.outputs.size(); ++k) {
+        if (op.outputs[k] >= 0) {
+          constants_[graph.tensor(op.outputs[k]).name] = (*result)[k];
+        }
+      }
+    }
+    if (!changed) return absl::OkStatus();
+    // Replace the folded nodes by initializers and infer again.
+    onnx::GraphProto* ig = inference_.mutable_graph();
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+    absl::flat_hash_set<std::string> present;
+    for (const onnx::TensorProto& t : ig->initializer()) present.insert(t.name());
+    for (const onnx::NodeProto& node : ig->node()) {
+      bool all_folded = true;
+      for (const std::string& out : node.output()) {
+        all_folded &= out.empty() || constants_.count(out) > 0;
+      }
+      if (!all_folded) {
+        *kept.Add() = node;
+        continue;
+      }
+      for (const std::string& out : node.output()) {
+        if (!out.empty() && present.insert(out).second) {
+          *ig->add_initializer() = ToTensorProto(out, constants_[out]);
+        }
+      }
+    }
+    ig->mutable_node()->Swap(&kept);
+  }
+  return Error("shape folding did not converge");
+}
+
+absl::Status Importer::ApplyShapes(Graph& graph) {
+  std::vector<Tensor>& tensors = graph.mutable_tensors();
+  for (Tensor& t : tensors) {
+    if (t.kind != TensorKind::kActivation) {
+      if (t.kind == TensorKind::kGraphInput) {
+        const ShapeInfo& info = input_shapes_[t.name];
+        t.dtype = info.dtype;
+        t.shape = info.values();
+        t.shape_known = true;
+      }
+      continue;
+    }
+    if (auto c = constants_.find(t.name); c != constants_.end()) {
+      t.dtype = c->second.dtype;
+      t.shape = c->second.dims;
+      t.shape_known = true;
+      t.data = std::make_shared<TensorData>(c->second.ToTensorData());
+      continue;
+    }
+    auto s = shapes_.find(t.name);
+    if (s == shapes_.end()) continue;
+    t.dtype = s->second.dtype;
+    if (s->second.fully_known()) {
+      t.shape = s->second.values();
+      t.shape_known = true;
+    }
+  }
+
+  // Floating-point initializers used at a trainable position are
+  // parameters; the rest are constants.
+  for (const Op& op : graph.ops()) {
+    const OpCostRule* rule = FindOpCostRule(op.domain, op.op_type);
+    for (int k = 0; k < static_cast<int>(op.inputs.size()); ++k) {
+      int in = op.inputs[k];
+      if (in < 0 || !initializer_names_.count(tensors[in].name)) continue;
+      if (!IsFloatingPoint(tensors[in].dtype)) continue;
+      bool state = false;
+      if (rule != nullptr) {
+        for (int s : rule->non_trainable_inputs) state |= (s == k);
+      }
+      if (!state) tensors[in].kind = TensorKind::kParameter;
+    }
+  }
+
+  // Tensors downstream of an op we cannot reason about may stay unshaped.
+  std::vector<bool> opaque(graph.ops().size(), false);
+  for (int i : graph.topological_order()) {
+    const Op& op = graph.op(i);
+    bool is_opaque = FindOpCostRule(op.domain, op.op_type) == nullptr &&
+                     !folded_[i];
+    for (int in : op.inputs) {
+      if (in >= 0 && !tensors[in].shape_known && tensors[in].producer >= 0 &&
+          opaque[tensors[in].producer]) {
+        is_opaque = true;
+      }
+    }
+    opaque[i] = is_opaque;
+    if (is_opaque) continue;
+    for (int out : op.outputs) {
+      if (out < 0 || tensors[out].shape_known) continue;
+      const Tensor& t = tensors[out];
+      std::string what = "its rank is unknown";
+      auto s = shapes_.find(t.name);
+      if (s != shapes_.end() && s->second.has_shape) {
+        for (size_t k = 0; k < s->second.dims.size(); ++k) {
+          const Dim& d = s->second.dims[k];
+          if (d.value >= 0) continue;
+          what = absl::StrCat("dim ", k, " is ",
+                              d.param.empty()
+                                  ? std::string("unknown")
+                                  : absl::StrCat("symbolic '", d.param, "'"));
+          break;
+        }
+      }
+      std::string hint;
+      // A strict re-run usually says why inference gave up.
+      if (absl::Status strict = RunShapeInference(/*error_mode=*/1);
+          !strict.ok()) {
+        hint = absl::StrCat(" (", strict.message(), ")");
+      }
+      return Error(absl::StrCat("unresolved shape: tensor '", t.name,
+                                "' written by ", DescribeOp(graph, i), ": ",
+                                what, hint));
+    }
+  }
+
+  for (Op& op : graph.mutable_ops()) {
+    op.forward = ComputeForwardCost(op, tensors);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Graph> Importer::Run() {
+  if (!model_.has_graph()) {
+    return Error(
+        "the model has no graph: the file is not an ONNX model or is "
+        "truncated");
+  }
+  absl::StatusOr<Graph> graph = BuildStructure();
+  if (!graph.ok()) return graph.status();
+  if (absl::Status s = FixInputShapes(); !s.ok()) return s;
+  if (absl::Status s = PrepareInferenceModel(); !s.ok()) return s;
+  if (absl::Status s = InferAndFold(*graph); !s.ok()) return s;
+  if (absl::Status s = ApplyShapes(*graph); !s.ok()) return s;
+  return graph;
+}
+
+}  // namespace
+
+absl::Status ParseInputShapeFlag(const std::string& flag,
+                                 ImportOptions* options) {
+  std::vector<std::string> parts = absl::StrSplit(flag, '=');
+  if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--input-shape '", flag, "': expected NAME=D0xD1x..., e.g. "
+        "input=32x3x224x224"));
+  }
+  std::vector<int64_t> dims;
+  for (absl::string_view d : absl::StrSplit(parts[1], 'x')) {
+    int64_t v;
+    if (!absl::SimpleAtoi(d, &v) || v <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--input-shape '", flag, "': dim '", d,
+          "' is not a positive integer"));
+    }
+    dims.push_back(v);
+  }
+  options->input_shapes[parts[0]] = dims;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Graph> ImportOnnxModel(const onnx::ModelProto& model,
+                                      const std::string& source,
+                                      const ImportOptions& options) {
+  return Importer(model, nullptr, source, options).Run();
+}
+
+absl::StatusOr<Graph> ImportOnnxModel(onnx::ModelProto&& model,
+                                      const std::string& source,
+                                      const ImportOptions& options) {
+  return Importer(model, &model, source, options).Run();
+}
+
+absl::StatusOr<Graph> ImportOnnxBytes(const std::string& bytes,
+                                      const std::string& source,
+                                      const ImportOptions& options) {
+  onnx::ModelProto model;
+  if (bytes.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": the file is empty"));
+  }
+  if (!model.ParseFromString(bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": not an ONNX model: ", bytes.size(),
+        " bytes do not parse as an ONNX ModelProto (the file is truncated "
+        "or is not a protobuf)"));
+  }
+  return ImportOnnxModel(std::move(model), source, options);
+}
+
+absl::StatusOr<Graph> ImportOnnxFile(const std::string& path,
+                                     const ImportOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open the file"));
+  }
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return ImportOnnxBytes(buffer.str(), path, options);
+}
+
+}  // namespace placer

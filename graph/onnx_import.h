@@ -1,0 +1,66 @@
+// Imports an ONNX model into placer's Graph.
+//
+// Contract:
+//  - Parses the file, fixes the dynamic dims the user named (ImportOptions),
+//    runs ONNX shape inference, and folds the shape-computation chains that
+//    exporters emit (Shape -> Gather -> Concat -> Reshape and friends) by
+//    evaluating them, re-running inference until every shape resolves.
+//  - Initializers stored as external data are sized from their dims; their
+//    contents are not read.
+//  - Every error names the file and, where there is one, the node (by key,
+//    type and index) or the tensor and dim: not a protobuf, truncated file,
+//    cycle, undefined input, duplicate output name, unresolved shape, empty
+//    graph.
+//  - Ops of unknown type are kept with CostStatus::kUnknown, never dropped.
+//    Tensors downstream of them may keep unknown shapes; any other tensor
+//    whose shape does not resolve is an error.
+#ifndef PLACER_GRAPH_ONNX_IMPORT_H_
+#define PLACER_GRAPH_ONNX_IMPORT_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+
+namespace onnx {
+class ModelProto;
+}  // namespace onnx
+
+namespace placer {
+
+struct ImportOptions {
+  // Sets the first dim of every graph input whose first dim is symbolic.
+  std::optional<int64_t> batch_size;
+  // Full shapes for named graph inputs, overriding the file's.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Symbolic dims by name (dim_param), e.g. {"seq_len", 128}.
+  std::map<std::string, int64_t> dim_values;
+};
+
+// Parses "name=32x3x224x224" into input_shapes; error on bad syntax.
+absl::Status ParseInputShapeFlag(const std::string& flag,
+                                 ImportOptions* options);
+
+absl::StatusOr<Graph> ImportOnnxFile(const std::string& path,
+                                     const ImportOptions& options);
+
+// `source` names the model in error messages (a path or "zoo:NAME").
+absl::StatusOr<Graph> ImportOnnxBytes(const std::string& bytes,
+                                      const std::string& source,
+                                      const ImportOptions& options);
+
+absl::StatusOr<Graph> ImportOnnxModel(const onnx::ModelProto& model,
+                                      const std::string& source,
+                                      const ImportOptions& options);
+// Same, moving the weights' bytes out of `model` rather than copying them.
+absl::StatusOr<Graph> ImportOnnxModel(onnx::ModelProto&& model,
+                                      const std::string& source,
+                                      const ImportOptions& options);
+
+}  // namespace placer
+
+#endif  // PLACER_GRAPH_ONNX_IMPORT_H_

@@ -1,0 +1,360 @@
+#include "graph/op_costs.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace placer {
+namespace {
+
+// Shapes of an op's inputs and outputs; absent ones read as unknown.
+class OpShapes {
+ public:
+  OpShapes(const Op& op, const std::vector<Tensor>& tensors)
+      : op_(op), tensors_(tensors) {}
+
+  const Tensor* input(int k) const {
+    if (k >= static_cast<int>(op_.inputs.size()) || op_.inputs[k] < 0) {
+      return nullptr;
+    }
+    return &tensors_[op_.inputs[k]];
+  }
+  const Tensor* output(int k) const {
+    if (k >= static_cast<int>(op_.outputs.size()) || op_.outputs[k] < 0) {
+      return nullptr;
+    }
+    return &tensors_[op_.outputs[k]];
+  }
+  double input_elements(int k) const {
+    const Tensor* t = input(k);
+    return t == nullptr ? 0 : static_cast<double>(t->num_elements());
+  }
+  double output_elements(int k) const {
+    const Tensor* t = output(k);
+    return t == nullptr ? 0 : static_cast<double>(t->num_elements());
+  }
+  const std::vector<int64_t>& input_shape(int k) const {
+    static const std::vector<int64_t> kEmpty;
+    const Tensor* t = input(k);
+    return t == nullptr ? kEmpty : t->shape;
+  }
+  bool all_known() const {
+    for (int in : op_.inputs) {
+      if (in >= 0 && !tensors_[in].shape_known) return false;
+    }
+    for (int out : op_.outputs) {
+      if (out >= 0 && !tensors_[out].shape_known) return false;
+    }
+    return true;
+  }
+
+ private:
+  const Op& op_;
+  const std::vector<Tensor>& tensors_;
+};
+
+using FlopsFn = double (*)(const Op&, const OpShapes&, double per_element);
+
+double PerOutputElement(const Op&, const OpShapes& s, double per_element) {
+  double total = 0;
+  for (int k = 0; k < 8; ++k) total += s.output_elements(k);
+  return per_element * total;
+}
+
+double PerFirstInputElement(const Op&, const OpShapes& s, double per_element) {
+  return per_element * s.input_elements(0);
+}
+
+// Sum/Mean/Max/Min of n inputs: n-1 operations per output element.
+double Variadic(const Op& op, const OpShapes& s, double per_element) {
+  double n = static_cast<double>(op.inputs.size());
+  return per_element * std::max(0.0, n - 1) * s.output_elements(0);
+}
+
+double Zero(const Op&, const OpShapes&, double) { return 0; }
+
+double ProductOf(const std::vector<int64_t>& v, size_t from = 0) {
+  double p = 1;
+  for (size_t i = from; i < v.size(); ++i) p *= static_cast<double>(v[i]);
+  return p;
+}
+
+// Conv: each output element is a dot product over Cin/group * kernel.
+double ConvFlops(const Op& op, const OpShapes& s, double) {
+  const auto& w = s.input_shape(1);  // [Cout, Cin/group, k...]
+  if (w.size() < 2) return 0;
+  double dot = ProductOf(w, 1);
+  double flops = 2 * dot * s.output_elements(0);
+  if (s.input(2) != nullptr) flops += s.output_elements(0);  // bias
+  return flops;
+}
+
+// ConvTranspose: each input element scatters into Cout/group * kernel.
+double ConvTransposeFlops(const Op& op, const OpShapes& s, double) {
+  const auto& w = s.input_shape(1);  // [Cin, Cout/group, k...]
+  if (w.size() < 2) return 0;
+  double flops = 2 * ProductOf(w, 1) * s.input_elements(0);
+  if (s.input(2) != nullptr) flops += s.output_elements(0);
+  return flops;
+}
+
+double MatMulFlops(const Op&, const OpShapes& s, double) {
+  const auto& a = s.input_shape(0);
+  if (a.empty()) return 0;
+  return 2 * static_cast<double>(a.back()) * s.output_elements(0);
+}
+
+double GemmFlops(const Op& op, const OpShapes& s, double) {
+  const auto& a = s.input_shape(0);
+  if (a.size() != 2) return 0;
+  double k = static_cast<double>(op.IntAttribute("transA", 0) ? a[0] : a[1]);
+  double flops = 2 * k * s.output_elements(0);
+  if (s.input(2) != nullptr) flops += s.output_elements(0);
+  return flops;
+}
+
+double PoolFlops(const Op& op, const OpShapes& s, double) {
+  return ProductOf(op.IntsAttribute("kernel_shape")) * s.output_elements(0);
+}
+
+// Fused recurrent layers (ONNX LSTM/GRU/RNN): X is [T, B, I] (layout 0) or
+// [B, T, I] (layout 1); W is [dirs, gates*H, I].
+double RecurrentFlops(const Op& op, const OpShapes& s, double gate_elementwise) {
+  const auto& x = s.input_shape(0);
+  const auto& w = s.input_shape(1);
+  if (x.size() != 3 || w.size() != 3) return 0;
+  double dirs = static_cast<double>(w[0]);
+  double gates_h = static_cast<double>(w[1]);
+  double input = static_cast<double>(w[2]);
+  double hidden = static_cast<double>(op.IntAttribute("hidden_size", 0));
+  if (hidden <= 0) return 0;
+  bool batch_first = op.IntAttribute("layout", 0) == 1;
+  double steps = static_cast<double>(batch_first ? x[1] : x[0]);
+  double batch = static_cast<double>(batch_first ? x[0] : x[1]);
+  double per_step = 2 * gates_h * (input + hidden) + gates_h +
+                    gate_elementwise * hidden;
+  return dirs * steps * batch * per_step;
+}
+
+// Einsum: 2 FLOPs for every point of the full index space.
+double EinsumFlops(const Op& op, const OpShapes& s, double) {
+  const AttributeValue* eq = op.FindAttribute("equation");
+  if (eq == nullptr) return 0;
+  std::string lhs = eq->s.substr(0, eq->s.find("->"));
+  std::map<char, double> extent;
+  int operand = 0;
+  size_t pos = 0;
+  for (size_t i = 0; i <= lhs.size(); ++i) {
+    if (i == lhs.size() || lhs[i] == ',') {
+      std::string term;
+      for (size_t j = pos; j < i; ++j) {
+        if (std::isalpha(static_cast<unsigned char>(lhs[j]))) term += lhs[j];
+      }
+      const auto& shape = s.input_shape(operand);
+      // Letters align with the trailing dims (after any ellipsis).
+      size_t offset = shape.size() >= term.size() ? shape.size() - term.size()
+                                                  : 0;
+      for (size_t j = 0; j < term.size() && offset + j < shape.size(); ++j) {
+        extent[term[j]] = static_cast<double>(shape[offset + j]);
+      }
+      ++operand;
+      pos = i + 1;
+    }
+  }
+  double points = 1;
+  for (const auto& [c, n] : extent) points *= n;
+  return 2 * points;
+}
+
+struct Entry {
+  OpCostRule rule;
+  FlopsFn flops;
+  double per_element;
+  CostStatus status;
+};
+
+using Table = absl::flat_hash_map<std::string, Entry>;
+
+void Add(Table& t, std::initializer_list<const char*> types, Entry e) {
+  for (const char* type : types) t.emplace(type, e);
+}
+
+const Table& CostTable() {
+  static const Table* table = [] {
+    auto* t = new Table();
+    const OpCostRule same{GradientRule::kSamePass, {}};
+    const OpCostRule none{GradientRule::kNone, {}};
+    const auto exact = CostStatus::kExact;
+    const auto estimated = CostStatus::kEstimated;
+
+    Add(*t, {"Conv"}, {{GradientRule::kPerInput, {0, 1}}, ConvFlops, 0, exact});
+    Add(*t, {"ConvTranspose"},
+        {{GradientRule::kPerInput, {0, 1}}, ConvTransposeFlops, 0, exact});
+    Add(*t, {"MatMul"},
+        {{GradientRule::kPerInput, {0, 1}}, MatMulFlops, 0, exact});
+    Add(*t, {"Gemm"}, {{GradientRule::kPerInput, {0, 1}}, GemmFlops, 0, exact});
+    Add(*t, {"Einsum"},
+        {{GradientRule::kPerInput, {0, 1}}, EinsumFlops, 0, exact});
+    // Gate nonlinearities and cell updates per hidden unit and step.
+    Add(*t, {"LSTM"},
+        {{GradientRule::kPerInput, {0, 1, 2}}, RecurrentFlops, 17, exact});
+    Add(*t, {"GRU"},
+        {{GradientRule::kPerInput, {0, 1, 2}}, RecurrentFlops, 14, exact});
+    Add(*t, {"RNN"},
+        {{GradientRule::kPerInput, {0, 1, 2}}, RecurrentFlops, 4, exact});
+
+    // Elementwise arithmetic: 1 FLOP per output element.
+    Add(*t,
+        {"Add", "Sub", "Mul", "Div", "Max", "Min", "Neg", "Abs", "Relu",
+         "LeakyRelu", "PRelu", "Clip", "Sign", "Reciprocal", "Floor", "Ceil",
+         "Round", "Mod", "ThresholdedRelu", "Shrink"},
+        {same, PerOutputElement, 1, exact});
+    Add(*t, {"Sum", "Mean"}, {same, Variadic, 1, exact});
+    // Transcendental and composite activations: a few FLOPs each.
+    Add(*t, {"Sqrt", "Exp", "Log", "Erf", "Sin", "Cos", "Tan", "Asin",
+             "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"},
+        {same, PerOutputElement, 4, exact});
+    Add(*t, {"Sigmoid", "Tanh", "Elu", "Selu", "Celu", "Softplus",
+             "Softsign", "HardSigmoid", "HardSwish", "Mish", "Pow"},
+        {same, PerOutputElement, 4, exact});
+    Add(*t, {"Gelu"}, {same, PerOutputElement, 8, exact});
+    Add(*t, {"Where"}, {same, PerOutputElement, 1, exact});
+    Add(*t, {"Softmax", "LogSoftmax", "Hardmax"},
+        {same, PerOutputElement, 5, exact});
+    Add(*t, {"BatchNormalization"},
+        {{GradientRule::kSamePass, {}, {3, 4}}, PerFirstInputElement, 5,
+         exact});
+    Add(*t, {"InstanceNormalization"}, {same, PerFirstInputElement, 5, exact});
+    Add(*t, {"LayerNormalization", "GroupNormalization"},
+        {same, PerFirstInputElement, 8, exact});
+    Add(*t, {"LRN"}, {same, PerOutputElement, 8, exact});
+    Add(*t, {"Dropout"}, {same, PerOutputElement, 2, exact});
+    Add(*t, {"MaxPool", "AveragePool", "LpPool"}, {same, PoolFlops, 0, exact});
+    Add(*t, {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool",
+             "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
+             "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare",
+             "ReduceLogSum", "ReduceLogSumExp", "CumSum"},
+        {same, PerFirstInputElement, 1, exact});
+    Add(*t, {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"},
+        {same, PerFirstInputElement, 5, exact});
+
+    // Data movement: no FLOPs, bytes only; gradients flow through.
+    Add(*t, {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
+             "Transpose", "Concat", "Split", "Slice", "Gather",
+             "GatherElements", "GatherND", "Expand", "Tile", "Pad",
+             "SpaceToDepth", "DepthToSpace", "ScatterND", "ScatterElements",
+             "ReverseSequence", "Compress", "Trilu"},
+        {same, Zero, 0, exact});
+    Add(*t, {"Resize", "Upsample"}, {same, PerOutputElement, 4, estimated});
+    Add(*t, {"TopK"}, {same, PerFirstInputElement, 2, estimated});
+
+    // No gradient: shape arithmetic, comparisons, generators, casts.
+    Add(*t, {"Shape", "Size", "Constant", "ConstantOfShape", "Range",
+             "NonZero", "EyeLike", "RandomNormal", "RandomUniform",
+             "RandomNormalLike", "RandomUniformLike", "Bernoulli",
+             "Multinomial", "OneHot"},
+        {none, Zero, 0, exact});
+    Add(*t, {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+             "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "BitShift"},
+        {none, PerOutputElement, 1, exact});
+    Add(*t, {"ArgMax", "ArgMin"}, {none, PerFirstInputElement, 1, exact});
+    Add(*t, {"NonMaxSuppression"}, {none, PerFirstInputElement, 4, estimated});
+    // Cast passes gradients between floating-point types only; the
+    // training view checks dtypes.
+    Add(*t, {"Cast", "CastLike"}, {same, Zero, 0, exact});
+    return t;
+  }();
+  return *table;
+}
+
+int64_t KnownBytes(const Tensor* t) {
+  return t != nullptr && t->shape_known ? t->bytes() : 0;
+}
+
+}  // namespace
+
+const OpCostRule* FindOpCostRule(absl::string_view domain,
+                                 absl::string_view op_type) {
+  if (!domain.empty() && domain != "ai.onnx") return nullptr;
+  const Table& table = CostTable();
+  auto it = table.find(op_type);
+  return it == table.end() ? nullptr : &it->second.rule;
+}
+
+OpCost ComputeForwardCost(const Op& op, const std::vector<Tensor>& tensors) {
+  OpCost cost;
+  OpShapes shapes(op, tensors);
+  for (int in : op.inputs) {
+    if (in >= 0) cost.bytes_accessed += KnownBytes(&tensors[in]);
+  }
+  for (int out : op.outputs) {
+    if (out >= 0) cost.bytes_accessed += KnownBytes(&tensors[out]);
+  }
+  if (!op.domain.empty() && op.domain != "ai.onnx") return cost;  // unknown
+  const Table& table = CostTable();
+  auto it = table.find(op.op_type);
+  if (it == table.end() || !shapes.all_known()) return cost;  // unknown
+  const Entry& e = it->second;
+  cost.flops = e.flops(op, shapes, e.per_element);
+  cost.status = e.status;
+  return cost;
+}
+
+OpCost ComputeBackwardCost(const Op& op, const std::vector<Tensor>& tensors,
+                           const std::vector<bool>& input_needs_grad) {
+  OpCost forward = ComputeForwardCost(op, tensors);
+  OpCost cost;
+  cost.status = forward.status;
+  for (int out : op.outputs) {
+    if (out >= 0) cost.bytes_accessed += KnownBytes(&tensors[out]);
+  }
+  bool any = false;
+  for (int k = 0; k < static_cast<int>(op.inputs.size()); ++k) {
+    if (op.inputs[k] < 0) continue;
+    const Tensor& t = tensors[op.inputs[k]];
+    cost.bytes_accessed += KnownBytes(&t);  // saved activation read
+    if (k < static_cast<int>(input_needs_grad.size()) && input_needs_grad[k]) {
+      cost.bytes_accessed += KnownBytes(&t);  // gradient written
+      any = true;
+    }
+  }
+  const OpCostRule* rule = FindOpCostRule(op.domain, op.op_type);
+  if (rule == nullptr || !any) return cost;
+  switch (rule->gradient) {
+    case GradientRule::kNone:
+      break;
+    case GradientRule::kSamePass:
+      cost.flops = forward.flops;
+      break;
+    case GradientRule::kPerInput: {
+      int operands = 0;
+      bool other = false;
+      for (int k = 0; k < static_cast<int>(input_needs_grad.size()); ++k) {
+        if (!input_needs_grad[k]) continue;
+        bool is_operand = false;
+        for (int c : rule->contraction_inputs) is_operand |= (c == k);
+        if (is_operand) {
+          ++operands;
+        } else {
+          other = true;
+        }
+      }
+      cost.flops = forward.flops * operands;
+      // A bias (or initial state) gradient is a reduction over the output.
+      if (other) {
+        for (int out : op.outputs) {
+          if (out >= 0 && tensors[out].shape_known) {
+            cost.flops += static_cast<double>(tensors[out].num_elements());
+          }
+        }
+      }
+      break;
+    }
+  }
+  return cost;
+}
+
+}  // namespace placer

@@ -1,0 +1,226 @@
+#include "graph/training_view.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "graph/op_costs.h"
+
+namespace placer {
+namespace {
+
+ValueKind KindOf(TensorKind kind) {
+  switch (kind) {
+    case TensorKind::kActivation: return ValueKind::kActivation;
+    case TensorKind::kGraphInput: return ValueKind::kGraphInput;
+    case TensorKind::kParameter: return ValueKind::kParameter;
+    case TensorKind::kConstant: return ValueKind::kConstant;
+  }
+  return ValueKind::kConstant;
+}
+
+void AddUnique(std::vector<int>& list, int x) {
+  if (std::find(list.begin(), list.end(), x) == list.end()) list.push_back(x);
+}
+
+}  // namespace
+
+double TrainingView::flops(NodeKind kind) const {
+  double total = 0;
+  for (const TrainingNode& n : nodes_) {
+    if (n.kind == kind) total += n.cost.flops;
+  }
+  return total;
+}
+
+double TrainingView::training_flops() const {
+  double total = 0;
+  for (const TrainingNode& n : nodes_) total += n.cost.flops;
+  return total;
+}
+
+int64_t TrainingView::parameter_bytes() const {
+  int64_t total = 0;
+  for (const TrainingValue& v : values_) {
+    if (v.kind == ValueKind::kParameter) total += v.bytes;
+  }
+  return total;
+}
+
+int TrainingView::unknown_cost_nodes() const {
+  int count = 0;
+  for (const TrainingNode& n : nodes_) {
+    count += n.cost.status == CostStatus::kUnknown;
+  }
+  return count;
+}
+
+TrainingView BuildTrainingView(const Graph& graph,
+                               const TrainingOptions& options) {
+  TrainingView view;
+  view.graph_ = &graph;
+  view.options_ = options;
+  const std::vector<Tensor>& tensors = graph.tensors();
+  const std::vector<Op>& ops = graph.ops();
+  const int n = static_cast<int>(ops.size());
+  const int num_tensors = static_cast<int>(tensors.size());
+  const std::vector<int>& topo = graph.topological_order();
+
+  // Values 0..T-1 are the forward tensors.
+  for (int t = 0; t < num_tensors; ++t) {
+    TrainingValue v;
+    v.name = tensors[t].name;
+    v.kind = KindOf(tensors[t].kind);
+    v.bytes = std::max<int64_t>(0, tensors[t].bytes());
+    v.producer = tensors[t].producer;
+    v.tensor = t;
+    view.values_.push_back(std::move(v));
+  }
+
+  // Which tensors depend on a parameter through differentiable ops.
+  std::vector<bool> flows(n, false), needs(num_tensors, false);
+  for (int t = 0; t < num_tensors; ++t) {
+    needs[t] = tensors[t].kind == TensorKind::kParameter;
+  }
+  for (int i : topo) {
+    const OpCostRule* rule = FindOpCostRule(ops[i].domain, ops[i].op_type);
+    bool differentiable = rule == nullptr || rule->gradient != GradientRule::kNone;
+    bool any = false;
+    for (int in : ops[i].inputs) any |= in >= 0 && needs[in];
+    flows[i] = differentiable && any;
+    for (int out : ops[i].outputs) {
+      if (out < 0) continue;
+      DataType dtype = tensors[out].dtype;
+      needs[out] = flows[i] && (IsFloatingPoint(dtype) ||
+                                dtype == DataType::kUndefined);
+    }
+  }
+  // Which of those lie on a path to the loss (a graph output).
+  std::vector<bool> receives(num_tensors, false), has_backward(n, false);
+  for (int out : graph.outputs()) receives[out] = needs[out];
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    int i = *it;
+    bool any = false;
+    for (int out : ops[i].outputs) any |= out >= 0 && receives[out];
+    has_backward[i] = flows[i] && any;
+    if (!has_backward[i]) continue;
+    for (int in : ops[i].inputs) {
+      if (in >= 0 && needs[in]) receives[in] = true;
+    }
+  }
+
+  // Forward nodes: node i is op i.
+  for (int i = 0; i < n; ++i) {
+    TrainingNode node;
+    node.key = ops[i].key;
+    node.kind = NodeKind::kForward;
+    node.forward_op = i;
+    node.cost = ops[i].forward;
+    for (int in : ops[i].inputs) {
+      if (in >= 0) AddUnique(node.inputs, in);
+    }
+    for (int out : ops[i].outputs) {
+      if (out >= 0) node.outputs.push_back(out);
+    }
+    view.nodes_.push_back(std::move(node));
+  }
+
+  // Backward nodes, consumers before producers.
+  view.backward_of_.assign(n, -1);
+  std::vector<std::vector<int>> partials(num_tensors);
+  std::vector<int> backward_order;
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    int i = *it;
+    if (!has_backward[i]) continue;
+    const Op& op = ops[i];
+    int b = static_cast<int>(view.nodes_.size());
+    TrainingNode node;
+    node.key = absl::StrCat("grad:", op.key);
+    node.kind = NodeKind::kBackward;
+    node.forward_op = i;
+    for (int out : op.outputs) {
+      if (out < 0 || !receives[out]) continue;
+      for (int p : partials[out]) AddUnique(node.inputs, p);
+      if (tensors[out].is_graph_output) AddUnique(node.control_inputs, i);
+    }
+    std::vector<bool> input_needs_grad;
+    for (int in : op.inputs) {
+      input_needs_grad.push_back(in >= 0 && needs[in]);
+      if (in >= 0) AddUnique(node.inputs, in);  // saved for backward
+    }
+    node.cost = ComputeBackwardCost(op, tensors, input_needs_grad);
+    if (op.forward.status == CostStatus::kUnknown) {
+      node.cost.status = CostStatus::kUnknown;
+    }
+    for (int in : op.inputs) {
+      if (in < 0 || !needs[in]) continue;
+      if (!partials[in].empty() &&
+          view.values_[partials[in].back()].producer == b) {
+        continue;  // the same tensor at two input positions
+      }
+      TrainingValue g;
+      g.name = absl::StrCat("grad:", op.key, ":", tensors[in].name);
+      g.kind = ValueKind::kGradient;
+      g.bytes = std::max<int64_t>(0, tensors[in].bytes());
+      g.producer = b;
+      g.tensor = in;
+      int gv = static_cast<int>(view.values_.size());
+      view.values_.push_back(std::move(g));
+      node.outputs.push_back(gv);
+      partials[in].push_back(gv);
+    }
+    view.backward_of_[i] = b;
+    view.nodes_.push_back(std::move(node));
+    backward_order.push_back(b);
+  }
+
+  // Parameters live with their first consumer in topological order.
+  std::vector<int> position(n);
+  for (int k = 0; k < n; ++k) position[topo[k]] = k;
+  view.group_nodes_.assign(n, {});
+  view.group_parameters_.assign(n, {});
+  std::vector<int> home(num_tensors, -1);
+  for (int t = 0; t < num_tensors; ++t) {
+    if (tensors[t].kind != TensorKind::kParameter) continue;
+    for (int c : tensors[t].consumers) {
+      if (home[t] < 0 || position[c] < position[home[t]]) home[t] = c;
+    }
+    if (home[t] >= 0) view.group_parameters_[home[t]].push_back(t);
+  }
+
+  // Update nodes, one per parameter that receives a gradient.
+  std::vector<int> update_order;
+  for (int t = 0; t < num_tensors; ++t) {
+    if (home[t] < 0 || !receives[t]) continue;
+    TrainingNode node;
+    node.key = absl::StrCat("update:", tensors[t].name);
+    node.kind = NodeKind::kUpdate;
+    node.forward_op = home[t];
+    node.parameter = t;
+    node.inputs = partials[t];
+    node.inputs.push_back(t);
+    double elements = static_cast<double>(tensors[t].num_elements());
+    double k = static_cast<double>(partials[t].size());
+    node.cost.flops =
+        options.update_flops_per_element * elements + (k - 1) * elements;
+    // Partial gradients read; weight and momentum read and written.
+    node.cost.bytes_accessed =
+        static_cast<int64_t>(k + 4) * view.values_[t].bytes;
+    node.cost.status = CostStatus::kExact;
+    update_order.push_back(static_cast<int>(view.nodes_.size()));
+    view.nodes_.push_back(std::move(node));
+  }
+
+  // Consumers, groups and the topological order.
+  for (int i = 0; i < static_cast<int>(view.nodes_.size()); ++i) {
+    for (int v : view.nodes_[i].inputs) view.values_[v].consumers.push_back(i);
+    view.group_nodes_[view.nodes_[i].forward_op].push_back(i);
+  }
+  view.topo_ = topo;
+  view.topo_.insert(view.topo_.end(), backward_order.begin(),
+                    backward_order.end());
+  view.topo_.insert(view.topo_.end(), update_order.begin(),
+                    update_order.end());
+  return view;
+}
+
+}  // namespace placer

@@ -1,0 +1,118 @@
+// TrainingView is the graph that placer places and simulates: one training
+// step of a forward Graph, as dataflow between nodes.
+//
+// Contract:
+//  - Nodes: every forward op; one backward node per forward op through which
+//    a gradient flows to a parameter (key "grad:<op key>"); one update node
+//    per parameter that receives a gradient (key "update:<tensor name>",
+//    SGD with momentum).
+//  - Values are what flows between nodes, each with one producer (or none:
+//    graph inputs, constants and parameters exist before the step) and its
+//    size in bytes. A backward node reads the forward op's inputs (saved
+//    activations and weights) and the gradients of its outputs, and writes
+//    one partial gradient per input that needs one; the producer's backward
+//    node (or a parameter's update node) sums the partial gradients.
+//  - A backward node whose op writes a graph output also waits for the
+//    forward op (the loss gradient is seeded there): `control_inputs`.
+//  - Colocation: group g holds forward op g, its backward node and the update
+//    nodes of the parameters whose first consumer (in topological order) is
+//    op g; those parameters live on the group's device. Placing forward op g
+//    places its whole group.
+//  - Costs of backward nodes derive from the forward op (op_costs.h); an
+//    op whose forward cost is unknown has an unknown backward cost too.
+#ifndef PLACER_GRAPH_TRAINING_VIEW_H_
+#define PLACER_GRAPH_TRAINING_VIEW_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace placer {
+
+enum class NodeKind { kForward, kBackward, kUpdate };
+
+enum class ValueKind {
+  kActivation,  // written by a forward op
+  kGraphInput,  // fed to the step (data, labels)
+  kConstant,    // non-trainable initializer or folded constant
+  kParameter,   // trainable weight, resident on its group's device
+  kGradient,    // a partial gradient written by a backward node
+};
+
+struct TrainingValue {
+  std::string name;
+  ValueKind kind = ValueKind::kActivation;
+  int64_t bytes = 0;
+  int producer = -1;           // node index, -1 for none
+  std::vector<int> consumers;  // node indices, ascending, no duplicates
+  int tensor = -1;             // the forward tensor (for gradients: the
+                               // tensor whose gradient this is)
+};
+
+struct TrainingNode {
+  std::string key;
+  NodeKind kind = NodeKind::kForward;
+  int forward_op = -1;  // the op this node belongs to; also its group
+  OpCost cost;
+  std::vector<int> inputs;          // value indices, no duplicates
+  std::vector<int> outputs;         // value indices
+  std::vector<int> control_inputs;  // node indices
+  int parameter = -1;  // update nodes: the parameter value they update
+};
+
+// Optimizer assumptions used for update costs and memory.
+struct TrainingOptions {
+  // FLOPs per parameter element of the update (SGD with momentum:
+  // v = mu * v + g; w -= lr * v).
+  double update_flops_per_element = 4;
+  // Optimizer state bytes per parameter byte (momentum: 1).
+  double optimizer_state_per_parameter_byte = 1;
+};
+
+class TrainingView {
+ public:
+  const Graph& forward() const { return *graph_; }
+  const TrainingOptions& options() const { return options_; }
+  const std::vector<TrainingNode>& nodes() const { return nodes_; }
+  const std::vector<TrainingValue>& values() const { return values_; }
+  const TrainingNode& node(int i) const { return nodes_[i]; }
+  const TrainingValue& value(int i) const { return values_[i]; }
+  // A valid order of all nodes: forward ops, then backward nodes in reverse,
+  // then update nodes.
+  const std::vector<int>& topological_order() const { return topo_; }
+  // Nodes of colocation group g (g is a forward op index).
+  const std::vector<int>& group_nodes(int g) const { return group_nodes_[g]; }
+  // Parameter values living with group g.
+  const std::vector<int>& group_parameters(int g) const {
+    return group_parameters_[g];
+  }
+  int num_groups() const { return static_cast<int>(group_nodes_.size()); }
+  int backward_node(int op) const { return backward_of_[op]; }  // -1: none
+
+  double flops(NodeKind kind) const;
+  double training_flops() const;
+  int64_t parameter_bytes() const;
+  // Nodes whose cost is unknown (forward, backward and update alike).
+  int unknown_cost_nodes() const;
+
+ private:
+  friend TrainingView BuildTrainingView(const Graph&, const TrainingOptions&);
+  const Graph* graph_ = nullptr;
+  TrainingOptions options_;
+  std::vector<TrainingNode> nodes_;
+  std::vector<TrainingValue> values_;
+  std::vector<int> topo_;
+  std::vector<std::vector<int>> group_nodes_;
+  std::vector<std::vector<int>> group_parameters_;
+  std::vector<int> backward_of_;
+};
+
+// `graph` must outlive the view.
+TrainingView BuildTrainingView(const Graph& graph,
+                               const TrainingOptions& options = {});
+
+}  // namespace placer
+
+#endif  // PLACER_GRAPH_TRAINING_VIEW_H_

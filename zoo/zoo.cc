@@ -1,0 +1,171 @@
+#include "zoo/zoo.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "zoo/onnx_builder.h"
+
+namespace placer::zoo {
+
+// Toy graphs for tests: small MatMul/Relu networks with a known structure.
+// `layers` is the depth (chain) or the number of branches (wide).
+onnx::ModelProto BuildChain(const ZooParams& p) {
+  OnnxBuilder b("chain", p.seed, p.weights);
+  std::string x = b.Input("x", {p.batch_size, p.hidden});
+  for (int64_t i = 0; i < p.layers; ++i) {
+    std::string w = b.Weight(absl::StrCat("w", i), {p.hidden, p.hidden},
+                             p.hidden);
+    x = b.Node("MatMul", absl::StrCat("matmul", i), {x, w});
+    x = b.Node("Relu", absl::StrCat("relu", i), {x});
+  }
+  b.Output(x, onnx::TensorProto::FLOAT);
+  return b.Finish();
+}
+
+onnx::ModelProto BuildDiamond(const ZooParams& p) {
+  OnnxBuilder b("diamond", p.seed, p.weights);
+  const int64_t h = p.hidden;
+  std::string x = b.Input("x", {p.batch_size, h});
+  std::string top = b.Node("MatMul", "top", {x, b.Weight("w_top", {h, h}, h)});
+  std::string left =
+      b.Node("MatMul", "left", {top, b.Weight("w_left", {h, h}, h)});
+  std::string right =
+      b.Node("MatMul", "right", {top, b.Weight("w_right", {h, h}, h)});
+  std::string join = b.Node("Add", "join", {left, right});
+  b.Output(join, onnx::TensorProto::FLOAT);
+  return b.Finish();
+}
+
+onnx::ModelProto BuildWide(const ZooParams& p) {
+  OnnxBuilder b("wide", p.seed, p.weights);
+  const int64_t h = p.hidden;
+  std::string x = b.Input("x", {p.batch_size, h});
+  std::vector<std::string> branches;
+  for (int64_t i = 0; i < p.layers; ++i) {
+    std::string w = b.Weight(absl::StrCat("w", i), {h, h}, h);
+    std::string y = b.Node("MatMul", absl::StrCat("branch", i, "/matmul"),
+                           {x, w});
+    branches.push_back(
+        b.Node("Relu", absl::StrCat("branch", i, "/relu"), {y}));
+  }
+  std::string sum = b.Node("Sum", "sum", branches);
+  b.Output(sum, onnx::TensorProto::FLOAT);
+  return b.Finish();
+}
+
+const std::vector<ZooModel>& ZooModels() {
+  static const std::vector<ZooModel>* models = [] {
+    auto* m = new std::vector<ZooModel>();
+    auto add = [&](std::string name, std::string description, ZooParams d,
+                   onnx::ModelProto (*build)(const ZooParams&)) {
+      m->push_back({std::move(name), std::move(description), d, build});
+    };
+    ZooParams cnn;
+    cnn.batch_size = 32;
+    cnn.image_size = 299;
+    add("inception_v3", "Inception-V3 (Szegedy et al. 2016), 299x299 images",
+        cnn, BuildInceptionV3);
+    cnn.image_size = 224;
+    add("resnet50", "ResNet-50 v1.5 (He et al. 2016), 224x224 images", cnn,
+        BuildResNet50);
+    ZooParams nmt;
+    nmt.batch_size = 64;
+    nmt.seq_len = 50;
+    nmt.hidden = 1024;
+    nmt.vocab = 32000;
+    for (int layers : {2, 4, 8}) {
+      nmt.layers = layers;
+      add(absl::StrCat("gnmt", layers),
+          absl::StrCat("GNMT-style NMT, ", layers,
+                       "-layer LSTM encoder and decoder with attention, "
+                       "unrolled over time"),
+          nmt, BuildGnmt);
+    }
+    ZooParams lm;
+    lm.batch_size = 64;
+    lm.seq_len = 40;
+    lm.hidden = 2048;
+    lm.vocab = 32000;
+    lm.layers = 2;
+    add("rnnlm", "2-layer LSTM language model unrolled over time", lm,
+        BuildRnnlm);
+    ZooParams tf;
+    tf.batch_size = 32;
+    tf.seq_len = 64;
+    tf.hidden = 1024;
+    tf.vocab = 32000;
+    tf.layers = 6;
+    add("transformer_big",
+        "Transformer (big): 6+6 layers, d_model 1024, 16 heads, d_ff 4096",
+        tf, BuildTransformer);
+    ZooParams toy;
+    toy.batch_size = 16;
+    toy.hidden = 64;
+    toy.layers = 8;
+    add("chain", "toy: a chain of MatMul+Relu layers", toy, BuildChain);
+    add("diamond", "toy: one MatMul feeding two that join in an Add", toy,
+        BuildDiamond);
+    add("wide", "toy: parallel MatMul+Relu branches joined by a Sum", toy,
+        BuildWide);
+    return m;
+  }();
+  return *models;
+}
+
+absl::StatusOr<ZooParams> ResolveZooParams(absl::string_view name,
+                                           const ZooParams& params) {
+  for (const ZooModel& m : ZooModels()) {
+    if (m.name != name) continue;
+    ZooParams p = params;
+    const ZooParams& d = m.defaults;
+    auto fill = [](int64_t& v, int64_t def) {
+      if (v == 0) v = def;
+    };
+    fill(p.batch_size, d.batch_size);
+    fill(p.layers, d.layers);
+    fill(p.seq_len, d.seq_len);
+    fill(p.hidden, d.hidden);
+    fill(p.vocab, d.vocab);
+    fill(p.image_size, d.image_size);
+    for (auto [field, value] :
+         {std::pair<const char*, int64_t>{"batch_size", p.batch_size},
+          {"layers", p.layers},
+          {"seq_len", p.seq_len},
+          {"hidden", p.hidden},
+          {"vocab", p.vocab},
+          {"image_size", p.image_size}}) {
+      if (value < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("zoo:", name, ": ", field, " must be positive, got ",
+                         value));
+      }
+    }
+    if (m.build == BuildTransformer && p.hidden % 16 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "zoo:", name, ": hidden (", p.hidden,
+          ") must be a multiple of the 16 attention heads"));
+    }
+    if ((m.build == BuildInceptionV3 && p.image_size < 75) ||
+        (m.build == BuildResNet50 && p.image_size < 32)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "zoo:", name, ": image_size ", p.image_size, " is too small"));
+    }
+    return p;
+  }
+  std::vector<std::string> names;
+  for (const ZooModel& m : ZooModels()) names.push_back(m.name);
+  return absl::NotFoundError(absl::StrCat("unknown zoo model '", name,
+                                          "'; known: ",
+                                          absl::StrJoin(names, ", ")));
+}
+
+absl::StatusOr<onnx::ModelProto> BuildZooModel(absl::string_view name,
+                                               const ZooParams& params) {
+  absl::StatusOr<ZooParams> p = ResolveZooParams(name, params);
+  if (!p.ok()) return p.status();
+  for (const ZooModel& m : ZooModels()) {
+    if (m.name == name) return m.build(*p);
+  }
+  return absl::InternalError("unreachable");
+}
+
+}  // namespace placer::zoo
