@@ -331,9 +331,13 @@ absl::Status Importer::FixInputShapes() {
   const onnx::GraphProto& g = model_.graph();
   std::set<std::string> named;
   for (const auto& [name, shape] : options_.input_shapes) named.insert(name);
+  for (const onnx::ValueInfoProto& in : g.input()) named.erase(in.name());
+  if (!named.empty()) {
+    return Error(absl::StrCat("--input-shape names '", *named.begin(),
+                              "', which is not a graph input"));
+  }
   for (const onnx::ValueInfoProto& in : g.input()) {
     if (initializer_names_.count(in.name())) continue;
-    named.erase(in.name());
     ShapeInfo info = FromTypeProto(in.type());
     auto it = options_.input_shapes.find(in.name());
     if (it != options_.input_shapes.end()) {
@@ -371,10 +375,6 @@ absl::Status Importer::FixInputShapes() {
           "=D0xD1x..."));
     }
     input_shapes_[in.name()] = info;
-  }
-  if (!named.empty()) {
-    return Error(absl::StrCat("--input-shape names '", *named.begin(),
-                              "', which is not a graph input"));
   }
   return absl::OkStatus();
 }

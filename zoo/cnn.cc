@@ -78,7 +78,7 @@ class CnnBuilder {
     y = b_.Node("Gemm", "fc/Gemm", {y, w, bias}, {IntAttr("transB", 1)});
     std::string labels = b_.IntInput("labels", {batch});
     std::string loss = b_.Node("SoftmaxCrossEntropyLoss", "loss", {y, labels});
-    b_.Output(loss, onnx::TensorProto::FLOAT);
+    b_.Output(loss, onnx::TensorProto::FLOAT, {});
   }
 
   OnnxBuilder& b() { return b_; }

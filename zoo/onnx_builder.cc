@@ -176,10 +176,9 @@ std::string OnnxBuilder::Node(
   return NodeN(op_type, name, inputs, 1, attributes).front();
 }
 
-void OnnxBuilder::Output(const std::string& name, int32_t elem_type) {
-  onnx::ValueInfoProto* v = model_.mutable_graph()->add_output();
-  v->set_name(name);
-  v->mutable_type()->mutable_tensor_type()->set_elem_type(elem_type);
+void OnnxBuilder::Output(const std::string& name, int32_t elem_type,
+                         const std::vector<int64_t>& dims) {
+  *model_.mutable_graph()->add_output() = MakeValueInfo(name, elem_type, dims);
 }
 
 onnx::ModelProto OnnxBuilder::Finish() { return std::move(model_); }

@@ -55,7 +55,9 @@ class OnnxBuilder {
                    const std::vector<std::string>& inputs,
                    std::initializer_list<onnx::AttributeProto> attributes = {});
 
-  void Output(const std::string& name, int32_t elem_type);
+  // A graph output of the given type and shape ({} for a scalar).
+  void Output(const std::string& name, int32_t elem_type,
+              const std::vector<int64_t>& dims);
 
   onnx::ModelProto Finish();
 

@@ -89,7 +89,7 @@ void SequenceLoss(OnnxBuilder& b, const std::vector<std::string>& logits,
   std::string labels = b.IntInput("labels", {batch, steps});
   std::string loss =
       b.Node("SoftmaxCrossEntropyLoss", "loss", {scores, labels});
-  b.Output(loss, onnx::TensorProto::FLOAT);
+  b.Output(loss, onnx::TensorProto::FLOAT, {});
 }
 
 }  // namespace

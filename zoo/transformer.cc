@@ -125,7 +125,7 @@ onnx::ModelProto BuildTransformer(const ZooParams& p) {
   std::string labels = b.IntInput("labels", {B, T});
   std::string loss =
       b.Node("SoftmaxCrossEntropyLoss", "loss", {logits, labels});
-  b.Output(loss, onnx::TensorProto::FLOAT);
+  b.Output(loss, onnx::TensorProto::FLOAT, {});
   return b.Finish();
 }
 

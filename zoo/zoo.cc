@@ -17,7 +17,7 @@ onnx::ModelProto BuildChain(const ZooParams& p) {
     x = b.Node("MatMul", absl::StrCat("matmul", i), {x, w});
     x = b.Node("Relu", absl::StrCat("relu", i), {x});
   }
-  b.Output(x, onnx::TensorProto::FLOAT);
+  b.Output(x, onnx::TensorProto::FLOAT, {p.batch_size, p.hidden});
   return b.Finish();
 }
 
@@ -31,7 +31,7 @@ onnx::ModelProto BuildDiamond(const ZooParams& p) {
   std::string right =
       b.Node("MatMul", "right", {top, b.Weight("w_right", {h, h}, h)});
   std::string join = b.Node("Add", "join", {left, right});
-  b.Output(join, onnx::TensorProto::FLOAT);
+  b.Output(join, onnx::TensorProto::FLOAT, {p.batch_size, h});
   return b.Finish();
 }
 
@@ -48,7 +48,7 @@ onnx::ModelProto BuildWide(const ZooParams& p) {
         b.Node("Relu", absl::StrCat("branch", i, "/relu"), {y}));
   }
   std::string sum = b.Node("Sum", "sum", branches);
-  b.Output(sum, onnx::TensorProto::FLOAT);
+  b.Output(sum, onnx::TensorProto::FLOAT, {p.batch_size, h});
   return b.Finish();
 }
 

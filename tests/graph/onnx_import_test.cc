@@ -1,0 +1,270 @@
+#include "graph/onnx_import.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "graph/training_view.h"
+#include "onnx/onnx_pb.h"
+#include "tests/graph/test_models.h"
+
+namespace placer {
+namespace {
+
+using ::placer::testing::AddInput;
+using ::placer::testing::AddInts;
+using ::placer::testing::AddNode;
+using ::placer::testing::AddOutput;
+using ::placer::testing::AddWeight;
+using ::placer::testing::EmptyModel;
+using ::placer::testing::MatMulRelu;
+using ::testing::HasSubstr;
+
+ImportOptions Batch(int64_t b) {
+  ImportOptions o;
+  o.batch_size = b;
+  return o;
+}
+
+absl::StatusOr<Graph> ImportString(const std::string& bytes,
+                                   const ImportOptions& options = Batch(2)) {
+  return ImportOnnxBytes(bytes, "model.onnx", options);
+}
+
+std::string Serialize(const onnx::ModelProto& m) {
+  std::string s;
+  m.SerializeToString(&s);
+  return s;
+}
+
+TEST(OnnxImportTest, ImportsShapesCostsAndKeys) {
+  absl::StatusOr<Graph> g = ImportOnnxModel(MatMulRelu(), "m", Batch(3));
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(g->ops().size(), 2u);
+  EXPECT_EQ(g->op(0).key, "mm");
+  const Tensor& h = g->tensor(g->FindTensor("h"));
+  EXPECT_TRUE(h.shape_known);
+  EXPECT_EQ(h.shape, (std::vector<int64_t>{3, 8}));
+  EXPECT_EQ(h.bytes(), 3 * 8 * 4);
+  // MatMul [3,4]x[4,8]: 2 * 4 FLOPs for each of 24 outputs.
+  EXPECT_DOUBLE_EQ(g->op(0).forward.flops, 2 * 4 * 24);
+  EXPECT_EQ(g->op(0).forward.status, CostStatus::kExact);
+  EXPECT_EQ(g->op(0).forward.bytes_accessed, (3 * 4 + 4 * 8 + 3 * 8) * 4);
+  EXPECT_DOUBLE_EQ(g->op(1).forward.flops, 24);
+  EXPECT_EQ(g->parameter_bytes(), 4 * 8 * 4);
+  EXPECT_EQ(g->tensor(g->FindTensor("w")).kind, TensorKind::kParameter);
+}
+
+TEST(OnnxImportTest, NodeKeysFallBackToIndexForEmptyOrDuplicateNames) {
+  onnx::ModelProto m = EmptyModel();
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, 2});
+  AddNode(g, "Relu", "", {"x"}, {"a"});
+  AddNode(g, "Relu", "same", {"a"}, {"b"});
+  AddNode(g, "Relu", "same", {"b"}, {"c"});
+  AddNode(g, "Relu", "unique", {"c"}, {"d"});
+  AddOutput(g, "d");
+  absl::StatusOr<Graph> graph = ImportOnnxModel(m, "m", {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(graph->op(0).key, "node_0");
+  EXPECT_EQ(graph->op(1).key, "node_1");
+  EXPECT_EQ(graph->op(2).key, "node_2");
+  EXPECT_EQ(graph->op(3).key, "unique");
+}
+
+// The exporter pattern: Shape -> Gather -> Unsqueeze -> Concat -> Reshape.
+// Shape inference alone cannot give the Reshape output a shape.
+TEST(OnnxImportTest, FoldsShapeArithmeticChains) {
+  onnx::ModelProto m = EmptyModel();
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {-1, 6, 4});
+  AddInts(g, "zero", {0});
+  AddInts(g, "minus_one", {-1});
+  AddNode(g, "Shape", "shape", {"x"}, {"s"});
+  auto* gather = AddNode(g, "Gather", "gather", {"s", "zero_scalar"}, {"b"});
+  (void)gather;
+  auto* c = g->add_initializer();  // scalar index 0
+  c->set_name("zero_scalar");
+  c->set_data_type(onnx::TensorProto::INT64);
+  c->add_int64_data(0);
+  AddNode(g, "Unsqueeze", "unsq", {"b", "zero"}, {"b1"});
+  AddNode(g, "Concat", "concat", {"b1", "minus_one"}, {"new_shape"})
+      ->add_attribute()
+      ->CopyFrom([] {
+        onnx::AttributeProto a;
+        a.set_name("axis");
+        a.set_type(onnx::AttributeProto::INT);
+        a.set_i(0);
+        return a;
+      }());
+  AddNode(g, "Reshape", "reshape", {"x", "new_shape"}, {"flat"});
+  AddWeight(g, "w", {24, 5});
+  AddNode(g, "MatMul", "mm", {"flat", "w"}, {"y"});
+  AddOutput(g, "y");
+  absl::StatusOr<Graph> graph = ImportOnnxModel(m, "m", Batch(7));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  const Tensor& flat = graph->tensor(graph->FindTensor("flat"));
+  ASSERT_TRUE(flat.shape_known);
+  EXPECT_EQ(flat.shape, (std::vector<int64_t>{7, 24}));
+  EXPECT_DOUBLE_EQ(graph->op(graph->FindOp("mm")).forward.flops,
+                   2.0 * 24 * 7 * 5);
+  // The folded value is kept: [7, -1].
+  const Tensor& shape = graph->tensor(graph->FindTensor("new_shape"));
+  ASSERT_NE(shape.data, nullptr);
+  EXPECT_EQ(shape.data->raw.size(), 16u);
+}
+
+TEST(OnnxImportTest, InputShapeFlagOverridesAndValidates) {
+  ImportOptions o;
+  ASSERT_TRUE(ParseInputShapeFlag("x=5x4", &o).ok());
+  absl::StatusOr<Graph> g = ImportOnnxModel(MatMulRelu(), "m", o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->tensor(g->FindTensor("y")).shape,
+            (std::vector<int64_t>{5, 8}));
+  EXPECT_FALSE(ParseInputShapeFlag("x=5xz", &o).ok());
+  EXPECT_FALSE(ParseInputShapeFlag("x", &o).ok());
+  ImportOptions wrong;
+  ASSERT_TRUE(ParseInputShapeFlag("nope=1x4", &wrong).ok());
+  absl::StatusOr<Graph> bad = ImportOnnxModel(MatMulRelu(), "m", wrong);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("'nope'"));
+}
+
+TEST(OnnxImportTest, UnknownOpIsKeptAndFlagged) {
+  onnx::ModelProto m = MatMulRelu();
+  auto* g = m.mutable_graph();
+  auto* custom = AddNode(g, "FancyAttention", "fancy", {"y"}, {"z"});
+  custom->set_domain("com.example");
+  auto* o = m.add_opset_import();
+  o->set_domain("com.example");
+  o->set_version(1);
+  g->clear_output();
+  AddOutput(g, "z");
+  absl::StatusOr<Graph> graph = ImportOnnxModel(m, "m", Batch(2));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ASSERT_EQ(graph->ops().size(), 3u);
+  std::vector<int> unknown = graph->unknown_cost_ops();
+  ASSERT_EQ(unknown.size(), 1u);
+  EXPECT_EQ(graph->op(unknown[0]).key, "fancy");
+  EXPECT_EQ(graph->op(unknown[0]).forward.flops, 0);
+  // Its backward is flagged unknown too, never a silent zero-cost node.
+  TrainingView view = BuildTrainingView(*graph);
+  EXPECT_EQ(view.unknown_cost_nodes(), 2);
+}
+
+// --- Malformed input: each error names the file and the culprit. ---
+
+TEST(OnnxImportErrorTest, NotAProtobuf) {
+  absl::StatusOr<Graph> g = ImportString("this is plainly not a protobuf\xff");
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(g.status().message(), HasSubstr("model.onnx"));
+  EXPECT_THAT(g.status().message(), HasSubstr("not an ONNX model"));
+}
+
+TEST(OnnxImportErrorTest, TruncatedFile) {
+  std::string bytes = Serialize(MatMulRelu());
+  for (size_t cut : {bytes.size() / 2, bytes.size() - 3, size_t{5}}) {
+    absl::StatusOr<Graph> g = ImportString(bytes.substr(0, cut));
+    ASSERT_FALSE(g.ok()) << "cut at " << cut;
+    EXPECT_THAT(g.status().message(), HasSubstr("model.onnx"));
+  }
+}
+
+TEST(OnnxImportErrorTest, EmptyFileAndMissingFile) {
+  EXPECT_THAT(ImportString("").status().message(), HasSubstr("empty"));
+  absl::StatusOr<Graph> g = ImportOnnxFile("/nonexistent/x.onnx", {});
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(g.status().message(), HasSubstr("/nonexistent/x.onnx"));
+}
+
+TEST(OnnxImportErrorTest, Cycle) {
+  onnx::ModelProto m = EmptyModel();
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, 2});
+  AddNode(g, "Add", "a", {"x", "c"}, {"b"});
+  AddNode(g, "Relu", "r", {"b"}, {"c"});
+  AddOutput(g, "c");
+  absl::Status s = ImportOnnxModel(m, "cyc.onnx", {}).status();
+  EXPECT_THAT(s.message(), HasSubstr("cyc.onnx"));
+  EXPECT_THAT(s.message(), HasSubstr("cycle"));
+  EXPECT_THAT(s.message(), HasSubstr("node 'a'"));
+}
+
+TEST(OnnxImportErrorTest, UndefinedInput) {
+  onnx::ModelProto m = MatMulRelu();
+  m.mutable_graph()->mutable_node(1)->set_input(0, "ghost");
+  absl::Status s = ImportOnnxModel(m, "m.onnx", Batch(2)).status();
+  EXPECT_THAT(s.message(), HasSubstr("node 'relu' (Relu, index 1)"));
+  EXPECT_THAT(s.message(), HasSubstr("'ghost' is not defined"));
+}
+
+TEST(OnnxImportErrorTest, DuplicateOutputName) {
+  onnx::ModelProto m = MatMulRelu();
+  m.mutable_graph()->mutable_node(1)->set_output(0, "h");
+  absl::Status s = ImportOnnxModel(m, "m.onnx", Batch(2)).status();
+  EXPECT_THAT(s.message(), HasSubstr("duplicate output name"));
+  EXPECT_THAT(s.message(), HasSubstr("node 'relu'"));
+  EXPECT_THAT(s.message(), HasSubstr("node 'mm'"));
+}
+
+TEST(OnnxImportErrorTest, UnresolvedInputShapeNamesTheDim) {
+  absl::Status s = ImportOnnxModel(MatMulRelu(), "m.onnx", {}).status();
+  EXPECT_THAT(s.message(), HasSubstr("unresolved shape"));
+  EXPECT_THAT(s.message(), HasSubstr("'x'"));
+  EXPECT_THAT(s.message(), HasSubstr("dim 0 is symbolic 'batch'"));
+  EXPECT_THAT(s.message(), HasSubstr("--batch"));
+}
+
+TEST(OnnxImportErrorTest, UnresolvedShapeInsideTheGraphNamesTheNode) {
+  // A Reshape whose target shape is a graph input cannot be resolved.
+  onnx::ModelProto m = EmptyModel();
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, 6});
+  AddInput(g, "target", {2}, onnx::TensorProto::INT64);
+  AddNode(g, "Reshape", "reshape", {"x", "target"}, {"y"});
+  AddOutput(g, "y");
+  absl::Status s = ImportOnnxModel(m, "m.onnx", {}).status();
+  EXPECT_THAT(s.message(), HasSubstr("unresolved shape: tensor 'y'"));
+  EXPECT_THAT(s.message(), HasSubstr("node 'reshape' (Reshape, index 0)"));
+}
+
+TEST(OnnxImportErrorTest, EmptyGraph) {
+  onnx::ModelProto m = EmptyModel();
+  AddInput(m.mutable_graph(), "x", {2});
+  absl::Status s = ImportOnnxModel(m, "m.onnx", {}).status();
+  EXPECT_THAT(s.message(), HasSubstr("empty graph"));
+}
+
+TEST(OnnxImportErrorTest, ModelWithoutGraph) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  absl::Status s = ImportString(Serialize(m)).status();
+  EXPECT_THAT(s.message(), HasSubstr("no graph"));
+}
+
+TEST(OnnxImportErrorTest, InitializerWithTooFewBytes) {
+  onnx::ModelProto m = MatMulRelu();
+  m.mutable_graph()->mutable_initializer(0)->mutable_float_data()->RemoveLast();
+  absl::Status s = ImportOnnxModel(m, "m.onnx", Batch(2)).status();
+  EXPECT_THAT(s.message(), HasSubstr("initializer 'w'"));
+}
+
+TEST(OnnxImportTest, ExternalDataIsSizedFromDims) {
+  onnx::ModelProto m = MatMulRelu();
+  auto* w = m.mutable_graph()->mutable_initializer(0);
+  w->clear_float_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* e = w->add_external_data();
+  e->set_key("location");
+  e->set_value("missing.bin");
+  absl::StatusOr<Graph> g = ImportOnnxModel(m, "m", Batch(2));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->parameter_bytes(), 4 * 8 * 4);
+  EXPECT_TRUE(g->tensor(g->FindTensor("w")).data->raw.empty());
+}
+
+}  // namespace
+}  // namespace placer

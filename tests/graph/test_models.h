@@ -1,0 +1,94 @@
+// Small hand-built ONNX models shared by the graph tests.
+#ifndef PLACER_TESTS_GRAPH_TEST_MODELS_H_
+#define PLACER_TESTS_GRAPH_TEST_MODELS_H_
+
+#include <string>
+
+#include "onnx/onnx_pb.h"
+
+namespace placer::testing {
+
+// Adds a node with explicit output names.
+inline onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& type,
+                                const std::string& name,
+                                std::initializer_list<std::string> inputs,
+                                std::initializer_list<std::string> outputs) {
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type(type);
+  n->set_name(name);
+  for (const auto& i : inputs) n->add_input(i);
+  for (const auto& o : outputs) n->add_output(o);
+  return n;
+}
+
+inline void AddInput(onnx::GraphProto* g, const std::string& name,
+                     std::initializer_list<int64_t> dims,
+                     int32_t type = onnx::TensorProto::FLOAT) {
+  auto* v = g->add_input();
+  v->set_name(name);
+  auto* tt = v->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(type);
+  auto* shape = tt->mutable_shape();
+  for (int64_t d : dims) {
+    if (d < 0) {
+      shape->add_dim()->set_dim_param("batch");
+    } else {
+      shape->add_dim()->set_dim_value(d);
+    }
+  }
+}
+
+inline void AddWeight(onnx::GraphProto* g, const std::string& name,
+                      std::initializer_list<int64_t> dims) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    t->add_dims(d);
+    n *= d;
+  }
+  for (int64_t i = 0; i < n; ++i) t->add_float_data(0.5f);
+}
+
+inline void AddInts(onnx::GraphProto* g, const std::string& name,
+                    std::initializer_list<int64_t> values) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(static_cast<int64_t>(values.size()));
+  for (int64_t v : values) t->add_int64_data(v);
+}
+
+inline void AddOutput(onnx::GraphProto* g, const std::string& name) {
+  auto* v = g->add_output();
+  v->set_name(name);
+  v->mutable_type()->mutable_tensor_type()->set_elem_type(
+      onnx::TensorProto::FLOAT);
+}
+
+inline onnx::ModelProto EmptyModel(int opset = 17) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* o = m.add_opset_import();
+  o->set_domain("");
+  o->set_version(opset);
+  m.mutable_graph()->set_name("test");
+  return m;
+}
+
+// x[B, 4] -> MatMul W[4, 8] -> Relu -> y. B is symbolic ("batch").
+inline onnx::ModelProto MatMulRelu() {
+  onnx::ModelProto m = EmptyModel();
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {-1, 4});
+  AddWeight(g, "w", {4, 8});
+  AddNode(g, "MatMul", "mm", {"x", "w"}, {"h"});
+  AddNode(g, "Relu", "relu", {"h"}, {"y"});
+  AddOutput(g, "y");
+  return m;
+}
+
+}  // namespace placer::testing
+
+#endif  // PLACER_TESTS_GRAPH_TEST_MODELS_H_

@@ -1,0 +1,143 @@
+#include "graph/training_view.h"
+
+#include <set>
+
+#include "gtest/gtest.h"
+#include "graph/onnx_import.h"
+#include "onnx/onnx_pb.h"
+#include "zoo/zoo.h"
+
+namespace placer {
+namespace {
+
+Graph ImportZoo(const std::string& name, zoo::ZooParams p) {
+  absl::StatusOr<onnx::ModelProto> m = zoo::BuildZooModel(name, p);
+  EXPECT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<Graph> g = ImportOnnxModel(*m, "zoo:" + name, {});
+  EXPECT_TRUE(g.ok()) << g.status();
+  return std::move(*g);
+}
+
+// diamond: top = x W_top; left = top W_l; right = top W_r; join = l + r.
+TEST(TrainingViewTest, DiamondExactStructure) {
+  zoo::ZooParams p;
+  p.batch_size = 2;
+  p.hidden = 3;
+  Graph g = ImportZoo("diamond", p);
+  TrainingView v = BuildTrainingView(g);
+  // 4 forward, 4 backward, 3 updates.
+  ASSERT_EQ(v.nodes().size(), 11u);
+  EXPECT_EQ(v.node(4).key, "grad:join");
+  EXPECT_EQ(v.node(v.backward_node(g.FindOp("top"))).key, "grad:top");
+  // join's backward waits for join (loss seed) and writes one partial
+  // gradient for each of its two inputs.
+  const TrainingNode& bj = v.node(v.backward_node(g.FindOp("join")));
+  EXPECT_EQ(bj.control_inputs, std::vector<int>{g.FindOp("join")});
+  EXPECT_EQ(bj.outputs.size(), 2u);
+  // top's output feeds left and right: grad:top sums two partials and,
+  // since x needs no gradient, writes only W_top's.
+  const TrainingNode& bt = v.node(v.backward_node(g.FindOp("top")));
+  int partials = 0;
+  for (int in : bt.inputs) partials += v.value(in).kind == ValueKind::kGradient;
+  EXPECT_EQ(partials, 2);
+  ASSERT_EQ(bt.outputs.size(), 1u);
+  EXPECT_EQ(v.value(bt.outputs[0]).name, "grad:top:w_top");
+  // MatMul [2,3]x[3,3] = 36 FLOPs; top's backward needs only dW: 36.
+  EXPECT_DOUBLE_EQ(v.node(g.FindOp("top")).cost.flops, 36);
+  EXPECT_DOUBLE_EQ(bt.cost.flops, 36);
+  // left's backward needs d(top) and dW_left: 72.
+  EXPECT_DOUBLE_EQ(v.node(v.backward_node(g.FindOp("left"))).cost.flops, 72);
+  // Updates: 4 FLOPs per weight element (9 each), one partial each.
+  for (int i = 8; i < 11; ++i) {
+    EXPECT_EQ(v.node(i).kind, NodeKind::kUpdate);
+    EXPECT_DOUBLE_EQ(v.node(i).cost.flops, 36);
+  }
+  // Colocation: w_top lives with top, alongside grad:top and its update.
+  int top = g.FindOp("top");
+  EXPECT_EQ(v.group_nodes(top).size(), 3u);
+  ASSERT_EQ(v.group_parameters(top).size(), 1u);
+  EXPECT_EQ(v.value(v.group_parameters(top)[0]).name, "w_top");
+}
+
+void CheckInvariants(const Graph& g, const TrainingView& v) {
+  std::vector<int> position(v.nodes().size(), -1);
+  for (size_t k = 0; k < v.topological_order().size(); ++k) {
+    position[v.topological_order()[k]] = static_cast<int>(k);
+  }
+  for (int p : position) ASSERT_GE(p, 0);
+  for (size_t i = 0; i < v.nodes().size(); ++i) {
+    const TrainingNode& n = v.node(i);
+    for (int in : n.inputs) {
+      int producer = v.value(in).producer;
+      if (producer >= 0) {
+        EXPECT_LT(position[producer], position[i]) << n.key;
+      }
+    }
+    for (int c : n.control_inputs) EXPECT_LT(position[c], position[i]);
+    // Every backward and update node sits in its forward op's group.
+    std::set<int> group(v.group_nodes(n.forward_op).begin(),
+                        v.group_nodes(n.forward_op).end());
+    EXPECT_TRUE(group.count(i)) << n.key;
+  }
+  // Every partial gradient is consumed by exactly one node: the backward
+  // of the tensor's producer or the parameter's update.
+  int updates = 0;
+  for (const TrainingValue& val : v.values()) {
+    if (val.kind != ValueKind::kGradient) continue;
+    ASSERT_EQ(val.consumers.size(), 1u) << val.name;
+    const TrainingNode& c = v.node(val.consumers[0]);
+    const Tensor& t = g.tensor(val.tensor);
+    if (t.kind == TensorKind::kParameter) {
+      EXPECT_EQ(c.kind, NodeKind::kUpdate);
+      EXPECT_EQ(c.parameter, val.tensor);
+    } else {
+      EXPECT_EQ(c.kind, NodeKind::kBackward);
+      EXPECT_EQ(c.forward_op, t.producer);
+    }
+  }
+  for (const TrainingNode& n : v.nodes()) updates += n.kind == NodeKind::kUpdate;
+  int parameters = 0;
+  for (const Tensor& t : g.tensors()) parameters += t.kind == TensorKind::kParameter;
+  EXPECT_EQ(updates, parameters);
+  // Backward costs one forward pass (ops that need only weight gradients,
+  // like every branch of `wide`) to two. Updates are excluded: on these tiny test sizes
+  // they rival the forward pass; at real sizes the zoo test checks 3x.
+  double ratio = v.flops(NodeKind::kBackward) / v.flops(NodeKind::kForward);
+  EXPECT_GE(ratio, 1.0);
+  EXPECT_LE(ratio, 2.05);
+}
+
+TEST(TrainingViewTest, InvariantsOnZooModels) {
+  zoo::ZooParams small;
+  small.batch_size = 2;
+  small.weights = false;
+  for (const char* name : {"chain", "diamond", "wide", "resnet50"}) {
+    SCOPED_TRACE(name);
+    Graph g = ImportZoo(name, small);
+    CheckInvariants(g, BuildTrainingView(g));
+  }
+  zoo::ZooParams seq = small;
+  seq.seq_len = 4;
+  seq.hidden = 32;
+  seq.vocab = 50;
+  seq.layers = 3;
+  for (const char* name : {"gnmt4", "rnnlm", "transformer_big"}) {
+    SCOPED_TRACE(name);
+    Graph g = ImportZoo(name, seq);
+    CheckInvariants(g, BuildTrainingView(g));
+  }
+}
+
+TEST(TrainingViewTest, BatchNormRunningStatsAreNotTrained) {
+  zoo::ZooParams p;
+  p.batch_size = 1;
+  p.weights = false;
+  Graph g = ImportZoo("resnet50", p);
+  const Tensor& mean = g.tensor(g.FindTensor("conv1.bn.running_mean"));
+  EXPECT_EQ(mean.kind, TensorKind::kConstant);
+  EXPECT_EQ(g.tensor(g.FindTensor("conv1.bn.weight")).kind,
+            TensorKind::kParameter);
+}
+
+}  // namespace
+}  // namespace placer

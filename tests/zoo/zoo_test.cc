@@ -1,0 +1,112 @@
+#include "zoo/zoo.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "graph/onnx_import.h"
+#include "graph/training_view.h"
+#include "onnx/checker.h"
+
+namespace placer::zoo {
+namespace {
+
+// Every model, with real weights at small sizes, passes the ONNX checker.
+TEST(ZooTest, EveryModelPassesTheOnnxChecker) {
+  for (const ZooModel& m : ZooModels()) {
+    SCOPED_TRACE(m.name);
+    ZooParams p;
+    p.batch_size = 2;
+    p.seq_len = 3;
+    p.hidden = 32;
+    p.vocab = 40;
+    p.image_size = m.name == "inception_v3" ? 75 : 32;
+    absl::StatusOr<onnx::ModelProto> model = BuildZooModel(m.name, p);
+    ASSERT_TRUE(model.ok()) << model.status();
+    try {
+      onnx::checker::check_model(*model);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+}
+
+// Every model at its default sizes, without weight bytes (the graph and
+// sizes are the same; the bytes only cost test time), imports with every
+// shape resolved and no unknown op, and a training step costs about 3
+// forward passes.
+TEST(ZooTest, EveryModelImportsAndCostsThreeForwardPasses) {
+  for (const ZooModel& m : ZooModels()) {
+    SCOPED_TRACE(m.name);
+    ZooParams p;
+    p.weights = false;
+    absl::StatusOr<onnx::ModelProto> model = BuildZooModel(m.name, p);
+    ASSERT_TRUE(model.ok()) << model.status();
+    absl::StatusOr<Graph> g = ImportOnnxModel(*model, "zoo:" + m.name, {});
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(g->ops().size(),
+              static_cast<size_t>(model->graph().node_size()));
+    EXPECT_TRUE(g->unknown_cost_ops().empty());
+    for (const Tensor& t : g->tensors()) ASSERT_TRUE(t.shape_known) << t.name;
+    if (m.name == "chain" || m.name == "diamond" || m.name == "wide") continue;
+    TrainingView v = BuildTrainingView(*g);
+    double ratio = v.training_flops() / g->forward_flops();
+    EXPECT_GT(ratio, 2.9);
+    EXPECT_LT(ratio, 3.1);
+  }
+}
+
+TEST(ZooTest, WeightsAreRealDeterministicAndSeeded) {
+  ZooParams p;
+  p.hidden = 8;
+  std::string a, b, c;
+  ASSERT_TRUE(BuildZooModel("chain", p)->SerializeToString(&a));
+  ASSERT_TRUE(BuildZooModel("chain", p)->SerializeToString(&b));
+  p.seed = 2;
+  ASSERT_TRUE(BuildZooModel("chain", p)->SerializeToString(&c));
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  onnx::ModelProto m = *BuildZooModel("chain", p);
+  EXPECT_EQ(m.graph().initializer(0).raw_data().size(), 8u * 8 * 4);
+}
+
+TEST(ZooTest, PublishedSizes) {
+  ZooParams p;
+  p.weights = false;
+  // Inception-V3 without the auxiliary head: 23.83M parameters; ResNet-50:
+  // 25.56M (torchvision's counts).
+  auto params = [&](const std::string& name) {
+    absl::StatusOr<Graph> g =
+        ImportOnnxModel(*BuildZooModel(name, p), name, {});
+    EXPECT_TRUE(g.ok());
+    return g->parameter_bytes() / 4;
+  };
+  EXPECT_EQ(params("inception_v3"), 23834568);
+  EXPECT_EQ(params("resnet50"), 25557032);
+}
+
+TEST(ZooTest, Gnmt8HasOverTenThousandOps) {
+  ZooParams p;
+  p.weights = false;
+  absl::StatusOr<onnx::ModelProto> m = BuildZooModel("gnmt8", p);
+  ASSERT_TRUE(m.ok());
+  EXPECT_GT(m->graph().node_size(), 10000);
+  p.seq_len = 10;
+  EXPECT_LT(BuildZooModel("gnmt8", p)->graph().node_size(), 10000);
+}
+
+TEST(ZooTest, BadRequestsAreErrors) {
+  EXPECT_EQ(BuildZooModel("nope", {}).status().code(),
+            absl::StatusCode::kNotFound);
+  ZooParams p;
+  p.hidden = 1000;  // not divisible by 16 heads
+  EXPECT_FALSE(BuildZooModel("transformer_big", p).ok());
+  p = {};
+  p.batch_size = -1;
+  EXPECT_FALSE(BuildZooModel("chain", p).ok());
+  p = {};
+  p.image_size = 20;
+  EXPECT_FALSE(BuildZooModel("inception_v3", p).ok());
+}
+
+}  // namespace
+}  // namespace placer::zoo
