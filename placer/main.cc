@@ -2,6 +2,7 @@
 // are Abseil flags (--help lists them; --flag-name and --flag_name both
 // work).
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -61,6 +62,17 @@ MODEL is a path to an ONNX file or zoo:NAME (see `placer zoo list`); zoo
 models take --batch, --layers, --seq-len, --hidden, --vocab, --image-size.
 )";
 
+// Under `bazel run` the process starts in the runfiles tree; paths the user
+// typed are relative to where they ran bazel.
+std::string UserPath(const std::string& path) {
+  const char* dir = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (dir == nullptr || path.empty() || path[0] == '/' ||
+      path.rfind("zoo:", 0) == 0) {
+    return path;
+  }
+  return absl::StrCat(dir, "/", path);
+}
+
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "placer: error: %s\n", std::string(status.message()).c_str());
   return 1;
@@ -112,7 +124,7 @@ int Inspect(const std::vector<std::string>& args) {
   absl::StatusOr<ImportOptions> options = ImportOptionsFromFlags();
   if (!options.ok()) return Fail(options.status());
   absl::StatusOr<LoadedModel> model =
-      LoadModel(args[0], *options, ZooParamsFromFlags());
+      LoadModel(UserPath(args[0]), *options, ZooParamsFromFlags());
   if (!model.ok()) return Fail(model.status());
   InspectReport report =
       placer::Inspect(model->source, model->graph, model->import_seconds);
@@ -138,6 +150,7 @@ int Zoo(const std::vector<std::string>& args) {
   if (args[0] == "export" && args.size() == 2) {
     std::string out = absl::GetFlag(FLAGS_o);
     if (out.empty()) return UsageError("zoo export needs -o FILE");
+    out = UserPath(out);
     absl::StatusOr<onnx::ModelProto> model =
         zoo::BuildZooModel(args[1], ZooParamsFromFlags());
     if (!model.ok()) return Fail(model.status());

@@ -1,0 +1,71 @@
+// Import speed of large graphs. Run:
+//   bazel run //benchmarks:import_benchmark
+// BM_Parse is the baseline measured in the same run: protobuf parsing
+// alone, which no importer can beat; report import time as a ratio to it.
+#include <string>
+
+#include "benchmark/benchmark.h"
+#include "graph/onnx_import.h"
+#include "graph/training_view.h"
+#include "onnx/onnx_pb.h"
+#include "zoo/zoo.h"
+
+namespace placer {
+namespace {
+
+// GNMT-8 at its default sizes (12.6k ops); range(0) = 1 with weights.
+const std::string& Gnmt8Bytes(bool weights) {
+  static std::string with, without;
+  std::string& bytes = weights ? with : without;
+  if (bytes.empty()) {
+    zoo::ZooParams p;
+    p.weights = weights;
+    zoo::BuildZooModel("gnmt8", p)->SerializeToString(&bytes);
+  }
+  return bytes;
+}
+
+void BM_Parse(benchmark::State& state) {
+  const std::string& bytes = Gnmt8Bytes(state.range(0) != 0);
+  for (auto _ : state) {
+    onnx::ModelProto m;
+    benchmark::DoNotOptimize(m.ParseFromString(bytes));
+  }
+  state.SetBytesProcessed(state.iterations() * bytes.size());
+}
+BENCHMARK(BM_Parse)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+void BM_Import(benchmark::State& state) {
+  const std::string& bytes = Gnmt8Bytes(state.range(0) != 0);
+  size_t ops = 0;
+  for (auto _ : state) {
+    absl::StatusOr<Graph> g = ImportOnnxBytes(bytes, "zoo:gnmt8", {});
+    if (!g.ok()) {
+      state.SkipWithError(std::string(g.status().message()).c_str());
+      return;
+    }
+    ops = g->ops().size();
+  }
+  state.counters["ops"] = static_cast<double>(ops);
+  state.counters["ops_per_second"] = benchmark::Counter(
+      static_cast<double>(ops * state.iterations()),
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Import)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+void BM_TrainingView(benchmark::State& state) {
+  absl::StatusOr<Graph> g = ImportOnnxBytes(Gnmt8Bytes(false), "zoo:gnmt8", {});
+  size_t nodes = 0;
+  for (auto _ : state) {
+    TrainingView v = BuildTrainingView(*g);
+    nodes = v.nodes().size();
+    benchmark::DoNotOptimize(nodes);
+  }
+  state.counters["nodes"] = static_cast<double>(nodes);
+}
+BENCHMARK(BM_TrainingView)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace placer
+
+BENCHMARK_MAIN();

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs everything placer needs to build, test and run on Debian 12, from
+# Debian's own packages. Idempotent: packages already present are skipped
+# without touching the network.
+set -euo pipefail
+
+PACKAGES=(
+  # Build: Debian's Bazel 4 and the rule repositories WORKSPACE points at.
+  bazel-bootstrap bazel-platforms bazel-rules-java bazel-rules-proto
+  bazel-skylib g++
+  # Libraries.
+  libtorch-dev libopenblas0-pthread libmetis-dev libonnx-dev libabsl-dev
+  libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+# Re-exporting the PyTorch test fixtures (tests/fixtures/*.py) also needs
+# python3-torch python3-torchvision python3-onnx; the tests do not.
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,127 @@
+// Runs the placer binary as a user would and checks what it prints.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr
+};
+
+Result RunPlacer(const std::string& args) {
+  std::string command = "placer/placer " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
+    r.out.append(buffer.data(), n);
+  }
+  int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+google::protobuf::Struct Json(const std::string& text) {
+  google::protobuf::Struct s;
+  auto status = google::protobuf::util::JsonStringToMessage(text, &s);
+  EXPECT_TRUE(status.ok()) << text;
+  return s;
+}
+
+double Number(const google::protobuf::Struct& s, const std::string& key) {
+  auto it = s.fields().find(key);
+  EXPECT_NE(it, s.fields().end()) << key;
+  return it == s.fields().end() ? -1 : it->second.number_value();
+}
+
+std::string TmpFile(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+}
+
+TEST(CliTest, InspectZooModelAsJson) {
+  Result r = RunPlacer("inspect zoo:diamond --batch 2 --hidden 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  google::protobuf::Struct s = Json(r.out);
+  EXPECT_EQ(Number(s, "nodes"), 4);
+  EXPECT_EQ(Number(s, "parameter_bytes"), 3 * 9 * 4);
+  // 3 MatMuls of 36 FLOPs and an Add of 6.
+  EXPECT_EQ(Number(s, "forward_flops"), 3 * 36 + 6);
+  // Backward: top 36 (dW only), left and right 72 each, join 6; updates
+  // 3 x 36.
+  EXPECT_EQ(Number(s, "training_flops"), 114 + 36 + 144 + 6 + 108);
+  EXPECT_EQ(s.fields().at("unknown_ops").list_value().values_size(), 0);
+}
+
+TEST(CliTest, ExportThenInspectTheFile) {
+  std::string path = TmpFile("chain.onnx");
+  Result e = RunPlacer("zoo export chain --layers 3 -o " + path);
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  EXPECT_THAT(e.out, HasSubstr("6 nodes"));
+  Result r = RunPlacer("inspect " + path + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(Number(Json(r.out), "nodes"), 6);
+}
+
+TEST(CliTest, HumanTableListsOpTypes) {
+  Result r = RunPlacer("inspect zoo:wide --layers 4");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("9 forward ONNX nodes"));
+  EXPECT_THAT(r.out, HasSubstr("MatMul"));
+  EXPECT_THAT(r.out, HasSubstr("unknown ops      none"));
+}
+
+TEST(CliTest, SymbolicDimsFromFlags) {
+  const std::string model = "tests/fixtures/transformer.onnx";
+  Result missing = RunPlacer("inspect " + model);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.out, HasSubstr(model));
+  EXPECT_THAT(missing.out, HasSubstr("graph input 'src'"));
+  Result r = RunPlacer("inspect " + model +
+                 " --batch 2 --dim src_len=8,tgt_len=6 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(Number(Json(r.out), "nodes"), 868);
+  Result shapes = RunPlacer("inspect " + model +
+                      " --input-shape src=2x8,tgt=2x6 --json");
+  ASSERT_EQ(shapes.exit_code, 0) << shapes.out;
+  EXPECT_EQ(Number(Json(shapes.out), "forward_flops"),
+            Number(Json(r.out), "forward_flops"));
+}
+
+TEST(CliTest, ErrorsAreClearAndExitNonZero) {
+  Result unknown = RunPlacer("inspect zoo:nope");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.out, HasSubstr("unknown zoo model 'nope'"));
+  Result garbage = RunPlacer("inspect tests/placer/BUILD.bazel");
+  EXPECT_EQ(garbage.exit_code, 1);
+  EXPECT_THAT(garbage.out, HasSubstr("tests/placer/BUILD.bazel"));
+  EXPECT_EQ(RunPlacer("frobnicate").exit_code, 2);
+  EXPECT_EQ(RunPlacer("inspect").exit_code, 2);
+  EXPECT_EQ(RunPlacer("zoo export chain").exit_code, 2);
+}
+
+TEST(CliTest, ZooListNamesEveryModel) {
+  Result r = RunPlacer("zoo list");
+  ASSERT_EQ(r.exit_code, 0);
+  for (const char* name : {"inception_v3", "resnet50", "gnmt2", "gnmt4",
+                           "gnmt8", "rnnlm", "transformer_big", "chain",
+                           "diamond", "wide"}) {
+    EXPECT_THAT(r.out, HasSubstr(name));
+  }
+}
+
+}  // namespace
