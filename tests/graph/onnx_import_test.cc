@@ -10,6 +10,7 @@
 #include "graph/training_view.h"
 #include "onnx/onnx_pb.h"
 #include "tests/graph/test_models.h"
+#include "zoo/onnx_builder.h"
 
 namespace placer {
 namespace {
@@ -91,15 +92,8 @@ TEST(OnnxImportTest, FoldsShapeArithmeticChains) {
   c->set_data_type(onnx::TensorProto::INT64);
   c->add_int64_data(0);
   AddNode(g, "Unsqueeze", "unsq", {"b", "zero"}, {"b1"});
-  AddNode(g, "Concat", "concat", {"b1", "minus_one"}, {"new_shape"})
-      ->add_attribute()
-      ->CopyFrom([] {
-        onnx::AttributeProto a;
-        a.set_name("axis");
-        a.set_type(onnx::AttributeProto::INT);
-        a.set_i(0);
-        return a;
-      }());
+  *AddNode(g, "Concat", "concat", {"b1", "minus_one"}, {"new_shape"})
+       ->add_attribute() = zoo::IntAttr("axis", 0);
   AddNode(g, "Reshape", "reshape", {"x", "new_shape"}, {"flat"});
   AddWeight(g, "w", {24, 5});
   AddNode(g, "MatMul", "mm", {"flat", "w"}, {"y"});

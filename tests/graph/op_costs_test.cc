@@ -4,6 +4,7 @@
 #include "gtest/gtest.h"
 #include "graph/onnx_import.h"
 #include "tests/graph/test_models.h"
+#include "zoo/onnx_builder.h"
 
 namespace placer {
 namespace {
@@ -13,23 +14,8 @@ using ::placer::testing::AddNode;
 using ::placer::testing::AddOutput;
 using ::placer::testing::AddWeight;
 using ::placer::testing::EmptyModel;
-
-onnx::AttributeProto Ints(const std::string& name,
-                          std::initializer_list<int64_t> v) {
-  onnx::AttributeProto a;
-  a.set_name(name);
-  a.set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a.add_ints(x);
-  return a;
-}
-
-onnx::AttributeProto Int(const std::string& name, int64_t v) {
-  onnx::AttributeProto a;
-  a.set_name(name);
-  a.set_type(onnx::AttributeProto::INT);
-  a.set_i(v);
-  return a;
-}
+using ::placer::zoo::IntAttr;
+using ::placer::zoo::IntsAttr;
 
 double FlopsOf(const onnx::ModelProto& m, const std::string& key) {
   absl::StatusOr<Graph> g = ImportOnnxModel(m, "m", {});
@@ -47,8 +33,8 @@ TEST(OpCostsTest, ConvWithBiasAndGroups) {
   AddWeight(g, "w", {6, 2, 3, 3});  // groups = 2: 2 input channels each
   AddWeight(g, "b", {6});
   auto* n = AddNode(g, "Conv", "conv", {"x", "w", "b"}, {"y"});
-  *n->add_attribute() = Int("group", 2);
-  *n->add_attribute() = Ints("pads", {1, 1, 1, 1});
+  *n->add_attribute() = IntAttr("group", 2);
+  *n->add_attribute() = IntsAttr("pads", {1, 1, 1, 1});
   AddOutput(g, "y");
   // Output 1x6x5x5 = 150 elements, each 2*3*3 MACs (36 FLOPs) + bias.
   EXPECT_DOUBLE_EQ(FlopsOf(m, "conv"), 150 * 36 + 150);
@@ -60,7 +46,7 @@ TEST(OpCostsTest, GemmWithTranspose) {
   AddInput(g, "a", {7, 3});  // transA: A is K x M = 7 x 3
   AddWeight(g, "b", {7, 5});
   auto* n = AddNode(g, "Gemm", "gemm", {"a", "b"}, {"y"});
-  *n->add_attribute() = Int("transA", 1);
+  *n->add_attribute() = IntAttr("transA", 1);
   AddOutput(g, "y");
   EXPECT_DOUBLE_EQ(FlopsOf(m, "gemm"), 2.0 * 7 * 3 * 5);
 }
@@ -73,8 +59,8 @@ TEST(OpCostsTest, BatchedMatMulAndPooling) {
   AddNode(g, "MatMul", "bmm", {"a", "b"}, {"c"});
   AddInput(g, "img", {1, 2, 6, 6});
   auto* p = AddNode(g, "MaxPool", "pool", {"img"}, {"p"});
-  *p->add_attribute() = Ints("kernel_shape", {3, 3});
-  *p->add_attribute() = Ints("strides", {3, 3});
+  *p->add_attribute() = IntsAttr("kernel_shape", {3, 3});
+  *p->add_attribute() = IntsAttr("strides", {3, 3});
   AddOutput(g, "c");
   AddOutput(g, "p");
   EXPECT_DOUBLE_EQ(FlopsOf(m, "bmm"), 2.0 * 4 * (2 * 3 * 6));
@@ -89,7 +75,7 @@ TEST(OpCostsTest, FusedLstm) {
   AddWeight(g, "w", {1, 16, 3});  // 4H = 16
   AddWeight(g, "r", {1, 16, 4});
   auto* n = AddNode(g, "LSTM", "lstm", {"x", "w", "r"}, {"y"});
-  *n->add_attribute() = Int("hidden_size", 4);
+  *n->add_attribute() = IntAttr("hidden_size", 4);
   AddOutput(g, "y");
   // Per step and batch row: 2*16*(3+4) matmul + 16 bias + 17*4 gate math.
   EXPECT_DOUBLE_EQ(FlopsOf(m, "lstm"), 5 * 2 * (2 * 16 * 7 + 16 + 17 * 4));
