@@ -1,0 +1,164 @@
+#include "profiles/cluster.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
+#include "profiles/cluster.pb.h"
+#include "profiles/cluster_presets.h"
+
+namespace placer {
+namespace {
+
+class TextErrors : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (first_.empty()) {
+      first_ = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ",
+                            message);
+    }
+  }
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string first_;
+};
+
+absl::Status Invalid(const std::string& source, const std::string& message) {
+  return absl::InvalidArgumentError(absl::StrCat(source, ": ", message));
+}
+
+}  // namespace
+
+absl::StatusOr<Cluster> Cluster::FromProto(const proto::Cluster& m,
+                                           const std::string& source) {
+  Cluster c;
+  c.name_ = m.name();
+  if (m.devices_size() == 0) return Invalid(source, "no devices");
+  std::set<std::string> names;
+  for (int i = 0; i < m.devices_size(); ++i) {
+    const proto::Device& d = m.devices(i);
+    std::string where = absl::StrCat("devices[", i, "] ('", d.name(), "')");
+    if (d.name().empty()) return Invalid(source, where + ": name is empty");
+    if (!names.insert(d.name()).second) {
+      return Invalid(source, where + ": duplicate device name");
+    }
+    if (d.kind() != proto::CPU && d.kind() != proto::GPU) {
+      return Invalid(source, where + ": kind must be CPU or GPU");
+    }
+    if (!(d.peak_flops() > 0)) {
+      return Invalid(source, where + ": peak_flops must be positive");
+    }
+    if (!(d.memory_bandwidth() > 0)) {
+      return Invalid(source, where + ": memory_bandwidth must be positive");
+    }
+    if (d.memory_bytes() <= 0) {
+      return Invalid(source, where + ": memory_bytes must be positive");
+    }
+    if (!(d.op_overhead_seconds() >= 0)) {
+      return Invalid(source, where + ": op_overhead_seconds must be >= 0");
+    }
+    c.devices_.push_back({d.name(),
+                          d.kind() == proto::GPU ? DeviceKind::kGpu
+                                                 : DeviceKind::kCpu,
+                          d.peak_flops(), d.memory_bandwidth(),
+                          d.memory_bytes(), d.op_overhead_seconds()});
+  }
+  const int n = c.num_devices();
+  if (n > 1) {
+    if (!m.has_default_link() || !(m.default_link().bandwidth() > 0) ||
+        !(m.default_link().latency_seconds() >= 0)) {
+      return Invalid(source,
+                     "default_link needs a positive bandwidth and a latency "
+                     ">= 0");
+    }
+  }
+  c.links_.assign(n * n, {m.default_link().latency_seconds(),
+                          m.default_link().bandwidth()});
+  for (int i = 0; i < m.links_size(); ++i) {
+    const proto::Link& l = m.links(i);
+    std::string where = absl::StrCat("links[", i, "]");
+    int src = c.FindDevice(l.src()), dst = c.FindDevice(l.dst());
+    if (src < 0) return Invalid(source, where + ": unknown src '" + l.src() + "'");
+    if (dst < 0) return Invalid(source, where + ": unknown dst '" + l.dst() + "'");
+    if (src == dst) return Invalid(source, where + ": src and dst are the same");
+    if (!(l.bandwidth() > 0) || !(l.latency_seconds() >= 0)) {
+      return Invalid(source, where +
+                                 ": needs a positive bandwidth and a latency "
+                                 ">= 0");
+    }
+    c.links_[src * n + dst] = {l.latency_seconds(), l.bandwidth()};
+  }
+  return c;
+}
+
+int Cluster::FindDevice(absl::string_view name) const {
+  for (int i = 0; i < num_devices(); ++i) {
+    if (devices_[i].name == name) return i;
+  }
+  return -1;
+}
+
+double Cluster::total_peak_flops() const {
+  double total = 0;
+  for (const Device& d : devices_) total += d.peak_flops;
+  return total;
+}
+
+absl::StatusOr<Cluster> ParseCluster(const std::string& text,
+                                     const std::string& source) {
+  proto::Cluster message;
+  if (absl::EndsWith(source, ".json")) {
+    auto status = google::protobuf::util::JsonStringToMessage(text, &message);
+    if (!status.ok()) {
+      return Invalid(source, absl::StrCat("not a valid cluster: ",
+                                          status.message().as_string()));
+    }
+  } else {
+    google::protobuf::TextFormat::Parser parser;
+    TextErrors errors;
+    parser.RecordErrorsTo(&errors);
+    if (!parser.ParseFromString(text, &message)) {
+      return Invalid(source, errors.first());
+    }
+  }
+  return Cluster::FromProto(message, source);
+}
+
+absl::StatusOr<Cluster> LoadClusterFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(path + ": cannot open the file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return ParseCluster(buffer.str(), path);
+}
+
+absl::StatusOr<Cluster> LoadCluster(const std::string& spec) {
+  for (const ClusterPreset& p : ClusterPresets()) {
+    if (spec == p.name) {
+      return ParseCluster(p.text, absl::StrCat("preset ", p.name));
+    }
+  }
+  if (absl::StrContains(spec, '.') || absl::StrContains(spec, '/')) {
+    return LoadClusterFile(spec);
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "unknown cluster '", spec, "': not a preset (",
+      absl::StrJoin(PresetClusterNames(), ", "),
+      ") and not a file path (.pbtxt or .json)"));
+}
+
+std::vector<std::string> PresetClusterNames() {
+  std::vector<std::string> names;
+  for (const ClusterPreset& p : ClusterPresets()) names.push_back(p.name);
+  return names;
+}
+
+}  // namespace placer

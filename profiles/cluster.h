@@ -1,0 +1,75 @@
+// Cluster: the devices a model is placed on and the links between them.
+//
+// Contract: a Cluster is always valid once created: at least one device,
+// unique names, positive speeds, capacities and link bandwidths, a link
+// (latency and bandwidth, full duplex) for every ordered pair of distinct
+// devices. Files are protobuf text (.pbtxt) or JSON (.json) with the field
+// names of profiles/cluster.proto; errors name the file and the line or
+// field. Presets ship as files under profiles/clusters/ and are compiled in,
+// so `--cluster p100x4` works anywhere.
+#ifndef PLACER_PROFILES_CLUSTER_H_
+#define PLACER_PROFILES_CLUSTER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace placer {
+
+namespace proto {
+class Cluster;
+}  // namespace proto
+
+enum class DeviceKind { kCpu, kGpu };
+
+struct Device {
+  std::string name;
+  DeviceKind kind = DeviceKind::kCpu;
+  double peak_flops = 0;        // FLOP/s
+  double memory_bandwidth = 0;  // bytes/s
+  int64_t memory_bytes = 0;
+  double op_overhead_seconds = 0;
+};
+
+struct LinkParams {
+  double latency_seconds = 0;
+  double bandwidth = 0;  // bytes/s
+};
+
+class Cluster {
+ public:
+  // Validates `message`; `source` names it in errors.
+  static absl::StatusOr<Cluster> FromProto(const proto::Cluster& message,
+                                           const std::string& source);
+
+  const std::string& name() const { return name_; }
+  const std::vector<Device>& devices() const { return devices_; }
+  int num_devices() const { return static_cast<int>(devices_.size()); }
+  const Device& device(int i) const { return devices_[i]; }
+  int FindDevice(absl::string_view name) const;  // -1 when absent
+  // The link from src to dst (src != dst).
+  const LinkParams& link(int src, int dst) const {
+    return links_[src * devices_.size() + dst];
+  }
+  double total_peak_flops() const;
+
+ private:
+  std::string name_;
+  std::vector<Device> devices_;
+  std::vector<LinkParams> links_;  // row-major [src][dst]
+};
+
+// Parses protobuf text or JSON (chosen by the extension of `source`).
+absl::StatusOr<Cluster> ParseCluster(const std::string& text,
+                                     const std::string& source);
+absl::StatusOr<Cluster> LoadClusterFile(const std::string& path);
+// A preset name (see PresetClusterNames) or a path to a file.
+absl::StatusOr<Cluster> LoadCluster(const std::string& spec);
+std::vector<std::string> PresetClusterNames();
+
+}  // namespace placer
+
+#endif  // PLACER_PROFILES_CLUSTER_H_
