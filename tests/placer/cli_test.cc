@@ -15,14 +15,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Result {
+struct RunResult {
   int exit_code = -1;
   std::string out;  // stdout and stderr
 };
 
-Result RunPlacer(const std::string& args) {
-  std::string command = "placer/placer " + args + " 2>&1";
-  Result r;
+RunResult RunCommand(const std::string& shell_command) {
+  std::string command = shell_command + " 2>&1";
+  RunResult r;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return r;
   std::array<char, 4096> buffer;
@@ -33,6 +33,10 @@ Result RunPlacer(const std::string& args) {
   int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+RunResult RunPlacer(const std::string& args) {
+  return RunCommand("placer/placer " + args);
 }
 
 google::protobuf::Struct Json(const std::string& text) {
@@ -54,7 +58,7 @@ std::string TmpFile(const std::string& name) {
 }
 
 TEST(CliTest, InspectZooModelAsJson) {
-  Result r = RunPlacer("inspect zoo:diamond --batch 2 --hidden 3 --json");
+  RunResult r = RunPlacer("inspect zoo:diamond --batch 2 --hidden 3 --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   google::protobuf::Struct s = Json(r.out);
   EXPECT_EQ(Number(s, "nodes"), 4);
@@ -69,16 +73,16 @@ TEST(CliTest, InspectZooModelAsJson) {
 
 TEST(CliTest, ExportThenInspectTheFile) {
   std::string path = TmpFile("chain.onnx");
-  Result e = RunPlacer("zoo export chain --layers 3 -o " + path);
+  RunResult e = RunPlacer("zoo export chain --layers 3 -o " + path);
   ASSERT_EQ(e.exit_code, 0) << e.out;
   EXPECT_THAT(e.out, HasSubstr("6 nodes"));
-  Result r = RunPlacer("inspect " + path + " --json");
+  RunResult r = RunPlacer("inspect " + path + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(Number(Json(r.out), "nodes"), 6);
 }
 
 TEST(CliTest, HumanTableListsOpTypes) {
-  Result r = RunPlacer("inspect zoo:wide --layers 4");
+  RunResult r = RunPlacer("inspect zoo:wide --layers 4");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("9 forward ONNX nodes"));
   EXPECT_THAT(r.out, HasSubstr("MatMul"));
@@ -87,15 +91,15 @@ TEST(CliTest, HumanTableListsOpTypes) {
 
 TEST(CliTest, SymbolicDimsFromFlags) {
   const std::string model = "tests/fixtures/transformer.onnx";
-  Result missing = RunPlacer("inspect " + model);
+  RunResult missing = RunPlacer("inspect " + model);
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.out, HasSubstr(model));
   EXPECT_THAT(missing.out, HasSubstr("graph input 'src'"));
-  Result r = RunPlacer("inspect " + model +
+  RunResult r = RunPlacer("inspect " + model +
                  " --batch 2 --dim src_len=8,tgt_len=6 --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(Number(Json(r.out), "nodes"), 868);
-  Result shapes = RunPlacer("inspect " + model +
+  RunResult shapes = RunPlacer("inspect " + model +
                       " --input-shape src=2x8,tgt=2x6 --json");
   ASSERT_EQ(shapes.exit_code, 0) << shapes.out;
   EXPECT_EQ(Number(Json(shapes.out), "forward_flops"),
@@ -103,10 +107,10 @@ TEST(CliTest, SymbolicDimsFromFlags) {
 }
 
 TEST(CliTest, ErrorsAreClearAndExitNonZero) {
-  Result unknown = RunPlacer("inspect zoo:nope");
+  RunResult unknown = RunPlacer("inspect zoo:nope");
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_THAT(unknown.out, HasSubstr("unknown zoo model 'nope'"));
-  Result garbage = RunPlacer("inspect tests/placer/BUILD.bazel");
+  RunResult garbage = RunPlacer("inspect tests/placer/BUILD.bazel");
   EXPECT_EQ(garbage.exit_code, 1);
   EXPECT_THAT(garbage.out, HasSubstr("tests/placer/BUILD.bazel"));
   EXPECT_EQ(RunPlacer("frobnicate").exit_code, 2);
@@ -114,8 +118,68 @@ TEST(CliTest, ErrorsAreClearAndExitNonZero) {
   EXPECT_EQ(RunPlacer("zoo export chain").exit_code, 2);
 }
 
+void WriteFile(const std::string& path, const std::string& text) {
+  FILE* f = fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs(text.c_str(), f);
+  fclose(f);
+}
+
+// diamond (batch 2, hidden 3) on this machine's two CPU devices: the right
+// branch on /cpu:1.
+TEST(CliTest, SimulateAPlacementFile) {
+  std::string placement = TmpFile("diamond.json");
+  WriteFile(placement, R"({"model": "zoo:diamond", "policy": "by hand",
+      "devices": ["/cpu:0", "/cpu:1"],
+      "assignment": {"top": "/cpu:0", "left": "/cpu:0", "right": "/cpu:1",
+                     "join": "/cpu:0"}})");
+  std::string trace = TmpFile("trace.json");
+  RunResult r = RunPlacer(
+      "simulate zoo:diamond --batch 2 --hidden 3 --cluster cpu2 "
+      "--placement " + placement + " --trace " + trace + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  google::protobuf::Struct s = Json(r.out);
+  EXPECT_GT(Number(s, "step_seconds"), 0);
+  EXPECT_GE(Number(s, "step_seconds"), Number(s, "lower_bound_seconds"));
+  // top's output goes to /cpu:1 and right's comes back (24 bytes each);
+  // in backward, join's gradient for right crosses to /cpu:1 and right's
+  // gradient for top comes back; w_right lives on /cpu:1 with right.
+  EXPECT_EQ(Number(s, "bytes_moved"), 4 * 24);
+  EXPECT_FALSE(s.fields().at("oom").bool_value());
+  EXPECT_EQ(s.fields().at("peak_memory_bytes").struct_value().fields_size(), 2);
+  EXPECT_EQ(Number(s, "inaccurate_ops"), 0);
+  RunResult cat = RunCommand("cat " + trace);
+  google::protobuf::Struct t = Json(cat.out);
+  EXPECT_GT(t.fields().at("traceEvents").list_value().values_size(), 11);
+}
+
+TEST(CliTest, PlacementFileErrorsNameTheProblem) {
+  std::string missing = TmpFile("missing.json");
+  WriteFile(missing, R"({"assignment": {"top": "/cpu:0", "left": "/cpu:0"}})");
+  RunResult r = RunPlacer("simulate zoo:diamond --cluster cpu2 --placement " +
+                          missing);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.out, HasSubstr("2 forward ops have no device, e.g. right"));
+  std::string bad_device = TmpFile("bad_device.json");
+  WriteFile(bad_device, R"({"assignment": {"top": "/gpu:7"}})");
+  r = RunPlacer("simulate zoo:diamond --cluster cpu2 --placement " +
+                bad_device);
+  EXPECT_THAT(r.out, HasSubstr("'/gpu:7'"));
+  std::string bad_key = TmpFile("bad_key.json");
+  WriteFile(bad_key, R"({"assignment": {"nope": "/cpu:0"}})");
+  r = RunPlacer("simulate zoo:diamond --cluster cpu2 --placement " + bad_key);
+  EXPECT_THAT(r.out, HasSubstr("'nope'"));
+  r = RunPlacer("simulate zoo:diamond --cluster cpu2 --placement " +
+                TmpFile("nothing.json"));
+  EXPECT_THAT(r.out, HasSubstr("nothing.json"));
+  r = RunPlacer("simulate zoo:diamond --cluster p100x3 --placement " +
+                bad_key);
+  EXPECT_THAT(r.out, HasSubstr("unknown cluster 'p100x3'"));
+  EXPECT_EQ(RunPlacer("simulate zoo:diamond --placement x.json").exit_code, 2);
+}
+
 TEST(CliTest, ZooListNamesEveryModel) {
-  Result r = RunPlacer("zoo list");
+  RunResult r = RunPlacer("zoo list");
   ASSERT_EQ(r.exit_code, 0);
   for (const char* name : {"inception_v3", "resnet50", "gnmt2", "gnmt4",
                            "gnmt8", "rnnlm", "transformer_big", "chain",

@@ -1,0 +1,100 @@
+#include "placer/cli_common.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+ABSL_FLAG(bool, json, false, "Print one JSON object instead of tables.");
+ABSL_FLAG(int64_t, batch, 0,
+          "Batch size: fixes the first dim of every graph input whose first "
+          "dim is symbolic; for zoo models, the batch they are built with.");
+ABSL_FLAG(std::vector<std::string>, input_shape, {},
+          "Full shapes of named graph inputs, NAME=D0xD1x..., comma "
+          "separated (e.g. input=32x3x224x224).");
+ABSL_FLAG(std::vector<std::string>, dim, {},
+          "Values of symbolic dims by name, NAME=VALUE, comma separated "
+          "(e.g. seq_len=128).");
+ABSL_FLAG(int64_t, layers, 0, "Zoo: layers (or toy depth/width).");
+ABSL_FLAG(int64_t, seq_len, 0, "Zoo: sequence length / unrolled steps.");
+ABSL_FLAG(int64_t, hidden, 0, "Zoo: hidden size / model width.");
+ABSL_FLAG(int64_t, vocab, 0, "Zoo: vocabulary size.");
+ABSL_FLAG(int64_t, image_size, 0, "Zoo: image height and width (CNNs).");
+ABSL_FLAG(uint64_t, seed, 1, "Zoo: seed of the deterministic weights.");
+ABSL_FLAG(bool, weights, true,
+          "Zoo: write real (random) weights; with --noweights initializers "
+          "are external data with no file (for placement only).");
+ABSL_FLAG(std::string, o, "", "Output file (zoo export).");
+ABSL_FLAG(std::string, cluster, "",
+          "Cluster: a preset name (p100x4, v100x8, h100x8, cpu1_gpu2, cpu2, ...) "
+          "or a .pbtxt/.json file.");
+ABSL_FLAG(std::string, placement, "", "Placement file (JSON).");
+ABSL_FLAG(std::string, trace, "",
+          "Write the simulated schedule as a Chrome trace (JSON).");
+ABSL_FLAG(std::string, order, "critical_path",
+          "Ready-queue order of the simulator: critical_path or topological.");
+
+
+namespace placer {
+
+// Under `bazel run` the process starts in the runfiles tree; paths the user
+// typed are relative to where they ran bazel.
+std::string UserPath(const std::string& path) {
+  const char* dir = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (dir == nullptr || path.empty() || path[0] == '/' ||
+      path.rfind("zoo:", 0) == 0) {
+    return path;
+  }
+  return absl::StrCat(dir, "/", path);
+}
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "placer: error: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "placer: %s\nRun `placer --help` for usage.\n",
+               message.c_str());
+  return 2;
+}
+
+zoo::ZooParams ZooParamsFromFlags() {
+  zoo::ZooParams p;
+  p.batch_size = absl::GetFlag(FLAGS_batch);
+  p.layers = absl::GetFlag(FLAGS_layers);
+  p.seq_len = absl::GetFlag(FLAGS_seq_len);
+  p.hidden = absl::GetFlag(FLAGS_hidden);
+  p.vocab = absl::GetFlag(FLAGS_vocab);
+  p.image_size = absl::GetFlag(FLAGS_image_size);
+  p.seed = absl::GetFlag(FLAGS_seed);
+  p.weights = absl::GetFlag(FLAGS_weights);
+  return p;
+}
+
+absl::StatusOr<ImportOptions> ImportOptionsFromFlags() {
+  ImportOptions options;
+  if (int64_t batch = absl::GetFlag(FLAGS_batch); batch > 0) {
+    options.batch_size = batch;
+  } else if (batch < 0) {
+    return absl::InvalidArgumentError("--batch must be positive");
+  }
+  for (const std::string& s : absl::GetFlag(FLAGS_input_shape)) {
+    if (absl::Status st = ParseInputShapeFlag(s, &options); !st.ok()) return st;
+  }
+  for (const std::string& s : absl::GetFlag(FLAGS_dim)) {
+    std::vector<std::string> kv = absl::StrSplit(s, '=');
+    int64_t value;
+    if (kv.size() != 2 || !absl::SimpleAtoi(kv[1], &value) || value <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--dim '", s, "': expected NAME=POSITIVE_INTEGER"));
+    }
+    options.dim_values[kv[0]] = value;
+  }
+  return options;
+}
+
+}  // namespace placer

@@ -1,0 +1,51 @@
+// What the placer commands share: their flags, turning flags into options,
+// and how errors are printed. Each command lives in its own *_command.cc.
+#ifndef PLACER_PLACER_CLI_COMMON_H_
+#define PLACER_PLACER_CLI_COMMON_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "graph/onnx_import.h"
+#include "zoo/zoo.h"
+
+ABSL_DECLARE_FLAG(bool, json);
+ABSL_DECLARE_FLAG(int64_t, batch);
+ABSL_DECLARE_FLAG(std::vector<std::string>, input_shape);
+ABSL_DECLARE_FLAG(std::vector<std::string>, dim);
+ABSL_DECLARE_FLAG(int64_t, layers);
+ABSL_DECLARE_FLAG(int64_t, seq_len);
+ABSL_DECLARE_FLAG(int64_t, hidden);
+ABSL_DECLARE_FLAG(int64_t, vocab);
+ABSL_DECLARE_FLAG(int64_t, image_size);
+ABSL_DECLARE_FLAG(uint64_t, seed);
+ABSL_DECLARE_FLAG(bool, weights);
+ABSL_DECLARE_FLAG(std::string, o);
+ABSL_DECLARE_FLAG(std::string, cluster);
+ABSL_DECLARE_FLAG(std::string, placement);
+ABSL_DECLARE_FLAG(std::string, trace);
+ABSL_DECLARE_FLAG(std::string, order);
+
+namespace placer {
+
+// Under `bazel run` the process starts in the runfiles tree; paths the user
+// typed are relative to where they ran bazel.
+std::string UserPath(const std::string& path);
+// Prints "placer: error: ..." and returns exit code 1.
+int Fail(const absl::Status& status);
+// Prints the problem and a pointer to --help; returns exit code 2.
+int UsageError(const std::string& message);
+
+zoo::ZooParams ZooParamsFromFlags();
+absl::StatusOr<ImportOptions> ImportOptionsFromFlags();
+
+int InspectCommand(const std::vector<std::string>& args);
+int ZooCommand(const std::vector<std::string>& args);
+int SimulateCommand(const std::vector<std::string>& args);
+
+}  // namespace placer
+
+#endif  // PLACER_PLACER_CLI_COMMON_H_

@@ -1,0 +1,99 @@
+#include "profiles/cluster.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "profiles/cost_model.h"
+
+namespace placer {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ClusterTest, EveryPresetLoads) {
+  std::vector<std::string> names = PresetClusterNames();
+  for (const char* expected : {"p100x2", "p100x4", "p100x8", "v100x4",
+                               "v100x8", "h100x8", "cpu1_gpu2", "cpu2"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end())
+        << expected;
+  }
+  for (const std::string& name : names) {
+    absl::StatusOr<Cluster> c = LoadCluster(name);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->name(), name);
+  }
+  Cluster p100 = *LoadCluster("p100x4");
+  EXPECT_EQ(p100.num_devices(), 4);
+  EXPECT_EQ(p100.device(2).name, "/gpu:2");
+  EXPECT_DOUBLE_EQ(p100.link(0, 3).bandwidth, 1.2e10);
+  Cluster mixed = *LoadCluster("cpu1_gpu2");
+  EXPECT_EQ(mixed.device(0).kind, DeviceKind::kCpu);
+  EXPECT_EQ(mixed.device(1).kind, DeviceKind::kGpu);
+}
+
+TEST(ClusterTest, TextAndJsonWithLinkOverrides) {
+  const char* text = R"(
+    name: "pair"
+    devices { name: "a" kind: GPU peak_flops: 1e12 memory_bandwidth: 1e11
+              memory_bytes: 1000 }
+    devices { name: "b" kind: CPU peak_flops: 1e11 memory_bandwidth: 1e10
+              memory_bytes: 2000 op_overhead_seconds: 1e-6 }
+    default_link { latency_seconds: 1e-5 bandwidth: 1e9 }
+    links { src: "a" dst: "b" latency_seconds: 2e-5 bandwidth: 5e8 })";
+  absl::StatusOr<Cluster> c = ParseCluster(text, "pair.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ(c->link(0, 1).bandwidth, 5e8);
+  EXPECT_DOUBLE_EQ(c->link(1, 0).bandwidth, 1e9);  // full duplex default
+  const char* json = R"({"name": "pair", "devices": [
+      {"name": "a", "kind": "GPU", "peak_flops": 1e12,
+       "memory_bandwidth": 1e11, "memory_bytes": "1000"},
+      {"name": "b", "kind": "CPU", "peak_flops": 1e11,
+       "memory_bandwidth": 1e10, "memory_bytes": 2000}],
+      "default_link": {"latency_seconds": 1e-5, "bandwidth": 1e9}})";
+  absl::StatusOr<Cluster> j = ParseCluster(json, "pair.json");
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ(j->device(1).memory_bytes, 2000);
+  // Roofline: 1e6 FLOPs at 1e11 FLOP/s plus the overhead; transfers pay
+  // latency plus bytes over bandwidth.
+  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  EXPECT_DOUBLE_EQ(costs->TransferSeconds(1000000, c->link(0, 1)),
+                   2e-5 + 1e6 / 5e8);
+}
+
+TEST(ClusterTest, ErrorsNameTheLineOrField) {
+  absl::Status s = ParseCluster("name: \"x\"\ndevices { nme: \"a\" }",
+                                "bad.pbtxt")
+                       .status();
+  EXPECT_THAT(s.message(), HasSubstr("bad.pbtxt: line 2"));
+  EXPECT_THAT(s.message(), HasSubstr("nme"));
+  s = ParseCluster(R"({"devices": [{"name": 3}]})", "bad.json").status();
+  EXPECT_THAT(s.message(), HasSubstr("bad.json"));
+  s = ParseCluster(
+          "devices { name: \"a\" kind: GPU peak_flops: 0 memory_bandwidth: 1 "
+          "memory_bytes: 1 }",
+          "zero.pbtxt")
+          .status();
+  EXPECT_THAT(s.message(), HasSubstr("devices[0] ('a'): peak_flops"));
+  s = ParseCluster(
+          "devices { name: \"a\" kind: GPU peak_flops: 1 memory_bandwidth: 1 "
+          "memory_bytes: 1 }\n"
+          "devices { name: \"a\" kind: GPU peak_flops: 1 memory_bandwidth: 1 "
+          "memory_bytes: 1 }",
+          "dup.pbtxt")
+          .status();
+  EXPECT_THAT(s.message(), HasSubstr("duplicate device name"));
+  s = ParseCluster(
+          "devices { name: \"a\" kind: GPU peak_flops: 1 memory_bandwidth: 1 "
+          "memory_bytes: 1 }\n"
+          "devices { name: \"b\" kind: GPU peak_flops: 1 memory_bandwidth: 1 "
+          "memory_bytes: 1 }",
+          "nolink.pbtxt")
+          .status();
+  EXPECT_THAT(s.message(), HasSubstr("default_link"));
+  EXPECT_THAT(LoadCluster("p100x3").status().message(),
+              HasSubstr("unknown cluster 'p100x3'"));
+  EXPECT_THAT(LoadCluster("/no/such.pbtxt").status().message(),
+              HasSubstr("/no/such.pbtxt"));
+}
+
+}  // namespace
+}  // namespace placer
