@@ -1,9 +1,15 @@
 #include "placer/cli_common.h"
 
+#include <unistd.h>
+
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -34,6 +40,16 @@ ABSL_FLAG(std::string, cluster, "",
 ABSL_FLAG(std::string, placement, "", "Placement file (JSON).");
 ABSL_FLAG(std::string, trace, "",
           "Write the simulated schedule as a Chrome trace (JSON).");
+ABSL_FLAG(std::string, profile, "",
+          "simulate: a measured profile (.pbtxt/.json) preferred over the "
+          "roofline wherever it has a node or link.");
+ABSL_FLAG(std::string, devices, "cpu",
+          "profile: which devices to measure (cpu; CUDA needs a CUDA "
+          "LibTorch build).");
+ABSL_FLAG(int32_t, repeats, 5, "profile: timed repeats per measurement.");
+ABSL_FLAG(int32_t, warmup, 2, "profile: discarded warm-up runs.");
+ABSL_FLAG(int32_t, threads, 1, "profile: threads per CPU device.");
+ABSL_FLAG(double, budget, 600, "profile: time budget in seconds.");
 ABSL_FLAG(std::string, order, "critical_path",
           "Ready-queue order of the simulator: critical_path or topological.");
 
@@ -95,6 +111,69 @@ absl::StatusOr<ImportOptions> ImportOptionsFromFlags() {
     options.dim_values[kv[0]] = value;
   }
   return options;
+}
+
+namespace {
+
+// Abseil flag names use underscores; accept --input-shape as well.
+std::vector<char*> NormalizeFlagNames(int argc, char** argv,
+                                      std::vector<std::string>& storage) {
+  storage.assign(argv, argv + argc);
+  for (std::string& arg : storage) {
+    if (arg.rfind("--", 0) != 0) continue;
+    size_t end = arg.find('=');
+    if (end == std::string::npos) end = arg.size();
+    for (size_t i = 2; i < end; ++i) {
+      if (arg[i] == '-') arg[i] = '_';
+    }
+  }
+  std::vector<char*> out;
+  for (std::string& arg : storage) out.push_back(arg.data());
+  return out;
+}
+
+
+// The directory of the running executable.
+std::string SelfDirectory() {
+  char path[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return ".";
+  std::string s(path, n);
+  return s.substr(0, s.rfind('/'));
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv, const char* usage,
+           const std::vector<Command>& commands,
+           const std::vector<std::string>& elsewhere,
+           const std::string& elsewhere_binary) {
+  absl::SetProgramUsageMessage(usage);
+  std::vector<std::string> storage;
+  std::vector<char*> normalized = NormalizeFlagNames(argc, argv, storage);
+  std::vector<char*> positional = absl::ParseCommandLine(
+      static_cast<int>(normalized.size()), normalized.data());
+  if (positional.size() < 2) {
+    std::cout << usage;
+    return argc > 1 ? 2 : 0;
+  }
+  std::string command = positional[1];
+  for (const std::string& name : elsewhere) {
+    if (command != name) continue;
+    std::string binary = SelfDirectory() + "/" + elsewhere_binary;
+    std::vector<char*> args(argv, argv + argc);
+    args[0] = binary.data();
+    args.push_back(nullptr);
+    execv(binary.c_str(), args.data());
+    return Fail(absl::NotFoundError(absl::StrCat(
+        "`", command, "` runs in ", binary,
+        ", which could not be started; build //placer:", elsewhere_binary)));
+  }
+  std::vector<std::string> args(positional.begin() + 2, positional.end());
+  for (const Command& c : commands) {
+    if (command == c.name) return c.run(args);
+  }
+  return UsageError(absl::StrCat("unknown command '", command, "'"));
 }
 
 }  // namespace placer

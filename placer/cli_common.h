@@ -28,6 +28,12 @@ ABSL_DECLARE_FLAG(std::string, cluster);
 ABSL_DECLARE_FLAG(std::string, placement);
 ABSL_DECLARE_FLAG(std::string, trace);
 ABSL_DECLARE_FLAG(std::string, order);
+ABSL_DECLARE_FLAG(std::string, profile);
+ABSL_DECLARE_FLAG(std::string, devices);
+ABSL_DECLARE_FLAG(int32_t, repeats);
+ABSL_DECLARE_FLAG(int32_t, warmup);
+ABSL_DECLARE_FLAG(int32_t, threads);
+ABSL_DECLARE_FLAG(double, budget);
 
 namespace placer {
 
@@ -42,9 +48,25 @@ int UsageError(const std::string& message);
 zoo::ZooParams ZooParamsFromFlags();
 absl::StatusOr<ImportOptions> ImportOptionsFromFlags();
 
+struct Command {
+  const char* name;
+  int (*run)(const std::vector<std::string>& args);
+};
+
+// Parses flags (accepting --flag-name for --flag_name) and runs the command
+// named by the first positional argument. Commands in `elsewhere` are run
+// by exec'ing the sibling binary `elsewhere_binary` with the same
+// arguments (the LibTorch commands live in placer_torch, so that placer
+// itself starts fast).
+int RunCli(int argc, char** argv, const char* usage,
+           const std::vector<Command>& commands,
+           const std::vector<std::string>& elsewhere = {},
+           const std::string& elsewhere_binary = "");
+
 int InspectCommand(const std::vector<std::string>& args);
 int ZooCommand(const std::vector<std::string>& args);
 int SimulateCommand(const std::vector<std::string>& args);
+int ProfileCommand(const std::vector<std::string>& args);
 
 }  // namespace placer
 

@@ -1,16 +1,5 @@
-// The placer command line. Each command is one entry of kCommands; flags
-// are Abseil flags (--help lists them; --flag-name and --flag_name both
-// work).
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <iostream>
-#include <string>
-#include <vector>
-
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/strings/str_cat.h"
+// The placer command line. Commands that need LibTorch (profile) run in
+// the sibling binary placer_torch, so that the others start instantly.
 #include "placer/cli_common.h"
 
 namespace placer {
@@ -26,6 +15,10 @@ Usage:
       Simulates one training step of MODEL placed by P.json on cluster C
       (a preset such as p100x4, or a .pbtxt/.json file): step time, lower
       bound, bytes moved, peak memory per device, out-of-memory verdict.
+  placer profile [MODEL] --devices cpu --cluster cpu2 -o PROFILE.pbtxt
+      Measures with LibTorch on this machine: each distinct node of MODEL's
+      training step (forward, backward, update) and copies of 1 B..256 MiB
+      between the cluster's CPU devices; `simulate --profile` uses it.
   placer zoo list
       The built-in benchmark models and their default sizes.
   placer zoo export NAME -o FILE.onnx [--batch N --layers N ...]
@@ -35,52 +28,13 @@ MODEL is a path to an ONNX file or zoo:NAME (see `placer zoo list`); zoo
 models take --batch, --layers, --seq-len, --hidden, --vocab, --image-size.
 )";
 
-struct Command {
-  const char* name;
-  int (*run)(const std::vector<std::string>& args);
-};
-
-constexpr Command kCommands[] = {
-    {"inspect", InspectCommand},
-    {"simulate", SimulateCommand},
-    {"zoo", ZooCommand},
-};
-
-// Abseil flag names use underscores; accept --input-shape as well.
-std::vector<char*> NormalizeFlagNames(int argc, char** argv,
-                                      std::vector<std::string>& storage) {
-  storage.assign(argv, argv + argc);
-  for (std::string& arg : storage) {
-    if (arg.rfind("--", 0) != 0) continue;
-    size_t end = arg.find('=');
-    if (end == std::string::npos) end = arg.size();
-    for (size_t i = 2; i < end; ++i) {
-      if (arg[i] == '-') arg[i] = '_';
-    }
-  }
-  std::vector<char*> out;
-  for (std::string& arg : storage) out.push_back(arg.data());
-  return out;
-}
-
 }  // namespace
 }  // namespace placer
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(placer::kUsage);
-  std::vector<std::string> storage;
-  std::vector<char*> normalized =
-      placer::NormalizeFlagNames(argc, argv, storage);
-  std::vector<char*> positional = absl::ParseCommandLine(
-      static_cast<int>(normalized.size()), normalized.data());
-  if (positional.size() < 2) {
-    std::cout << placer::kUsage;
-    return positional.size() < 2 && argc > 1 ? 2 : 0;
-  }
-  std::string command = positional[1];
-  std::vector<std::string> args(positional.begin() + 2, positional.end());
-  for (const placer::Command& c : placer::kCommands) {
-    if (command == c.name) return c.run(args);
-  }
-  return placer::UsageError(absl::StrCat("unknown command '", command, "'"));
+  return placer::RunCli(argc, argv, placer::kUsage,
+                        {{"inspect", placer::InspectCommand},
+                         {"simulate", placer::SimulateCommand},
+                         {"zoo", placer::ZooCommand}},
+                        {"profile"}, "placer_torch");
 }

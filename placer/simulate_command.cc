@@ -15,6 +15,7 @@
 #include "placer/simulator.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
+#include "profiles/measured_cost_model.h"
 
 namespace placer {
 namespace {
@@ -125,6 +126,11 @@ int SimulateCommand(const std::vector<std::string>& args) {
 
   TrainingView view = BuildTrainingView(model->graph);
   std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  if (std::string path = absl::GetFlag(FLAGS_profile); !path.empty()) {
+    absl::StatusOr<MeasuredProfile> profile = LoadProfile(UserPath(path));
+    if (!profile.ok()) return Fail(profile.status());
+    costs = NewMeasuredCostModel(std::move(*profile), std::move(costs));
+  }
   SimulationContext context =
       SimulationContext::Create(view, *cluster, *costs, **order);
   std::string trace_path = absl::GetFlag(FLAGS_trace);

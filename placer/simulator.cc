@@ -228,7 +228,7 @@ void Simulation::RequestTransfer(int v, int src, int dst, double time,
     cause = {true, last_on_link_[link]};  // waited for the link
   }
   double end =
-      start + c_.costs().TransferSeconds(bytes, c_.cluster().link(src, dst));
+      start + c_.costs().TransferSeconds(bytes, c_.cluster(), src, dst);
   link_free_[link] = end;
   int index = static_cast<int>(transfers_.size());
   last_on_link_[link] = index;

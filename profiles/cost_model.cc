@@ -16,8 +16,9 @@ class RooflineCostModel : public CostModel {
                         device.memory_bandwidth);
   }
 
-  double TransferSeconds(int64_t bytes,
-                         const LinkParams& link) const override {
+  double TransferSeconds(int64_t bytes, const Cluster& cluster, int src,
+                         int dst) const override {
+    const LinkParams& link = cluster.link(src, dst);
     return link.latency_seconds + static_cast<double>(bytes) / link.bandwidth;
   }
 

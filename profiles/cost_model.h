@@ -23,8 +23,9 @@ class CostModel {
   virtual ~CostModel() = default;
   virtual double NodeSeconds(const TrainingView& view, int node,
                              const Device& device) const = 0;
-  virtual double TransferSeconds(int64_t bytes,
-                                 const LinkParams& link) const = 0;
+  // Sending `bytes` from device src to device dst of `cluster`.
+  virtual double TransferSeconds(int64_t bytes, const Cluster& cluster,
+                                 int src, int dst) const = 0;
   virtual bool IsGuess(const TrainingView& view, int node) const = 0;
 };
 

@@ -153,6 +153,33 @@ TEST(CliTest, SimulateAPlacementFile) {
   EXPECT_GT(t.fields().at("traceEvents").list_value().values_size(), 11);
 }
 
+TEST(CliTest, ProfileThenSimulateWithIt) {
+  std::string profile = TmpFile("profile.pbtxt");
+  RunResult r = RunPlacer("profile zoo:diamond --batch 2 --hidden 3 "
+                          "--cluster cpu2 --repeats 1 --warmup 0 -o " +
+                          profile);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  // diamond's 11 nodes have 6 distinct signatures: forward MatMul (x3)
+  // and Add; backward Add, MatMul with dW only (top), MatMul with both
+  // gradients (left, right); the update (x3).
+  EXPECT_THAT(r.out, HasSubstr("6 node signatures, 2 links measured"));
+  EXPECT_THAT(r.out, HasSubstr("0 failed"));
+  std::string placement = TmpFile("diamond_p.json");
+  WriteFile(placement, R"({"assignment": {"top": "/cpu:0", "left": "/cpu:0",
+      "right": "/cpu:1", "join": "/cpu:0"}})");
+  RunResult roofline = RunPlacer(
+      "simulate zoo:diamond --batch 2 --hidden 3 --cluster cpu2 --json "
+      "--placement " + placement);
+  RunResult measured = RunPlacer(
+      "simulate zoo:diamond --batch 2 --hidden 3 --cluster cpu2 --json "
+      "--placement " + placement + " --profile " + profile);
+  ASSERT_EQ(measured.exit_code, 0) << measured.out;
+  EXPECT_NE(Number(Json(measured.out), "step_seconds"),
+            Number(Json(roofline.out), "step_seconds"));
+  EXPECT_EQ(Number(Json(measured.out), "inaccurate_ops"), 0);
+  EXPECT_EQ(RunPlacer("profile --devices gpu -o x").exit_code, 1);
+}
+
 TEST(CliTest, PlacementFileErrorsNameTheProblem) {
   std::string missing = TmpFile("missing.json");
   WriteFile(missing, R"({"assignment": {"top": "/cpu:0", "left": "/cpu:0"}})");

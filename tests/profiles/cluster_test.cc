@@ -55,7 +55,7 @@ TEST(ClusterTest, TextAndJsonWithLinkOverrides) {
   // Roofline: 1e6 FLOPs at 1e11 FLOP/s plus the overhead; transfers pay
   // latency plus bytes over bandwidth.
   std::unique_ptr<CostModel> costs = NewRooflineCostModel();
-  EXPECT_DOUBLE_EQ(costs->TransferSeconds(1000000, c->link(0, 1)),
+  EXPECT_DOUBLE_EQ(costs->TransferSeconds(1000000, *c, 0, 1),
                    2e-5 + 1e6 / 5e8);
 }
 

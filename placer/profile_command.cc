@@ -1,0 +1,69 @@
+// placer profile [MODEL] --devices cpu --cluster C -o PROFILE
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "graph/training_view.h"
+#include "placer/cli_common.h"
+#include "placer/model_source.h"
+#include "profiles/cluster.h"
+#include "profiles/measured_cost_model.h"
+#include "profiles/profiler.h"
+
+namespace placer {
+
+int ProfileCommand(const std::vector<std::string>& args) {
+  if (args.size() > 1) return UsageError("profile takes at most one MODEL");
+  if (absl::GetFlag(FLAGS_devices) != "cpu") {
+    return Fail(absl::UnimplementedError(absl::StrCat(
+        "--devices ", absl::GetFlag(FLAGS_devices),
+        ": this build measures CPU devices only (Debian's LibTorch has no "
+        "CUDA)")));
+  }
+  std::string out = absl::GetFlag(FLAGS_o);
+  if (out.empty()) return UsageError("profile needs -o FILE.pbtxt");
+  std::string cluster_spec = absl::GetFlag(FLAGS_cluster);
+  if (cluster_spec.empty()) cluster_spec = "cpu2";
+  absl::StatusOr<Cluster> cluster = LoadCluster(
+      cluster_spec.find('.') != std::string::npos ? UserPath(cluster_spec)
+                                                  : cluster_spec);
+  if (!cluster.ok()) return Fail(cluster.status());
+
+  std::optional<LoadedModel> model;
+  std::optional<TrainingView> view;
+  if (!args.empty()) {
+    absl::StatusOr<ImportOptions> options = ImportOptionsFromFlags();
+    if (!options.ok()) return Fail(options.status());
+    absl::StatusOr<LoadedModel> loaded =
+        LoadModel(UserPath(args[0]), *options, ZooParamsFromFlags());
+    if (!loaded.ok()) return Fail(loaded.status());
+    model = std::move(*loaded);
+    view = BuildTrainingView(model->graph);
+  }
+  ProfilerOptions options;
+  options.repeats = absl::GetFlag(FLAGS_repeats);
+  options.warmup = absl::GetFlag(FLAGS_warmup);
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.budget_seconds = absl::GetFlag(FLAGS_budget);
+  absl::StatusOr<ProfileReport> report = ProfileCpu(
+      view ? &*view : nullptr, *cluster, options,
+      [](const std::string& line) { std::cerr << "profile: " << line << "\n"; });
+  if (!report.ok()) return Fail(report.status());
+  if (absl::Status s = SaveProfile(report->profile, UserPath(out)); !s.ok()) {
+    return Fail(s);
+  }
+  std::cout << absl::StrFormat(
+      "wrote %s: %d node signatures, %d links measured; %d nodes without a "
+      "LibTorch kernel and %d signatures past the budget fall back to the "
+      "roofline; %d failed\n",
+      out, report->measured_signatures, report->profile.links.size(),
+      report->nodes_without_kernel, report->signatures_over_budget,
+      report->failed_signatures);
+  for (const std::string& f : report->failures) {
+    std::cout << "  failed: " << f << "\n";
+  }
+  return 0;
+}
+
+}  // namespace placer

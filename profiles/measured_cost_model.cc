@@ -1,0 +1,202 @@
+#include "profiles/measured_cost_model.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
+#include "profiles/profile.pb.h"
+#include "profiles/signature.h"
+
+namespace placer {
+namespace {
+
+proto::DeviceKind ToProto(DeviceKind k) {
+  return k == DeviceKind::kGpu ? proto::GPU : proto::CPU;
+}
+
+class ParseErrors : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (first.empty()) {
+      first = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ",
+                           message);
+    }
+  }
+  std::string first;
+};
+
+class MeasuredCostModel : public CostModel {
+ public:
+  MeasuredCostModel(MeasuredProfile profile, std::unique_ptr<CostModel> fallback)
+      : profile_(std::move(profile)), fallback_(std::move(fallback)) {}
+
+  double NodeSeconds(const TrainingView& view, int node,
+                     const Device& device) const override {
+    auto it = profile_.ops.find({NodeSignature(view, node), device.kind});
+    if (it != profile_.ops.end()) return it->second.first;
+    return fallback_->NodeSeconds(view, node, device);
+  }
+
+  double TransferSeconds(int64_t bytes, const Cluster& cluster, int src,
+                         int dst) const override {
+    auto it = profile_.links.find(
+        {cluster.device(src).name, cluster.device(dst).name});
+    if (it == profile_.links.end()) {
+      return fallback_->TransferSeconds(bytes, cluster, src, dst);
+    }
+    const LinkParams& fit = it->second.fit;
+    return fit.latency_seconds + static_cast<double>(bytes) / fit.bandwidth;
+  }
+
+  bool IsGuess(const TrainingView& view, int node) const override {
+    std::string sig = NodeSignature(view, node);
+    for (DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kGpu}) {
+      if (profile_.ops.count({sig, kind})) return false;
+    }
+    return fallback_->IsGuess(view, node);
+  }
+
+ private:
+  MeasuredProfile profile_;
+  std::unique_ptr<CostModel> fallback_;
+};
+
+}  // namespace
+
+absl::StatusOr<LinkParams> FitLink(const std::vector<LinkSample>& samples) {
+  // Weighted by 1 / seconds^2: every size counts by its relative error, so
+  // the latency that small copies show is not drowned by large ones.
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  std::set<int64_t> sizes;
+  for (const LinkSample& s : samples) {
+    if (!(s.seconds > 0)) continue;
+    double w = 1.0 / (s.seconds * s.seconds);
+    double x = static_cast<double>(s.bytes);
+    sizes.insert(s.bytes);
+    sw += w;
+    sx += w * x;
+    sy += w * s.seconds;
+    sxx += w * x * x;
+    sxy += w * x * s.seconds;
+  }
+  double denominator = sw * sxx - sx * sx;
+  if (sizes.size() < 2 || denominator <= 0) {
+    return absl::InvalidArgumentError(
+        "a link fit needs positive timings at two or more sizes");
+  }
+  double slope = (sw * sxy - sx * sy) / denominator;
+  double intercept = (sy - slope * sx) / sw;
+  if (slope <= 0) {
+    return absl::InvalidArgumentError(
+        "link samples do not grow with size; cannot fit a bandwidth");
+  }
+  return LinkParams{std::max(0.0, intercept), 1.0 / slope};
+}
+
+absl::StatusOr<MeasuredProfile> LoadProfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(path + ": cannot open the file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  proto::Profile message;
+  if (absl::EndsWith(path, ".json")) {
+    auto status =
+        google::protobuf::util::JsonStringToMessage(buffer.str(), &message);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": not a profile: ", status.message().as_string()));
+    }
+  } else {
+    google::protobuf::TextFormat::Parser parser;
+    ParseErrors errors;
+    parser.RecordErrorsTo(&errors);
+    if (!parser.ParseFromString(buffer.str(), &message)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", errors.first));
+    }
+  }
+  MeasuredProfile p;
+  p.source = message.source();
+  for (int i = 0; i < message.ops_size(); ++i) {
+    const proto::OpTiming& t = message.ops(i);
+    if (!(t.seconds() >= 0) || t.signature().empty() ||
+        t.device_kind() == proto::DEVICE_KIND_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": ops[", i, "] needs a signature, a device_kind and "
+          "seconds >= 0"));
+    }
+    DeviceKind kind =
+        t.device_kind() == proto::GPU ? DeviceKind::kGpu : DeviceKind::kCpu;
+    p.ops[{t.signature(), kind}] = {t.seconds(), t.repeats()};
+  }
+  for (int i = 0; i < message.links_size(); ++i) {
+    const proto::LinkFit& l = message.links(i);
+    if (!(l.bandwidth() > 0) || !(l.latency_seconds() >= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": links[", i, "] needs a positive bandwidth and latency >= 0"));
+    }
+    MeasuredLink link{{l.latency_seconds(), l.bandwidth()}, {}};
+    for (const proto::LinkSample& s : l.samples()) {
+      link.samples.push_back({s.bytes(), s.seconds()});
+    }
+    p.links[{l.src(), l.dst()}] = std::move(link);
+  }
+  return p;
+}
+
+absl::Status SaveProfile(const MeasuredProfile& p, const std::string& path) {
+  proto::Profile message;
+  message.set_source(p.source);
+  for (const auto& [key, value] : p.ops) {
+    proto::OpTiming* t = message.add_ops();
+    t->set_signature(key.first);
+    t->set_device_kind(ToProto(key.second));
+    t->set_seconds(value.first);
+    t->set_repeats(value.second);
+  }
+  for (const auto& [key, link] : p.links) {
+    proto::LinkFit* l = message.add_links();
+    l->set_src(key.first);
+    l->set_dst(key.second);
+    l->set_latency_seconds(link.fit.latency_seconds);
+    l->set_bandwidth(link.fit.bandwidth);
+    for (const LinkSample& s : link.samples) {
+      proto::LinkSample* out = l->add_samples();
+      out->set_bytes(s.bytes);
+      out->set_seconds(s.seconds);
+    }
+  }
+  std::string text;
+  if (absl::EndsWith(path, ".json")) {
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    options.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(message, &text, options);
+  } else {
+    google::protobuf::TextFormat::PrintToString(message, &text);
+  }
+  // Write then rename, so a crash never leaves a torn profile.
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    if (!out.flush()) return absl::UnavailableError(path + ": cannot write");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(path + ": cannot replace the file");
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<CostModel> NewMeasuredCostModel(
+    MeasuredProfile profile, std::unique_ptr<CostModel> fallback) {
+  return std::make_unique<MeasuredCostModel>(std::move(profile),
+                                             std::move(fallback));
+}
+
+}  // namespace placer

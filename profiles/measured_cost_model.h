@@ -1,0 +1,56 @@
+// A cost model from measurements: per-signature node times per device kind
+// and per-link fits, falling back to another model (the roofline) where a
+// node or link was not measured.
+//
+// Contract: a measured value always wins over the fallback; IsGuess is
+// false for measured nodes and the fallback's answer otherwise. Profiles
+// are files in protobuf text (.pbtxt) or JSON (.json) of
+// profiles/profile.proto; errors name the file and the line or field.
+#ifndef PLACER_PROFILES_MEASURED_COST_MODEL_H_
+#define PLACER_PROFILES_MEASURED_COST_MODEL_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "profiles/cost_model.h"
+
+namespace placer {
+
+struct LinkSample {
+  int64_t bytes = 0;
+  double seconds = 0;
+};
+
+struct MeasuredLink {
+  LinkParams fit;
+  std::vector<LinkSample> samples;
+};
+
+struct MeasuredProfile {
+  std::string source;
+  // (signature, device kind) -> median seconds, repeats
+  std::map<std::pair<std::string, DeviceKind>, std::pair<double, int>> ops;
+  // (src name, dst name) -> fit
+  std::map<std::pair<std::string, std::string>, MeasuredLink> links;
+};
+
+// Fits seconds = latency + bytes / bandwidth by least squares weighted by
+// 1 / seconds^2 (relative error); latency is clamped at 0. Needs positive
+// timings at two or more distinct sizes.
+absl::StatusOr<LinkParams> FitLink(const std::vector<LinkSample>& samples);
+
+absl::StatusOr<MeasuredProfile> LoadProfile(const std::string& path);
+absl::Status SaveProfile(const MeasuredProfile& profile,
+                         const std::string& path);
+
+// `fallback` answers what `profile` does not.
+std::unique_ptr<CostModel> NewMeasuredCostModel(
+    MeasuredProfile profile, std::unique_ptr<CostModel> fallback);
+
+}  // namespace placer
+
+#endif  // PLACER_PROFILES_MEASURED_COST_MODEL_H_

@@ -1,0 +1,398 @@
+#include "runtime/torch_ops.h"
+
+#include <cstring>
+#include <numeric>
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+
+namespace placer {
+namespace {
+
+using Tensors = std::vector<torch::Tensor>;
+using Result = absl::StatusOr<Tensors>;
+using Kernel = Result (*)(const Op&, const Tensors&);
+
+absl::Status Unsupported(const Op& op, const std::string& what) {
+  return absl::UnimplementedError(absl::StrCat(
+      "node '", op.key, "' (", op.op_type, "): ", what));
+}
+
+bool Present(const Tensors& in, size_t k) {
+  return k < in.size() && in[k].defined();
+}
+
+std::vector<int64_t> IntsOf(const torch::Tensor& t) {
+  torch::Tensor c = t.to(torch::kLong).contiguous().cpu();
+  const int64_t* p = c.data_ptr<int64_t>();
+  return std::vector<int64_t>(p, p + c.numel());
+}
+
+int64_t Axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+// Axes from input k (opset >= 13) or the "axes" attribute.
+std::vector<int64_t> AxesOf(const Op& op, const Tensors& in, size_t k) {
+  if (Present(in, k)) return IntsOf(in[k]);
+  return op.IntsAttribute("axes");
+}
+
+template <torch::Tensor (*F)(const torch::Tensor&)>
+Result Unary(const Op&, const Tensors& in) {
+  return Tensors{F(in[0])};
+}
+
+torch::Tensor ReluF(const torch::Tensor& x) { return torch::relu(x); }
+torch::Tensor SigmoidF(const torch::Tensor& x) { return torch::sigmoid(x); }
+torch::Tensor TanhF(const torch::Tensor& x) { return torch::tanh(x); }
+torch::Tensor ExpF(const torch::Tensor& x) { return torch::exp(x); }
+torch::Tensor LogF(const torch::Tensor& x) { return torch::log(x); }
+torch::Tensor SqrtF(const torch::Tensor& x) { return torch::sqrt(x); }
+torch::Tensor NegF(const torch::Tensor& x) { return torch::neg(x); }
+torch::Tensor ErfF(const torch::Tensor& x) { return torch::erf(x); }
+torch::Tensor AbsF(const torch::Tensor& x) { return torch::abs(x); }
+torch::Tensor ReciprocalF(const torch::Tensor& x) { return torch::reciprocal(x); }
+torch::Tensor IdentityF(const torch::Tensor& x) { return x; }
+
+Result Add(const Op&, const Tensors& in) { return Tensors{in[0] + in[1]}; }
+Result Sub(const Op&, const Tensors& in) { return Tensors{in[0] - in[1]}; }
+Result Mul(const Op&, const Tensors& in) { return Tensors{in[0] * in[1]}; }
+Result Div(const Op&, const Tensors& in) {
+  if (!in[0].is_floating_point()) {
+    return Tensors{torch::div(in[0], in[1], "trunc")};
+  }
+  return Tensors{in[0] / in[1]};
+}
+Result Pow(const Op&, const Tensors& in) { return Tensors{torch::pow(in[0], in[1])}; }
+
+Result Sum(const Op&, const Tensors& in) {
+  torch::Tensor s = in[0];
+  for (size_t k = 1; k < in.size(); ++k) s = s + in[k];
+  return Tensors{s};
+}
+
+Result MatMul(const Op&, const Tensors& in) {
+  return Tensors{torch::matmul(in[0], in[1])};
+}
+
+Result Gemm(const Op& op, const Tensors& in) {
+  torch::Tensor a = op.IntAttribute("transA", 0) ? in[0].t() : in[0];
+  torch::Tensor b = op.IntAttribute("transB", 0) ? in[1].t() : in[1];
+  const AttributeValue* alpha = op.FindAttribute("alpha");
+  const AttributeValue* beta = op.FindAttribute("beta");
+  torch::Tensor y = torch::matmul(a, b);
+  if (alpha != nullptr) y = y * alpha->f;
+  if (Present(in, 2)) y = y + (beta != nullptr ? in[2] * beta->f : in[2]);
+  return Tensors{y};
+}
+
+// Symmetric pads as torch wants them, or empty when ONNX's are not.
+std::optional<std::vector<int64_t>> SymmetricPads(const Op& op, size_t dims) {
+  std::vector<int64_t> pads = op.IntsAttribute("pads");
+  if (pads.empty()) return std::vector<int64_t>(dims, 0);
+  if (pads.size() != 2 * dims) return std::nullopt;
+  for (size_t i = 0; i < dims; ++i) {
+    if (pads[i] != pads[i + dims]) return std::nullopt;
+  }
+  return std::vector<int64_t>(pads.begin(), pads.begin() + dims);
+}
+
+std::vector<int64_t> OrOnes(std::vector<int64_t> v, size_t dims) {
+  return v.empty() ? std::vector<int64_t>(dims, 1) : v;
+}
+
+Result Conv(const Op& op, const Tensors& in) {
+  size_t dims = in[1].dim() - 2;
+  auto pads = SymmetricPads(op, dims);
+  if (!pads) return Unsupported(op, "asymmetric pads");
+  const AttributeValue* auto_pad = op.FindAttribute("auto_pad");
+  if (auto_pad != nullptr && auto_pad->s != "NOTSET") {
+    return Unsupported(op, "auto_pad " + auto_pad->s);
+  }
+  torch::Tensor bias = Present(in, 2) ? in[2] : torch::Tensor();
+  return Tensors{torch::convolution(
+      in[0], in[1], bias, OrOnes(op.IntsAttribute("strides"), dims), *pads,
+      OrOnes(op.IntsAttribute("dilations"), dims), false,
+      std::vector<int64_t>(dims, 0), op.IntAttribute("group", 1))};
+}
+
+Result BatchNormalization(const Op& op, const Tensors& in) {
+  const AttributeValue* eps = op.FindAttribute("epsilon");
+  const AttributeValue* momentum = op.FindAttribute("momentum");
+  // Training mode: batch statistics (running stats are not updated here).
+  return Tensors{torch::batch_norm(
+      in[0], in[1], in[2], in[3].clone(), in[4].clone(), /*training=*/true,
+      momentum != nullptr ? 1.0 - momentum->f : 0.1,
+      eps != nullptr ? eps->f : 1e-5, /*cudnn_enabled=*/false)};
+}
+
+Result LayerNormalization(const Op& op, const Tensors& in) {
+  int64_t axis = Axis(op.IntAttribute("axis", -1), in[0].dim());
+  std::vector<int64_t> shape(in[0].sizes().begin() + axis, in[0].sizes().end());
+  const AttributeValue* eps = op.FindAttribute("epsilon");
+  torch::Tensor bias = Present(in, 2) ? in[2] : torch::Tensor();
+  return Tensors{torch::layer_norm(in[0], shape, in[1], bias,
+                                   eps != nullptr ? eps->f : 1e-5)};
+}
+
+Result Pool(const Op& op, const Tensors& in, bool max) {
+  std::vector<int64_t> kernel = op.IntsAttribute("kernel_shape");
+  size_t dims = kernel.size();
+  auto pads = SymmetricPads(op, dims);
+  if (!pads) return Unsupported(op, "asymmetric pads");
+  std::vector<int64_t> strides = OrOnes(op.IntsAttribute("strides"), dims);
+  bool ceil = op.IntAttribute("ceil_mode", 0) != 0;
+  if (dims != 2) return Unsupported(op, "pooling other than 2-D");
+  if (max) {
+    return Tensors{torch::max_pool2d(in[0], kernel, strides, *pads,
+                                     OrOnes(op.IntsAttribute("dilations"), dims),
+                                     ceil)};
+  }
+  return Tensors{torch::avg_pool2d(in[0], kernel, strides, *pads, ceil,
+                                   op.IntAttribute("count_include_pad", 0) != 0)};
+}
+Result MaxPool(const Op& op, const Tensors& in) { return Pool(op, in, true); }
+Result AveragePool(const Op& op, const Tensors& in) { return Pool(op, in, false); }
+
+Result GlobalAveragePool(const Op&, const Tensors& in) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 2; d < in[0].dim(); ++d) dims.push_back(d);
+  return Tensors{in[0].mean(dims, /*keepdim=*/true)};
+}
+
+Result Flatten(const Op& op, const Tensors& in) {
+  int64_t axis = Axis(op.IntAttribute("axis", 1), in[0].dim());
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= in[0].size(d);
+  return Tensors{in[0].reshape({outer, -1})};
+}
+
+Result Reshape(const Op& op, const Tensors& in) {
+  std::vector<int64_t> shape = IntsOf(in[1]);
+  if (!op.IntAttribute("allowzero", 0)) {
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (shape[i] == 0) shape[i] = in[0].size(i);
+    }
+  }
+  return Tensors{in[0].reshape(shape)};
+}
+
+Result Transpose(const Op& op, const Tensors& in) {
+  std::vector<int64_t> perm = op.IntsAttribute("perm");
+  if (perm.empty()) {
+    for (int64_t d = in[0].dim() - 1; d >= 0; --d) perm.push_back(d);
+  }
+  return Tensors{in[0].permute(perm)};
+}
+
+Result Concat(const Op& op, const Tensors& in) {
+  return Tensors{torch::cat(in, Axis(op.IntAttribute("axis", 0), in[0].dim()))};
+}
+
+Result Split(const Op& op, const Tensors& in) {
+  int64_t axis = Axis(op.IntAttribute("axis", 0), in[0].dim());
+  std::vector<int64_t> sizes = Present(in, 1) ? IntsOf(in[1])
+                                              : op.IntsAttribute("split");
+  if (sizes.empty()) {
+    int64_t parts = static_cast<int64_t>(op.outputs.size());
+    int64_t n = in[0].size(axis);
+    if (n % parts != 0) return Unsupported(op, "uneven split without sizes");
+    sizes.assign(parts, n / parts);
+  }
+  return in[0].split_with_sizes(sizes, axis);
+}
+
+Result Squeeze(const Op& op, const Tensors& in) {
+  std::vector<int64_t> axes = AxesOf(op, in, 1);
+  torch::Tensor x = in[0];
+  if (axes.empty()) return Tensors{x.squeeze()};
+  std::vector<int64_t> shape;
+  int64_t rank = x.dim();
+  for (int64_t d = 0; d < rank; ++d) {
+    bool drop = false;
+    for (int64_t a : axes) drop |= Axis(a, rank) == d;
+    if (!drop) shape.push_back(x.size(d));
+  }
+  return Tensors{x.reshape(shape)};
+}
+
+Result Unsqueeze(const Op& op, const Tensors& in) {
+  std::vector<int64_t> axes = AxesOf(op, in, 1);
+  int64_t rank = in[0].dim() + static_cast<int64_t>(axes.size());
+  for (int64_t& a : axes) a = Axis(a, rank);
+  std::sort(axes.begin(), axes.end());
+  torch::Tensor x = in[0];
+  for (int64_t a : axes) x = x.unsqueeze(a);
+  return Tensors{x};
+}
+
+Result Gather(const Op& op, const Tensors& in) {
+  int64_t axis = Axis(op.IntAttribute("axis", 0), in[0].dim());
+  torch::Tensor idx = in[1].to(torch::kLong);
+  idx = torch::where(idx < 0, idx + in[0].size(axis), idx);
+  std::vector<int64_t> shape(in[0].sizes().begin(), in[0].sizes().begin() + axis);
+  for (int64_t s : idx.sizes()) shape.push_back(s);
+  shape.insert(shape.end(), in[0].sizes().begin() + axis + 1, in[0].sizes().end());
+  return Tensors{in[0].index_select(axis, idx.flatten()).reshape(shape)};
+}
+
+Result Softmax(const Op& op, const Tensors& in) {
+  return Tensors{torch::softmax(in[0], Axis(op.IntAttribute("axis", -1),
+                                           in[0].dim()))};
+}
+
+Result LogSoftmax(const Op& op, const Tensors& in) {
+  return Tensors{torch::log_softmax(in[0], Axis(op.IntAttribute("axis", -1),
+                                               in[0].dim()))};
+}
+
+Result SoftmaxCrossEntropyLoss(const Op& op, const Tensors& in) {
+  const AttributeValue* reduction = op.FindAttribute("reduction");
+  if (reduction != nullptr && reduction->s != "mean") {
+    return Unsupported(op, "reduction " + reduction->s);
+  }
+  if (Present(in, 2)) return Unsupported(op, "class weights");
+  torch::Tensor log_prob = torch::log_softmax(in[0], 1);
+  torch::Tensor loss = torch::nll_loss_nd(
+      log_prob, in[1].to(torch::kLong), {}, at::Reduction::Mean,
+      op.IntAttribute("ignore_index", -100));
+  Tensors out{loss};
+  if (op.outputs.size() > 1) out.push_back(log_prob);
+  return out;
+}
+
+Result Dropout(const Op& op, const Tensors& in) {
+  const AttributeValue* ratio = op.FindAttribute("ratio");
+  double p = Present(in, 1) ? in[1].item<double>()
+                            : (ratio != nullptr ? ratio->f : 0.5);
+  bool training = Present(in, 2) && in[2].item<bool>();
+  torch::Tensor mask = training ? torch::bernoulli(torch::full_like(in[0], 1 - p))
+                                : torch::ones_like(in[0]);
+  torch::Tensor y = training ? in[0] * mask / (1 - p) : in[0];
+  return Tensors{y, mask.to(torch::kBool)};
+}
+
+Result Cast(const Op& op, const Tensors& in) {
+  DataType to = DataTypeFromOnnx(op.IntAttribute("to", 0));
+  if (DataTypeBytes(to) == 0) return Unsupported(op, "cast target type");
+  return Tensors{in[0].to(ToTorchType(to))};
+}
+
+Result Where(const Op&, const Tensors& in) {
+  return Tensors{torch::where(in[0].to(torch::kBool), in[1], in[2])};
+}
+
+Result Shape(const Op& op, const Tensors& in) {
+  int64_t rank = in[0].dim();
+  int64_t start = std::clamp(Axis(op.IntAttribute("start", 0), rank),
+                             int64_t{0}, rank);
+  int64_t end = std::clamp(Axis(op.IntAttribute("end", rank), rank),
+                           int64_t{0}, rank);
+  std::vector<int64_t> dims(in[0].sizes().begin() + start,
+                            in[0].sizes().begin() + std::max(start, end));
+  return Tensors{torch::tensor(dims, torch::kLong)};
+}
+
+const absl::flat_hash_map<std::string, Kernel>& Kernels() {
+  static const auto* kernels = new absl::flat_hash_map<std::string, Kernel>{
+      {"Relu", Unary<ReluF>},
+      {"Sigmoid", Unary<SigmoidF>},
+      {"Tanh", Unary<TanhF>},
+      {"Exp", Unary<ExpF>},
+      {"Log", Unary<LogF>},
+      {"Sqrt", Unary<SqrtF>},
+      {"Neg", Unary<NegF>},
+      {"Erf", Unary<ErfF>},
+      {"Abs", Unary<AbsF>},
+      {"Reciprocal", Unary<ReciprocalF>},
+      {"Identity", Unary<IdentityF>},
+      {"Add", Add},
+      {"Sub", Sub},
+      {"Mul", Mul},
+      {"Div", Div},
+      {"Pow", Pow},
+      {"Sum", Sum},
+      {"MatMul", MatMul},
+      {"Gemm", Gemm},
+      {"Conv", Conv},
+      {"BatchNormalization", BatchNormalization},
+      {"LayerNormalization", LayerNormalization},
+      {"MaxPool", MaxPool},
+      {"AveragePool", AveragePool},
+      {"GlobalAveragePool", GlobalAveragePool},
+      {"Flatten", Flatten},
+      {"Reshape", Reshape},
+      {"Transpose", Transpose},
+      {"Concat", Concat},
+      {"Split", Split},
+      {"Squeeze", Squeeze},
+      {"Unsqueeze", Unsqueeze},
+      {"Gather", Gather},
+      {"Softmax", Softmax},
+      {"LogSoftmax", LogSoftmax},
+      {"SoftmaxCrossEntropyLoss", SoftmaxCrossEntropyLoss},
+      {"Dropout", Dropout},
+      {"Cast", Cast},
+      {"Where", Where},
+      {"Shape", Shape},
+  };
+  return *kernels;
+}
+
+}  // namespace
+
+torch::ScalarType ToTorchType(DataType type) {
+  switch (type) {
+    case DataType::kFloat32: return torch::kFloat;
+    case DataType::kFloat16: return torch::kHalf;
+    case DataType::kBFloat16: return torch::kBFloat16;
+    case DataType::kFloat64: return torch::kDouble;
+    case DataType::kInt8: return torch::kChar;
+    case DataType::kUInt8: return torch::kByte;
+    case DataType::kInt16: return torch::kShort;
+    case DataType::kInt32: return torch::kInt;
+    case DataType::kInt64: return torch::kLong;
+    case DataType::kBool: return torch::kBool;
+    default: return torch::kFloat;
+  }
+}
+
+absl::StatusOr<torch::Tensor> TensorFromData(const TensorData& data) {
+  int64_t width = DataTypeBytes(data.dtype);
+  int64_t n = 1;
+  for (int64_t d : data.dims) n *= d;
+  if (width == 0 || data.dtype == DataType::kUInt16 ||
+      data.dtype == DataType::kUInt32 || data.dtype == DataType::kUInt64 ||
+      data.dtype == DataType::kComplex64 ||
+      data.dtype == DataType::kComplex128) {
+    return absl::UnimplementedError(absl::StrCat(
+        "tensor type ", DataTypeName(data.dtype), " is not supported"));
+  }
+  if (static_cast<int64_t>(data.raw.size()) != n * width) {
+    return absl::FailedPreconditionError(
+        "tensor data not loaded (external data?)");
+  }
+  torch::Tensor t = torch::empty(data.dims, ToTorchType(data.dtype));
+  std::memcpy(t.data_ptr(), data.raw.data(), data.raw.size());
+  return t;
+}
+
+bool HasTorchKernel(absl::string_view domain, absl::string_view op_type) {
+  if (!domain.empty() && domain != "ai.onnx") return false;
+  return Kernels().contains(op_type);
+}
+
+absl::StatusOr<std::vector<torch::Tensor>> RunTorchOp(
+    const Op& op, const std::vector<torch::Tensor>& inputs) {
+  if (!HasTorchKernel(op.domain, op.op_type)) {
+    return Unsupported(op, "no LibTorch kernel for this op type");
+  }
+  try {
+    return Kernels().at(op.op_type)(op, inputs);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node '", op.key, "' (", op.op_type, "): ", e.what()));
+  }
+}
+
+}  // namespace placer

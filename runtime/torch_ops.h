@@ -1,0 +1,38 @@
+// LibTorch implementations of ONNX ops, one function per op type, looked
+// up in a registry. The profiler times them; the executor will run graphs
+// with them.
+//
+// Contract: RunTorchOp computes exactly the ONNX op's outputs (one tensor
+// per output of the op; omitted optional outputs come back undefined) from
+// inputs given as torch tensors on one device, or returns an error naming
+// the op and what is unsupported (an attribute value, an input layout).
+// Integer inputs that ONNX treats as attributes (Reshape's shape, Split's
+// sizes, axes) are int64 tensors. Kernels are differentiable through
+// autograd wherever the ONNX op is.
+#ifndef PLACER_RUNTIME_TORCH_OPS_H_
+#define PLACER_RUNTIME_TORCH_OPS_H_
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/graph.h"
+
+namespace placer {
+
+bool HasTorchKernel(absl::string_view domain, absl::string_view op_type);
+
+absl::StatusOr<std::vector<torch::Tensor>> RunTorchOp(
+    const Op& op, const std::vector<torch::Tensor>& inputs);
+
+// A torch tensor holding `data` (a copy), or an error for types torch
+// cannot hold.
+absl::StatusOr<torch::Tensor> TensorFromData(const TensorData& data);
+
+torch::ScalarType ToTorchType(DataType type);
+
+}  // namespace placer
+
+#endif  // PLACER_RUNTIME_TORCH_OPS_H_

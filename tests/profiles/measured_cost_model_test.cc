@@ -1,0 +1,135 @@
+#include "profiles/measured_cost_model.h"
+
+#include <cstdio>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "graph/onnx_import.h"
+#include "graph/training_view.h"
+#include "profiles/profiler.h"
+#include "profiles/signature.h"
+#include "zoo/zoo.h"
+
+namespace placer {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Tmp(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+struct Diamond {
+  Graph graph;
+  TrainingView view;
+  Diamond() {
+    zoo::ZooParams p;
+    p.batch_size = 4;
+    p.hidden = 8;
+    graph = *ImportOnnxModel(*zoo::BuildZooModel("diamond", p), "d", {});
+    view = BuildTrainingView(graph);
+  }
+};
+
+TEST(SignatureTest, NamesKindOpShapesAttributesAndGradients) {
+  Diamond d;
+  EXPECT_EQ(NodeSignature(d.view, d.graph.FindOp("top")),
+            "forward MatMul(float32[4,8],float32[8,8]){}");
+  EXPECT_EQ(NodeSignature(d.view, d.view.backward_node(d.graph.FindOp("top"))),
+            "backward MatMul(float32[4,8],float32[8,8]){} grads=01");
+  EXPECT_EQ(NodeSignature(d.view, d.view.backward_node(d.graph.FindOp("left"))),
+            "backward MatMul(float32[4,8],float32[8,8]){} grads=11");
+  int update = static_cast<int>(d.view.nodes().size()) - 1;
+  EXPECT_EQ(NodeSignature(d.view, update), "update float32[8,8] partials=1");
+}
+
+TEST(FitLinkTest, RecoversLatencyAndBandwidthExactly) {
+  std::vector<LinkSample> samples;
+  for (int64_t bytes : {1, 1000, 1000000, 100000000}) {
+    samples.push_back({bytes, 2e-6 + static_cast<double>(bytes) / 5e9});
+  }
+  absl::StatusOr<LinkParams> fit = FitLink(samples);
+  ASSERT_TRUE(fit.ok());
+  EXPECT_NEAR(fit->latency_seconds, 2e-6, 1e-12);
+  EXPECT_NEAR(fit->bandwidth, 5e9, 1e-3 * 5e9);
+  EXPECT_FALSE(FitLink({{10, 1e-6}}).ok());
+  EXPECT_FALSE(FitLink({{10, 2e-6}, {1000, 1e-6}}).ok());
+}
+
+TEST(MeasuredCostModelTest, MeasurementsWinAndTheRestFallsBack) {
+  Diamond d;
+  Cluster cluster = *LoadCluster("cpu2");
+  MeasuredProfile p;
+  int top = d.graph.FindOp("top");
+  p.ops[{NodeSignature(d.view, top), DeviceKind::kCpu}] = {0.25, 5};
+  p.links[{"/cpu:0", "/cpu:1"}] = {{1e-3, 1e6}, {}};
+  std::unique_ptr<CostModel> roofline = NewRooflineCostModel();
+  std::unique_ptr<CostModel> measured =
+      NewMeasuredCostModel(p, NewRooflineCostModel());
+  const Device& cpu = cluster.device(0);
+  // "top", "left" and "right" have the same signature: all measured.
+  EXPECT_DOUBLE_EQ(measured->NodeSeconds(d.view, top, cpu), 0.25);
+  EXPECT_DOUBLE_EQ(measured->NodeSeconds(d.view, d.graph.FindOp("left"), cpu),
+                   0.25);
+  int join = d.graph.FindOp("join");
+  EXPECT_DOUBLE_EQ(measured->NodeSeconds(d.view, join, cpu),
+                   roofline->NodeSeconds(d.view, join, cpu));
+  EXPECT_DOUBLE_EQ(measured->TransferSeconds(1000, cluster, 0, 1), 2e-3);
+  EXPECT_DOUBLE_EQ(measured->TransferSeconds(1000, cluster, 1, 0),
+                   roofline->TransferSeconds(1000, cluster, 1, 0));
+}
+
+TEST(MeasuredCostModelTest, SaveLoadRoundTripAndErrors) {
+  MeasuredProfile p;
+  p.source = "test";
+  p.ops[{"forward Relu(float32[2]){}", DeviceKind::kGpu}] = {1.5e-6, 7};
+  p.links[{"a", "b"}] = {{1e-6, 2e9}, {{1, 1e-6}, {1000, 1.5e-6}}};
+  for (const char* name : {"p.pbtxt", "p.json"}) {
+    ASSERT_TRUE(SaveProfile(p, Tmp(name)).ok());
+    absl::StatusOr<MeasuredProfile> back = LoadProfile(Tmp(name));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->ops, p.ops);
+    EXPECT_EQ(back->links.at({"a", "b"}).samples.size(), 2u);
+  }
+  FILE* f = fopen(Tmp("bad.pbtxt").c_str(), "w");
+  fputs("source: \"x\"\nops { signatur: \"y\" }\n", f);
+  fclose(f);
+  EXPECT_THAT(LoadProfile(Tmp("bad.pbtxt")).status().message(),
+              HasSubstr("bad.pbtxt: line 2"));
+}
+
+// The profiler times every node of a small model and the CPU link.
+TEST(ProfilerTest, MeasuresEveryNodeSignatureAndTheLink) {
+  Diamond d;
+  Cluster cluster = *LoadCluster("cpu2");
+  ProfilerOptions o;
+  o.warmup = 1;
+  o.repeats = 3;
+  o.max_link_bytes = 1 << 20;
+  std::vector<std::string> lines;
+  absl::StatusOr<ProfileReport> r = ProfileCpu(
+      &d.view, cluster, o, [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->failed_signatures, 0);
+  EXPECT_EQ(r->nodes_without_kernel, 0);
+  for (int n = 0; n < static_cast<int>(d.view.nodes().size()); ++n) {
+    auto it = r->profile.ops.find({NodeSignature(d.view, n), DeviceKind::kCpu});
+    ASSERT_NE(it, r->profile.ops.end()) << d.view.node(n).key;
+    EXPECT_GT(it->second.first, 0);
+  }
+  ASSERT_EQ(r->profile.links.size(), 2u);
+  const MeasuredLink& link = r->profile.links.begin()->second;
+  EXPECT_EQ(link.samples.size(), 11u);  // 1 B .. 1 MiB in x4 steps
+  EXPECT_GT(link.fit.bandwidth, 1e8);
+  EXPECT_FALSE(lines.empty());
+  // The measured model now reports no guessed node.
+  std::unique_ptr<CostModel> m =
+      NewMeasuredCostModel(r->profile, NewRooflineCostModel());
+  for (int n = 0; n < static_cast<int>(d.view.nodes().size()); ++n) {
+    EXPECT_FALSE(m->IsGuess(d.view, n));
+  }
+}
+
+}  // namespace
+}  // namespace placer
