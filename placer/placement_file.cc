@@ -1,13 +1,13 @@
 #include "placer/placement_file.h"
 
-#include <fstream>
-#include <sstream>
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
 #include "placer/placement.pb.h"
+#include "profiles/proto_io.h"
 
 namespace placer {
 
@@ -72,11 +72,9 @@ absl::StatusOr<Placement> ParsePlacementJson(const std::string& json,
 absl::StatusOr<Placement> ReadPlacementFile(const std::string& path,
                                             const Graph& graph,
                                             const Cluster& cluster) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(path + ": cannot open the file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return ParsePlacementJson(buffer.str(), path, graph, cluster);
+  absl::StatusOr<std::string> json = ReadFileToString(path);
+  if (!json.ok()) return json.status();
+  return ParsePlacementJson(*json, path, graph, cluster);
 }
 
 std::string PlacementToJson(const Placement& placement, const Graph& graph,

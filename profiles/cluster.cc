@@ -1,35 +1,16 @@
 #include "profiles/cluster.h"
 
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/io/tokenizer.h"
-#include "google/protobuf/text_format.h"
-#include "google/protobuf/util/json_util.h"
 #include "profiles/cluster.pb.h"
 #include "profiles/cluster_presets.h"
+#include "profiles/proto_io.h"
 
 namespace placer {
 namespace {
-
-class TextErrors : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, google::protobuf::io::ColumnNumber column,
-                const std::string& message) override {
-    if (first_.empty()) {
-      first_ = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ",
-                            message);
-    }
-  }
-  const std::string& first() const { return first_; }
-
- private:
-  std::string first_;
-};
 
 absl::Status Invalid(const std::string& source, const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat(source, ": ", message));
@@ -115,29 +96,16 @@ double Cluster::total_peak_flops() const {
 absl::StatusOr<Cluster> ParseCluster(const std::string& text,
                                      const std::string& source) {
   proto::Cluster message;
-  if (absl::EndsWith(source, ".json")) {
-    auto status = google::protobuf::util::JsonStringToMessage(text, &message);
-    if (!status.ok()) {
-      return Invalid(source, absl::StrCat("not a valid cluster: ",
-                                          status.message().as_string()));
-    }
-  } else {
-    google::protobuf::TextFormat::Parser parser;
-    TextErrors errors;
-    parser.RecordErrorsTo(&errors);
-    if (!parser.ParseFromString(text, &message)) {
-      return Invalid(source, errors.first());
-    }
+  if (absl::Status s = ParseTextOrJson(text, source, &message); !s.ok()) {
+    return s;
   }
   return Cluster::FromProto(message, source);
 }
 
 absl::StatusOr<Cluster> LoadClusterFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(path + ": cannot open the file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return ParseCluster(buffer.str(), path);
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  return ParseCluster(*text, path);
 }
 
 absl::StatusOr<Cluster> LoadCluster(const std::string& spec) {

@@ -1,15 +1,10 @@
 #include "profiles/measured_cost_model.h"
 
-#include <fstream>
 #include <set>
-#include <sstream>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/io/tokenizer.h"
-#include "google/protobuf/text_format.h"
-#include "google/protobuf/util/json_util.h"
 #include "profiles/profile.pb.h"
+#include "profiles/proto_io.h"
 #include "profiles/signature.h"
 
 namespace placer {
@@ -18,18 +13,6 @@ namespace {
 proto::DeviceKind ToProto(DeviceKind k) {
   return k == DeviceKind::kGpu ? proto::GPU : proto::CPU;
 }
-
-class ParseErrors : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, google::protobuf::io::ColumnNumber column,
-                const std::string& message) override {
-    if (first.empty()) {
-      first = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ",
-                           message);
-    }
-  }
-  std::string first;
-};
 
 class MeasuredCostModel : public CostModel {
  public:
@@ -100,25 +83,11 @@ absl::StatusOr<LinkParams> FitLink(const std::vector<LinkSample>& samples) {
 }
 
 absl::StatusOr<MeasuredProfile> LoadProfile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(path + ": cannot open the file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
   proto::Profile message;
-  if (absl::EndsWith(path, ".json")) {
-    auto status =
-        google::protobuf::util::JsonStringToMessage(buffer.str(), &message);
-    if (!status.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": not a profile: ", status.message().as_string()));
-    }
-  } else {
-    google::protobuf::TextFormat::Parser parser;
-    ParseErrors errors;
-    parser.RecordErrorsTo(&errors);
-    if (!parser.ParseFromString(buffer.str(), &message)) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": ", errors.first));
-    }
+  if (absl::Status s = ParseTextOrJson(*text, path, &message); !s.ok()) {
+    return s;
   }
   MeasuredProfile p;
   p.source = message.source();
@@ -171,26 +140,7 @@ absl::Status SaveProfile(const MeasuredProfile& p, const std::string& path) {
       out->set_seconds(s.seconds);
     }
   }
-  std::string text;
-  if (absl::EndsWith(path, ".json")) {
-    google::protobuf::util::JsonPrintOptions options;
-    options.add_whitespace = true;
-    options.preserve_proto_field_names = true;
-    (void)google::protobuf::util::MessageToJsonString(message, &text, options);
-  } else {
-    google::protobuf::TextFormat::PrintToString(message, &text);
-  }
-  // Write then rename, so a crash never leaves a torn profile.
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out.flush()) return absl::UnavailableError(path + ": cannot write");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(path + ": cannot replace the file");
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, FormatTextOrJson(message, path));
 }
 
 std::unique_ptr<CostModel> NewMeasuredCostModel(
