@@ -29,7 +29,8 @@ ABSL_FLAG(int64_t, seq_len, 0, "Zoo: sequence length / unrolled steps.");
 ABSL_FLAG(int64_t, hidden, 0, "Zoo: hidden size / model width.");
 ABSL_FLAG(int64_t, vocab, 0, "Zoo: vocabulary size.");
 ABSL_FLAG(int64_t, image_size, 0, "Zoo: image height and width (CNNs).");
-ABSL_FLAG(uint64_t, seed, 1, "Zoo: seed of the deterministic weights.");
+ABSL_FLAG(uint64_t, seed, 1,
+          "Seed of searches (place) and of zoo models' weights.");
 ABSL_FLAG(bool, weights, true,
           "Zoo: write real (random) weights; with --noweights initializers "
           "are external data with no file (for placement only).");
@@ -49,7 +50,16 @@ ABSL_FLAG(std::string, devices, "cpu",
 ABSL_FLAG(int32_t, repeats, 5, "profile: timed repeats per measurement.");
 ABSL_FLAG(int32_t, warmup, 2, "profile: discarded warm-up runs.");
 ABSL_FLAG(int32_t, threads, 1, "profile: threads per CPU device.");
-ABSL_FLAG(double, budget, 600, "profile: time budget in seconds.");
+ABSL_FLAG(double, budget, 10,
+          "Time budget in seconds (place: for searches; profile: for "
+          "measuring).");
+ABSL_FLAG(int64_t, evaluations, 0,
+          "place: at most this many simulations per search (0: no limit); "
+          "unlike --budget it makes results machine-independent.");
+ABSL_FLAG(std::string, policy, "best",
+          "place: the policy (single, expert, hash, critical_path, metis, "
+          "heft, m_etf, m_topo, local_search, best).");
+ABSL_FLAG(bool, compare, false, "place: run and compare every policy.");
 ABSL_FLAG(std::string, order, "critical_path",
           "Ready-queue order of the simulator: critical_path or topological.");
 

@@ -34,6 +34,9 @@ ABSL_DECLARE_FLAG(int32_t, repeats);
 ABSL_DECLARE_FLAG(int32_t, warmup);
 ABSL_DECLARE_FLAG(int32_t, threads);
 ABSL_DECLARE_FLAG(double, budget);
+ABSL_DECLARE_FLAG(int64_t, evaluations);
+ABSL_DECLARE_FLAG(std::string, policy);
+ABSL_DECLARE_FLAG(bool, compare);
 
 namespace placer {
 
@@ -67,6 +70,7 @@ int InspectCommand(const std::vector<std::string>& args);
 int ZooCommand(const std::vector<std::string>& args);
 int SimulateCommand(const std::vector<std::string>& args);
 int ProfileCommand(const std::vector<std::string>& args);
+int PlaceCommand(const std::vector<std::string>& args);
 
 }  // namespace placer
 

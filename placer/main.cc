@@ -11,6 +11,12 @@ Usage:
   placer inspect MODEL [--json] [--batch N] [--input-shape NAME=AxBxC]
       What MODEL contains: ops by type, parameter bytes, forward and
       training FLOPs, the longest path in FLOPs, ops without a cost model.
+  placer place MODEL --cluster C [--policy P] [--compare] -o P.json
+      Places MODEL on cluster C with policy P (default best: the portfolio
+      then local search; --budget 10 seconds, --seed 1) and writes the
+      placement file; --compare runs every policy and prints a table of
+      simulated step time, speedup over single, ratio to the lower bound,
+      peak memory, bytes moved and placement time.
   placer simulate MODEL --cluster C --placement P.json [--trace T.json]
       Simulates one training step of MODEL placed by P.json on cluster C
       (a preset such as p100x4, or a .pbtxt/.json file): step time, lower
@@ -34,6 +40,7 @@ models take --batch, --layers, --seq-len, --hidden, --vocab, --image-size.
 int main(int argc, char** argv) {
   return placer::RunCli(argc, argv, placer::kUsage,
                         {{"inspect", placer::InspectCommand},
+                         {"place", placer::PlaceCommand},
                          {"simulate", placer::SimulateCommand},
                          {"zoo", placer::ZooCommand}},
                         {"profile"}, "placer_torch");

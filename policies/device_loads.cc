@@ -1,0 +1,49 @@
+#include "policies/device_loads.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace placer {
+
+DeviceLoads::DeviceLoads(const GroupGraph& groups, const Cluster& cluster,
+                         const PolicyOptions& options)
+    : groups_(groups),
+      seconds_(cluster.num_devices(), 0),
+      memory_(cluster.num_devices(), 0) {
+  for (int d = 0; d < cluster.num_devices(); ++d) {
+    limit_.push_back(MemoryLimit(cluster, options, d));
+  }
+}
+
+int PinnedDevice(const PolicyOptions& options, int group) {
+  auto it = options.pinned.find(group);
+  return it == options.pinned.end() ? -1 : it->second;
+}
+
+int UnitPinnedDevice(const GroupGraph& units, const PolicyOptions& options,
+                     int unit) {
+  for (int g : units.members(unit)) {
+    int d = PinnedDevice(options, g);
+    if (d >= 0) return d;
+  }
+  return -1;
+}
+
+GroupGraph PlacementUnits(const PolicyInput& input,
+                          const PolicyOptions& options) {
+  std::vector<bool> pinned(input.view.num_groups(), false);
+  for (const auto& [op, d] : options.pinned) pinned[op] = true;
+  return GroupGraph(input.simulation,
+                    CoarsenSmallGroups(input.simulation, pinned));
+}
+
+std::vector<int> DevicesBySpeed(const Cluster& cluster) {
+  std::vector<int> order(cluster.num_devices());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return cluster.device(a).peak_flops > cluster.device(b).peak_flops;
+  });
+  return order;
+}
+
+}  // namespace placer

@@ -1,0 +1,57 @@
+// DeviceLoads: what a greedy policy has put on each device so far, in
+// seconds of work and estimated bytes (GroupGraph::memory_bytes), against
+// each device's memory limit.
+//
+// Contract: the byte estimate counts each group's resident parameters and
+// the activations its forward op writes, which training keeps until the
+// backward pass; the simulator's exact peak is checked afterwards by
+// CheckPlacement.
+#ifndef PLACER_POLICIES_DEVICE_LOADS_H_
+#define PLACER_POLICIES_DEVICE_LOADS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "policies/group_graph.h"
+#include "policies/policy.h"
+
+namespace placer {
+
+class DeviceLoads {
+ public:
+  DeviceLoads(const GroupGraph& groups, const Cluster& cluster,
+              const PolicyOptions& options);
+
+  bool Fits(int unit, int device) const {
+    return memory_[device] + groups_.memory_bytes(unit) <= limit_[device];
+  }
+  void Assign(int unit, int device) {
+    seconds_[device] += groups_.seconds(unit, device);
+    memory_[device] += groups_.memory_bytes(unit);
+  }
+  double seconds(int device) const { return seconds_[device]; }
+  int64_t memory(int device) const { return memory_[device]; }
+
+ private:
+  const GroupGraph& groups_;
+  std::vector<double> seconds_;
+  std::vector<int64_t> memory_, limit_;
+};
+
+// The device op `group` is pinned to, or -1.
+int PinnedDevice(const PolicyOptions& options, int group);
+// The device a member of `unit` is pinned to, or -1.
+int UnitPinnedDevice(const GroupGraph& units, const PolicyOptions& options,
+                     int unit);
+
+// The units policies place: small groups coarsened into their producers,
+// pinned groups alone.
+GroupGraph PlacementUnits(const PolicyInput& input,
+                          const PolicyOptions& options);
+
+// The devices ordered fastest first (peak FLOP/s, then index).
+std::vector<int> DevicesBySpeed(const Cluster& cluster);
+
+}  // namespace placer
+
+#endif  // PLACER_POLICIES_DEVICE_LOADS_H_

@@ -1,0 +1,86 @@
+// GroupGraph: the training view folded onto placement units. A unit is a
+// colocation group (one per forward op) or, after coarsening, a cluster of
+// such groups that policies move together.
+//
+// Contract: seconds(u, d) is the sum of the simulator's times of the nodes
+// of u's groups on device d; resident_bytes(u) the parameters homed there
+// times (1 + optimizer state); activation_bytes(u) the bytes its forward
+// ops write (kept until their backward use). predecessors/successors are
+// forward edges between units (a DAG), weighted by the bytes that cross if
+// the units are apart; neighbours counts every crossing (forward values,
+// gradients, parameters), both ways, sorted, without self loops. Expand
+// turns a device per unit into a placement of every group.
+#ifndef PLACER_POLICIES_GROUP_GRAPH_H_
+#define PLACER_POLICIES_GROUP_GRAPH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "placer/simulator.h"
+
+namespace placer {
+
+struct GroupEdge {
+  int to = -1;
+  int64_t bytes = 0;
+};
+
+class GroupGraph {
+ public:
+  // One unit per colocation group.
+  explicit GroupGraph(const SimulationContext& simulation);
+  // Units given by unit_of[group] in [0, units); the clustering must keep
+  // the forward graph between units acyclic (CoarsenSmallGroups does).
+  GroupGraph(const SimulationContext& simulation, std::vector<int> unit_of);
+
+  int num_units() const { return static_cast<int>(members_.size()); }
+  int num_devices() const { return devices_; }
+  int unit_of(int group) const { return unit_of_[group]; }
+  const std::vector<int>& members(int unit) const { return members_[unit]; }
+  double seconds(int u, int d) const { return seconds_[u * devices_ + d]; }
+  double min_seconds(int u) const { return min_seconds_[u]; }
+  int64_t resident_bytes(int u) const { return resident_[u]; }
+  int64_t activation_bytes(int u) const { return activation_[u]; }
+  int64_t memory_bytes(int u) const { return resident_[u] + activation_[u]; }
+  const std::vector<GroupEdge>& predecessors(int u) const { return preds_[u]; }
+  const std::vector<GroupEdge>& successors(int u) const { return succs_[u]; }
+  const std::vector<GroupEdge>& neighbours(int u) const { return adjacent_[u]; }
+  // Parameters u's forward ops read that live in another unit: (home unit,
+  // bytes), one entry per parameter. Each costs a weight-sized partial
+  // gradient sent home in the backward pass when u is placed elsewhere.
+  const std::vector<GroupEdge>& parameter_reads(int u) const {
+    return parameter_reads_[u];
+  }
+  // Units in topological order (ties: smallest member key first).
+  const std::vector<int>& order() const { return order_; }
+  // Longest path to the end through successors, at min_seconds.
+  const std::vector<double>& upward_rank() const { return upward_rank_; }
+  // The smallest key rank of the unit's members (for tie breaks).
+  int key_rank(int u) const { return key_rank_[u]; }
+
+  Placement Expand(const std::vector<int>& device_of_unit) const;
+
+ private:
+  void Build(const SimulationContext& simulation);
+
+  int devices_;
+  std::vector<int> unit_of_;
+  std::vector<std::vector<int>> members_;
+  std::vector<double> seconds_, min_seconds_;
+  std::vector<int64_t> resident_, activation_;
+  std::vector<std::vector<GroupEdge>> preds_, succs_, adjacent_,
+      parameter_reads_;
+  std::vector<int> order_, key_rank_;
+  std::vector<double> upward_rank_;
+};
+
+// Clusters groups for placement: in topological order, a group that is
+// faster on its fastest device than sending its largest input over the
+// slowest link joins the unit of its predecessors when they all are one
+// unit (so no cycle can form). Groups with a pinned device stay alone.
+std::vector<int> CoarsenSmallGroups(const SimulationContext& simulation,
+                                    const std::vector<bool>& pinned);
+
+}  // namespace placer
+
+#endif  // PLACER_POLICIES_GROUP_GRAPH_H_

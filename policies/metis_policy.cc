@@ -1,0 +1,97 @@
+// metis: METIS multi-constraint k-way partitioning of the group graph.
+// Two constraints per group, compute (its fastest time) and memory (its
+// estimated bytes), balanced to each device's share of the cluster's peak
+// FLOP/s and of its memory; edge weights are the bytes that would cross.
+#include <metis.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "policies/group_graph.h"
+#include "policies/policies.h"
+
+namespace placer {
+namespace {
+
+// Scales non-negative values to METIS integer weights in [1, 1e6].
+std::vector<idx_t> Scaled(const std::vector<double>& values) {
+  double top = 0;
+  for (double v : values) top = std::max(top, v);
+  std::vector<idx_t> out;
+  for (double v : values) {
+    out.push_back(top > 0 ? 1 + static_cast<idx_t>(std::llround(v / top * 1e6))
+                          : 1);
+  }
+  return out;
+}
+
+class MetisPolicy : public PlacementPolicy {
+ public:
+  absl::StatusOr<Placement> Place(const PolicyInput& in,
+                                  const PolicyOptions& o) override {
+    GroupGraph groups(in.simulation);
+    const int n = groups.num_units();
+    const int devices = in.cluster.num_devices();
+    Placement p{std::vector<int>(n, 0)};
+    if (devices > 1) {
+      std::vector<double> compute(n), memory(n), bytes;
+      for (int g = 0; g < n; ++g) {
+        compute[g] = groups.min_seconds(g);
+        memory[g] = static_cast<double>(groups.memory_bytes(g));
+      }
+      std::vector<idx_t> xadj{0}, adjncy;
+      for (int g = 0; g < n; ++g) {
+        for (const GroupEdge& e : groups.neighbours(g)) {
+          adjncy.push_back(e.to);
+          bytes.push_back(static_cast<double>(e.bytes));
+        }
+        xadj.push_back(static_cast<idx_t>(adjncy.size()));
+      }
+      std::vector<idx_t> c = Scaled(compute), m = Scaled(memory);
+      std::vector<idx_t> vwgt;
+      for (int g = 0; g < n; ++g) {
+        vwgt.push_back(c[g]);
+        vwgt.push_back(m[g]);
+      }
+      std::vector<idx_t> adjwgt = Scaled(bytes);
+      double memory_total = 0;
+      for (int d = 0; d < devices; ++d) {
+        memory_total += static_cast<double>(MemoryLimit(in.cluster, o, d));
+      }
+      std::vector<real_t> tpwgts;
+      for (int d = 0; d < devices; ++d) {
+        tpwgts.push_back(static_cast<real_t>(in.cluster.device(d).peak_flops /
+                                             in.cluster.total_peak_flops()));
+        tpwgts.push_back(static_cast<real_t>(
+            static_cast<double>(MemoryLimit(in.cluster, o, d)) / memory_total));
+      }
+      idx_t nvtxs = n, ncon = 2, nparts = devices, objval = 0;
+      std::vector<real_t> ubvec = {1.05f, 1.5f};
+      idx_t options[METIS_NOPTIONS];
+      METIS_SetDefaultOptions(options);
+      options[METIS_OPTION_SEED] = static_cast<idx_t>(o.seed & 0x7fffffff);
+      options[METIS_OPTION_CONTIG] = 0;
+      std::vector<idx_t> part(n, 0);
+      int status = METIS_PartGraphKway(
+          &nvtxs, &ncon, xadj.data(), adjncy.data(), vwgt.data(), nullptr,
+          adjwgt.empty() ? nullptr : adjwgt.data(), &nparts, tpwgts.data(),
+          ubvec.data(), options, &objval, part.data());
+      if (status != METIS_OK) {
+        return absl::InternalError(
+            absl::StrCat("metis: METIS_PartGraphKway failed with ", status));
+      }
+      for (int g = 0; g < n; ++g) p.device_of_op[g] = part[g];
+    }
+    for (const auto& [op, d] : o.pinned) p.device_of_op[op] = d;
+    return Checked(in, o, std::move(p), "metis");
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<PlacementPolicy> NewMetisPolicy() {
+  return std::make_unique<MetisPolicy>();
+}
+
+}  // namespace placer

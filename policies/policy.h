@@ -1,0 +1,90 @@
+// PlacementPolicy: decides a device for every colocation group (forward op)
+// of a training view.
+//
+// Contract: Place returns a placement that assigns every forward op to a
+// device of the cluster, keeps ops pinned in the options where they are
+// pinned, and that the simulator finds within every device's memory limit;
+// or an error that says why none was found (for memory: which device and
+// by how many bytes). Policies are deterministic: the same inputs and seed
+// give the same placement; ties are broken by node key. Searches stop at
+// their time budget or evaluation limit, whichever comes first (only the
+// evaluation limit makes a search's stopping point machine-independent).
+// Policies are made by name from a registry (NewPolicy), never chosen by
+// string compares elsewhere.
+#ifndef PLACER_POLICIES_POLICY_H_
+#define PLACER_POLICIES_POLICY_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/training_view.h"
+#include "placer/simulator.h"
+#include "profiles/cluster.h"
+#include "profiles/cost_model.h"
+
+namespace placer {
+
+struct PolicyOptions {
+  uint64_t seed = 1;
+  double budget_seconds = 10;
+  int64_t max_evaluations = 0;  // simulator calls for searches; 0: no limit
+  // Per-device memory limits in bytes; empty: the devices' capacities.
+  std::vector<int64_t> memory_limit_bytes;
+  std::map<int, int> pinned;  // forward op -> device
+  // A starting placement for refining policies (local_search).
+  std::optional<Placement> initial;
+};
+
+// What every policy sees. The simulation context is built once by the
+// caller and shared.
+struct PolicyInput {
+  const TrainingView& view;
+  const Cluster& cluster;
+  const CostModel& costs;
+  const SimulationContext& simulation;
+};
+
+class PlacementPolicy {
+ public:
+  virtual ~PlacementPolicy() = default;
+  virtual absl::StatusOr<Placement> Place(const PolicyInput& input,
+                                          const PolicyOptions& options) = 0;
+};
+
+struct PolicyInfo {
+  std::string name;
+  std::string description;
+  std::unique_ptr<PlacementPolicy> (*make)();
+};
+
+// Every registered policy, in a fixed order.
+const std::vector<PolicyInfo>& Policies();
+absl::StatusOr<std::unique_ptr<PlacementPolicy>> NewPolicy(
+    const std::string& name);
+
+// Simulates `placement` and checks it against the options: memory limits,
+// pinned ops. Returns the simulation or an error naming the device and the
+// bytes over its limit. Every policy's result passes through this.
+absl::StatusOr<SimulationResult> CheckPlacement(const PolicyInput& input,
+                                                const PolicyOptions& options,
+                                                const Placement& placement);
+
+// `placement` when it passes CheckPlacement, else the check's error
+// prefixed with the policy's name.
+absl::StatusOr<Placement> Checked(const PolicyInput& input,
+                                  const PolicyOptions& options,
+                                  Placement placement,
+                                  const std::string& policy);
+
+// The memory limit of device d under `options`.
+int64_t MemoryLimit(const Cluster& cluster, const PolicyOptions& options,
+                    int device);
+
+}  // namespace placer
+
+#endif  // PLACER_POLICIES_POLICY_H_

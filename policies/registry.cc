@@ -1,0 +1,54 @@
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "policies/policies.h"
+#include "policies/policy.h"
+
+namespace placer {
+
+const std::vector<PolicyInfo>& Policies() {
+  static const auto* policies = new std::vector<PolicyInfo>{
+      {"single", "the fastest single device that fits", NewSinglePolicy},
+      {"expert",
+       "hand rules of the papers: one recurrent/attention layer per device, "
+       "embeddings first, softmax last; CNNs on one device",
+       NewExpertPolicy},
+      {"hash", "hash partitioning of node keys (Mayer et al. 2017)",
+       NewHashPolicy},
+      {"critical_path",
+       "critical path on the fastest device, the rest balanced (Mayer et "
+       "al. 2017)",
+       NewCriticalPathPolicy},
+      {"metis",
+       "METIS multi-constraint partitioning: compute and memory balanced to "
+       "device speeds and capacities, bytes cut minimized",
+       NewMetisPolicy},
+      {"heft", "HEFT list scheduling, memory-aware", NewHeftPolicy},
+      {"m_etf", "earliest-task-first list scheduling, memory-aware (Baechi)",
+       NewMEtfPolicy},
+      {"m_topo",
+       "topological order filling devices to their compute share within "
+       "memory (Baechi)",
+       NewMTopoPolicy},
+      {"local_search",
+       "moves and swaps of groups evaluated by the simulator, from the "
+       "initial placement or the best list scheduler",
+       NewLocalSearchPolicy},
+      {"best", "the portfolio, then local search on the winner",
+       NewBestPolicy},
+  };
+  return *policies;
+}
+
+absl::StatusOr<std::unique_ptr<PlacementPolicy>> NewPolicy(
+    const std::string& name) {
+  std::vector<std::string> names;
+  for (const PolicyInfo& p : Policies()) {
+    if (p.name == name) return p.make();
+    names.push_back(p.name);
+  }
+  return absl::NotFoundError(absl::StrCat("unknown policy '", name,
+                                          "'; known: ",
+                                          absl::StrJoin(names, ", ")));
+}
+
+}  // namespace placer

@@ -1,0 +1,193 @@
+// local_search and best: simulator-driven refinement and the portfolio.
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "policies/device_loads.h"
+#include "policies/group_graph.h"
+#include "policies/policies.h"
+
+namespace placer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Within the memory limits; the step time when so.
+std::optional<double> Evaluate(const PolicyInput& in, const PolicyOptions& o,
+                               const Placement& p) {
+  absl::StatusOr<SimulationResult> r = Simulate(in.simulation, p);
+  if (!r.ok()) return std::nullopt;
+  for (int d = 0; d < in.cluster.num_devices(); ++d) {
+    if (r->peak_memory_bytes[d] > MemoryLimit(in.cluster, o, d)) {
+      return std::nullopt;
+    }
+  }
+  return r->step_seconds;
+}
+
+// Hill climbing from the initial placement (or m_etf's, or heft's) over
+// placement units: moves a unit to another device, swaps two units on
+// different devices, or moves a parameter's home unit with every unit
+// that reads the parameter; a change is kept when the simulated step gets
+// shorter within memory. Two unit picks in three come from the current
+// critical path.
+class LocalSearchPolicy : public PlacementPolicy {
+ public:
+  absl::StatusOr<Placement> Place(const PolicyInput& in,
+                                  const PolicyOptions& o) override {
+    Clock::time_point start = Clock::now();
+    Placement current;
+    if (o.initial) {
+      current = *o.initial;
+    } else {
+      absl::StatusOr<Placement> seed = NewMEtfPolicy()->Place(in, o);
+      if (!seed.ok()) seed = NewHeftPolicy()->Place(in, o);
+      if (!seed.ok()) seed = NewSinglePolicy()->Place(in, o);
+      if (!seed.ok()) {
+        return absl::Status(seed.status().code(),
+                            absl::StrCat("local_search: no starting placement: ",
+                                         seed.status().message()));
+      }
+      current = *seed;
+    }
+    absl::StatusOr<SimulationResult> base = CheckPlacement(in, o, current);
+    if (!base.ok()) {
+      return absl::Status(base.status().code(),
+                          absl::StrCat("local_search: the initial placement: ",
+                                       base.status().message()));
+    }
+    const int devices = in.cluster.num_devices();
+    if (devices < 2) return current;
+    GroupGraph units = PlacementUnits(in, o);
+    std::vector<int> movable;
+    for (int u = 0; u < units.num_units(); ++u) {
+      if (UnitPinnedDevice(units, o, u) < 0) movable.push_back(u);
+    }
+    if (movable.empty()) return current;
+    double best = base->step_seconds;
+    std::vector<int> critical;
+    auto refresh_critical = [&](const SimulationResult& r) {
+      critical.clear();
+      for (const CriticalStep& s : r.critical_path) {
+        if (!s.is_transfer) {
+          int u = units.unit_of(in.view.node(s.index).forward_op);
+          if (UnitPinnedDevice(units, o, u) < 0) critical.push_back(u);
+        }
+      }
+    };
+    refresh_critical(*base);
+    // Units that read a parameter homed in unit h move with h as a family
+    // (an unrolled layer and its weights), so shared weights stay local.
+    std::vector<std::vector<int>> family(units.num_units());
+    for (int u = 0; u < units.num_units(); ++u) {
+      for (const GroupEdge& e : units.parameter_reads(u)) {
+        if (family[e.to].empty()) family[e.to].push_back(e.to);
+        if (std::find(family[e.to].begin(), family[e.to].end(), u) ==
+            family[e.to].end()) {
+          family[e.to].push_back(u);
+        }
+      }
+    }
+    std::vector<int> homes;
+    for (int u = 0; u < units.num_units(); ++u) {
+      bool pinned = false;
+      for (int m : family[u]) pinned |= UnitPinnedDevice(units, o, m) >= 0;
+      if (!family[u].empty() && !pinned) homes.push_back(u);
+    }
+    std::mt19937_64 rng(o.seed);
+    int64_t evaluations = 0;
+    while (Since(start) < o.budget_seconds &&
+           (o.max_evaluations <= 0 || evaluations < o.max_evaluations)) {
+      auto pick = [&]() {
+        if (!critical.empty() && rng() % 3 != 0) {
+          return critical[rng() % critical.size()];
+        }
+        return movable[rng() % movable.size()];
+      };
+      Placement next = current;
+      auto put = [&](int unit, int device) {
+        for (int g : units.members(unit)) next.device_of_op[g] = device;
+      };
+      int a = pick();
+      int from = next.device_of_op[units.members(a)[0]];
+      int kind = static_cast<int>(rng() % 8);
+      if (kind < 2 && !homes.empty()) {  // move a weight and its readers
+        int h = homes[rng() % homes.size()];
+        int at = next.device_of_op[units.members(h)[0]];
+        int to = static_cast<int>(rng() % (devices - 1));
+        if (to >= at) ++to;
+        for (int m : family[h]) put(m, to);
+      } else if (kind < 4) {  // swap
+        int b = movable[rng() % movable.size()];
+        int other = next.device_of_op[units.members(b)[0]];
+        if (from == other) continue;
+        put(a, other);
+        put(b, from);
+      } else {  // move
+        int to = static_cast<int>(rng() % (devices - 1));
+        if (to >= from) ++to;
+        put(a, to);
+      }
+      ++evaluations;
+      std::optional<double> step = Evaluate(in, o, next);
+      if (step && *step < best) {
+        best = *step;
+        current = std::move(next);
+        absl::StatusOr<SimulationResult> r = Simulate(in.simulation, current);
+        if (r.ok()) refresh_critical(*r);
+      }
+    }
+    return current;
+  }
+};
+
+// The portfolio: every other policy, then local search from the best.
+class BestPolicy : public PlacementPolicy {
+ public:
+  absl::StatusOr<Placement> Place(const PolicyInput& in,
+                                  const PolicyOptions& o) override {
+    Clock::time_point start = Clock::now();
+    std::optional<Placement> best;
+    double best_seconds = 0;
+    std::string errors;
+    for (const PolicyInfo& info : Policies()) {
+      if (info.name == "best" || info.name == "local_search") continue;
+      absl::StatusOr<Placement> p = info.make()->Place(in, o);
+      if (!p.ok()) {
+        absl::StrAppend(&errors, errors.empty() ? "" : "; ", p.status().message());
+        continue;
+      }
+      std::optional<double> step = Evaluate(in, o, *p);
+      if (step && (!best || *step < best_seconds)) {
+        best = *p;
+        best_seconds = *step;
+      }
+    }
+    if (!best) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("best: no policy found a placement: ", errors));
+    }
+    PolicyOptions refine = o;
+    refine.initial = *best;
+    refine.budget_seconds = std::max(0.0, o.budget_seconds - Since(start));
+    absl::StatusOr<Placement> refined = NewLocalSearchPolicy()->Place(in, refine);
+    if (refined.ok()) return refined;
+    return *best;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<PlacementPolicy> NewLocalSearchPolicy() {
+  return std::make_unique<LocalSearchPolicy>();
+}
+std::unique_ptr<PlacementPolicy> NewBestPolicy() {
+  return std::make_unique<BestPolicy>();
+}
+
+}  // namespace placer
