@@ -17,6 +17,9 @@ Usage:
       placement file; --compare runs every policy and prints a table of
       simulated step time, speedup over single, ratio to the lower bound,
       peak memory, bytes moved and placement time.
+  placer bench [--models a,b] [--clusters c,d] [--policies p,q]
+      Every policy on every model and cluster: simulated step times and
+      placement times as Markdown (stdout, --out-dir/bench.md) and CSV.
   placer simulate MODEL --cluster C --placement P.json [--trace T.json]
       Simulates one training step of MODEL placed by P.json on cluster C
       (a preset such as p100x4, or a .pbtxt/.json file): step time, lower
@@ -39,7 +42,8 @@ models take --batch, --layers, --seq-len, --hidden, --vocab, --image-size.
 
 int main(int argc, char** argv) {
   return placer::RunCli(argc, argv, placer::kUsage,
-                        {{"inspect", placer::InspectCommand},
+                        {{"bench", placer::BenchCommand},
+                         {"inspect", placer::InspectCommand},
                          {"place", placer::PlaceCommand},
                          {"simulate", placer::SimulateCommand},
                          {"zoo", placer::ZooCommand}},

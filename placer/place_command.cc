@@ -1,5 +1,4 @@
 // placer place MODEL --cluster C [--policy P | --compare] [-o P.json]
-#include <chrono>
 #include <fstream>
 #include <iostream>
 
@@ -12,6 +11,7 @@
 #include "placer/cli_common.h"
 #include "placer/model_source.h"
 #include "placer/placement_file.h"
+#include "placer/policy_run.h"
 #include "placer/simulator.h"
 #include "policies/policy.h"
 #include "profiles/cluster.h"
@@ -22,53 +22,12 @@
 namespace placer {
 namespace {
 
-struct Row {
-  std::string policy;
-  absl::Status status;
-  Placement placement;
-  SimulationResult result;
-  double seconds = 0;  // placing
-};
-
-Row RunPolicy(const std::string& name, const PolicyInput& input,
-              const PolicyOptions& options) {
-  Row row;
-  row.policy = name;
-  auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = NewPolicy(name);
-  if (!policy.ok()) {
-    row.status = policy.status();
-    return row;
-  }
-  absl::StatusOr<Placement> p = (*policy)->Place(input, options);
-  row.seconds = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - start).count();
-  if (!p.ok()) {
-    row.status = p.status();
-    return row;
-  }
-  absl::StatusOr<SimulationResult> r = CheckPlacement(input, options, *p);
-  if (!r.ok()) {
-    row.status = r.status();
-    return row;
-  }
-  row.placement = std::move(*p);
-  row.result = std::move(*r);
-  return row;
-}
-
-int64_t MaxPeak(const SimulationResult& r) {
-  int64_t peak = 0;
-  for (int64_t b : r.peak_memory_bytes) peak = std::max(peak, b);
-  return peak;
-}
-
-std::string Text(const std::vector<Row>& rows, double single_seconds,
+std::string Text(const std::vector<PolicyRun>& rows, double single_seconds,
                  double lower_bound) {
   std::string out = absl::StrFormat(
       "%-14s %12s %9s %9s %16s %14s %10s\n", "policy", "step s", "speedup",
       "x bound", "max peak bytes", "bytes moved", "place s");
-  for (const Row& r : rows) {
+  for (const PolicyRun& r : rows) {
     if (!r.status.ok()) {
       absl::StrAppendFormat(&out, "%-14s failed: %s\n", r.policy,
                             r.status.message());
@@ -80,24 +39,24 @@ std::string Text(const std::vector<Row>& rows, double single_seconds,
         single_seconds > 0
             ? absl::StrFormat("%.3fx", single_seconds / r.result.step_seconds)
             : std::string("-"),
-        r.result.step_seconds / lower_bound, MaxPeak(r.result),
-        r.result.bytes_moved, r.seconds);
+        r.result.step_seconds / lower_bound, MaxPeakBytes(r.result),
+        r.result.bytes_moved, r.placement_seconds);
   }
   absl::StrAppendFormat(&out, "lower bound    %12.6f\n", lower_bound);
   return out;
 }
 
-std::string Json(const std::vector<Row>& rows, double single_seconds,
+std::string Json(const std::vector<PolicyRun>& rows, double single_seconds,
                  double lower_bound, const Cluster& cluster) {
   google::protobuf::Struct s;
   auto& f = *s.mutable_fields();
   f["lower_bound_seconds"].set_number_value(lower_bound);
   auto* list = f["results"].mutable_list_value();
-  for (const Row& r : rows) {
+  for (const PolicyRun& r : rows) {
     auto& e = *list->add_values()->mutable_struct_value()->mutable_fields();
     e["policy"].set_string_value(r.policy);
     e["ok"].set_bool_value(r.status.ok());
-    e["placement_seconds"].set_number_value(r.seconds);
+    e["placement_seconds"].set_number_value(r.placement_seconds);
     if (!r.status.ok()) {
       e["error"].set_string_value(std::string(r.status.message()));
       continue;
@@ -160,8 +119,8 @@ int PlaceCommand(const std::vector<std::string>& args) {
   options.budget_seconds = absl::GetFlag(FLAGS_budget);
   options.max_evaluations = absl::GetFlag(FLAGS_evaluations);
 
-  std::vector<Row> rows;
-  Row single = RunPolicy("single", input, options);
+  std::vector<PolicyRun> rows;
+  PolicyRun single = RunPolicy("single", input, options);
   if (absl::GetFlag(FLAGS_compare)) {
     rows.push_back(single);
     for (const PolicyInfo& info : Policies()) {
@@ -176,8 +135,8 @@ int PlaceCommand(const std::vector<std::string>& args) {
                     ? Json(rows, single_seconds, bound, *cluster)
                     : Text(rows, single_seconds, bound));
 
-  const Row* chosen = nullptr;
-  for (const Row& r : rows) {
+  const PolicyRun* chosen = nullptr;
+  for (const PolicyRun& r : rows) {
     if (r.policy == policy) chosen = &r;
   }
   if (chosen == nullptr || !chosen->status.ok()) {

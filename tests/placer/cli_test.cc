@@ -1,6 +1,7 @@
 // Runs the placer binary as a user would and checks what it prints.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -203,6 +204,43 @@ TEST(CliTest, PlacementFileErrorsNameTheProblem) {
                 bad_key);
   EXPECT_THAT(r.out, HasSubstr("unknown cluster 'p100x3'"));
   EXPECT_EQ(RunPlacer("simulate zoo:diamond --placement x.json").exit_code, 2);
+}
+
+TEST(CliTest, PlaceWritesAPlacementThatSimulates) {
+  std::string out = TmpFile("placed.json");
+  RunResult r = RunPlacer(
+      "place zoo:gnmt2 --seq-len 3 --hidden 32 --vocab 50 --batch 4 "
+      "--cluster p100x4 --policy m_etf --json -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  google::protobuf::Struct s =
+      Json(r.out.substr(0, r.out.find("wrote ")));
+  const auto& result = s.fields().at("results").list_value().values(0);
+  EXPECT_EQ(result.struct_value().fields().at("policy").string_value(),
+            "m_etf");
+  double placed =
+      result.struct_value().fields().at("step_seconds").number_value();
+  RunResult sim = RunPlacer(
+      "simulate zoo:gnmt2 --seq-len 3 --hidden 32 --vocab 50 --batch 4 "
+      "--cluster p100x4 --json --placement " + out);
+  ASSERT_EQ(sim.exit_code, 0) << sim.out;
+  EXPECT_DOUBLE_EQ(Number(Json(sim.out), "step_seconds"), placed);
+  EXPECT_EQ(RunPlacer("place zoo:chain --cluster cpu2 --policy nope").exit_code,
+            1);
+}
+
+TEST(CliTest, BenchWritesMarkdownAndCsv) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  RunResult r = RunPlacer(std::string("bench --models chain,diamond "
+                                      "--clusters cpu2 --policies "
+                                      "single,hash,m_etf --out-dir ") +
+                          (dir ? dir : "/tmp"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("| chain | cpu2 |"));
+  EXPECT_THAT(r.out, HasSubstr("| diamond | cpu2 |"));
+  RunResult csv = RunCommand(std::string("cat ") + (dir ? dir : "/tmp") +
+                             "/bench.csv");
+  // A header and 2 models x 1 cluster x 3 policies.
+  EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 7);
 }
 
 TEST(CliTest, ZooListNamesEveryModel) {
