@@ -1,10 +1,15 @@
 // List schedulers over colocation groups, memory-aware as in Baechi
-// (Jeon et al. 2020): heft, m_etf, m_topo. They schedule the forward DAG of
+// (Jeon et al. 2020): heft, m_etf, m_sct, m_topo. They schedule the forward DAG of
 // groups, each group costing its whole training work (forward, backward,
 // update) on a device and each cut edge its transfer time, and only
 // consider devices where the group's estimated memory still fits.
 #include <algorithm>
+#include <map>
 #include <queue>
+#include <tuple>
+
+#include "coin/ClpSimplex.hpp"
+#include "coin/CoinPackedMatrix.hpp"
 
 #include "absl/strings/str_cat.h"
 #include "policies/device_loads.h"
@@ -73,6 +78,16 @@ class Schedule {
     if (start_out != nullptr) *start_out = best_start;
     return best;
   }
+
+  // What BestDevice minimizes: finish on d plus gradients sent home.
+  double Cost(int g, int d) const {
+    return StartOn(g, d) + groups_.seconds(g, d) + GradientSeconds(g, d);
+  }
+
+  double StartOn(int g, int d) const {
+    return std::max(free_[d], DataReady(g, d));
+  }
+  int device(int g) const { return device_[g]; }
 
   void Assign(int g, int d, double start) {
     device_[g] = d;
@@ -147,48 +162,193 @@ class HeftPolicy : public PlacementPolicy {
   }
 };
 
-// m-ETF: repeatedly schedules the ready group that can start earliest (on
-// the device where it starts earliest), ties by node key.
+// ETF list scheduling: repeatedly schedules the ready unit that can start
+// earliest, on the device where it finishes first (counting gradients it
+// would send home), ties by node key. With `favorite_parent` (m-SCT), a
+// unit whose favorite parent is placed goes to that parent's device when
+// it fits there.
+absl::StatusOr<Placement> EtfSchedule(const PolicyInput& in,
+                                      const PolicyOptions& o,
+                                      const GroupGraph& groups,
+                                      const std::vector<int>* favorite_parent,
+                                      const std::string& policy) {
+  const int n = groups.num_units();
+  Schedule s(in, o, groups);
+  std::vector<int> pending(n, 0);
+  for (int g = 0; g < n; ++g) {
+    pending[g] = static_cast<int>(groups.predecessors(g).size());
+  }
+  auto choose = [&](int g, double* start) {
+    if (favorite_parent != nullptr && (*favorite_parent)[g] >= 0 &&
+        UnitPinnedDevice(groups, o, g) < 0) {
+      // Only when the parent's device is free by the time g's data is
+      // there (as in Hanen and Munier: the favorite never waits in line)
+      // and costs no more than ETF's own choice, gradients included.
+      int d = s.device((*favorite_parent)[g]);
+      double best_start;
+      int best = s.BestDevice(g, &best_start);
+      if (d >= 0 && best >= 0 && d != best && s.loads().Fits(g, d) &&
+          s.StartOn(g, d) <= s.DataReady(g, d) &&
+          s.Cost(g, d) <= s.Cost(g, best)) {
+        *start = s.StartOn(g, d);
+        return d;
+      }
+    }
+    return s.BestDevice(g, start);
+  };
+  // Ready units keyed by their earliest start when they became ready; the
+  // key is refreshed (lazily) when popped, since devices fill up.
+  using Entry = std::tuple<double, int, int>;  // start, key rank, unit
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> ready;
+  auto push = [&](int g) {
+    double start;
+    choose(g, &start);
+    ready.push({start, groups.key_rank(g), g});
+  };
+  for (int g = 0; g < n; ++g) {
+    if (pending[g] == 0) push(g);
+  }
+  while (!ready.empty()) {
+    auto [key_start, key, g] = ready.top();
+    ready.pop();
+    double start;
+    int d = choose(g, &start);
+    if (d < 0) return s.NoDevice(policy, g);
+    if (start > key_start && !ready.empty() &&
+        std::get<0>(ready.top()) < start) {
+      ready.push({start, key, g});  // stale: another can start earlier
+      continue;
+    }
+    s.Assign(g, d, start);
+    for (const GroupEdge& e : groups.successors(g)) {
+      if (--pending[e.to] == 0) push(e.to);
+    }
+  }
+  return Checked(in, o, s.placement(), policy);
+}
+
 class MEtfPolicy : public PlacementPolicy {
  public:
   absl::StatusOr<Placement> Place(const PolicyInput& in,
                                   const PolicyOptions& o) override {
     GroupGraph groups = PlacementUnits(in, o);
+    return EtfSchedule(in, o, groups, nullptr, "m_etf");
+  }
+};
+
+// m-SCT (Baechi, after Hanen and Munier's small-communication-time
+// scheduling): the LP relaxation of "each unit keeps at most one child and
+// one parent on its own device" with start times s, makespan w and
+// x_e in [0, 1] (0: the edge stays on one device):
+//   minimize w
+//   s_j >= s_i + p_i + c_e x_e    for each edge e = (i, j)
+//   w   >= s_i + p_i              for each sink i
+//   sum of x over i's out-edges >= out-degree - 1
+//   sum of x over j's in-edges  >= in-degree - 1
+// with p the units' fastest times and c the edges' transfer times on the
+// slowest link, solved with COIN-OR CLP; an edge with x < 1/2 makes j the
+// favorite child of i. Then ETF, keeping favorite children with parents.
+class MSctPolicy : public PlacementPolicy {
+ public:
+  absl::StatusOr<Placement> Place(const PolicyInput& in,
+                                  const PolicyOptions& o) override {
+    GroupGraph groups = PlacementUnits(in, o);
+    absl::StatusOr<std::vector<int>> favorite = FavoriteParents(in, groups);
+    if (!favorite.ok()) return favorite.status();
+    return EtfSchedule(in, o, groups, &*favorite, "m_sct");
+  }
+
+ private:
+  static absl::StatusOr<std::vector<int>> FavoriteParents(
+      const PolicyInput& in, const GroupGraph& groups) {
     const int n = groups.num_units();
-    Schedule s(in, o, groups);
-    std::vector<int> pending(n, 0);
-    for (int g = 0; g < n; ++g) {
-      pending[g] = static_cast<int>(groups.predecessors(g).size());
+    std::vector<int> favorite(n, -1);
+    if (in.cluster.num_devices() < 2) return favorite;
+    double latency = 0, bandwidth = 0;
+    for (int a = 0; a < in.cluster.num_devices(); ++a) {
+      for (int b = 0; b < in.cluster.num_devices(); ++b) {
+        if (a == b) continue;
+        latency = std::max(latency, in.cluster.link(a, b).latency_seconds);
+        double bw = in.cluster.link(a, b).bandwidth;
+        bandwidth = bandwidth == 0 ? bw : std::min(bandwidth, bw);
+      }
     }
-    // Ready groups keyed by their earliest start when they became ready;
-    // the key is refreshed (lazily) when popped, since devices fill up.
-    using Entry = std::tuple<double, int, int>;  // start, key rank, group
-    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> ready;
-    auto push = [&](int g) {
-      double start;
-      s.BestDevice(g, &start);
-      ready.push({start, groups.key_rank(g), g});
+    // Columns: s_0..s_{n-1}, x_0..x_{E-1}, w. Seconds are scaled to
+    // milliseconds to keep the LP well conditioned.
+    const double scale = 1e3;
+    // Separating i and j also sends weight gradients home when both read
+    // the same parameters (unrolled steps of one layer): count those bytes.
+    std::vector<std::map<int, int64_t>> reads(n);  // home unit -> bytes
+    for (int u = 0; u < n; ++u) {
+      for (const GroupEdge& e : groups.parameter_reads(u)) reads[u][e.to] += e.bytes;
+    }
+    std::vector<std::pair<int, int>> edges;  // (i, j)
+    std::vector<double> comm;
+    for (int i = 0; i < n; ++i) {
+      for (const GroupEdge& e : groups.successors(i)) {
+        int64_t bytes = e.bytes;
+        for (const auto& [home, b] : reads[e.to]) {
+          if (home == i || reads[i].count(home)) bytes += b;
+        }
+        edges.push_back({i, e.to});
+        comm.push_back(scale * (latency + static_cast<double>(bytes) / bandwidth));
+      }
+    }
+    const int m = static_cast<int>(edges.size());
+    const int w = n + m;
+    const double inf = COIN_DBL_MAX;
+    std::vector<double> col_lb(n + m + 1, 0), col_ub(n + m + 1, inf),
+        objective(n + m + 1, 0);
+    for (int e = 0; e < m; ++e) col_ub[n + e] = 1;
+    objective[w] = 1;
+    CoinPackedMatrix matrix(false, 0, 0);
+    matrix.setDimensions(0, n + m + 1);
+    std::vector<double> row_lb, row_ub;
+    auto add_row = [&](const std::vector<int>& idx,
+                       const std::vector<double>& val, double lb) {
+      matrix.appendRow(static_cast<int>(idx.size()), idx.data(), val.data());
+      row_lb.push_back(lb);
+      row_ub.push_back(inf);
     };
-    for (int g = 0; g < n; ++g) {
-      if (pending[g] == 0) push(g);
+    std::vector<std::vector<int>> out_edges(n), in_edges(n);
+    for (int e = 0; e < m; ++e) {
+      auto [i, j] = edges[e];
+      out_edges[i].push_back(e);
+      in_edges[j].push_back(e);
+      add_row({j, i, n + e}, {1, -1, -comm[e]}, scale * groups.min_seconds(i));
     }
-    while (!ready.empty()) {
-      auto [key_start, key, g] = ready.top();
-      ready.pop();
-      double start;
-      int d = s.BestDevice(g, &start);
-      if (d < 0) return s.NoDevice("m_etf", g);
-      if (start > key_start && !ready.empty() &&
-          std::get<0>(ready.top()) < start) {
-        ready.push({start, key, g});  // stale: another can start earlier
-        continue;
+    for (int i = 0; i < n; ++i) {
+      if (out_edges[i].empty()) {
+        add_row({w, i}, {1, -1}, scale * groups.min_seconds(i));
       }
-      s.Assign(g, d, start);
-      for (const GroupEdge& e : groups.successors(g)) {
-        if (--pending[e.to] == 0) push(e.to);
+      for (const auto* list : {&out_edges[i], &in_edges[i]}) {
+        if (list->size() < 2) continue;
+        std::vector<int> idx;
+        for (int e : *list) idx.push_back(n + e);
+        add_row(idx, std::vector<double>(idx.size(), 1),
+                static_cast<double>(list->size()) - 1);
       }
     }
-    return Checked(in, o, s.placement(), "m_etf");
+    ClpSimplex lp;
+    lp.setLogLevel(0);
+    lp.loadProblem(matrix, col_lb.data(), col_ub.data(), objective.data(),
+                   row_lb.data(), row_ub.data());
+    lp.dual();
+    if (!lp.isProvenOptimal()) {
+      return absl::InternalError(absl::StrCat(
+          "m_sct: the LP relaxation was not solved (CLP status ",
+          lp.status(), ")"));
+    }
+    const double* x = lp.getColSolution();
+    std::vector<double> best(n, 0.5);
+    for (int e = 0; e < m; ++e) {
+      auto [i, j] = edges[e];
+      if (x[n + e] < best[j]) {
+        best[j] = x[n + e];
+        favorite[j] = i;
+      }
+    }
+    return favorite;
   }
 };
 
@@ -244,6 +404,9 @@ std::unique_ptr<PlacementPolicy> NewHeftPolicy() {
 }
 std::unique_ptr<PlacementPolicy> NewMEtfPolicy() {
   return std::make_unique<MEtfPolicy>();
+}
+std::unique_ptr<PlacementPolicy> NewMSctPolicy() {
+  return std::make_unique<MSctPolicy>();
 }
 std::unique_ptr<PlacementPolicy> NewMTopoPolicy() {
   return std::make_unique<MTopoPolicy>();

@@ -16,6 +16,7 @@ std::unique_ptr<PlacementPolicy> NewCriticalPathPolicy();
 std::unique_ptr<PlacementPolicy> NewMetisPolicy();
 std::unique_ptr<PlacementPolicy> NewHeftPolicy();
 std::unique_ptr<PlacementPolicy> NewMEtfPolicy();
+std::unique_ptr<PlacementPolicy> NewMSctPolicy();
 std::unique_ptr<PlacementPolicy> NewMTopoPolicy();
 std::unique_ptr<PlacementPolicy> NewLocalSearchPolicy();
 std::unique_ptr<PlacementPolicy> NewBestPolicy();

@@ -25,6 +25,10 @@ const std::vector<PolicyInfo>& Policies() {
       {"heft", "HEFT list scheduling, memory-aware", NewHeftPolicy},
       {"m_etf", "earliest-task-first list scheduling, memory-aware (Baechi)",
        NewMEtfPolicy},
+      {"m_sct",
+       "small-communication-time list scheduling: an LP relaxation (COIN-OR "
+       "CLP) picks favorite children kept with their parents (Baechi)",
+       NewMSctPolicy},
       {"m_topo",
        "topological order filling devices to their compute share within "
        "memory (Baechi)",

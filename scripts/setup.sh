@@ -9,7 +9,7 @@ PACKAGES=(
   bazel-bootstrap bazel-platforms bazel-rules-java bazel-rules-proto
   bazel-skylib g++
   # Libraries.
-  libtorch-dev libopenblas0-pthread libmetis-dev libonnx-dev libabsl-dev
+  libtorch-dev libopenblas0-pthread libmetis-dev coinor-libclp-dev libonnx-dev libabsl-dev
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   libgtest-dev libgmock-dev libbenchmark-dev
 )
