@@ -146,15 +146,26 @@ class LocalSearchPolicy : public PlacementPolicy {
   }
 };
 
-// The portfolio: every other policy, then local search from the best.
+// The portfolio: every other heuristic, then local search from the winner
+// and from m_etf's placement (local_search's own start), the remaining
+// budget split between the two; the best placement seen wins. With an
+// evaluation cap, the second search repeats local_search exactly, so best
+// is never worse than any policy it runs.
 class BestPolicy : public PlacementPolicy {
  public:
   absl::StatusOr<Placement> Place(const PolicyInput& in,
                                   const PolicyOptions& o) override {
     Clock::time_point start = Clock::now();
-    std::optional<Placement> best;
+    std::optional<Placement> best, etf;
     double best_seconds = 0;
     std::string errors;
+    auto consider = [&](const Placement& p) {
+      std::optional<double> step = Evaluate(in, o, p);
+      if (step && (!best || *step < best_seconds)) {
+        best = p;
+        best_seconds = *step;
+      }
+    };
     for (const PolicyInfo& info : Policies()) {
       if (info.name == "best" || info.name == "local_search") continue;
       absl::StatusOr<Placement> p = info.make()->Place(in, o);
@@ -162,21 +173,24 @@ class BestPolicy : public PlacementPolicy {
         absl::StrAppend(&errors, errors.empty() ? "" : "; ", p.status().message());
         continue;
       }
-      std::optional<double> step = Evaluate(in, o, *p);
-      if (step && (!best || *step < best_seconds)) {
-        best = *p;
-        best_seconds = *step;
-      }
+      if (info.name == "m_etf") etf = *p;
+      consider(*p);
     }
     if (!best) {
       return absl::ResourceExhaustedError(
           absl::StrCat("best: no policy found a placement: ", errors));
     }
-    PolicyOptions refine = o;
-    refine.initial = *best;
-    refine.budget_seconds = std::max(0.0, o.budget_seconds - Since(start));
-    absl::StatusOr<Placement> refined = NewLocalSearchPolicy()->Place(in, refine);
-    if (refined.ok()) return refined;
+    std::vector<Placement> starts = {*best};
+    if (etf && etf->device_of_op != best->device_of_op) starts.push_back(*etf);
+    for (size_t k = 0; k < starts.size(); ++k) {
+      PolicyOptions refine = o;
+      refine.initial = starts[k];
+      refine.budget_seconds = std::max(0.0, o.budget_seconds - Since(start)) /
+                              static_cast<double>(starts.size() - k);
+      absl::StatusOr<Placement> refined =
+          NewLocalSearchPolicy()->Place(in, refine);
+      if (refined.ok()) consider(*refined);
+    }
     return *best;
   }
 };
