@@ -80,9 +80,7 @@ int BenchCommand(const std::vector<std::string>& args) {
     if (!model.ok()) return Fail(model.status());
     TrainingView view = BuildTrainingView(model->graph);
     for (const std::string& cluster_spec : absl::GetFlag(FLAGS_clusters)) {
-      absl::StatusOr<Cluster> cluster = LoadCluster(
-          cluster_spec.find('.') != std::string::npos ? UserPath(cluster_spec)
-                                                      : cluster_spec);
+      absl::StatusOr<Cluster> cluster = LoadUserCluster(cluster_spec);
       if (!cluster.ok()) return Fail(cluster.status());
       SimulationContext context =
           SimulationContext::Create(view, *cluster, *costs, *order);

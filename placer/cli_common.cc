@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "profiles/measured_cost_model.h"
 
 ABSL_FLAG(bool, json, false, "Print one JSON object instead of tables.");
 ABSL_FLAG(int64_t, batch, 0,
@@ -121,6 +122,21 @@ absl::StatusOr<ImportOptions> ImportOptionsFromFlags() {
     options.dim_values[kv[0]] = value;
   }
   return options;
+}
+
+absl::StatusOr<Cluster> LoadUserCluster(const std::string& spec) {
+  return LoadCluster(spec.find('.') != std::string::npos ? UserPath(spec)
+                                                         : spec);
+}
+
+absl::StatusOr<std::unique_ptr<CostModel>> CostModelFromFlags() {
+  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  if (std::string path = absl::GetFlag(FLAGS_profile); !path.empty()) {
+    absl::StatusOr<MeasuredProfile> profile = LoadProfile(UserPath(path));
+    if (!profile.ok()) return profile.status();
+    costs = NewMeasuredCostModel(std::move(*profile), std::move(costs));
+  }
+  return costs;
 }
 
 namespace {

@@ -10,6 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "graph/onnx_import.h"
+#include "profiles/cluster.h"
+#include "profiles/cost_model.h"
 #include "zoo/zoo.h"
 
 ABSL_DECLARE_FLAG(bool, json);
@@ -49,6 +51,10 @@ int Fail(const absl::Status& status);
 int UsageError(const std::string& message);
 
 zoo::ZooParams ZooParamsFromFlags();
+// A preset name, or a cluster file relative to the user's directory.
+absl::StatusOr<Cluster> LoadUserCluster(const std::string& spec);
+// The roofline model, or the --profile measurements over it.
+absl::StatusOr<std::unique_ptr<CostModel>> CostModelFromFlags();
 absl::StatusOr<ImportOptions> ImportOptionsFromFlags();
 
 struct Command {

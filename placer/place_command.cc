@@ -92,10 +92,8 @@ int PlaceCommand(const std::vector<std::string>& args) {
   absl::StatusOr<LoadedModel> model =
       LoadModel(UserPath(args[0]), *import_options, ZooParamsFromFlags());
   if (!model.ok()) return Fail(model.status());
-  std::string cluster_spec = absl::GetFlag(FLAGS_cluster);
-  absl::StatusOr<Cluster> cluster = LoadCluster(
-      cluster_spec.find('.') != std::string::npos ? UserPath(cluster_spec)
-                                                  : cluster_spec);
+  absl::StatusOr<Cluster> cluster =
+      LoadUserCluster(absl::GetFlag(FLAGS_cluster));
   if (!cluster.ok()) return Fail(cluster.status());
   std::string policy = absl::GetFlag(FLAGS_policy);
   if (absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = NewPolicy(policy);
@@ -104,12 +102,9 @@ int PlaceCommand(const std::vector<std::string>& args) {
   }
 
   TrainingView view = BuildTrainingView(model->graph);
-  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
-  if (std::string path = absl::GetFlag(FLAGS_profile); !path.empty()) {
-    absl::StatusOr<MeasuredProfile> profile = LoadProfile(UserPath(path));
-    if (!profile.ok()) return Fail(profile.status());
-    costs = NewMeasuredCostModel(std::move(*profile), std::move(costs));
-  }
+  absl::StatusOr<std::unique_ptr<CostModel>> made = CostModelFromFlags();
+  if (!made.ok()) return Fail(made.status());
+  std::unique_ptr<CostModel> costs = std::move(*made);
   std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
   SimulationContext context =
       SimulationContext::Create(view, *cluster, *costs, *order);

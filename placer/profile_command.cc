@@ -24,10 +24,8 @@ int ProfileCommand(const std::vector<std::string>& args) {
   std::string out = absl::GetFlag(FLAGS_o);
   if (out.empty()) return UsageError("profile needs -o FILE.pbtxt");
   std::string cluster_spec = absl::GetFlag(FLAGS_cluster);
-  if (cluster_spec.empty()) cluster_spec = "cpu2";
-  absl::StatusOr<Cluster> cluster = LoadCluster(
-      cluster_spec.find('.') != std::string::npos ? UserPath(cluster_spec)
-                                                  : cluster_spec);
+  absl::StatusOr<Cluster> cluster =
+      LoadUserCluster(cluster_spec.empty() ? "cpu2" : cluster_spec);
   if (!cluster.ok()) return Fail(cluster.status());
 
   std::optional<LoadedModel> model;

@@ -113,10 +113,8 @@ int SimulateCommand(const std::vector<std::string>& args) {
   absl::StatusOr<LoadedModel> model =
       LoadModel(UserPath(args[0]), *options, ZooParamsFromFlags());
   if (!model.ok()) return Fail(model.status());
-  std::string cluster_spec = absl::GetFlag(FLAGS_cluster);
-  absl::StatusOr<Cluster> cluster = LoadCluster(
-      cluster_spec.find('.') != std::string::npos ? UserPath(cluster_spec)
-                                                  : cluster_spec);
+  absl::StatusOr<Cluster> cluster =
+      LoadUserCluster(absl::GetFlag(FLAGS_cluster));
   if (!cluster.ok()) return Fail(cluster.status());
   absl::StatusOr<Placement> placement = ReadPlacementFile(
       UserPath(absl::GetFlag(FLAGS_placement)), model->graph, *cluster);
@@ -125,12 +123,9 @@ int SimulateCommand(const std::vector<std::string>& args) {
   if (!order.ok()) return Fail(order.status());
 
   TrainingView view = BuildTrainingView(model->graph);
-  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
-  if (std::string path = absl::GetFlag(FLAGS_profile); !path.empty()) {
-    absl::StatusOr<MeasuredProfile> profile = LoadProfile(UserPath(path));
-    if (!profile.ok()) return Fail(profile.status());
-    costs = NewMeasuredCostModel(std::move(*profile), std::move(costs));
-  }
+  absl::StatusOr<std::unique_ptr<CostModel>> made = CostModelFromFlags();
+  if (!made.ok()) return Fail(made.status());
+  std::unique_ptr<CostModel> costs = std::move(*made);
   SimulationContext context =
       SimulationContext::Create(view, *cluster, *costs, **order);
   std::string trace_path = absl::GetFlag(FLAGS_trace);
