@@ -30,7 +30,41 @@ std::optional<double> Evaluate(const PolicyInput& in, const PolicyOptions& o,
   return r->step_seconds;
 }
 
-// Hill climbing from the initial placement (or m_etf's, or heft's) over
+// local_search's start without an initial placement: the shorter simulated
+// step of m_etf's and expert's placements (both place in milliseconds),
+// else heft's, else single's.
+absl::StatusOr<Placement> LocalSearchStart(const PolicyInput& in,
+                                           const PolicyOptions& o) {
+  std::optional<Placement> start;
+  double start_seconds = 0;
+  std::string errors;
+  using Make = std::unique_ptr<PlacementPolicy> (*)();
+  const std::vector<std::vector<Make>> tiers = {
+      {NewMEtfPolicy, NewExpertPolicy}, {NewHeftPolicy}, {NewSinglePolicy}};
+  for (const std::vector<Make>& tier : tiers) {
+    for (Make make : tier) {
+      absl::StatusOr<Placement> p = make()->Place(in, o);
+      if (!p.ok()) {
+        absl::StrAppend(&errors, errors.empty() ? "" : "; ",
+                        p.status().message());
+        continue;
+      }
+      std::optional<double> step = Evaluate(in, o, *p);
+      if (step && (!start || *step < start_seconds)) {
+        start = std::move(*p);
+        start_seconds = *step;
+      }
+    }
+    if (start) break;
+  }
+  if (!start) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("local_search: no starting placement: ", errors));
+  }
+  return *start;
+}
+
+// Hill climbing from the initial placement (or LocalSearchStart's) over
 // placement units: moves a unit to another device, swaps two units on
 // different devices, or moves a parameter's home unit with every unit
 // that reads the parameter; a change is kept when the simulated step gets
@@ -45,14 +79,8 @@ class LocalSearchPolicy : public PlacementPolicy {
     if (o.initial) {
       current = *o.initial;
     } else {
-      absl::StatusOr<Placement> seed = NewMEtfPolicy()->Place(in, o);
-      if (!seed.ok()) seed = NewHeftPolicy()->Place(in, o);
-      if (!seed.ok()) seed = NewSinglePolicy()->Place(in, o);
-      if (!seed.ok()) {
-        return absl::Status(seed.status().code(),
-                            absl::StrCat("local_search: no starting placement: ",
-                                         seed.status().message()));
-      }
+      absl::StatusOr<Placement> seed = LocalSearchStart(in, o);
+      if (!seed.ok()) return seed.status();
       current = *seed;
     }
     absl::StatusOr<SimulationResult> base = CheckPlacement(in, o, current);
@@ -147,7 +175,7 @@ class LocalSearchPolicy : public PlacementPolicy {
 };
 
 // The portfolio: every other heuristic, then local search from the winner
-// and from m_etf's placement (local_search's own start), the remaining
+// and from local_search's own start (LocalSearchStart), the remaining
 // budget split between the two; the best placement seen wins. With an
 // evaluation cap, the second search repeats local_search exactly, so best
 // is never worse than any policy it runs.
@@ -156,7 +184,7 @@ class BestPolicy : public PlacementPolicy {
   absl::StatusOr<Placement> Place(const PolicyInput& in,
                                   const PolicyOptions& o) override {
     Clock::time_point start = Clock::now();
-    std::optional<Placement> best, etf;
+    std::optional<Placement> best;
     double best_seconds = 0;
     std::string errors;
     auto consider = [&](const Placement& p) {
@@ -173,7 +201,6 @@ class BestPolicy : public PlacementPolicy {
         absl::StrAppend(&errors, errors.empty() ? "" : "; ", p.status().message());
         continue;
       }
-      if (info.name == "m_etf") etf = *p;
       consider(*p);
     }
     if (!best) {
@@ -181,7 +208,10 @@ class BestPolicy : public PlacementPolicy {
           absl::StrCat("best: no policy found a placement: ", errors));
     }
     std::vector<Placement> starts = {*best};
-    if (etf && etf->device_of_op != best->device_of_op) starts.push_back(*etf);
+    absl::StatusOr<Placement> own = LocalSearchStart(in, o);
+    if (own.ok() && own->device_of_op != best->device_of_op) {
+      starts.push_back(*own);
+    }
     for (size_t k = 0; k < starts.size(); ++k) {
       PolicyOptions refine = o;
       refine.initial = starts[k];

@@ -1,0 +1,847 @@
+#include "runtime/executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <queue>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "profiles/signature.h"
+#include "runtime/torch_ops.h"
+
+namespace placer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+bool Folded(const Tensor& t) {
+  return t.data != nullptr && !t.data->raw.empty();
+}
+
+// An op whose outputs the importer folded to constants: the executor takes
+// them as they are instead of running the op.
+bool AllOutputsFolded(const Graph& g, const Op& op) {
+  bool any = false;
+  for (int out : op.outputs) {
+    if (out < 0) continue;
+    if (!Folded(g.tensor(out))) return false;
+    any = true;
+  }
+  return any;
+}
+
+int64_t Bytes(const torch::Tensor& t) {
+  return t.defined() ? static_cast<int64_t>(t.numel() * t.element_size()) : 0;
+}
+
+// Seeded initialization of a parameter the file has no data for.
+torch::Tensor InitParameter(const Graph& g, const Tensor& t,
+                            torch::Generator& gen) {
+  torch::ScalarType type = ToTorchType(t.dtype);
+  if (t.shape.size() >= 2) {
+    int64_t fan_in = 1;
+    for (size_t k = 1; k < t.shape.size(); ++k) fan_in *= t.shape[k];
+    // Gemm with transB=0 and MatMul store [in, out]: fan-in is dim 0.
+    for (int c : t.consumers) {
+      const Op& op = g.op(c);
+      bool transposed = op.op_type == "Gemm" && op.IntAttribute("transB", 0) != 0;
+      if ((op.op_type == "MatMul" || (op.op_type == "Gemm" && !transposed)) &&
+          t.shape.size() == 2) {
+        fan_in = t.shape[0];
+      }
+    }
+    double bound = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(1, fan_in)));
+    return torch::rand(t.shape, gen, torch::TensorOptions().dtype(type)) *
+               (2 * bound) -
+           bound;
+  }
+  for (int c : t.consumers) {
+    const Op& op = g.op(c);
+    if ((op.op_type == "BatchNormalization" ||
+         op.op_type == "LayerNormalization") &&
+        op.inputs.size() > 1 && g.tensor(op.inputs[1]).name == t.name) {
+      return torch::ones(t.shape, torch::TensorOptions().dtype(type));
+    }
+  }
+  return torch::zeros(t.shape, torch::TensorOptions().dtype(type));
+}
+
+// The exclusive upper bound of the values an integer graph input may take,
+// from what its consumers accept; 0 when no consumer says.
+int64_t IndexBound(const Graph& g, int tensor) {
+  int64_t bound = 0;
+  for (int c : g.tensor(tensor).consumers) {
+    const Op& op = g.op(c);
+    int64_t b = 0;
+    if (op.op_type == "Gather" && op.inputs.size() > 1 &&
+        op.inputs[1] == tensor) {
+      const Tensor& table = g.tensor(op.inputs[0]);
+      int64_t axis = op.IntAttribute("axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(table.shape.size());
+      if (table.shape_known && axis >= 0 &&
+          axis < static_cast<int64_t>(table.shape.size())) {
+        b = table.shape[axis];
+      }
+    } else if (op.op_type == "SoftmaxCrossEntropyLoss" &&
+               op.inputs.size() > 1 && op.inputs[1] == tensor) {
+      const Tensor& scores = g.tensor(op.inputs[0]);
+      if (scores.shape_known && scores.shape.size() >= 2) b = scores.shape[1];
+    }
+    if (b > 0) bound = bound == 0 ? b : std::min(bound, b);
+  }
+  return bound;
+}
+
+struct Saved {
+  std::vector<torch::Tensor> leaves;   // per op input (undefined: no grad)
+  std::vector<torch::Tensor> outputs;  // per op output, with autograd history
+};
+
+class TorchExecutor : public Executor {
+ public:
+  TorchExecutor(const TrainingView& view, const Cluster& cluster,
+                const Placement& placement, const ExecutorOptions& options,
+                std::vector<torch::Device> devices)
+      : view_(view),
+        graph_(view.forward()),
+        cluster_(cluster),
+        options_(options),
+        devices_(std::move(devices)),
+        num_devices_(cluster.num_devices()) {
+    const int n = static_cast<int>(view.nodes().size());
+    device_of_node_.resize(n);
+    for (int i = 0; i < n; ++i) {
+      device_of_node_[i] = placement.device_of_op[view.node(i).forward_op];
+    }
+  }
+
+  ~TorchExecutor() override { StopWorkers(); }
+
+  absl::Status Init();
+  absl::StatusOr<StepReport> Step() override;
+  absl::StatusOr<torch::Tensor> Resident(
+      absl::string_view name) const override;
+
+ private:
+  struct LinkQueue {
+    std::deque<int> values;
+  };
+
+  void StartWorkers();
+  void StopWorkers();
+  void DeviceWorker(int d);
+  void LinkWorker(int src, int dst);
+
+  // Runs node i on its device; fills `outputs` (per node output value).
+  absl::Status RunNode(int i, std::vector<torch::Tensor>* outputs,
+                       double* loss);
+  absl::Status RunForward(int i, std::vector<torch::Tensor>* outputs,
+                          double* loss);
+  absl::Status RunBackward(int i, std::vector<torch::Tensor>* outputs);
+  absl::Status RunUpdate(int i);
+  torch::Tensor Present(int value, int device) const {
+    return copies_[static_cast<size_t>(value) * num_devices_ + device];
+  }
+  torch::Tensor& Slot(int value, int device) {
+    return copies_[static_cast<size_t>(value) * num_devices_ + device];
+  }
+  int& Uses(int value, int device) {
+    return uses_[static_cast<size_t>(value) * num_devices_ + device];
+  }
+
+  // Under mu_: a value arrived on (or was produced on) device d.
+  void ArriveLocked(int value, int d, torch::Tensor t);
+  void ReleaseLocked(int value, int d);
+  void ReadyLocked(int node);
+  void FailLocked(absl::Status s);
+  void AddBytesLocked(int d, int64_t bytes, int node);
+
+  const TrainingView& view_;
+  const Graph& graph_;
+  const Cluster cluster_;  // a copy: small, and callers pass temporaries
+  ExecutorOptions options_;
+  std::vector<torch::Device> devices_;
+  const int num_devices_;
+  std::vector<int> device_of_node_;
+  std::vector<double> priority_;
+  std::vector<int> value_of_tensor_;            // forward tensors -> value
+  std::vector<std::vector<int>> consumer_devices_;  // per value, distinct
+  std::vector<int> home_;                       // per value: resident device or -1
+  std::vector<torch::Tensor> resident_;         // per value x device
+  std::vector<torch::Tensor> momentum_;         // per value (parameters)
+  std::vector<torch::Tensor> seed_grad_;        // per tensor: loss gradient
+  std::vector<torch::Tensor> targets_;          // per tensor: labels/targets
+  std::vector<int> node_order_;                 // view order position
+  std::vector<std::vector<int>> control_dependents_;
+  std::vector<int64_t> resident_bytes_;         // per device
+
+  // Per-step state, guarded by mu_ (copies_ entries are written under mu_
+  // before the node that reads them becomes ready).
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable done_cv_;
+  bool stop_ = false;
+  bool running_ = false;
+  absl::Status failure_;
+  int remaining_nodes_ = 0;
+  int in_flight_ = 0;  // nodes and transfers running now
+  std::vector<torch::Tensor> copies_;
+  std::vector<int> uses_;
+  std::vector<int> pending_;
+  std::vector<Saved> saved_;  // per op
+  using ReadyEntry = std::pair<double, int>;
+  std::vector<std::priority_queue<ReadyEntry, std::vector<ReadyEntry>,
+                                  std::greater<ReadyEntry>>>
+      ready_;
+  std::map<std::pair<int, int>, LinkQueue> links_;
+  std::vector<int64_t> live_bytes_, peak_bytes_;
+  StepReport report_;
+  double loss_ = 0;
+  std::vector<std::thread> threads_;
+};
+
+absl::Status TorchExecutor::Init() {
+  const int n = static_cast<int>(view_.nodes().size());
+  const int values = static_cast<int>(view_.values().size());
+  priority_ = options_.priorities;
+  node_order_.assign(n, 0);
+  for (size_t k = 0; k < view_.topological_order().size(); ++k) {
+    node_order_[view_.topological_order()[k]] = static_cast<int>(k);
+  }
+  if (priority_.empty()) {
+    priority_.resize(n);
+    for (int i = 0; i < n; ++i) priority_[i] = node_order_[i];
+  } else if (static_cast<int>(priority_.size()) != n) {
+    return absl::InvalidArgumentError("executor: priorities must cover every node");
+  }
+  control_dependents_.assign(n, {});
+  for (int i = 0; i < n; ++i) {
+    for (int c : view_.node(i).control_inputs) control_dependents_[c].push_back(i);
+  }
+  value_of_tensor_.assign(graph_.tensors().size(), -1);
+  for (int v = 0; v < values; ++v) {
+    const TrainingValue& value = view_.value(v);
+    if (value.kind != ValueKind::kGradient && value.tensor >= 0) {
+      value_of_tensor_[value.tensor] = v;
+    }
+  }
+  consumer_devices_.assign(values, {});
+  for (int v = 0; v < values; ++v) {
+    for (int c : view_.value(v).consumers) {
+      int d = device_of_node_[c];
+      auto& list = consumer_devices_[v];
+      if (std::find(list.begin(), list.end(), d) == list.end()) list.push_back(d);
+    }
+    std::sort(consumer_devices_[v].begin(), consumer_devices_[v].end());
+  }
+  home_.assign(values, -1);
+  for (int g = 0; g < view_.num_groups(); ++g) {
+    for (int p : view_.group_parameters(g)) {
+      home_[p] = device_of_node_[view_.group_nodes(g)[0]];
+    }
+  }
+
+  torch::Generator gen = at::detail::createCPUGenerator(options_.seed);
+  resident_.assign(static_cast<size_t>(values) * num_devices_, torch::Tensor());
+  momentum_.assign(values, torch::Tensor());
+  resident_bytes_.assign(num_devices_, 0);
+  seed_grad_.assign(graph_.tensors().size(), torch::Tensor());
+  targets_.assign(graph_.tensors().size(), torch::Tensor());
+  std::vector<std::string> errors;
+  for (int v = 0; v < values; ++v) {
+    const TrainingValue& value = view_.value(v);
+    if (value.producer >= 0 || value.tensor < 0) continue;
+    const Tensor& t = graph_.tensor(value.tensor);
+    torch::Tensor host;
+    if (Folded(t)) {
+      absl::StatusOr<torch::Tensor> data = TensorFromData(*t.data);
+      if (!data.ok()) {
+        errors.push_back(absl::StrCat("'", t.name, "': ", data.status().message()));
+        continue;
+      }
+      host = *data;
+    } else if (!t.shape_known) {
+      errors.push_back(absl::StrCat("'", t.name, "' has no known shape"));
+      continue;
+    } else if (value.kind == ValueKind::kParameter) {
+      host = InitParameter(graph_, t, gen);
+    } else if (value.kind == ValueKind::kGraphInput) {
+      torch::ScalarType type = ToTorchType(t.dtype);
+      if (IsFloatingPoint(t.dtype)) {
+        host = torch::randn(t.shape, gen, torch::TensorOptions().dtype(type));
+      } else {
+        int64_t bound = IndexBound(graph_, value.tensor);
+        if (bound <= 0) {
+          errors.push_back(absl::StrCat(
+              "graph input '", t.name, "' (", DataTypeName(t.dtype),
+              ") feeds no Gather or loss, so its valid values are unknown"));
+          continue;
+        }
+        host = torch::randint(0, bound, t.shape, gen,
+                              torch::TensorOptions().dtype(type));
+      }
+    } else {
+      errors.push_back(absl::StrCat("constant '", t.name, "' has no data"));
+      continue;
+    }
+    if (value.kind == ValueKind::kParameter) {
+      int d = home_[v];
+      if (d < 0) continue;  // no group reads it
+      torch::Tensor w = host.to(devices_[d]);
+      resident_[static_cast<size_t>(v) * num_devices_ + d] = w;
+      momentum_[v] = torch::zeros_like(w);
+      resident_bytes_[d] += 2 * Bytes(w);
+    } else {
+      for (int d : consumer_devices_[v]) {
+        torch::Tensor c = host.to(devices_[d]);
+        resident_[static_cast<size_t>(v) * num_devices_ + d] = c;
+        resident_bytes_[d] += Bytes(c);
+      }
+    }
+  }
+  // Loss targets for floating-point outputs that are not scalar losses.
+  for (int out : graph_.outputs()) {
+    const Tensor& t = graph_.tensor(out);
+    if (!IsFloatingPoint(t.dtype) || !t.shape_known || t.num_elements() <= 1) {
+      continue;
+    }
+    if (t.shape.size() == 2 && t.shape[1] > 1) {
+      targets_[out] = torch::randint(0, t.shape[1], {t.shape[0]}, gen,
+                                     torch::TensorOptions().dtype(torch::kLong));
+    } else {
+      targets_[out] = torch::randn(t.shape, gen);
+    }
+    int producer = t.producer;
+    if (producer >= 0) {
+      targets_[out] = targets_[out].to(devices_[device_of_node_[producer]]);
+    }
+  }
+  if (!errors.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("executor: ", absl::StrJoin(errors, "; ")));
+  }
+  copies_.assign(static_cast<size_t>(values) * num_devices_, torch::Tensor());
+  uses_.assign(static_cast<size_t>(values) * num_devices_, 0);
+  pending_.assign(n, 0);
+  saved_.assign(graph_.ops().size(), Saved());
+  ready_.resize(num_devices_);
+  for (int v = 0; v < values; ++v) {
+    int src = view_.value(v).producer >= 0
+                  ? device_of_node_[view_.value(v).producer]
+                  : home_[v];
+    if (src < 0) continue;
+    for (int d : consumer_devices_[v]) {
+      if (d != src) links_[{src, d}];
+    }
+  }
+  StartWorkers();
+  return absl::OkStatus();
+}
+
+void TorchExecutor::StartWorkers() {
+  for (int d = 0; d < num_devices_; ++d) {
+    threads_.emplace_back([this, d] { DeviceWorker(d); });
+  }
+  for (auto& [pair, queue] : links_) {
+    int src = pair.first, dst = pair.second;
+    threads_.emplace_back([this, src, dst] { LinkWorker(src, dst); });
+  }
+}
+
+void TorchExecutor::StopWorkers() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+void TorchExecutor::FailLocked(absl::Status s) {
+  if (failure_.ok()) failure_ = std::move(s);
+  done_cv_.notify_all();
+  cv_.notify_all();
+}
+
+void TorchExecutor::AddBytesLocked(int d, int64_t bytes, int node) {
+  live_bytes_[d] += bytes;
+  peak_bytes_[d] = std::max(peak_bytes_[d], live_bytes_[d]);
+  const int64_t limit = cluster_.device(d).memory_bytes;
+  if (options_.enforce_memory && live_bytes_[d] > limit && failure_.ok()) {
+    FailLocked(absl::ResourceExhaustedError(absl::StrCat(
+        "out of memory: ", cluster_.device(d).name, " needs ", live_bytes_[d],
+        " bytes, over its ", limit, " at '",
+        node >= 0 ? view_.node(node).key : std::string("a transfer"), "'")));
+  }
+}
+
+void TorchExecutor::ReadyLocked(int node) {
+  int d = device_of_node_[node];
+  ready_[d].push({priority_[node], node});
+  cv_.notify_all();
+}
+
+void TorchExecutor::ArriveLocked(int value, int d, torch::Tensor t) {
+  Slot(value, d) = std::move(t);
+  for (int c : view_.value(value).consumers) {
+    if (device_of_node_[c] == d && --pending_[c] == 0) ReadyLocked(c);
+  }
+}
+
+void TorchExecutor::ReleaseLocked(int value, int d) {
+  if (--Uses(value, d) > 0) return;
+  if (resident_[static_cast<size_t>(value) * num_devices_ + d].defined()) return;
+  torch::Tensor& slot = Slot(value, d);
+  live_bytes_[d] -= Bytes(slot);
+  slot = torch::Tensor();
+}
+
+void TorchExecutor::DeviceWorker(int d) {
+  if (devices_[d].is_cpu()) at::set_num_threads(options_.threads_per_cpu_device);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || (running_ && !ready_[d].empty()); });
+    if (stop_) return;
+    int node = ready_[d].top().second;
+    ready_[d].pop();
+    if (!failure_.ok()) continue;
+    ++in_flight_;
+    lock.unlock();
+    std::vector<torch::Tensor> outputs;
+    double loss = 0;
+    Clock::time_point start = Clock::now();
+    absl::Status s;
+    try {
+      s = RunNode(node, &outputs, &loss);
+      if (s.ok() && !devices_[d].is_cpu()) {
+        torch::cuda::synchronize(devices_[d].index());
+      }
+    } catch (const std::exception& e) {
+      s = absl::InternalError(e.what());
+    }
+    double seconds = Since(start);
+    lock.lock();
+    report_.node_seconds[node] = seconds;
+    report_.busy_seconds[d] += seconds;
+    loss_ += loss;
+    if (!s.ok()) {
+      FailLocked(absl::Status(
+          s.code(), absl::StrCat("node '", view_.node(node).key, "' on ",
+                                 cluster_.device(d).name, ": ", s.message())));
+    } else {
+      const TrainingNode& tn = view_.node(node);
+      for (size_t k = 0; k < tn.outputs.size(); ++k) {
+        int v = tn.outputs[k];
+        torch::Tensor t = k < outputs.size() ? outputs[k] : torch::Tensor();
+        AddBytesLocked(d, Bytes(t), node);
+        for (int e : consumer_devices_[v]) {
+          if (e != d) {
+            ++Uses(v, d);
+            links_.at({d, e}).values.push_back(v);
+          }
+        }
+        ArriveLocked(v, d, std::move(t));
+        if (Uses(v, d) == 0) {  // nobody reads it here
+          ++Uses(v, d);
+          ReleaseLocked(v, d);
+        }
+      }
+      for (int v : tn.inputs) ReleaseLocked(v, d);
+      for (int c : control_dependents_[node]) {
+        if (--pending_[c] == 0) ReadyLocked(c);
+      }
+    }
+    --in_flight_;
+    --remaining_nodes_;
+    done_cv_.notify_all();
+    cv_.notify_all();
+  }
+}
+
+void TorchExecutor::LinkWorker(int src, int dst) {
+  LinkQueue& queue = links_.at({src, dst});
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || (running_ && !queue.values.empty()); });
+    if (stop_) return;
+    int v = queue.values.front();
+    queue.values.pop_front();
+    if (!failure_.ok()) continue;
+    torch::Tensor t = Present(v, src);
+    ++in_flight_;
+    lock.unlock();
+    torch::Tensor copy;
+    absl::Status s;
+    Clock::time_point start = Clock::now();
+    try {
+      copy = devices_[dst].is_cpu() && devices_[src].is_cpu()
+                 ? t.clone()
+                 : t.to(devices_[dst], /*non_blocking=*/false, /*copy=*/true);
+      if (!devices_[dst].is_cpu()) torch::cuda::synchronize(devices_[dst].index());
+    } catch (const std::exception& e) {
+      s = absl::InternalError(absl::StrCat("copying '", view_.value(v).name,
+                                           "' to ", cluster_.device(dst).name,
+                                           ": ", e.what()));
+    }
+    double seconds = Since(start);
+    lock.lock();
+    --in_flight_;
+    if (!s.ok()) {
+      FailLocked(s);
+      continue;
+    }
+    report_.transfers.push_back({v, src, dst, Bytes(copy), seconds});
+    AddBytesLocked(dst, Bytes(copy), -1);
+    ArriveLocked(v, dst, std::move(copy));
+    ReleaseLocked(v, src);
+    done_cv_.notify_all();
+    cv_.notify_all();
+  }
+}
+
+absl::Status TorchExecutor::RunNode(int i, std::vector<torch::Tensor>* outputs,
+                                    double* loss) {
+  switch (view_.node(i).kind) {
+    case NodeKind::kForward:
+      return RunForward(i, outputs, loss);
+    case NodeKind::kBackward:
+      return RunBackward(i, outputs);
+    case NodeKind::kUpdate:
+      return RunUpdate(i);
+  }
+  return absl::InternalError("unknown node kind");
+}
+
+absl::Status TorchExecutor::RunForward(int i, std::vector<torch::Tensor>* outputs,
+                                       double* loss) {
+  const TrainingNode& node = view_.node(i);
+  const int d = device_of_node_[i];
+  const Op& op = graph_.op(node.forward_op);
+  std::vector<torch::Tensor> results;
+  if (AllOutputsFolded(graph_, op)) {
+    for (int out : op.outputs) {
+      if (out < 0) {
+        results.emplace_back();
+        continue;
+      }
+      absl::StatusOr<torch::Tensor> t = TensorFromData(*graph_.tensor(out).data);
+      if (!t.ok()) return t.status();
+      results.push_back(t->to(devices_[d]));
+    }
+  } else {
+    std::vector<torch::Tensor> inputs;
+    for (int in : op.inputs) {
+      inputs.push_back(in < 0 ? torch::Tensor()
+                              : Present(value_of_tensor_[in], d));
+    }
+    int backward = view_.backward_node(node.forward_op);
+    if (backward >= 0) {
+      std::vector<bool> needs = InputsNeedingGradient(view_, backward);
+      Saved& saved = saved_[node.forward_op];
+      saved.leaves.assign(inputs.size(), torch::Tensor());
+      for (size_t k = 0; k < inputs.size(); ++k) {
+        if (needs[k] && inputs[k].defined() && inputs[k].is_floating_point()) {
+          inputs[k] = inputs[k].detach().requires_grad_(true);
+          saved.leaves[k] = inputs[k];
+        }
+      }
+      absl::StatusOr<std::vector<torch::Tensor>> out = RunTorchOp(op, inputs);
+      if (!out.ok()) return out.status();
+      saved.outputs = *out;
+      for (const torch::Tensor& t : *out) {
+        results.push_back(t.defined() ? t.detach() : t);
+      }
+    } else {
+      torch::NoGradGuard no_grad;
+      absl::StatusOr<std::vector<torch::Tensor>> out = RunTorchOp(op, inputs);
+      if (!out.ok()) return out.status();
+      results = std::move(*out);
+    }
+  }
+  // Losses of graph outputs written here.
+  for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) {
+    int t = op.outputs[k];
+    if (t < 0 || !graph_.tensor(t).is_graph_output || !results[k].defined() ||
+        !results[k].is_floating_point()) {
+      continue;
+    }
+    if (results[k].numel() == 1) {
+      *loss += results[k].item<double>();
+      seed_grad_[t] = torch::ones_like(results[k]);
+    } else if (targets_[t].defined()) {
+      torch::Tensor leaf = results[k].detach().requires_grad_(true);
+      torch::Tensor l =
+          targets_[t].scalar_type() == torch::kLong
+              ? torch::nll_loss(torch::log_softmax(leaf, 1), targets_[t])
+              : 0.5 * torch::mse_loss(leaf, targets_[t]);
+      *loss += l.item<double>();
+      seed_grad_[t] = torch::autograd::grad({l}, {leaf})[0];
+    }
+  }
+  // One tensor per node output value, in the node's order.
+  outputs->clear();
+  for (int v : node.outputs) {
+    int t = view_.value(v).tensor;
+    torch::Tensor found;
+    for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) {
+      if (op.outputs[k] == t) found = results[k];
+    }
+    outputs->push_back(found);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TorchExecutor::RunBackward(int i,
+                                        std::vector<torch::Tensor>* outputs) {
+  const TrainingNode& node = view_.node(i);
+  const int d = device_of_node_[i];
+  const Op& op = graph_.op(node.forward_op);
+  Saved saved = std::move(saved_[node.forward_op]);
+  saved_[node.forward_op] = Saved();
+  // The gradient of each output: its partial gradients plus the loss seed.
+  std::vector<torch::Tensor> outs, grads;
+  for (size_t k = 0; k < op.outputs.size() && k < saved.outputs.size(); ++k) {
+    int t = op.outputs[k];
+    if (t < 0) continue;
+    torch::Tensor sum = seed_grad_[t];
+    for (int v : node.inputs) {
+      const TrainingValue& value = view_.value(v);
+      if (value.kind == ValueKind::kGradient && value.tensor == t) {
+        torch::Tensor g = Present(v, d);
+        if (g.defined()) sum = sum.defined() ? sum + g : g;
+      }
+    }
+    const torch::Tensor& out = saved.outputs[k];
+    if (sum.defined() && out.defined() && out.requires_grad()) {
+      outs.push_back(out);
+      grads.push_back(sum);
+    }
+  }
+  std::vector<torch::Tensor> wrt;
+  std::vector<int> wrt_input;
+  for (size_t k = 0; k < saved.leaves.size(); ++k) {
+    if (saved.leaves[k].defined()) {
+      wrt.push_back(saved.leaves[k]);
+      wrt_input.push_back(static_cast<int>(k));
+    }
+  }
+  std::vector<torch::Tensor> input_grads(op.inputs.size());
+  if (!outs.empty() && !wrt.empty()) {
+    std::vector<torch::Tensor> g = torch::autograd::grad(
+        outs, wrt, grads, /*retain_graph=*/false, /*create_graph=*/false,
+        /*allow_unused=*/true);
+    for (size_t j = 0; j < g.size(); ++j) input_grads[wrt_input[j]] = g[j];
+  }
+  outputs->clear();
+  for (int v : node.outputs) {
+    int t = view_.value(v).tensor;
+    torch::Tensor sum;
+    torch::Tensor like;
+    for (size_t k = 0; k < op.inputs.size(); ++k) {
+      if (op.inputs[k] != t) continue;
+      if (k < saved.leaves.size() && saved.leaves[k].defined()) {
+        like = saved.leaves[k];
+      }
+      if (input_grads[k].defined()) {
+        sum = sum.defined() ? sum + input_grads[k] : input_grads[k];
+      }
+    }
+    if (!sum.defined()) {
+      if (!like.defined()) {
+        return absl::InternalError(absl::StrCat(
+            "no saved input for the gradient of '", graph_.tensor(t).name, "'"));
+      }
+      sum = torch::zeros_like(like);
+    }
+    outputs->push_back(sum.detach());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TorchExecutor::RunUpdate(int i) {
+  const TrainingNode& node = view_.node(i);
+  const int d = device_of_node_[i];
+  torch::NoGradGuard no_grad;
+  int p = -1;
+  for (int v : node.inputs) {
+    if (view_.value(v).kind == ValueKind::kParameter) p = v;
+  }
+  if (p < 0) return absl::InternalError("update node without its parameter");
+  torch::Tensor sum;
+  for (int v : node.inputs) {
+    if (view_.value(v).kind != ValueKind::kGradient) continue;
+    torch::Tensor g = Present(v, d);
+    if (g.defined()) sum = sum.defined() ? sum + g : g;
+  }
+  if (!sum.defined()) return absl::OkStatus();
+  torch::Tensor& w = resident_[static_cast<size_t>(p) * num_devices_ + d];
+  momentum_[p].mul_(options_.momentum).add_(sum);
+  w.add_(momentum_[p], -options_.learning_rate);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepReport> TorchExecutor::Step() {
+  const int n = static_cast<int>(view_.nodes().size());
+  const int values = static_cast<int>(view_.values().size());
+  std::unique_lock<std::mutex> lock(mu_);
+  failure_ = absl::OkStatus();
+  report_ = StepReport();
+  report_.node_seconds.assign(n, 0);
+  report_.busy_seconds.assign(num_devices_, 0);
+  loss_ = 0;
+  live_bytes_ = resident_bytes_;
+  peak_bytes_ = resident_bytes_;
+  std::fill(seed_grad_.begin(), seed_grad_.end(), torch::Tensor());
+  std::fill(uses_.begin(), uses_.end(), 0);
+  for (int v = 0; v < values; ++v) {
+    for (int c : view_.value(v).consumers) ++Uses(v, device_of_node_[c]);
+  }
+  for (int i = 0; i < n; ++i) {
+    const TrainingNode& node = view_.node(i);
+    int d = device_of_node_[i];
+    int pending = static_cast<int>(node.control_inputs.size());
+    for (int v : node.inputs) {
+      // Graph inputs, constants and parameters at home are there already.
+      if (!resident_[static_cast<size_t>(v) * num_devices_ + d].defined()) {
+        ++pending;
+      }
+    }
+    pending_[i] = pending;
+  }
+  // Resident values where they live.
+  for (int v = 0; v < values; ++v) {
+    const TrainingValue& value = view_.value(v);
+    if (value.producer >= 0) continue;
+    for (int d = 0; d < num_devices_; ++d) {
+      const torch::Tensor& r = resident_[static_cast<size_t>(v) * num_devices_ + d];
+      if (r.defined()) Slot(v, d) = r;
+    }
+  }
+  remaining_nodes_ = n;
+  Clock::time_point start = Clock::now();
+  // Parameters go to remote readers at the start.
+  for (int v = 0; v < values; ++v) {
+    if (view_.value(v).kind != ValueKind::kParameter || home_[v] < 0) continue;
+    for (int e : consumer_devices_[v]) {
+      if (e != home_[v]) {
+        ++Uses(v, home_[v]);
+        links_.at({home_[v], e}).values.push_back(v);
+      }
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    if (pending_[i] == 0) ReadyLocked(i);
+  }
+  running_ = true;
+  cv_.notify_all();
+  done_cv_.wait(lock, [&] {
+    return remaining_nodes_ == 0 || (!failure_.ok() && in_flight_ == 0);
+  });
+  running_ = false;
+  report_.seconds = Since(start);
+  // Drain what a failure left behind.
+  for (auto& [pair, queue] : links_) queue.values.clear();
+  for (auto& q : ready_) {
+    while (!q.empty()) q.pop();
+  }
+  std::fill(copies_.begin(), copies_.end(), torch::Tensor());
+  std::fill(saved_.begin(), saved_.end(), Saved());
+  if (!failure_.ok()) return failure_;
+  report_.loss = loss_;
+  report_.peak_memory_bytes = peak_bytes_;
+  return std::move(report_);
+}
+
+absl::StatusOr<torch::Tensor> TorchExecutor::Resident(
+    absl::string_view name) const {
+  int t = graph_.FindTensor(name);
+  int v = t < 0 ? -1 : value_of_tensor_[t];
+  if (v < 0 || view_.value(v).producer >= 0) {
+    return absl::NotFoundError(
+        absl::StrCat("no parameter, graph input or constant '", name, "'"));
+  }
+  for (int d = 0; d < num_devices_; ++d) {
+    const torch::Tensor& r = resident_[static_cast<size_t>(v) * num_devices_ + d];
+    if (r.defined()) return r.to(torch::kCPU).clone();
+  }
+  return absl::NotFoundError(absl::StrCat("'", name, "' is read by no op"));
+}
+
+}  // namespace
+
+absl::Status CheckRunnable(const Graph& graph) {
+  std::vector<std::string> missing;
+  for (const Op& op : graph.ops()) {
+    if (!HasTorchKernel(op.domain, op.op_type) && !AllOutputsFolded(graph, op)) {
+      missing.push_back(absl::StrCat("'", op.key, "' (",
+                                     op.domain.empty() ? "" : op.domain + ":",
+                                     op.op_type, ")"));
+    }
+  }
+  if (missing.empty()) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(
+      "no LibTorch kernel for ", missing.size(), " op(s): ",
+      absl::StrJoin(missing.begin(),
+                    missing.begin() + std::min<size_t>(missing.size(), 20), ", "),
+      missing.size() > 20 ? ", ..." : ""));
+}
+
+absl::StatusOr<std::vector<torch::Device>> TorchDevices(const Cluster& cluster) {
+  std::vector<torch::Device> devices;
+  int gpus = 0;
+  for (const Device& d : cluster.devices()) {
+    if (d.kind == DeviceKind::kCpu) {
+      devices.emplace_back(torch::kCPU);
+      continue;
+    }
+    if (!torch::cuda::is_available() ||
+        gpus >= static_cast<int>(torch::cuda::device_count())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device ", d.name, " is a GPU but this LibTorch sees ",
+          torch::cuda::is_available() ? torch::cuda::device_count() : 0,
+          " CUDA device(s)"));
+    }
+    devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(gpus++));
+  }
+  return devices;
+}
+
+absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
+    const TrainingView& view, const Cluster& cluster,
+    const Placement& placement, const ExecutorOptions& options) {
+  const Graph& g = view.forward();
+  if (placement.device_of_op.size() != g.ops().size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "placement has ", placement.device_of_op.size(), " ops, the model ",
+        g.ops().size()));
+  }
+  for (size_t k = 0; k < placement.device_of_op.size(); ++k) {
+    int d = placement.device_of_op[k];
+    if (d < 0 || d >= cluster.num_devices()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "op '", g.op(k).key, "' is placed on device ", d, " of ",
+          cluster.num_devices()));
+    }
+  }
+  if (absl::Status s = CheckRunnable(g); !s.ok()) return s;
+  absl::StatusOr<std::vector<torch::Device>> devices = TorchDevices(cluster);
+  if (!devices.ok()) return devices.status();
+  auto executor = std::make_unique<TorchExecutor>(view, cluster, placement,
+                                                  options, std::move(*devices));
+  if (absl::Status s = executor->Init(); !s.ok()) return s;
+  return executor;
+}
+
+}  // namespace placer

@@ -1,0 +1,119 @@
+// Executor: runs training steps of a placed TrainingView with LibTorch on
+// real devices (CPU devices of one machine, CUDA devices where LibTorch has
+// CUDA) and measures them.
+//
+// Contract:
+//  - One step is the view's dataflow: every node runs on its group's device
+//    when each of its input values is present there (a worker per device,
+//    running the ready node with the lowest priority first, ties by node
+//    index); a value is copied at most once to each other device that reads
+//    it, right after it is produced (parameters: at the step's start), by a
+//    worker per link direction in FIFO order. This is the simulator's model
+//    (placer/simulator.h), so measured and simulated steps describe the same
+//    schedule.
+//  - Forward nodes run the op's LibTorch kernel (runtime/torch_ops.h);
+//    tensors the importer folded to constants are taken as they are. The
+//    backward node of an op computes, with autograd over that op alone, the
+//    partial gradients of its inputs from the sum of its outputs' partial
+//    gradients; update nodes apply SGD with momentum (v = mu v + g,
+//    w -= lr v) to the parameter on its home device.
+//  - The loss: a scalar floating-point graph output is a loss as it is
+//    (gradient 1). Any other floating-point output gets one: cross-entropy
+//    against seeded synthetic labels when it is [batch, classes], else half
+//    the mean squared error against a seeded synthetic target.
+//  - Inputs: floating-point graph inputs are seeded normal data; integer
+//    inputs are seeded indices within the range that their consumers accept
+//    (Gather: the table's rows; SoftmaxCrossEntropyLoss: the classes). An
+//    integer input with no such consumer is an error at Create. The same
+//    batch is fed every step, so the loss of a learnable model falls.
+//  - Parameters come from the initializers, or, when the file has no data
+//    (external data left out), from a seeded initialization (uniform in
+//    +-1/sqrt(fan-in) for matrices and kernels; normalization scales 1;
+//    other vectors 0).
+//  - Memory per device is tracked as the simulator counts it (resident
+//    parameters and momentum, inputs and constants where read, values from
+//    their production to their last use there); a step that goes over a
+//    device's memory_bytes fails with a ResourceExhausted error naming the
+//    device and the node, never a crash. Kernel errors fail the step with
+//    the node's key.
+//  - Create fails before anything runs when an op has no kernel (every such
+//    op is listed), a device kind is not available in this LibTorch, or the
+//    placement does not fit the view and cluster.
+#ifndef PLACER_RUNTIME_EXECUTOR_H_
+#define PLACER_RUNTIME_EXECUTOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/training_view.h"
+#include "placer/simulator.h"
+#include "profiles/cluster.h"
+
+namespace placer {
+
+struct ExecutorOptions {
+  double learning_rate = 0.01;
+  double momentum = 0.9;
+  uint64_t seed = 1;
+  // Intra-op threads of each CPU device's worker.
+  int threads_per_cpu_device = 1;
+  // Ready-queue priorities per node (lower first), e.g. the simulation
+  // context's; empty: the view's topological order.
+  std::vector<double> priorities;
+  // Fail a step whose tracked memory on a device exceeds its memory_bytes.
+  bool enforce_memory = true;
+};
+
+struct MeasuredTransfer {
+  int value = -1;
+  int src = -1;
+  int dst = -1;
+  int64_t bytes = 0;
+  double seconds = 0;
+};
+
+struct StepReport {
+  double seconds = 0;  // wall time of the step
+  double loss = 0;     // the sum of the graph's losses before the update
+  std::vector<int64_t> peak_memory_bytes;  // per device, tracked
+  std::vector<double> busy_seconds;        // per device: time in kernels
+  std::vector<double> node_seconds;        // per view node
+  std::vector<MeasuredTransfer> transfers;
+};
+
+class Executor {
+ public:
+  // `view` (and its graph) must outlive the executor.
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(
+      const TrainingView& view, const Cluster& cluster,
+      const Placement& placement, const ExecutorOptions& options = {});
+  virtual ~Executor() = default;
+
+  // Runs one training step (forward, backward, update).
+  virtual absl::StatusOr<StepReport> Step() = 0;
+
+  // The current value of a tensor that exists before the step: a
+  // parameter (as updated so far), a graph input as fed, or a constant; a
+  // copy on the CPU.
+  virtual absl::StatusOr<torch::Tensor> Resident(
+      absl::string_view name) const = 0;
+};
+
+// Every op of `graph` that the executor cannot run (no LibTorch kernel and
+// outputs not folded to constants); OK when there is none.
+absl::Status CheckRunnable(const Graph& graph);
+
+// The torch device of each cluster device: CPU devices map to the CPU,
+// GPUs to cuda:0, cuda:1, ... in cluster order. An error when the cluster
+// has a GPU and this LibTorch has no CUDA (or too few GPUs).
+absl::StatusOr<std::vector<torch::Device>> TorchDevices(const Cluster& cluster);
+
+}  // namespace placer
+
+#endif  // PLACER_RUNTIME_EXECUTOR_H_
