@@ -49,8 +49,8 @@ ABSL_FLAG(std::string, devices, "cpu",
           "profile: which devices to measure (cpu; CUDA needs a CUDA "
           "LibTorch build).");
 ABSL_FLAG(int32_t, repeats, 5, "profile: timed repeats per measurement.");
-ABSL_FLAG(int32_t, warmup, 2, "profile: discarded warm-up runs.");
-ABSL_FLAG(int32_t, threads, 1, "profile: threads per CPU device.");
+ABSL_FLAG(int32_t, warmup, 2, "profile, run, calibrate: discarded warm-up runs (steps for run).");
+ABSL_FLAG(int32_t, threads, 1, "profile, run, calibrate: threads per CPU device.");
 ABSL_FLAG(double, budget, 10,
           "Time budget in seconds (place: for searches; profile: for "
           "measuring).");
@@ -61,6 +61,12 @@ ABSL_FLAG(std::string, policy, "best",
           "place: the policy (single, expert, hash, critical_path, metis, "
           "heft, m_etf, m_topo, local_search, best).");
 ABSL_FLAG(bool, compare, false, "place: run and compare every policy.");
+ABSL_FLAG(int32_t, steps, 10,
+          "run, calibrate: measured training steps (after --warmup).");
+ABSL_FLAG(std::string, profile_out, "",
+          "run: write the measured per-node and per-link times as a profile.");
+ABSL_FLAG(int32_t, placements, 10,
+          "calibrate: placements measured per model (policies, then random).");
 ABSL_FLAG(std::string, order, "critical_path",
           "Ready-queue order of the simulator: critical_path or topological.");
 

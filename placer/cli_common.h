@@ -39,6 +39,9 @@ ABSL_DECLARE_FLAG(double, budget);
 ABSL_DECLARE_FLAG(int64_t, evaluations);
 ABSL_DECLARE_FLAG(std::string, policy);
 ABSL_DECLARE_FLAG(bool, compare);
+ABSL_DECLARE_FLAG(int32_t, steps);
+ABSL_DECLARE_FLAG(std::string, profile_out);
+ABSL_DECLARE_FLAG(int32_t, placements);
 
 namespace placer {
 
@@ -76,6 +79,7 @@ int InspectCommand(const std::vector<std::string>& args);
 int ZooCommand(const std::vector<std::string>& args);
 int SimulateCommand(const std::vector<std::string>& args);
 int ProfileCommand(const std::vector<std::string>& args);
+int RunCommand(const std::vector<std::string>& args);
 int PlaceCommand(const std::vector<std::string>& args);
 int BenchCommand(const std::vector<std::string>& args);
 

@@ -1,5 +1,6 @@
-// The placer command line. Commands that need LibTorch (profile) run in
-// the sibling binary placer_torch, so that the others start instantly.
+// The placer command line. Commands that need LibTorch (profile, run,
+// calibrate) run in the sibling binary placer_torch, so that the others
+// start instantly.
 #include "placer/cli_common.h"
 
 namespace placer {
@@ -28,6 +29,16 @@ Usage:
       Measures with LibTorch on this machine: each distinct node of MODEL's
       training step (forward, backward, update) and copies of 1 B..256 MiB
       between the cluster's CPU devices; `simulate --profile` uses it.
+  placer run MODEL --cluster cpu2 (--placement P.json | --policy P)
+      [--steps 10 --warmup 2] [--profile P.pbtxt] [--profile-out F.pbtxt]
+      Trains MODEL under the placement with LibTorch on this machine's
+      devices (synthetic data, SGD with momentum): loss and time per step,
+      measured (median) against simulated step time, memory per device;
+      --profile-out writes the measured node and link times as a profile.
+  placer calibrate MODEL... --cluster cpu2 [--placements 10]
+      Profiles each model, then measures and simulates a set of placements
+      (every heuristic policy, then seeded random ones): relative error of
+      the simulator and Spearman's rank correlation.
   placer zoo list
       The built-in benchmark models and their default sizes.
   placer zoo export NAME -o FILE.onnx [--batch N --layers N ...]
@@ -47,5 +58,5 @@ int main(int argc, char** argv) {
                          {"place", placer::PlaceCommand},
                          {"simulate", placer::SimulateCommand},
                          {"zoo", placer::ZooCommand}},
-                        {"profile"}, "placer_torch");
+                        {"calibrate", "profile", "run"}, "placer_torch");
 }

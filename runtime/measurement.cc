@@ -1,0 +1,121 @@
+#include "runtime/measurement.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "profiles/signature.h"
+
+namespace placer {
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+class ExecutorEvaluator : public StepEvaluator {
+ public:
+  ExecutorEvaluator(const TrainingView& view, const Cluster& cluster,
+                    MeasureOptions options)
+      : view_(view), cluster_(cluster), options_(std::move(options)) {}
+
+  absl::StatusOr<Evaluation> Evaluate(const Placement& placement) override {
+    absl::StatusOr<std::unique_ptr<Executor>> e =
+        Executor::Create(view_, cluster_, placement, options_.executor);
+    if (!e.ok()) return e.status();
+    absl::StatusOr<Measurement> m = MeasureSteps(**e, options_);
+    if (!m.ok()) return m.status();
+    return Evaluation{m->step_seconds, m->peak_memory_bytes};
+  }
+
+ private:
+  const TrainingView& view_;
+  const Cluster cluster_;
+  MeasureOptions options_;
+};
+
+}  // namespace
+
+absl::StatusOr<Measurement> MeasureSteps(
+    Executor& executor, const MeasureOptions& options,
+    const std::function<void(int, const StepReport&)>& progress) {
+  if (options.steps < 1 || options.warmup < 0) {
+    return absl::InvalidArgumentError("steps must be >= 1 and warmup >= 0");
+  }
+  Measurement m;
+  std::vector<std::vector<double>> node_times, busy;
+  for (int step = 0; step < options.warmup + options.steps; ++step) {
+    absl::StatusOr<StepReport> r = executor.Step();
+    if (!r.ok()) {
+      return absl::Status(r.status().code(),
+                          absl::StrCat("step ", step + 1, ": ", r.status().message()));
+    }
+    m.step_times.push_back(r->seconds);
+    m.losses.push_back(r->loss);
+    if (m.peak_memory_bytes.empty()) m.peak_memory_bytes = r->peak_memory_bytes;
+    for (size_t d = 0; d < r->peak_memory_bytes.size(); ++d) {
+      m.peak_memory_bytes[d] = std::max(m.peak_memory_bytes[d], r->peak_memory_bytes[d]);
+    }
+    if (step >= options.warmup) {
+      node_times.resize(r->node_seconds.size());
+      for (size_t i = 0; i < r->node_seconds.size(); ++i) {
+        node_times[i].push_back(r->node_seconds[i]);
+      }
+      busy.resize(r->busy_seconds.size());
+      for (size_t d = 0; d < r->busy_seconds.size(); ++d) {
+        busy[d].push_back(r->busy_seconds[d]);
+      }
+      m.transfers.insert(m.transfers.end(), r->transfers.begin(), r->transfers.end());
+    }
+    if (progress) progress(step, *r);
+  }
+  m.step_seconds = Median(std::vector<double>(
+      m.step_times.begin() + options.warmup, m.step_times.end()));
+  for (auto& t : node_times) m.node_seconds.push_back(Median(t));
+  for (auto& b : busy) m.busy_seconds.push_back(Median(b));
+  return m;
+}
+
+MeasuredProfile ProfileFromMeasurement(const TrainingView& view,
+                                       const Cluster& cluster,
+                                       const Placement& placement,
+                                       const Measurement& measurement) {
+  MeasuredProfile profile;
+  profile.source = "placer run: medians of nodes measured inside training steps";
+  std::map<std::pair<std::string, DeviceKind>, std::vector<double>> ops;
+  for (size_t i = 0; i < measurement.node_seconds.size(); ++i) {
+    int d = placement.device_of_op[view.node(i).forward_op];
+    ops[{NodeSignature(view, static_cast<int>(i)), cluster.device(d).kind}]
+        .push_back(measurement.node_seconds[i]);
+  }
+  for (auto& [key, times] : ops) {
+    profile.ops[key] = {Median(times), static_cast<int>(times.size())};
+  }
+  std::map<std::pair<int, int>, std::map<int64_t, std::vector<double>>> links;
+  for (const MeasuredTransfer& t : measurement.transfers) {
+    links[{t.src, t.dst}][t.bytes].push_back(t.seconds);
+  }
+  for (auto& [pair, by_size] : links) {
+    MeasuredLink link;
+    for (auto& [bytes, times] : by_size) {
+      link.samples.push_back({bytes, Median(times)});
+    }
+    absl::StatusOr<LinkParams> fit = FitLink(link.samples);
+    if (!fit.ok()) continue;
+    link.fit = *fit;
+    profile.links[{cluster.device(pair.first).name,
+                   cluster.device(pair.second).name}] = std::move(link);
+  }
+  return profile;
+}
+
+std::unique_ptr<StepEvaluator> NewExecutorEvaluator(const TrainingView& view,
+                                                    const Cluster& cluster,
+                                                    MeasureOptions options) {
+  return std::make_unique<ExecutorEvaluator>(view, cluster, std::move(options));
+}
+
+}  // namespace placer

@@ -1,0 +1,63 @@
+// Measuring placements on real devices, with the protocol of Mirhoseini et
+// al. (2017): run warm-up steps, drop them, take the median of the rest.
+//
+// Contract: MeasureSteps runs warmup + steps training steps of an executor
+// and reports the median step time of the last `steps`, every step's loss
+// and time, the peak tracked memory per device, each node's median time and
+// the transfers of the measured steps; any failed step fails the
+// measurement with its error. ProfileFromMeasurement turns a measurement
+// into the cost model's profile format (profiles/profile.proto): per node
+// signature and device kind, the median over the nodes that share it; per
+// device pair, a latency/bandwidth fit of the transfers' medians by size
+// (pairs with fewer than two sizes are left out). NewExecutorEvaluator is
+// the StepEvaluator that measures: one executor per placement.
+#ifndef PLACER_RUNTIME_MEASUREMENT_H_
+#define PLACER_RUNTIME_MEASUREMENT_H_
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/training_view.h"
+#include "placer/evaluator.h"
+#include "profiles/cluster.h"
+#include "profiles/measured_cost_model.h"
+#include "runtime/executor.h"
+
+namespace placer {
+
+struct MeasureOptions {
+  int steps = 10;
+  int warmup = 2;
+  ExecutorOptions executor;
+};
+
+struct Measurement {
+  double step_seconds = 0;             // median of the measured steps
+  std::vector<double> step_times;      // every step, warm-up included
+  std::vector<double> losses;          // every step
+  std::vector<int64_t> peak_memory_bytes;  // per device, over all steps
+  std::vector<double> busy_seconds;    // per device, median
+  std::vector<double> node_seconds;    // per node, median
+  std::vector<MeasuredTransfer> transfers;  // of the measured steps
+};
+
+// `progress` (may be empty) is called after each step.
+absl::StatusOr<Measurement> MeasureSteps(
+    Executor& executor, const MeasureOptions& options,
+    const std::function<void(int step, const StepReport&)>& progress = {});
+
+MeasuredProfile ProfileFromMeasurement(const TrainingView& view,
+                                       const Cluster& cluster,
+                                       const Placement& placement,
+                                       const Measurement& measurement);
+
+// `view` must outlive the evaluator.
+std::unique_ptr<StepEvaluator> NewExecutorEvaluator(const TrainingView& view,
+                                                    const Cluster& cluster,
+                                                    MeasureOptions options);
+
+}  // namespace placer
+
+#endif  // PLACER_RUNTIME_MEASUREMENT_H_
