@@ -80,6 +80,7 @@ int ZooCommand(const std::vector<std::string>& args);
 int SimulateCommand(const std::vector<std::string>& args);
 int ProfileCommand(const std::vector<std::string>& args);
 int RunCommand(const std::vector<std::string>& args);
+int CalibrateCommand(const std::vector<std::string>& args);
 int PlaceCommand(const std::vector<std::string>& args);
 int BenchCommand(const std::vector<std::string>& args);
 

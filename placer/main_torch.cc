@@ -6,5 +6,6 @@ int main(int argc, char** argv) {
   return placer::RunCli(argc, argv,
                         "placer_torch: LibTorch commands of placer "
                         "(run them as `placer profile ...`).\n",
-                        {{"profile", placer::ProfileCommand}, {"run", placer::RunCommand}});
+                        {{"profile", placer::ProfileCommand}, {"run", placer::RunCommand},
+                         {"calibrate", placer::CalibrateCommand}});
 }

@@ -3,9 +3,49 @@
 #include <chrono>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "onnx/onnx_pb.h"
 
 namespace placer {
+namespace {
+
+// "NAME:batch=8,hidden=256" -> NAME, with the sizes set in `params`.
+absl::StatusOr<std::string> ZooOverrides(const std::string& spec,
+                                         zoo::ZooParams* params) {
+  std::vector<std::string> parts = absl::StrSplit(spec, absl::MaxSplits(':', 1));
+  if (parts.size() == 1) return parts[0];
+  for (absl::string_view item : absl::StrSplit(parts[1], ',')) {
+    std::vector<std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    int64_t value = 0;
+    if (kv.size() != 2 || !absl::SimpleAtoi(kv[1], &value) || value <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "zoo:", spec, ": '", item, "' is not SIZE=POSITIVE_INTEGER"));
+    }
+    const std::string& key = kv[0];
+    if (key == "batch") {
+      params->batch_size = value;
+    } else if (key == "layers") {
+      params->layers = value;
+    } else if (key == "seq_len" || key == "seq-len") {
+      params->seq_len = value;
+    } else if (key == "hidden") {
+      params->hidden = value;
+    } else if (key == "vocab") {
+      params->vocab = value;
+    } else if (key == "image_size" || key == "image-size") {
+      params->image_size = value;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "zoo:", spec, ": unknown size '", key,
+          "' (batch, layers, seq_len, hidden, vocab, image_size)"));
+    }
+  }
+  return parts[0];
+}
+
+}  // namespace
 
 absl::StatusOr<LoadedModel> LoadModel(const std::string& spec,
                                       const ImportOptions& import_options,
@@ -16,8 +56,10 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& spec,
   absl::StatusOr<Graph> graph;
   Clock::time_point start;
   if (absl::StartsWith(spec, "zoo:")) {
-    absl::StatusOr<onnx::ModelProto> model =
-        zoo::BuildZooModel(spec.substr(4), zoo_params);
+    zoo::ZooParams params = zoo_params;
+    absl::StatusOr<std::string> name = ZooOverrides(spec.substr(4), &params);
+    if (!name.ok()) return name.status();
+    absl::StatusOr<onnx::ModelProto> model = zoo::BuildZooModel(*name, params);
     if (!model.ok()) return model.status();
     start = Clock::now();
     graph = ImportOnnxModel(std::move(*model), spec, import_options);

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/op_costs.h"
 #include "profiles/signature.h"
+#include "runtime/host_setup.h"
 #include "runtime/torch_ops.h"
 
 namespace placer {
@@ -63,11 +65,24 @@ absl::StatusOr<std::vector<torch::Tensor>> MakeInputs(const Graph& g,
   return inputs;
 }
 
+// As the executor runs a forward op: when the op has a backward node, the
+// inputs that get a gradient are autograd leaves and the op records its
+// graph.
 absl::StatusOr<double> TimeForward(const Graph& g, const Op& op,
+                                   const std::vector<bool>& needs,
                                    const ProfilerOptions& o) {
   absl::StatusOr<std::vector<torch::Tensor>> inputs = MakeInputs(g, op);
   if (!inputs.ok()) return inputs.status();
-  torch::NoGradGuard no_grad;
+  bool any = false;
+  for (size_t k = 0; k < inputs->size(); ++k) {
+    if (k < needs.size() && needs[k] && (*inputs)[k].defined() &&
+        (*inputs)[k].is_floating_point()) {
+      (*inputs)[k] = (*inputs)[k].detach().requires_grad_(true);
+      any = true;
+    }
+  }
+  std::optional<torch::NoGradGuard> no_grad;
+  if (!any) no_grad.emplace();
   return Median(o.warmup, o.repeats, [&]() -> absl::StatusOr<double> {
     Clock::time_point start = Clock::now();
     absl::StatusOr<std::vector<torch::Tensor>> out = RunTorchOp(op, *inputs);
@@ -160,6 +175,8 @@ absl::StatusOr<ProfileReport> ProfileCpu(
         "repeats and threads must be >= 1 and warmup >= 0");
   }
   torch::set_num_threads(options.threads);
+  SetBlasThreads(options.threads);
+  KeepFreedHostMemory();
   Clock::time_point start = Clock::now();
   ProfileReport report;
   report.profile.source = absl::StrCat(
@@ -206,7 +223,12 @@ absl::StatusOr<ProfileReport> ProfileCpu(
     absl::StatusOr<double> seconds;
     switch (node.kind) {
       case NodeKind::kForward:
-        seconds = TimeForward(g, op, options);
+        seconds = TimeForward(
+            g, op,
+            view->backward_node(node.forward_op) >= 0
+                ? InputsNeedingGradient(*view, view->backward_node(node.forward_op))
+                : std::vector<bool>{},
+            options);
         break;
       case NodeKind::kBackward:
         seconds = TimeBackward(g, op, InputsNeedingGradient(*view, i), options);

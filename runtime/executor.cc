@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "profiles/signature.h"
+#include "runtime/host_setup.h"
 #include "runtime/torch_ops.h"
 
 namespace placer {
@@ -136,6 +137,7 @@ class TorchExecutor : public Executor {
  private:
   struct LinkQueue {
     std::deque<int> values;
+    std::condition_variable cv;
   };
 
   void StartWorkers();
@@ -165,6 +167,9 @@ class TorchExecutor : public Executor {
   void ReleaseLocked(int value, int d);
   void ReadyLocked(int node);
   void FailLocked(absl::Status s);
+  void SendLocked(int value, int src, int dst);
+  void WakeAllLocked();
+  void MaybeDoneLocked();
   void AddBytesLocked(int d, int64_t bytes, int node);
 
   const TrainingView& view_;
@@ -189,7 +194,9 @@ class TorchExecutor : public Executor {
   // Per-step state, guarded by mu_ (copies_ entries are written under mu_
   // before the node that reads them becomes ready).
   std::mutex mu_;
-  std::condition_variable cv_;
+  // One per device worker, one per link (in LinkQueue), one for Step: each
+  // completion wakes only the threads that have new work.
+  std::vector<std::unique_ptr<std::condition_variable>> device_cv_;
   std::condition_variable done_cv_;
   bool stop_ = false;
   bool running_ = false;
@@ -336,6 +343,9 @@ absl::Status TorchExecutor::Init() {
   pending_.assign(n, 0);
   saved_.assign(graph_.ops().size(), Saved());
   ready_.resize(num_devices_);
+  for (int d = 0; d < num_devices_; ++d) {
+    device_cv_.push_back(std::make_unique<std::condition_variable>());
+  }
   for (int v = 0; v < values; ++v) {
     int src = view_.value(v).producer >= 0
                   ? device_of_node_[view_.value(v).producer]
@@ -350,6 +360,8 @@ absl::Status TorchExecutor::Init() {
 }
 
 void TorchExecutor::StartWorkers() {
+  SetBlasThreads(options_.threads_per_cpu_device);
+  KeepFreedHostMemory();
   for (int d = 0; d < num_devices_; ++d) {
     threads_.emplace_back([this, d] { DeviceWorker(d); });
   }
@@ -364,15 +376,36 @@ void TorchExecutor::StopWorkers() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    WakeAllLocked();
+  }
   for (std::thread& t : threads_) t.join();
   threads_.clear();
 }
 
 void TorchExecutor::FailLocked(absl::Status s) {
   if (failure_.ok()) failure_ = std::move(s);
-  done_cv_.notify_all();
-  cv_.notify_all();
+  WakeAllLocked();
+  MaybeDoneLocked();
+}
+
+void TorchExecutor::WakeAllLocked() {
+  for (auto& cv : device_cv_) cv->notify_all();
+  for (auto& [pair, queue] : links_) queue.cv.notify_all();
+}
+
+void TorchExecutor::MaybeDoneLocked() {
+  if (remaining_nodes_ == 0 || (!failure_.ok() && in_flight_ == 0)) {
+    done_cv_.notify_all();
+  }
+}
+
+void TorchExecutor::SendLocked(int value, int src, int dst) {
+  ++Uses(value, src);
+  LinkQueue& queue = links_.at({src, dst});
+  queue.values.push_back(value);
+  queue.cv.notify_one();
 }
 
 void TorchExecutor::AddBytesLocked(int d, int64_t bytes, int node) {
@@ -390,7 +423,7 @@ void TorchExecutor::AddBytesLocked(int d, int64_t bytes, int node) {
 void TorchExecutor::ReadyLocked(int node) {
   int d = device_of_node_[node];
   ready_[d].push({priority_[node], node});
-  cv_.notify_all();
+  device_cv_[d]->notify_one();
 }
 
 void TorchExecutor::ArriveLocked(int value, int d, torch::Tensor t) {
@@ -412,7 +445,8 @@ void TorchExecutor::DeviceWorker(int d) {
   if (devices_[d].is_cpu()) at::set_num_threads(options_.threads_per_cpu_device);
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stop_ || (running_ && !ready_[d].empty()); });
+    device_cv_[d]->wait(
+        lock, [&] { return stop_ || (running_ && !ready_[d].empty()); });
     if (stop_) return;
     int node = ready_[d].top().second;
     ready_[d].pop();
@@ -447,10 +481,7 @@ void TorchExecutor::DeviceWorker(int d) {
         torch::Tensor t = k < outputs.size() ? outputs[k] : torch::Tensor();
         AddBytesLocked(d, Bytes(t), node);
         for (int e : consumer_devices_[v]) {
-          if (e != d) {
-            ++Uses(v, d);
-            links_.at({d, e}).values.push_back(v);
-          }
+          if (e != d) SendLocked(v, d, e);
         }
         ArriveLocked(v, d, std::move(t));
         if (Uses(v, d) == 0) {  // nobody reads it here
@@ -465,8 +496,7 @@ void TorchExecutor::DeviceWorker(int d) {
     }
     --in_flight_;
     --remaining_nodes_;
-    done_cv_.notify_all();
-    cv_.notify_all();
+    MaybeDoneLocked();
   }
 }
 
@@ -474,7 +504,8 @@ void TorchExecutor::LinkWorker(int src, int dst) {
   LinkQueue& queue = links_.at({src, dst});
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stop_ || (running_ && !queue.values.empty()); });
+    queue.cv.wait(
+        lock, [&] { return stop_ || (running_ && !queue.values.empty()); });
     if (stop_) return;
     int v = queue.values.front();
     queue.values.pop_front();
@@ -498,16 +529,16 @@ void TorchExecutor::LinkWorker(int src, int dst) {
     double seconds = Since(start);
     lock.lock();
     --in_flight_;
-    if (!s.ok()) {
-      FailLocked(s);
+    if (!s.ok()) FailLocked(s);
+    if (!failure_.ok()) {
+      MaybeDoneLocked();
       continue;
     }
     report_.transfers.push_back({v, src, dst, Bytes(copy), seconds});
     AddBytesLocked(dst, Bytes(copy), -1);
     ArriveLocked(v, dst, std::move(copy));
     ReleaseLocked(v, src);
-    done_cv_.notify_all();
-    cv_.notify_all();
+    MaybeDoneLocked();
   }
 }
 
@@ -735,17 +766,14 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
   for (int v = 0; v < values; ++v) {
     if (view_.value(v).kind != ValueKind::kParameter || home_[v] < 0) continue;
     for (int e : consumer_devices_[v]) {
-      if (e != home_[v]) {
-        ++Uses(v, home_[v]);
-        links_.at({home_[v], e}).values.push_back(v);
-      }
+      if (e != home_[v]) SendLocked(v, home_[v], e);
     }
   }
   for (int i = 0; i < n; ++i) {
     if (pending_[i] == 0) ReadyLocked(i);
   }
   running_ = true;
-  cv_.notify_all();
+  WakeAllLocked();
   done_cv_.wait(lock, [&] {
     return remaining_nodes_ == 0 || (!failure_.ok() && in_flight_ == 0);
   });

@@ -61,7 +61,8 @@ struct ExecutorOptions {
   double learning_rate = 0.01;
   double momentum = 0.9;
   uint64_t seed = 1;
-  // Intra-op threads of each CPU device's worker.
+  // Intra-op threads of each CPU device's worker (LibTorch's, and
+  // OpenBLAS's, whose thread count is process-wide: the executor sets it).
   int threads_per_cpu_device = 1;
   // Ready-queue priorities per node (lower first), e.g. the simulation
   // context's; empty: the view's topological order.
