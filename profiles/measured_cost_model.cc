@@ -143,6 +143,16 @@ absl::Status SaveProfile(const MeasuredProfile& p, const std::string& path) {
   return WriteFileAtomically(path, FormatTextOrJson(message, path));
 }
 
+MeasuredProfile MergeProfiles(MeasuredProfile base,
+                              const MeasuredProfile& overlay) {
+  for (const auto& [key, timing] : overlay.ops) base.ops[key] = timing;
+  for (const auto& [key, link] : overlay.links) base.links[key] = link;
+  base.source = base.source.empty()
+                    ? overlay.source
+                    : base.source + "; overlaid with " + overlay.source;
+  return base;
+}
+
 std::unique_ptr<CostModel> NewMeasuredCostModel(
     MeasuredProfile profile, std::unique_ptr<CostModel> fallback) {
   return std::make_unique<MeasuredCostModel>(std::move(profile),

@@ -43,6 +43,12 @@ struct MeasuredProfile {
 // timings at two or more distinct sizes.
 absl::StatusOr<LinkParams> FitLink(const std::vector<LinkSample>& samples);
 
+// `base` with every op timing and link of `overlay` replacing or adding to
+// its own (e.g. times measured inside training steps over times measured
+// one op at a time).
+MeasuredProfile MergeProfiles(MeasuredProfile base,
+                              const MeasuredProfile& overlay);
+
 absl::StatusOr<MeasuredProfile> LoadProfile(const std::string& path);
 absl::Status SaveProfile(const MeasuredProfile& profile,
                          const std::string& path);
