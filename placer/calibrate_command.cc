@@ -157,6 +157,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     } else {
       ProfilerOptions po;
       po.threads = measure.executor.threads_per_cpu_device;
+      po.repeats = absl::GetFlag(FLAGS_repeats);
       absl::StatusOr<ProfileReport> report =
           ProfileCpu(&view, *cluster, po, [&](const std::string& line) {
             std::cerr << "calibrate: " << spec << ": profile: " << line << "\n";

@@ -181,6 +181,48 @@ TEST(CliTest, ProfileThenSimulateWithIt) {
   EXPECT_EQ(RunPlacer("profile --devices gpu -o x").exit_code, 1);
 }
 
+TEST(CliTest, RunTrainsAPlacementAndWritesAProfile) {
+  std::string placement = TmpFile("run_p.json");
+  WriteFile(placement, R"({"assignment": {"top": "/cpu:0", "left": "/cpu:0",
+      "right": "/cpu:1", "join": "/cpu:0"}})");
+  std::string profile = TmpFile("run_profile.pbtxt");
+  RunResult r = RunPlacer(
+      "run zoo:diamond --batch 8 --hidden 16 --cluster cpu2 --steps 3 "
+      "--warmup 1 --json --placement " + placement + " --profile-out " +
+      profile);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::string json = r.out.substr(0, r.out.find('\n'));
+  google::protobuf::Struct s = Json(json);
+  EXPECT_GT(Number(s, "measured_step_seconds"), 0);
+  EXPECT_GT(Number(s, "simulated_step_seconds"), 0);
+  ASSERT_EQ(s.fields().at("losses").list_value().values_size(), 4);
+  // The same batch every step: the loss falls.
+  const auto& losses = s.fields().at("losses").list_value();
+  EXPECT_LT(losses.values(3).number_value(), losses.values(0).number_value());
+  // The profile it wrote drives the simulator.
+  RunResult sim = RunPlacer(
+      "simulate zoo:diamond --batch 8 --hidden 16 --cluster cpu2 --json "
+      "--placement " + placement + " --profile " + profile);
+  ASSERT_EQ(sim.exit_code, 0) << sim.out;
+  EXPECT_EQ(Number(Json(sim.out), "inaccurate_ops"), 0);
+  // A placement that does not fit the model is named.
+  std::string bad = TmpFile("run_bad.json");
+  WriteFile(bad, R"({"assignment": {"top": "/cpu:0"}})");
+  RunResult missing = RunPlacer(
+      "run zoo:diamond --batch 8 --hidden 16 --cluster cpu2 --placement " + bad);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.out, HasSubstr("left"));
+}
+
+TEST(CliTest, CalibrateReportsErrorAndRankCorrelation) {
+  RunResult r = RunPlacer(
+      "calibrate zoo:wide:batch=8,hidden=32 --cluster cpu2 --placements 4 "
+      "--steps 2 --warmup 1 --repeats 1 --budget 1 --evaluations 20");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("all models: 4 placements"));
+  EXPECT_THAT(r.out, HasSubstr("Spearman rho"));
+}
+
 TEST(CliTest, PlacementFileErrorsNameTheProblem) {
   std::string missing = TmpFile("missing.json");
   WriteFile(missing, R"({"assignment": {"top": "/cpu:0", "left": "/cpu:0"}})");
