@@ -397,6 +397,10 @@ absl::Status Importer::PrepareInferenceModel() {
     for (int64_t d : init.dims()) n *= d;
     if (n <= kMaxFoldedElements && !IsExternal(init)) {
       *t = init;
+      // Floating-point initializers are weights (or may be): what is
+      // computed from them changes as training updates them, so it is
+      // never folded into a constant. Shape arithmetic is integral.
+      if (IsFloatingPoint(DataTypeFromOnnx(init.data_type()))) continue;
       if (auto v = ToFolded(*ToTensorData(init))) {
         constants_[init.name()] = std::move(*v);
       }

@@ -149,8 +149,8 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     absl::StatusOr<LoadedModel> model =
         LoadModel(UserPath(spec), *import_options, ZooParamsFromFlags());
     if (!model.ok()) return Fail(model.status());
-    if (absl::Status s = CheckRunnable(model->graph); !s.ok()) return Fail(s);
-    TrainingView view = BuildTrainingView(model->graph);
+      TrainingView view = BuildTrainingView(model->graph);
+    if (absl::Status s = CheckRunnable(view); !s.ok()) return Fail(s);
     MeasuredProfile profile;
     if (given) {
       profile = *given;

@@ -35,9 +35,9 @@ int RunCommand(const std::vector<std::string>& args) {
   absl::StatusOr<Cluster> cluster =
       LoadUserCluster(cluster_spec.empty() ? "cpu2" : cluster_spec);
   if (!cluster.ok()) return Fail(cluster.status());
-  if (absl::Status s = CheckRunnable(model->graph); !s.ok()) return Fail(s);
 
   TrainingView view = BuildTrainingView(model->graph);
+  if (absl::Status s = CheckRunnable(view); !s.ok()) return Fail(s);
   absl::StatusOr<std::unique_ptr<CostModel>> costs = CostModelFromFlags();
   if (!costs.ok()) return Fail(costs.status());
   std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();

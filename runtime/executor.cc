@@ -67,13 +67,17 @@ torch::Tensor InitParameter(const Graph& g, const Tensor& t,
                (2 * bound) -
            bound;
   }
+  // Scales are 1: a normalization's scale input, or a vector that
+  // multiplies (a decomposed LayerNorm's weight); other vectors are 0.
   for (int c : t.consumers) {
     const Op& op = g.op(c);
+    bool scale = op.op_type == "Mul";
     if ((op.op_type == "BatchNormalization" ||
          op.op_type == "LayerNormalization") &&
         op.inputs.size() > 1 && g.tensor(op.inputs[1]).name == t.name) {
-      return torch::ones(t.shape, torch::TensorOptions().dtype(type));
+      scale = true;
     }
+    if (scale) return torch::ones(t.shape, torch::TensorOptions().dtype(type));
   }
   return torch::zeros(t.shape, torch::TensorOptions().dtype(type));
 }
@@ -561,7 +565,10 @@ absl::Status TorchExecutor::RunForward(int i, std::vector<torch::Tensor>* output
   const int d = device_of_node_[i];
   const Op& op = graph_.op(node.forward_op);
   std::vector<torch::Tensor> results;
-  if (AllOutputsFolded(graph_, op)) {
+  // Folded outputs stand for the op unless a gradient flows through it
+  // (an Identity of a weight folds to the weight's initial value).
+  if (AllOutputsFolded(graph_, op) &&
+      view_.backward_node(node.forward_op) < 0) {
     for (int out : op.outputs) {
       if (out < 0) {
         results.emplace_back();
@@ -809,10 +816,14 @@ absl::StatusOr<torch::Tensor> TorchExecutor::Resident(
 
 }  // namespace
 
-absl::Status CheckRunnable(const Graph& graph) {
+absl::Status CheckRunnable(const TrainingView& view) {
+  const Graph& graph = view.forward();
   std::vector<std::string> missing;
-  for (const Op& op : graph.ops()) {
-    if (!HasTorchKernel(op.domain, op.op_type) && !AllOutputsFolded(graph, op)) {
+  for (size_t i = 0; i < graph.ops().size(); ++i) {
+    const Op& op = graph.op(i);
+    if (!HasTorchKernel(op.domain, op.op_type) &&
+        (!AllOutputsFolded(graph, op) ||
+         view.backward_node(static_cast<int>(i)) >= 0)) {
       missing.push_back(absl::StrCat("'", op.key, "' (",
                                      op.domain.empty() ? "" : op.domain + ":",
                                      op.op_type, ")"));
@@ -863,7 +874,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
           cluster.num_devices()));
     }
   }
-  if (absl::Status s = CheckRunnable(g); !s.ok()) return s;
+  if (absl::Status s = CheckRunnable(view); !s.ok()) return s;
   absl::StatusOr<std::vector<torch::Device>> devices = TorchDevices(cluster);
   if (!devices.ok()) return devices.status();
   auto executor = std::make_unique<TorchExecutor>(view, cluster, placement,

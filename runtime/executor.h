@@ -28,8 +28,8 @@
 //    batch is fed every step, so the loss of a learnable model falls.
 //  - Parameters come from the initializers, or, when the file has no data
 //    (external data left out), from a seeded initialization (uniform in
-//    +-1/sqrt(fan-in) for matrices and kernels; normalization scales 1;
-//    other vectors 0).
+//    +-1/sqrt(fan-in) for matrices and kernels; normalization scales and
+//    vectors that multiply 1; other vectors 0).
 //  - Memory per device is tracked as the simulator counts it (resident
 //    parameters and momentum, inputs and constants where read, values from
 //    their production to their last use there); a step that goes over a
@@ -106,9 +106,10 @@ class Executor {
       absl::string_view name) const = 0;
 };
 
-// Every op of `graph` that the executor cannot run (no LibTorch kernel and
-// outputs not folded to constants); OK when there is none.
-absl::Status CheckRunnable(const Graph& graph);
+// Every op of the view that the executor cannot run (no LibTorch kernel,
+// and outputs not folded to constants or a gradient flowing through it);
+// OK when there is none.
+absl::Status CheckRunnable(const TrainingView& view);
 
 // The torch device of each cluster device: CPU devices map to the CPU,
 // GPUs to cuda:0, cuda:1, ... in cluster order. An error when the cluster

@@ -1,5 +1,6 @@
 #include "runtime/torch_ops.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <optional>
@@ -261,6 +262,117 @@ Result SoftmaxCrossEntropyLoss(const Op& op, const Tensors& in) {
   return out;
 }
 
+Result Slice(const Op& op, const Tensors& in) {
+  // Opset >= 10: starts, ends, axes, steps as inputs; opset 1: attributes.
+  std::vector<int64_t> starts = Present(in, 1) ? IntsOf(in[1]) : op.IntsAttribute("starts");
+  std::vector<int64_t> ends = Present(in, 2) ? IntsOf(in[2]) : op.IntsAttribute("ends");
+  std::vector<int64_t> axes = Present(in, 3) ? IntsOf(in[3]) : op.IntsAttribute("axes");
+  std::vector<int64_t> steps = Present(in, 4) ? IntsOf(in[4]) : std::vector<int64_t>();
+  if (starts.size() != ends.size()) return Unsupported(op, "starts and ends differ in length");
+  torch::Tensor x = in[0];
+  const int64_t rank = x.dim();
+  for (size_t k = 0; k < starts.size(); ++k) {
+    int64_t axis = axes.empty() ? static_cast<int64_t>(k) : Axis(axes[k], rank);
+    int64_t step = steps.empty() ? 1 : steps[k];
+    if (step <= 0) return Unsupported(op, "non-positive slice steps");
+    int64_t n = x.size(axis);
+    int64_t start = starts[k] < 0 ? starts[k] + n : starts[k];
+    int64_t end = ends[k] < 0 ? ends[k] + n : ends[k];
+    start = std::clamp<int64_t>(start, 0, n);
+    end = std::clamp<int64_t>(end, 0, n);
+    x = x.slice(axis, start, std::max(start, end), step);
+  }
+  return Tensors{x};
+}
+
+// ReduceMean/Sum/Max/Min: axes from the attribute (or input 1 for
+// ReduceSum >= 13 and the others >= 18), keepdims default 1.
+template <int kKind>
+Result Reduce(const Op& op, const Tensors& in) {
+  std::vector<int64_t> axes = AxesOf(op, in, 1);
+  bool keep = op.IntAttribute("keepdims", 1) != 0;
+  const int64_t rank = in[0].dim();
+  if (axes.empty()) {
+    if (op.IntAttribute("noop_with_empty_axes", 0) != 0) return Tensors{in[0]};
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  for (int64_t& a : axes) a = Axis(a, rank);
+  torch::Tensor x = in[0];
+  switch (kKind) {
+    case 0: return Tensors{x.mean(axes, keep)};
+    case 1: return Tensors{x.sum(axes, keep)};
+    case 2: return Tensors{x.amax(axes, keep)};
+    default: return Tensors{x.amin(axes, keep)};
+  }
+}
+
+Result Trilu(const Op& op, const Tensors& in) {
+  int64_t k = Present(in, 1) ? IntsOf(in[1])[0] : 0;
+  return Tensors{op.IntAttribute("upper", 1) != 0 ? torch::triu(in[0], k)
+                                                  : torch::tril(in[0], k)};
+}
+
+Result Expand(const Op&, const Tensors& in) {
+  std::vector<int64_t> shape = IntsOf(in[1]);
+  // ONNX broadcasts both ways: a 1 in `shape` keeps the input's size.
+  const int64_t rank = std::max<int64_t>(in[0].dim(), shape.size());
+  std::vector<int64_t> out(rank, 1);
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t a = d - (rank - in[0].dim());
+    int64_t b = d - (rank - static_cast<int64_t>(shape.size()));
+    int64_t sa = a >= 0 ? in[0].size(a) : 1, sb = b >= 0 ? shape[b] : 1;
+    out[d] = sa == 1 ? sb : sa;
+  }
+  return Tensors{in[0].expand(out)};
+}
+
+Result Equal(const Op&, const Tensors& in) { return Tensors{torch::eq(in[0], in[1])}; }
+Result Less(const Op&, const Tensors& in) { return Tensors{torch::lt(in[0], in[1])}; }
+Result Greater(const Op&, const Tensors& in) { return Tensors{torch::gt(in[0], in[1])}; }
+Result Not(const Op&, const Tensors& in) { return Tensors{torch::logical_not(in[0])}; }
+Result Max(const Op&, const Tensors& in) {
+  torch::Tensor y = in[0];
+  for (size_t k = 1; k < in.size(); ++k) y = torch::maximum(y, in[k]);
+  return Tensors{y};
+}
+Result Min(const Op&, const Tensors& in) {
+  torch::Tensor y = in[0];
+  for (size_t k = 1; k < in.size(); ++k) y = torch::minimum(y, in[k]);
+  return Tensors{y};
+}
+
+Result Clip(const Op& op, const Tensors& in) {
+  c10::optional<c10::Scalar> lo, hi;
+  if (Present(in, 1)) lo = in[1].item();
+  if (Present(in, 2)) hi = in[2].item();
+  if (const AttributeValue* a = op.FindAttribute("min")) lo = a->f;
+  if (const AttributeValue* a = op.FindAttribute("max")) hi = a->f;
+  return Tensors{torch::clamp(in[0], lo, hi)};
+}
+
+Result LeakyRelu(const Op& op, const Tensors& in) {
+  const AttributeValue* a = op.FindAttribute("alpha");
+  return Tensors{torch::leaky_relu(in[0], a != nullptr ? a->f : 0.01)};
+}
+
+Result ConstantOfShape(const Op& op, const Tensors& in) {
+  std::vector<int64_t> shape = IntsOf(in[0]);
+  const AttributeValue* v = op.FindAttribute("value");
+  if (v != nullptr && v->tensor != nullptr) {
+    absl::StatusOr<torch::Tensor> t = TensorFromData(*v->tensor);
+    if (!t.ok()) return t.status();
+    return Tensors{t->reshape({}).expand(shape).clone()};
+  }
+  return Tensors{torch::zeros(shape)};
+}
+
+Result Range(const Op&, const Tensors& in) {
+  return Tensors{torch::arange(in[0].item(), in[1].item(), in[2].item(),
+                               torch::TensorOptions().dtype(in[0].scalar_type()))};
+}
+
+Result Tile(const Op&, const Tensors& in) { return Tensors{in[0].repeat(IntsOf(in[1]))}; }
+
 Result Dropout(const Op& op, const Tensors& in) {
   const AttributeValue* ratio = op.FindAttribute("ratio");
   double p = Present(in, 1) ? in[1].item<double>()
@@ -335,6 +447,24 @@ const absl::flat_hash_map<std::string, Kernel>& Kernels() {
       {"Cast", Cast},
       {"Where", Where},
       {"Shape", Shape},
+      {"Slice", Slice},
+      {"ReduceMean", Reduce<0>},
+      {"ReduceSum", Reduce<1>},
+      {"ReduceMax", Reduce<2>},
+      {"ReduceMin", Reduce<3>},
+      {"Trilu", Trilu},
+      {"Expand", Expand},
+      {"Equal", Equal},
+      {"Less", Less},
+      {"Greater", Greater},
+      {"Not", Not},
+      {"Max", Max},
+      {"Min", Min},
+      {"Clip", Clip},
+      {"LeakyRelu", LeakyRelu},
+      {"ConstantOfShape", ConstantOfShape},
+      {"Range", Range},
+      {"Tile", Tile},
   };
   return *kernels;
 }
