@@ -89,5 +89,38 @@ TEST(TorchOpsTest, UnknownOpIsAnError) {
             absl::StatusCode::kUnimplemented);
 }
 
+TEST(TorchOpsTest, SliceWithNegativeEndsAndSteps) {
+  Op op = MakeOp("Slice", 5, 1);
+  torch::Tensor x = torch::arange(10, torch::kFloat).reshape({2, 5});
+  auto out = RunTorchOp(op, {x, torch::tensor({1}), torch::tensor({-1}),
+                             torch::tensor({1}), torch::tensor({2})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(torch::equal((*out)[0], torch::tensor({{1.0f, 3.0f}, {6.0f, 8.0f}})));
+}
+
+TEST(TorchOpsTest, ReduceMeanKeepsDimsByDefault) {
+  Op op = MakeOp("ReduceMean", 1, 1);
+  SetInts(op, "axes", {-1});
+  auto out = RunTorchOp(op, {torch::tensor({{1.0f, 3.0f}, {5.0f, 7.0f}})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(torch::equal((*out)[0], torch::tensor({{2.0f}, {6.0f}})));
+}
+
+TEST(TorchOpsTest, ExpandBroadcastsBothWays) {
+  Op op = MakeOp("Expand", 2, 1);
+  auto out = RunTorchOp(op, {torch::tensor({{1.0f}, {2.0f}}), torch::tensor({1, 3})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(torch::equal((*out)[0], torch::tensor({{1.0f, 1.0f, 1.0f},
+                                                     {2.0f, 2.0f, 2.0f}})));
+}
+
+TEST(TorchOpsTest, TriluLowerWithDiagonalOffset) {
+  Op op = MakeOp("Trilu", 2, 1);
+  SetInt(op, "upper", 0);
+  auto out = RunTorchOp(op, {torch::ones({2, 2}), torch::tensor({int64_t{-1}})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(torch::equal((*out)[0], torch::tensor({{0.0f, 0.0f}, {1.0f, 0.0f}})));
+}
+
 }  // namespace
 }  // namespace placer
