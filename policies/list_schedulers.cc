@@ -301,12 +301,17 @@ class MSctPolicy : public PlacementPolicy {
         objective(n + m + 1, 0);
     for (int e = 0; e < m; ++e) col_ub[n + e] = 1;
     objective[w] = 1;
-    CoinPackedMatrix matrix(false, 0, 0);
-    matrix.setDimensions(0, n + m + 1);
+    // Rows are collected in arrays and the matrix built once (appending
+    // rows to a CoinPackedMatrix one by one reallocates it every time).
+    std::vector<CoinBigIndex> row_start = {0};
+    std::vector<int> row_index;
+    std::vector<double> row_value;
     std::vector<double> row_lb, row_ub;
     auto add_row = [&](const std::vector<int>& idx,
                        const std::vector<double>& val, double lb) {
-      matrix.appendRow(static_cast<int>(idx.size()), idx.data(), val.data());
+      row_index.insert(row_index.end(), idx.begin(), idx.end());
+      row_value.insert(row_value.end(), val.begin(), val.end());
+      row_start.push_back(static_cast<CoinBigIndex>(row_index.size()));
       row_lb.push_back(lb);
       row_ub.push_back(inf);
     };
@@ -329,6 +334,13 @@ class MSctPolicy : public PlacementPolicy {
                 static_cast<double>(list->size()) - 1);
       }
     }
+    const int rows = static_cast<int>(row_lb.size());
+    std::vector<int> row_length(rows);
+    for (int r = 0; r < rows; ++r) row_length[r] = row_start[r + 1] - row_start[r];
+    CoinPackedMatrix matrix(/*colordered=*/false, n + m + 1, rows,
+                            static_cast<CoinBigIndex>(row_index.size()),
+                            row_value.data(), row_index.data(),
+                            row_start.data(), row_length.data());
     ClpSimplex lp;
     lp.setLogLevel(0);
     lp.loadProblem(matrix, col_lb.data(), col_ub.data(), objective.data(),
