@@ -11,54 +11,14 @@
 #include <string>
 
 #include "benchmark/benchmark.h"
-#include "graph/onnx_import.h"
-#include "graph/training_view.h"
-#include "placer/simulator.h"
+#include "benchmarks/large_view.h"
 #include "policies/policy.h"
-#include "profiles/cluster.h"
-#include "profiles/cost_model.h"
-#include "zoo/zoo.h"
 
 namespace placer {
 namespace {
 
-struct Setup {
-  Graph graph;
-  TrainingView view;
-  Cluster cluster;
-  std::unique_ptr<CostModel> costs;
-  std::unique_ptr<ReadyOrder> order;
-  std::unique_ptr<SimulationContext> context;
-  Placement layers;
-};
-
-const Setup& Get() {
-  static Setup* s = [] {
-    auto* s = new Setup;
-    zoo::ZooParams p;
-    p.weights = false;
-    p.seq_len = 220;
-    s->graph = *ImportOnnxModel(*zoo::BuildZooModel("gnmt8", p), "gnmt8", {});
-    s->view = BuildTrainingView(s->graph);
-    s->cluster = *LoadCluster("h100x8");
-    s->costs = NewRooflineCostModel();
-    s->order = NewCriticalPathReadyOrder();
-    s->context = std::make_unique<SimulationContext>(SimulationContext::Create(
-        s->view, s->cluster, *s->costs, *s->order));
-    const int n = static_cast<int>(s->graph.ops().size());
-    const int devices = s->cluster.num_devices();
-    s->layers.device_of_op.resize(n);
-    for (int k = 0; k < n; ++k) {
-      s->layers.device_of_op[s->graph.topological_order()[k]] =
-          k * devices / n;
-    }
-    return s;
-  }();
-  return *s;
-}
-
 void BM_Simulate(benchmark::State& state) {
-  const Setup& s = Get();
+  const LargeView& s = GetLargeView("h100x8");
   for (auto _ : state) {
     absl::StatusOr<SimulationResult> r = Simulate(*s.context, s.layers);
     benchmark::DoNotOptimize(r);
@@ -68,7 +28,7 @@ void BM_Simulate(benchmark::State& state) {
 BENCHMARK(BM_Simulate)->Unit(benchmark::kMillisecond);
 
 void BM_Place(benchmark::State& state, const std::string& name) {
-  const Setup& s = Get();
+  const LargeView& s = GetLargeView("h100x8");
   PolicyInput input{s.view, s.cluster, *s.costs, *s.context};
   PolicyOptions options;
   for (auto _ : state) {

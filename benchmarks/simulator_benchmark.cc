@@ -7,46 +7,22 @@
 #include <random>
 
 #include "benchmark/benchmark.h"
-#include "graph/onnx_import.h"
-#include "graph/training_view.h"
-#include "placer/simulator.h"
-#include "profiles/cluster.h"
-#include "profiles/cost_model.h"
-#include "zoo/zoo.h"
+#include "benchmarks/large_view.h"
 
 namespace placer {
 namespace {
 
 struct Setup {
-  Graph graph;
-  TrainingView view;
-  Cluster cluster;
-  std::unique_ptr<CostModel> costs;
-  std::unique_ptr<ReadyOrder> order;
-  std::unique_ptr<SimulationContext> context;
-  Placement layers, random;
+  const LargeView& large;
+  Placement random;
 };
 
 const Setup& Get() {
   static Setup* s = [] {
-    auto* s = new Setup;
-    zoo::ZooParams p;
-    p.weights = false;
-    p.seq_len = 220;
-    s->graph = *ImportOnnxModel(*zoo::BuildZooModel("gnmt8", p), "gnmt8", {});
-    s->view = BuildTrainingView(s->graph);
-    s->cluster = *LoadCluster("p100x4");
-    s->costs = NewRooflineCostModel();
-    s->order = NewCriticalPathReadyOrder();
-    s->context = std::make_unique<SimulationContext>(SimulationContext::Create(
-        s->view, s->cluster, *s->costs, *s->order));
-    const int n = static_cast<int>(s->graph.ops().size());
-    s->layers.device_of_op.resize(n);
-    for (int k = 0; k < n; ++k) {
-      s->layers.device_of_op[s->graph.topological_order()[k]] = k * 4 / n;
-    }
+    const LargeView& large = GetLargeView("p100x4");
+    auto* s = new Setup{large, {}};
     std::mt19937 rng(1);
-    s->random.device_of_op.resize(n);
+    s->random.device_of_op.resize(large.graph.ops().size());
     for (int& d : s->random.device_of_op) d = rng() % 4;
     return s;
   }();
@@ -54,7 +30,7 @@ const Setup& Get() {
 }
 
 void BM_LinearPass(benchmark::State& state) {
-  const Setup& s = Get();
+  const LargeView& s = Get().large;
   for (auto _ : state) {
     double total = 0;
     for (int n = 0; n < s.context->num_nodes(); ++n) {
@@ -71,7 +47,7 @@ void BM_LinearPass(benchmark::State& state) {
 BENCHMARK(BM_LinearPass)->Unit(benchmark::kMillisecond);
 
 void Run(benchmark::State& state, const Placement& placement) {
-  const Setup& s = Get();
+  const LargeView& s = Get().large;
   for (auto _ : state) {
     absl::StatusOr<SimulationResult> r = Simulate(*s.context, placement);
     benchmark::DoNotOptimize(r);
@@ -83,7 +59,7 @@ void Run(benchmark::State& state, const Placement& placement) {
 }
 
 void BM_SimulateLayerPlacement(benchmark::State& state) {
-  Run(state, Get().layers);
+  Run(state, Get().large.layers);
 }
 BENCHMARK(BM_SimulateLayerPlacement)->Unit(benchmark::kMillisecond);
 
@@ -93,7 +69,7 @@ void BM_SimulateRandomPlacement(benchmark::State& state) {
 BENCHMARK(BM_SimulateRandomPlacement)->Unit(benchmark::kMillisecond);
 
 void BM_CreateContext(benchmark::State& state) {
-  const Setup& s = Get();
+  const LargeView& s = Get().large;
   for (auto _ : state) {
     SimulationContext c =
         SimulationContext::Create(s.view, s.cluster, *s.costs, *s.order);
