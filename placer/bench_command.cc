@@ -1,5 +1,6 @@
 // placer bench: every policy on every model and cluster, as a Markdown
 // table (stdout and DIR/bench.md) and CSV (DIR/bench.csv).
+#include <filesystem>
 #include <iostream>
 
 #include "absl/flags/flag.h"
@@ -48,6 +49,15 @@ std::string CsvField(std::string s) {
 
 int BenchCommand(const std::vector<std::string>& args) {
   if (!args.empty()) return UsageError("bench takes no positional arguments");
+  // The output folder first, so that minutes of work are not lost to it.
+  const std::string dir = UserPath(absl::GetFlag(FLAGS_out_dir));
+  std::error_code made;
+  std::filesystem::create_directories(dir, made);
+  if (made || !std::filesystem::is_directory(dir)) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        "--out-dir ", dir, ": cannot create the folder",
+        made ? ": " + made.message() : "")));
+  }
   std::vector<std::string> policies = absl::GetFlag(FLAGS_policies);
   if (policies.empty()) {
     for (const PolicyInfo& p : Policies()) policies.push_back(p.name);
@@ -152,7 +162,7 @@ int BenchCommand(const std::vector<std::string>& args) {
         r.status.ok() ? r.result.bytes_moved : 0, r.placement_seconds,
         CsvField(std::string(r.status.message())));
   }
-  std::string dir = UserPath(absl::GetFlag(FLAGS_out_dir));
+  std::cout << md;
   for (const auto& [name, text] :
        {std::pair<std::string, std::string>{"bench.md", md},
         {"bench.csv", csv}}) {
@@ -160,7 +170,6 @@ int BenchCommand(const std::vector<std::string>& args) {
       return Fail(s);
     }
   }
-  std::cout << md;
   return 0;
 }
 
