@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "graph/stable_hash.h"
 #include "policies/device_loads.h"
 #include "policies/group_graph.h"
 #include "policies/policies.h"
@@ -51,15 +52,6 @@ class SinglePolicy : public PlacementPolicy {
   }
 };
 
-uint64_t Fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
 class HashPolicy : public PlacementPolicy {
  public:
   absl::StatusOr<Placement> Place(const PolicyInput& in,
@@ -71,7 +63,7 @@ class HashPolicy : public PlacementPolicy {
       p.device_of_op[g] =
           pinned >= 0 ? pinned
                       : static_cast<int>(
-                            (Fnv1a(in.view.forward().op(g).key) ^ o.seed) %
+                            (StableHash(in.view.forward().op(g).key) ^ o.seed) %
                             devices);
     }
     return Checked(in, o, std::move(p), "hash");

@@ -5,7 +5,7 @@
 #include <functional>
 #include <string_view>
 
-#include "absl/hash/hash.h"
+#include "graph/stable_hash.h"
 
 namespace placer::zoo {
 namespace {
@@ -19,15 +19,6 @@ uint64_t SplitMix64(uint64_t& state) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
-}
-
-uint64_t Fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
 }
 
 onnx::ValueInfoProto MakeValueInfo(const std::string& name, int32_t elem_type,
@@ -119,7 +110,7 @@ std::string OnnxBuilder::Weight(const std::string& name,
     return name;
   }
   const float scale = static_cast<float>(std::sqrt(1.0 / fan_in));
-  uint64_t state = seed_ ^ Fnv1a(name);
+  uint64_t state = seed_ ^ StableHash(name);
   for (int64_t i = 0; i < n; ++i) {
     // 24 random bits -> [-1, 1) -> scaled.
     float u = static_cast<float>(SplitMix64(state) >> 40) * (1.0f / 8388608.0f) - 1.0f;
