@@ -55,8 +55,6 @@ std::vector<double> Ranks(const std::vector<double>& x) {
   return rank;
 }
 
-}  // namespace
-
 // Spearman's rho: Pearson's correlation of the ranks (ties averaged).
 double SpearmanRho(const std::vector<double>& a, const std::vector<double>& b) {
   std::vector<double> ra = Ranks(a), rb = Ranks(b);
@@ -75,18 +73,13 @@ double SpearmanRho(const std::vector<double>& a, const std::vector<double>& b) {
   return va > 0 && vb > 0 ? cov / std::sqrt(va * vb) : 0;
 }
 
-namespace {
-
 double MedianRelativeError(const std::vector<Row>& rows, bool feedback) {
   std::vector<double> e;
   for (const Row& r : rows) {
     double sim = feedback ? r.simulated_feedback : r.simulated;
     e.push_back(std::abs(sim - r.measured) / r.measured);
   }
-  std::sort(e.begin(), e.end());
-  if (e.empty()) return 0;
-  return e.size() % 2 ? e[e.size() / 2]
-                      : 0.5 * (e[e.size() / 2 - 1] + e[e.size() / 2]);
+  return Median(std::move(e));
 }
 
 std::string Summary(const std::string& what, const std::vector<Row>& rows) {
@@ -128,8 +121,6 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   absl::StatusOr<Cluster> cluster =
       LoadUserCluster(cluster_spec.empty() ? "cpu2" : cluster_spec);
   if (!cluster.ok()) return Fail(cluster.status());
-  absl::StatusOr<ImportOptions> import_options = ImportOptionsFromFlags();
-  if (!import_options.ok()) return Fail(import_options.status());
   const int wanted = absl::GetFlag(FLAGS_placements);
   std::optional<MeasuredProfile> given;
   if (std::string path = absl::GetFlag(FLAGS_profile); !path.empty()) {
@@ -146,11 +137,10 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   std::vector<Row> all;
   std::string summaries;
   for (const std::string& spec : args) {
-    absl::StatusOr<LoadedModel> model =
-        LoadModel(UserPath(spec), *import_options, ZooParamsFromFlags());
+    absl::StatusOr<LoadedModel> model = LoadModelFromFlags(spec);
     if (!model.ok()) return Fail(model.status());
       TrainingView view = BuildTrainingView(model->graph);
-    if (absl::Status s = CheckRunnable(view); !s.ok()) return Fail(s);
+    if (absl::Status s = CheckRunnable(model->graph); !s.ok()) return Fail(s);
     MeasuredProfile profile;
     if (given) {
       profile = *given;
@@ -170,10 +160,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
     SimulationContext context =
         SimulationContext::Create(view, *cluster, *costs, *order);
-    measure.executor.priorities.clear();
-    for (int i = 0; i < context.num_nodes(); ++i) {
-      measure.executor.priorities.push_back(context.priority(i));
-    }
+    measure.executor.priorities = context.priorities();
     // Feedback: the node and link times measured inside the steps of one
     // reference placement (random runs with a seed no evaluated placement
     // uses) overlay the op-by-op profile.

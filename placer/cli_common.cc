@@ -108,6 +108,12 @@ zoo::ZooParams ZooParamsFromFlags() {
   return p;
 }
 
+absl::StatusOr<LoadedModel> LoadModelFromFlags(const std::string& spec) {
+  absl::StatusOr<ImportOptions> options = ImportOptionsFromFlags();
+  if (!options.ok()) return options.status();
+  return LoadModel(UserPath(spec), *options, ZooParamsFromFlags());
+}
+
 absl::StatusOr<ImportOptions> ImportOptionsFromFlags() {
   ImportOptions options;
   if (int64_t batch = absl::GetFlag(FLAGS_batch); batch > 0) {

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "graph/onnx_import.h"
+#include "placer/model_source.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
 #include "zoo/zoo.h"
@@ -59,6 +60,9 @@ absl::StatusOr<Cluster> LoadUserCluster(const std::string& spec);
 // The roofline model, or the --profile measurements over it.
 absl::StatusOr<std::unique_ptr<CostModel>> CostModelFromFlags();
 absl::StatusOr<ImportOptions> ImportOptionsFromFlags();
+// LoadModel of a MODEL argument (relative to the user's directory) with
+// the import and zoo flags.
+absl::StatusOr<LoadedModel> LoadModelFromFlags(const std::string& spec);
 
 struct Command {
   const char* name;

@@ -9,10 +9,7 @@ namespace placer {
 
 int InspectCommand(const std::vector<std::string>& args) {
   if (args.size() != 1) return UsageError("inspect takes one MODEL");
-  absl::StatusOr<ImportOptions> options = ImportOptionsFromFlags();
-  if (!options.ok()) return Fail(options.status());
-  absl::StatusOr<LoadedModel> model =
-      LoadModel(UserPath(args[0]), *options, ZooParamsFromFlags());
+  absl::StatusOr<LoadedModel> model = LoadModelFromFlags(args[0]);
   if (!model.ok()) return Fail(model.status());
   InspectReport report =
       placer::Inspect(model->source, model->graph, model->import_seconds);

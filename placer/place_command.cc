@@ -87,10 +87,7 @@ int PlaceCommand(const std::vector<std::string>& args) {
   if (absl::GetFlag(FLAGS_cluster).empty()) {
     return UsageError("place needs --cluster");
   }
-  absl::StatusOr<ImportOptions> import_options = ImportOptionsFromFlags();
-  if (!import_options.ok()) return Fail(import_options.status());
-  absl::StatusOr<LoadedModel> model =
-      LoadModel(UserPath(args[0]), *import_options, ZooParamsFromFlags());
+  absl::StatusOr<LoadedModel> model = LoadModelFromFlags(args[0]);
   if (!model.ok()) return Fail(model.status());
   absl::StatusOr<Cluster> cluster =
       LoadUserCluster(absl::GetFlag(FLAGS_cluster));

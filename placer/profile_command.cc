@@ -31,10 +31,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
   std::optional<LoadedModel> model;
   std::optional<TrainingView> view;
   if (!args.empty()) {
-    absl::StatusOr<ImportOptions> options = ImportOptionsFromFlags();
-    if (!options.ok()) return Fail(options.status());
-    absl::StatusOr<LoadedModel> loaded =
-        LoadModel(UserPath(args[0]), *options, ZooParamsFromFlags());
+    absl::StatusOr<LoadedModel> loaded = LoadModelFromFlags(args[0]);
     if (!loaded.ok()) return Fail(loaded.status());
     model = std::move(*loaded);
     view = BuildTrainingView(model->graph);

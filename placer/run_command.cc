@@ -26,10 +26,7 @@ int RunCommand(const std::vector<std::string>& args) {
   if (args.size() != 1) return UsageError("run takes one MODEL");
   std::string placement_path = absl::GetFlag(FLAGS_placement);
   std::string policy = absl::GetFlag(FLAGS_policy);
-  absl::StatusOr<ImportOptions> import_options = ImportOptionsFromFlags();
-  if (!import_options.ok()) return Fail(import_options.status());
-  absl::StatusOr<LoadedModel> model =
-      LoadModel(UserPath(args[0]), *import_options, ZooParamsFromFlags());
+  absl::StatusOr<LoadedModel> model = LoadModelFromFlags(args[0]);
   if (!model.ok()) return Fail(model.status());
   std::string cluster_spec = absl::GetFlag(FLAGS_cluster);
   absl::StatusOr<Cluster> cluster =
@@ -37,7 +34,7 @@ int RunCommand(const std::vector<std::string>& args) {
   if (!cluster.ok()) return Fail(cluster.status());
 
   TrainingView view = BuildTrainingView(model->graph);
-  if (absl::Status s = CheckRunnable(view); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckRunnable(model->graph); !s.ok()) return Fail(s);
   absl::StatusOr<std::unique_ptr<CostModel>> costs = CostModelFromFlags();
   if (!costs.ok()) return Fail(costs.status());
   std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
@@ -71,9 +68,7 @@ int RunCommand(const std::vector<std::string>& args) {
   options.warmup = absl::GetFlag(FLAGS_warmup);
   options.executor.seed = absl::GetFlag(FLAGS_seed);
   options.executor.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
-  for (int i = 0; i < context.num_nodes(); ++i) {
-    options.executor.priorities.push_back(context.priority(i));
-  }
+  options.executor.priorities = context.priorities();
   absl::StatusOr<std::unique_ptr<Executor>> executor =
       Executor::Create(view, *cluster, placement, options.executor);
   if (!executor.ok()) return Fail(executor.status());

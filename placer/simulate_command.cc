@@ -108,10 +108,7 @@ int SimulateCommand(const std::vector<std::string>& args) {
   if (absl::GetFlag(FLAGS_placement).empty()) {
     return UsageError("simulate needs --placement FILE.json");
   }
-  absl::StatusOr<ImportOptions> options = ImportOptionsFromFlags();
-  if (!options.ok()) return Fail(options.status());
-  absl::StatusOr<LoadedModel> model =
-      LoadModel(UserPath(args[0]), *options, ZooParamsFromFlags());
+  absl::StatusOr<LoadedModel> model = LoadModelFromFlags(args[0]);
   if (!model.ok()) return Fail(model.status());
   absl::StatusOr<Cluster> cluster =
       LoadUserCluster(absl::GetFlag(FLAGS_cluster));

@@ -76,6 +76,7 @@ class SimulationContext {
   }
   double min_node_seconds(int node) const { return min_seconds_[node]; }
   double priority(int node) const { return priority_[node]; }
+  const std::vector<double>& priorities() const { return priority_; }
   int key_rank(int node) const { return key_rank_[node]; }
   const std::vector<int>& control_dependents(int node) const {
     return control_dependents_[node];

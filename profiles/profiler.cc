@@ -74,12 +74,8 @@ absl::StatusOr<double> TimeForward(const Graph& g, const Op& op,
   absl::StatusOr<std::vector<torch::Tensor>> inputs = MakeInputs(g, op);
   if (!inputs.ok()) return inputs.status();
   bool any = false;
-  for (size_t k = 0; k < inputs->size(); ++k) {
-    if (k < needs.size() && needs[k] && (*inputs)[k].defined() &&
-        (*inputs)[k].is_floating_point()) {
-      (*inputs)[k] = (*inputs)[k].detach().requires_grad_(true);
-      any = true;
-    }
+  for (const torch::Tensor& leaf : MakeGradientLeaves(*inputs, needs)) {
+    any |= leaf.defined();
   }
   std::optional<torch::NoGradGuard> no_grad;
   if (!any) no_grad.emplace();
@@ -97,12 +93,8 @@ absl::StatusOr<double> TimeBackward(const Graph& g, const Op& op,
   absl::StatusOr<std::vector<torch::Tensor>> inputs = MakeInputs(g, op);
   if (!inputs.ok()) return inputs.status();
   std::vector<torch::Tensor> wrt;
-  for (size_t k = 0; k < inputs->size(); ++k) {
-    if (k < needs.size() && needs[k] && (*inputs)[k].defined() &&
-        (*inputs)[k].is_floating_point()) {
-      (*inputs)[k] = (*inputs)[k].detach().requires_grad_(true);
-      wrt.push_back((*inputs)[k]);
-    }
+  for (const torch::Tensor& leaf : MakeGradientLeaves(*inputs, needs)) {
+    if (leaf.defined()) wrt.push_back(leaf);
   }
   if (wrt.empty()) return 0.0;
   return Median(o.warmup, o.repeats, [&]() -> absl::StatusOr<double> {

@@ -191,7 +191,7 @@ class TorchExecutor : public Executor {
   std::vector<torch::Tensor> momentum_;         // per value (parameters)
   std::vector<torch::Tensor> seed_grad_;        // per tensor: loss gradient
   std::vector<torch::Tensor> targets_;          // per tensor: labels/targets
-  std::vector<int> node_order_;                 // view order position
+  std::vector<std::vector<bool>> needs_gradient_;  // per op, by input
   std::vector<std::vector<int>> control_dependents_;
   std::vector<int64_t> resident_bytes_;         // per device
 
@@ -226,15 +226,18 @@ absl::Status TorchExecutor::Init() {
   const int n = static_cast<int>(view_.nodes().size());
   const int values = static_cast<int>(view_.values().size());
   priority_ = options_.priorities;
-  node_order_.assign(n, 0);
-  for (size_t k = 0; k < view_.topological_order().size(); ++k) {
-    node_order_[view_.topological_order()[k]] = static_cast<int>(k);
-  }
   if (priority_.empty()) {
     priority_.resize(n);
-    for (int i = 0; i < n; ++i) priority_[i] = node_order_[i];
+    for (size_t k = 0; k < view_.topological_order().size(); ++k) {
+      priority_[view_.topological_order()[k]] = static_cast<double>(k);
+    }
   } else if (static_cast<int>(priority_.size()) != n) {
     return absl::InvalidArgumentError("executor: priorities must cover every node");
+  }
+  needs_gradient_.assign(graph_.ops().size(), {});
+  for (size_t op = 0; op < graph_.ops().size(); ++op) {
+    int backward = view_.backward_node(static_cast<int>(op));
+    if (backward >= 0) needs_gradient_[op] = InputsNeedingGradient(view_, backward);
   }
   control_dependents_.assign(n, {});
   for (int i = 0; i < n; ++i) {
@@ -565,10 +568,9 @@ absl::Status TorchExecutor::RunForward(int i, std::vector<torch::Tensor>* output
   const int d = device_of_node_[i];
   const Op& op = graph_.op(node.forward_op);
   std::vector<torch::Tensor> results;
-  // Folded outputs stand for the op unless a gradient flows through it
-  // (an Identity of a weight folds to the weight's initial value).
-  if (AllOutputsFolded(graph_, op) &&
-      view_.backward_node(node.forward_op) < 0) {
+  // Folded outputs stand for the op (the importer folds nothing computed
+  // from weights, so no gradient flows through such an op).
+  if (AllOutputsFolded(graph_, op)) {
     for (int out : op.outputs) {
       if (out < 0) {
         results.emplace_back();
@@ -584,17 +586,9 @@ absl::Status TorchExecutor::RunForward(int i, std::vector<torch::Tensor>* output
       inputs.push_back(in < 0 ? torch::Tensor()
                               : Present(value_of_tensor_[in], d));
     }
-    int backward = view_.backward_node(node.forward_op);
-    if (backward >= 0) {
-      std::vector<bool> needs = InputsNeedingGradient(view_, backward);
+    if (view_.backward_node(node.forward_op) >= 0) {
       Saved& saved = saved_[node.forward_op];
-      saved.leaves.assign(inputs.size(), torch::Tensor());
-      for (size_t k = 0; k < inputs.size(); ++k) {
-        if (needs[k] && inputs[k].defined() && inputs[k].is_floating_point()) {
-          inputs[k] = inputs[k].detach().requires_grad_(true);
-          saved.leaves[k] = inputs[k];
-        }
-      }
+      saved.leaves = MakeGradientLeaves(inputs, needs_gradient_[node.forward_op]);
       absl::StatusOr<std::vector<torch::Tensor>> out = RunTorchOp(op, inputs);
       if (!out.ok()) return out.status();
       saved.outputs = *out;
@@ -816,14 +810,10 @@ absl::StatusOr<torch::Tensor> TorchExecutor::Resident(
 
 }  // namespace
 
-absl::Status CheckRunnable(const TrainingView& view) {
-  const Graph& graph = view.forward();
+absl::Status CheckRunnable(const Graph& graph) {
   std::vector<std::string> missing;
-  for (size_t i = 0; i < graph.ops().size(); ++i) {
-    const Op& op = graph.op(i);
-    if (!HasTorchKernel(op.domain, op.op_type) &&
-        (!AllOutputsFolded(graph, op) ||
-         view.backward_node(static_cast<int>(i)) >= 0)) {
+  for (const Op& op : graph.ops()) {
+    if (!HasTorchKernel(op.domain, op.op_type) && !AllOutputsFolded(graph, op)) {
       missing.push_back(absl::StrCat("'", op.key, "' (",
                                      op.domain.empty() ? "" : op.domain + ":",
                                      op.op_type, ")"));
@@ -874,7 +864,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
           cluster.num_devices()));
     }
   }
-  if (absl::Status s = CheckRunnable(view); !s.ok()) return s;
+  if (absl::Status s = CheckRunnable(g); !s.ok()) return s;
   absl::StatusOr<std::vector<torch::Device>> devices = TorchDevices(cluster);
   if (!devices.ok()) return devices.status();
   auto executor = std::make_unique<TorchExecutor>(view, cluster, placement,

@@ -106,10 +106,9 @@ class Executor {
       absl::string_view name) const = 0;
 };
 
-// Every op of the view that the executor cannot run (no LibTorch kernel,
-// and outputs not folded to constants or a gradient flowing through it);
-// OK when there is none.
-absl::Status CheckRunnable(const TrainingView& view);
+// Every op of `graph` that the executor cannot run (no LibTorch kernel and
+// outputs not folded to constants); OK when there is none.
+absl::Status CheckRunnable(const Graph& graph);
 
 // The torch device of each cluster device: CPU devices map to the CPU,
 // GPUs to cuda:0, cuda:1, ... in cluster order. An error when the cluster

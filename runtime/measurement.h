@@ -43,6 +43,9 @@ struct Measurement {
   std::vector<MeasuredTransfer> transfers;  // of the measured steps
 };
 
+// The median (the mean of the middle two for an even count); 0 for none.
+double Median(std::vector<double> values);
+
 // `progress` (may be empty) is called after each step.
 absl::StatusOr<Measurement> MeasureSteps(
     Executor& executor, const MeasureOptions& options,

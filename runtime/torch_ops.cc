@@ -507,6 +507,18 @@ absl::StatusOr<torch::Tensor> TensorFromData(const TensorData& data) {
   return t;
 }
 
+std::vector<torch::Tensor> MakeGradientLeaves(std::vector<torch::Tensor>& inputs,
+                                              const std::vector<bool>& needs) {
+  std::vector<torch::Tensor> leaves(inputs.size());
+  for (size_t k = 0; k < inputs.size() && k < needs.size(); ++k) {
+    if (needs[k] && inputs[k].defined() && inputs[k].is_floating_point()) {
+      inputs[k] = inputs[k].detach().requires_grad_(true);
+      leaves[k] = inputs[k];
+    }
+  }
+  return leaves;
+}
+
 bool HasTorchKernel(absl::string_view domain, absl::string_view op_type) {
   if (!domain.empty() && domain != "ai.onnx") return false;
   return Kernels().contains(op_type);

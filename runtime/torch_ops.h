@@ -27,6 +27,13 @@ bool HasTorchKernel(absl::string_view domain, absl::string_view op_type);
 absl::StatusOr<std::vector<torch::Tensor>> RunTorchOp(
     const Op& op, const std::vector<torch::Tensor>& inputs);
 
+// Turns the inputs that get a gradient (needs[k], defined, floating point)
+// into autograd leaves, in place, as the executor runs a forward op whose
+// backward follows; returns the leaves by input position (undefined where
+// none).
+std::vector<torch::Tensor> MakeGradientLeaves(std::vector<torch::Tensor>& inputs,
+                                              const std::vector<bool>& needs);
+
 // A torch tensor holding `data` (a copy), or an error for types torch
 // cannot hold.
 absl::StatusOr<torch::Tensor> TensorFromData(const TensorData& data);
