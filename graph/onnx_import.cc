@@ -230,6 +230,9 @@ std::optional<FoldedValue> ConstantNodeValue(const Op& op) {
   return std::nullopt;
 }
 
+// No tensor of a real model comes near this; above it, counts overflow.
+constexpr int64_t kMaxTensorBytes = int64_t{1} << 50;
+
 std::string DescribeOp(const Graph& g, int index) {
   const Op& op = g.op(index);
   return absl::StrCat("node '", op.key, "' (", op.op_type, ", index ", index,
@@ -627,6 +630,25 @@ absl::Status Importer::ApplyShapes(Graph& graph) {
       return Error(absl::StrCat("unresolved shape: tensor '", t.name,
                                 "' written by ", DescribeOp(graph, i), ": ",
                                 what, hint));
+    }
+  }
+
+  // Absurd dimensions would overflow every byte and FLOP count after this.
+  for (const Tensor& t : tensors) {
+    if (!t.shape_known) continue;
+    int64_t bytes = std::max<int64_t>(1, DataTypeBytes(t.dtype));
+    bool overflow = false;
+    for (int64_t d : t.shape) {
+      overflow |= d < 0 || __builtin_mul_overflow(bytes, d, &bytes);
+    }
+    if (overflow || bytes > kMaxTensorBytes) {
+      return Error(absl::StrCat(
+          "tensor '", t.name, "'",
+          t.producer >= 0 ? absl::StrCat(" written by ",
+                                         DescribeOp(graph, t.producer))
+                          : std::string(),
+          " has shape [", absl::StrJoin(t.shape, ","),
+          "]: more than 2^50 bytes (1 PiB); the dimensions are absurd"));
     }
   }
 

@@ -127,6 +127,18 @@ TEST(OnnxImportTest, InputShapeFlagOverridesAndValidates) {
   EXPECT_THAT(bad.status().message(), HasSubstr("'nope'"));
 }
 
+TEST(OnnxImportErrorTest, AbsurdDimensionsAreAnErrorNotAnOverflow) {
+  // [1e17, 4] floats would overflow int64 byte counts.
+  absl::StatusOr<Graph> g =
+      ImportOnnxModel(MatMulRelu(), "m", Batch(100000000000000000));
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(g.status().message(), HasSubstr("tensor 'x'"));
+  EXPECT_THAT(g.status().message(), HasSubstr("absurd"));
+  // Large but countable is fine: 2^40 x 4 floats is 16 TiB.
+  EXPECT_TRUE(ImportOnnxModel(MatMulRelu(), "m", Batch(int64_t{1} << 40)).ok());
+}
+
 TEST(OnnxImportTest, UnknownOpIsKeptAndFlagged) {
   onnx::ModelProto m = MatMulRelu();
   auto* g = m.mutable_graph();
