@@ -82,13 +82,8 @@ absl::StatusOr<LinkParams> FitLink(const std::vector<LinkSample>& samples) {
   return LinkParams{std::max(0.0, intercept), 1.0 / slope};
 }
 
-absl::StatusOr<MeasuredProfile> LoadProfile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFileToString(path);
-  if (!text.ok()) return text.status();
-  proto::Profile message;
-  if (absl::Status s = ParseTextOrJson(*text, path, &message); !s.ok()) {
-    return s;
-  }
+absl::StatusOr<MeasuredProfile> ProfileFromProto(const proto::Profile& message,
+                                                 const std::string& source) {
   MeasuredProfile p;
   p.source = message.source();
   for (int i = 0; i < message.ops_size(); ++i) {
@@ -96,7 +91,7 @@ absl::StatusOr<MeasuredProfile> LoadProfile(const std::string& path) {
     if (!(t.seconds() >= 0) || t.signature().empty() ||
         t.device_kind() == proto::DEVICE_KIND_UNSPECIFIED) {
       return absl::InvalidArgumentError(absl::StrCat(
-          path, ": ops[", i, "] needs a signature, a device_kind and "
+          source, ": ops[", i, "] needs a signature, a device_kind and "
           "seconds >= 0"));
     }
     DeviceKind kind =
@@ -107,7 +102,8 @@ absl::StatusOr<MeasuredProfile> LoadProfile(const std::string& path) {
     const proto::LinkFit& l = message.links(i);
     if (!(l.bandwidth() > 0) || !(l.latency_seconds() >= 0)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          path, ": links[", i, "] needs a positive bandwidth and latency >= 0"));
+          source, ": links[", i,
+          "] needs a positive bandwidth and latency >= 0"));
     }
     MeasuredLink link{{l.latency_seconds(), l.bandwidth()}, {}};
     for (const proto::LinkSample& s : l.samples()) {
@@ -118,7 +114,7 @@ absl::StatusOr<MeasuredProfile> LoadProfile(const std::string& path) {
   return p;
 }
 
-absl::Status SaveProfile(const MeasuredProfile& p, const std::string& path) {
+proto::Profile ProfileToProto(const MeasuredProfile& p) {
   proto::Profile message;
   message.set_source(p.source);
   for (const auto& [key, value] : p.ops) {
@@ -140,7 +136,21 @@ absl::Status SaveProfile(const MeasuredProfile& p, const std::string& path) {
       out->set_seconds(s.seconds);
     }
   }
-  return WriteFileAtomically(path, FormatTextOrJson(message, path));
+  return message;
+}
+
+absl::StatusOr<MeasuredProfile> LoadProfile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  proto::Profile message;
+  if (absl::Status s = ParseTextOrJson(*text, path, &message); !s.ok()) {
+    return s;
+  }
+  return ProfileFromProto(message, path);
+}
+
+absl::Status SaveProfile(const MeasuredProfile& p, const std::string& path) {
+  return WriteFileAtomically(path, FormatTextOrJson(ProfileToProto(p), path));
 }
 
 MeasuredProfile MergeProfiles(MeasuredProfile base,

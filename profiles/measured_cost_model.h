@@ -20,6 +20,10 @@
 
 namespace placer {
 
+namespace proto {
+class Profile;
+}  // namespace proto
+
 struct LinkSample {
   int64_t bytes = 0;
   double seconds = 0;
@@ -48,6 +52,12 @@ absl::StatusOr<LinkParams> FitLink(const std::vector<LinkSample>& samples);
 // one op at a time).
 MeasuredProfile MergeProfiles(MeasuredProfile base,
                               const MeasuredProfile& overlay);
+
+// The wire and file form (profiles/profile.proto); `source` names the
+// message in errors.
+absl::StatusOr<MeasuredProfile> ProfileFromProto(const proto::Profile& message,
+                                                 const std::string& source);
+proto::Profile ProfileToProto(const MeasuredProfile& profile);
 
 absl::StatusOr<MeasuredProfile> LoadProfile(const std::string& path);
 absl::Status SaveProfile(const MeasuredProfile& profile,

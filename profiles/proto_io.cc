@@ -1,6 +1,12 @@
 #include "profiles/proto_io.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -74,15 +80,46 @@ std::string FormatTextOrJson(const google::protobuf::Message& message,
 
 absl::Status WriteFileAtomically(const std::string& path,
                                  const std::string& contents) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << contents;
-    if (!out.flush()) return absl::UnavailableError(path + ": cannot write");
+  // A temporary name of its own per writer, so concurrent writers of the
+  // same path never share one; written, flushed to disk, then renamed over
+  // `path` (atomic on POSIX), then the directory entry flushed too.
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".", counter++);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat(path, ": cannot write: ", std::strerror(errno)));
+  }
+  const char* data = contents.data();
+  size_t left = contents.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, data, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return absl::UnavailableError(absl::StrCat(path, ": cannot write: ", why));
+    }
+    data += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return absl::UnavailableError(absl::StrCat(path, ": cannot flush: ", why));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return absl::UnavailableError(path + ": cannot replace the file");
+    std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return absl::UnavailableError(
+        absl::StrCat(path, ": cannot replace the file: ", why));
+  }
+  std::string dir = path.substr(0, path.find_last_of('/') + 1);
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
   }
   return absl::OkStatus();
 }

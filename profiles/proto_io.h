@@ -4,7 +4,9 @@
 //
 // Contract: ParseTextOrJson picks JSON for sources ending in ".json" and
 // protobuf text format otherwise; WriteFileAtomically leaves either the old
-// or the new file, never a torn one.
+// or the new file, never a torn one, even if the process or the machine
+// dies mid-write (the data is on disk before the rename); concurrent writers
+// of one path each leave a whole file.
 #ifndef PLACER_PROFILES_PROTO_IO_H_
 #define PLACER_PROFILES_PROTO_IO_H_
 
