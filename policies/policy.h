@@ -15,6 +15,7 @@
 #define PLACER_POLICIES_POLICY_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -29,6 +30,14 @@
 
 namespace placer {
 
+// How far a search has come: what `on_progress` receives.
+struct SearchProgress {
+  std::string stage;            // the policy or portfolio member running
+  int64_t evaluations = 0;      // simulator calls so far
+  double best_step_seconds = 0; // best valid placement so far; 0: none yet
+  double elapsed_seconds = 0;
+};
+
 struct PolicyOptions {
   uint64_t seed = 1;
   double budget_seconds = 10;
@@ -38,6 +47,14 @@ struct PolicyOptions {
   std::map<int, int> pinned;  // forward op -> device
   // A starting placement for refining policies (local_search).
   std::optional<Placement> initial;
+  // Searches call `should_stop` between evaluations and, when it says so,
+  // return the best placement found so far (a caller's deadline or
+  // cancellation); `on_progress` hears of each improvement and, at most
+  // every progress_interval_seconds, of the search going on. Both may be
+  // empty; both are called on the policy's thread.
+  std::function<bool()> should_stop;
+  std::function<void(const SearchProgress&)> on_progress;
+  double progress_interval_seconds = 0.5;
 };
 
 // What every policy sees. The simulation context is built once by the

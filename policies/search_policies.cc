@@ -30,6 +30,36 @@ std::optional<double> Evaluate(const PolicyInput& in, const PolicyOptions& o,
   return r->step_seconds;
 }
 
+bool StopRequested(const PolicyOptions& o) {
+  return o.should_stop && o.should_stop();
+}
+
+// Reports to o.on_progress: every improvement, and otherwise at most every
+// progress_interval_seconds.
+class ProgressReporter {
+ public:
+  ProgressReporter(const PolicyOptions& o, std::string stage,
+                   Clock::time_point start)
+      : o_(o), stage_(std::move(stage)), start_(start), last_(start) {}
+  void Report(int64_t evaluations, double best_seconds, bool improved) {
+    if (!o_.on_progress) return;
+    Clock::time_point now = Clock::now();
+    if (!improved && std::chrono::duration<double>(now - last_).count() <
+                         o_.progress_interval_seconds) {
+      return;
+    }
+    last_ = now;
+    o_.on_progress({stage_, evaluations, best_seconds,
+                    std::chrono::duration<double>(now - start_).count()});
+  }
+
+ private:
+  const PolicyOptions& o_;
+  std::string stage_;
+  Clock::time_point start_;
+  Clock::time_point last_;
+};
+
 // local_search's start without an initial placement: the shorter simulated
 // step of m_etf's and expert's placements (both place in milliseconds),
 // else heft's, else single's.
@@ -129,8 +159,11 @@ class LocalSearchPolicy : public PlacementPolicy {
     }
     std::mt19937_64 rng(o.seed);
     int64_t evaluations = 0;
+    ProgressReporter progress(o, "local_search", start);
+    progress.Report(0, best, /*improved=*/true);
     while (Since(start) < o.budget_seconds &&
-           (o.max_evaluations <= 0 || evaluations < o.max_evaluations)) {
+           (o.max_evaluations <= 0 || evaluations < o.max_evaluations) &&
+           !StopRequested(o)) {
       auto pick = [&]() {
         if (!critical.empty() && rng() % 3 != 0) {
           return critical[rng() % critical.size()];
@@ -163,12 +196,14 @@ class LocalSearchPolicy : public PlacementPolicy {
       }
       ++evaluations;
       std::optional<double> step = Evaluate(in, o, next);
-      if (step && *step < best) {
+      bool improved = step && *step < best;
+      if (improved) {
         best = *step;
         current = std::move(next);
         absl::StatusOr<SimulationResult> r = Simulate(in.simulation, current);
         if (r.ok()) refresh_critical(*r);
       }
+      progress.Report(evaluations, best, improved);
     }
     return current;
   }
@@ -187,7 +222,16 @@ class BestPolicy : public PlacementPolicy {
     std::optional<Placement> best;
     double best_seconds = 0;
     std::string errors;
+    int64_t evaluations = 0;  // of finished stages
+    auto report = [&](const std::string& stage, int64_t stage_evaluations,
+                      double stage_best) {
+      if (!o.on_progress) return;
+      double b = best ? best_seconds : 0;
+      if (stage_best > 0 && (b == 0 || stage_best < b)) b = stage_best;
+      o.on_progress({stage, evaluations + stage_evaluations, b, Since(start)});
+    };
     auto consider = [&](const Placement& p) {
+      ++evaluations;
       std::optional<double> step = Evaluate(in, o, p);
       if (step && (!best || *step < best_seconds)) {
         best = p;
@@ -196,12 +240,16 @@ class BestPolicy : public PlacementPolicy {
     };
     for (const PolicyInfo& info : Policies()) {
       if (info.name == "best" || info.name == "local_search") continue;
+      // The heuristics cannot stop midway; once one has a placement, a
+      // stop request skips the rest.
+      if (best && StopRequested(o)) break;
       absl::StatusOr<Placement> p = info.make()->Place(in, o);
       if (!p.ok()) {
         absl::StrAppend(&errors, errors.empty() ? "" : "; ", p.status().message());
         continue;
       }
       consider(*p);
+      report(info.name, 0, 0);
     }
     if (!best) {
       return absl::ResourceExhaustedError(
@@ -212,15 +260,24 @@ class BestPolicy : public PlacementPolicy {
     if (own.ok() && own->device_of_op != best->device_of_op) {
       starts.push_back(*own);
     }
-    for (size_t k = 0; k < starts.size(); ++k) {
+    for (size_t k = 0; k < starts.size() && !StopRequested(o); ++k) {
       PolicyOptions refine = o;
       refine.initial = starts[k];
       refine.budget_seconds = std::max(0.0, o.budget_seconds - Since(start)) /
                               static_cast<double>(starts.size() - k);
+      int64_t stage_evaluations = 0;
+      if (o.on_progress) {
+        refine.on_progress = [&](const SearchProgress& p) {
+          stage_evaluations = p.evaluations;
+          report("local_search", p.evaluations, p.best_step_seconds);
+        };
+      }
       absl::StatusOr<Placement> refined =
           NewLocalSearchPolicy()->Place(in, refine);
+      evaluations += stage_evaluations;
       if (refined.ok()) consider(*refined);
     }
+    report("best", 0, 0);
     return *best;
   }
 };

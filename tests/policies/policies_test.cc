@@ -101,6 +101,37 @@ TEST(PoliciesTest, SameSeedSamePlacement) {
   }
 }
 
+// A stop request ends a search early with the best placement so far;
+// progress reports never get worse and count evaluations up.
+TEST(PoliciesTest, SearchesStopOnRequestAndReportProgress) {
+  Scenario s("gnmt2", "p100x4");
+  for (const std::string name : {"local_search", "best"}) {
+    SCOPED_TRACE(name);
+    PolicyOptions o;
+    o.max_evaluations = 0;
+    o.budget_seconds = 600;  // only the stop request ends it
+    std::vector<SearchProgress> seen;
+    o.on_progress = [&](const SearchProgress& p) { seen.push_back(p); };
+    o.progress_interval_seconds = 0;
+    int64_t checks = 0;
+    o.should_stop = [&] { return ++checks > 30; };
+    absl::StatusOr<Placement> p = (*NewPolicy(name))->Place(s.input(), o);
+    ASSERT_TRUE(p.ok()) << p.status();
+    absl::StatusOr<SimulationResult> r = CheckPlacement(s.input(), o, *p);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_FALSE(seen.empty());
+    for (size_t k = 1; k < seen.size(); ++k) {
+      EXPECT_GE(seen[k].evaluations, seen[k - 1].evaluations);
+      if (seen[k - 1].best_step_seconds > 0) {
+        EXPECT_LE(seen[k].best_step_seconds, seen[k - 1].best_step_seconds);
+      }
+    }
+    EXPECT_NEAR(seen.back().best_step_seconds, r->step_seconds,
+                1e-9 * r->step_seconds);
+    EXPECT_LE(seen.back().evaluations, 40);
+  }
+}
+
 // Limits that one device cannot meet but four can: single fails with the
 // device and the overflow; the portfolio spreads the model within limits.
 TEST(PoliciesTest, MemoryTightClusterForcesSpreading) {
