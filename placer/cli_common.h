@@ -87,6 +87,8 @@ int RunCommand(const std::vector<std::string>& args);
 int CalibrateCommand(const std::vector<std::string>& args);
 int PlaceCommand(const std::vector<std::string>& args);
 int BenchCommand(const std::vector<std::string>& args);
+int ServeCommand(const std::vector<std::string>& args);
+int RemoteCommand(const std::vector<std::string>& args);
 
 }  // namespace placer
 

@@ -39,6 +39,16 @@ Usage:
       Profiles each model, then measures and simulates a set of placements
       (every heuristic policy, then seeded random ones): relative error of
       the simulator and Spearman's rank correlation.
+  placer serve [--listen 127.0.0.1:50051] [--state-dir DIR]
+      The placement service over gRPC (placer/service.proto): Place,
+      Simulate, Train (streamed progress), GetPlacement by fingerprint,
+      ReportMeasurement; health and reflection services; --max-searches 2,
+      --max-threads 16, --max-request-mb 256. Loopback unless --listen opens
+      it; with --state-dir the cache and measurements survive restarts.
+  placer remote place|train|simulate MODEL --cluster C [--policy P ...]
+      [--server HOST:PORT] [--deadline S] [-o P.json]
+  placer remote get FINGERPRINT | remote report FINGERPRINT --step-seconds a,b
+      The same as RPCs to a placer serve (default 127.0.0.1:50051).
   placer zoo list
       The built-in benchmark models and their default sizes.
   placer zoo export NAME -o FILE.onnx [--batch N --layers N ...]
@@ -56,6 +66,8 @@ int main(int argc, char** argv) {
                         {{"bench", placer::BenchCommand},
                          {"inspect", placer::InspectCommand},
                          {"place", placer::PlaceCommand},
+                         {"remote", placer::RemoteCommand},
+                         {"serve", placer::ServeCommand},
                          {"simulate", placer::SimulateCommand},
                          {"zoo", placer::ZooCommand}},
                         {"calibrate", "profile", "run"}, "placer_torch");

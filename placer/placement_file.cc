@@ -15,15 +15,23 @@ absl::StatusOr<Placement> ParsePlacementJson(const std::string& json,
                                              const std::string& source,
                                              const Graph& graph,
                                              const Cluster& cluster) {
-  auto fail = [&](const std::string& message) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": ", message));
-  };
   proto::Placement file;
   auto status = google::protobuf::util::JsonStringToMessage(json, &file);
   if (!status.ok()) {
-    return fail(absl::StrCat("not a placement file: ",
-                             status.message().as_string()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": not a placement file: ",
+                     status.message().as_string()));
   }
+  return PlacementFromProto(file, source, graph, cluster);
+}
+
+absl::StatusOr<Placement> PlacementFromProto(const proto::Placement& file,
+                                             const std::string& source,
+                                             const Graph& graph,
+                                             const Cluster& cluster) {
+  auto fail = [&](const std::string& message) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", message));
+  };
   for (const std::string& d : file.devices()) {
     if (cluster.FindDevice(d) < 0) {
       return fail(absl::StrCat("device '", d, "' is not in cluster '",
@@ -77,9 +85,9 @@ absl::StatusOr<Placement> ReadPlacementFile(const std::string& path,
   return ParsePlacementJson(*json, path, graph, cluster);
 }
 
-std::string PlacementToJson(const Placement& placement, const Graph& graph,
-                            const Cluster& cluster,
-                            const PlacementInfo& info) {
+proto::Placement PlacementToProto(const Placement& placement,
+                                  const Graph& graph, const Cluster& cluster,
+                                  const PlacementInfo& info) {
   proto::Placement file;
   file.set_model(info.model);
   file.set_policy(info.policy);
@@ -90,6 +98,13 @@ std::string PlacementToJson(const Placement& placement, const Graph& graph,
     assignment[graph.op(i).key] =
         cluster.device(placement.device_of_op[i]).name;
   }
+  return file;
+}
+
+std::string PlacementToJson(const Placement& placement, const Graph& graph,
+                            const Cluster& cluster,
+                            const PlacementInfo& info) {
+  proto::Placement file = PlacementToProto(placement, graph, cluster, info);
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;

@@ -16,6 +16,10 @@
 
 namespace placer {
 
+namespace proto {
+class Placement;
+}  // namespace proto
+
 struct PlacementInfo {
   std::string model;
   std::string policy;
@@ -26,6 +30,15 @@ absl::StatusOr<Placement> ParsePlacementJson(const std::string& json,
                                              const std::string& source,
                                              const Graph& graph,
                                              const Cluster& cluster);
+// The same checks on the message itself (placements sent over the wire).
+absl::StatusOr<Placement> PlacementFromProto(const proto::Placement& message,
+                                             const std::string& source,
+                                             const Graph& graph,
+                                             const Cluster& cluster);
+proto::Placement PlacementToProto(const Placement& placement,
+                                  const Graph& graph, const Cluster& cluster,
+                                  const PlacementInfo& info);
+
 absl::StatusOr<Placement> ReadPlacementFile(const std::string& path,
                                             const Graph& graph,
                                             const Cluster& cluster);

@@ -49,8 +49,8 @@ struct PolicyOptions {
   std::optional<Placement> initial;
   // Searches call `should_stop` between evaluations and, when it says so,
   // return the best placement found so far (a caller's deadline or
-  // cancellation); `on_progress` hears of each improvement and, at most
-  // every progress_interval_seconds, of the search going on. Both may be
+  // cancellation); `on_progress` hears how the search goes at most
+  // every progress_interval_seconds, and once when it ends. Both may be
   // empty; both are called on the policy's thread.
   std::function<bool()> should_stop;
   std::function<void(const SearchProgress&)> on_progress;

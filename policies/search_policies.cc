@@ -34,30 +34,38 @@ bool StopRequested(const PolicyOptions& o) {
   return o.should_stop && o.should_stop();
 }
 
-// Reports to o.on_progress: every improvement, and otherwise at most every
-// progress_interval_seconds.
+// Reports to o.on_progress at most every progress_interval_seconds, and
+// once more at the end (Final).
 class ProgressReporter {
  public:
   ProgressReporter(const PolicyOptions& o, std::string stage,
                    Clock::time_point start)
       : o_(o), stage_(std::move(stage)), start_(start), last_(start) {}
-  void Report(int64_t evaluations, double best_seconds, bool improved) {
+  void Report(int64_t evaluations, double best_seconds) {
     if (!o_.on_progress) return;
     Clock::time_point now = Clock::now();
-    if (!improved && std::chrono::duration<double>(now - last_).count() <
+    if (reported_ && std::chrono::duration<double>(now - last_).count() <
                          o_.progress_interval_seconds) {
       return;
     }
+    Send(now, evaluations, best_seconds);
+  }
+  void Final(int64_t evaluations, double best_seconds) {
+    if (o_.on_progress) Send(Clock::now(), evaluations, best_seconds);
+  }
+
+ private:
+  void Send(Clock::time_point now, int64_t evaluations, double best_seconds) {
+    reported_ = true;
     last_ = now;
     o_.on_progress({stage_, evaluations, best_seconds,
                     std::chrono::duration<double>(now - start_).count()});
   }
-
- private:
   const PolicyOptions& o_;
   std::string stage_;
   Clock::time_point start_;
   Clock::time_point last_;
+  bool reported_ = false;
 };
 
 // local_search's start without an initial placement: the shorter simulated
@@ -160,7 +168,7 @@ class LocalSearchPolicy : public PlacementPolicy {
     std::mt19937_64 rng(o.seed);
     int64_t evaluations = 0;
     ProgressReporter progress(o, "local_search", start);
-    progress.Report(0, best, /*improved=*/true);
+    progress.Report(0, best);
     while (Since(start) < o.budget_seconds &&
            (o.max_evaluations <= 0 || evaluations < o.max_evaluations) &&
            !StopRequested(o)) {
@@ -196,15 +204,15 @@ class LocalSearchPolicy : public PlacementPolicy {
       }
       ++evaluations;
       std::optional<double> step = Evaluate(in, o, next);
-      bool improved = step && *step < best;
-      if (improved) {
+      if (step && *step < best) {
         best = *step;
         current = std::move(next);
         absl::StatusOr<SimulationResult> r = Simulate(in.simulation, current);
         if (r.ok()) refresh_critical(*r);
       }
-      progress.Report(evaluations, best, improved);
+      progress.Report(evaluations, best);
     }
+    progress.Final(evaluations, best);
     return current;
   }
 };

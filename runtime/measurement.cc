@@ -32,13 +32,6 @@ class ExecutorEvaluator : public StepEvaluator {
 
 }  // namespace
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 absl::StatusOr<Measurement> MeasureSteps(
     Executor& executor, const MeasureOptions& options,
     const std::function<void(int, const StepReport&)>& progress) {

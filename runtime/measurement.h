@@ -23,6 +23,7 @@
 #include "placer/evaluator.h"
 #include "profiles/cluster.h"
 #include "profiles/measured_cost_model.h"
+#include "profiles/statistics.h"  // Median, used with measurements
 #include "runtime/executor.h"
 
 namespace placer {
@@ -42,9 +43,6 @@ struct Measurement {
   std::vector<double> node_seconds;    // per node, median
   std::vector<MeasuredTransfer> transfers;  // of the measured steps
 };
-
-// The median (the mean of the middle two for an even count); 0 for none.
-double Median(std::vector<double> values);
 
 // `progress` (may be empty) is called after each step.
 absl::StatusOr<Measurement> MeasureSteps(

@@ -11,6 +11,8 @@ PACKAGES=(
   # Libraries.
   libtorch-dev libopenblas0-pthread libmetis-dev coinor-libclp-dev libonnx-dev libabsl-dev
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
+  # OpenSSL: SHA-256 content fingerprints for the placement service cache.
+  libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 # Re-exporting the PyTorch test fixtures (tests/fixtures/*.py) also needs

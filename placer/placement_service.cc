@@ -1,0 +1,330 @@
+#include "placer/placement_service.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "graph/training_view.h"
+#include "placer/placement_file.h"
+#include "placer/policy_run.h"
+#include "placer/simulator.h"
+#include "profiles/cost_model.h"
+#include "profiles/measured_cost_model.h"
+#include "profiles/profile.pb.h"
+
+namespace placer {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  // absl's codes are gRPC's canonical codes, value for value.
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
+}
+
+bool IsFingerprint(const std::string& s) {
+  return s.size() == 64 &&
+         std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+absl::Status CheckFingerprint(const std::string& fp) {
+  if (IsFingerprint(fp)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "fingerprint: '", fp.substr(0, 80),
+      "' is not 64 lower-case hex digits (a Place answer's fingerprint)"));
+}
+
+// The model's cost model: the roofline, or the cluster's reported profiles
+// over it. `digest` names the profile used.
+absl::StatusOr<std::unique_ptr<CostModel>> CostsFor(
+    const PlacementStore& store, const std::string& cluster_name,
+    bool use_reported_profiles, std::string* digest) {
+  if (!use_reported_profiles) return NewRooflineCostModel();
+  auto profile = store.Profile(cluster_name);
+  if (!profile) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "use_reported_profiles: no profile was reported for cluster '",
+        cluster_name, "' (ReportMeasurement with a profile first)"));
+  }
+  if (digest != nullptr) *digest = profile->second;
+  return NewMeasuredCostModel(std::move(profile->first),
+                              NewRooflineCostModel());
+}
+
+}  // namespace
+
+PlacementServiceImpl::PlacementServiceImpl(PlacementStore* store,
+                                           ServiceOptions options)
+    : store_(store), options_(std::move(options)) {}
+
+bool PlacementServiceImpl::AcquireSlot(grpc::ServerContext* context,
+                                       Clock::time_point deadline) {
+  auto free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return searches_running_ < options_.max_concurrent_searches;
+  };
+  absl::MutexLock lock(&mu_);
+  // Wakes at least every 50 ms to notice a client that went away.
+  while (!mu_.AwaitWithTimeout(absl::Condition(&free), absl::Milliseconds(50))) {
+    if (context->IsCancelled() || Clock::now() >= deadline) return false;
+  }
+  ++searches_running_;
+  return true;
+}
+
+void PlacementServiceImpl::ReleaseSlot() {
+  absl::MutexLock lock(&mu_);
+  --searches_running_;
+}
+
+absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::PlaceOrLookup(
+    grpc::ServerContext* context, const proto::PlaceRequest& request,
+    double progress_interval_seconds,
+    const std::function<void(const SearchProgress&)>& progress) {
+  const Clock::time_point arrived = Clock::now();
+  const Clock::time_point deadline = context->deadline();
+  if (deadline <= arrived) {
+    return absl::DeadlineExceededError("the deadline passed on arrival");
+  }
+  absl::StatusOr<proto::PlaceOptions> options =
+      NormalizeOptions(request.options(), options_.limits);
+  if (!options.ok()) return options.status();
+  absl::StatusOr<proto::Cluster> cluster_message =
+      ResolveClusterSpec(request.cluster());
+  if (!cluster_message.ok()) return cluster_message.status();
+  absl::StatusOr<Cluster> cluster =
+      Cluster::FromProto(*cluster_message, "cluster");
+  if (!cluster.ok()) return cluster.status();
+  if (request.model().source_case() == proto::ModelSpec::SOURCE_NOT_SET) {
+    return absl::InvalidArgumentError(
+        "model: set onnx (a serialized ModelProto) or zoo");
+  }
+  std::string digest;
+  absl::StatusOr<std::unique_ptr<CostModel>> costs =
+      CostsFor(*store_, cluster->name(), options->use_reported_profiles(),
+               &digest);
+  if (!costs.ok()) return costs.status();
+  const std::string fingerprint =
+      PlaceFingerprint(request.model(), *cluster_message, *options, digest);
+
+  if (std::optional<proto::StoredPlacement> hit = store_->Get(fingerprint)) {
+    proto::PlaceResponse response = hit->response();
+    response.set_cached(true);
+    *response.mutable_measured() = Summarize(*hit);
+    return response;
+  }
+
+  // Stop searching with a tenth of the time left (at least 20 ms) to spare
+  // for simulating, storing and answering.
+  const auto left = deadline - arrived;
+  const Clock::time_point stop_at =
+      deadline == Clock::time_point::max()
+          ? deadline
+          : deadline - std::max<Clock::duration>(
+                           std::chrono::milliseconds(20), left / 10);
+  if (!AcquireSlot(context, stop_at)) {
+    if (context->IsCancelled()) return absl::CancelledError("client went away");
+    return absl::DeadlineExceededError(absl::StrCat(
+        "no search slot came free before the deadline (", 
+        options_.max_concurrent_searches, " searches running)"));
+  }
+  struct Release {
+    PlacementServiceImpl* self;
+    ~Release() { self->ReleaseSlot(); }
+  } release{this};
+
+  absl::StatusOr<LoadedModel> model =
+      LoadModelSpec(request.model(), options_.limits);
+  if (!model.ok()) return model.status();
+  if (Clock::now() >= stop_at) {
+    return absl::DeadlineExceededError(
+        "the deadline left no time to place after importing the model");
+  }
+  absl::StatusOr<PolicyOptions> policy_options =
+      ToPolicyOptions(*options, model->graph, *cluster);
+  if (!policy_options.ok()) return policy_options.status();
+  std::atomic<bool> stopped{false};
+  policy_options->should_stop = [&] {
+    if (Clock::now() >= stop_at || context->IsCancelled()) {
+      stopped = true;
+      return true;
+    }
+    return false;
+  };
+  policy_options->on_progress = progress;
+  if (progress_interval_seconds > 0) {
+    policy_options->progress_interval_seconds = progress_interval_seconds;
+  }
+
+  TrainingView view = BuildTrainingView(model->graph);
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  SimulationContext simulation =
+      SimulationContext::Create(view, *cluster, **costs, *order);
+  PolicyInput input{view, *cluster, **costs, simulation};
+  PolicyRun run = RunPolicy(options->policy(), input, *policy_options);
+  if (!run.status.ok()) {
+    if (context->IsCancelled()) return absl::CancelledError("client went away");
+    return run.status;
+  }
+
+  proto::PlaceResponse response;
+  response.set_fingerprint(fingerprint);
+  PlacementInfo info{ModelName(request.model()), options->policy(),
+                     run.result.step_seconds};
+  *response.mutable_placement() =
+      PlacementToProto(run.placement, model->graph, *cluster, info);
+  *response.mutable_report() = ToReport(run.result, *cluster);
+  response.set_placement_seconds(run.placement_seconds);
+  response.set_stopped_at_deadline(stopped);
+  if (!stopped) {
+    proto::StoredPlacement entry;
+    *entry.mutable_response() = response;
+    entry.set_cluster_name(cluster->name());
+    if (absl::Status s = store_->Put(fingerprint, entry); !s.ok()) {
+      return absl::InternalError(
+          absl::StrCat("placed, but could not store it: ", s.message()));
+    }
+  }
+  return response;
+}
+
+grpc::Status PlacementServiceImpl::Place(grpc::ServerContext* context,
+                                         const proto::PlaceRequest* request,
+                                         proto::PlaceResponse* response) {
+  absl::StatusOr<proto::PlaceResponse> r =
+      PlaceOrLookup(context, *request, 0, {});
+  if (!r.ok()) return ToGrpc(r.status());
+  *response = std::move(*r);
+  return grpc::Status::OK;
+}
+
+grpc::Status PlacementServiceImpl::Train(
+    grpc::ServerContext* context, const proto::TrainRequest* request,
+    grpc::ServerWriter<proto::TrainUpdate>* writer) {
+  if (!(request->progress_interval_seconds() >= 0)) {
+    return ToGrpc(absl::InvalidArgumentError(
+        "progress_interval_seconds: must be >= 0"));
+  }
+  auto progress = [&](const SearchProgress& p) {
+    proto::TrainUpdate update;
+    proto::TrainProgress* out = update.mutable_progress();
+    out->set_stage(p.stage);
+    out->set_evaluations(p.evaluations);
+    out->set_best_step_seconds(p.best_step_seconds);
+    out->set_elapsed_seconds(p.elapsed_seconds);
+    writer->Write(update);  // false when the client left: should_stop sees it
+  };
+  absl::StatusOr<proto::PlaceResponse> r = PlaceOrLookup(
+      context, request->place(), request->progress_interval_seconds(),
+      progress);
+  if (!r.ok()) return ToGrpc(r.status());
+  proto::TrainUpdate last;
+  *last.mutable_result() = std::move(*r);
+  writer->Write(last);
+  return grpc::Status::OK;
+}
+
+grpc::Status PlacementServiceImpl::Simulate(
+    grpc::ServerContext* context, const proto::SimulateRequest* request,
+    proto::SimulateResponse* response) {
+  (void)context;
+  absl::StatusOr<proto::Cluster> cluster_message =
+      ResolveClusterSpec(request->cluster());
+  if (!cluster_message.ok()) return ToGrpc(cluster_message.status());
+  absl::StatusOr<Cluster> cluster =
+      Cluster::FromProto(*cluster_message, "cluster");
+  if (!cluster.ok()) return ToGrpc(cluster.status());
+  absl::StatusOr<std::unique_ptr<CostModel>> costs = CostsFor(
+      *store_, cluster->name(), request->use_reported_profiles(), nullptr);
+  if (!costs.ok()) return ToGrpc(costs.status());
+  absl::StatusOr<LoadedModel> model =
+      LoadModelSpec(request->model(), options_.limits);
+  if (!model.ok()) return ToGrpc(model.status());
+  absl::StatusOr<Placement> placement = PlacementFromProto(
+      request->placement(), "placement", model->graph, *cluster);
+  if (!placement.ok()) return ToGrpc(placement.status());
+  TrainingView view = BuildTrainingView(model->graph);
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  SimulationContext simulation =
+      SimulationContext::Create(view, *cluster, **costs, *order);
+  absl::StatusOr<SimulationResult> result = placer::Simulate(simulation,
+                                                             *placement);
+  if (!result.ok()) return ToGrpc(result.status());
+  *response->mutable_report() = ToReport(*result, *cluster);
+  return grpc::Status::OK;
+}
+
+grpc::Status PlacementServiceImpl::GetPlacement(
+    grpc::ServerContext* context, const proto::GetPlacementRequest* request,
+    proto::PlaceResponse* response) {
+  (void)context;
+  if (absl::Status s = CheckFingerprint(request->fingerprint()); !s.ok()) {
+    return ToGrpc(s);
+  }
+  std::optional<proto::StoredPlacement> hit =
+      store_->Get(request->fingerprint());
+  if (!hit) {
+    return ToGrpc(absl::NotFoundError(absl::StrCat(
+        "fingerprint ", request->fingerprint(), ": no such placement")));
+  }
+  *response = hit->response();
+  response->set_cached(true);
+  *response->mutable_measured() = Summarize(*hit);
+  return grpc::Status::OK;
+}
+
+grpc::Status PlacementServiceImpl::ReportMeasurement(
+    grpc::ServerContext* context,
+    const proto::ReportMeasurementRequest* request,
+    proto::ReportMeasurementResponse* response) {
+  (void)context;
+  if (absl::Status s = CheckFingerprint(request->fingerprint()); !s.ok()) {
+    return ToGrpc(s);
+  }
+  const bool has_profile =
+      request->profile().ops_size() > 0 || request->profile().links_size() > 0;
+  if (request->step_seconds().empty() && !has_profile) {
+    return ToGrpc(absl::InvalidArgumentError(
+        "step_seconds: empty, and no profile either: nothing to report"));
+  }
+  std::vector<double> steps;
+  for (int i = 0; i < request->step_seconds_size(); ++i) {
+    double s = request->step_seconds(i);
+    if (!std::isfinite(s) || s <= 0 || s > 1e6) {
+      return ToGrpc(absl::InvalidArgumentError(absl::StrCat(
+          "step_seconds[", i, "]: ", s, " is not a step time in (0, 1e6] s")));
+    }
+    steps.push_back(s);
+  }
+  std::optional<proto::StoredPlacement> entry =
+      store_->Get(request->fingerprint());
+  if (!entry) {
+    return ToGrpc(absl::NotFoundError(absl::StrCat(
+        "fingerprint ", request->fingerprint(), ": no such placement")));
+  }
+  std::optional<MeasuredProfile> profile;
+  if (has_profile) {
+    absl::StatusOr<MeasuredProfile> p =
+        ProfileFromProto(request->profile(), "profile");
+    if (!p.ok()) return ToGrpc(p.status());
+    if (p->source.empty()) p->source = request->source();
+    profile = std::move(*p);
+  }
+  absl::StatusOr<proto::StoredPlacement> updated = store_->AddMeasurement(
+      request->fingerprint(), steps, request->source());
+  if (!updated.ok()) return ToGrpc(updated.status());
+  if (profile) {
+    if (absl::Status s = store_->AddProfile(entry->cluster_name(), *profile);
+        !s.ok()) {
+      return ToGrpc(s);
+    }
+  }
+  *response->mutable_measured() = Summarize(*updated);
+  return grpc::Status::OK;
+}
+
+}  // namespace placer
