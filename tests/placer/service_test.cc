@@ -1,0 +1,412 @@
+// The placement service end to end over loopback gRPC: placing, the cache
+// surviving a restart, measurements, streamed training, deadlines, the
+// standard health and reflection services, and malformed requests each
+// answered with a clear status while the server keeps serving.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/impl/codegen/client_context.h"
+#include "grpcpp/impl/codegen/rpc_method.h"
+#include "grpcpp/impl/codegen/sync_stream.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "placer/server.h"
+#include "placer/service.grpc.pb.h"
+#include "tests/placer/grpc_health_subset.grpc.pb.h"
+#include "tests/placer/grpc_reflection_subset.pb.h"
+#include "zoo/zoo.h"
+
+namespace placer {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+constexpr char kSmallGnmt[] = "gnmt2:batch=8,seq_len=4,hidden=64,vocab=100";
+
+std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  fs::path dir = fs::path(base != nullptr ? base : "/tmp") / name;
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void StartServer(const std::string& state_dir, ServerOptions options = {}) {
+    options.address = "127.0.0.1:0";
+    options.state_dir = state_dir;
+    absl::StatusOr<std::unique_ptr<PlacementServer>> s =
+        PlacementServer::Start(options);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = proto::PlacementService::NewStub(channel_);
+  }
+  void StopServer() {
+    stub_.reset();
+    channel_.reset();
+    server_.reset();
+  }
+
+  static proto::PlaceRequest SmallRequest(const std::string& policy = "best") {
+    proto::PlaceRequest r;
+    r.mutable_model()->set_zoo(kSmallGnmt);
+    r.mutable_cluster()->set_preset("p100x4");
+    r.mutable_options()->set_policy(policy);
+    r.mutable_options()->set_max_evaluations(60);
+    r.mutable_options()->set_budget_seconds(60);
+    return r;
+  }
+
+  grpc::Status Place(const proto::PlaceRequest& request,
+                     proto::PlaceResponse* response, double deadline = 60) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::microseconds(
+                             static_cast<int64_t>(deadline * 1e6)));
+    return stub_->Place(&context, request, response);
+  }
+
+  grpc::Status Get(const std::string& fingerprint,
+                   proto::PlaceResponse* response) {
+    grpc::ClientContext context;
+    proto::GetPlacementRequest request;
+    request.set_fingerprint(fingerprint);
+    return stub_->GetPlacement(&context, request, response);
+  }
+
+  std::unique_ptr<PlacementServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<proto::PlacementService::Stub> stub_;
+};
+
+TEST_F(ServiceTest, PlacesOverRpcAndReadsItBackFromTheCacheAfterARestart) {
+  const std::string dir = TempDir("service_restart");
+  StartServer(dir);
+  proto::PlaceResponse placed;
+  grpc::Status s = Place(SmallRequest(), &placed);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_FALSE(placed.cached());
+  EXPECT_EQ(placed.fingerprint().size(), 64u);
+  EXPECT_GT(placed.report().step_seconds(), 0);
+  EXPECT_GE(placed.report().step_seconds(),
+            placed.report().lower_bound_seconds());
+  EXPECT_EQ(placed.report().devices_size(), 4);
+  EXPECT_EQ(placed.placement().devices_size(), 4);
+  EXPECT_EQ(placed.placement().policy(), "best");
+  // Every forward op of the model is assigned.
+  zoo::ZooParams p;
+  p.weights = false;
+  p.batch_size = 8;
+  p.seq_len = 4;
+  p.hidden = 64;
+  p.vocab = 100;
+  absl::StatusOr<onnx::ModelProto> model = zoo::BuildZooModel("gnmt2", p);
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ(placed.placement().assignment_size(), model->graph().node_size());
+
+  // Same request again: from the cache, same answer.
+  proto::PlaceResponse again;
+  ASSERT_TRUE(Place(SmallRequest(), &again).ok());
+  EXPECT_TRUE(again.cached());
+  EXPECT_EQ(again.fingerprint(), placed.fingerprint());
+
+  // A measurement for it.
+  {
+    grpc::ClientContext context;
+    proto::ReportMeasurementRequest report;
+    report.set_fingerprint(placed.fingerprint());
+    report.add_step_seconds(0.3);
+    report.add_step_seconds(0.1);
+    report.add_step_seconds(0.2);
+    report.set_source("test");
+    proto::ReportMeasurementResponse response;
+    grpc::Status r = stub_->ReportMeasurement(&context, report, &response);
+    ASSERT_TRUE(r.ok()) << r.error_message();
+    EXPECT_EQ(response.measured().count(), 3);
+    EXPECT_DOUBLE_EQ(response.measured().median_step_seconds(), 0.2);
+  }
+
+  StopServer();
+  StartServer(dir);
+  EXPECT_EQ(server_->cached_placements(), 1u);
+  EXPECT_TRUE(server_->warnings().empty());
+  proto::PlaceResponse read;
+  s = Get(placed.fingerprint(), &read);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(read.cached());
+  EXPECT_EQ(read.placement().assignment().size(),
+            placed.placement().assignment().size());
+  for (const auto& [key, device] : placed.placement().assignment()) {
+    EXPECT_EQ(read.placement().assignment().at(key), device) << key;
+  }
+  EXPECT_DOUBLE_EQ(read.report().step_seconds(), placed.report().step_seconds());
+  EXPECT_EQ(read.measured().count(), 3);
+  EXPECT_DOUBLE_EQ(read.measured().median_step_seconds(), 0.2);
+}
+
+TEST_F(ServiceTest, FingerprintsFollowWhatChangesThePlacement) {
+  StartServer("");
+  proto::PlaceResponse a, b, c, d;
+  ASSERT_TRUE(Place(SmallRequest("m_etf"), &a).ok());
+  proto::PlaceRequest seed = SmallRequest("m_etf");
+  seed.mutable_options()->set_seed(2);
+  ASSERT_TRUE(Place(seed, &b).ok());
+  EXPECT_NE(a.fingerprint(), b.fingerprint());
+  // The preset and the same cluster spelled out are one cluster.
+  proto::PlaceRequest named = SmallRequest("m_etf");
+  named.mutable_model()->set_name("my gnmt");
+  ASSERT_TRUE(Place(named, &c).ok());
+  EXPECT_EQ(c.fingerprint(), a.fingerprint());
+  EXPECT_TRUE(c.cached());
+  proto::PlaceRequest tight = SmallRequest("m_etf");
+  (*tight.mutable_options()->mutable_memory_limit_bytes())["/gpu:0"] = 1 << 30;
+  ASSERT_TRUE(Place(tight, &d).ok());
+  EXPECT_NE(d.fingerprint(), a.fingerprint());
+}
+
+TEST_F(ServiceTest, TrainStreamsProgressThenTheResult) {
+  StartServer("");
+  grpc::ClientContext context;
+  proto::TrainRequest request;
+  *request.mutable_place() = SmallRequest("local_search");
+  request.mutable_place()->mutable_options()->set_max_evaluations(200);
+  request.set_progress_interval_seconds(1e-9);  // every evaluation
+  std::unique_ptr<grpc::ClientReader<proto::TrainUpdate>> reader =
+      stub_->Train(&context, request);
+  proto::TrainUpdate update;
+  int progress = 0;
+  double last_best = 0;
+  std::optional<proto::PlaceResponse> result;
+  while (reader->Read(&update)) {
+    if (update.has_result()) {
+      result = update.result();
+      continue;
+    }
+    ++progress;
+    ASSERT_FALSE(result) << "progress after the result";
+    if (last_best > 0) {
+      EXPECT_LE(update.progress().best_step_seconds(), last_best);
+    }
+    last_best = update.progress().best_step_seconds();
+  }
+  grpc::Status s = reader->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_TRUE(result.has_value());
+  EXPECT_GT(progress, 10);
+  EXPECT_NEAR(result->report().step_seconds(), last_best, 1e-12);
+}
+
+// A search with a long budget and a short deadline answers in time with the
+// best placement so far, which is not cached.
+TEST_F(ServiceTest, DeadlineStopsTheSearchWithTheBestSoFar) {
+  StartServer("");
+  proto::PlaceRequest request = SmallRequest("local_search");
+  request.mutable_options()->set_max_evaluations(0);
+  request.mutable_options()->set_budget_seconds(600);
+  proto::PlaceResponse response;
+  grpc::Status s = Place(request, &response, /*deadline=*/1.0);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(response.stopped_at_deadline());
+  EXPECT_GT(response.report().step_seconds(), 0);
+  EXPECT_EQ(response.placement().assignment_size() > 0, true);
+  proto::PlaceResponse cached;
+  EXPECT_EQ(Get(response.fingerprint(), &cached).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServiceTest, HealthAndReflectionServices) {
+  StartServer("");
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  for (const std::string service : {"", "placer.proto.PlacementService"}) {
+    grpc::ClientContext context;
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::Status s = health->Check(&context, request, &response);
+    ASSERT_TRUE(s.ok()) << service << ": " << s.error_message();
+    EXPECT_EQ(response.status(),
+              grpc::health::v1::HealthCheckResponse::SERVING);
+  }
+  // What a generated stub of grpc.reflection.v1alpha.ServerReflection does.
+  grpc::internal::RpcMethod method(
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      grpc::internal::RpcMethod::BIDI_STREAMING, channel_);
+  grpc::ClientContext context;
+  using Request = placer::test::reflection::ServerReflectionRequest;
+  using Response = placer::test::reflection::ServerReflectionResponse;
+  std::unique_ptr<grpc::ClientReaderWriter<Request, Response>> stream(
+      grpc::internal::ClientReaderWriterFactory<Request, Response>::Create(
+          channel_.get(), method, &context));
+  Request request;
+  request.set_list_services("");
+  ASSERT_TRUE(stream->Write(request));
+  stream->WritesDone();
+  Response response;
+  ASSERT_TRUE(stream->Read(&response));
+  std::vector<std::string> names;
+  for (const auto& s : response.list_services_response().service()) {
+    names.push_back(s.name());
+  }
+  EXPECT_THAT(names, ::testing::Contains("placer.proto.PlacementService"));
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(ServiceTest, MalformedRequestsGetClearErrorsAndTheServerKeepsServing) {
+  ServerOptions options;
+  options.max_request_bytes = 1 << 20;
+  options.service.limits.max_ops = 5000;
+  StartServer("", options);
+  struct Case {
+    std::string what;
+    proto::PlaceRequest request;
+    grpc::StatusCode code;
+    std::string message;
+    double deadline = 30;
+  };
+  std::vector<Case> cases;
+  {
+    Case c{"garbage bytes", SmallRequest(), grpc::StatusCode::INVALID_ARGUMENT,
+           "not an ONNX model"};
+    c.request.mutable_model()->set_onnx(std::string(3000, '\x9c'));
+    cases.push_back(c);
+  }
+  {
+    zoo::ZooParams p;
+    p.weights = false;
+    absl::StatusOr<onnx::ModelProto> m = zoo::BuildZooModel("diamond", p);
+    ASSERT_TRUE(m.ok());
+    std::string bytes = m->SerializeAsString();
+    Case c{"a truncated model", SmallRequest(),
+           grpc::StatusCode::INVALID_ARGUMENT, "not an ONNX model"};
+    c.request.mutable_model()->set_onnx(bytes.substr(0, bytes.size() / 2));
+    cases.push_back(c);
+  }
+  {
+    Case c{"absurd dimensions", SmallRequest(),
+           grpc::StatusCode::INVALID_ARGUMENT, "absurd"};
+    c.request.mutable_model()->set_zoo("gnmt2:batch=100000000000000000");
+    cases.push_back(c);
+  }
+  {
+    Case c{"an unknown policy", SmallRequest("sorcery"),
+           grpc::StatusCode::INVALID_ARGUMENT, "unknown policy 'sorcery'"};
+    cases.push_back(c);
+  }
+  {
+    Case c{"an unknown cluster", SmallRequest(),
+           grpc::StatusCode::INVALID_ARGUMENT, "p100x9"};
+    c.request.mutable_cluster()->set_preset("p100x9");
+    cases.push_back(c);
+  }
+  {
+    Case c{"a pin to a missing device", SmallRequest(),
+           grpc::StatusCode::INVALID_ARGUMENT, "options.pinned['nope']"};
+    (*c.request.mutable_options()->mutable_pinned())["nope"] = "/gpu:0";
+    cases.push_back(c);
+  }
+  {
+    Case c{"no model", SmallRequest(), grpc::StatusCode::INVALID_ARGUMENT,
+           "model: set onnx"};
+    c.request.mutable_model()->clear_zoo();
+    cases.push_back(c);
+  }
+  {
+    Case c{"a request over the size limit", SmallRequest(),
+           grpc::StatusCode::RESOURCE_EXHAUSTED, ""};
+    c.request.mutable_model()->set_onnx(std::string(2 << 20, 'x'));
+    cases.push_back(c);
+  }
+  {
+    Case c{"a model over the op limit", SmallRequest(),
+           grpc::StatusCode::RESOURCE_EXHAUSTED, "places at most 5000"};
+    c.request.mutable_model()->set_zoo("gnmt8:seq_len=50,hidden=64,vocab=100");
+    cases.push_back(c);
+  }
+  {
+    Case c{"a memory limit no placement meets", SmallRequest("m_etf"),
+           grpc::StatusCode::RESOURCE_EXHAUSTED, ""};
+    for (const char* d : {"/gpu:0", "/gpu:1", "/gpu:2", "/gpu:3"}) {
+      (*c.request.mutable_options()->mutable_memory_limit_bytes())[d] = 1000;
+    }
+    cases.push_back(c);
+  }
+  {
+    Case c{"a 1 ms deadline", SmallRequest(),
+           grpc::StatusCode::DEADLINE_EXCEEDED, ""};
+    c.request.mutable_options()->set_seed(99);  // not cached
+    c.deadline = 0.001;
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    proto::PlaceResponse response;
+    grpc::Status s = Place(c.request, &response, c.deadline);
+    EXPECT_EQ(s.error_code(), c.code) << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(c.message));
+    // And the server still serves a good request.
+    proto::PlaceResponse good;
+    grpc::Status ok = Place(SmallRequest("expert"), &good);
+    EXPECT_TRUE(ok.ok()) << ok.error_message();
+  }
+  proto::PlaceResponse response;
+  EXPECT_EQ(Get("abc", &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Get(std::string(64, '0'), &response).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  grpc::ClientContext context;
+  proto::ReportMeasurementRequest bad;
+  bad.set_fingerprint(std::string(64, '0'));
+  bad.add_step_seconds(-1);
+  proto::ReportMeasurementResponse reported;
+  grpc::Status s = stub_->ReportMeasurement(&context, bad, &reported);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("step_seconds[0]"));
+}
+
+TEST_F(ServiceTest, ReportedProfilesChangeTheCostModelOnRequest) {
+  StartServer("");
+  proto::PlaceRequest request = SmallRequest("expert");
+  proto::PlaceResponse placed;
+  ASSERT_TRUE(Place(request, &placed).ok());
+  request.mutable_options()->set_use_reported_profiles(true);
+  proto::PlaceResponse refused;
+  EXPECT_EQ(Place(request, &refused).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  // A profile where every link between GPUs is very slow.
+  grpc::ClientContext context;
+  proto::ReportMeasurementRequest report;
+  report.set_fingerprint(placed.fingerprint());
+  for (int a = 0; a < 4; ++a) {
+    for (int b = 0; b < 4; ++b) {
+      if (a == b) continue;
+      proto::LinkFit* link = report.mutable_profile()->add_links();
+      link->set_src(absl::StrCat("/gpu:", a));
+      link->set_dst(absl::StrCat("/gpu:", b));
+      link->set_latency_seconds(0.5);
+      link->set_bandwidth(1e6);
+    }
+  }
+  proto::ReportMeasurementResponse response;
+  grpc::Status s = stub_->ReportMeasurement(&context, report, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  proto::PlaceResponse measured;
+  s = Place(request, &measured);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_NE(measured.fingerprint(), placed.fingerprint());
+  // expert's placement copies between GPUs, now half a second a copy.
+  ASSERT_GT(placed.report().bytes_moved(), 0);
+  EXPECT_GT(measured.report().step_seconds(),
+            placed.report().step_seconds() + 0.5);
+}
+
+}  // namespace
+}  // namespace placer
