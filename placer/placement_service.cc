@@ -111,7 +111,8 @@ absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::PlaceOrLookup(
   const std::string fingerprint =
       PlaceFingerprint(request.model(), *cluster_message, *options, digest);
 
-  if (std::optional<proto::StoredPlacement> hit = store_->Get(fingerprint)) {
+  if (std::shared_ptr<const proto::StoredPlacement> hit =
+          store_->Get(fingerprint)) {
     proto::PlaceResponse response = hit->response();
     response.set_cached(true);
     *response.mutable_measured() = Summarize(*hit);
@@ -258,23 +259,43 @@ grpc::Status PlacementServiceImpl::Simulate(
   return grpc::Status::OK;
 }
 
-grpc::Status PlacementServiceImpl::GetPlacement(
-    grpc::ServerContext* context, const proto::GetPlacementRequest* request,
-    proto::PlaceResponse* response) {
-  (void)context;
-  if (absl::Status s = CheckFingerprint(request->fingerprint()); !s.ok()) {
-    return ToGrpc(s);
+grpc::ServerUnaryReactor* PlacementServiceImpl::GetPlacement(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  proto::GetPlacementRequest parsed;
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (request->Dump(&slices).ok()) {
+    for (const grpc::Slice& s : slices) {
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
   }
-  std::optional<proto::StoredPlacement> hit =
-      store_->Get(request->fingerprint());
-  if (!hit) {
-    return ToGrpc(absl::NotFoundError(absl::StrCat(
-        "fingerprint ", request->fingerprint(), ": no such placement")));
+  if (!parsed.ParseFromString(bytes)) {
+    reactor->Finish(ToGrpc(absl::InvalidArgumentError(
+        "not a GetPlacementRequest message")));
+    return reactor;
   }
-  *response = hit->response();
-  response->set_cached(true);
-  *response->mutable_measured() = Summarize(*hit);
-  return grpc::Status::OK;
+  if (absl::Status s = CheckFingerprint(parsed.fingerprint()); !s.ok()) {
+    reactor->Finish(ToGrpc(s));
+    return reactor;
+  }
+  std::shared_ptr<const std::string> answer =
+      store_->Answer(parsed.fingerprint());
+  if (answer == nullptr) {
+    reactor->Finish(ToGrpc(absl::NotFoundError(absl::StrCat(
+        "fingerprint ", parsed.fingerprint(), ": no such placement"))));
+    return reactor;
+  }
+  // The slice keeps the stored answer alive until gRPC has sent it.
+  auto* keep = new std::shared_ptr<const std::string>(std::move(answer));
+  grpc::Slice slice(
+      const_cast<char*>((*keep)->data()), (*keep)->size(),
+      [](void* p) { delete static_cast<std::shared_ptr<const std::string>*>(p); },
+      keep);
+  *response = grpc::ByteBuffer(&slice, 1);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 grpc::Status PlacementServiceImpl::ReportMeasurement(
@@ -300,7 +321,7 @@ grpc::Status PlacementServiceImpl::ReportMeasurement(
     }
     steps.push_back(s);
   }
-  std::optional<proto::StoredPlacement> entry =
+  std::shared_ptr<const proto::StoredPlacement> entry =
       store_->Get(request->fingerprint());
   if (!entry) {
     return ToGrpc(absl::NotFoundError(absl::StrCat(

@@ -29,7 +29,11 @@ struct ServiceOptions {
   int max_concurrent_searches = 2;
 };
 
-class PlacementServiceImpl final : public proto::PlacementService::Service {
+// GetPlacement, the cache read, is a callback method over raw bytes: it
+// sends the store's serialized answer without parsing or copying it.
+class PlacementServiceImpl final
+    : public proto::PlacementService::WithRawCallbackMethod_GetPlacement<
+          proto::PlacementService::Service> {
  public:
   // `store` outlives the service.
   PlacementServiceImpl(PlacementStore* store, ServiceOptions options);
@@ -43,9 +47,9 @@ class PlacementServiceImpl final : public proto::PlacementService::Service {
   grpc::Status Train(grpc::ServerContext* context,
                      const proto::TrainRequest* request,
                      grpc::ServerWriter<proto::TrainUpdate>* writer) override;
-  grpc::Status GetPlacement(grpc::ServerContext* context,
-                            const proto::GetPlacementRequest* request,
-                            proto::PlaceResponse* response) override;
+  grpc::ServerUnaryReactor* GetPlacement(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   grpc::Status ReportMeasurement(
       grpc::ServerContext* context,
       const proto::ReportMeasurementRequest* request,

@@ -85,7 +85,7 @@ absl::Status PlacementStore::Load() {
               path, ": not a stored placement (skipped, left in place)"));
           continue;
         }
-        placements_[fp] = std::move(entry);
+        placements_[fp] = MakeItem(std::move(entry));
       } else if (absl::EndsWith(name, kProfileSuffix)) {
         proto::StoredProfile stored;
         absl::StatusOr<MeasuredProfile> profile =
@@ -112,12 +112,26 @@ absl::Status PlacementStore::Load() {
   return absl::OkStatus();
 }
 
-std::optional<proto::StoredPlacement> PlacementStore::Get(
+PlacementStore::Item PlacementStore::MakeItem(proto::StoredPlacement entry) {
+  proto::PlaceResponse answer = entry.response();
+  answer.set_cached(true);
+  *answer.mutable_measured() = Summarize(entry);
+  return {std::make_shared<const proto::StoredPlacement>(std::move(entry)),
+          std::make_shared<const std::string>(Serialized(answer))};
+}
+
+std::shared_ptr<const proto::StoredPlacement> PlacementStore::Get(
     const std::string& fingerprint) const {
   absl::MutexLock lock(&mu_);
   auto it = placements_.find(fingerprint);
-  if (it == placements_.end()) return std::nullopt;
-  return it->second;
+  return it == placements_.end() ? nullptr : it->second.entry;
+}
+
+std::shared_ptr<const std::string> PlacementStore::Answer(
+    const std::string& fingerprint) const {
+  absl::MutexLock lock(&mu_);
+  auto it = placements_.find(fingerprint);
+  return it == placements_.end() ? nullptr : it->second.answer;
 }
 
 absl::Status PlacementStore::Put(const std::string& fingerprint,
@@ -130,7 +144,7 @@ absl::Status PlacementStore::Put(const std::string& fingerprint,
       return s;
     }
   }
-  placements_[fingerprint] = entry;
+  placements_[fingerprint] = MakeItem(entry);
   return absl::OkStatus();
 }
 
@@ -143,7 +157,7 @@ absl::StatusOr<proto::StoredPlacement> PlacementStore::AddMeasurement(
     return absl::NotFoundError(
         absl::StrCat("fingerprint ", fingerprint, ": no such placement"));
   }
-  proto::StoredPlacement next = it->second;
+  proto::StoredPlacement next = *it->second.entry;
   for (double s : step_seconds) {
     next.add_measured_step_seconds(s);
     next.add_measurement_sources(source);
@@ -155,7 +169,7 @@ absl::StatusOr<proto::StoredPlacement> PlacementStore::AddMeasurement(
       return s;
     }
   }
-  it->second = next;
+  it->second = MakeItem(next);
   return next;
 }
 

@@ -30,7 +30,13 @@ class PlacementStore {
   static absl::StatusOr<std::unique_ptr<PlacementStore>> Open(
       const std::string& dir);
 
-  std::optional<proto::StoredPlacement> Get(const std::string& fingerprint) const;
+  // Null when absent. Entries are immutable; updates replace them.
+  std::shared_ptr<const proto::StoredPlacement> Get(
+      const std::string& fingerprint) const;
+  // The entry's answer as GetPlacement sends it — a PlaceResponse marked
+  // cached, with the measurement summary — serialized once per change so
+  // that cache hits cost no copying or serializing. Null when absent.
+  std::shared_ptr<const std::string> Answer(const std::string& fingerprint) const;
   absl::Status Put(const std::string& fingerprint,
                    const proto::StoredPlacement& entry);
   // Appends measured step times to a stored placement; NOT_FOUND when the
@@ -59,7 +65,12 @@ class PlacementStore {
   const std::string dir_;
   std::vector<std::string> warnings_;  // written by Open only
   mutable absl::Mutex mu_;
-  std::map<std::string, proto::StoredPlacement> placements_ ABSL_GUARDED_BY(mu_);
+  struct Item {
+    std::shared_ptr<const proto::StoredPlacement> entry;
+    std::shared_ptr<const std::string> answer;
+  };
+  static Item MakeItem(proto::StoredPlacement entry);
+  std::map<std::string, Item> placements_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::pair<MeasuredProfile, std::string>> profiles_
       ABSL_GUARDED_BY(mu_);
 };
