@@ -1,5 +1,6 @@
 // Runs the placer binary as a user would and checks what it prints.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -293,6 +294,68 @@ TEST(CliTest, ZooListNamesEveryModel) {
                            "diamond", "wide"}) {
     EXPECT_THAT(r.out, HasSubstr(name));
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Starts `placer serve` in the background; returns its pid and address.
+std::pair<int, std::string> StartServe(const std::string& state_dir,
+                                       const std::string& log) {
+  RunResult r = RunCommand("placer/placer serve --listen 127.0.0.1:0 "
+                           "--state-dir " + state_dir + " >/dev/null 2>" + log +
+                           " & echo $!");
+  int pid = std::atoi(r.out.c_str());
+  for (int i = 0; i < 200; ++i) {
+    RunResult l = RunCommand("cat " + log);
+    size_t at = l.out.find("listening on ");
+    if (at != std::string::npos) {
+      std::string rest = l.out.substr(at + 13);
+      return {pid, rest.substr(0, rest.find(' '))};
+    }
+    usleep(50000);
+  }
+  return {pid, ""};
+}
+
+TEST(CliTest, ServeThenRemotePlaceTrainSimulateGetAcrossARestart) {
+  std::string dir = TmpFile("serve_state");
+  std::string log = TmpFile("serve.log");
+  RunCommand("rm -rf " + dir);
+  auto [pid, address] = StartServe(dir, log);
+  ASSERT_FALSE(address.empty()) << RunCommand("cat " + log).out;
+  const std::string model =
+      " zoo:gnmt2:batch=8,seq_len=4,hidden=64,vocab=100 --cluster p100x4"
+      " --evaluations 50 --server " + address;
+  std::string out = TmpFile("remote.json");
+  RunResult placed = RunPlacer("remote place" + model + " -o " + out);
+  ASSERT_EQ(placed.exit_code, 0) << placed.out;
+  EXPECT_THAT(placed.out, HasSubstr("placed in"));
+  std::string fp = placed.out.substr(placed.out.find("fingerprint ") + 12, 64);
+  RunResult sim = RunPlacer("remote simulate" + model + " --placement " + out);
+  ASSERT_EQ(sim.exit_code, 0) << sim.out;
+  EXPECT_THAT(sim.out, HasSubstr("simulated step"));
+  RunResult train = RunPlacer("remote train" + model + " --policy local_search --seed 3");
+  ASSERT_EQ(train.exit_code, 0) << train.out;
+  EXPECT_THAT(train.out, HasSubstr("evaluations  best"));
+  RunResult bad = RunPlacer("remote place" + model + " --policy sorcery");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.out, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(bad.out, HasSubstr("unknown policy 'sorcery'"));
+
+  RunCommand("kill -TERM " + std::to_string(pid));
+  for (int i = 0; i < 100 && RunCommand("kill -0 " + std::to_string(pid)).exit_code == 0; ++i) {
+    usleep(50000);
+  }
+  EXPECT_THAT(RunCommand("cat " + log).out, HasSubstr("signal 15"));
+  auto [pid2, address2] = StartServe(dir, log);
+  ASSERT_FALSE(address2.empty());
+  EXPECT_THAT(RunCommand("cat " + log).out, HasSubstr("2 cached placements"));
+  RunResult got = RunPlacer("remote get " + fp + " --server " + address2);
+  EXPECT_EQ(got.exit_code, 0) << got.out;
+  EXPECT_THAT(got.out, HasSubstr("cached"));
+  RunCommand("kill -TERM " + std::to_string(pid2));
 }
 
 }  // namespace
