@@ -42,7 +42,6 @@ Fixture& Shared() {
     auto* f = new Fixture;
     ServerOptions options;
     options.address = "127.0.0.1:0";
-    options.max_threads = 256;
     f->server = std::move(*PlacementServer::Start(options));
     f->address = absl::StrCat("127.0.0.1:", f->server->port());
     f->request.mutable_model()->set_zoo("gnmt4");

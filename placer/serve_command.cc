@@ -13,7 +13,9 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
 ABSL_FLAG(std::string, state_dir, "",
           "serve: directory for the placement cache and reported "
           "measurements (kept across restarts); empty: in memory only.");
-ABSL_FLAG(int32_t, max_threads, 16, "serve: handler threads at most.");
+ABSL_FLAG(int32_t, max_threads, 128,
+          "serve: calls handled at once; more are refused with "
+          "RESOURCE_EXHAUSTED until one finishes.");
 ABSL_FLAG(int32_t, max_searches, 2,
           "serve: placements computed at once (cached answers do not wait).");
 ABSL_FLAG(int32_t, max_request_mb, 256,

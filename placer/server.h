@@ -26,7 +26,10 @@ namespace placer {
 struct ServerOptions {
   std::string address = "127.0.0.1:50051";
   std::string state_dir;  // "": nothing survives a restart
-  int max_threads = 16;
+  // Calls beyond this many at once are refused with RESOURCE_EXHAUSTED
+  // (back-pressure: clients retry later); most wait cheaply for a search
+  // slot or answer from the cache.
+  int max_threads = 128;
   int max_request_bytes = 256 << 20;
   ServiceOptions service;
 };
