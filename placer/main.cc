@@ -66,8 +66,10 @@ int main(int argc, char** argv) {
                         {{"bench", placer::BenchCommand},
                          {"inspect", placer::InspectCommand},
                          {"place", placer::PlaceCommand},
+#if PLACER_WITH_SERVICE
                          {"remote", placer::RemoteCommand},
                          {"serve", placer::ServeCommand},
+#endif
                          {"simulate", placer::SimulateCommand},
                          {"zoo", placer::ZooCommand}},
                         {"calibrate", "profile", "run"}, "placer_torch");

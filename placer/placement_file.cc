@@ -104,13 +104,7 @@ proto::Placement PlacementToProto(const Placement& placement,
 std::string PlacementToJson(const Placement& placement, const Graph& graph,
                             const Cluster& cluster,
                             const PlacementInfo& info) {
-  proto::Placement file = PlacementToProto(placement, graph, cluster, info);
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.add_whitespace = true;
-  (void)google::protobuf::util::MessageToJsonString(file, &json, options);
-  return json;
+  return FormatJson(PlacementToProto(placement, graph, cluster, info));
 }
 
 }  // namespace placer

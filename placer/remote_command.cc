@@ -31,14 +31,6 @@ ABSL_FLAG(bool, use_reported_profiles, false,
 namespace placer {
 namespace {
 
-std::string ToJson(const google::protobuf::Message& m) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions o;
-  o.preserve_proto_field_names = true;
-  o.add_whitespace = true;
-  (void)google::protobuf::util::MessageToJsonString(m, &json, o);
-  return json;
-}
 
 absl::Status FromGrpc(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
@@ -128,7 +120,7 @@ int PrintPlaced(const proto::PlaceResponse& r) {
   if (absl::GetFlag(FLAGS_json)) {
     proto::PlaceResponse copy = r;
     copy.clear_placement();  // the placement goes to -o
-    std::cout << ToJson(copy);
+    std::cout << FormatJson(copy);
   } else {
     std::cout << absl::StrFormat(
         "fingerprint %s\npolicy %s, %s in %.3f s%s\n", r.fingerprint(),
@@ -144,7 +136,7 @@ int PrintPlaced(const proto::PlaceResponse& r) {
     }
   }
   if (std::string out = absl::GetFlag(FLAGS_o); !out.empty()) {
-    absl::Status s = WriteFileAtomically(UserPath(out), ToJson(r.placement()));
+    absl::Status s = WriteFileAtomically(UserPath(out), FormatJson(r.placement()));
     if (!s.ok()) return Fail(s);
     std::cerr << "wrote " << out << "\n";
   }
@@ -233,7 +225,7 @@ int RemoteCommand(const std::vector<std::string>& args) {
         !s.ok()) {
       return Fail(s);
     }
-    std::cout << (absl::GetFlag(FLAGS_json) ? ToJson(response)
+    std::cout << (absl::GetFlag(FLAGS_json) ? FormatJson(response)
                                             : ReportText(response.report()));
     return 0;
   }

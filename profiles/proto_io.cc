@@ -64,14 +64,20 @@ absl::Status ParseTextOrJson(const std::string& text, const std::string& source,
   return absl::OkStatus();
 }
 
+std::string FormatJson(const google::protobuf::Message& message) {
+  std::string text;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &text, options);
+  return text;
+}
+
 std::string FormatTextOrJson(const google::protobuf::Message& message,
                              const std::string& path) {
   std::string text;
   if (absl::EndsWith(path, ".json")) {
-    google::protobuf::util::JsonPrintOptions options;
-    options.add_whitespace = true;
-    options.preserve_proto_field_names = true;
-    (void)google::protobuf::util::MessageToJsonString(message, &text, options);
+    text = FormatJson(message);
   } else {
     google::protobuf::TextFormat::PrintToString(message, &text);
   }

@@ -23,6 +23,9 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 absl::Status ParseTextOrJson(const std::string& text, const std::string& source,
                              google::protobuf::Message* message);
 
+// JSON with the proto field names, indented.
+std::string FormatJson(const google::protobuf::Message& message);
+
 // Text format, or JSON with the proto field names when `path` ends in
 // ".json".
 std::string FormatTextOrJson(const google::protobuf::Message& message,
