@@ -43,7 +43,7 @@ Usage:
       The placement service over gRPC (placer/service.proto): Place,
       Simulate, Train (streamed progress), GetPlacement by fingerprint,
       ReportMeasurement; health and reflection services; --max-searches 2,
-      --max-threads 128, --max-request-mb 256. Loopback unless --listen opens
+      --max-placing 128, --max-threads 128, --max-request-mb 256. Loopback unless --listen opens
       it; with --state-dir the cache and measurements survive restarts.
   placer remote place|train|simulate MODEL --cluster C [--policy P ...]
       [--server HOST:PORT] [--deadline S] [-o P.json]

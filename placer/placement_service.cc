@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -23,6 +24,27 @@ grpc::Status ToGrpc(const absl::Status& s) {
   // absl's codes are gRPC's canonical codes, value for value.
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
                       std::string(s.message()));
+}
+
+bool ParseByteBuffer(const grpc::ByteBuffer& buffer,
+                     google::protobuf::Message* message) {
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) return false;
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return message->ParseFromString(bytes);
+}
+
+// A buffer over `bytes` that keeps them alive until gRPC has sent them.
+grpc::ByteBuffer SharedBytes(std::shared_ptr<const std::string> bytes) {
+  auto* keep = new std::shared_ptr<const std::string>(std::move(bytes));
+  grpc::Slice slice(
+      const_cast<char*>((*keep)->data()), (*keep)->size(),
+      [](void* p) { delete static_cast<std::shared_ptr<const std::string>*>(p); },
+      keep);
+  return grpc::ByteBuffer(&slice, 1);
 }
 
 bool IsFingerprint(const std::string& s) {
@@ -62,7 +84,7 @@ PlacementServiceImpl::PlacementServiceImpl(PlacementStore* store,
                                            ServiceOptions options)
     : store_(store), options_(std::move(options)) {}
 
-bool PlacementServiceImpl::AcquireSlot(grpc::ServerContext* context,
+bool PlacementServiceImpl::AcquireSlot(grpc::ServerContextBase* context,
                                        Clock::time_point deadline) {
   auto free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return searches_running_ < options_.max_concurrent_searches;
@@ -81,44 +103,47 @@ void PlacementServiceImpl::ReleaseSlot() {
   --searches_running_;
 }
 
-absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::PlaceOrLookup(
-    grpc::ServerContext* context, const proto::PlaceRequest& request,
-    double progress_interval_seconds,
-    const std::function<void(const SearchProgress&)>& progress) {
-  const Clock::time_point arrived = Clock::now();
-  const Clock::time_point deadline = context->deadline();
-  if (deadline <= arrived) {
-    return absl::DeadlineExceededError("the deadline passed on arrival");
-  }
+absl::StatusOr<PlacementServiceImpl::Prepared> PlacementServiceImpl::Prepare(
+    const proto::PlaceRequest& request) const {
+  Prepared p;
   absl::StatusOr<proto::PlaceOptions> options =
       NormalizeOptions(request.options(), options_.limits);
   if (!options.ok()) return options.status();
+  p.options = std::move(*options);
   absl::StatusOr<proto::Cluster> cluster_message =
       ResolveClusterSpec(request.cluster());
   if (!cluster_message.ok()) return cluster_message.status();
   absl::StatusOr<Cluster> cluster =
       Cluster::FromProto(*cluster_message, "cluster");
   if (!cluster.ok()) return cluster.status();
+  p.cluster = std::move(*cluster);
   if (request.model().source_case() == proto::ModelSpec::SOURCE_NOT_SET) {
     return absl::InvalidArgumentError(
         "model: set onnx (a serialized ModelProto) or zoo");
   }
   std::string digest;
   absl::StatusOr<std::unique_ptr<CostModel>> costs =
-      CostsFor(*store_, cluster->name(), options->use_reported_profiles(),
+      CostsFor(*store_, p.cluster.name(), p.options.use_reported_profiles(),
                &digest);
   if (!costs.ok()) return costs.status();
-  const std::string fingerprint =
-      PlaceFingerprint(request.model(), *cluster_message, *options, digest);
+  p.costs = std::move(*costs);
+  p.fingerprint =
+      PlaceFingerprint(request.model(), *cluster_message, p.options, digest);
+  return p;
+}
 
-  if (std::shared_ptr<const proto::StoredPlacement> hit =
-          store_->Get(fingerprint)) {
-    proto::PlaceResponse response = hit->response();
-    response.set_cached(true);
-    *response.mutable_measured() = Summarize(*hit);
-    return response;
+absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::Compute(
+    grpc::ServerContextBase* context, const proto::PlaceRequest& request,
+    const Prepared& prepared, double progress_interval_seconds,
+    const std::function<void(const SearchProgress&)>& progress) {
+  const Clock::time_point arrived = Clock::now();
+  const Clock::time_point deadline = context->deadline();
+  if (deadline <= arrived) {
+    return absl::DeadlineExceededError("the deadline passed before placing");
   }
-
+  const proto::PlaceOptions& options = prepared.options;
+  const Cluster& cluster = prepared.cluster;
+  const std::string& fingerprint = prepared.fingerprint;
   // Stop searching with a tenth of the time left (at least 20 ms) to spare
   // for simulating, storing and answering.
   const auto left = deadline - arrived;
@@ -146,7 +171,7 @@ absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::PlaceOrLookup(
         "the deadline left no time to place after importing the model");
   }
   absl::StatusOr<PolicyOptions> policy_options =
-      ToPolicyOptions(*options, model->graph, *cluster);
+      ToPolicyOptions(options, model->graph, cluster);
   if (!policy_options.ok()) return policy_options.status();
   std::atomic<bool> stopped{false};
   policy_options->should_stop = [&] {
@@ -164,9 +189,9 @@ absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::PlaceOrLookup(
   TrainingView view = BuildTrainingView(model->graph);
   std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
   SimulationContext simulation =
-      SimulationContext::Create(view, *cluster, **costs, *order);
-  PolicyInput input{view, *cluster, **costs, simulation};
-  PolicyRun run = RunPolicy(options->policy(), input, *policy_options);
+      SimulationContext::Create(view, cluster, *prepared.costs, *order);
+  PolicyInput input{view, cluster, *prepared.costs, simulation};
+  PolicyRun run = RunPolicy(options.policy(), input, *policy_options);
   if (!run.status.ok()) {
     if (context->IsCancelled()) return absl::CancelledError("client went away");
     return run.status;
@@ -174,17 +199,17 @@ absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::PlaceOrLookup(
 
   proto::PlaceResponse response;
   response.set_fingerprint(fingerprint);
-  PlacementInfo info{ModelName(request.model()), options->policy(),
+  PlacementInfo info{ModelName(request.model()), options.policy(),
                      run.result.step_seconds};
   *response.mutable_placement() =
-      PlacementToProto(run.placement, model->graph, *cluster, info);
-  *response.mutable_report() = ToReport(run.result, *cluster);
+      PlacementToProto(run.placement, model->graph, cluster, info);
+  *response.mutable_report() = ToReport(run.result, cluster);
   response.set_placement_seconds(run.placement_seconds);
   response.set_stopped_at_deadline(stopped);
   if (!stopped) {
     proto::StoredPlacement entry;
     *entry.mutable_response() = response;
-    entry.set_cluster_name(cluster->name());
+    entry.set_cluster_name(cluster.name());
     if (absl::Status s = store_->Put(fingerprint, entry); !s.ok()) {
       return absl::InternalError(
           absl::StrCat("placed, but could not store it: ", s.message()));
@@ -193,14 +218,61 @@ absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::PlaceOrLookup(
   return response;
 }
 
-grpc::Status PlacementServiceImpl::Place(grpc::ServerContext* context,
-                                         const proto::PlaceRequest* request,
-                                         proto::PlaceResponse* response) {
-  absl::StatusOr<proto::PlaceResponse> r =
-      PlaceOrLookup(context, *request, 0, {});
-  if (!r.ok()) return ToGrpc(r.status());
-  *response = std::move(*r);
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* PlacementServiceImpl::Place(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto parsed = std::make_shared<proto::PlaceRequest>();
+  if (!ParseByteBuffer(*request, parsed.get())) {
+    reactor->Finish(ToGrpc(
+        absl::InvalidArgumentError("not a PlaceRequest message")));
+    return reactor;
+  }
+  if (context->deadline() <= Clock::now()) {
+    reactor->Finish(
+        ToGrpc(absl::DeadlineExceededError("the deadline passed on arrival")));
+    return reactor;
+  }
+  absl::StatusOr<Prepared> prepared = Prepare(*parsed);
+  if (!prepared.ok()) {
+    reactor->Finish(ToGrpc(prepared.status()));
+    return reactor;
+  }
+  if (std::shared_ptr<const std::string> answer =
+          store_->Answer(prepared->fingerprint)) {
+    *response = SharedBytes(std::move(answer));
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  // Not cached: the work runs on a thread of its own, so that gRPC's
+  // callback threads keep answering; at most max_placing at once.
+  {
+    absl::MutexLock lock(&mu_);
+    if (placing_ >= options_.max_placing) {
+      reactor->Finish(ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
+          "server busy: ", placing_, " placements queued or running; retry "
+          "later"))));
+      return reactor;
+    }
+    ++placing_;
+  }
+  auto shared = std::make_shared<Prepared>(std::move(*prepared));
+  std::thread([this, context, reactor, response, parsed, shared] {
+    absl::StatusOr<proto::PlaceResponse> r =
+        Compute(context, *parsed, *shared, 0, {});
+    grpc::Status status = ToGrpc(r.status());
+    if (r.ok()) {
+      *response = SharedBytes(
+          std::make_shared<const std::string>(r->SerializeAsString()));
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      --placing_;
+    }
+    // Last: after Finish the call, and with it this service, may go away.
+    reactor->Finish(status);
+  }).detach();
+  return reactor;
 }
 
 grpc::Status PlacementServiceImpl::Train(
@@ -219,9 +291,21 @@ grpc::Status PlacementServiceImpl::Train(
     out->set_elapsed_seconds(p.elapsed_seconds);
     writer->Write(update);  // false when the client left: should_stop sees it
   };
-  absl::StatusOr<proto::PlaceResponse> r = PlaceOrLookup(
-      context, request->place(), request->progress_interval_seconds(),
-      progress);
+  if (context->deadline() <= Clock::now()) {
+    return ToGrpc(absl::DeadlineExceededError("the deadline passed on arrival"));
+  }
+  absl::StatusOr<Prepared> prepared = Prepare(request->place());
+  if (!prepared.ok()) return ToGrpc(prepared.status());
+  absl::StatusOr<proto::PlaceResponse> r;
+  if (std::shared_ptr<const proto::StoredPlacement> hit =
+          store_->Get(prepared->fingerprint)) {
+    r = hit->response();
+    r->set_cached(true);
+    *r->mutable_measured() = Summarize(*hit);
+  } else {
+    r = Compute(context, request->place(), *prepared,
+                request->progress_interval_seconds(), progress);
+  }
   if (!r.ok()) return ToGrpc(r.status());
   proto::TrainUpdate last;
   *last.mutable_result() = std::move(*r);
@@ -264,14 +348,7 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::GetPlacement(
     grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   proto::GetPlacementRequest parsed;
-  std::vector<grpc::Slice> slices;
-  std::string bytes;
-  if (request->Dump(&slices).ok()) {
-    for (const grpc::Slice& s : slices) {
-      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    }
-  }
-  if (!parsed.ParseFromString(bytes)) {
+  if (!ParseByteBuffer(*request, &parsed)) {
     reactor->Finish(ToGrpc(absl::InvalidArgumentError(
         "not a GetPlacementRequest message")));
     return reactor;
@@ -287,13 +364,7 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::GetPlacement(
         "fingerprint ", parsed.fingerprint(), ": no such placement"))));
     return reactor;
   }
-  // The slice keeps the stored answer alive until gRPC has sent it.
-  auto* keep = new std::shared_ptr<const std::string>(std::move(answer));
-  grpc::Slice slice(
-      const_cast<char*>((*keep)->data()), (*keep)->size(),
-      [](void* p) { delete static_cast<std::shared_ptr<const std::string>*>(p); },
-      keep);
-  *response = grpc::ByteBuffer(&slice, 1);
+  *response = SharedBytes(std::move(answer));
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

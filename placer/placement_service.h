@@ -21,26 +21,33 @@
 #include "placer/placement_store.h"
 #include "placer/service.grpc.pb.h"
 #include "placer/service_requests.h"
+#include "profiles/cluster.h"
+#include "profiles/cost_model.h"
 
 namespace placer {
 
 struct ServiceOptions {
   RequestLimits limits;
   int max_concurrent_searches = 2;
+  // Uncached Place calls waiting for a search slot or searching.
+  int max_placing = 128;
 };
 
-// GetPlacement, the cache read, is a callback method over raw bytes: it
-// sends the store's serialized answer without parsing or copying it.
+// GetPlacement and Place are callback methods over raw bytes: a cached
+// answer is the store's serialized one, sent without copying; a Place that
+// must compute runs on a thread of its own (at most max_placing at once,
+// more are refused with RESOURCE_EXHAUSTED).
 class PlacementServiceImpl final
-    : public proto::PlacementService::WithRawCallbackMethod_GetPlacement<
-          proto::PlacementService::Service> {
+    : public proto::PlacementService::WithRawCallbackMethod_Place<
+          proto::PlacementService::WithRawCallbackMethod_GetPlacement<
+              proto::PlacementService::Service>> {
  public:
   // `store` outlives the service.
   PlacementServiceImpl(PlacementStore* store, ServiceOptions options);
 
-  grpc::Status Place(grpc::ServerContext* context,
-                     const proto::PlaceRequest* request,
-                     proto::PlaceResponse* response) override;
+  grpc::ServerUnaryReactor* Place(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
   grpc::Status Simulate(grpc::ServerContext* context,
                         const proto::SimulateRequest* request,
                         proto::SimulateResponse* response) override;
@@ -57,19 +64,29 @@ class PlacementServiceImpl final
 
  private:
   using Clock = std::chrono::system_clock;
-  // The work of Place and Train: `progress` (may be empty) hears the search.
-  absl::StatusOr<proto::PlaceResponse> PlaceOrLookup(
-      grpc::ServerContext* context, const proto::PlaceRequest& request,
-      double progress_interval_seconds,
+  // A request checked, with what it resolves to and its fingerprint.
+  struct Prepared {
+    proto::PlaceOptions options;  // normalized
+    Cluster cluster;
+    std::unique_ptr<CostModel> costs;
+    std::string fingerprint;
+  };
+  absl::StatusOr<Prepared> Prepare(const proto::PlaceRequest& request) const;
+  // Places an uncached request and stores the answer unless the deadline
+  // cut the search short; `progress` (may be empty) hears the search.
+  absl::StatusOr<proto::PlaceResponse> Compute(
+      grpc::ServerContextBase* context, const proto::PlaceRequest& request,
+      const Prepared& prepared, double progress_interval_seconds,
       const std::function<void(const SearchProgress&)>& progress);
   // Waits for a search slot until `deadline`; false when none came.
-  bool AcquireSlot(grpc::ServerContext* context, Clock::time_point deadline);
+  bool AcquireSlot(grpc::ServerContextBase* context, Clock::time_point deadline);
   void ReleaseSlot();
 
   PlacementStore* const store_;
   const ServiceOptions options_;
   absl::Mutex mu_;
   int searches_running_ ABSL_GUARDED_BY(mu_) = 0;
+  int placing_ ABSL_GUARDED_BY(mu_) = 0;  // uncached Place calls
 };
 
 }  // namespace placer

@@ -18,6 +18,9 @@ ABSL_FLAG(int32_t, max_threads, 128,
           "RESOURCE_EXHAUSTED until one finishes.");
 ABSL_FLAG(int32_t, max_searches, 2,
           "serve: placements computed at once (cached answers do not wait).");
+ABSL_FLAG(int32_t, max_placing, 128,
+          "serve: uncached Place calls waiting or searching at once; more "
+          "are refused with RESOURCE_EXHAUSTED (server busy).");
 ABSL_FLAG(int32_t, max_request_mb, 256,
           "serve: largest request accepted, in MiB (RESOURCE_EXHAUSTED above).");
 ABSL_FLAG(int64_t, max_ops, 2000000,
@@ -37,6 +40,7 @@ int ServeCommand(const std::vector<std::string>& args) {
   if (mb < 1 || mb > 2047) return UsageError("--max-request-mb: 1..2047");
   options.max_request_bytes = static_cast<int>(mb << 20);
   options.service.max_concurrent_searches = absl::GetFlag(FLAGS_max_searches);
+  options.service.max_placing = absl::GetFlag(FLAGS_max_placing);
   options.service.limits.max_ops = absl::GetFlag(FLAGS_max_ops);
 
   // SIGINT and SIGTERM are taken by sigwait below, in every thread.

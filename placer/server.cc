@@ -14,10 +14,11 @@ namespace placer {
 absl::StatusOr<std::unique_ptr<PlacementServer>> PlacementServer::Start(
     const ServerOptions& options) {
   if (options.max_threads < 2 || options.max_request_bytes < 1024 ||
-      options.service.max_concurrent_searches < 1) {
+      options.service.max_concurrent_searches < 1 ||
+      options.service.max_placing < 1) {
     return absl::InvalidArgumentError(
-        "server options: max_threads >= 2, max_request_bytes >= 1024 and "
-        "max_concurrent_searches >= 1");
+        "server options: max_threads >= 2, max_request_bytes >= 1024, "
+        "max_concurrent_searches >= 1 and max_placing >= 1");
   }
   std::unique_ptr<PlacementServer> s(new PlacementServer());
   absl::StatusOr<std::unique_ptr<PlacementStore>> store =

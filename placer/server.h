@@ -6,7 +6,9 @@
 // Contract: Start binds `address` (loopback unless the caller opens it;
 // port 0 picks a free port, reported by port()) or fails with the reason;
 // requests over max_request_bytes are refused with RESOURCE_EXHAUSTED;
-// at most max_threads handler threads run at once. Shutdown stops
+// at most max_threads threads handle the synchronous calls (Train,
+// Simulate, ReportMeasurement) at once, and Place and GetPlacement are
+// bounded by the service's own limits. Shutdown stops
 // accepting, lets running calls finish until the grace deadline, and
 // leaves the store consistent on disk.
 #ifndef PLACER_PLACER_SERVER_H_
@@ -26,9 +28,8 @@ namespace placer {
 struct ServerOptions {
   std::string address = "127.0.0.1:50051";
   std::string state_dir;  // "": nothing survives a restart
-  // Calls beyond this many at once are refused with RESOURCE_EXHAUSTED
-  // (back-pressure: clients retry later); most wait cheaply for a search
-  // slot or answer from the cache.
+  // Synchronous calls beyond this many at once are refused with
+  // RESOURCE_EXHAUSTED (back-pressure: clients retry later).
   int max_threads = 128;
   int max_request_bytes = 256 << 20;
   ServiceOptions service;

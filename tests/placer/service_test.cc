@@ -7,6 +7,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -221,6 +222,50 @@ TEST_F(ServiceTest, DeadlineStopsTheSearchWithTheBestSoFar) {
   proto::PlaceResponse cached;
   EXPECT_EQ(Get(response.fingerprint(), &cached).error_code(),
             grpc::StatusCode::NOT_FOUND);
+}
+
+// With one search slot busy, a second uncached request waits for it no
+// longer than its deadline; beyond max_placing the server says it is busy;
+// cached answers are served meanwhile.
+TEST_F(ServiceTest, BoundedSearchesQueueThenRefuse) {
+  ServerOptions options;
+  options.service.max_concurrent_searches = 1;
+  options.service.max_placing = 2;
+  StartServer("", options);
+  proto::PlaceResponse cached;
+  ASSERT_TRUE(Place(SmallRequest("expert"), &cached).ok());
+  auto long_request = [](int seed) {
+    proto::PlaceRequest r = SmallRequest("local_search");
+    r.mutable_options()->set_max_evaluations(0);
+    r.mutable_options()->set_budget_seconds(600);
+    r.mutable_options()->set_seed(seed);
+    return r;
+  };
+  grpc::Status first_status;
+  std::thread first([&] {
+    proto::PlaceResponse r;
+    first_status = Place(long_request(1), &r, /*deadline=*/4.0);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  grpc::Status waiting_status;
+  std::thread waiting([&] {
+    proto::PlaceResponse r;
+    waiting_status = Place(long_request(2), &r, /*deadline=*/1.0);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  proto::PlaceResponse r;
+  grpc::Status busy = Place(long_request(3), &r, /*deadline=*/1.0);
+  EXPECT_EQ(busy.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << busy.error_message();
+  EXPECT_THAT(busy.error_message(), HasSubstr("server busy"));
+  proto::PlaceResponse again;
+  grpc::Status hit = Place(SmallRequest("expert"), &again, /*deadline=*/1.0);
+  EXPECT_TRUE(hit.ok() && again.cached()) << hit.error_message();
+  waiting.join();
+  first.join();
+  EXPECT_EQ(waiting_status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << waiting_status.error_message();
+  EXPECT_TRUE(first_status.ok()) << first_status.error_message();
 }
 
 TEST_F(ServiceTest, HealthAndReflectionServices) {
