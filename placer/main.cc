@@ -43,8 +43,9 @@ Usage:
       The placement service over gRPC (placer/service.proto): Place,
       Simulate, Train (streamed progress), GetPlacement by fingerprint,
       ReportMeasurement; health and reflection services; --max-searches 2,
-      --max-placing 128, --max-threads 128, --max-request-mb 256. Loopback unless --listen opens
-      it; with --state-dir the cache and measurements survive restarts.
+      --max-placing 128, --max-threads 128, --max-request-mb 256. Loopback
+      unless --listen opens it; with --state-dir the cache and measurements
+      survive restarts.
   placer remote place|train|simulate MODEL --cluster C [--policy P ...]
       [--server HOST:PORT] [--deadline S] [-o P.json]
   placer remote get FINGERPRINT | remote report FINGERPRINT --step-seconds a,b
