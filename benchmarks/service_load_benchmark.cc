@@ -184,13 +184,15 @@ BENCHMARK(BM_Load)
     // Closed loop: saturation throughput and latency.
     ->Args({kHealth, 64, 300, 0})
     ->Args({kGetPlacement, 64, 300, 0})
-    ->Args({kCachedPlace, 64, 100, 0})
+    ->Args({kCachedPlace, 64, 300, 0})
     // Paced: 64 clients together offering 500 calls per second.
     ->Args({kHealth, 64, 40, 500})
     ->Args({kGetPlacement, 64, 40, 500})
     ->Args({kCachedPlace, 64, 40, 500})
-    // GetPlacement at four times that.
+    // Four times that.
+    ->Args({kHealth, 64, 40, 2000})
     ->Args({kGetPlacement, 64, 40, 2000})
+    ->Args({kCachedPlace, 64, 40, 2000})
     ->Iterations(1)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
