@@ -155,7 +155,7 @@ absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::Compute(
   if (!AcquireSlot(context, stop_at)) {
     if (context->IsCancelled()) return absl::CancelledError("client went away");
     return absl::DeadlineExceededError(absl::StrCat(
-        "no search slot came free before the deadline (", 
+        "no search slot came free before the deadline (",
         options_.max_concurrent_searches, " searches running)"));
   }
   struct Release {
