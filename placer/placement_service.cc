@@ -5,6 +5,7 @@
 #include <cmath>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -45,13 +46,6 @@ grpc::ByteBuffer SharedBytes(std::shared_ptr<const std::string> bytes) {
       [](void* p) { delete static_cast<std::shared_ptr<const std::string>*>(p); },
       keep);
   return grpc::ByteBuffer(&slice, 1);
-}
-
-bool IsFingerprint(const std::string& s) {
-  return s.size() == 64 &&
-         std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
 }
 
 absl::Status CheckFingerprint(const std::string& fp) {
@@ -110,13 +104,9 @@ absl::StatusOr<PlacementServiceImpl::Prepared> PlacementServiceImpl::Prepare(
       NormalizeOptions(request.options(), options_.limits);
   if (!options.ok()) return options.status();
   p.options = std::move(*options);
-  absl::StatusOr<proto::Cluster> cluster_message =
-      ResolveClusterSpec(request.cluster());
-  if (!cluster_message.ok()) return cluster_message.status();
-  absl::StatusOr<Cluster> cluster =
-      Cluster::FromProto(*cluster_message, "cluster");
+  absl::StatusOr<ResolvedCluster> cluster = ResolveClusterSpec(request.cluster());
   if (!cluster.ok()) return cluster.status();
-  p.cluster = std::move(*cluster);
+  p.cluster = std::move(cluster->cluster);
   if (request.model().source_case() == proto::ModelSpec::SOURCE_NOT_SET) {
     return absl::InvalidArgumentError(
         "model: set onnx (a serialized ModelProto) or zoo");
@@ -128,7 +118,7 @@ absl::StatusOr<PlacementServiceImpl::Prepared> PlacementServiceImpl::Prepare(
   if (!costs.ok()) return costs.status();
   p.costs = std::move(*costs);
   p.fingerprint =
-      PlaceFingerprint(request.model(), *cluster_message, p.options, digest);
+      PlaceFingerprint(request.model(), cluster->message, p.options, digest);
   return p;
 }
 
@@ -158,10 +148,7 @@ absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::Compute(
         "no search slot came free before the deadline (",
         options_.max_concurrent_searches, " searches running)"));
   }
-  struct Release {
-    PlacementServiceImpl* self;
-    ~Release() { self->ReleaseSlot(); }
-  } release{this};
+  absl::Cleanup release = [this] { ReleaseSlot(); };
 
   absl::StatusOr<LoadedModel> model =
       LoadModelSpec(request.model(), options_.limits);
@@ -297,11 +284,10 @@ grpc::Status PlacementServiceImpl::Train(
   absl::StatusOr<Prepared> prepared = Prepare(request->place());
   if (!prepared.ok()) return ToGrpc(prepared.status());
   absl::StatusOr<proto::PlaceResponse> r;
-  if (std::shared_ptr<const proto::StoredPlacement> hit =
-          store_->Get(prepared->fingerprint)) {
-    r = hit->response();
-    r->set_cached(true);
-    *r->mutable_measured() = Summarize(*hit);
+  if (std::shared_ptr<const std::string> answer =
+          store_->Answer(prepared->fingerprint)) {
+    r.emplace();
+    r->ParseFromString(*answer);
   } else {
     r = Compute(context, request->place(), *prepared,
                 request->progress_interval_seconds(), progress);
@@ -317,12 +303,10 @@ grpc::Status PlacementServiceImpl::Simulate(
     grpc::ServerContext* context, const proto::SimulateRequest* request,
     proto::SimulateResponse* response) {
   (void)context;
-  absl::StatusOr<proto::Cluster> cluster_message =
+  absl::StatusOr<ResolvedCluster> resolved =
       ResolveClusterSpec(request->cluster());
-  if (!cluster_message.ok()) return ToGrpc(cluster_message.status());
-  absl::StatusOr<Cluster> cluster =
-      Cluster::FromProto(*cluster_message, "cluster");
-  if (!cluster.ok()) return ToGrpc(cluster.status());
+  if (!resolved.ok()) return ToGrpc(resolved.status());
+  const Cluster* cluster = &resolved->cluster;
   absl::StatusOr<std::unique_ptr<CostModel>> costs = CostsFor(
       *store_, cluster->name(), request->use_reported_profiles(), nullptr);
   if (!costs.ok()) return ToGrpc(costs.status());

@@ -18,14 +18,6 @@ namespace fs = std::filesystem;
 constexpr char kPlacementSuffix[] = ".placement.binpb";
 constexpr char kProfileSuffix[] = ".profile.binpb";
 
-bool IsFingerprint(const std::string& s) {
-  if (s.size() != 64) return false;
-  for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
-
 std::string Serialized(const google::protobuf::Message& m) {
   std::string bytes;
   m.SerializeToString(&bytes);

@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <utility>
@@ -56,7 +57,14 @@ std::string Sha256Hex(absl::string_view bytes) {
   return hex;
 }
 
-absl::StatusOr<proto::Cluster> ResolveClusterSpec(
+bool IsFingerprint(absl::string_view s) {
+  return s.size() == 64 &&
+         std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+absl::StatusOr<ResolvedCluster> ResolveClusterSpec(
     const proto::ClusterSpec& spec) {
   proto::Cluster message;
   std::string source;
@@ -85,12 +93,11 @@ absl::StatusOr<proto::Cluster> ResolveClusterSpec(
     default:
       return Invalid("cluster", "set preset (e.g. p100x4) or cluster");
   }
-  // Validates; the message stays the canonical form.
-  if (absl::StatusOr<Cluster> c = Cluster::FromProto(message, source);
-      !c.ok()) {
-    return absl::InvalidArgumentError(c.status().message());
+  absl::StatusOr<Cluster> cluster = Cluster::FromProto(message, source);
+  if (!cluster.ok()) {
+    return absl::InvalidArgumentError(cluster.status().message());
   }
-  return message;
+  return ResolvedCluster{std::move(message), std::move(*cluster)};
 }
 
 std::string ModelName(const proto::ModelSpec& spec) {

@@ -31,10 +31,18 @@ struct RequestLimits {
 
 // Lower-case hex SHA-256 of `bytes`.
 std::string Sha256Hex(absl::string_view bytes);
+// Whether `s` has the form of a fingerprint (64 lower-case hex digits).
+bool IsFingerprint(absl::string_view s);
 
-// The cluster the spec names, as a message (presets parsed from their
-// text) so that a preset and the same cluster spelled out are one cluster.
-absl::StatusOr<proto::Cluster> ResolveClusterSpec(const proto::ClusterSpec& spec);
+// The cluster a spec names, and its message (presets parsed from their
+// text) that the fingerprint hashes, so that a preset and the same cluster
+// spelled out are one cluster.
+struct ResolvedCluster {
+  proto::Cluster message;
+  Cluster cluster;
+};
+absl::StatusOr<ResolvedCluster> ResolveClusterSpec(
+    const proto::ClusterSpec& spec);
 
 // Imports the model (zoo models without weights: placement needs none).
 absl::StatusOr<LoadedModel> LoadModelSpec(const proto::ModelSpec& spec,

@@ -204,6 +204,19 @@ TEST_F(ServiceTest, TrainStreamsProgressThenTheResult) {
   ASSERT_TRUE(result.has_value());
   EXPECT_GT(progress, 10);
   EXPECT_NEAR(result->report().step_seconds(), last_best, 1e-12);
+
+  // Again: the cached answer, as the only message.
+  grpc::ClientContext again_context;
+  auto again = stub_->Train(&again_context, request);
+  std::vector<proto::TrainUpdate> updates;
+  while (again->Read(&update)) updates.push_back(update);
+  ASSERT_TRUE(again->Finish().ok());
+  ASSERT_EQ(updates.size(), 1u);
+  ASSERT_TRUE(updates[0].has_result());
+  EXPECT_TRUE(updates[0].result().cached());
+  EXPECT_EQ(updates[0].result().fingerprint(), result->fingerprint());
+  EXPECT_EQ(updates[0].result().report().step_seconds(),
+            result->report().step_seconds());
 }
 
 // A search with a long budget and a short deadline answers in time with the
