@@ -74,7 +74,7 @@ int BenchCommand(const std::vector<std::string>& args) {
   zoo_params.weights = false;  // placement needs sizes, not bytes
   PolicyOptions options;
   options.seed = absl::GetFlag(FLAGS_seed);
-  options.budget_seconds = absl::GetFlag(FLAGS_budget);
+  options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
   options.max_evaluations = absl::GetFlag(FLAGS_evaluations);
   std::unique_ptr<CostModel> costs = NewRooflineCostModel();
   std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();

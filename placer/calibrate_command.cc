@@ -184,10 +184,11 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     PolicyInput input{view, *cluster, *costs, context};
     PolicyOptions po;
     po.seed = absl::GetFlag(FLAGS_seed);
-    po.budget_seconds = absl::GetFlag(FLAGS_budget);
+    po.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
     po.max_evaluations = absl::GetFlag(FLAGS_evaluations);
     for (const PolicyInfo& info : Policies()) {
       if (static_cast<int>(placements.size()) >= wanted) break;
+      if (info.kind == PolicyKind::kLearned) continue;
       PolicyRun run = RunPolicy(info.name, input, po);
       if (!run.status.ok()) continue;
       if (seen.insert(run.placement.device_of_op).second) {

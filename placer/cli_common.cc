@@ -51,9 +51,9 @@ ABSL_FLAG(std::string, devices, "cpu",
 ABSL_FLAG(int32_t, repeats, 5, "profile: timed repeats per measurement.");
 ABSL_FLAG(int32_t, warmup, 2, "profile, run, calibrate: discarded warm-up runs (steps for run).");
 ABSL_FLAG(int32_t, threads, 1, "profile, run, calibrate: threads per CPU device.");
-ABSL_FLAG(double, budget, 10,
-          "Time budget in seconds (place: for searches; profile: for "
-          "measuring).");
+ABSL_FLAG(placer::FlagSeconds, budget, placer::FlagSeconds{10},
+          "Time budget: seconds, or with a unit (90s, 10m, 1h) (place: for "
+          "searches; train: for training; profile: for measuring).");
 ABSL_FLAG(int64_t, evaluations, 0,
           "place: at most this many simulations per search (0: no limit); "
           "unlike --budget it makes results machine-independent.");
@@ -67,11 +67,62 @@ ABSL_FLAG(std::string, profile_out, "",
           "run: write the measured per-node and per-link times as a profile.");
 ABSL_FLAG(int32_t, placements, 10,
           "calibrate: placements measured per model (policies, then random).");
+ABSL_FLAG(std::string, checkpoint, "",
+          "train: the directory for checkpoints, the learning curve and the "
+          "best placements; place --policy rl: the trained model to start "
+          "from.");
+ABSL_FLAG(bool, resume, false,
+          "train: go on from the checkpoint in --checkpoint.");
+ABSL_FLAG(std::string, curve, "",
+          "train: also write the learning curve (CSV) here.");
+ABSL_FLAG(int64_t, samples, 0,
+          "train: stop after this many sampled placements (0: only the "
+          "budget stops); with a seed, makes training repeatable.");
+ABSL_FLAG(int32_t, samples_per_step, 16,
+          "train: placements sampled per REINFORCE step.");
+ABSL_FLAG(bool, warm_start, true,
+          "train: imitate the best heuristic placement first "
+          "(--nowarm_start: from random).");
+ABSL_FLAG(double, learning_rate, 0.01, "train: Adam's learning rate.");
+ABSL_FLAG(int32_t, groups, 32, "train: the Grouper's number of groups.");
+ABSL_FLAG(placer::FlagSeconds, checkpoint_every, placer::FlagSeconds{60},
+          "train: checkpoint interval (and on SIGINT/SIGTERM, and at the "
+          "end).");
+ABSL_FLAG(std::string, reward, "simulated",
+          "train: simulated (the simulator, threads in parallel) or "
+          "measured (the executor on the cluster's CPU devices).");
 ABSL_FLAG(std::string, order, "critical_path",
           "Ready-queue order of the simulator: critical_path or topological.");
 
 
 namespace placer {
+
+bool AbslParseFlag(absl::string_view text, FlagSeconds* out,
+                   std::string* error) {
+  double scale = 1;
+  absl::string_view number = text;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 's': scale = 1; break;
+      case 'm': scale = 60; break;
+      case 'h': scale = 3600; break;
+      default: scale = 0; break;
+    }
+    if (scale > 0) number.remove_suffix(1);
+    if (scale == 0) scale = 1;
+  }
+  double value = 0;
+  if (!absl::SimpleAtod(number, &value) || !(value >= 0)) {
+    *error = "expected a duration like 30, 30s, 10m or 1h";
+    return false;
+  }
+  out->seconds = value * scale;
+  return true;
+}
+
+std::string AbslUnparseFlag(FlagSeconds value) {
+  return absl::StrCat(value.seconds);
+}
 
 // Under `bazel run` the process starts in the runfiles tree; paths the user
 // typed are relative to where they ran bazel.
@@ -184,7 +235,7 @@ std::string SelfDirectory() {
 
 int RunCli(int argc, char** argv, const char* usage,
            const std::vector<Command>& commands,
-           const std::vector<std::string>& elsewhere,
+           const std::function<bool(const std::string& command)>& elsewhere,
            const std::string& elsewhere_binary) {
   absl::SetProgramUsageMessage(usage);
   std::vector<std::string> storage;
@@ -196,8 +247,7 @@ int RunCli(int argc, char** argv, const char* usage,
     return argc > 1 ? 2 : 0;
   }
   std::string command = positional[1];
-  for (const std::string& name : elsewhere) {
-    if (command != name) continue;
+  if (elsewhere && elsewhere(command)) {
     std::string binary = SelfDirectory() + "/" + elsewhere_binary;
     std::vector<char*> args(argv, argv + argc);
     args[0] = binary.data();

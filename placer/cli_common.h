@@ -3,6 +3,7 @@
 #ifndef PLACER_PLACER_CLI_COMMON_H_
 #define PLACER_PLACER_CLI_COMMON_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,16 @@
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
 #include "zoo/zoo.h"
+
+namespace placer {
+// A duration flag in seconds: "90", "90s", "10m" or "1.5h".
+struct FlagSeconds {
+  double seconds = 0;
+};
+bool AbslParseFlag(absl::string_view text, FlagSeconds* out,
+                   std::string* error);
+std::string AbslUnparseFlag(FlagSeconds value);
+}  // namespace placer
 
 ABSL_DECLARE_FLAG(bool, json);
 ABSL_DECLARE_FLAG(int64_t, batch);
@@ -36,13 +47,23 @@ ABSL_DECLARE_FLAG(std::string, devices);
 ABSL_DECLARE_FLAG(int32_t, repeats);
 ABSL_DECLARE_FLAG(int32_t, warmup);
 ABSL_DECLARE_FLAG(int32_t, threads);
-ABSL_DECLARE_FLAG(double, budget);
+ABSL_DECLARE_FLAG(placer::FlagSeconds, budget);
 ABSL_DECLARE_FLAG(int64_t, evaluations);
 ABSL_DECLARE_FLAG(std::string, policy);
 ABSL_DECLARE_FLAG(bool, compare);
 ABSL_DECLARE_FLAG(int32_t, steps);
 ABSL_DECLARE_FLAG(std::string, profile_out);
 ABSL_DECLARE_FLAG(int32_t, placements);
+ABSL_DECLARE_FLAG(std::string, checkpoint);
+ABSL_DECLARE_FLAG(bool, resume);
+ABSL_DECLARE_FLAG(std::string, curve);
+ABSL_DECLARE_FLAG(int64_t, samples);
+ABSL_DECLARE_FLAG(int32_t, samples_per_step);
+ABSL_DECLARE_FLAG(bool, warm_start);
+ABSL_DECLARE_FLAG(double, learning_rate);
+ABSL_DECLARE_FLAG(int32_t, groups);
+ABSL_DECLARE_FLAG(placer::FlagSeconds, checkpoint_every);
+ABSL_DECLARE_FLAG(std::string, reward);
 
 namespace placer {
 
@@ -70,13 +91,15 @@ struct Command {
 };
 
 // Parses flags (accepting --flag-name for --flag_name) and runs the command
-// named by the first positional argument. Commands in `elsewhere` are run
-// by exec'ing the sibling binary `elsewhere_binary` with the same
-// arguments (the LibTorch commands live in placer_torch, so that placer
-// itself starts fast).
+// named by the first positional argument. Commands for which `elsewhere`
+// says true (it is asked after the flags are parsed) are run by exec'ing
+// the sibling binary `elsewhere_binary` with the same arguments (the
+// LibTorch commands live in placer_torch, so that placer itself starts
+// fast).
 int RunCli(int argc, char** argv, const char* usage,
            const std::vector<Command>& commands,
-           const std::vector<std::string>& elsewhere = {},
+           const std::function<bool(const std::string& command)>& elsewhere =
+               {},
            const std::string& elsewhere_binary = "");
 
 int InspectCommand(const std::vector<std::string>& args);
@@ -89,6 +112,7 @@ int PlaceCommand(const std::vector<std::string>& args);
 int BenchCommand(const std::vector<std::string>& args);
 int ServeCommand(const std::vector<std::string>& args);
 int RemoteCommand(const std::vector<std::string>& args);
+int TrainCommand(const std::vector<std::string>& args);
 
 }  // namespace placer
 

@@ -1,7 +1,9 @@
 // The placer command line. Commands that need LibTorch (profile, run,
-// calibrate) run in the sibling binary placer_torch, so that the others
-// start instantly.
+// calibrate, train, and place with a learned policy) run in the sibling
+// binary placer_torch, so that the others start instantly.
+#include "absl/flags/flag.h"
 #include "placer/cli_common.h"
+#include "policies/policy.h"
 
 namespace placer {
 namespace {
@@ -18,6 +20,16 @@ Usage:
       placement file; --compare runs every policy and prints a table of
       simulated step time, speedup over single, ratio to the lower bound,
       peak memory, bytes moved and placement time.
+  placer train MODEL... --cluster C [--budget 10m] [--seed N]
+      [--checkpoint DIR [--resume]] [--samples N] [--nowarm-start]
+      [--curve F.csv] [-o P.json] [--reward simulated|measured]
+      Trains the hierarchical RL placer (Grouper + Placer, REINFORCE) on
+      the models: a progress line with best and mean step time; the
+      learning curve, checkpoints (every --checkpoint-every 60s, on
+      SIGINT/SIGTERM and at the end) and each model's best placement in
+      DIR. Warm-starts from the best heuristic unless --nowarm-start.
+      Then `place NEW --policy rl --checkpoint DIR` places a model it
+      never saw (--evaluations 1: zero-shot; else fine-tunes for --budget).
   placer bench [--models a,b] [--clusters c,d] [--policies p,q]
       Every policy on every model and cluster: simulated step times and
       placement times as Markdown (stdout, --out-dir/bench.md) and CSV.
@@ -73,5 +85,15 @@ int main(int argc, char** argv) {
 #endif
                          {"simulate", placer::SimulateCommand},
                          {"zoo", placer::ZooCommand}},
-                        {"calibrate", "profile", "run"}, "placer_torch");
+                        [](const std::string& command) {
+                          if (command == "place") {
+                            return placer::PolicyNeedsLibTorch(
+                                       absl::GetFlag(FLAGS_policy)) ||
+                                   !absl::GetFlag(FLAGS_checkpoint).empty();
+                          }
+                          return command == "calibrate" ||
+                                 command == "profile" || command == "run" ||
+                                 command == "train";
+                        },
+                        "placer_torch");
 }

@@ -93,6 +93,10 @@ int PlaceCommand(const std::vector<std::string>& args) {
       LoadUserCluster(absl::GetFlag(FLAGS_cluster));
   if (!cluster.ok()) return Fail(cluster.status());
   std::string policy = absl::GetFlag(FLAGS_policy);
+  const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  if (!checkpoint.empty() && !PolicyNeedsLibTorch(policy)) {
+    return UsageError("--checkpoint is for learned policies (--policy rl)");
+  }
   if (absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = NewPolicy(policy);
       !p.ok()) {
     return Fail(p.status());
@@ -108,8 +112,9 @@ int PlaceCommand(const std::vector<std::string>& args) {
   PolicyInput input{view, *cluster, *costs, context};
   PolicyOptions options;
   options.seed = absl::GetFlag(FLAGS_seed);
-  options.budget_seconds = absl::GetFlag(FLAGS_budget);
+  options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
   options.max_evaluations = absl::GetFlag(FLAGS_evaluations);
+  if (!checkpoint.empty()) options.checkpoint_dir = UserPath(checkpoint);
 
   std::vector<PolicyRun> rows;
   PolicyRun single = RunPolicy("single", input, options);

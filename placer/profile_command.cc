@@ -40,7 +40,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
   options.repeats = absl::GetFlag(FLAGS_repeats);
   options.warmup = absl::GetFlag(FLAGS_warmup);
   options.threads = absl::GetFlag(FLAGS_threads);
-  options.budget_seconds = absl::GetFlag(FLAGS_budget);
+  options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
   absl::StatusOr<ProfileReport> report = ProfileCpu(
       view ? &*view : nullptr, *cluster, options,
       [](const std::string& line) { std::cerr << "profile: " << line << "\n"; });

@@ -90,7 +90,7 @@ absl::StatusOr<proto::PlaceRequest> PlaceRequestFromFlags(
   proto::PlaceOptions* o = request.mutable_options();
   o->set_policy(absl::GetFlag(FLAGS_policy));
   o->set_seed(absl::GetFlag(FLAGS_seed));
-  o->set_budget_seconds(absl::GetFlag(FLAGS_budget));
+  o->set_budget_seconds(absl::GetFlag(FLAGS_budget).seconds);
   o->set_max_evaluations(absl::GetFlag(FLAGS_evaluations));
   o->set_use_reported_profiles(absl::GetFlag(FLAGS_use_reported_profiles));
   return request;

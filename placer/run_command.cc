@@ -53,7 +53,7 @@ int RunCommand(const std::vector<std::string>& args) {
     PolicyInput input{view, *cluster, **costs, context};
     PolicyOptions options;
     options.seed = absl::GetFlag(FLAGS_seed);
-    options.budget_seconds = absl::GetFlag(FLAGS_budget);
+    options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
     options.max_evaluations = absl::GetFlag(FLAGS_evaluations);
     PolicyRun run = RunPolicy(policy, input, options);
     if (!run.status.ok()) return Fail(run.status);

@@ -3,7 +3,9 @@
 #ifndef PLACER_POLICIES_POLICIES_H_
 #define PLACER_POLICIES_POLICIES_H_
 
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "policies/policy.h"
 
@@ -20,6 +22,22 @@ std::unique_ptr<PlacementPolicy> NewMSctPolicy();
 std::unique_ptr<PlacementPolicy> NewMTopoPolicy();
 std::unique_ptr<PlacementPolicy> NewLocalSearchPolicy();
 std::unique_ptr<PlacementPolicy> NewBestPolicy();
+
+// The heuristic policies' (PolicyKind::kHeuristic) placement with the
+// shortest simulated step within the memory limits, and which policy gave
+// it; `after_each` (may be empty) hears, after each heuristic, its name,
+// the best step so far (0: none yet) and the placements evaluated.
+// What `best` refines and the RL placer warm-starts from.
+struct HeuristicWinner {
+  Placement placement;
+  double step_seconds = 0;
+  std::string policy;
+  int64_t evaluations = 0;
+};
+absl::StatusOr<HeuristicWinner> BestHeuristic(
+    const PolicyInput& input, const PolicyOptions& options,
+    const std::function<void(const std::string&, double, int64_t)>&
+        after_each = {});
 
 }  // namespace placer
 

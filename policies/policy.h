@@ -47,6 +47,9 @@ struct PolicyOptions {
   std::map<int, int> pinned;  // forward op -> device
   // A starting placement for refining policies (local_search).
   std::optional<Placement> initial;
+  // Learned policies (rl): the directory of a trained model to start from
+  // (`placer train --checkpoint`); empty: train from scratch.
+  std::string checkpoint_dir;
   // Searches call `should_stop` between evaluations and, when it says so,
   // return the best placement found so far (a caller's deadline or
   // cancellation); `on_progress` hears how the search goes at most
@@ -73,14 +76,36 @@ class PlacementPolicy {
                                           const PolicyOptions& options) = 0;
 };
 
+// What a policy is, for callers that run several: `best` runs the
+// heuristics; calibration measures every policy but the learned ones.
+enum class PolicyKind {
+  kHeuristic,  // one pass, milliseconds to seconds
+  kSearch,     // spends its budget evaluating placements
+  kLearned,    // trains or loads a model (needs LibTorch)
+};
+
 struct PolicyInfo {
   std::string name;
   std::string description;
   std::unique_ptr<PlacementPolicy> (*make)();
+  PolicyKind kind = PolicyKind::kHeuristic;
 };
 
-// Every registered policy, in a fixed order.
+// Every registered policy, in a fixed order: the built-in ones, then those
+// registered by libraries linked into this binary, in link order.
 const std::vector<PolicyInfo>& Policies();
+
+// Policies that live in libraries not every binary links (the RL placer
+// needs LibTorch and is linked into placer_torch only) add themselves
+// with a namespace-scope `static PolicyRegistrar r({...});`.
+class PolicyRegistrar {
+ public:
+  explicit PolicyRegistrar(PolicyInfo info);
+};
+
+// Whether `name` is a policy that only binaries linked with LibTorch have
+// (the CLI runs `place --policy NAME` in placer_torch then).
+bool PolicyNeedsLibTorch(const std::string& name);
 absl::StatusOr<std::unique_ptr<PlacementPolicy>> NewPolicy(
     const std::string& name);
 

@@ -5,8 +5,10 @@
 
 namespace placer {
 
-const std::vector<PolicyInfo>& Policies() {
-  static const auto* policies = new std::vector<PolicyInfo>{
+namespace {
+
+std::vector<PolicyInfo>& Registry() {
+  static auto* policies = new std::vector<PolicyInfo>{
       {"single", "the fastest single device that fits", NewSinglePolicy},
       {"expert",
        "hand rules of the papers: one recurrent/attention layer per device, "
@@ -36,12 +38,22 @@ const std::vector<PolicyInfo>& Policies() {
       {"local_search",
        "moves and swaps of groups evaluated by the simulator, from the "
        "initial placement or the best list scheduler",
-       NewLocalSearchPolicy},
+       NewLocalSearchPolicy, PolicyKind::kSearch},
       {"best", "the portfolio, then local search on the winner",
-       NewBestPolicy},
+       NewBestPolicy, PolicyKind::kSearch},
   };
   return *policies;
 }
+
+}  // namespace
+
+const std::vector<PolicyInfo>& Policies() { return Registry(); }
+
+PolicyRegistrar::PolicyRegistrar(PolicyInfo info) {
+  Registry().push_back(std::move(info));
+}
+
+bool PolicyNeedsLibTorch(const std::string& name) { return name == "rl"; }
 
 absl::StatusOr<std::unique_ptr<PlacementPolicy>> NewPolicy(
     const std::string& name) {

@@ -222,6 +222,47 @@ class LocalSearchPolicy : public PlacementPolicy {
 // budget split between the two; the best placement seen wins. With an
 // evaluation cap, the second search repeats local_search exactly, so best
 // is never worse than any policy it runs.
+}  // namespace
+
+absl::StatusOr<HeuristicWinner> BestHeuristic(
+    const PolicyInput& in, const PolicyOptions& o,
+    const std::function<void(const std::string&, double, int64_t)>&
+        after_each) {
+  HeuristicWinner winner;
+  bool found = false;
+  std::string errors;
+  for (const PolicyInfo& info : Policies()) {
+    if (info.kind != PolicyKind::kHeuristic) continue;
+    // The heuristics cannot stop midway; once one has a placement, a
+    // stop request skips the rest.
+    if (found && StopRequested(o)) break;
+    absl::StatusOr<Placement> p = info.make()->Place(in, o);
+    if (!p.ok()) {
+      absl::StrAppend(&errors, errors.empty() ? "" : "; ", p.status().message());
+      continue;
+    }
+    ++winner.evaluations;
+    std::optional<double> step = Evaluate(in, o, *p);
+    if (step && (!found || *step < winner.step_seconds)) {
+      found = true;
+      winner.placement = std::move(*p);
+      winner.step_seconds = *step;
+      winner.policy = info.name;
+    }
+    if (after_each) {
+      after_each(info.name, found ? winner.step_seconds : 0,
+                 winner.evaluations);
+    }
+  }
+  if (!found) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("best: no policy found a placement: ", errors));
+  }
+  return winner;
+}
+
+namespace {
+
 class BestPolicy : public PlacementPolicy {
  public:
   absl::StatusOr<Placement> Place(const PolicyInput& in,
@@ -229,7 +270,6 @@ class BestPolicy : public PlacementPolicy {
     Clock::time_point start = Clock::now();
     std::optional<Placement> best;
     double best_seconds = 0;
-    std::string errors;
     int64_t evaluations = 0;  // of finished stages
     auto report = [&](const std::string& stage, int64_t stage_evaluations,
                       double stage_best) {
@@ -246,23 +286,14 @@ class BestPolicy : public PlacementPolicy {
         best_seconds = *step;
       }
     };
-    for (const PolicyInfo& info : Policies()) {
-      if (info.name == "best" || info.name == "local_search") continue;
-      // The heuristics cannot stop midway; once one has a placement, a
-      // stop request skips the rest.
-      if (best && StopRequested(o)) break;
-      absl::StatusOr<Placement> p = info.make()->Place(in, o);
-      if (!p.ok()) {
-        absl::StrAppend(&errors, errors.empty() ? "" : "; ", p.status().message());
-        continue;
-      }
-      consider(*p);
-      report(info.name, 0, 0);
-    }
-    if (!best) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("best: no policy found a placement: ", errors));
-    }
+    absl::StatusOr<HeuristicWinner> winner = BestHeuristic(
+        in, o, [&](const std::string& name, double so_far, int64_t done) {
+          report(name, done, so_far);
+        });
+    if (!winner.ok()) return winner.status();
+    evaluations += winner->evaluations;
+    best = std::move(winner->placement);
+    best_seconds = winner->step_seconds;
     std::vector<Placement> starts = {*best};
     absl::StatusOr<Placement> own = LocalSearchStart(in, o);
     if (own.ok() && own->device_of_op != best->device_of_op) {

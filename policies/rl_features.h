@@ -1,0 +1,58 @@
+// RlGraph: what the hierarchical RL placer sees of one training view on one
+// cluster, as plain numbers (no LibTorch here).
+//
+// Contract: the placer works on placement units (GroupGraph over
+// CoarsenSmallGroups: small ops ride with their producers, pinned ops stay
+// alone). Every unit has kBaseFeatures numbers that do not depend on the
+// graph's size or scale (times and bytes relative to the graph's mean,
+// positions as fractions, counts as log1p), the mean of those numbers over
+// its forward predecessors and over its successors (one step of
+// neighbourhood), a histogram of its members' op types hashed into
+// kOpTypeBuckets buckets (the op-type embedding's input), and per device
+// its time there over its fastest time, minus one. So a model trained on
+// some graphs reads any other graph for the same number of devices.
+// `links` lists each pair of units that exchange bytes once, with the
+// bytes as a fraction of all such bytes; the placer turns them into
+// group-to-group adjacency.
+#ifndef PLACER_POLICIES_RL_FEATURES_H_
+#define PLACER_POLICIES_RL_FEATURES_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "policies/group_graph.h"
+#include "policies/policy.h"
+
+namespace placer {
+
+struct RlLink {
+  int a = -1, b = -1;     // units, a < b
+  float byte_fraction = 0;
+};
+
+struct RlGraph {
+  static constexpr int kBaseFeatures = 10;
+  static constexpr int kOpTypeBuckets = 32;
+  static int FeatureCount(int devices) {
+    return 3 * kBaseFeatures + kOpTypeBuckets + devices;
+  }
+
+  GroupGraph units;
+  int num_devices = 0;
+  std::vector<float> features;          // num_units x FeatureCount, rows
+  std::vector<float> compute_fraction;  // per unit: min seconds / total
+  std::vector<float> memory_fraction;   // per unit: bytes / total
+  std::vector<RlLink> links;
+  std::vector<int> pinned_device;       // per unit; -1: free
+
+  int num_units() const { return units.num_units(); }
+  // Expands a device per unit into a placement of every op, pinned ops on
+  // their devices.
+  Placement Expand(const std::vector<int>& device_of_unit) const;
+};
+
+RlGraph BuildRlGraph(const PolicyInput& input, const PolicyOptions& options);
+
+}  // namespace placer
+
+#endif  // PLACER_POLICIES_RL_FEATURES_H_

@@ -1,0 +1,544 @@
+#include "policies/rl_trainer.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "policies/policies.h"
+#include "profiles/proto_io.h"
+
+namespace placer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+constexpr char kCheckpointFile[] = "checkpoint.pt";
+
+// LibTorch single-threaded for the scope (see the header's contract).
+class TorchThreads {
+ public:
+  explicit TorchThreads(int threads) : saved_(at::get_num_threads()) {
+    at::set_num_threads(threads);
+  }
+  ~TorchThreads() { at::set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+struct TaskState {
+  explicit TaskState(RlGraph g)
+      : graph(std::move(g)),
+        tensors(std::make_unique<RlGraphTensors>(graph)) {}
+  RlGraph graph;
+  std::unique_ptr<RlGraphTensors> tensors;
+  std::vector<std::unique_ptr<StepEvaluator>> evaluators;  // per thread
+  double lower_bound_seconds = 0;
+  double baseline = 0;
+  bool has_baseline = false;
+  RlTaskBest best;
+};
+
+torch::Tensor ToTensor(const std::vector<int>& v) {
+  std::vector<int64_t> wide(v.begin(), v.end());
+  return torch::tensor(wide, torch::kLong);
+}
+
+std::vector<int> FromTensor(const torch::Tensor& t) {
+  torch::Tensor c = t.to(torch::kLong).contiguous();
+  const int64_t* p = c.data_ptr<int64_t>();
+  return std::vector<int>(p, p + c.numel());
+}
+
+}  // namespace
+
+std::string RlTrainerOptions::Describe() const {
+  return absl::StrFormat(
+      "%s seed=%d k=%d lr=%g decay=%g penalty=%g noise=%g/%d warm=%d/%d",
+      model.Describe(), seed, samples_per_step, learning_rate, baseline_decay,
+      invalid_penalty, noise_stddev, noise_samples, warm_start ? 1 : 0,
+      imitation_steps);
+}
+
+struct RlTrainer::State {
+  std::vector<RlTask> tasks;
+  RlTrainerOptions options;
+  std::vector<std::unique_ptr<TaskState>> task_states;
+  HierarchicalPlacer model{nullptr};
+  std::unique_ptr<torch::optim::Adam> optimizer;
+  std::mt19937_64 rng;
+  int64_t step = 0;
+  int64_t samples = 0;
+  double elapsed_seconds = 0;
+  bool imitation_done = false;
+  std::vector<RlCurveRow> curve;
+
+  std::string Config() const {
+    std::vector<std::string> names;
+    for (const RlTask& t : tasks) names.push_back(t.name);
+    return absl::StrCat(options.Describe(), " devices=", model->devices(),
+                        " features=", model->features(), " tasks=",
+                        absl::StrJoin(names, ","));
+  }
+
+  // The step time of each placement, nullopt where invalid; evaluated on
+  // up to options.threads threads, each with its own evaluator.
+  std::vector<std::optional<double>> Score(int t,
+                                           const std::vector<Placement>& ps) {
+    TaskState& ts = *task_states[t];
+    const RlTask& task = tasks[t];
+    const int threads = std::max(
+        1, std::min(options.threads, static_cast<int>(ps.size())));
+    while (static_cast<int>(ts.evaluators.size()) < threads) {
+      ts.evaluators.push_back(task.make_evaluator());
+    }
+    std::vector<std::optional<double>> out(ps.size());
+    std::atomic<size_t> next{0};
+    auto work = [&](int w) {
+      StepEvaluator& ev = *ts.evaluators[w];
+      for (size_t i = next++; i < ps.size(); i = next++) {
+        absl::StatusOr<Evaluation> e = ev.Evaluate(ps[i]);
+        if (!e.ok()) continue;
+        bool fits = true;
+        for (size_t d = 0; d < e->peak_memory_bytes.size(); ++d) {
+          if (e->peak_memory_bytes[d] >
+              MemoryLimit(task.input->cluster, task.options,
+                          static_cast<int>(d))) {
+            fits = false;
+          }
+        }
+        if (fits) out[i] = e->step_seconds;
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int w = 1; w < threads; ++w) pool.emplace_back(work, w);
+    work(0);
+    for (std::thread& th : pool) th.join();
+    return out;
+  }
+
+  void Consider(int t, const Placement& p, std::optional<double> seconds,
+                const std::string& source) {
+    RlTaskBest& b = task_states[t]->best;
+    if (seconds && (!b.placement || *seconds < b.step_seconds)) {
+      b.placement = p;
+      b.step_seconds = *seconds;
+      b.source = source;
+    }
+  }
+
+  void Imitate() {
+    const int g = options.model.groups;
+    const int d = model->devices();
+    const int per = g / d;
+    std::vector<RlBatch> targets(tasks.size());
+    std::vector<bool> have(tasks.size(), false);
+    for (size_t t = 0; t < tasks.size(); ++t) {
+      absl::StatusOr<HeuristicWinner> w =
+          BestHeuristic(*tasks[t].input, tasks[t].options);
+      if (!w.ok()) continue;
+      const RlGraph& rg = task_states[t]->graph;
+      const int n = rg.num_units();
+      std::vector<int> device_of_unit(n);
+      for (int u = 0; u < n; ++u) {
+        device_of_unit[u] =
+            w->placement.device_of_op[rg.units.members(u).front()];
+      }
+      // Each device's units, in topological order, split into `per`
+      // consecutive chunks: one group each.
+      std::vector<int> count(d, 0), seen(d, 0);
+      for (int u = 0; u < n; ++u) ++count[device_of_unit[u]];
+      RlBatch& target = targets[t];
+      target.group_of_unit.assign(1, std::vector<int>(n, 0));
+      for (int u : rg.units.order()) {
+        int dev = device_of_unit[u];
+        int chunk = static_cast<int>(static_cast<int64_t>(seen[dev]++) * per /
+                                     std::max(count[dev], 1));
+        target.group_of_unit[0][u] = dev * per + chunk;
+      }
+      target.device_of_group.assign(1, std::vector<int>(g, 0));
+      for (int i = 0; i < g; ++i) {
+        target.device_of_group[0][i] = i < per * d ? i / per : 0;
+      }
+      have[t] = true;
+      std::vector<std::optional<double>> s = Score(static_cast<int>(t), {w->placement});
+      Consider(static_cast<int>(t), w->placement, s[0], w->policy);
+    }
+    for (int it = 0; it < options.imitation_steps; ++it) {
+      torch::Tensor loss = torch::zeros({});
+      for (size_t t = 0; t < tasks.size(); ++t) {
+        if (!have[t]) continue;
+        RlBatch b = model->Run(*task_states[t]->tensors, 1,
+                               RlSampleMode::kGiven, 0, rng, &targets[t]);
+        loss = loss - b.log_prob.sum() /
+                          std::max(task_states[t]->graph.num_units(), 1);
+      }
+      optimizer->zero_grad();
+      loss.backward();
+      optimizer->step();
+    }
+  }
+
+  RlCurveRow Step() {
+    const int t = static_cast<int>(step % static_cast<int64_t>(tasks.size()));
+    TaskState& ts = *task_states[t];
+    const int k = options.samples_per_step;
+    double noise = 0;
+    if (options.noise_samples > 0 && samples < options.noise_samples) {
+      noise = options.noise_stddev *
+              (1.0 - static_cast<double>(samples) / options.noise_samples);
+    }
+    RlBatch batch =
+        model->Run(*ts.tensors, k, RlSampleMode::kSample, noise, rng);
+    std::vector<Placement> placements;
+    for (int r = 0; r < k; ++r) {
+      placements.push_back(ts.graph.Expand(batch.DeviceOfUnit(r)));
+    }
+    std::vector<std::optional<double>> scores = Score(t, placements);
+
+    RlCurveRow row;
+    row.task = t;
+    std::vector<float> rewards(k);
+    double mean_reward = 0, valid_sum = 0;
+    int valid = 0;
+    for (int r = 0; r < k; ++r) {
+      double seconds = options.invalid_penalty * ts.lower_bound_seconds;
+      if (scores[r]) {
+        seconds = *scores[r];
+        valid_sum += seconds;
+        ++valid;
+        if (row.batch_best_seconds == 0 || seconds < row.batch_best_seconds) {
+          row.batch_best_seconds = seconds;
+        }
+        Consider(t, placements[r], scores[r], "rl");
+      }
+      rewards[r] = static_cast<float>(
+          -std::sqrt(seconds / ts.lower_bound_seconds));
+      mean_reward += rewards[r];
+    }
+    mean_reward /= k;
+    if (!ts.has_baseline) {
+      ts.baseline = mean_reward;
+      ts.has_baseline = true;
+    }
+    std::vector<float> advantage(k);
+    for (int r = 0; r < k; ++r) {
+      advantage[r] = rewards[r] - static_cast<float>(ts.baseline);
+    }
+    torch::Tensor adv = torch::tensor(advantage, torch::kFloat);
+    torch::Tensor loss = -(adv * batch.log_prob).mean();
+    optimizer->zero_grad();
+    loss.backward();
+    optimizer->step();
+    ts.baseline = options.baseline_decay * ts.baseline +
+                  (1 - options.baseline_decay) * mean_reward;
+
+    samples += k;
+    ++step;
+    row.step = step;
+    row.samples = samples;
+    row.invalid = k - valid;
+    row.batch_mean_seconds = valid ? valid_sum / valid : 0;
+    row.best_seconds = ts.best.placement ? ts.best.step_seconds : 0;
+    return row;
+  }
+};
+
+RlTrainer::RlTrainer(std::unique_ptr<State> state) : s_(std::move(state)) {}
+RlTrainer::~RlTrainer() = default;
+
+absl::StatusOr<std::unique_ptr<RlTrainer>> RlTrainer::Create(
+    std::vector<RlTask> tasks, RlTrainerOptions options) {
+  if (tasks.empty()) return absl::InvalidArgumentError("rl: no graphs to train on");
+  if (options.budget_seconds <= 0 && options.max_samples <= 0) {
+    return absl::InvalidArgumentError(
+        "rl: a time budget or a sample count must bound training");
+  }
+  if (options.samples_per_step < 2) {
+    return absl::InvalidArgumentError("rl: samples per step must be >= 2");
+  }
+  const int devices = tasks[0].input->cluster.num_devices();
+  if (options.model.groups < devices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rl: ", options.model.groups, " groups cannot cover ", devices,
+        " devices"));
+  }
+  auto s = std::make_unique<State>();
+  s->options = options;
+  s->rng.seed(options.seed);
+  for (const RlTask& t : tasks) {
+    if (t.input->cluster.num_devices() != devices) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rl: task '", t.name, "' has ", t.input->cluster.num_devices(),
+          " devices, the first has ", devices,
+          "; one model places on one device count"));
+    }
+  }
+  s->tasks = std::move(tasks);
+  for (size_t i = 0; i < s->tasks.size(); ++i) {
+    s->task_states.push_back(std::make_unique<TaskState>(
+        BuildRlGraph(*s->tasks[i].input, s->tasks[i].options)));
+    TaskState& ts = *s->task_states[i];
+    ts.lower_bound_seconds = s->tasks[i].input->simulation.lower_bound_seconds();
+    if (!(ts.lower_bound_seconds > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rl: task '", s->tasks[i].name, "' has no work to place"));
+    }
+  }
+  s->model = HierarchicalPlacer(RlGraph::FeatureCount(devices), devices,
+                                options.model, options.seed);
+  s->optimizer = std::make_unique<torch::optim::Adam>(
+      s->model->parameters(),
+      torch::optim::AdamOptions(options.learning_rate));
+  return std::unique_ptr<RlTrainer>(new RlTrainer(std::move(s)));
+}
+
+absl::Status RlTrainer::Train(
+    const std::function<bool()>& should_stop,
+    const std::function<void(const RlCurveRow&)>& on_step) {
+  TorchThreads single(1);
+  Clock::time_point start = Clock::now();
+  Clock::time_point last_save = start;
+  const double elapsed_before = s_->elapsed_seconds;
+  const RlTrainerOptions& o = s_->options;
+  if (o.warm_start && !s_->imitation_done) {
+    s_->Imitate();
+    s_->imitation_done = true;
+    EvaluateGreedy();
+  }
+  while (true) {
+    s_->elapsed_seconds = elapsed_before + Since(start);
+    if (o.budget_seconds > 0 && s_->elapsed_seconds >= o.budget_seconds) break;
+    if (o.max_samples > 0 && s_->samples >= o.max_samples) break;
+    if (should_stop && should_stop()) break;
+    RlCurveRow row = s_->Step();
+    s_->elapsed_seconds = elapsed_before + Since(start);
+    row.elapsed_seconds = s_->elapsed_seconds;
+    s_->curve.push_back(row);
+    if (on_step) on_step(row);
+    if (!o.checkpoint_dir.empty() &&
+        Since(last_save) >= o.checkpoint_interval_seconds) {
+      if (absl::Status saved = Save(); !saved.ok()) return saved;
+      last_save = Clock::now();
+    }
+  }
+  if (!o.checkpoint_dir.empty()) return Save();
+  return absl::OkStatus();
+}
+
+std::vector<double> RlTrainer::EvaluateGreedy() {
+  TorchThreads single(1);
+  std::vector<double> out;
+  for (size_t t = 0; t < s_->tasks.size(); ++t) {
+    TaskState& ts = *s_->task_states[t];
+    RlBatch b;
+    {
+      torch::NoGradGuard no_grad;
+      b = s_->model->Run(*ts.tensors, 1, RlSampleMode::kGreedy, 0, s_->rng);
+    }
+    Placement p = ts.graph.Expand(b.DeviceOfUnit(0));
+    std::optional<double> seconds = s_->Score(static_cast<int>(t), {p})[0];
+    s_->Consider(static_cast<int>(t), p, seconds, "greedy");
+    out.push_back(seconds.value_or(0));
+  }
+  return out;
+}
+
+absl::Status RlTrainer::Save() {
+  const State& s = *s_;
+  try {
+    torch::serialize::OutputArchive archive;
+    archive.write("config", c10::IValue(s.Config()));
+    torch::serialize::OutputArchive model_archive, optimizer_archive;
+    s.model->save(model_archive);
+    s.optimizer->save(optimizer_archive);
+    archive.write("model", model_archive);
+    archive.write("optimizer", optimizer_archive);
+    std::ostringstream rng;
+    rng << s.rng;
+    archive.write("rng", c10::IValue(rng.str()));
+    archive.write("step", c10::IValue(s.step));
+    archive.write("samples", c10::IValue(s.samples));
+    archive.write("elapsed_seconds", c10::IValue(s.elapsed_seconds));
+    archive.write("imitation_done", c10::IValue(s.imitation_done));
+    for (size_t t = 0; t < s.tasks.size(); ++t) {
+      const TaskState& ts = *s.task_states[t];
+      std::string p = absl::StrCat("task", t, ".");
+      archive.write(p + "baseline", c10::IValue(ts.baseline));
+      archive.write(p + "has_baseline", c10::IValue(ts.has_baseline));
+      if (ts.best.placement) {
+        archive.write(p + "best_seconds", c10::IValue(ts.best.step_seconds));
+        archive.write(p + "best_source", c10::IValue(ts.best.source));
+        archive.write(p + "best_placement",
+                      ToTensor(ts.best.placement->device_of_op));
+      }
+    }
+    std::vector<double> curve;
+    for (const RlCurveRow& r : s.curve) {
+      curve.insert(curve.end(),
+                   {static_cast<double>(r.step), static_cast<double>(r.samples),
+                    r.elapsed_seconds, static_cast<double>(r.task),
+                    r.batch_mean_seconds, r.batch_best_seconds, r.best_seconds,
+                    static_cast<double>(r.invalid)});
+    }
+    archive.write("curve",
+                  torch::tensor(curve, torch::kDouble)
+                      .view({static_cast<int64_t>(s.curve.size()), 8}));
+    std::ostringstream bytes;
+    archive.save_to(bytes);
+    return WriteFileAtomically(
+        absl::StrCat(s.options.checkpoint_dir, "/", kCheckpointFile),
+        bytes.str());
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(
+        "rl: writing a checkpoint in ", s.options.checkpoint_dir, ": ",
+        e.what_without_backtrace()));
+  }
+}
+
+namespace {
+
+absl::StatusOr<std::string> ReadCheckpoint(const std::string& dir) {
+  std::string path = absl::StrCat(dir, "/", kCheckpointFile);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("rl: no checkpoint at ", path));
+  }
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+}  // namespace
+
+absl::Status RlTrainer::Resume() {
+  State& s = *s_;
+  absl::StatusOr<std::string> bytes = ReadCheckpoint(s.options.checkpoint_dir);
+  if (!bytes.ok()) return bytes.status();
+  const std::string path =
+      absl::StrCat(s.options.checkpoint_dir, "/", kCheckpointFile);
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(bytes->data(), bytes->size());
+    c10::IValue v;
+    archive.read("config", v);
+    if (v.toStringRef() != s.Config()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rl: ", path, " was trained with other options or graphs:\n  it: ",
+          v.toStringRef(), "\n  now: ", s.Config()));
+    }
+    torch::serialize::InputArchive model_archive, optimizer_archive;
+    archive.read("model", model_archive);
+    archive.read("optimizer", optimizer_archive);
+    s.model->load(model_archive);
+    s.optimizer->load(optimizer_archive);
+    archive.read("rng", v);
+    std::istringstream rng(v.toStringRef());
+    rng >> s.rng;
+    archive.read("step", v);
+    s.step = v.toInt();
+    archive.read("samples", v);
+    s.samples = v.toInt();
+    archive.read("elapsed_seconds", v);
+    s.elapsed_seconds = v.toDouble();
+    archive.read("imitation_done", v);
+    s.imitation_done = v.toBool();
+    for (size_t t = 0; t < s.tasks.size(); ++t) {
+      TaskState& ts = *s.task_states[t];
+      std::string p = absl::StrCat("task", t, ".");
+      archive.read(p + "baseline", v);
+      ts.baseline = v.toDouble();
+      archive.read(p + "has_baseline", v);
+      ts.has_baseline = v.toBool();
+      ts.best = RlTaskBest{};
+      if (archive.try_read(p + "best_seconds", v)) {
+        ts.best.step_seconds = v.toDouble();
+        archive.read(p + "best_source", v);
+        ts.best.source = v.toStringRef();
+        torch::Tensor placement;
+        archive.read(p + "best_placement", placement);
+        ts.best.placement = Placement{FromTensor(placement)};
+      }
+    }
+    torch::Tensor curve;
+    archive.read("curve", curve);
+    curve = curve.contiguous();
+    const double* c = curve.data_ptr<double>();
+    s.curve.clear();
+    for (int64_t r = 0; r < curve.size(0); ++r) {
+      const double* x = c + r * 8;
+      s.curve.push_back({static_cast<int64_t>(x[0]),
+                         static_cast<int64_t>(x[1]), x[2],
+                         static_cast<int>(x[3]), x[4], x[5], x[6],
+                         static_cast<int>(x[7])});
+    }
+  } catch (const c10::Error& e) {
+    return absl::DataLossError(absl::StrCat(
+        "rl: ", path, " is not a readable checkpoint: ",
+        e.what_without_backtrace()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RlTrainer::LoadModel(const std::string& dir) {
+  absl::StatusOr<std::string> bytes = ReadCheckpoint(dir);
+  if (!bytes.ok()) return bytes.status();
+  const std::string path = absl::StrCat(dir, "/", kCheckpointFile);
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(bytes->data(), bytes->size());
+    c10::IValue v;
+    archive.read("config", v);
+    const std::string want =
+        absl::StrCat(s_->options.model.Describe(), " ");
+    const std::string devices =
+        absl::StrCat(" devices=", s_->model->devices(), " ");
+    if (v.toStringRef().rfind(want, 0) != 0 ||
+        v.toStringRef().find(devices) == std::string::npos) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rl: ", path, " holds a model for other options or another device "
+          "count (", v.toStringRef(), "); this one needs ", want, devices));
+    }
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    s_->model->load(model_archive);
+  } catch (const c10::Error& e) {
+    return absl::DataLossError(absl::StrCat(
+        "rl: ", path, " is not a readable checkpoint: ",
+        e.what_without_backtrace()));
+  }
+  return absl::OkStatus();
+}
+
+const std::vector<RlCurveRow>& RlTrainer::curve() const { return s_->curve; }
+const RlTaskBest& RlTrainer::best(int task) const {
+  return s_->task_states[task]->best;
+}
+int64_t RlTrainer::samples() const { return s_->samples; }
+double RlTrainer::elapsed_seconds() const { return s_->elapsed_seconds; }
+
+std::string RlTrainer::CurveCsv() const {
+  std::string out =
+      "step,samples,elapsed_seconds,task,batch_mean_seconds,"
+      "batch_best_seconds,best_seconds,invalid\n";
+  for (const RlCurveRow& r : s_->curve) {
+    absl::StrAppendFormat(&out, "%d,%d,%.3f,%s,%.6f,%.6f,%.6f,%d\n", r.step,
+                          r.samples, r.elapsed_seconds,
+                          s_->tasks[r.task].name, r.batch_mean_seconds,
+                          r.batch_best_seconds, r.best_seconds, r.invalid);
+  }
+  return out;
+}
+
+}  // namespace placer

@@ -1,0 +1,133 @@
+// RlTrainer: trains a HierarchicalPlacer with REINFORCE on one or more
+// graphs (tasks), as in Mirhoseini et al. 2018.
+//
+// Contract: each training step takes the next task in turn, draws
+// `samples_per_step` placements, scores them with the task's evaluators
+// (one per thread, evaluated in parallel; results kept by sample index, so
+// thread timing never changes the result) and takes one Adam step on
+// -mean((R - b)·log p), with R = -sqrt(step seconds / the task's lower
+// bound) and b the task's moving-average baseline. A placement the
+// evaluator rejects or one over a memory limit scores as a step of
+// `invalid_penalty` lower bounds. Noise on the logits decays linearly to
+// zero over the first `noise_samples` samples. With `warm_start`, the model
+// first imitates each task's best heuristic placement (BestHeuristic) for
+// `imitation_steps` steps, and that placement seeds the task's best.
+//
+// Determinism: the state after any number of steps depends only on the
+// seed, the options and the tasks (not on threads or time); the time budget
+// only decides when to stop. Save/Resume round-trips every bit of that
+// state (model, Adam, generator, baselines, bests, counters, curve), so
+// training stopped and resumed from a checkpoint goes on exactly as if
+// never stopped. LoadModel takes the model's parameters alone (zero-shot
+// or fine-tuning on new graphs). LibTorch runs single-threaded inside
+// Train (the model is small; this keeps its sums' order fixed).
+#ifndef PLACER_POLICIES_RL_TRAINER_H_
+#define PLACER_POLICIES_RL_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "placer/evaluator.h"
+#include "policies/policy.h"
+#include "policies/rl_features.h"
+#include "policies/rl_model.h"
+
+namespace placer {
+
+struct RlTrainerOptions {
+  RlModelOptions model;
+  uint64_t seed = 1;
+  int samples_per_step = 16;
+  double learning_rate = 0.01;
+  double baseline_decay = 0.9;  // b <- decay·b + (1 - decay)·mean(R)
+  double invalid_penalty = 20;  // lower bounds
+  double noise_stddev = 0.5;
+  int64_t noise_samples = 4000;
+  bool warm_start = false;
+  int imitation_steps = 150;
+  int threads = 2;
+  // Stops: the first reached ends Train (0: no limit; at least one must be
+  // set). Elapsed time counts across resumes.
+  double budget_seconds = 0;
+  int64_t max_samples = 0;
+  // Where Save writes (and on_checkpoint_due saves); empty: no checkpoints.
+  std::string checkpoint_dir;
+  double checkpoint_interval_seconds = 60;
+
+  // What a checkpoint must agree on to be resumed.
+  std::string Describe() const;
+};
+
+// One graph to place. `input` and `options` (memory limits, pinned ops)
+// must outlive the trainer; `make_evaluator` is called once per thread.
+struct RlTask {
+  std::string name;
+  const PolicyInput* input = nullptr;
+  PolicyOptions options;
+  std::function<std::unique_ptr<StepEvaluator>()> make_evaluator;
+};
+
+// One row of the learning curve: a training step.
+struct RlCurveRow {
+  int64_t step = 0;
+  int64_t samples = 0;        // drawn so far, all tasks
+  double elapsed_seconds = 0; // training time so far, across resumes
+  int task = 0;
+  double batch_mean_seconds = 0;  // valid samples of the batch; 0: none
+  double batch_best_seconds = 0;
+  double best_seconds = 0;        // the task's best so far; 0: none
+  int invalid = 0;                // samples of the batch over memory / failed
+};
+
+struct RlTaskBest {
+  std::optional<Placement> placement;
+  double step_seconds = 0;
+  std::string source;  // "rl", "greedy" or the heuristic's name
+};
+
+class RlTrainer {
+ public:
+  static absl::StatusOr<std::unique_ptr<RlTrainer>> Create(
+      std::vector<RlTask> tasks, RlTrainerOptions options);
+  ~RlTrainer();
+
+  // Restores the whole training state from options.checkpoint_dir; an
+  // error when it is missing, unreadable or made with other options or
+  // other task names (the message says which).
+  absl::Status Resume();
+  // Takes only the model's parameters from `dir` (a checkpoint of any
+  // tasks with the same device count and model options).
+  absl::Status LoadModel(const std::string& dir);
+
+  // Trains until a stop (budget, samples, or `should_stop` returning true),
+  // saving a checkpoint every checkpoint_interval_seconds and at the end
+  // when checkpoint_dir is set. `on_step` (may be empty) hears each row.
+  absl::Status Train(const std::function<bool()>& should_stop = {},
+                     const std::function<void(const RlCurveRow&)>& on_step =
+                         {});
+  absl::Status Save();
+
+  // Scores the model's most likely placement of each task (and counts it
+  // toward the best); the step seconds per task, 0 where invalid.
+  std::vector<double> EvaluateGreedy();
+
+  const std::vector<RlCurveRow>& curve() const;
+  const RlTaskBest& best(int task) const;
+  int64_t samples() const;
+  double elapsed_seconds() const;
+  std::string CurveCsv() const;
+
+ private:
+  struct State;
+  explicit RlTrainer(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace placer
+
+#endif  // PLACER_POLICIES_RL_TRAINER_H_
