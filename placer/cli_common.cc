@@ -78,11 +78,15 @@ ABSL_FLAG(std::string, curve, "",
 ABSL_FLAG(int64_t, samples, 0,
           "train: stop after this many sampled placements (0: only the "
           "budget stops); with a seed, makes training repeatable.");
-ABSL_FLAG(int32_t, samples_per_step, 16,
+ABSL_FLAG(int32_t, samples_per_step, 64,
           "train: placements sampled per REINFORCE step.");
 ABSL_FLAG(bool, warm_start, true,
           "train: imitate the best heuristic placement first "
           "(--nowarm_start: from random).");
+ABSL_FLAG(bool, joint, true,
+          "train: REINFORCE samples and trains the Grouper with the Placer "
+          "(--nojoint: the Grouper keeps its most likely groups and the "
+          "Placer learns alone; less variance).");
 ABSL_FLAG(double, learning_rate, 0.01, "train: Adam's learning rate.");
 ABSL_FLAG(int32_t, groups, 32, "train: the Grouper's number of groups.");
 ABSL_FLAG(placer::FlagSeconds, checkpoint_every, placer::FlagSeconds{60},

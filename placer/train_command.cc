@@ -55,6 +55,7 @@ class ProgressLine {
   explicit ProgressLine(const std::vector<std::string>& names)
       : names_(names), tty_(isatty(STDERR_FILENO) == 1) {}
   void Show(const RlCurveRow& row, double fraction, bool force) {
+    if (row.greedy_seconds > 0) greedy_ = row.greedy_seconds;
     auto now = std::chrono::steady_clock::now();
     double since = std::chrono::duration<double>(now - last_).count();
     if (!force && since < (tty_ ? 0.25 : 10)) return;
@@ -66,14 +67,16 @@ class ProgressLine {
     std::cerr << (tty_ ? "\r" : "")
               << absl::StrFormat(
                      "[%s] %3.0f%% %s  samples %d  %s: best %.6f s  batch mean "
-                     "%s  invalid %d  ",
+                     "%s  invalid %d  greedy %s  ",
                      bar, 100 * std::clamp(fraction, 0.0, 1.0),
                      Clock(row.elapsed_seconds), row.samples,
                      names_[row.task], row.best_seconds,
                      row.batch_mean_seconds > 0
                          ? absl::StrFormat("%.6f s", row.batch_mean_seconds)
                          : std::string("-"),
-                     row.invalid)
+                     row.invalid,
+                     greedy_ > 0 ? absl::StrFormat("%.6f s", greedy_)
+                                 : std::string("-"))
               << (tty_ ? "" : "\n") << std::flush;
   }
   void End() {
@@ -83,6 +86,7 @@ class ProgressLine {
  private:
   const std::vector<std::string>& names_;
   bool tty_;
+  double greedy_ = 0;
   std::chrono::steady_clock::time_point last_{};
 };
 
@@ -120,6 +124,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   to.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   to.model.groups = absl::GetFlag(FLAGS_groups);
   to.warm_start = absl::GetFlag(FLAGS_warm_start);
+  to.sample_groups = absl::GetFlag(FLAGS_joint);
   to.checkpoint_dir = dir;
   to.checkpoint_interval_seconds =
       absl::GetFlag(FLAGS_checkpoint_every).seconds;

@@ -115,35 +115,34 @@ torch::Tensor HierarchicalPlacerImpl::Clip(const torch::Tensor& x) const {
 RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
                                     RlSampleMode mode, double noise_stddev,
                                     std::mt19937_64& rng,
-                                    const RlBatch* given) {
+                                    const RlBatch* given,
+                                    bool sample_groups) {
   const RlGraph& rg = *graph.graph;
   const int n = rg.num_units();
   const int g = options_.groups;
   const int d = devices_;
   const bool noisy = mode == RlSampleMode::kSample && noise_stddev > 0;
+  const bool draw_groups = mode == RlSampleMode::kSample && sample_groups;
   RlBatch out;
 
-  // Grouper.
-  torch::Tensor group_logits =
+  // Grouper. The noise (one draw per step, shared by the batch's rows)
+  // and the log-probabilities are per unit; rows gather their choices.
+  torch::Tensor logits =
       Clip(grouper_out_(torch::relu(grouper_hidden_(graph.features))));
-  torch::Tensor logits = group_logits.unsqueeze(0).expand({k, n, g});
-  if (noisy) logits = logits + Noise({k, n, g}, noise_stddev, rng);
-  torch::Tensor group_logp = torch::log_softmax(logits, 2);  // [k, n, g]
+  if (noisy && draw_groups) logits = logits + Noise({n, g}, noise_stddev, rng);
+  torch::Tensor group_logp = torch::log_softmax(logits, 1);  // [n, g]
   if (mode == RlSampleMode::kGiven) {
     out.group_of_unit = given->group_of_unit;
   } else {
     torch::Tensor chooser =
-        (mode == RlSampleMode::kSample ? group_logp.exp() : logits)
-            .detach()
-            .contiguous();
+        (draw_groups ? group_logp.exp() : logits).detach().contiguous();
     const float* p = chooser.data_ptr<float>();
     out.group_of_unit.assign(k, std::vector<int>(n));
     for (int r = 0; r < k; ++r) {
       for (int u = 0; u < n; ++u) {
-        const float* row = p + (static_cast<int64_t>(r) * n + u) * g;
-        out.group_of_unit[r][u] = mode == RlSampleMode::kSample
-                                      ? Draw(row, g, rng)
-                                      : ArgMax(row, g);
+        const float* row = p + static_cast<int64_t>(u) * g;
+        out.group_of_unit[r][u] =
+            draw_groups ? Draw(row, g, rng) : ArgMax(row, g);
       }
     }
   }
@@ -157,8 +156,17 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
   }
   torch::Tensor slot =
       torch::tensor(flat_groups, torch::kLong);  // k*g slot per (row, unit)
-  torch::Tensor chosen_group = (slot % g).view({k, n, 1});
-  torch::Tensor log_prob = group_logp.gather(2, chosen_group).squeeze(2).sum(1);
+  // Row r's unit u chose group slot % g: its log-probability is entry
+  // u*g + slot % g of the flattened [n, g] table.
+  torch::Tensor unit_base = torch::arange(n, torch::kLong).repeat({k}) * g;
+  torch::Tensor log_prob = group_logp.view({-1})
+                               .index_select(0, unit_base + slot % g)
+                               .view({k, n})
+                               .sum(1);
+  out.group_log_prob = log_prob;
+  if (mode == RlSampleMode::kSample && !sample_groups) {
+    log_prob = torch::zeros({k});
+  }
 
   // Group embeddings, from the drawn grouping (constants: no gradient).
   torch::Tensor embed_in;

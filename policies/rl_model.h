@@ -60,6 +60,7 @@ struct RlBatch {
   std::vector<std::vector<int>> group_of_unit;    // [k][N]
   std::vector<std::vector<int>> device_of_group;  // [k][G]
   torch::Tensor log_prob;                         // [k], differentiable
+  torch::Tensor group_log_prob;                   // [k], the Grouper's part
   // Device per unit (unit -> its group's device), what RlGraph::Expand takes.
   std::vector<int> DeviceOfUnit(int row) const;
 };
@@ -71,9 +72,11 @@ class HierarchicalPlacerImpl : public torch::nn::Module {
 
   // `noise_stddev`: Gaussian noise added to the logits before sampling
   // (kSample only). For kGiven, `given` holds the k rows to score.
+  // `sample_groups` false (kSample only): every row takes the Grouper's
+  // most likely groups and log_prob leaves the Grouper out.
   RlBatch Run(const RlGraphTensors& graph, int k, RlSampleMode mode,
               double noise_stddev, std::mt19937_64& rng,
-              const RlBatch* given = nullptr);
+              const RlBatch* given = nullptr, bool sample_groups = true);
 
   int features() const { return features_; }
   int devices() const { return devices_; }

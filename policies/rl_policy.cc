@@ -37,6 +37,12 @@ class RlPolicy : public PlacementPolicy {
           "more than one evaluation");
     }
     if (zero_shot_only) to.max_samples = 1;  // Create needs a bound
+    if (!o.checkpoint_dir.empty()) {
+      absl::StatusOr<RlModelOptions> m =
+          RlTrainer::ReadModelOptions(o.checkpoint_dir);
+      if (!m.ok()) return m.status();
+      to.model = *m;
+    }
     std::vector<RlTask> tasks(1);
     tasks[0].name = "graph";
     tasks[0].input = &in;

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+
+#include <metis.h>
 #include <sstream>
 #include <thread>
 
@@ -12,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "policies/policies.h"
 #include "profiles/proto_io.h"
+#include "runtime/host_setup.h"
 
 namespace placer {
 namespace {
@@ -23,12 +26,17 @@ double Since(Clock::time_point start) {
 }
 
 constexpr char kCheckpointFile[] = "checkpoint.pt";
+constexpr int kCurveColumns = 9;
 
-// LibTorch single-threaded for the scope (see the header's contract).
+// LibTorch single-threaded for the scope (see the header's contract), and
+// OpenBLAS too: its threads otherwise spin between the model's small
+// products, taking the cores the evaluators need.
 class TorchThreads {
  public:
   explicit TorchThreads(int threads) : saved_(at::get_num_threads()) {
     at::set_num_threads(threads);
+    SetBlasThreads(threads);
+    KeepFreedHostMemory();
   }
   ~TorchThreads() { at::set_num_threads(saved_); }
 
@@ -60,14 +68,85 @@ std::vector<int> FromTensor(const torch::Tensor& t) {
   return std::vector<int>(p, p + c.numel());
 }
 
+// The units cut into `parts` groups of about equal compute with METIS
+// (edges weighted by the bytes that cross when apart), numbered by their
+// mean topological position. Falls back to consecutive chunks of the
+// topological order when METIS fails.
+std::vector<int> PartitionUnits(const GroupGraph& units, int parts,
+                                uint64_t seed) {
+  const int n = units.num_units();
+  std::vector<int> out(n, 0);
+  std::vector<int> position(n);
+  for (int i = 0; i < n; ++i) position[units.order()[i]] = i;
+  for (int u = 0; u < n; ++u) {
+    out[u] = static_cast<int>(static_cast<int64_t>(position[u]) * parts /
+                              std::max(n, 1));
+  }
+  if (n <= parts) return out;
+  double top_seconds = 0, top_bytes = 0;
+  for (int u = 0; u < n; ++u) {
+    top_seconds = std::max(top_seconds, units.min_seconds(u));
+    for (const GroupEdge& e : units.neighbours(u)) {
+      top_bytes = std::max(top_bytes, static_cast<double>(e.bytes));
+    }
+  }
+  std::vector<idx_t> xadj{0}, adjncy, adjwgt, vwgt;
+  for (int u = 0; u < n; ++u) {
+    vwgt.push_back(top_seconds > 0 ? 1 + static_cast<idx_t>(std::llround(
+                                             units.min_seconds(u) /
+                                             top_seconds * 1e6))
+                                   : 1);
+    for (const GroupEdge& e : units.neighbours(u)) {
+      adjncy.push_back(e.to);
+      adjwgt.push_back(top_bytes > 0
+                           ? 1 + static_cast<idx_t>(std::llround(
+                                     static_cast<double>(e.bytes) /
+                                     top_bytes * 1e6))
+                           : 1);
+    }
+    xadj.push_back(static_cast<idx_t>(adjncy.size()));
+  }
+  idx_t nvtxs = n, ncon = 1, nparts = parts, objval = 0;
+  idx_t metis_options[METIS_NOPTIONS];
+  METIS_SetDefaultOptions(metis_options);
+  metis_options[METIS_OPTION_SEED] = static_cast<idx_t>(seed & 0x7fffffff);
+  std::vector<idx_t> part(n, 0);
+  if (METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adjncy.data(),
+                          vwgt.data(), nullptr,
+                          adjwgt.empty() ? nullptr : adjwgt.data(), &nparts,
+                          nullptr, nullptr, metis_options, &objval,
+                          part.data()) != METIS_OK) {
+    return out;
+  }
+  std::vector<double> mean(parts, 0);
+  std::vector<int> count(parts, 0);
+  for (int u = 0; u < n; ++u) {
+    mean[part[u]] += position[u];
+    ++count[part[u]];
+  }
+  std::vector<int> rank(parts);
+  for (int p = 0; p < parts; ++p) {
+    mean[p] = count[p] ? mean[p] / count[p] : n;
+    rank[p] = p;
+  }
+  std::stable_sort(rank.begin(), rank.end(),
+                   [&](int a, int b) { return mean[a] < mean[b]; });
+  std::vector<int> renumber(parts);
+  for (int i = 0; i < parts; ++i) renumber[rank[i]] = i;
+  for (int u = 0; u < n; ++u) out[u] = renumber[part[u]];
+  return out;
+}
+
 }  // namespace
 
 std::string RlTrainerOptions::Describe() const {
   return absl::StrFormat(
-      "%s seed=%d k=%d lr=%g decay=%g penalty=%g noise=%g/%d warm=%d/%d",
+      "%s seed=%d k=%d lr=%g decay=%g penalty=%g noise=%g/%d warm=%d/%d "
+      "prior=%d norm=%d groups_sampled=%d",
       model.Describe(), seed, samples_per_step, learning_rate, baseline_decay,
       invalid_penalty, noise_stddev, noise_samples, warm_start ? 1 : 0,
-      imitation_steps);
+      imitation_steps, grouper_prior_steps, normalize_advantage ? 1 : 0,
+      sample_groups ? 1 : 0);
 }
 
 struct RlTrainer::State {
@@ -189,6 +268,44 @@ struct RlTrainer::State {
     }
   }
 
+  // The Grouper's structural prior (see grouper_prior_steps).
+  void GrouperPrior() {
+    const int g = options.model.groups;
+    std::vector<RlBatch> targets(tasks.size());
+    for (size_t t = 0; t < tasks.size(); ++t) {
+      const RlGraph& rg = task_states[t]->graph;
+      targets[t].group_of_unit.assign(
+          1, PartitionUnits(rg.units, g, options.seed));
+      targets[t].device_of_group.assign(1, std::vector<int>(g, 0));
+    }
+    for (int it = 0; it < options.grouper_prior_steps; ++it) {
+      torch::Tensor loss = torch::zeros({});
+      for (size_t t = 0; t < tasks.size(); ++t) {
+        RlBatch b = model->Run(*task_states[t]->tensors, 1,
+                               RlSampleMode::kGiven, 0, rng, &targets[t]);
+        loss = loss - b.group_log_prob.sum() /
+                          std::max(task_states[t]->graph.num_units(), 1);
+      }
+      optimizer->zero_grad();
+      loss.backward();
+      optimizer->step();
+    }
+  }
+
+  // Scores the model's most likely placement of task t; 0 when invalid.
+  double Greedy(int t) {
+    TaskState& ts = *task_states[t];
+    RlBatch b;
+    {
+      torch::NoGradGuard no_grad;
+      b = model->Run(*ts.tensors, 1, RlSampleMode::kGreedy, 0, rng);
+    }
+    Placement p = ts.graph.Expand(b.DeviceOfUnit(0));
+    std::optional<double> seconds = Score(t, {p})[0];
+    Consider(t, p, seconds, "greedy");
+    return seconds.value_or(0);
+  }
+
   RlCurveRow Step() {
     const int t = static_cast<int>(step % static_cast<int64_t>(tasks.size()));
     TaskState& ts = *task_states[t];
@@ -198,8 +315,8 @@ struct RlTrainer::State {
       noise = options.noise_stddev *
               (1.0 - static_cast<double>(samples) / options.noise_samples);
     }
-    RlBatch batch =
-        model->Run(*ts.tensors, k, RlSampleMode::kSample, noise, rng);
+    RlBatch batch = model->Run(*ts.tensors, k, RlSampleMode::kSample, noise,
+                               rng, nullptr, options.sample_groups);
     std::vector<Placement> placements;
     for (int r = 0; r < k; ++r) {
       placements.push_back(ts.graph.Expand(batch.DeviceOfUnit(r)));
@@ -232,8 +349,14 @@ struct RlTrainer::State {
       ts.has_baseline = true;
     }
     std::vector<float> advantage(k);
+    double spread = 0;
     for (int r = 0; r < k; ++r) {
       advantage[r] = rewards[r] - static_cast<float>(ts.baseline);
+      spread += (rewards[r] - mean_reward) * (rewards[r] - mean_reward);
+    }
+    spread = std::sqrt(spread / k);
+    if (options.normalize_advantage && spread > 1e-6) {
+      for (float& a : advantage) a = static_cast<float>(a / spread);
     }
     torch::Tensor adv = torch::tensor(advantage, torch::kFloat);
     torch::Tensor loss = -(adv * batch.log_prob).mean();
@@ -311,10 +434,14 @@ absl::Status RlTrainer::Train(
   Clock::time_point last_save = start;
   const double elapsed_before = s_->elapsed_seconds;
   const RlTrainerOptions& o = s_->options;
-  if (o.warm_start && !s_->imitation_done) {
-    s_->Imitate();
+  if (!s_->imitation_done) {
+    if (o.warm_start) {
+      s_->Imitate();
+      EvaluateGreedy();
+    } else {
+      s_->GrouperPrior();
+    }
     s_->imitation_done = true;
-    EvaluateGreedy();
   }
   while (true) {
     s_->elapsed_seconds = elapsed_before + Since(start);
@@ -322,6 +449,11 @@ absl::Status RlTrainer::Train(
     if (o.max_samples > 0 && s_->samples >= o.max_samples) break;
     if (should_stop && should_stop()) break;
     RlCurveRow row = s_->Step();
+    if (o.greedy_every > 0 && row.step % o.greedy_every == 0) {
+      row.greedy_seconds = s_->Greedy(row.task);
+      const RlTaskBest& best = s_->task_states[row.task]->best;
+      row.best_seconds = best.placement ? best.step_seconds : 0;
+    }
     s_->elapsed_seconds = elapsed_before + Since(start);
     row.elapsed_seconds = s_->elapsed_seconds;
     s_->curve.push_back(row);
@@ -340,16 +472,7 @@ std::vector<double> RlTrainer::EvaluateGreedy() {
   TorchThreads single(1);
   std::vector<double> out;
   for (size_t t = 0; t < s_->tasks.size(); ++t) {
-    TaskState& ts = *s_->task_states[t];
-    RlBatch b;
-    {
-      torch::NoGradGuard no_grad;
-      b = s_->model->Run(*ts.tensors, 1, RlSampleMode::kGreedy, 0, s_->rng);
-    }
-    Placement p = ts.graph.Expand(b.DeviceOfUnit(0));
-    std::optional<double> seconds = s_->Score(static_cast<int>(t), {p})[0];
-    s_->Consider(static_cast<int>(t), p, seconds, "greedy");
-    out.push_back(seconds.value_or(0));
+    out.push_back(s_->Greedy(static_cast<int>(t)));
   }
   return out;
 }
@@ -359,6 +482,15 @@ absl::Status RlTrainer::Save() {
   try {
     torch::serialize::OutputArchive archive;
     archive.write("config", c10::IValue(s.Config()));
+    const RlModelOptions& m = s.options.model;
+    archive.write("model.groups", c10::IValue(int64_t{m.groups}));
+    archive.write("model.grouper_hidden",
+                  c10::IValue(int64_t{m.grouper_hidden}));
+    archive.write("model.placer_hidden", c10::IValue(int64_t{m.placer_hidden}));
+    archive.write("model.device_embedding",
+                  c10::IValue(int64_t{m.device_embedding}));
+    archive.write("model.logit_clip", c10::IValue(m.logit_clip));
+    archive.write("model.temperature", c10::IValue(m.temperature));
     torch::serialize::OutputArchive model_archive, optimizer_archive;
     s.model->save(model_archive);
     s.optimizer->save(optimizer_archive);
@@ -389,11 +521,11 @@ absl::Status RlTrainer::Save() {
                    {static_cast<double>(r.step), static_cast<double>(r.samples),
                     r.elapsed_seconds, static_cast<double>(r.task),
                     r.batch_mean_seconds, r.batch_best_seconds, r.best_seconds,
-                    static_cast<double>(r.invalid)});
+                    static_cast<double>(r.invalid), r.greedy_seconds});
     }
     archive.write("curve",
                   torch::tensor(curve, torch::kDouble)
-                      .view({static_cast<int64_t>(s.curve.size()), 8}));
+                      .view({static_cast<int64_t>(s.curve.size()), kCurveColumns}));
     std::ostringstream bytes;
     archive.save_to(bytes);
     return WriteFileAtomically(
@@ -421,6 +553,35 @@ absl::StatusOr<std::string> ReadCheckpoint(const std::string& dir) {
 }
 
 }  // namespace
+
+absl::StatusOr<RlModelOptions> RlTrainer::ReadModelOptions(
+    const std::string& dir) {
+  absl::StatusOr<std::string> bytes = ReadCheckpoint(dir);
+  if (!bytes.ok()) return bytes.status();
+  RlModelOptions m;
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(bytes->data(), bytes->size());
+    c10::IValue v;
+    archive.read("model.groups", v);
+    m.groups = static_cast<int>(v.toInt());
+    archive.read("model.grouper_hidden", v);
+    m.grouper_hidden = static_cast<int>(v.toInt());
+    archive.read("model.placer_hidden", v);
+    m.placer_hidden = static_cast<int>(v.toInt());
+    archive.read("model.device_embedding", v);
+    m.device_embedding = static_cast<int>(v.toInt());
+    archive.read("model.logit_clip", v);
+    m.logit_clip = v.toDouble();
+    archive.read("model.temperature", v);
+    m.temperature = v.toDouble();
+  } catch (const c10::Error& e) {
+    return absl::DataLossError(absl::StrCat(
+        "rl: ", dir, "/", kCheckpointFile, " is not a readable checkpoint: ",
+        e.what_without_backtrace()));
+  }
+  return m;
+}
 
 absl::Status RlTrainer::Resume() {
   State& s = *s_;
@@ -474,14 +635,18 @@ absl::Status RlTrainer::Resume() {
     torch::Tensor curve;
     archive.read("curve", curve);
     curve = curve.contiguous();
+    if (curve.dim() != 2 || curve.size(1) != kCurveColumns) {
+      return absl::DataLossError(
+          absl::StrCat("rl: ", path, ": its learning curve has another shape"));
+    }
     const double* c = curve.data_ptr<double>();
     s.curve.clear();
     for (int64_t r = 0; r < curve.size(0); ++r) {
-      const double* x = c + r * 8;
+      const double* x = c + r * kCurveColumns;
       s.curve.push_back({static_cast<int64_t>(x[0]),
                          static_cast<int64_t>(x[1]), x[2],
                          static_cast<int>(x[3]), x[4], x[5], x[6],
-                         static_cast<int>(x[7])});
+                         static_cast<int>(x[7]), x[8]});
     }
   } catch (const c10::Error& e) {
     return absl::DataLossError(absl::StrCat(
@@ -513,6 +678,8 @@ absl::Status RlTrainer::LoadModel(const std::string& dir) {
     torch::serialize::InputArchive model_archive;
     archive.read("model", model_archive);
     s_->model->load(model_archive);
+    // The loaded model is the start: no prior or imitation over it.
+    s_->imitation_done = true;
   } catch (const c10::Error& e) {
     return absl::DataLossError(absl::StrCat(
         "rl: ", path, " is not a readable checkpoint: ",
@@ -531,12 +698,13 @@ double RlTrainer::elapsed_seconds() const { return s_->elapsed_seconds; }
 std::string RlTrainer::CurveCsv() const {
   std::string out =
       "step,samples,elapsed_seconds,task,batch_mean_seconds,"
-      "batch_best_seconds,best_seconds,invalid\n";
+      "batch_best_seconds,best_seconds,invalid,greedy_seconds\n";
   for (const RlCurveRow& r : s_->curve) {
-    absl::StrAppendFormat(&out, "%d,%d,%.3f,%s,%.6f,%.6f,%.6f,%d\n", r.step,
-                          r.samples, r.elapsed_seconds,
+    absl::StrAppendFormat(&out, "%d,%d,%.3f,\"%s\",%.6f,%.6f,%.6f,%d,%.6f\n",
+                          r.step, r.samples, r.elapsed_seconds,
                           s_->tasks[r.task].name, r.batch_mean_seconds,
-                          r.batch_best_seconds, r.best_seconds, r.invalid);
+                          r.batch_best_seconds, r.best_seconds, r.invalid,
+                          r.greedy_seconds);
   }
   return out;
 }

@@ -11,7 +11,9 @@
 // `invalid_penalty` lower bounds. Noise on the logits decays linearly to
 // zero over the first `noise_samples` samples. With `warm_start`, the model
 // first imitates each task's best heuristic placement (BestHeuristic) for
-// `imitation_steps` steps, and that placement seeds the task's best.
+// `imitation_steps` steps, and that placement seeds the task's best;
+// without, the Grouper may start from a structural prior (see
+// grouper_prior_steps).
 //
 // Determinism: the state after any number of steps depends only on the
 // seed, the options and the tasks (not on threads or time); the time budget
@@ -42,7 +44,7 @@ namespace placer {
 struct RlTrainerOptions {
   RlModelOptions model;
   uint64_t seed = 1;
-  int samples_per_step = 16;
+  int samples_per_step = 64;
   double learning_rate = 0.01;
   double baseline_decay = 0.9;  // b <- decay·b + (1 - decay)·mean(R)
   double invalid_penalty = 20;  // lower bounds
@@ -50,6 +52,17 @@ struct RlTrainerOptions {
   int64_t noise_samples = 4000;
   bool warm_start = false;
   int imitation_steps = 150;
+  // Without a warm start, the Grouper first learns, for this many steps,
+  // a device-agnostic prior: the units cut by METIS into `groups` parts of
+  // about equal compute with the fewest bytes between them. The Placer
+  // starts untrained, so the first placements are random assignments of
+  // those groups. 0: the Grouper starts untrained too.
+  int grouper_prior_steps = 100;
+  // Whether REINFORCE samples (and trains) the Grouper's choices, or keeps
+  // its most likely grouping and trains the Placer alone.
+  bool sample_groups = true;
+  // Advantages divided by their batch's standard deviation.
+  bool normalize_advantage = true;
   int threads = 2;
   // Stops: the first reached ends Train (0: no limit; at least one must be
   // set). Elapsed time counts across resumes.
@@ -58,6 +71,7 @@ struct RlTrainerOptions {
   // Where Save writes (and on_checkpoint_due saves); empty: no checkpoints.
   std::string checkpoint_dir;
   double checkpoint_interval_seconds = 60;
+  int greedy_every = 10;  // steps; 0: never
 
   // What a checkpoint must agree on to be resumed.
   std::string Describe() const;
@@ -82,6 +96,9 @@ struct RlCurveRow {
   double batch_best_seconds = 0;
   double best_seconds = 0;        // the task's best so far; 0: none
   int invalid = 0;                // samples of the batch over memory / failed
+  // The model's most likely placement, scored every greedy_every steps
+  // (and counted toward the best); 0: not scored this step or invalid.
+  double greedy_seconds = 0;
 };
 
 struct RlTaskBest {
@@ -96,12 +113,18 @@ class RlTrainer {
       std::vector<RlTask> tasks, RlTrainerOptions options);
   ~RlTrainer();
 
+  // The model options a checkpoint in `dir` was trained with (what
+  // LoadModel needs the trainer to be created with).
+  static absl::StatusOr<RlModelOptions> ReadModelOptions(
+      const std::string& dir);
+
   // Restores the whole training state from options.checkpoint_dir; an
   // error when it is missing, unreadable or made with other options or
   // other task names (the message says which).
   absl::Status Resume();
   // Takes only the model's parameters from `dir` (a checkpoint of any
-  // tasks with the same device count and model options).
+  // tasks with the same device count and model options); training then
+  // starts from them (no warm start or Grouper prior).
   absl::Status LoadModel(const std::string& dir);
 
   // Trains until a stop (budget, samples, or `should_stop` returning true),

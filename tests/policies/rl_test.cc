@@ -1,0 +1,307 @@
+// The hierarchical RL placer: features, determinism (same seed and samples,
+// same result), exact resumption from a checkpoint, warm start, learning,
+// zero-shot placement through the `rl` policy, and checkpoint errors.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "graph/onnx_import.h"
+#include "graph/training_view.h"
+#include "placer/evaluator.h"
+#include "policies/policies.h"
+#include "policies/rl_features.h"
+#include "policies/rl_trainer.h"
+#include "profiles/cluster.h"
+#include "zoo/zoo.h"
+
+namespace placer {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Scenario {
+  Graph graph;
+  TrainingView view;
+  Cluster cluster;
+  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  std::unique_ptr<SimulationContext> sim;
+  std::unique_ptr<PolicyInput> input;
+
+  Scenario(const std::string& model, const std::string& preset) {
+    zoo::ZooParams p;
+    p.batch_size = 8;
+    p.seq_len = 4;
+    p.hidden = 64;
+    p.vocab = 100;
+    p.image_size = 64;
+    p.weights = false;
+    graph = *ImportOnnxModel(*zoo::BuildZooModel(model, p), model, {});
+    view = BuildTrainingView(graph);
+    cluster = *LoadCluster(preset);
+    sim = std::make_unique<SimulationContext>(
+        SimulationContext::Create(view, cluster, *costs, *order));
+    input = std::make_unique<PolicyInput>(
+        PolicyInput{view, cluster, *costs, *sim});
+  }
+  RlTask Task(const std::string& name) const {
+    RlTask t;
+    t.name = name;
+    t.input = input.get();
+    const SimulationContext* context = sim.get();
+    t.make_evaluator = [context] { return NewSimulatorEvaluator(*context); };
+    return t;
+  }
+};
+
+std::string TempDir(const std::string& name) {
+  std::string dir = absl::StrCat(::testing::TempDir(), "/", name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+RlTrainerOptions Small(int64_t samples) {
+  RlTrainerOptions o;
+  o.model.groups = 8;
+  o.model.placer_hidden = 32;
+  o.model.grouper_hidden = 32;
+  o.samples_per_step = 8;
+  o.max_samples = samples;
+  o.imitation_steps = 60;
+  o.grouper_prior_steps = 20;
+  o.noise_samples = 200;
+  o.greedy_every = 5;
+  return o;
+}
+
+std::unique_ptr<RlTrainer> Make(const Scenario& s, RlTrainerOptions o) {
+  absl::StatusOr<std::unique_ptr<RlTrainer>> t =
+      RlTrainer::Create({s.Task("gnmt2")}, o);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return std::move(*t);
+}
+
+// The curve without wall-clock time.
+std::vector<std::vector<double>> Rows(const RlTrainer& t) {
+  std::vector<std::vector<double>> out;
+  for (const RlCurveRow& r : t.curve()) {
+    out.push_back({static_cast<double>(r.step), static_cast<double>(r.samples),
+                   static_cast<double>(r.task), r.batch_mean_seconds,
+                   r.batch_best_seconds, r.best_seconds,
+                   static_cast<double>(r.invalid), r.greedy_seconds});
+  }
+  return out;
+}
+
+TEST(RlFeaturesTest, ScaleFreeRowsAndFractions) {
+  Scenario s("gnmt2", "p100x4");
+  RlGraph g = BuildRlGraph(*s.input, PolicyOptions{});
+  const int n = g.num_units();
+  ASSERT_GT(n, 10);
+  ASSERT_EQ(g.features.size(),
+            static_cast<size_t>(n) * RlGraph::FeatureCount(4));
+  for (float f : g.features) ASSERT_TRUE(std::isfinite(f));
+  double compute = 0, memory = 0, links = 0;
+  for (int u = 0; u < n; ++u) {
+    compute += g.compute_fraction[u];
+    memory += g.memory_fraction[u];
+  }
+  for (const RlLink& l : g.links) {
+    EXPECT_LT(l.a, l.b);
+    links += l.byte_fraction;
+  }
+  EXPECT_NEAR(compute, 1, 1e-4);
+  EXPECT_NEAR(memory, 1, 1e-4);
+  EXPECT_NEAR(links, 1, 1e-4);
+  // Each unit's op-type histogram sums to one.
+  const int width = RlGraph::FeatureCount(4);
+  for (int u = 0; u < n; ++u) {
+    double sum = 0;
+    for (int b = 0; b < RlGraph::kOpTypeBuckets; ++b) {
+      sum += g.features[u * width + 3 * RlGraph::kBaseFeatures + b];
+    }
+    EXPECT_NEAR(sum, 1, 1e-4);
+  }
+}
+
+TEST(RlTrainerTest, SameSeedSameSamplesSameResult) {
+  Scenario s("gnmt2", "p100x4");
+  RlTrainerOptions o = Small(96);
+  o.threads = 1;
+  std::unique_ptr<RlTrainer> a = Make(s, o);
+  ASSERT_TRUE(a->Train().ok());
+  o.threads = 3;  // threads never change results
+  std::unique_ptr<RlTrainer> b = Make(s, o);
+  ASSERT_TRUE(b->Train().ok());
+  EXPECT_EQ(Rows(*a), Rows(*b));
+  ASSERT_TRUE(a->best(0).placement && b->best(0).placement);
+  EXPECT_EQ(a->best(0).placement->device_of_op,
+            b->best(0).placement->device_of_op);
+  EXPECT_EQ(a->EvaluateGreedy(), b->EvaluateGreedy());
+
+  o.seed = 2;
+  std::unique_ptr<RlTrainer> c = Make(s, o);
+  ASSERT_TRUE(c->Train().ok());
+  EXPECT_NE(Rows(*a), Rows(*c));
+}
+
+TEST(RlTrainerTest, ResumeGoesOnExactlyAsIfNeverStopped) {
+  Scenario s("gnmt2", "p100x4");
+  for (bool warm : {false, true}) {
+    SCOPED_TRACE(warm ? "warm start" : "cold start");
+    RlTrainerOptions o = Small(128);
+    o.warm_start = warm;
+    o.checkpoint_dir = TempDir(warm ? "whole_w" : "whole_c");
+    std::unique_ptr<RlTrainer> whole = Make(s, o);
+    ASSERT_TRUE(whole->Train().ok());
+
+    o.checkpoint_dir = TempDir(warm ? "halves_w" : "halves_c");
+    o.max_samples = 64;
+    std::unique_ptr<RlTrainer> first = Make(s, o);
+    ASSERT_TRUE(first->Train().ok());  // saves at the end
+    o.max_samples = 128;
+    std::unique_ptr<RlTrainer> second = Make(s, o);
+    ASSERT_TRUE(second->Resume().ok());
+    EXPECT_EQ(second->samples(), 64);
+    ASSERT_TRUE(second->Train().ok());
+
+    EXPECT_EQ(Rows(*whole), Rows(*second));
+    EXPECT_EQ(whole->best(0).placement->device_of_op,
+              second->best(0).placement->device_of_op);
+    EXPECT_EQ(whole->best(0).step_seconds, second->best(0).step_seconds);
+    EXPECT_EQ(whole->EvaluateGreedy(), second->EvaluateGreedy());
+  }
+}
+
+TEST(RlTrainerTest, WarmStartImitatesTheBestHeuristic) {
+  Scenario s("gnmt2", "p100x4");
+  RlTrainerOptions o = Small(8);
+  o.warm_start = true;
+  o.imitation_steps = 150;
+  o.greedy_every = 0;
+  std::unique_ptr<RlTrainer> t = Make(s, o);
+  ASSERT_TRUE(t->Train().ok());
+  absl::StatusOr<HeuristicWinner> h = BestHeuristic(*s.input, PolicyOptions{});
+  ASSERT_TRUE(h.ok());
+  // The best is never worse than the heuristic it started from, and the
+  // model's own most likely placement has learnt to come close to it.
+  EXPECT_LE(t->best(0).step_seconds, h->step_seconds);
+  double greedy = t->EvaluateGreedy()[0];
+  ASSERT_GT(greedy, 0);
+  EXPECT_LT(greedy, 1.10 * h->step_seconds);
+}
+
+TEST(RlTrainerTest, LearningShortensTheSampledSteps) {
+  Scenario s("gnmt2", "p100x4");
+  RlTrainerOptions o;
+  o.model.groups = 8;
+  o.samples_per_step = 64;
+  o.sample_groups = false;  // the Placer learns over the Grouper's prior
+  o.max_samples = 6400;
+  std::unique_ptr<RlTrainer> t = Make(s, o);
+  ASSERT_TRUE(t->Train().ok());
+  const std::vector<RlCurveRow>& curve = t->curve();
+  ASSERT_EQ(curve.size(), 100u);
+  auto mean = [&](size_t from, size_t to) {
+    double sum = 0;
+    int count = 0;
+    for (size_t i = from; i < to; ++i) {
+      if (curve[i].batch_mean_seconds > 0) {
+        sum += curve[i].batch_mean_seconds;
+        ++count;
+      }
+    }
+    return count ? sum / count : 0;
+  };
+  double first = mean(0, 10), last = mean(curve.size() - 10, curve.size());
+  EXPECT_GT(first, 0);
+  EXPECT_GT(last, 0);
+  EXPECT_LT(last, 0.95 * first) << "first " << first << " last " << last;
+  EXPECT_LT(t->best(0).step_seconds, first);
+  // From random placements of its groups to within 10% of the best
+  // heuristic (measured: 2.6%).
+  absl::StatusOr<HeuristicWinner> h = BestHeuristic(*s.input, PolicyOptions{});
+  ASSERT_TRUE(h.ok());
+  EXPECT_LT(t->best(0).step_seconds, 1.10 * h->step_seconds)
+      << t->best(0).step_seconds << " vs " << h->policy << " "
+      << h->step_seconds;
+}
+
+TEST(RlPolicyTest, ZeroShotAndFineTunedPlacementsAreValid) {
+  Scenario train("gnmt2", "p100x4");
+  RlTrainerOptions o;  // the rl policy's model options: the defaults
+  o.max_samples = 64;
+  o.checkpoint_dir = TempDir("policy");
+  std::unique_ptr<RlTrainer> t = Make(train, o);
+  ASSERT_TRUE(t->Train().ok());
+
+  Scenario unseen("transformer_big", "p100x4");
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> rl = NewPolicy("rl");
+  ASSERT_TRUE(rl.ok()) << rl.status();
+  PolicyOptions po;
+  po.checkpoint_dir = o.checkpoint_dir;
+  po.max_evaluations = 1;  // zero-shot
+  po.pinned[0] = 3;
+  absl::StatusOr<Placement> zero = (*rl)->Place(*unseen.input, po);
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ(zero->device_of_op[0], 3);
+  EXPECT_TRUE(CheckPlacement(*unseen.input, po, *zero).ok());
+
+  po.max_evaluations = 65;  // greedy, then 64 samples of fine-tuning
+  absl::StatusOr<Placement> tuned = (*rl)->Place(*unseen.input, po);
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  absl::StatusOr<SimulationResult> a = CheckPlacement(*unseen.input, po, *zero);
+  absl::StatusOr<SimulationResult> b =
+      CheckPlacement(*unseen.input, po, *tuned);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_LE(b->step_seconds, a->step_seconds);
+}
+
+TEST(RlTrainerTest, CheckpointErrorsNameTheFile) {
+  Scenario s("gnmt2", "p100x4");
+  RlTrainerOptions o = Small(16);
+  o.checkpoint_dir = TempDir("errors");
+  std::unique_ptr<RlTrainer> t = Make(s, o);
+  absl::Status missing = t->Resume();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.message(), HasSubstr("checkpoint.pt"));
+
+  ASSERT_TRUE(t->Train().ok());
+  o.learning_rate = 0.5;
+  std::unique_ptr<RlTrainer> other = Make(s, o);
+  absl::Status mismatch = other->Resume();
+  EXPECT_EQ(mismatch.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(mismatch.message(), HasSubstr("lr=0.5"));
+
+  std::ofstream(o.checkpoint_dir + "/checkpoint.pt") << "not a checkpoint";
+  RlTrainerOptions same = Small(16);
+  same.checkpoint_dir = o.checkpoint_dir;
+  std::unique_ptr<RlTrainer> torn = Make(s, same);
+  absl::Status corrupt = torn->Resume();
+  EXPECT_EQ(corrupt.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(corrupt.message(), HasSubstr("checkpoint.pt"));
+  EXPECT_THAT(torn->LoadModel(o.checkpoint_dir).message(),
+              HasSubstr("not a readable checkpoint"));
+}
+
+TEST(RlTrainerTest, BadOptionsAreErrors) {
+  Scenario s("gnmt2", "p100x4");
+  RlTrainerOptions o = Small(0);
+  EXPECT_THAT(RlTrainer::Create({s.Task("a")}, o).status().message(),
+              HasSubstr("must bound training"));
+  o = Small(8);
+  o.model.groups = 2;
+  EXPECT_THAT(RlTrainer::Create({s.Task("a")}, o).status().message(),
+              HasSubstr("cannot cover 4 devices"));
+  Scenario two("gnmt2", "cpu2");
+  o = Small(8);
+  EXPECT_THAT(
+      RlTrainer::Create({s.Task("a"), two.Task("b")}, o).status().message(),
+      HasSubstr("one model places on one device count"));
+}
+
+}  // namespace
+}  // namespace placer
