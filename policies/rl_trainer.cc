@@ -253,13 +253,20 @@ struct RlTrainer::State {
       std::vector<std::optional<double>> s = Score(static_cast<int>(t), {w->placement});
       Consider(static_cast<int>(t), w->placement, s[0], w->policy);
     }
-    for (int it = 0; it < options.imitation_steps; ++it) {
+    Fit(targets, have, options.imitation_steps, /*grouper_only=*/false);
+  }
+
+  // `steps` Adam steps on the mean per-unit log-likelihood of the targets
+  // (of the tasks with have[t]); grouper_only: the Grouper's part alone.
+  void Fit(const std::vector<RlBatch>& targets, const std::vector<bool>& have,
+           int steps, bool grouper_only) {
+    for (int it = 0; it < steps; ++it) {
       torch::Tensor loss = torch::zeros({});
       for (size_t t = 0; t < tasks.size(); ++t) {
         if (!have[t]) continue;
         RlBatch b = model->Run(*task_states[t]->tensors, 1,
                                RlSampleMode::kGiven, 0, rng, &targets[t]);
-        loss = loss - b.log_prob.sum() /
+        loss = loss - (grouper_only ? b.group_log_prob : b.log_prob).sum() /
                           std::max(task_states[t]->graph.num_units(), 1);
       }
       optimizer->zero_grad();
@@ -278,18 +285,8 @@ struct RlTrainer::State {
           1, PartitionUnits(rg.units, g, options.seed));
       targets[t].device_of_group.assign(1, std::vector<int>(g, 0));
     }
-    for (int it = 0; it < options.grouper_prior_steps; ++it) {
-      torch::Tensor loss = torch::zeros({});
-      for (size_t t = 0; t < tasks.size(); ++t) {
-        RlBatch b = model->Run(*task_states[t]->tensors, 1,
-                               RlSampleMode::kGiven, 0, rng, &targets[t]);
-        loss = loss - b.group_log_prob.sum() /
-                          std::max(task_states[t]->graph.num_units(), 1);
-      }
-      optimizer->zero_grad();
-      loss.backward();
-      optimizer->step();
-    }
+    Fit(targets, std::vector<bool>(tasks.size(), true),
+        options.grouper_prior_steps, /*grouper_only=*/true);
   }
 
   // Scores the model's most likely placement of task t; 0 when invalid.
