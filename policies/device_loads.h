@@ -25,6 +25,10 @@ class DeviceLoads {
   bool Fits(int unit, int device) const {
     return memory_[device] + groups_.memory_bytes(unit) <= limit_[device];
   }
+  // Whether `bytes` more (beyond what is assigned) fit on the device.
+  bool FitsBytes(int64_t bytes, int device) const {
+    return memory_[device] + bytes <= limit_[device];
+  }
   void Assign(int unit, int device) {
     seconds_[device] += groups_.seconds(unit, device);
     memory_[device] += groups_.memory_bytes(unit);

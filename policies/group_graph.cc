@@ -4,6 +4,7 @@
 #include <map>
 #include <numeric>
 #include <queue>
+#include <string_view>
 
 namespace placer {
 namespace {
@@ -184,6 +185,74 @@ std::vector<int> CoarsenSmallGroups(const SimulationContext& sim,
     out[g] = id[root];
   }
   return out;
+}
+
+std::vector<int> ParameterFamilies(const TrainingView& view,
+                                   const GroupGraph& units,
+                                   const std::vector<bool>& alone) {
+  const int n = units.num_units();
+  std::vector<int> parent(n);
+  std::iota(parent.begin(), parent.end(), 0);
+  auto root = [&](int u) {
+    while (parent[u] != u) u = parent[u] = parent[parent[u]];
+    return u;
+  };
+  auto join = [&](int u, int v) {
+    int a = root(u), b = root(v);
+    if (a != b) parent[std::max(a, b)] = std::min(a, b);
+  };
+  // Homes of one module's parameters.
+  std::map<std::string_view, int> module_home;
+  for (int g = 0; g < view.num_groups(); ++g) {
+    int u = units.unit_of(g);
+    if (alone[u]) continue;
+    for (int v : view.group_parameters(g)) {
+      std::string_view name = view.value(v).name;
+      size_t cut = name.find_last_of("./");
+      if (cut != std::string_view::npos) name = name.substr(0, cut);
+      auto [it, added] = module_home.emplace(name, u);
+      if (!added) join(u, it->second);
+    }
+  }
+  for (int u = 0; u < n; ++u) {
+    if (alone[u]) continue;
+    for (const GroupEdge& e : units.parameter_reads(u)) {
+      if (!alone[e.to]) join(u, e.to);
+    }
+  }
+  // A unit that reads and homes no parameter joins the family of its
+  // forward predecessors when they all are in one (the parameter-free
+  // tail of a layer's step: its gate activations, cell and state).
+  std::vector<bool> touches(n, false);
+  for (int u = 0; u < n; ++u) {
+    for (const GroupEdge& e : units.parameter_reads(u)) {
+      touches[u] = touches[e.to] = true;
+    }
+  }
+  for (int g = 0; g < view.num_groups(); ++g) {
+    if (!view.group_parameters(g).empty()) touches[units.unit_of(g)] = true;
+  }
+  for (int u : units.order()) {
+    if (alone[u] || touches[u] || units.predecessors(u).empty()) continue;
+    int r = -1;
+    for (const GroupEdge& e : units.predecessors(u)) {
+      int p = alone[e.to] ? -1 : root(e.to);
+      if (p < 0 || (r >= 0 && p != r)) {
+        r = -1;
+        break;
+      }
+      r = p;
+    }
+    if (r >= 0) parent[u] = r;
+  }
+  std::vector<int> id_of_root(n, -1), family(n);
+  int next = 0;
+  for (int u : units.order()) {
+    int r = root(u);
+    if (id_of_root[r] < 0) id_of_root[r] = next++;
+    family[u] = id_of_root[r];
+  }
+  return family;
 }
 
 }  // namespace placer

@@ -19,7 +19,25 @@
 namespace placer {
 namespace {
 
+std::vector<bool> PinnedUnits(const GroupGraph& groups, const PolicyOptions& o) {
+  std::vector<bool> pinned(groups.num_units());
+  for (int g = 0; g < groups.num_units(); ++g) {
+    pinned[g] = UnitPinnedDevice(groups, o, g) >= 0;
+  }
+  return pinned;
+}
+
 // Shared state of a list schedule: where groups went and when they end.
+//
+// Units that share parameters (ParameterFamilies: the time steps of an
+// unrolled layer) are placed as one family: the first member scheduled
+// chooses among the devices where the whole family's memory fits, and the
+// rest follow it, so no weight-sized partial gradient crosses devices.
+// The family's unscheduled work is then that device's backlog: a choice
+// starts no earlier than the work assigned to the device plus its backlog,
+// so the next layer goes where it will not queue behind this one (the
+// pipeline of the experts' one-layer-per-device rule, found by the
+// schedule). A family that fits on no device is placed unit by unit.
 class Schedule {
  public:
   Schedule(const PolicyInput& in, const PolicyOptions& o,
@@ -27,10 +45,30 @@ class Schedule {
       : in_(in),
         o_(o),
         groups_(groups),
+        devices_(in.cluster.num_devices()),
         loads_(groups, in.cluster, o),
         device_(groups.num_units(), -1),
         finish_(groups.num_units(), 0),
-        free_(in.cluster.num_devices(), 0) {}
+        free_(devices_, 0),
+        family_(ParameterFamilies(in.view, groups, PinnedUnits(groups, o))),
+        backlog_(devices_, 0),
+        reserved_(devices_, 0) {
+    int families = 0;
+    for (int f : family_) families = std::max(families, f + 1);
+    family_size_.assign(families, 0);
+    family_bytes_.assign(families, 0);
+    family_seconds_.assign(static_cast<size_t>(families) * devices_, 0);
+    family_device_.assign(families, -1);
+    split_.assign(families, false);
+    for (int g = 0; g < groups.num_units(); ++g) {
+      int f = family_[g];
+      ++family_size_[f];
+      family_bytes_[f] += groups.memory_bytes(g);
+      for (int d = 0; d < devices_; ++d) {
+        family_seconds_[f * devices_ + d] += groups.seconds(g, d);
+      }
+    }
+  }
 
   // When g's inputs would all be on device d.
   double DataReady(int g, int d) const {
@@ -58,30 +96,63 @@ class Schedule {
     return total;
   }
 
+  // Whether g's placement is its own choice: not pinned and not bound to
+  // a family (a family's first member chooses for all).
+  bool Decides(int g) const {
+    int f = family_[g];
+    return UnitPinnedDevice(groups_, o_, g) < 0 &&
+           (family_size_[f] == 1 || split_[f]);
+  }
+
+  // Whether g alone (or, for a family's first member, its whole family)
+  // fits on d next to what is assigned and reserved there.
+  bool Fits(int g, int d) const {
+    int f = family_[g];
+    if (family_device_[f] >= 0 && !split_[f]) return family_device_[f] == d;
+    bool head = family_size_[f] > 1 && !split_[f];
+    return loads_.FitsBytes(
+        reserved_[d] + (head ? family_bytes_[f] : groups_.memory_bytes(g)), d);
+  }
+
   // The device where g finishes first, counting the gradients it would
-  // send home, among those that fit (or its pinned device); -1 when none
-  // fits.
+  // send home and the device's backlog, among those that fit (or its
+  // pinned or family device); -1 when none fits.
   int BestDevice(int g, double* start_out) const {
-    int pinned = UnitPinnedDevice(groups_, o_, g);
+    int fixed = UnitPinnedDevice(groups_, o_, g);
+    int f = family_[g];
+    if (fixed < 0 && !split_[f]) fixed = family_device_[f];
+    if (fixed >= 0) {
+      if (start_out != nullptr) *start_out = StartOn(g, fixed);
+      return fixed;
+    }
     int best = -1;
-    double best_cost = 0, best_start = 0;
-    for (int d = 0; d < in_.cluster.num_devices(); ++d) {
-      if (pinned >= 0 ? d != pinned : !loads_.Fits(g, d)) continue;
-      double start = std::max(free_[d], DataReady(g, d));
-      double cost = start + groups_.seconds(g, d) + GradientSeconds(g, d);
-      if (best < 0 || cost < best_cost) {
-        best = d;
-        best_cost = cost;
-        best_start = start;
+    double best_cost = 0;
+    const bool can_head = family_size_[f] > 1 && !split_[f];
+    for (int pass = 0; pass < 2 && best < 0; ++pass) {
+      // Pass 1: as a family's first member, where all of it fits; pass 2
+      // (no device fits the family): as a unit alone.
+      bool head = pass == 0 && can_head;
+      if (pass == 1 && !can_head) break;
+      for (int d = 0; d < devices_; ++d) {
+        int64_t need =
+            reserved_[d] + (head ? family_bytes_[f] : groups_.memory_bytes(g));
+        if (!loads_.FitsBytes(need, d)) continue;
+        double cost = Cost(g, d);
+        if (best < 0 || cost < best_cost) {
+          best = d;
+          best_cost = cost;
+        }
       }
     }
-    if (start_out != nullptr) *start_out = best_start;
+    if (start_out != nullptr && best >= 0) *start_out = StartOn(g, best);
     return best;
   }
 
-  // What BestDevice minimizes: finish on d plus gradients sent home.
+  // What BestDevice minimizes: finish on d, no earlier than d's assigned
+  // work plus its backlog, plus gradients sent home.
   double Cost(int g, int d) const {
-    return StartOn(g, d) + groups_.seconds(g, d) + GradientSeconds(g, d);
+    return std::max(StartOn(g, d), loads_.seconds(d) + backlog_[d]) +
+           groups_.seconds(g, d) + GradientSeconds(g, d);
   }
 
   double StartOn(int g, int d) const {
@@ -94,6 +165,26 @@ class Schedule {
     finish_[g] = start + groups_.seconds(g, d);
     free_[d] = finish_[g];
     loads_.Assign(g, d);
+    int f = family_[g];
+    if (family_size_[f] > 1 && !split_[f] && family_device_[f] < 0) {
+      if (loads_.FitsBytes(reserved_[d] + family_bytes_[f] -
+                               groups_.memory_bytes(g), d)) {
+        family_device_[f] = d;
+        backlog_[d] += family_seconds_[f * devices_ + d];
+        reserved_[d] += family_bytes_[f];
+      } else {
+        split_[f] = true;
+      }
+    }
+    family_bytes_[f] -= groups_.memory_bytes(g);
+    for (int e = 0; e < devices_; ++e) {
+      family_seconds_[f * devices_ + e] -= groups_.seconds(g, e);
+    }
+    int home = family_device_[f];
+    if (home >= 0 && !split_[f]) {
+      backlog_[home] = std::max(0.0, backlog_[home] - groups_.seconds(g, home));
+      reserved_[home] -= groups_.memory_bytes(g);
+    }
   }
 
   absl::Status NoDevice(const std::string& policy, int g) const {
@@ -104,16 +195,28 @@ class Schedule {
   }
 
   Placement placement() const { return groups_.Expand(device_); }
-  const DeviceLoads& loads() const { return loads_; }
 
  private:
   const PolicyInput& in_;
   const PolicyOptions& o_;
   const GroupGraph& groups_;
+  const int devices_;
   DeviceLoads loads_;
   std::vector<int> device_;
   std::vector<double> finish_;
   std::vector<double> free_;
+  // Per unit: its parameter family. Per family: members, unscheduled
+  // bytes and seconds per device, the device it is bound to (-1: not yet)
+  // and whether it was split for lack of memory.
+  std::vector<int> family_;
+  std::vector<int> family_size_;
+  std::vector<int64_t> family_bytes_;
+  std::vector<double> family_seconds_;
+  std::vector<int> family_device_;
+  std::vector<bool> split_;
+  // Per device: bound families' unscheduled seconds and bytes.
+  std::vector<double> backlog_;
+  std::vector<int64_t> reserved_;
 };
 
 // HEFT (Topcuoglu et al. 2002): groups by decreasing upward rank, each on
@@ -180,14 +283,14 @@ absl::StatusOr<Placement> EtfSchedule(const PolicyInput& in,
   }
   auto choose = [&](int g, double* start) {
     if (favorite_parent != nullptr && (*favorite_parent)[g] >= 0 &&
-        UnitPinnedDevice(groups, o, g) < 0) {
+        s.Decides(g)) {
       // Only when the parent's device is free by the time g's data is
       // there (as in Hanen and Munier: the favorite never waits in line)
       // and costs no more than ETF's own choice, gradients included.
       int d = s.device((*favorite_parent)[g]);
       double best_start;
       int best = s.BestDevice(g, &best_start);
-      if (d >= 0 && best >= 0 && d != best && s.loads().Fits(g, d) &&
+      if (d >= 0 && best >= 0 && d != best && s.Fits(g, d) &&
           s.StartOn(g, d) <= s.DataReady(g, d) &&
           s.Cost(g, d) <= s.Cost(g, best)) {
         *start = s.StartOn(g, d);

@@ -3,12 +3,17 @@
 // determinism.
 #include "policies/policy.h"
 
+#include <map>
+
 #include <set>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/match.h"
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
+#include "policies/device_loads.h"
+#include "policies/group_graph.h"
 #include "profiles/cluster.h"
 #include "zoo/zoo.h"
 
@@ -188,6 +193,69 @@ TEST(PoliciesTest, QualityOrderingOnGnmt) {
   EXPECT_LT(step["critical_path"], step["hash"]);
   for (const auto& [name, seconds] : step) {
     EXPECT_LE(step["best"], seconds) << name;
+  }
+}
+
+// The scope of a GNMT op that reads a layer's weights: "encoder.l0" for
+// "encoder.l0/t3/MatMul_h", "decoder/t2/l1" -> "decoder/l1"; "" otherwise.
+std::string LayerScope(const std::string& key) {
+  if (key.rfind("encoder.l", 0) == 0) return key.substr(0, key.find('/'));
+  size_t l = key.find("/l");
+  if (key.rfind("decoder/t", 0) == 0 && l != std::string::npos &&
+      l + 2 < key.size() && isdigit(key[l + 2])) {
+    return "decoder" + key.substr(l, 3);
+  }
+  return "";
+}
+
+TEST(GroupGraphTest, ParameterFamiliesAreTheUnrolledLayers) {
+  Scenario s("gnmt2", "p100x4");
+  PolicyOptions o;
+  GroupGraph units = PlacementUnits(s.input(), o);
+  std::vector<int> family = ParameterFamilies(
+      s.view, units, std::vector<bool>(units.num_units(), false));
+  // The ops that read a layer's W, R and b at each time step: one family
+  // per layer, different layers apart.
+  std::map<std::string, std::set<int>> families_of_layer;
+  for (int g = 0; g < s.view.num_groups(); ++g) {
+    int u = units.unit_of(g);
+    const std::string& key = s.view.forward().op(g).key;
+    if (!absl::EndsWith(key, "/MatMul_x") && !absl::EndsWith(key, "/MatMul_h") &&
+        !absl::EndsWith(key, "/Add_bias")) {
+      continue;
+    }
+    std::string layer = LayerScope(key);
+    if (!layer.empty()) families_of_layer[layer].insert(family[u]);
+  }
+  ASSERT_EQ(families_of_layer.size(), 4u);  // encoder.l0/l1, decoder/l0/l1
+  std::set<int> seen;
+  for (const auto& [layer, families] : families_of_layer) {
+    EXPECT_EQ(families.size(), 1u) << layer;
+    EXPECT_TRUE(seen.insert(*families.begin()).second) << layer;
+  }
+  // A unit marked alone is its own family.
+  std::vector<bool> alone(units.num_units(), false);
+  alone[0] = true;
+  std::vector<int> apart = ParameterFamilies(s.view, units, alone);
+  EXPECT_EQ(std::count(apart.begin(), apart.end(), apart[0]), 1);
+}
+
+TEST(PoliciesTest, ListSchedulersKeepEachLayerOnOneDevice) {
+  // With memory to spare, no time step of a layer is split from its
+  // weights (each such split costs a weight-sized gradient transfer).
+  Scenario s("gnmt2", "p100x4");
+  for (const char* name : {"heft", "m_etf", "m_sct"}) {
+    absl::StatusOr<Placement> p = (*NewPolicy(name))->Place(s.input(), Quick());
+    ASSERT_TRUE(p.ok()) << name << ": " << p.status();
+    std::map<std::string, std::set<int>> devices_of_layer;
+    for (int g = 0; g < s.view.num_groups(); ++g) {
+      std::string layer = LayerScope(s.view.forward().op(g).key);
+      if (!layer.empty()) devices_of_layer[layer].insert(p->device_of_op[g]);
+    }
+    ASSERT_EQ(devices_of_layer.size(), 4u) << name;
+    for (const auto& [layer, devices] : devices_of_layer) {
+      EXPECT_EQ(devices.size(), 1u) << name << " " << layer;
+    }
   }
 }
 
