@@ -82,14 +82,14 @@ std::vector<int> CoarsenSmallGroups(const SimulationContext& simulation,
                                     const std::vector<bool>& pinned);
 
 // Parameter families: units joined (transitively) when one reads a
-// parameter homed in the other, as an unrolled recurrent layer's time
-// steps all read the layer's weights, or when they home parameters of one
-// module (the name before its last '.' or '/': encoder.l1 for encoder.l1.W
-// and encoder.l1.R, as PyTorch names a module's parameters); then a unit that reads and homes no
-// parameter joins the family of its forward predecessors when they all are
-// in one. Returns a family id per unit,
-// numbered by first unit in topological order; units with `alone` set
-// are families of their own.
+// parameter homed in the other, as an unrolled recurrent layer's time steps
+// all read the layer's weights, or when they home parameters of one module
+// (the name before its last '.' or '/': encoder.l1 for encoder.l1.W and
+// encoder.l1.R, as PyTorch names a module's parameters); then a unit that
+// reads and homes no parameter joins the family of its forward
+// predecessors when they all are in one. Returns a family id per unit,
+// numbered by first unit in topological order; units with `alone` set are
+// families of their own.
 std::vector<int> ParameterFamilies(const TrainingView& view,
                                    const GroupGraph& units,
                                    const std::vector<bool>& alone);

@@ -19,7 +19,8 @@
 namespace placer {
 namespace {
 
-std::vector<bool> PinnedUnits(const GroupGraph& groups, const PolicyOptions& o) {
+std::vector<bool> PinnedUnits(const GroupGraph& groups,
+                              const PolicyOptions& o) {
   std::vector<bool> pinned(groups.num_units());
   for (int g = 0; g < groups.num_units(); ++g) {
     pinned[g] = UnitPinnedDevice(groups, o, g) >= 0;
@@ -356,14 +357,18 @@ class MSctPolicy : public PlacementPolicy {
   absl::StatusOr<Placement> Place(const PolicyInput& in,
                                   const PolicyOptions& o) override {
     GroupGraph groups = PlacementUnits(in, o);
-    absl::StatusOr<std::vector<int>> favorite = FavoriteParents(in, groups);
+    absl::StatusOr<std::vector<int>> favorite =
+        FavoriteParents(in, groups,
+                        ParameterFamilies(in.view, groups,
+                                          PinnedUnits(groups, o)));
     if (!favorite.ok()) return favorite.status();
     return EtfSchedule(in, o, groups, &*favorite, "m_sct");
   }
 
  private:
   static absl::StatusOr<std::vector<int>> FavoriteParents(
-      const PolicyInput& in, const GroupGraph& groups) {
+      const PolicyInput& in, const GroupGraph& groups,
+      const std::vector<int>& family) {
     const int n = groups.num_units();
     std::vector<int> favorite(n, -1);
     if (in.cluster.num_devices() < 2) return favorite;
@@ -402,7 +407,12 @@ class MSctPolicy : public PlacementPolicy {
     const double inf = COIN_DBL_MAX;
     std::vector<double> col_lb(n + m + 1, 0), col_ub(n + m + 1, inf),
         objective(n + m + 1, 0);
-    for (int e = 0; e < m; ++e) col_ub[n + e] = 1;
+    // An edge inside a parameter family never crosses devices (the
+    // schedule places families whole): x = 0, which presolve removes.
+    for (int e = 0; e < m; ++e) {
+      col_ub[n + e] =
+          family[edges[e].first] == family[edges[e].second] ? 0 : 1;
+    }
     objective[w] = 1;
     // Rows are collected in arrays and the matrix built once (appending
     // rows to a CoinPackedMatrix one by one reallocates it every time).
@@ -430,11 +440,13 @@ class MSctPolicy : public PlacementPolicy {
         add_row({w, i}, {1, -1}, scale * groups.min_seconds(i));
       }
       for (const auto* list : {&out_edges[i], &in_edges[i]}) {
-        if (list->size() < 2) continue;
-        std::vector<int> idx;
-        for (int e : *list) idx.push_back(n + e);
+        std::vector<int> idx;  // the edges that may cross
+        for (int e : *list) {
+          if (col_ub[n + e] > 0) idx.push_back(n + e);
+        }
+        if (idx.size() < 2) continue;
         add_row(idx, std::vector<double>(idx.size(), 1),
-                static_cast<double>(list->size()) - 1);
+                static_cast<double>(idx.size()) - 1);
       }
     }
     const int rows = static_cast<int>(row_lb.size());
@@ -448,7 +460,9 @@ class MSctPolicy : public PlacementPolicy {
     lp.setLogLevel(0);
     lp.loadProblem(matrix, col_lb.data(), col_ub.data(), objective.data(),
                    row_lb.data(), row_ub.data());
-    lp.dual();
+    // Presolve first: it drops the edges fixed inside families (111k-node
+    // view: 3.7 s, against 17 s for primal and 24 s for dual alone).
+    lp.initialSolve();
     if (!lp.isProvenOptimal()) {
       return absl::InternalError(absl::StrCat(
           "m_sct: the LP relaxation was not solved (CLP status ",

@@ -220,7 +220,8 @@ TEST(GroupGraphTest, ParameterFamiliesAreTheUnrolledLayers) {
   for (int g = 0; g < s.view.num_groups(); ++g) {
     int u = units.unit_of(g);
     const std::string& key = s.view.forward().op(g).key;
-    if (!absl::EndsWith(key, "/MatMul_x") && !absl::EndsWith(key, "/MatMul_h") &&
+    if (!absl::EndsWith(key, "/MatMul_x") &&
+        !absl::EndsWith(key, "/MatMul_h") &&
         !absl::EndsWith(key, "/Add_bias")) {
       continue;
     }
