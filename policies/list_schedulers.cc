@@ -7,6 +7,7 @@
 #include <map>
 #include <queue>
 #include <tuple>
+#include <utility>
 
 #include "coin/ClpSimplex.hpp"
 #include "coin/CoinPackedMatrix.hpp"
@@ -19,13 +20,14 @@
 namespace placer {
 namespace {
 
-std::vector<bool> PinnedUnits(const GroupGraph& groups,
-                              const PolicyOptions& o) {
+// The parameter families the schedules keep whole; pinned units alone.
+std::vector<int> Families(const PolicyInput& in, const PolicyOptions& o,
+                          const GroupGraph& groups) {
   std::vector<bool> pinned(groups.num_units());
   for (int g = 0; g < groups.num_units(); ++g) {
     pinned[g] = UnitPinnedDevice(groups, o, g) >= 0;
   }
-  return pinned;
+  return ParameterFamilies(in.view, groups, pinned);
 }
 
 // Shared state of a list schedule: where groups went and when they end.
@@ -41,8 +43,9 @@ std::vector<bool> PinnedUnits(const GroupGraph& groups,
 // schedule). A family that fits on no device is placed unit by unit.
 class Schedule {
  public:
+  // `family`: Families(in, o, groups).
   Schedule(const PolicyInput& in, const PolicyOptions& o,
-           const GroupGraph& groups)
+           const GroupGraph& groups, std::vector<int> family)
       : in_(in),
         o_(o),
         groups_(groups),
@@ -51,7 +54,7 @@ class Schedule {
         device_(groups.num_units(), -1),
         finish_(groups.num_units(), 0),
         free_(devices_, 0),
-        family_(ParameterFamilies(in.view, groups, PinnedUnits(groups, o))),
+        family_(std::move(family)),
         backlog_(devices_, 0),
         reserved_(devices_, 0) {
     int families = 0;
@@ -97,22 +100,20 @@ class Schedule {
     return total;
   }
 
-  // Whether g's placement is its own choice: not pinned and not bound to
-  // a family (a family's first member chooses for all).
+  // Whether g's placement is its own choice: not pinned and not in a
+  // family placed whole (a family's first member chooses for all).
   bool Decides(int g) const {
-    int f = family_[g];
-    return UnitPinnedDevice(groups_, o_, g) < 0 &&
-           (family_size_[f] == 1 || split_[f]);
+    return UnitPinnedDevice(groups_, o_, g) < 0 && !Whole(family_[g]);
   }
 
-  // Whether g alone (or, for a family's first member, its whole family)
-  // fits on d next to what is assigned and reserved there.
+  // Whether g fits on d next to what is assigned and reserved there: for
+  // a family placed whole, whether d is its device or, before it has one,
+  // whether all of it fits.
   bool Fits(int g, int d) const {
     int f = family_[g];
-    if (family_device_[f] >= 0 && !split_[f]) return family_device_[f] == d;
-    bool head = family_size_[f] > 1 && !split_[f];
-    return loads_.FitsBytes(
-        reserved_[d] + (head ? family_bytes_[f] : groups_.memory_bytes(g)), d);
+    if (!Whole(f)) return FitsAlone(g, d);
+    if (family_device_[f] >= 0) return family_device_[f] == d;
+    return loads_.FitsBytes(reserved_[d] + family_bytes_[f], d);
   }
 
   // The device where g finishes first, counting the gradients it would
@@ -121,23 +122,19 @@ class Schedule {
   int BestDevice(int g, double* start_out) const {
     int fixed = UnitPinnedDevice(groups_, o_, g);
     int f = family_[g];
-    if (fixed < 0 && !split_[f]) fixed = family_device_[f];
+    if (fixed < 0 && Whole(f)) fixed = family_device_[f];
     if (fixed >= 0) {
       if (start_out != nullptr) *start_out = StartOn(g, fixed);
       return fixed;
     }
     int best = -1;
     double best_cost = 0;
-    const bool can_head = family_size_[f] > 1 && !split_[f];
+    // Pass 1: where g fits (for a family's first member: all of it);
+    // pass 2, when no device fits the family: where g alone fits.
     for (int pass = 0; pass < 2 && best < 0; ++pass) {
-      // Pass 1: as a family's first member, where all of it fits; pass 2
-      // (no device fits the family): as a unit alone.
-      bool head = pass == 0 && can_head;
-      if (pass == 1 && !can_head) break;
+      if (pass == 1 && !Whole(f)) break;
       for (int d = 0; d < devices_; ++d) {
-        int64_t need =
-            reserved_[d] + (head ? family_bytes_[f] : groups_.memory_bytes(g));
-        if (!loads_.FitsBytes(need, d)) continue;
+        if (!(pass == 0 ? Fits(g, d) : FitsAlone(g, d))) continue;
         double cost = Cost(g, d);
         if (best < 0 || cost < best_cost) {
           best = d;
@@ -167,7 +164,7 @@ class Schedule {
     free_[d] = finish_[g];
     loads_.Assign(g, d);
     int f = family_[g];
-    if (family_size_[f] > 1 && !split_[f] && family_device_[f] < 0) {
+    if (Whole(f) && family_device_[f] < 0) {
       if (loads_.FitsBytes(reserved_[d] + family_bytes_[f] -
                                groups_.memory_bytes(g), d)) {
         family_device_[f] = d;
@@ -182,7 +179,7 @@ class Schedule {
       family_seconds_[f * devices_ + e] -= groups_.seconds(g, e);
     }
     int home = family_device_[f];
-    if (home >= 0 && !split_[f]) {
+    if (Whole(f) && home >= 0) {
       backlog_[home] = std::max(0.0, backlog_[home] - groups_.seconds(g, home));
       reserved_[home] -= groups_.memory_bytes(g);
     }
@@ -198,6 +195,13 @@ class Schedule {
   Placement placement() const { return groups_.Expand(device_); }
 
  private:
+  // Whether family f is placed on one device: more than one member and
+  // not split for lack of memory.
+  bool Whole(int f) const { return family_size_[f] > 1 && !split_[f]; }
+  bool FitsAlone(int g, int d) const {
+    return loads_.FitsBytes(reserved_[d] + groups_.memory_bytes(g), d);
+  }
+
   const PolicyInput& in_;
   const PolicyOptions& o_;
   const GroupGraph& groups_;
@@ -250,7 +254,7 @@ class HeftPolicy : public PlacementPolicy {
     for (int g = 0; g < n; ++g) {
       if (pending[g] == 0) ready.push(g);
     }
-    Schedule s(in, o, groups);
+    Schedule s(in, o, groups, Families(in, o, groups));
     while (!ready.empty()) {
       int g = ready.top();
       ready.pop();
@@ -274,10 +278,11 @@ class HeftPolicy : public PlacementPolicy {
 absl::StatusOr<Placement> EtfSchedule(const PolicyInput& in,
                                       const PolicyOptions& o,
                                       const GroupGraph& groups,
+                                      std::vector<int> family,
                                       const std::vector<int>* favorite_parent,
                                       const std::string& policy) {
   const int n = groups.num_units();
-  Schedule s(in, o, groups);
+  Schedule s(in, o, groups, std::move(family));
   std::vector<int> pending(n, 0);
   for (int g = 0; g < n; ++g) {
     pending[g] = static_cast<int>(groups.predecessors(g).size());
@@ -336,7 +341,8 @@ class MEtfPolicy : public PlacementPolicy {
   absl::StatusOr<Placement> Place(const PolicyInput& in,
                                   const PolicyOptions& o) override {
     GroupGraph groups = PlacementUnits(in, o);
-    return EtfSchedule(in, o, groups, nullptr, "m_etf");
+    return EtfSchedule(in, o, groups, Families(in, o, groups), nullptr,
+                       "m_etf");
   }
 };
 
@@ -357,12 +363,12 @@ class MSctPolicy : public PlacementPolicy {
   absl::StatusOr<Placement> Place(const PolicyInput& in,
                                   const PolicyOptions& o) override {
     GroupGraph groups = PlacementUnits(in, o);
+    std::vector<int> family = Families(in, o, groups);
     absl::StatusOr<std::vector<int>> favorite =
-        FavoriteParents(in, groups,
-                        ParameterFamilies(in.view, groups,
-                                          PinnedUnits(groups, o)));
+        FavoriteParents(in, groups, family);
     if (!favorite.ok()) return favorite.status();
-    return EtfSchedule(in, o, groups, &*favorite, "m_sct");
+    return EtfSchedule(in, o, groups, std::move(family), &*favorite,
+                       "m_sct");
   }
 
  private:

@@ -15,41 +15,13 @@
 #include "policies/device_loads.h"
 #include "policies/group_graph.h"
 #include "profiles/cluster.h"
+#include "tests/policies/scenario.h"
 #include "zoo/zoo.h"
 
 namespace placer {
 namespace {
 
 using ::testing::HasSubstr;
-
-struct Scenario {
-  Graph graph;
-  TrainingView view;
-  Cluster cluster;
-  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
-  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
-  std::unique_ptr<SimulationContext> sim;
-
-  Scenario(const std::string& model, const std::string& preset,
-        zoo::ZooParams p = Small()) {
-    p.weights = false;
-    graph = *ImportOnnxModel(*zoo::BuildZooModel(model, p), model, {});
-    view = BuildTrainingView(graph);
-    cluster = *LoadCluster(preset);
-    sim = std::make_unique<SimulationContext>(
-        SimulationContext::Create(view, cluster, *costs, *order));
-  }
-  static zoo::ZooParams Small() {
-    zoo::ZooParams p;
-    p.batch_size = 8;
-    p.seq_len = 4;
-    p.hidden = 64;
-    p.vocab = 100;
-    p.image_size = 64;
-    return p;
-  }
-  PolicyInput input() const { return {view, cluster, *costs, *sim}; }
-};
 
 PolicyOptions Quick() {
   PolicyOptions o;

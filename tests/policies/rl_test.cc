@@ -14,6 +14,7 @@
 #include "policies/rl_features.h"
 #include "policies/rl_trainer.h"
 #include "profiles/cluster.h"
+#include "tests/policies/scenario.h"
 #include "zoo/zoo.h"
 
 namespace placer {
@@ -21,40 +22,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Scenario {
-  Graph graph;
-  TrainingView view;
-  Cluster cluster;
-  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
-  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
-  std::unique_ptr<SimulationContext> sim;
-  std::unique_ptr<PolicyInput> input;
-
-  Scenario(const std::string& model, const std::string& preset) {
-    zoo::ZooParams p;
-    p.batch_size = 8;
-    p.seq_len = 4;
-    p.hidden = 64;
-    p.vocab = 100;
-    p.image_size = 64;
-    p.weights = false;
-    graph = *ImportOnnxModel(*zoo::BuildZooModel(model, p), model, {});
-    view = BuildTrainingView(graph);
-    cluster = *LoadCluster(preset);
-    sim = std::make_unique<SimulationContext>(
-        SimulationContext::Create(view, cluster, *costs, *order));
-    input = std::make_unique<PolicyInput>(
-        PolicyInput{view, cluster, *costs, *sim});
-  }
-  RlTask Task(const std::string& name) const {
-    RlTask t;
-    t.name = name;
-    t.input = input.get();
-    const SimulationContext* context = sim.get();
-    t.make_evaluator = [context] { return NewSimulatorEvaluator(*context); };
-    return t;
-  }
-};
+RlTask Task(const Scenario& s, const std::string& name) {
+  RlTask t;
+  t.name = name;
+  t.input = &s.input();
+  const SimulationContext* context = s.sim.get();
+  t.make_evaluator = [context] { return NewSimulatorEvaluator(*context); };
+  return t;
+}
 
 std::string TempDir(const std::string& name) {
   std::string dir = absl::StrCat(::testing::TempDir(), "/", name);
@@ -79,7 +54,7 @@ RlTrainerOptions Small(int64_t samples) {
 
 std::unique_ptr<RlTrainer> Make(const Scenario& s, RlTrainerOptions o) {
   absl::StatusOr<std::unique_ptr<RlTrainer>> t =
-      RlTrainer::Create({s.Task("gnmt2")}, o);
+      RlTrainer::Create({Task(s, "gnmt2")}, o);
   EXPECT_TRUE(t.ok()) << t.status();
   return std::move(*t);
 }
@@ -98,7 +73,7 @@ std::vector<std::vector<double>> Rows(const RlTrainer& t) {
 
 TEST(RlFeaturesTest, ScaleFreeRowsAndFractions) {
   Scenario s("gnmt2", "p100x4");
-  RlGraph g = BuildRlGraph(*s.input, PolicyOptions{});
+  RlGraph g = BuildRlGraph(s.input(), PolicyOptions{});
   const int n = g.num_units();
   ASSERT_GT(n, 10);
   ASSERT_EQ(g.features.size(),
@@ -184,7 +159,7 @@ TEST(RlTrainerTest, WarmStartImitatesTheBestHeuristic) {
   o.greedy_every = 0;
   std::unique_ptr<RlTrainer> t = Make(s, o);
   ASSERT_TRUE(t->Train().ok());
-  absl::StatusOr<HeuristicWinner> h = BestHeuristic(*s.input, PolicyOptions{});
+  absl::StatusOr<HeuristicWinner> h = BestHeuristic(s.input(), PolicyOptions{});
   ASSERT_TRUE(h.ok());
   // The best is never worse than the heuristic it started from, and the
   // model's own most likely placement has learnt to come close to it.
@@ -223,7 +198,7 @@ TEST(RlTrainerTest, LearningShortensTheSampledSteps) {
   EXPECT_LT(t->best(0).step_seconds, first);
   // From random placements of its groups to within 10% of the best
   // heuristic (measured: 2.6%).
-  absl::StatusOr<HeuristicWinner> h = BestHeuristic(*s.input, PolicyOptions{});
+  absl::StatusOr<HeuristicWinner> h = BestHeuristic(s.input(), PolicyOptions{});
   ASSERT_TRUE(h.ok());
   EXPECT_LT(t->best(0).step_seconds, 1.10 * h->step_seconds)
       << t->best(0).step_seconds << " vs " << h->policy << " "
@@ -245,17 +220,18 @@ TEST(RlPolicyTest, ZeroShotAndFineTunedPlacementsAreValid) {
   po.checkpoint_dir = o.checkpoint_dir;
   po.max_evaluations = 1;  // zero-shot
   po.pinned[0] = 3;
-  absl::StatusOr<Placement> zero = (*rl)->Place(*unseen.input, po);
+  absl::StatusOr<Placement> zero = (*rl)->Place(unseen.input(), po);
   ASSERT_TRUE(zero.ok()) << zero.status();
   EXPECT_EQ(zero->device_of_op[0], 3);
-  EXPECT_TRUE(CheckPlacement(*unseen.input, po, *zero).ok());
+  EXPECT_TRUE(CheckPlacement(unseen.input(), po, *zero).ok());
 
   po.max_evaluations = 65;  // greedy, then 64 samples of fine-tuning
-  absl::StatusOr<Placement> tuned = (*rl)->Place(*unseen.input, po);
+  absl::StatusOr<Placement> tuned = (*rl)->Place(unseen.input(), po);
   ASSERT_TRUE(tuned.ok()) << tuned.status();
-  absl::StatusOr<SimulationResult> a = CheckPlacement(*unseen.input, po, *zero);
+  absl::StatusOr<SimulationResult> a =
+      CheckPlacement(unseen.input(), po, *zero);
   absl::StatusOr<SimulationResult> b =
-      CheckPlacement(*unseen.input, po, *tuned);
+      CheckPlacement(unseen.input(), po, *tuned);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_LE(b->step_seconds, a->step_seconds);
 }
@@ -290,16 +266,16 @@ TEST(RlTrainerTest, CheckpointErrorsNameTheFile) {
 TEST(RlTrainerTest, BadOptionsAreErrors) {
   Scenario s("gnmt2", "p100x4");
   RlTrainerOptions o = Small(0);
-  EXPECT_THAT(RlTrainer::Create({s.Task("a")}, o).status().message(),
+  EXPECT_THAT(RlTrainer::Create({Task(s, "a")}, o).status().message(),
               HasSubstr("must bound training"));
   o = Small(8);
   o.model.groups = 2;
-  EXPECT_THAT(RlTrainer::Create({s.Task("a")}, o).status().message(),
+  EXPECT_THAT(RlTrainer::Create({Task(s, "a")}, o).status().message(),
               HasSubstr("cannot cover 4 devices"));
   Scenario two("gnmt2", "cpu2");
   o = Small(8);
   EXPECT_THAT(
-      RlTrainer::Create({s.Task("a"), two.Task("b")}, o).status().message(),
+      RlTrainer::Create({Task(s, "a"), Task(two, "b")}, o).status().message(),
       HasSubstr("one model places on one device count"));
 }
 
