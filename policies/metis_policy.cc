@@ -2,29 +2,13 @@
 // Two constraints per group, compute (its fastest time) and memory (its
 // estimated bytes), balanced to each device's share of the cluster's peak
 // FLOP/s and of its memory; edge weights are the bytes that would cross.
-#include <metis.h>
-
-#include <algorithm>
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
 #include "policies/group_graph.h"
+#include "policies/metis_graph.h"
 #include "policies/policies.h"
 
 namespace placer {
 namespace {
-
-// Scales non-negative values to METIS integer weights in [1, 1e6].
-std::vector<idx_t> Scaled(const std::vector<double>& values) {
-  double top = 0;
-  for (double v : values) top = std::max(top, v);
-  std::vector<idx_t> out;
-  for (double v : values) {
-    out.push_back(top > 0 ? 1 + static_cast<idx_t>(std::llround(v / top * 1e6))
-                          : 1);
-  }
-  return out;
-}
 
 class MetisPolicy : public PlacementPolicy {
  public:
@@ -35,26 +19,18 @@ class MetisPolicy : public PlacementPolicy {
     const int devices = in.cluster.num_devices();
     Placement p{std::vector<int>(n, 0)};
     if (devices > 1) {
-      std::vector<double> compute(n), memory(n), bytes;
+      std::vector<double> compute(n), memory(n);
       for (int g = 0; g < n; ++g) {
         compute[g] = groups.min_seconds(g);
         memory[g] = static_cast<double>(groups.memory_bytes(g));
       }
-      std::vector<idx_t> xadj{0}, adjncy;
-      for (int g = 0; g < n; ++g) {
-        for (const GroupEdge& e : groups.neighbours(g)) {
-          adjncy.push_back(e.to);
-          bytes.push_back(static_cast<double>(e.bytes));
-        }
-        xadj.push_back(static_cast<idx_t>(adjncy.size()));
-      }
-      std::vector<idx_t> c = Scaled(compute), m = Scaled(memory);
+      MetisGraph graph = ToMetisGraph(groups);
+      std::vector<idx_t> c = ScaledWeights(compute), m = ScaledWeights(memory);
       std::vector<idx_t> vwgt;
       for (int g = 0; g < n; ++g) {
         vwgt.push_back(c[g]);
         vwgt.push_back(m[g]);
       }
-      std::vector<idx_t> adjwgt = Scaled(bytes);
       double memory_total = 0;
       for (int d = 0; d < devices; ++d) {
         memory_total += static_cast<double>(MemoryLimit(in.cluster, o, d));
@@ -74,8 +50,8 @@ class MetisPolicy : public PlacementPolicy {
       options[METIS_OPTION_CONTIG] = 0;
       std::vector<idx_t> part(n, 0);
       int status = METIS_PartGraphKway(
-          &nvtxs, &ncon, xadj.data(), adjncy.data(), vwgt.data(), nullptr,
-          adjwgt.empty() ? nullptr : adjwgt.data(), &nparts, tpwgts.data(),
+          &nvtxs, &ncon, graph.xadj.data(), graph.adjncy.data(), vwgt.data(),
+          nullptr, graph.edge_weights(), &nparts, tpwgts.data(),
           ubvec.data(), options, &objval, part.data());
       if (status != METIS_OK) {
         return absl::InternalError(

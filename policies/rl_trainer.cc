@@ -5,13 +5,13 @@
 #include <cmath>
 #include <fstream>
 
-#include <metis.h>
 #include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "policies/metis_graph.h"
 #include "policies/policies.h"
 #include "profiles/proto_io.h"
 #include "runtime/host_setup.h"
@@ -83,39 +83,19 @@ std::vector<int> PartitionUnits(const GroupGraph& units, int parts,
                               std::max(n, 1));
   }
   if (n <= parts) return out;
-  double top_seconds = 0, top_bytes = 0;
-  for (int u = 0; u < n; ++u) {
-    top_seconds = std::max(top_seconds, units.min_seconds(u));
-    for (const GroupEdge& e : units.neighbours(u)) {
-      top_bytes = std::max(top_bytes, static_cast<double>(e.bytes));
-    }
-  }
-  std::vector<idx_t> xadj{0}, adjncy, adjwgt, vwgt;
-  for (int u = 0; u < n; ++u) {
-    vwgt.push_back(top_seconds > 0 ? 1 + static_cast<idx_t>(std::llround(
-                                             units.min_seconds(u) /
-                                             top_seconds * 1e6))
-                                   : 1);
-    for (const GroupEdge& e : units.neighbours(u)) {
-      adjncy.push_back(e.to);
-      adjwgt.push_back(top_bytes > 0
-                           ? 1 + static_cast<idx_t>(std::llround(
-                                     static_cast<double>(e.bytes) /
-                                     top_bytes * 1e6))
-                           : 1);
-    }
-    xadj.push_back(static_cast<idx_t>(adjncy.size()));
-  }
+  std::vector<double> seconds(n);
+  for (int u = 0; u < n; ++u) seconds[u] = units.min_seconds(u);
+  std::vector<idx_t> vwgt = ScaledWeights(seconds);
+  MetisGraph graph = ToMetisGraph(units);
   idx_t nvtxs = n, ncon = 1, nparts = parts, objval = 0;
   idx_t metis_options[METIS_NOPTIONS];
   METIS_SetDefaultOptions(metis_options);
   metis_options[METIS_OPTION_SEED] = static_cast<idx_t>(seed & 0x7fffffff);
   std::vector<idx_t> part(n, 0);
-  if (METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adjncy.data(),
-                          vwgt.data(), nullptr,
-                          adjwgt.empty() ? nullptr : adjwgt.data(), &nparts,
-                          nullptr, nullptr, metis_options, &objval,
-                          part.data()) != METIS_OK) {
+  if (METIS_PartGraphKway(&nvtxs, &ncon, graph.xadj.data(),
+                          graph.adjncy.data(), vwgt.data(), nullptr,
+                          graph.edge_weights(), &nparts, nullptr, nullptr,
+                          metis_options, &objval, part.data()) != METIS_OK) {
     return out;
   }
   std::vector<double> mean(parts, 0);
