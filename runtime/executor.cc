@@ -7,14 +7,18 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <random>
 #include <thread>
+
+#include <c10/core/DeviceGuard.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "profiles/signature.h"
 #include "runtime/host_setup.h"
+#include "runtime/torch_devices.h"
 #include "runtime/torch_ops.h"
 
 namespace placer {
@@ -450,6 +454,9 @@ void TorchExecutor::ReleaseLocked(int value, int d) {
 
 void TorchExecutor::DeviceWorker(int d) {
   if (devices_[d].is_cpu()) at::set_num_threads(options_.threads_per_cpu_device);
+  // A GPU's worker makes its device current (LibTorch's handles need it).
+  std::optional<c10::DeviceGuard> current;
+  if (!devices_[d].is_cpu()) current.emplace(devices_[d]);
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     device_cv_[d]->wait(
@@ -466,11 +473,9 @@ void TorchExecutor::DeviceWorker(int d) {
     absl::Status s;
     try {
       s = RunNode(node, &outputs, &loss);
-      if (s.ok() && !devices_[d].is_cpu()) {
-        torch::cuda::synchronize(devices_[d].index());
-      }
+      if (s.ok()) Synchronize(devices_[d]);
     } catch (const std::exception& e) {
-      s = absl::InternalError(e.what());
+      s = TorchErrorStatus(e, "");
     }
     double seconds = Since(start);
     lock.lock();
@@ -508,6 +513,12 @@ void TorchExecutor::DeviceWorker(int d) {
 }
 
 void TorchExecutor::LinkWorker(int src, int dst) {
+  std::optional<c10::DeviceGuard> current;
+  if (!devices_[dst].is_cpu()) {
+    current.emplace(devices_[dst]);
+  } else if (!devices_[src].is_cpu()) {
+    current.emplace(devices_[src]);
+  }
   LinkQueue& queue = links_.at({src, dst});
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
@@ -527,11 +538,11 @@ void TorchExecutor::LinkWorker(int src, int dst) {
       copy = devices_[dst].is_cpu() && devices_[src].is_cpu()
                  ? t.clone()
                  : t.to(devices_[dst], /*non_blocking=*/false, /*copy=*/true);
-      if (!devices_[dst].is_cpu()) torch::cuda::synchronize(devices_[dst].index());
+      Synchronize(devices_[dst]);
     } catch (const std::exception& e) {
-      s = absl::InternalError(absl::StrCat("copying '", view_.value(v).name,
+      s = TorchErrorStatus(e, absl::StrCat("copying '", view_.value(v).name,
                                            "' to ", cluster_.device(dst).name,
-                                           ": ", e.what()));
+                                           ": "));
     }
     double seconds = Since(start);
     lock.lock();
@@ -825,26 +836,6 @@ absl::Status CheckRunnable(const Graph& graph) {
       absl::StrJoin(missing.begin(),
                     missing.begin() + std::min<size_t>(missing.size(), 20), ", "),
       missing.size() > 20 ? ", ..." : ""));
-}
-
-absl::StatusOr<std::vector<torch::Device>> TorchDevices(const Cluster& cluster) {
-  std::vector<torch::Device> devices;
-  int gpus = 0;
-  for (const Device& d : cluster.devices()) {
-    if (d.kind == DeviceKind::kCpu) {
-      devices.emplace_back(torch::kCPU);
-      continue;
-    }
-    if (!torch::cuda::is_available() ||
-        gpus >= static_cast<int>(torch::cuda::device_count())) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "device ", d.name, " is a GPU but this LibTorch sees ",
-          torch::cuda::is_available() ? torch::cuda::device_count() : 0,
-          " CUDA device(s)"));
-    }
-    devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(gpus++));
-  }
-  return devices;
 }
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(

@@ -54,6 +54,7 @@
 #include "graph/training_view.h"
 #include "placer/simulator.h"
 #include "profiles/cluster.h"
+#include "runtime/torch_devices.h"
 
 namespace placer {
 
@@ -109,11 +110,6 @@ class Executor {
 // Every op of `graph` that the executor cannot run (no LibTorch kernel and
 // outputs not folded to constants); OK when there is none.
 absl::Status CheckRunnable(const Graph& graph);
-
-// The torch device of each cluster device: CPU devices map to the CPU,
-// GPUs to cuda:0, cuda:1, ... in cluster order. An error when the cluster
-// has a GPU and this LibTorch has no CUDA (or too few GPUs).
-absl::StatusOr<std::vector<torch::Device>> TorchDevices(const Cluster& cluster);
 
 }  // namespace placer
 

@@ -14,6 +14,7 @@
 
 #include <torch/torch.h>
 
+#include <exception>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -39,6 +40,11 @@ std::vector<torch::Tensor> MakeGradientLeaves(std::vector<torch::Tensor>& inputs
 absl::StatusOr<torch::Tensor> TensorFromData(const TensorData& data);
 
 torch::ScalarType ToTorchType(DataType type);
+
+// A LibTorch exception as a status, `context` prefixed: out of memory (CUDA
+// or host) is ResourceExhausted, anything else InvalidArgument; LibTorch's
+// message without its C++ backtrace.
+absl::Status TorchErrorStatus(const std::exception& e, absl::string_view context);
 
 }  // namespace placer
 
