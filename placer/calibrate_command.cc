@@ -149,7 +149,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       po.threads = measure.executor.threads_per_cpu_device;
       po.repeats = absl::GetFlag(FLAGS_repeats);
       absl::StatusOr<ProfileReport> report =
-          ProfileCpu(&view, *cluster, po, [&](const std::string& line) {
+          ProfileDevices(&view, *cluster, po, [&](const std::string& line) {
             std::cerr << "calibrate: " << spec << ": profile: " << line << "\n";
           });
       if (!report.ok()) return Fail(report.status());

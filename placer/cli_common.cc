@@ -45,9 +45,9 @@ ABSL_FLAG(std::string, trace, "",
 ABSL_FLAG(std::string, profile, "",
           "simulate: a measured profile (.pbtxt/.json) preferred over the "
           "roofline wherever it has a node or link.");
-ABSL_FLAG(std::string, devices, "cpu",
-          "profile: which devices to measure (cpu; CUDA needs a CUDA "
-          "LibTorch build).");
+ABSL_FLAG(std::string, devices, "",
+          "profile: the device kinds to measure, cpu and/or gpu (gpu needs a "
+          "CUDA LibTorch); empty: every kind the cluster has.");
 ABSL_FLAG(int32_t, repeats, 5, "profile: timed repeats per measurement.");
 ABSL_FLAG(int32_t, warmup, 2, "profile, run, calibrate: discarded warm-up runs (steps for run).");
 ABSL_FLAG(int32_t, threads, 1, "profile, run, calibrate: threads per CPU device.");
@@ -64,7 +64,8 @@ ABSL_FLAG(bool, compare, false, "place: run and compare every policy.");
 ABSL_FLAG(int32_t, steps, 10,
           "run, calibrate: measured training steps (after --warmup).");
 ABSL_FLAG(std::string, profile_out, "",
-          "run: write the measured per-node and per-link times as a profile.");
+          "run: write the measured per-node and per-link times as a profile "
+          "(over --profile's, when given).");
 ABSL_FLAG(int32_t, placements, 10,
           "calibrate: placements measured per model (policies, then random).");
 ABSL_FLAG(std::string, checkpoint, "",

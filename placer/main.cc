@@ -37,7 +37,7 @@ Usage:
       Simulates one training step of MODEL placed by P.json on cluster C
       (a preset such as p100x4, or a .pbtxt/.json file): step time, lower
       bound, bytes moved, peak memory per device, out-of-memory verdict.
-  placer profile [MODEL] --devices cpu --cluster cpu2 -o PROFILE.pbtxt
+  placer profile [MODEL] --cluster cpu2 [--devices cpu,gpu] -o PROFILE.pbtxt
       Measures with LibTorch on this machine: each distinct node of MODEL's
       training step (forward, backward, update) and copies of 1 B..256 MiB
       between the cluster's CPU devices; `simulate --profile` uses it.
@@ -46,7 +46,8 @@ Usage:
       Trains MODEL under the placement with LibTorch on this machine's
       devices (synthetic data, SGD with momentum): loss and time per step,
       measured (median) against simulated step time, memory per device;
-      --profile-out writes the measured node and link times as a profile.
+      --profile-out writes the measured node and link times as a profile
+      (over --profile's: feed it to the next place/run).
   placer calibrate MODEL... --cluster cpu2 [--placements 10]
       Profiles each model, then measures and simulates a set of placements
       (every heuristic policy, then seeded random ones): relative error of

@@ -1,9 +1,10 @@
-// placer profile [MODEL] --devices cpu --cluster C -o PROFILE
+// placer profile [MODEL] --cluster C [--devices cpu,gpu] -o PROFILE
 #include <iostream>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "graph/training_view.h"
 #include "placer/cli_common.h"
 #include "placer/model_source.h"
@@ -15,11 +16,17 @@ namespace placer {
 
 int ProfileCommand(const std::vector<std::string>& args) {
   if (args.size() > 1) return UsageError("profile takes at most one MODEL");
-  if (absl::GetFlag(FLAGS_devices) != "cpu") {
-    return Fail(absl::UnimplementedError(absl::StrCat(
-        "--devices ", absl::GetFlag(FLAGS_devices),
-        ": this build measures CPU devices only (Debian's LibTorch has no "
-        "CUDA)")));
+  std::vector<DeviceKind> kinds;
+  for (absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_devices), ',', absl::SkipEmpty())) {
+    if (name == "cpu") {
+      kinds.push_back(DeviceKind::kCpu);
+    } else if (name == "gpu") {
+      kinds.push_back(DeviceKind::kGpu);
+    } else {
+      return UsageError(absl::StrCat("--devices: '", name,
+                                     "' is neither cpu nor gpu"));
+    }
   }
   std::string out = absl::GetFlag(FLAGS_o);
   if (out.empty()) return UsageError("profile needs -o FILE.pbtxt");
@@ -41,7 +48,8 @@ int ProfileCommand(const std::vector<std::string>& args) {
   options.warmup = absl::GetFlag(FLAGS_warmup);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
-  absl::StatusOr<ProfileReport> report = ProfileCpu(
+  options.kinds = std::move(kinds);
+  absl::StatusOr<ProfileReport> report = ProfileDevices(
       view ? &*view : nullptr, *cluster, options,
       [](const std::string& line) { std::cerr << "profile: " << line << "\n"; });
   if (!report.ok()) return Fail(report.status());

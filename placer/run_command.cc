@@ -2,7 +2,8 @@
 //   [--warmup W] [--profile P.pbtxt] [--profile-out FILE] [--json]
 // Trains the model under the placement on this machine's devices and
 // prints measured against simulated step time, the loss per step and the
-// memory per device.
+// memory per device. --profile-out writes the node and link times measured
+// in the steps (over --profile's, when given).
 #include <iostream>
 
 #include "absl/flags/flag.h"
@@ -123,6 +124,13 @@ int RunCommand(const std::vector<std::string>& args) {
   if (std::string out = absl::GetFlag(FLAGS_profile_out); !out.empty()) {
     MeasuredProfile profile =
         ProfileFromMeasurement(view, *cluster, placement, *m);
+    // With --profile, the written profile is that one overlaid with what
+    // this run measured, so that the next search sees both.
+    if (std::string in = absl::GetFlag(FLAGS_profile); !in.empty()) {
+      absl::StatusOr<MeasuredProfile> base = LoadProfile(UserPath(in));
+      if (!base.ok()) return Fail(base.status());
+      profile = MergeProfiles(std::move(*base), profile);
+    }
     if (absl::Status s = SaveProfile(profile, UserPath(out)); !s.ok()) {
       return Fail(s);
     }

@@ -180,7 +180,18 @@ TEST(CliTest, ProfileThenSimulateWithIt) {
   EXPECT_NE(Number(Json(measured.out), "step_seconds"),
             Number(Json(roofline.out), "step_seconds"));
   EXPECT_EQ(Number(Json(measured.out), "inaccurate_ops"), 0);
-  EXPECT_EQ(RunPlacer("profile --devices gpu -o x").exit_code, 1);
+  // GPUs: none in cpu2; in cpu1_h100x1, none that this (CPU) LibTorch sees.
+  RunResult no_gpu = RunPlacer("profile --devices gpu -o x");
+  EXPECT_EQ(no_gpu.exit_code, 1);
+  EXPECT_NE(no_gpu.out.find("'cpu2' has no gpu device"), std::string::npos)
+      << no_gpu.out;
+  RunResult no_cuda =
+      RunPlacer("profile --devices cpu,gpu --cluster cpu1_h100x1 -o x");
+  EXPECT_EQ(no_cuda.exit_code, 1);
+  EXPECT_NE(no_cuda.out.find("/gpu:0 is a GPU but this LibTorch sees 0"),
+            std::string::npos)
+      << no_cuda.out;
+  EXPECT_NE(RunPlacer("profile --devices tpu -o x").exit_code, 0);
 }
 
 TEST(CliTest, RunTrainsAPlacementAndWritesAProfile) {

@@ -2,10 +2,13 @@
 
 #include <cstdio>
 
+#include <torch/torch.h>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
+#include "profiles/cluster.h"
 #include "profiles/profiler.h"
 #include "profiles/signature.h"
 #include "zoo/zoo.h"
@@ -99,16 +102,22 @@ TEST(MeasuredCostModelTest, SaveLoadRoundTripAndErrors) {
               HasSubstr("bad.pbtxt: line 2"));
 }
 
-// The profiler times every node of a small model and the CPU link.
-TEST(ProfilerTest, MeasuresEveryNodeSignatureAndTheLink) {
-  Diamond d;
-  Cluster cluster = *LoadCluster("cpu2");
+// Few repeats and copies up to 1 MiB: quick, still a fit.
+ProfilerOptions QuickOptions() {
   ProfilerOptions o;
   o.warmup = 1;
   o.repeats = 3;
   o.max_link_bytes = 1 << 20;
+  return o;
+}
+
+// The profiler times every node of a small model and the CPU link.
+TEST(ProfilerTest, MeasuresEveryNodeSignatureAndTheLink) {
+  Diamond d;
+  Cluster cluster = *LoadCluster("cpu2");
+  ProfilerOptions o = QuickOptions();
   std::vector<std::string> lines;
-  absl::StatusOr<ProfileReport> r = ProfileCpu(
+  absl::StatusOr<ProfileReport> r = ProfileDevices(
       &d.view, cluster, o, [&](const std::string& l) { lines.push_back(l); });
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->failed_signatures, 0);
@@ -128,6 +137,55 @@ TEST(ProfilerTest, MeasuresEveryNodeSignatureAndTheLink) {
       NewMeasuredCostModel(r->profile, NewRooflineCostModel());
   for (int n = 0; n < static_cast<int>(d.view.nodes().size()); ++n) {
     EXPECT_FALSE(m->IsGuess(d.view, n));
+  }
+}
+
+// Kinds are measured only where asked (or where the cluster has them); a
+// GPU needs a CUDA LibTorch that sees it, and with one the GPU's ops and
+// both directions of the CPU-GPU link are measured.
+TEST(ProfilerTest, MeasuresTheKindsAskedForAndGpusOnlyWithCuda) {
+  Diamond d;
+  Cluster cluster = *LoadCluster("cpu1_gpu2");
+  ProfilerOptions o = QuickOptions();
+  auto quiet = [](const std::string&) {};
+  o.kinds = {DeviceKind::kCpu};
+  absl::StatusOr<ProfileReport> cpu = ProfileDevices(&d.view, cluster, o, quiet);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_TRUE(cpu->profile.links.empty());  // one CPU device: no link
+  for (const auto& [key, value] : cpu->profile.ops) {
+    EXPECT_EQ(key.second, DeviceKind::kCpu);
+  }
+  EXPECT_FALSE(cpu->profile.ops.empty());
+
+  o.kinds = {};
+  absl::StatusOr<Cluster> one_gpu = ParseCluster(
+      "name: \"cg\" devices { name: \"/cpu:0\" kind: CPU peak_flops: 1e11 "
+      "memory_bandwidth: 1e10 memory_bytes: 1000000000 } devices { name: "
+      "\"/gpu:0\" kind: GPU peak_flops: 1e13 memory_bandwidth: 1e12 "
+      "memory_bytes: 1000000000 } default_link { latency_seconds: 1e-5 "
+      "bandwidth: 1e10 }",
+      "cg.pbtxt");
+  ASSERT_TRUE(one_gpu.ok()) << one_gpu.status();
+  absl::StatusOr<ProfileReport> both =
+      ProfileDevices(&d.view, *one_gpu, o, quiet);
+  if (!torch::cuda::is_available()) {
+    ASSERT_FALSE(both.ok());
+    EXPECT_NE(both.status().message().find("/gpu:0"), std::string::npos)
+        << both.status();
+    return;
+  }
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->failed_signatures, 0);
+  for (int n = 0; n < static_cast<int>(d.view.nodes().size()); ++n) {
+    for (DeviceKind k : {DeviceKind::kCpu, DeviceKind::kGpu}) {
+      auto it = both->profile.ops.find({NodeSignature(d.view, n), k});
+      ASSERT_NE(it, both->profile.ops.end()) << d.view.node(n).key;
+      EXPECT_GT(it->second.first, 0);
+    }
+  }
+  ASSERT_EQ(both->profile.links.size(), 2u);
+  for (const auto& [pair, link] : both->profile.links) {
+    EXPECT_GT(link.fit.bandwidth, 1e8) << pair.first << " -> " << pair.second;
   }
 }
 
