@@ -12,7 +12,6 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
-#include <random>
 #include <set>
 
 #include "absl/flags/flag.h"
@@ -100,19 +99,6 @@ std::string Summary(const std::string& what, const std::vector<Row>& rows) {
       SpearmanRho(f, m));
 }
 
-// Contiguous runs of the topological order on random devices: the k-th
-// random placement switches device with probability 1/8 at each op.
-Placement RandomRuns(const Graph& g, int devices, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Placement p{std::vector<int>(g.ops().size(), 0)};
-  int d = static_cast<int>(rng() % devices);
-  for (int op : g.topological_order()) {
-    if (rng() % 8 == 0) d = static_cast<int>(rng() % devices);
-    p.device_of_op[op] = d;
-  }
-  return p;
-}
-
 }  // namespace
 
 int CalibrateCommand(const std::vector<std::string>& args) {
@@ -166,15 +152,11 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     // uses) overlay the op-by-op profile.
     Placement reference = RandomRuns(model->graph, cluster->num_devices(),
                                      ~absl::GetFlag(FLAGS_seed));
-    absl::StatusOr<std::unique_ptr<Executor>> ref_executor =
-        Executor::Create(view, *cluster, reference, measure.executor);
-    if (!ref_executor.ok()) return Fail(ref_executor.status());
-    absl::StatusOr<Measurement> ref = MeasureSteps(**ref_executor, measure);
-    if (!ref.ok()) return Fail(ref.status());
-    MeasuredProfile fed = MergeProfiles(
-        profile, ProfileFromMeasurement(view, *cluster, reference, *ref));
+    absl::StatusOr<MeasuredProfile> fed =
+        OverlayStepMeasurement(view, *cluster, reference, profile, measure);
+    if (!fed.ok()) return Fail(fed.status());
     std::unique_ptr<CostModel> fed_costs =
-        NewMeasuredCostModel(std::move(fed), NewRooflineCostModel());
+        NewMeasuredCostModel(std::move(*fed), NewRooflineCostModel());
     SimulationContext fed_context =
         SimulationContext::Create(view, *cluster, *fed_costs, *order);
 

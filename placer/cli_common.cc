@@ -49,6 +49,10 @@ ABSL_FLAG(std::string, devices, "",
           "profile: the device kinds to measure, cpu and/or gpu (gpu needs a "
           "CUDA LibTorch); empty: every kind the cluster has.");
 ABSL_FLAG(int32_t, repeats, 5, "profile: timed repeats per measurement.");
+ABSL_FLAG(int32_t, reference_steps, 5,
+          "profile: steps of a reference placement (seeded random runs of "
+          "the topological order over the cluster) whose in-step node and "
+          "link times overlay the op-by-op ones; 0: op-by-op only.");
 ABSL_FLAG(int32_t, warmup, 2, "profile, run, calibrate: discarded warm-up runs (steps for run).");
 ABSL_FLAG(int32_t, threads, 1, "profile, run, calibrate: threads per CPU device.");
 ABSL_FLAG(placer::FlagSeconds, budget, placer::FlagSeconds{10},

@@ -45,6 +45,7 @@ ABSL_DECLARE_FLAG(std::string, order);
 ABSL_DECLARE_FLAG(std::string, profile);
 ABSL_DECLARE_FLAG(std::string, devices);
 ABSL_DECLARE_FLAG(int32_t, repeats);
+ABSL_DECLARE_FLAG(int32_t, reference_steps);
 ABSL_DECLARE_FLAG(int32_t, warmup);
 ABSL_DECLARE_FLAG(int32_t, threads);
 ABSL_DECLARE_FLAG(placer::FlagSeconds, budget);

@@ -1,4 +1,9 @@
-// placer profile [MODEL] --cluster C [--devices cpu,gpu] -o PROFILE
+// placer profile [MODEL] --cluster C [--devices cpu,gpu]
+//   [--reference-steps 5] -o PROFILE
+// Op-by-op timings of the model's nodes and the links between devices,
+// overlaid (unless --reference-steps 0) with the node and link times
+// measured inside the steps of a reference placement.
+#include <algorithm>
 #include <iostream>
 
 #include "absl/flags/flag.h"
@@ -11,6 +16,7 @@
 #include "profiles/cluster.h"
 #include "profiles/measured_cost_model.h"
 #include "profiles/profiler.h"
+#include "runtime/measurement.h"
 
 namespace placer {
 
@@ -53,16 +59,48 @@ int ProfileCommand(const std::vector<std::string>& args) {
       view ? &*view : nullptr, *cluster, options,
       [](const std::string& line) { std::cerr << "profile: " << line << "\n"; });
   if (!report.ok()) return Fail(report.status());
+  // In-step times of a reference placement: what a node costs inside the
+  // executor's steps, which op-by-op timing misses.
+  std::string reference_note;
+  const int reference_steps = absl::GetFlag(FLAGS_reference_steps);
+  if (view && reference_steps > 0) {
+    bool every_kind = true;
+    for (const Device& d : cluster->devices()) {
+      every_kind &= options.kinds.empty() ||
+                    std::count(options.kinds.begin(), options.kinds.end(),
+                               d.kind) > 0;
+    }
+    if (!every_kind) {
+      reference_note = "; no reference steps (not every device kind of the "
+                       "cluster was measured)";
+    } else {
+      MeasureOptions measure;
+      measure.steps = reference_steps;
+      measure.warmup = absl::GetFlag(FLAGS_warmup);
+      measure.executor.seed = absl::GetFlag(FLAGS_seed);
+      measure.executor.threads_per_cpu_device = options.threads;
+      Placement reference = RandomRuns(model->graph, cluster->num_devices(),
+                                       ~absl::GetFlag(FLAGS_seed));
+      std::cerr << "profile: " << reference_steps
+                << " steps of a reference placement\n";
+      absl::StatusOr<MeasuredProfile> overlaid = OverlayStepMeasurement(
+          *view, *cluster, reference, std::move(report->profile), measure);
+      if (!overlaid.ok()) return Fail(overlaid.status());
+      report->profile = std::move(*overlaid);
+      reference_note = absl::StrFormat(
+          "; overlaid with %d steps of a reference placement", reference_steps);
+    }
+  }
   if (absl::Status s = SaveProfile(report->profile, UserPath(out)); !s.ok()) {
     return Fail(s);
   }
   std::cout << absl::StrFormat(
       "wrote %s: %d node signatures, %d links measured; %d nodes without a "
       "LibTorch kernel and %d signatures past the budget fall back to the "
-      "roofline; %d failed\n",
+      "roofline; %d failed%s\n",
       out, report->measured_signatures, report->profile.links.size(),
       report->nodes_without_kernel, report->signatures_over_budget,
-      report->failed_signatures);
+      report->failed_signatures, reference_note);
   for (const std::string& f : report->failures) {
     std::cout << "  failed: " << f << "\n";
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "profiles/signature.h"
@@ -103,6 +104,30 @@ MeasuredProfile ProfileFromMeasurement(const TrainingView& view,
                    cluster.device(pair.second).name}] = std::move(link);
   }
   return profile;
+}
+
+Placement RandomRuns(const Graph& g, int devices, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Placement p{std::vector<int>(g.ops().size(), 0)};
+  int d = static_cast<int>(rng() % devices);
+  for (int op : g.topological_order()) {
+    if (rng() % 8 == 0) d = static_cast<int>(rng() % devices);
+    p.device_of_op[op] = d;
+  }
+  return p;
+}
+
+absl::StatusOr<MeasuredProfile> OverlayStepMeasurement(
+    const TrainingView& view, const Cluster& cluster,
+    const Placement& reference, MeasuredProfile base,
+    const MeasureOptions& options) {
+  absl::StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::Create(view, cluster, reference, options.executor);
+  if (!executor.ok()) return executor.status();
+  absl::StatusOr<Measurement> m = MeasureSteps(**executor, options);
+  if (!m.ok()) return m.status();
+  return MergeProfiles(std::move(base),
+                       ProfileFromMeasurement(view, cluster, reference, *m));
 }
 
 std::unique_ptr<StepEvaluator> NewExecutorEvaluator(const TrainingView& view,

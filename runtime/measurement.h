@@ -9,11 +9,16 @@
 // into the cost model's profile format (profiles/profile.proto): per node
 // signature and device kind, the median over the nodes that share it; per
 // device pair, a latency/bandwidth fit of the transfers' medians by size
-// (pairs with fewer than two sizes are left out). NewExecutorEvaluator is
-// the StepEvaluator that measures: one executor per placement.
+// (pairs with fewer than two sizes are left out). OverlayStepMeasurement
+// measures a reference placement (RandomRuns: seeded, so that every device
+// and link carries work) and overlays those in-step times on a profile:
+// what a node costs inside a step (dispatch, bookkeeping, workers sharing
+// the host) and op-by-op timing misses. NewExecutorEvaluator is the
+// StepEvaluator that measures: one executor per placement.
 #ifndef PLACER_RUNTIME_MEASUREMENT_H_
 #define PLACER_RUNTIME_MEASUREMENT_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -53,6 +58,16 @@ MeasuredProfile ProfileFromMeasurement(const TrainingView& view,
                                        const Cluster& cluster,
                                        const Placement& placement,
                                        const Measurement& measurement);
+
+// Contiguous runs of the topological order on random devices: the device
+// switches with probability 1/8 at each op.
+Placement RandomRuns(const Graph& g, int devices, uint64_t seed);
+
+// `base` overlaid with ProfileFromMeasurement of `reference`'s steps.
+absl::StatusOr<MeasuredProfile> OverlayStepMeasurement(
+    const TrainingView& view, const Cluster& cluster,
+    const Placement& reference, MeasuredProfile base,
+    const MeasureOptions& options);
 
 // `view` must outlive the evaluator.
 std::unique_ptr<StepEvaluator> NewExecutorEvaluator(const TrainingView& view,

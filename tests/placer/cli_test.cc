@@ -17,6 +17,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct RunResult {
   int exit_code = -1;
@@ -167,6 +168,14 @@ TEST(CliTest, ProfileThenSimulateWithIt) {
   // gradients (left, right); the update (x3).
   EXPECT_THAT(r.out, HasSubstr("6 node signatures, 2 links measured"));
   EXPECT_THAT(r.out, HasSubstr("0 failed"));
+  // In-step times of a reference placement overlay the op-by-op ones,
+  // unless --reference-steps 0.
+  EXPECT_THAT(r.out, HasSubstr("overlaid with 5 steps of a reference placement"));
+  RunResult op_by_op = RunPlacer(
+      "profile zoo:diamond --batch 2 --hidden 3 --cluster cpu2 --repeats 1 "
+      "--warmup 0 --reference-steps 0 -o " + TmpFile("op_by_op.pbtxt"));
+  ASSERT_EQ(op_by_op.exit_code, 0) << op_by_op.out;
+  EXPECT_THAT(op_by_op.out, Not(HasSubstr("reference placement")));
   std::string placement = TmpFile("diamond_p.json");
   WriteFile(placement, R"({"assignment": {"top": "/cpu:0", "left": "/cpu:0",
       "right": "/cpu:1", "join": "/cpu:0"}})");
