@@ -85,15 +85,22 @@ ABSL_FLAG(int64_t, samples, 0,
           "budget stops); with a seed, makes training repeatable.");
 ABSL_FLAG(int32_t, samples_per_step, 64,
           "train: placements sampled per REINFORCE step.");
-ABSL_FLAG(bool, warm_start, true,
-          "train: imitate the best heuristic placement first "
-          "(--nowarm_start: from random).");
-ABSL_FLAG(bool, joint, true,
+ABSL_FLAG(bool, warm_start, false,
+          "train: imitate the best heuristic placement first (default: "
+          "from random assignments of the structural groups).");
+ABSL_FLAG(int32_t, imitation_steps, 150,
+          "train: Adam steps of the warm start's imitation.");
+ABSL_FLAG(bool, joint, false,
           "train: REINFORCE samples and trains the Grouper with the Placer "
-          "(--nojoint: the Grouper keeps its most likely groups and the "
-          "Placer learns alone; less variance).");
+          "(default: the Grouper keeps its most likely groups, the "
+          "structural ones, and the Placer learns alone; less variance).");
 ABSL_FLAG(double, learning_rate, 0.01, "train: Adam's learning rate.");
+ABSL_FLAG(double, entropy, 0.01,
+          "train: weight of the policy's entropy in the loss (keeps it "
+          "exploring).");
 ABSL_FLAG(int32_t, groups, 32, "train: the Grouper's number of groups.");
+ABSL_FLAG(bool, memory_mask, true,
+          "train: the Placer closes devices that a group would overflow.");
 ABSL_FLAG(placer::FlagSeconds, checkpoint_every, placer::FlagSeconds{60},
           "train: checkpoint interval (and on SIGINT/SIGTERM, and at the "
           "end).");

@@ -61,9 +61,12 @@ ABSL_DECLARE_FLAG(std::string, curve);
 ABSL_DECLARE_FLAG(int64_t, samples);
 ABSL_DECLARE_FLAG(int32_t, samples_per_step);
 ABSL_DECLARE_FLAG(bool, warm_start);
+ABSL_DECLARE_FLAG(int32_t, imitation_steps);
 ABSL_DECLARE_FLAG(bool, joint);
 ABSL_DECLARE_FLAG(double, learning_rate);
+ABSL_DECLARE_FLAG(double, entropy);
 ABSL_DECLARE_FLAG(int32_t, groups);
+ABSL_DECLARE_FLAG(bool, memory_mask);
 ABSL_DECLARE_FLAG(placer::FlagSeconds, checkpoint_every);
 ABSL_DECLARE_FLAG(std::string, reward);
 

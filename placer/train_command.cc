@@ -122,8 +122,11 @@ int TrainCommand(const std::vector<std::string>& args) {
   to.max_samples = absl::GetFlag(FLAGS_samples);
   to.samples_per_step = absl::GetFlag(FLAGS_samples_per_step);
   to.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  to.entropy_weight = absl::GetFlag(FLAGS_entropy);
   to.model.groups = absl::GetFlag(FLAGS_groups);
+  to.model.memory_mask = absl::GetFlag(FLAGS_memory_mask);
   to.warm_start = absl::GetFlag(FLAGS_warm_start);
+  to.imitation_steps = absl::GetFlag(FLAGS_imitation_steps);
   to.sample_groups = absl::GetFlag(FLAGS_joint);
   to.checkpoint_dir = dir;
   to.checkpoint_interval_seconds =

@@ -4,6 +4,7 @@
 #include <map>
 #include <numeric>
 #include <queue>
+#include <set>
 #include <string_view>
 
 namespace placer {
@@ -253,6 +254,57 @@ std::vector<int> ParameterFamilies(const TrainingView& view,
     family[u] = id_of_root[r];
   }
   return family;
+}
+
+std::vector<int> MergeFamilies(const GroupGraph& units,
+                               const std::vector<int>& family, int parts) {
+  const int n = units.num_units();
+  int count = 0;
+  for (int f : family) count = std::max(count, f + 1);
+  std::vector<double> seconds(count, 0);
+  std::vector<std::map<int, int64_t>> bytes(count);
+  for (int u = 0; u < n; ++u) {
+    seconds[family[u]] += units.min_seconds(u);
+    for (const GroupEdge& e : units.neighbours(u)) {
+      if (family[e.to] != family[u]) bytes[family[u]][family[e.to]] += e.bytes;
+    }
+  }
+  std::vector<int> into(count);
+  std::iota(into.begin(), into.end(), 0);
+  std::set<std::pair<double, int>> lightest;
+  for (int f = 0; f < count; ++f) lightest.insert({seconds[f], f});
+  while (static_cast<int>(lightest.size()) > std::max(parts, 1)) {
+    const int a = lightest.begin()->second;
+    lightest.erase(lightest.begin());
+    int b = -1;
+    for (const auto& [to, crossing] : bytes[a]) {
+      if (b < 0 || crossing > bytes[a][b]) b = to;
+    }
+    if (b < 0) b = lightest.begin()->second;
+    lightest.erase({seconds[b], b});
+    seconds[b] += seconds[a];
+    lightest.insert({seconds[b], b});
+    into[a] = b;
+    for (const auto& [to, crossing] : bytes[a]) {
+      bytes[to].erase(a);
+      if (to == b) continue;
+      bytes[b][to] += crossing;
+      bytes[to][b] += crossing;
+    }
+    bytes[a].clear();
+  }
+  auto root = [&](int f) {
+    while (into[f] != f) f = into[f];
+    return f;
+  };
+  std::map<int, int> number;
+  std::vector<int> out(n);
+  for (int u : units.order()) {
+    auto it = number.try_emplace(root(family[u]), static_cast<int>(number.size()))
+                  .first;
+    out[u] = it->second;
+  }
+  return out;
 }
 
 }  // namespace placer

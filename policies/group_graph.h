@@ -94,6 +94,15 @@ std::vector<int> ParameterFamilies(const TrainingView& view,
                                    const GroupGraph& units,
                                    const std::vector<bool>& alone);
 
+// Families merged into at most `parts` groups: the family with the least
+// compute (min seconds; ties: the lower id) joins the group it exchanges
+// the most bytes with (ties: the lower id) or, when it has no neighbour,
+// the lightest other group; until `parts` remain. A family is never split,
+// so the layers stay whole. Returns a group per unit, numbered by first
+// unit in topological order.
+std::vector<int> MergeFamilies(const GroupGraph& units,
+                               const std::vector<int>& family, int parts);
+
 }  // namespace placer
 
 #endif  // PLACER_POLICIES_GROUP_GRAPH_H_

@@ -13,7 +13,11 @@
 // some graphs reads any other graph for the same number of devices.
 // `links` lists each pair of units that exchange bytes once, with the
 // bytes as a fraction of all such bytes; the placer turns them into
-// group-to-group adjacency.
+// group-to-group adjacency. StructuralGroups(G) is the graph's own cut into
+// G groups that keeps each layer whole (parameter families, merged by
+// MergeFamilies): the Grouper reads it as a one-hot input and starts from
+// it, since no per-unit number tells an LSTM layer's time steps from the
+// next layer's.
 #ifndef PLACER_POLICIES_RL_FEATURES_H_
 #define PLACER_POLICIES_RL_FEATURES_H_
 
@@ -42,13 +46,20 @@ struct RlGraph {
   std::vector<float> features;          // num_units x FeatureCount, rows
   std::vector<float> compute_fraction;  // per unit: min seconds / total
   std::vector<float> memory_fraction;   // per unit: bytes / total
+  // Per device: the share of the units' bytes (memory_fraction's scale)
+  // that the Placer's memory mask lets it hold: 85% of its memory limit over
+  // the simulated peak of the whole graph on one device.
+  std::vector<float> device_capacity;
   std::vector<RlLink> links;
   std::vector<int> pinned_device;       // per unit; -1: free
+  std::vector<int> family;              // per unit: ParameterFamilies
 
   int num_units() const { return units.num_units(); }
   // Expands a device per unit into a placement of every op, pinned ops on
   // their devices.
   Placement Expand(const std::vector<int>& device_of_unit) const;
+  // A group in [0, groups) per unit, numbered by topological order.
+  std::vector<int> StructuralGroups(int groups) const;
 };
 
 RlGraph BuildRlGraph(const PolicyInput& input, const PolicyOptions& options);

@@ -35,15 +35,49 @@ torch::Tensor Noise(at::IntArrayRef shape, double stddev,
   return t;
 }
 
+// Subtracted from a closed device's logit: exp(-1e4) is 0 in float.
+constexpr float kClosed = 1e4f;
+
+// Step t of the Placer's decoder: 1 for each (row, device) that group t of
+// the row would overflow, given `used` (memory per row and device so far);
+// a row whose group fits nowhere, or whose given device is closed, stays
+// open. Empty when nothing is closed.
+std::vector<float> ClosedDevices(const std::vector<float>& group_memory,
+                                 const std::vector<float>& used,
+                                 const std::vector<float>& capacity, int t,
+                                 int groups, const RlBatch* given) {
+  const int d = static_cast<int>(capacity.size());
+  const int k = static_cast<int>(used.size()) / std::max(d, 1);
+  std::vector<float> closed;
+  for (int r = 0; r < k; ++r) {
+    const float need = group_memory[static_cast<size_t>(r) * groups + t];
+    if (need <= 0) continue;
+    const float* on = &used[static_cast<size_t>(r) * d];
+    int open = 0;
+    for (int x = 0; x < d; ++x) open += on[x] + need <= capacity[x];
+    if (open == 0 || open == d) continue;
+    if (given != nullptr) {
+      const int x = given->device_of_group[r][t];
+      if (on[x] + need > capacity[x]) continue;
+    }
+    if (closed.empty()) closed.assign(static_cast<size_t>(k) * d, 0);
+    for (int x = 0; x < d; ++x) {
+      closed[static_cast<size_t>(r) * d + x] =
+          on[x] + need <= capacity[x] ? 0.0f : 1.0f;
+    }
+  }
+  return closed;
+}
+
 }  // namespace
 
 std::string RlModelOptions::Describe() const {
-  return absl::StrFormat("g=%d gh=%d ph=%d de=%d clip=%g t=%g", groups,
+  return absl::StrFormat("g=%d gh=%d ph=%d de=%d clip=%g t=%g mm=%d", groups,
                          grouper_hidden, placer_hidden, device_embedding,
-                         logit_clip, temperature);
+                         logit_clip, temperature, memory_mask ? 1 : 0);
 }
 
-RlGraphTensors::RlGraphTensors(const RlGraph& g) : graph(&g) {
+RlGraphTensors::RlGraphTensors(const RlGraph& g, int groups) : graph(&g) {
   const int n = g.num_units();
   const int width = RlGraph::FeatureCount(g.num_devices);
   features = torch::from_blob(const_cast<float*>(g.features.data()),
@@ -55,6 +89,10 @@ RlGraphTensors::RlGraphTensors(const RlGraph& g) : graph(&g) {
   memory_fraction = torch::from_blob(
       const_cast<float*>(g.memory_fraction.data()), {n}, torch::kFloat)
                         .clone();
+  std::vector<int> group = g.StructuralGroups(groups);
+  std::vector<int64_t> wide(group.begin(), group.end());
+  structure = torch::one_hot(torch::tensor(wide, torch::kLong), groups)
+                  .to(torch::kFloat);
 }
 
 std::vector<int> RlBatch::DeviceOfUnit(int row) const {
@@ -74,7 +112,7 @@ HierarchicalPlacerImpl::HierarchicalPlacerImpl(int features, int devices,
   const int h = options.placer_hidden;
   const int e = options.device_embedding;
   grouper_hidden_ = register_module("grouper_hidden",
-                                    torch::nn::Linear(features, gh));
+                                    torch::nn::Linear(features + g, gh));
   grouper_out_ = register_module("grouper_out", torch::nn::Linear(gh, g));
   group_embed_ = register_module("group_embed",
                                  torch::nn::Linear(features + 3 + g, h));
@@ -128,7 +166,8 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
   // Grouper. The noise (one draw per step, shared by the batch's rows)
   // and the log-probabilities are per unit; rows gather their choices.
   torch::Tensor logits =
-      Clip(grouper_out_(torch::relu(grouper_hidden_(graph.features))));
+      Clip(grouper_out_(torch::relu(grouper_hidden_(
+          torch::cat({graph.features, graph.structure}, 1)))));
   if (noisy && draw_groups) logits = logits + Noise({n, g}, noise_stddev, rng);
   torch::Tensor group_logp = torch::log_softmax(logits, 1);  // [n, g]
   if (mode == RlSampleMode::kGiven) {
@@ -164,13 +203,17 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
                                .view({k, n})
                                .sum(1);
   out.group_log_prob = log_prob;
+  torch::Tensor entropy = torch::zeros({k});
   if (mode == RlSampleMode::kSample && !sample_groups) {
     log_prob = torch::zeros({k});
+  } else {
+    entropy = entropy - (group_logp.exp() * group_logp).sum();
   }
 
   // Group embeddings, from the drawn grouping (constants: no gradient).
   torch::Tensor embed_in;
   std::vector<float> nonempty(static_cast<size_t>(k) * g, 0);
+  std::vector<float> group_memory;  // [k * g], fractions of the units' bytes
   {
     torch::NoGradGuard no_grad;
     torch::Tensor ones = torch::ones({k * n}, torch::kFloat);
@@ -200,6 +243,8 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
         torch::from_blob(adjacency.data(), {k * g, g}, torch::kFloat).clone();
     const float* c = counts.data_ptr<float>();
     for (int i = 0; i < k * g; ++i) nonempty[i] = c[i] > 0 ? 1.0f : 0.0f;
+    const float* m = memory.data_ptr<float>();
+    group_memory.assign(m, m + static_cast<size_t>(k) * g);
     embed_in = torch::cat({means, (counts / std::max(n, 1)).unsqueeze(1),
                            compute.unsqueeze(1), memory.unsqueeze(1),
                            adjacency_t},
@@ -218,6 +263,7 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
   torch::Tensor cx = torch::zeros({k, hidden});
   torch::Tensor previous = torch::full({k}, d, torch::kLong);
   out.device_of_group.assign(k, std::vector<int>(g, 0));
+  std::vector<float> used(static_cast<size_t>(k) * d, 0);  // memory per device
   for (int t = 0; t < g; ++t) {
     torch::Tensor score =
         attend_score_(torch::tanh(keys + attend_decoder_(hx).unsqueeze(1)))
@@ -230,6 +276,17 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
     torch::Tensor step_logits = Clip(device_out_(
         torch::cat({hx, encoded.select(1, t)}, 1)));              // [k, d]
     if (noisy) step_logits = step_logits + Noise({k, d}, noise_stddev, rng);
+    if (options_.memory_mask) {
+      std::vector<float> closed =
+          ClosedDevices(group_memory, used, rg.device_capacity, t, g,
+                        mode == RlSampleMode::kGiven ? given : nullptr);
+      if (!closed.empty()) {
+        step_logits = step_logits -
+                      kClosed * torch::from_blob(closed.data(), {k, d},
+                                                 torch::kFloat)
+                                    .clone();
+      }
+    }
     torch::Tensor step_logp = torch::log_softmax(step_logits, 1);
     std::vector<int64_t> chosen(k);
     if (mode == RlSampleMode::kGiven) {
@@ -247,13 +304,19 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
     }
     for (int r = 0; r < k; ++r) {
       out.device_of_group[r][t] = static_cast<int>(chosen[r]);
+      used[static_cast<size_t>(r) * d + chosen[r]] +=
+          group_memory[static_cast<size_t>(r) * g + t];
     }
     previous = torch::tensor(chosen, torch::kLong);
     log_prob = log_prob + step_logp.gather(1, previous.unsqueeze(1))
                                   .squeeze(1) *
                               mask.select(1, t);
+    // Closed devices have probability 0 exactly: they add nothing.
+    entropy = entropy -
+              (step_logp.exp() * step_logp).sum(1) * mask.select(1, t);
   }
   out.log_prob = log_prob;
+  out.entropy = entropy;
   return out;
 }
 

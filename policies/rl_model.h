@@ -2,12 +2,18 @@
 // "A Hierarchical Model for Device Placement" (ICLR 2018), in LibTorch.
 //
 // Contract: the Grouper is a feed-forward network over each unit's features
-// (RlGraph rows) giving a softmax over `groups` groups. The Placer embeds
+// (RlGraph rows) and its structural group (one-hot) giving a softmax over
+// `groups` groups. The Placer embeds
 // each group (the mean of its members' features, its share of units,
 // compute and memory, and its row of the group-to-group byte adjacency),
 // runs a bidirectional LSTM over the groups and an attention decoder that
 // emits one device per group, each step fed the device it chose before.
-// Logits are clipped (C·tanh(x/C)) and divided by the temperature.
+// Logits are clipped (C·tanh(x/C)) and divided by the temperature. With
+// memory_mask, a device is closed to a group when the memory its groups so
+// far (memory_fraction sums) plus this group's would pass its
+// device_capacity, unless the group fits on no device; the choice is drawn
+// from the open devices and its log-probability is under that mask (in
+// kGiven mode a step whose given device is closed is scored unmasked).
 //
 // Run draws `k` placements in one batch and returns their log-probability
 // (differentiable: the sum of the units' group log-probabilities and the
@@ -36,15 +42,19 @@ struct RlModelOptions {
   int device_embedding = 16;
   double logit_clip = 5;   // C in C·tanh(x/C); the paper's value
   double temperature = 1;  // dividing the clipped logits
-  // "g=32 gh=64 ph=128 de=16 clip=5 t=1": checkpoints must match it.
+  // The Placer skips devices whose memory the group would overflow, given
+  // the groups it already put there (unless the group fits nowhere).
+  bool memory_mask = true;
+  // "g=32 gh=64 ph=128 de=16 clip=5 t=1 mm=1": checkpoints must match it.
   std::string Describe() const;
 };
 
 // One graph's constant inputs, as tensors.
 struct RlGraphTensors {
-  explicit RlGraphTensors(const RlGraph& graph);
+  RlGraphTensors(const RlGraph& graph, int groups);
   const RlGraph* graph;
   torch::Tensor features;         // [N, F] float
+  torch::Tensor structure;        // [N, G] one-hot StructuralGroups(G)
   torch::Tensor compute_fraction; // [N]
   torch::Tensor memory_fraction;  // [N]
 };
@@ -61,6 +71,9 @@ struct RlBatch {
   std::vector<std::vector<int>> device_of_group;  // [k][G]
   torch::Tensor log_prob;                         // [k], differentiable
   torch::Tensor group_log_prob;                   // [k], the Grouper's part
+  // [k], differentiable: the summed entropies of the distributions the
+  // row's choices were drawn from (the Grouper's only when it was sampled).
+  torch::Tensor entropy;
   // Device per unit (unit -> its group's device), what RlGraph::Expand takes.
   std::vector<int> DeviceOfUnit(int row) const;
 };

@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "policies/metis_graph.h"
 #include "policies/policies.h"
 #include "profiles/proto_io.h"
 #include "runtime/host_setup.h"
@@ -44,10 +43,20 @@ class TorchThreads {
   int saved_;
 };
 
+// Clears every gradient to undefined, so that Adam leaves alone the
+// parameters a loss does not reach (the Grouper's, when the Placer learns
+// alone), in one run and in a resumed one alike, and on every LibTorch
+// (1.x's zero_grad keeps zero tensors, which Adam's momentum still moves).
+void ClearGradients(torch::optim::Optimizer& optimizer) {
+  for (torch::Tensor p : optimizer.parameters()) {
+    if (p.grad().defined()) p.mutable_grad() = torch::Tensor();
+  }
+}
+
 struct TaskState {
-  explicit TaskState(RlGraph g)
+  TaskState(RlGraph g, int groups)
       : graph(std::move(g)),
-        tensors(std::make_unique<RlGraphTensors>(graph)) {}
+        tensors(std::make_unique<RlGraphTensors>(graph, groups)) {}
   RlGraph graph;
   std::unique_ptr<RlGraphTensors> tensors;
   std::vector<std::unique_ptr<StepEvaluator>> evaluators;  // per thread
@@ -68,63 +77,14 @@ std::vector<int> FromTensor(const torch::Tensor& t) {
   return std::vector<int>(p, p + c.numel());
 }
 
-// The units cut into `parts` groups of about equal compute with METIS
-// (edges weighted by the bytes that cross when apart), numbered by their
-// mean topological position. Falls back to consecutive chunks of the
-// topological order when METIS fails.
-std::vector<int> PartitionUnits(const GroupGraph& units, int parts,
-                                uint64_t seed) {
-  const int n = units.num_units();
-  std::vector<int> out(n, 0);
-  std::vector<int> position(n);
-  for (int i = 0; i < n; ++i) position[units.order()[i]] = i;
-  for (int u = 0; u < n; ++u) {
-    out[u] = static_cast<int>(static_cast<int64_t>(position[u]) * parts /
-                              std::max(n, 1));
-  }
-  if (n <= parts) return out;
-  std::vector<double> seconds(n);
-  for (int u = 0; u < n; ++u) seconds[u] = units.min_seconds(u);
-  std::vector<idx_t> vwgt = ScaledWeights(seconds);
-  MetisGraph graph = ToMetisGraph(units);
-  idx_t nvtxs = n, ncon = 1, nparts = parts, objval = 0;
-  idx_t metis_options[METIS_NOPTIONS];
-  METIS_SetDefaultOptions(metis_options);
-  metis_options[METIS_OPTION_SEED] = static_cast<idx_t>(seed & 0x7fffffff);
-  std::vector<idx_t> part(n, 0);
-  if (METIS_PartGraphKway(&nvtxs, &ncon, graph.xadj.data(),
-                          graph.adjncy.data(), vwgt.data(), nullptr,
-                          graph.edge_weights(), &nparts, nullptr, nullptr,
-                          metis_options, &objval, part.data()) != METIS_OK) {
-    return out;
-  }
-  std::vector<double> mean(parts, 0);
-  std::vector<int> count(parts, 0);
-  for (int u = 0; u < n; ++u) {
-    mean[part[u]] += position[u];
-    ++count[part[u]];
-  }
-  std::vector<int> rank(parts);
-  for (int p = 0; p < parts; ++p) {
-    mean[p] = count[p] ? mean[p] / count[p] : n;
-    rank[p] = p;
-  }
-  std::stable_sort(rank.begin(), rank.end(),
-                   [&](int a, int b) { return mean[a] < mean[b]; });
-  std::vector<int> renumber(parts);
-  for (int i = 0; i < parts; ++i) renumber[rank[i]] = i;
-  for (int u = 0; u < n; ++u) out[u] = renumber[part[u]];
-  return out;
-}
-
 }  // namespace
 
 std::string RlTrainerOptions::Describe() const {
   return absl::StrFormat(
-      "%s seed=%d k=%d lr=%g decay=%g penalty=%g noise=%g/%d warm=%d/%d "
-      "prior=%d norm=%d groups_sampled=%d",
+      "%s seed=%d k=%d lr=%g decay=%g penalty=%g entropy=%g noise=%g/%d "
+      "warm=%d/%d prior=%d norm=%d groups_sampled=%d",
       model.Describe(), seed, samples_per_step, learning_rate, baseline_decay,
-      invalid_penalty, noise_stddev, noise_samples, warm_start ? 1 : 0,
+      invalid_penalty, entropy_weight, noise_stddev, noise_samples, warm_start ? 1 : 0,
       imitation_steps, grouper_prior_steps, normalize_advantage ? 1 : 0,
       sample_groups ? 1 : 0);
 }
@@ -199,7 +159,6 @@ struct RlTrainer::State {
   void Imitate() {
     const int g = options.model.groups;
     const int d = model->devices();
-    const int per = g / d;
     std::vector<RlBatch> targets(tasks.size());
     std::vector<bool> have(tasks.size(), false);
     for (size_t t = 0; t < tasks.size(); ++t) {
@@ -213,21 +172,21 @@ struct RlTrainer::State {
         device_of_unit[u] =
             w->placement.device_of_op[rg.units.members(u).front()];
       }
-      // Each device's units, in topological order, split into `per`
-      // consecutive chunks: one group each.
-      std::vector<int> count(d, 0), seen(d, 0);
-      for (int u = 0; u < n; ++u) ++count[device_of_unit[u]];
+      // The structural groups (the Grouper's prior), each on the device
+      // that holds most of its compute in the heuristic's placement (ties:
+      // the lower device).
       RlBatch& target = targets[t];
-      target.group_of_unit.assign(1, std::vector<int>(n, 0));
-      for (int u : rg.units.order()) {
-        int dev = device_of_unit[u];
-        int chunk = static_cast<int>(static_cast<int64_t>(seen[dev]++) * per /
-                                     std::max(count[dev], 1));
-        target.group_of_unit[0][u] = dev * per + chunk;
+      target.group_of_unit.assign(1, rg.StructuralGroups(g));
+      std::vector<double> weight(static_cast<size_t>(g) * d, 0);
+      for (int u = 0; u < n; ++u) {
+        weight[static_cast<size_t>(target.group_of_unit[0][u]) * d +
+               device_of_unit[u]] += rg.units.min_seconds(u) + 1e-12;
       }
       target.device_of_group.assign(1, std::vector<int>(g, 0));
       for (int i = 0; i < g; ++i) {
-        target.device_of_group[0][i] = i < per * d ? i / per : 0;
+        const double* row = &weight[static_cast<size_t>(i) * d];
+        target.device_of_group[0][i] =
+            static_cast<int>(std::max_element(row, row + d) - row);
       }
       have[t] = true;
       std::vector<std::optional<double>> s = Score(static_cast<int>(t), {w->placement});
@@ -249,7 +208,7 @@ struct RlTrainer::State {
         loss = loss - (grouper_only ? b.group_log_prob : b.log_prob).sum() /
                           std::max(task_states[t]->graph.num_units(), 1);
       }
-      optimizer->zero_grad();
+      ClearGradients(*optimizer);
       loss.backward();
       optimizer->step();
     }
@@ -261,8 +220,7 @@ struct RlTrainer::State {
     std::vector<RlBatch> targets(tasks.size());
     for (size_t t = 0; t < tasks.size(); ++t) {
       const RlGraph& rg = task_states[t]->graph;
-      targets[t].group_of_unit.assign(
-          1, PartitionUnits(rg.units, g, options.seed));
+      targets[t].group_of_unit.assign(1, rg.StructuralGroups(g));
       targets[t].device_of_group.assign(1, std::vector<int>(g, 0));
     }
     Fit(targets, std::vector<bool>(tasks.size(), true),
@@ -336,8 +294,9 @@ struct RlTrainer::State {
       for (float& a : advantage) a = static_cast<float>(a / spread);
     }
     torch::Tensor adv = torch::tensor(advantage, torch::kFloat);
-    torch::Tensor loss = -(adv * batch.log_prob).mean();
-    optimizer->zero_grad();
+    torch::Tensor loss = -(adv * batch.log_prob).mean() -
+                         options.entropy_weight * batch.entropy.mean();
+    ClearGradients(*optimizer);
     loss.backward();
     optimizer->step();
     ts.baseline = options.baseline_decay * ts.baseline +
@@ -387,7 +346,8 @@ absl::StatusOr<std::unique_ptr<RlTrainer>> RlTrainer::Create(
   s->tasks = std::move(tasks);
   for (size_t i = 0; i < s->tasks.size(); ++i) {
     s->task_states.push_back(std::make_unique<TaskState>(
-        BuildRlGraph(*s->tasks[i].input, s->tasks[i].options)));
+        BuildRlGraph(*s->tasks[i].input, s->tasks[i].options),
+        options.model.groups));
     TaskState& ts = *s->task_states[i];
     ts.lower_bound_seconds = s->tasks[i].input->simulation.lower_bound_seconds();
     if (!(ts.lower_bound_seconds > 0)) {

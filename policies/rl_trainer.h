@@ -5,13 +5,15 @@
 // `samples_per_step` placements, scores them with the task's evaluators
 // (one per thread, evaluated in parallel; results kept by sample index, so
 // thread timing never changes the result) and takes one Adam step on
-// -mean((R - b)·log p), with R = -sqrt(step seconds / the task's lower
+// -mean((R - b)·log p) - entropy_weight·mean(H), with R = -sqrt(step seconds / the task's lower
 // bound) and b the task's moving-average baseline. A placement the
 // evaluator rejects or one over a memory limit scores as a step of
 // `invalid_penalty` lower bounds. Noise on the logits decays linearly to
 // zero over the first `noise_samples` samples. With `warm_start`, the model
 // first imitates each task's best heuristic placement (BestHeuristic) for
-// `imitation_steps` steps, and that placement seeds the task's best;
+// `imitation_steps` steps (the structural groups, each on the device that
+// holds most of its compute there), and that placement seeds the task's
+// best;
 // without, the Grouper may start from a structural prior (see
 // grouper_prior_steps).
 //
@@ -48,19 +50,27 @@ struct RlTrainerOptions {
   double learning_rate = 0.01;
   double baseline_decay = 0.9;  // b <- decay·b + (1 - decay)·mean(R)
   double invalid_penalty = 20;  // lower bounds
+  // The loss subtracts this times the batch's mean entropy (summed over a
+  // placement's choices): it keeps the policy from settling on one
+  // placement before it has found a good one.
+  double entropy_weight = 0.01;
   double noise_stddev = 0.5;
   int64_t noise_samples = 4000;
   bool warm_start = false;
   int imitation_steps = 150;
   // Without a warm start, the Grouper first learns, for this many steps,
-  // a device-agnostic prior: the units cut by METIS into `groups` parts of
-  // about equal compute with the fewest bytes between them. The Placer
-  // starts untrained, so the first placements are random assignments of
-  // those groups. 0: the Grouper starts untrained too.
+  // a device-agnostic prior: the parameter families (a layer's time steps
+  // and weights; ParameterFamilies) merged into `groups` groups
+  // (MergeFamilies), so that no group splits a layer from its weights. The
+  // Placer starts untrained, so the first placements are random
+  // assignments of those groups. 0: the Grouper starts untrained too.
   int grouper_prior_steps = 100;
   // Whether REINFORCE samples (and trains) the Grouper's choices, or keeps
-  // its most likely grouping and trains the Placer alone.
-  bool sample_groups = true;
+  // its most likely grouping and trains the Placer alone. Off by default:
+  // one sampled group per unit scatters a few of a layer's ~3,000 units in
+  // every sample, and on GNMT-4 over p100x4 joint training ended at 1.20x
+  // the expert's step where the Placer alone reached 0.86x (docs/rl.md).
+  bool sample_groups = false;
   // Advantages divided by their batch's standard deviation.
   bool normalize_advantage = true;
   int threads = 2;

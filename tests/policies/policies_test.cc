@@ -213,6 +213,32 @@ TEST(GroupGraphTest, ParameterFamiliesAreTheUnrolledLayers) {
   EXPECT_EQ(std::count(apart.begin(), apart.end(), apart[0]), 1);
 }
 
+TEST(GroupGraphTest, MergeFamiliesKeepsFamiliesWholeDownToTheCount) {
+  Scenario s("gnmt2", "p100x4");
+  GroupGraph units = PlacementUnits(s.input(), PolicyOptions{});
+  std::vector<int> family = ParameterFamilies(
+      s.view, units, std::vector<bool>(units.num_units(), false));
+  const int families =
+      *std::max_element(family.begin(), family.end()) + 1;
+  ASSERT_GT(families, 8);
+  for (int parts : {1, 4, 8, families, families + 5}) {
+    std::vector<int> group = MergeFamilies(units, family, parts);
+    ASSERT_EQ(group.size(), family.size());
+    const int count = *std::max_element(group.begin(), group.end()) + 1;
+    EXPECT_EQ(count, std::min(parts, families)) << parts;
+    // Never splits a family; numbered by first unit in topological order.
+    std::map<int, int> group_of_family;
+    int next = 0;
+    for (int u : units.order()) {
+      auto [it, fresh] = group_of_family.try_emplace(family[u], group[u]);
+      EXPECT_EQ(it->second, group[u]) << "family " << family[u] << " split";
+      if (group[u] == next) ++next;
+      EXPECT_LT(group[u], next) << "numbering";
+    }
+    EXPECT_EQ(MergeFamilies(units, family, parts), group);  // deterministic
+  }
+}
+
 TEST(PoliciesTest, ListSchedulersKeepEachLayerOnOneDevice) {
   // With memory to spare, no time step of a layer is split from its
   // weights (each such split costs a weight-sized gradient transfer).

@@ -2,6 +2,7 @@
 // same result), exact resumption from a checkpoint, warm start, learning,
 // zero-shot placement through the `rl` policy, and checkpoint errors.
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -12,6 +13,7 @@
 #include "placer/evaluator.h"
 #include "policies/policies.h"
 #include "policies/rl_features.h"
+#include "policies/rl_model.h"
 #include "policies/rl_trainer.h"
 #include "profiles/cluster.h"
 #include "tests/policies/scenario.h"
@@ -102,6 +104,61 @@ TEST(RlFeaturesTest, ScaleFreeRowsAndFractions) {
   }
 }
 
+TEST(RlModelTest, MemoryMaskKeepsSamplesWithinTheirDevices) {
+  // Memory for about 40% of the graph per device: an untrained Placer's
+  // samples overflow some device unless the mask closes it.
+  Scenario s("gnmt2", "p100x4");
+  std::vector<int> all_first(s.view.num_groups(), 0);
+  absl::StatusOr<SimulationResult> one =
+      Simulate(*s.sim, Placement{all_first});
+  ASSERT_TRUE(one.ok());
+  PolicyOptions tight;
+  tight.memory_limit_bytes.assign(
+      4, static_cast<int64_t>(0.4 * one->peak_memory_bytes[0]));
+  RlGraph g = BuildRlGraph(s.input(), tight);
+  for (float c : g.device_capacity) EXPECT_NEAR(c, 0.85 * 0.4, 0.01);
+  int over[2] = {0, 0}, oom[2] = {0, 0};
+  for (bool mask : {false, true}) {
+    RlModelOptions m;
+    m.groups = 16;
+    m.memory_mask = mask;
+    HierarchicalPlacer model(RlGraph::FeatureCount(4), 4, m, /*seed=*/3);
+    RlGraphTensors tensors(g, m.groups);
+    std::mt19937_64 rng(5);
+    torch::NoGradGuard no_grad;
+    RlBatch b = model->Run(tensors, 64, RlSampleMode::kSample, 0.5, rng);
+    for (int r = 0; r < 64; ++r) {
+      std::vector<double> used(4, 0);
+      std::vector<int> device = b.DeviceOfUnit(r);
+      for (int u = 0; u < g.num_units(); ++u) {
+        used[device[u]] += g.memory_fraction[u];
+      }
+      bool fits = true;
+      for (int d = 0; d < 4; ++d) {
+        fits &= used[d] <= g.device_capacity[d] + 1e-5;
+      }
+      over[mask] += !fits;
+      absl::StatusOr<SimulationResult> sim = Simulate(*s.sim, g.Expand(device));
+      ASSERT_TRUE(sim.ok());
+      for (int d = 0; d < 4; ++d) {
+        if (sim->peak_memory_bytes[d] > tight.memory_limit_bytes[d]) {
+          ++oom[mask];
+          break;
+        }
+      }
+    }
+  }
+  std::printf("over capacity %d -> %d, out of memory %d -> %d of 64\n",
+              over[0], over[1], oom[0], oom[1]);
+  // The mask fills devices group by group, so a late group can find every
+  // device closed and go anywhere: rare, not impossible (measured: over
+  // capacity 56 -> 1, out of memory 44 -> 3 of 64).
+  EXPECT_GT(over[0], 16);
+  EXPECT_GT(oom[0], 16);
+  EXPECT_LT(8 * over[1], over[0]);
+  EXPECT_LT(8 * oom[1], oom[0]);
+}
+
 TEST(RlTrainerTest, SameSeedSameSamplesSameResult) {
   Scenario s("gnmt2", "p100x4");
   RlTrainerOptions o = Small(96);
@@ -161,12 +218,31 @@ TEST(RlTrainerTest, WarmStartImitatesTheBestHeuristic) {
   ASSERT_TRUE(t->Train().ok());
   absl::StatusOr<HeuristicWinner> h = BestHeuristic(s.input(), PolicyOptions{});
   ASSERT_TRUE(h.ok());
-  // The best is never worse than the heuristic it started from, and the
-  // model's own most likely placement has learnt to come close to it.
+  // The best is never worse than the heuristic it started from.
   EXPECT_LE(t->best(0).step_seconds, h->step_seconds);
+  // The model's own most likely placement is the imitation's target: the
+  // structural groups, each on the device holding most of its compute in
+  // the heuristic's placement.
+  RlGraph g = BuildRlGraph(s.input(), PolicyOptions{});
+  std::vector<int> group = g.StructuralGroups(o.model.groups);
+  std::vector<std::vector<double>> weight(o.model.groups,
+                                          std::vector<double>(4, 0));
+  for (int u = 0; u < g.num_units(); ++u) {
+    weight[group[u]][h->placement.device_of_op[g.units.members(u).front()]] +=
+        g.units.min_seconds(u) + 1e-12;
+  }
+  std::vector<int> device(g.num_units());
+  for (int u = 0; u < g.num_units(); ++u) {
+    const std::vector<double>& w = weight[group[u]];
+    device[u] = static_cast<int>(std::max_element(w.begin(), w.end()) -
+                                 w.begin());
+  }
+  absl::StatusOr<SimulationResult> target = Simulate(*s.sim, g.Expand(device));
+  ASSERT_TRUE(target.ok());
   double greedy = t->EvaluateGreedy()[0];
   ASSERT_GT(greedy, 0);
-  EXPECT_LT(greedy, 1.10 * h->step_seconds);
+  EXPECT_NEAR(greedy, target->step_seconds, 1e-9)
+      << "heuristic " << h->step_seconds;
 }
 
 TEST(RlTrainerTest, LearningShortensTheSampledSteps) {
