@@ -47,8 +47,8 @@ class TorchThreads {
 // parameters a loss does not reach (the Grouper's, when the Placer learns
 // alone), in one run and in a resumed one alike, and on every LibTorch
 // (1.x's zero_grad keeps zero tensors, which Adam's momentum still moves).
-void ClearGradients(torch::optim::Optimizer& optimizer) {
-  for (torch::Tensor p : optimizer.parameters()) {
+void ClearGradients(torch::nn::Module& model) {
+  for (torch::Tensor p : model.parameters()) {
     if (p.grad().defined()) p.mutable_grad() = torch::Tensor();
   }
 }
@@ -208,7 +208,7 @@ struct RlTrainer::State {
         loss = loss - (grouper_only ? b.group_log_prob : b.log_prob).sum() /
                           std::max(task_states[t]->graph.num_units(), 1);
       }
-      ClearGradients(*optimizer);
+      ClearGradients(*model);
       loss.backward();
       optimizer->step();
     }
@@ -296,7 +296,7 @@ struct RlTrainer::State {
     torch::Tensor adv = torch::tensor(advantage, torch::kFloat);
     torch::Tensor loss = -(adv * batch.log_prob).mean() -
                          options.entropy_weight * batch.entropy.mean();
-    ClearGradients(*optimizer);
+    ClearGradients(*model);
     loss.backward();
     optimizer->step();
     ts.baseline = options.baseline_decay * ts.baseline +

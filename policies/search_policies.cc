@@ -102,11 +102,13 @@ absl::StatusOr<Placement> LocalSearchStart(const PolicyInput& in,
   return *start;
 }
 
-// Hill climbing from the initial placement (or LocalSearchStart's) over
-// placement units: moves a unit to another device, swaps two units on
-// different devices, or moves a parameter's home unit with every unit
-// that reads the parameter; a change is kept when the simulated step gets
-// shorter within memory. Two unit picks in three come from the current
+// Hill climbing from the initial placement (or LocalSearchStart's): first
+// a descent that moves each structural group whole to each other device
+// until no such move helps, then random changes of placement units: moves a unit to another device, swaps two units on
+// different devices, moves a parameter's home unit with every unit that
+// reads the parameter, or moves a unit's structural group (MergeFamilies:
+// whole layers with the units that ride with them, 32 groups); a change is
+// kept when the simulated step gets shorter within memory. Two unit picks in three come from the current
 // critical path.
 class LocalSearchPolicy : public PlacementPolicy {
  public:
@@ -165,13 +167,64 @@ class LocalSearchPolicy : public PlacementPolicy {
       for (int m : family[u]) pinned |= UnitPinnedDevice(units, o, m) >= 0;
       if (!family[u].empty() && !pinned) homes.push_back(u);
     }
+    // Structural groups: whole parameter families (with the parameter-free
+    // units that ride with them) merged into kStructuralGroups groups, the
+    // coarse moves that shift a layer or a run of layers at once.
+    constexpr int kStructuralGroups = 32;
+    std::vector<bool> alone(units.num_units());
+    for (int u = 0; u < units.num_units(); ++u) {
+      alone[u] = UnitPinnedDevice(units, o, u) >= 0;
+    }
+    std::vector<int> structural = MergeFamilies(
+        units, ParameterFamilies(in.view, units, alone), kStructuralGroups);
+    std::vector<std::vector<int>> members_of_group;
+    for (int u : movable) {
+      if (structural[u] >= static_cast<int>(members_of_group.size())) {
+        members_of_group.resize(structural[u] + 1);
+      }
+      members_of_group[structural[u]].push_back(u);
+    }
     std::mt19937_64 rng(o.seed);
     int64_t evaluations = 0;
     ProgressReporter progress(o, "local_search", start);
     progress.Report(0, best);
-    while (Since(start) < o.budget_seconds &&
-           (o.max_evaluations <= 0 || evaluations < o.max_evaluations) &&
-           !StopRequested(o)) {
+    auto more = [&] {
+      return Since(start) < o.budget_seconds &&
+             (o.max_evaluations <= 0 || evaluations < o.max_evaluations) &&
+             !StopRequested(o);
+    };
+    // First a descent over the structural groups: each group in turn,
+    // whole, to each other device; sweeps until none helps.
+    for (bool improved = true; improved && more();) {
+      improved = false;
+      for (size_t g = 0; g < members_of_group.size() && more(); ++g) {
+        if (members_of_group[g].empty()) continue;
+        for (int to = 0; to < devices && more(); ++to) {
+          Placement next = current;
+          bool changes = false;
+          for (int m : members_of_group[g]) {
+            for (int op : units.members(m)) {
+              changes |= next.device_of_op[op] != to;
+              next.device_of_op[op] = to;
+            }
+          }
+          if (!changes) continue;
+          ++evaluations;
+          std::optional<double> step = Evaluate(in, o, next);
+          if (step && *step < best) {
+            best = *step;
+            current = std::move(next);
+            improved = true;
+          }
+          progress.Report(evaluations, best);
+        }
+      }
+    }
+    if (absl::StatusOr<SimulationResult> r = Simulate(in.simulation, current);
+        r.ok()) {
+      refresh_critical(*r);
+    }
+    while (more()) {
       auto pick = [&]() {
         if (!critical.empty() && rng() % 3 != 0) {
           return critical[rng() % critical.size()];
@@ -185,7 +238,13 @@ class LocalSearchPolicy : public PlacementPolicy {
       int a = pick();
       int from = next.device_of_op[units.members(a)[0]];
       int kind = static_cast<int>(rng() % 8);
-      if (kind < 2 && !homes.empty()) {  // move a weight and its readers
+      if (kind == 7) {  // move a structural group
+        const std::vector<int>& group =
+            members_of_group[structural[a]];
+        int to = static_cast<int>(rng() % (devices - 1));
+        if (to >= from) ++to;
+        for (int m : group) put(m, to);
+      } else if (kind < 2 && !homes.empty()) {  // move a weight and its readers
         int h = homes[rng() % homes.size()];
         int at = next.device_of_op[units.members(h)[0]];
         int to = static_cast<int>(rng() % (devices - 1));
