@@ -1,10 +1,10 @@
 // The `rl` policy: the hierarchical RL placer behind the policy interface.
 // With options.checkpoint_dir it starts from that trained model: its most
 // likely placement first (zero-shot), then fine-tuning on this graph while
-// the budget lasts. Without, it warm-starts from the best heuristic and
-// trains on this graph alone. max_evaluations counts the greedy placement
-// and the samples (1: zero-shot only); the warm start's heuristics are not
-// counted.
+// the budget lasts. Without, it trains on this graph alone from a cold
+// start, the best heuristic placement as its floor. max_evaluations counts
+// the greedy placement and the samples (1: zero-shot only); the floor's
+// heuristics are not counted.
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -27,7 +27,9 @@ class RlPolicy : public PlacementPolicy {
     to.seed = o.seed;
     to.budget_seconds = o.budget_seconds;
     to.max_samples = o.max_evaluations > 0 ? o.max_evaluations - 1 : 0;
-    to.warm_start = o.checkpoint_dir.empty();
+    // Without a checkpoint: a cold start (it explores more than imitating
+    // the heuristic: docs/rl.md), the best heuristic as the floor.
+    to.heuristic_floor = o.checkpoint_dir.empty();
     to.threads = static_cast<int>(
         std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
     const bool zero_shot_only = o.max_evaluations == 1 || o.budget_seconds <= 0;

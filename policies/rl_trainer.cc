@@ -82,10 +82,11 @@ std::vector<int> FromTensor(const torch::Tensor& t) {
 std::string RlTrainerOptions::Describe() const {
   return absl::StrFormat(
       "%s seed=%d k=%d lr=%g decay=%g penalty=%g entropy=%g noise=%g/%d "
-      "warm=%d/%d prior=%d norm=%d groups_sampled=%d",
+      "warm=%d/%d floor=%d prior=%d norm=%d groups_sampled=%d",
       model.Describe(), seed, samples_per_step, learning_rate, baseline_decay,
       invalid_penalty, entropy_weight, noise_stddev, noise_samples, warm_start ? 1 : 0,
-      imitation_steps, grouper_prior_steps, normalize_advantage ? 1 : 0,
+      imitation_steps, heuristic_floor ? 1 : 0, grouper_prior_steps,
+      normalize_advantage ? 1 : 0,
       sample_groups ? 1 : 0);
 }
 
@@ -156,15 +157,31 @@ struct RlTrainer::State {
     }
   }
 
+  // Each task's best heuristic placement (BestHeuristic), scored and
+  // counted toward its best; nullopt where no heuristic placed it.
+  std::vector<std::optional<HeuristicWinner>> ConsiderHeuristics() {
+    std::vector<std::optional<HeuristicWinner>> out(tasks.size());
+    for (size_t t = 0; t < tasks.size(); ++t) {
+      absl::StatusOr<HeuristicWinner> w =
+          BestHeuristic(*tasks[t].input, tasks[t].options);
+      if (!w.ok()) continue;
+      std::vector<std::optional<double>> s =
+          Score(static_cast<int>(t), {w->placement});
+      Consider(static_cast<int>(t), w->placement, s[0], w->policy);
+      out[t] = std::move(*w);
+    }
+    return out;
+  }
+
   void Imitate() {
     const int g = options.model.groups;
     const int d = model->devices();
     std::vector<RlBatch> targets(tasks.size());
     std::vector<bool> have(tasks.size(), false);
+    std::vector<std::optional<HeuristicWinner>> winners = ConsiderHeuristics();
     for (size_t t = 0; t < tasks.size(); ++t) {
-      absl::StatusOr<HeuristicWinner> w =
-          BestHeuristic(*tasks[t].input, tasks[t].options);
-      if (!w.ok()) continue;
+      const std::optional<HeuristicWinner>& w = winners[t];
+      if (!w) continue;
       const RlGraph& rg = task_states[t]->graph;
       const int n = rg.num_units();
       std::vector<int> device_of_unit(n);
@@ -189,8 +206,6 @@ struct RlTrainer::State {
             static_cast<int>(std::max_element(row, row + d) - row);
       }
       have[t] = true;
-      std::vector<std::optional<double>> s = Score(static_cast<int>(t), {w->placement});
-      Consider(static_cast<int>(t), w->placement, s[0], w->policy);
     }
     Fit(targets, have, options.imitation_steps, /*grouper_only=*/false);
   }
@@ -377,6 +392,7 @@ absl::Status RlTrainer::Train(
       EvaluateGreedy();
     } else {
       s_->GrouperPrior();
+      if (o.heuristic_floor) s_->ConsiderHeuristics();
     }
     s_->imitation_done = true;
   }

@@ -58,6 +58,9 @@ struct RlTrainerOptions {
   int64_t noise_samples = 4000;
   bool warm_start = false;
   int imitation_steps = 150;
+  // Without a warm start: the best heuristic placement still seeds each
+  // task's best (nothing imitated), so the result is never worse than it.
+  bool heuristic_floor = false;
   // Without a warm start, the Grouper first learns, for this many steps,
   // a device-agnostic prior: the parameter families (a layer's time steps
   // and weights; ParameterFamilies) merged into `groups` groups

@@ -312,6 +312,21 @@ TEST(RlPolicyTest, ZeroShotAndFineTunedPlacementsAreValid) {
   EXPECT_LE(b->step_seconds, a->step_seconds);
 }
 
+TEST(RlPolicyTest, WithoutACheckpointNeverWorseThanTheBestHeuristic) {
+  Scenario s("gnmt2", "p100x4");
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> rl = NewPolicy("rl");
+  ASSERT_TRUE(rl.ok()) << rl.status();
+  PolicyOptions po;
+  po.max_evaluations = 129;  // a cold start: 128 samples
+  absl::StatusOr<Placement> p = (*rl)->Place(s.input(), po);
+  ASSERT_TRUE(p.ok()) << p.status();
+  absl::StatusOr<SimulationResult> r = CheckPlacement(s.input(), po, *p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<HeuristicWinner> h = BestHeuristic(s.input(), po);
+  ASSERT_TRUE(h.ok());
+  EXPECT_LE(r->step_seconds, h->step_seconds);
+}
+
 TEST(RlTrainerTest, CheckpointErrorsNameTheFile) {
   Scenario s("gnmt2", "p100x4");
   RlTrainerOptions o = Small(16);
