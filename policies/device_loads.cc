@@ -29,6 +29,16 @@ int UnitPinnedDevice(const GroupGraph& units, const PolicyOptions& options,
   return -1;
 }
 
+std::vector<int> PlacementFamilies(const PolicyInput& input,
+                                   const PolicyOptions& options,
+                                   const GroupGraph& units) {
+  std::vector<bool> pinned(units.num_units());
+  for (int u = 0; u < units.num_units(); ++u) {
+    pinned[u] = UnitPinnedDevice(units, options, u) >= 0;
+  }
+  return ParameterFamilies(input.view, units, pinned);
+}
+
 GroupGraph PlacementUnits(const PolicyInput& input,
                           const PolicyOptions& options) {
   std::vector<bool> pinned(input.view.num_groups(), false);

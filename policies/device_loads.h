@@ -48,6 +48,12 @@ int PinnedDevice(const PolicyOptions& options, int group);
 int UnitPinnedDevice(const GroupGraph& units, const PolicyOptions& options,
                      int unit);
 
+// ParameterFamilies of the units, each unit with a pinned op a family of
+// its own.
+std::vector<int> PlacementFamilies(const PolicyInput& input,
+                                   const PolicyOptions& options,
+                                   const GroupGraph& units);
+
 // The units policies place: small groups coarsened into their producers,
 // pinned groups alone.
 GroupGraph PlacementUnits(const PolicyInput& input,

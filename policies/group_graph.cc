@@ -300,9 +300,8 @@ std::vector<int> MergeFamilies(const GroupGraph& units,
   std::map<int, int> number;
   std::vector<int> out(n);
   for (int u : units.order()) {
-    auto it = number.try_emplace(root(family[u]), static_cast<int>(number.size()))
-                  .first;
-    out[u] = it->second;
+    const int next = static_cast<int>(number.size());
+    out[u] = number.try_emplace(root(family[u]), next).first->second;
   }
   return out;
 }

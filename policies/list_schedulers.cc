@@ -20,16 +20,6 @@
 namespace placer {
 namespace {
 
-// The parameter families the schedules keep whole; pinned units alone.
-std::vector<int> Families(const PolicyInput& in, const PolicyOptions& o,
-                          const GroupGraph& groups) {
-  std::vector<bool> pinned(groups.num_units());
-  for (int g = 0; g < groups.num_units(); ++g) {
-    pinned[g] = UnitPinnedDevice(groups, o, g) >= 0;
-  }
-  return ParameterFamilies(in.view, groups, pinned);
-}
-
 // Shared state of a list schedule: where groups went and when they end.
 //
 // Units that share parameters (ParameterFamilies: the time steps of an
@@ -43,7 +33,7 @@ std::vector<int> Families(const PolicyInput& in, const PolicyOptions& o,
 // schedule). A family that fits on no device is placed unit by unit.
 class Schedule {
  public:
-  // `family`: Families(in, o, groups).
+  // `family`: PlacementFamilies(in, o, groups).
   Schedule(const PolicyInput& in, const PolicyOptions& o,
            const GroupGraph& groups, std::vector<int> family)
       : in_(in),
@@ -254,7 +244,7 @@ class HeftPolicy : public PlacementPolicy {
     for (int g = 0; g < n; ++g) {
       if (pending[g] == 0) ready.push(g);
     }
-    Schedule s(in, o, groups, Families(in, o, groups));
+    Schedule s(in, o, groups, PlacementFamilies(in, o, groups));
     while (!ready.empty()) {
       int g = ready.top();
       ready.pop();
@@ -341,8 +331,8 @@ class MEtfPolicy : public PlacementPolicy {
   absl::StatusOr<Placement> Place(const PolicyInput& in,
                                   const PolicyOptions& o) override {
     GroupGraph groups = PlacementUnits(in, o);
-    return EtfSchedule(in, o, groups, Families(in, o, groups), nullptr,
-                       "m_etf");
+    return EtfSchedule(in, o, groups, PlacementFamilies(in, o, groups),
+                       nullptr, "m_etf");
   }
 };
 
@@ -363,7 +353,7 @@ class MSctPolicy : public PlacementPolicy {
   absl::StatusOr<Placement> Place(const PolicyInput& in,
                                   const PolicyOptions& o) override {
     GroupGraph groups = PlacementUnits(in, o);
-    std::vector<int> family = Families(in, o, groups);
+    std::vector<int> family = PlacementFamilies(in, o, groups);
     absl::StatusOr<std::vector<int>> favorite =
         FavoriteParents(in, groups, family);
     if (!favorite.ok()) return favorite.status();

@@ -130,9 +130,7 @@ RlGraph BuildRlGraph(const PolicyInput& input, const PolicyOptions& options) {
   for (int a = 0; a < n; ++a) {
     g.pinned_device[a] = UnitPinnedDevice(u, options, a);
   }
-  std::vector<bool> alone(n);
-  for (int a = 0; a < n; ++a) alone[a] = g.pinned_device[a] >= 0;
-  g.family = ParameterFamilies(input.view, u, alone);
+  g.family = PlacementFamilies(input, options, u);
 
   // The units' byte estimate (resident parameters and forward outputs)
   // leaves out what the simulator also holds: gradients, backward

@@ -89,8 +89,8 @@ RlGraphTensors::RlGraphTensors(const RlGraph& g, int groups) : graph(&g) {
   memory_fraction = torch::from_blob(
       const_cast<float*>(g.memory_fraction.data()), {n}, torch::kFloat)
                         .clone();
-  std::vector<int> group = g.StructuralGroups(groups);
-  std::vector<int64_t> wide(group.begin(), group.end());
+  structural_group = g.StructuralGroups(groups);
+  std::vector<int64_t> wide(structural_group.begin(), structural_group.end());
   structure = torch::one_hot(torch::tensor(wide, torch::kLong), groups)
                   .to(torch::kFloat);
 }

@@ -3,9 +3,9 @@
 //
 // Contract: the Grouper is a feed-forward network over each unit's features
 // (RlGraph rows) and its structural group (one-hot) giving a softmax over
-// `groups` groups. The Placer embeds
-// each group (the mean of its members' features, its share of units,
-// compute and memory, and its row of the group-to-group byte adjacency),
+// `groups` groups. The Placer embeds each group (the mean of its members'
+// features, its share of units, compute and memory, and its row of the
+// group-to-group byte adjacency),
 // runs a bidirectional LSTM over the groups and an attention decoder that
 // emits one device per group, each step fed the device it chose before.
 // Logits are clipped (C·tanh(x/C)) and divided by the temperature. With
@@ -54,7 +54,8 @@ struct RlGraphTensors {
   RlGraphTensors(const RlGraph& graph, int groups);
   const RlGraph* graph;
   torch::Tensor features;         // [N, F] float
-  torch::Tensor structure;        // [N, G] one-hot StructuralGroups(G)
+  std::vector<int> structural_group;  // [N] StructuralGroups(G)
+  torch::Tensor structure;        // [N, G] its one-hot
   torch::Tensor compute_fraction; // [N]
   torch::Tensor memory_fraction;  // [N]
 };

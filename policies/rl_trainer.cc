@@ -84,10 +84,9 @@ std::string RlTrainerOptions::Describe() const {
       "%s seed=%d k=%d lr=%g decay=%g penalty=%g entropy=%g noise=%g/%d "
       "warm=%d/%d floor=%d prior=%d norm=%d groups_sampled=%d",
       model.Describe(), seed, samples_per_step, learning_rate, baseline_decay,
-      invalid_penalty, entropy_weight, noise_stddev, noise_samples, warm_start ? 1 : 0,
-      imitation_steps, heuristic_floor ? 1 : 0, grouper_prior_steps,
-      normalize_advantage ? 1 : 0,
-      sample_groups ? 1 : 0);
+      invalid_penalty, entropy_weight, noise_stddev, noise_samples,
+      warm_start ? 1 : 0, imitation_steps, heuristic_floor ? 1 : 0,
+      grouper_prior_steps, normalize_advantage ? 1 : 0, sample_groups ? 1 : 0);
 }
 
 struct RlTrainer::State {
@@ -193,7 +192,8 @@ struct RlTrainer::State {
       // that holds most of its compute in the heuristic's placement (ties:
       // the lower device).
       RlBatch& target = targets[t];
-      target.group_of_unit.assign(1, rg.StructuralGroups(g));
+      target.group_of_unit.assign(
+          1, task_states[t]->tensors->structural_group);
       std::vector<double> weight(static_cast<size_t>(g) * d, 0);
       for (int u = 0; u < n; ++u) {
         weight[static_cast<size_t>(target.group_of_unit[0][u]) * d +
@@ -234,8 +234,8 @@ struct RlTrainer::State {
     const int g = options.model.groups;
     std::vector<RlBatch> targets(tasks.size());
     for (size_t t = 0; t < tasks.size(); ++t) {
-      const RlGraph& rg = task_states[t]->graph;
-      targets[t].group_of_unit.assign(1, rg.StructuralGroups(g));
+      targets[t].group_of_unit.assign(
+          1, task_states[t]->tensors->structural_group);
       targets[t].device_of_group.assign(1, std::vector<int>(g, 0));
     }
     Fit(targets, std::vector<bool>(tasks.size(), true),

@@ -5,8 +5,9 @@
 // `samples_per_step` placements, scores them with the task's evaluators
 // (one per thread, evaluated in parallel; results kept by sample index, so
 // thread timing never changes the result) and takes one Adam step on
-// -mean((R - b)·log p) - entropy_weight·mean(H), with R = -sqrt(step seconds / the task's lower
-// bound) and b the task's moving-average baseline. A placement the
+// -mean((R - b)·log p) - entropy_weight·mean(H), with R = -sqrt(step
+// seconds / the task's lower bound) and b the task's moving-average
+// baseline. A placement the
 // evaluator rejects or one over a memory limit scores as a step of
 // `invalid_penalty` lower bounds. Noise on the logits decays linearly to
 // zero over the first `noise_samples` samples. With `warm_start`, the model

@@ -104,12 +104,13 @@ absl::StatusOr<Placement> LocalSearchStart(const PolicyInput& in,
 
 // Hill climbing from the initial placement (or LocalSearchStart's): first
 // a descent that moves each structural group whole to each other device
-// until no such move helps, then random changes of placement units: moves a unit to another device, swaps two units on
-// different devices, moves a parameter's home unit with every unit that
-// reads the parameter, or moves a unit's structural group (MergeFamilies:
-// whole layers with the units that ride with them, 32 groups); a change is
-// kept when the simulated step gets shorter within memory. Two unit picks in three come from the current
-// critical path.
+// until no such move helps, then random changes of placement units: moves
+// a unit to another device, swaps two units on different devices, moves a
+// parameter's home unit with every unit that reads the parameter, or
+// moves a unit's structural group (MergeFamilies: whole layers with the
+// units that ride with them, 32 groups). A change is kept when the
+// simulated step gets shorter within memory. Two unit picks in three come
+// from the current critical path.
 class LocalSearchPolicy : public PlacementPolicy {
  public:
   absl::StatusOr<Placement> Place(const PolicyInput& in,
@@ -171,12 +172,8 @@ class LocalSearchPolicy : public PlacementPolicy {
     // units that ride with them) merged into kStructuralGroups groups, the
     // coarse moves that shift a layer or a run of layers at once.
     constexpr int kStructuralGroups = 32;
-    std::vector<bool> alone(units.num_units());
-    for (int u = 0; u < units.num_units(); ++u) {
-      alone[u] = UnitPinnedDevice(units, o, u) >= 0;
-    }
     std::vector<int> structural = MergeFamilies(
-        units, ParameterFamilies(in.view, units, alone), kStructuralGroups);
+        units, PlacementFamilies(in, o, units), kStructuralGroups);
     std::vector<std::vector<int>> members_of_group;
     for (int u : movable) {
       if (structural[u] >= static_cast<int>(members_of_group.size())) {
@@ -239,8 +236,7 @@ class LocalSearchPolicy : public PlacementPolicy {
       int from = next.device_of_op[units.members(a)[0]];
       int kind = static_cast<int>(rng() % 8);
       if (kind == 7) {  // move a structural group
-        const std::vector<int>& group =
-            members_of_group[structural[a]];
+        const std::vector<int>& group = members_of_group[structural[a]];
         int to = static_cast<int>(rng() % (devices - 1));
         if (to >= from) ++to;
         for (int m : group) put(m, to);

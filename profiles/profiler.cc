@@ -283,16 +283,20 @@ absl::StatusOr<ProfileReport> ProfileDevices(
 
   const Graph& g = view->forward();
   const int n = static_cast<int>(view->nodes().size());
+  std::vector<bool> has_kernel(n);
+  for (int i = 0; i < n; ++i) {
+    const TrainingNode& node = view->node(i);
+    const Op& op = g.op(node.forward_op);
+    has_kernel[i] = node.kind == NodeKind::kUpdate ||
+                    HasTorchKernel(op.domain, op.op_type);
+    report.nodes_without_kernel += !has_kernel[i];
+  }
   for (const auto& [kind, device] : op_device) {
     std::set<std::string> done;
     for (int i = 0; i < n; ++i) {
+      if (!has_kernel[i]) continue;
       const TrainingNode& node = view->node(i);
       const Op& op = g.op(node.forward_op);
-      if (node.kind != NodeKind::kUpdate &&
-          !HasTorchKernel(op.domain, op.op_type)) {
-        ++report.nodes_without_kernel;
-        continue;
-      }
       std::string sig = NodeSignature(*view, i);
       if (!done.insert(sig).second) continue;
       if (Since(start) > options.budget_seconds) {
