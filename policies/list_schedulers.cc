@@ -2,7 +2,8 @@
 // (Jeon et al. 2020): heft, m_etf, m_sct, m_topo. They schedule the forward DAG of
 // groups, each group costing its whole training work (forward, backward,
 // update) on a device and each cut edge its transfer time, and only
-// consider devices where the group's estimated memory still fits.
+// consider devices where the group's estimated memory still fits; see
+// Schedule for what else a choice weighs.
 #include <algorithm>
 #include <map>
 #include <queue>
@@ -20,22 +21,38 @@
 namespace placer {
 namespace {
 
-// Shared state of a list schedule: where groups went and when they end.
+// Shared state of a list schedule: where units went and when they end.
 //
 // Units that share parameters (ParameterFamilies: the time steps of an
 // unrolled layer) are placed as one family: the first member scheduled
 // chooses among the devices where the whole family's memory fits, and the
-// rest follow it, so no weight-sized partial gradient crosses devices.
-// The family's unscheduled work is then that device's backlog: a choice
-// starts no earlier than the work assigned to the device plus its backlog,
-// so the next layer goes where it will not queue behind this one (the
-// pipeline of the experts' one-layer-per-device rule, found by the
-// schedule). A family that fits on no device is placed unit by unit.
+// rest follow it, so no weight-sized partial gradient crosses devices. A
+// family that fits on no device is placed unit by unit.
+//
+// A choice is judged by when the unit would finish on the device, plus two
+// costs the greedy timeline cannot see (for a family's first member, of
+// the whole family):
+//  - contention: every unit's training work laid out on its earliest
+//    start without contention (ASAP at min seconds) and binned over time;
+//    a family bound to a device reserves its unscheduled work's bins
+//    there, and a choice costs the work by which it would overfill them.
+//    Layers that run at the same time (an encoder's pipeline) go to
+//    different devices; layers that run at different times (encoder and
+//    decoder) may share one.
+//  - crossings: the bytes that would cross between the unit (family) and
+//    units whose device is known, both ways and in the backward pass
+//    (activation gradients, partial weight gradients), less the forward
+//    inputs the start time already waits for. A neighbour whose device is
+//    not known yet and that is not bound to a family is assumed to go
+//    where it would cut least. With `hint` (an earlier pass's devices),
+//    every unit's device is known: hinted where not yet placed.
 class Schedule {
  public:
-  // `family`: PlacementFamilies(in, o, groups).
+  // `family`: PlacementFamilies(in, o, groups). `hint`: empty, or a
+  // device per unit.
   Schedule(const PolicyInput& in, const PolicyOptions& o,
-           const GroupGraph& groups, std::vector<int> family)
+           const GroupGraph& groups, std::vector<int> family,
+           std::vector<int> hint = {})
       : in_(in),
         o_(o),
         groups_(groups),
@@ -45,23 +62,24 @@ class Schedule {
         finish_(groups.num_units(), 0),
         free_(devices_, 0),
         family_(std::move(family)),
-        backlog_(devices_, 0),
-        reserved_(devices_, 0) {
+        hint_(std::move(hint)),
+        reserved_(devices_, 0),
+        reserved_work_(static_cast<size_t>(devices_) * kBins, 0) {
     int families = 0;
     for (int f : family_) families = std::max(families, f + 1);
     family_size_.assign(families, 0);
     family_bytes_.assign(families, 0);
-    family_seconds_.assign(static_cast<size_t>(families) * devices_, 0);
     family_device_.assign(families, -1);
     split_.assign(families, false);
+    members_.assign(families, {});
+    family_work_.assign(families, {});
     for (int g = 0; g < groups.num_units(); ++g) {
       int f = family_[g];
       ++family_size_[f];
       family_bytes_[f] += groups.memory_bytes(g);
-      for (int d = 0; d < devices_; ++d) {
-        family_seconds_[f * devices_ + d] += groups.seconds(g, d);
-      }
+      members_[f].push_back(g);
     }
+    LayOutWork();
   }
 
   // When g's inputs would all be on device d.
@@ -75,19 +93,6 @@ class Schedule {
       ready = std::max(ready, t);
     }
     return ready;
-  }
-
-  // What placing g on d adds in the backward pass: a partial gradient
-  // sent home for each parameter it reads from a unit on another device.
-  double GradientSeconds(int g, int d) const {
-    double total = 0;
-    for (const GroupEdge& e : groups_.parameter_reads(g)) {
-      int home = device_[e.to];
-      if (home >= 0 && home != d) {
-        total += in_.costs.TransferSeconds(e.bytes, in_.cluster, d, home);
-      }
-    }
-    return total;
   }
 
   // Whether g's placement is its own choice: not pinned and not in a
@@ -106,9 +111,8 @@ class Schedule {
     return loads_.FitsBytes(reserved_[d] + family_bytes_[f], d);
   }
 
-  // The device where g finishes first, counting the gradients it would
-  // send home and the device's backlog, among those that fit (or its
-  // pinned or family device); -1 when none fits.
+  // The device of least Cost for g among those that fit (or its pinned or
+  // family device); -1 when none fits.
   int BestDevice(int g, double* start_out) const {
     int fixed = UnitPinnedDevice(groups_, o_, g);
     int f = family_[g];
@@ -136,17 +140,18 @@ class Schedule {
     return best;
   }
 
-  // What BestDevice minimizes: finish on d, no earlier than d's assigned
-  // work plus its backlog, plus gradients sent home.
+  // What BestDevice minimizes: g's finish on d plus contention and
+  // crossings (see the class comment).
   double Cost(int g, int d) const {
-    return std::max(StartOn(g, d), loads_.seconds(d) + backlog_[d]) +
-           groups_.seconds(g, d) + GradientSeconds(g, d);
+    return StartOn(g, d) + groups_.seconds(g, d) + ContentionSeconds(g, d) +
+           CrossingSeconds(g, d);
   }
 
   double StartOn(int g, int d) const {
     return std::max(free_[d], DataReady(g, d));
   }
   int device(int g) const { return device_[g]; }
+  const std::vector<int>& devices() const { return device_; }
 
   void Assign(int g, int d, double start) {
     device_[g] = d;
@@ -158,20 +163,19 @@ class Schedule {
       if (loads_.FitsBytes(reserved_[d] + family_bytes_[f] -
                                groups_.memory_bytes(g), d)) {
         family_device_[f] = d;
-        backlog_[d] += family_seconds_[f * devices_ + d];
         reserved_[d] += family_bytes_[f];
+        for (int u : members_[f]) {
+          if (device_[u] < 0 || u == g) AddWork(u, 1, &reserved_work_[d * kBins]);
+        }
       } else {
         split_[f] = true;
       }
     }
     family_bytes_[f] -= groups_.memory_bytes(g);
-    for (int e = 0; e < devices_; ++e) {
-      family_seconds_[f * devices_ + e] -= groups_.seconds(g, e);
-    }
     int home = family_device_[f];
     if (Whole(f) && home >= 0) {
-      backlog_[home] = std::max(0.0, backlog_[home] - groups_.seconds(g, home));
       reserved_[home] -= groups_.memory_bytes(g);
+      AddWork(g, -1, &reserved_work_[home * kBins]);
     }
   }
 
@@ -185,11 +189,138 @@ class Schedule {
   Placement placement() const { return groups_.Expand(device_); }
 
  private:
+  static constexpr int kBins = 256;
+
   // Whether family f is placed on one device: more than one member and
   // not split for lack of memory.
   bool Whole(int f) const { return family_size_[f] > 1 && !split_[f]; }
   bool FitsAlone(int g, int d) const {
     return loads_.FitsBytes(reserved_[d] + groups_.memory_bytes(g), d);
+  }
+  // Whether g chooses for its whole family (its first member to go).
+  bool ChoosesForFamily(int g) const {
+    int f = family_[g];
+    return Whole(f) && family_device_[f] < 0;
+  }
+
+  // Each unit's ASAP start at min seconds, and the bin width.
+  void LayOutWork() {
+    asap_.assign(groups_.num_units(), 0);
+    double end = 0;
+    for (int g : groups_.order()) {
+      for (const GroupEdge& e : groups_.predecessors(g)) {
+        asap_[g] = std::max(asap_[g], asap_[e.to] + groups_.min_seconds(e.to));
+      }
+      end = std::max(end, asap_[g] + groups_.min_seconds(g));
+    }
+    bin_seconds_ = end > 0 ? end / kBins : 1;
+  }
+  // Adds sign * u's work, spread over the bins of its ASAP interval.
+  void AddWork(int u, double sign, double* bins) const {
+    double a = asap_[u], p = groups_.min_seconds(u);
+    if (p <= 0) return;
+    int first = std::min(kBins - 1, static_cast<int>(a / bin_seconds_));
+    int last = std::min(kBins - 1, static_cast<int>((a + p) / bin_seconds_));
+    for (int b = first; b <= last; ++b) {
+      double lo = std::max(a, b * bin_seconds_);
+      double hi = b == last ? a + p : (b + 1) * bin_seconds_;
+      if (hi > lo) bins[b] += sign * (hi - lo);
+    }
+  }
+  // The work by which g (its unscheduled family, when g chooses for it)
+  // would overfill the bins reserved on d, beyond what it overfills alone.
+  double ContentionSeconds(int g, int d) const {
+    const double* reserved = &reserved_work_[d * kBins];
+    const double w = bin_seconds_;
+    auto overfill = [&](double own, double res) {
+      if (own <= 0 || res <= 0) return 0.0;
+      return std::max(0.0, own + res - w) - std::max(0.0, res - w) -
+             std::max(0.0, own - w);
+    };
+    double total = 0;
+    if (!ChoosesForFamily(g)) {
+      double a = asap_[g], p = groups_.min_seconds(g);
+      if (p <= 0) return 0;
+      int first = std::min(kBins - 1, static_cast<int>(a / w));
+      int last = std::min(kBins - 1, static_cast<int>((a + p) / w));
+      for (int b = first; b <= last; ++b) {
+        double lo = std::max(a, b * w);
+        double hi = b == last ? a + p : (b + 1) * w;
+        total += overfill(hi - lo, reserved[b]);
+      }
+      return total;
+    }
+    const std::vector<double>& own = FamilyWork(family_[g]);
+    for (int b = 0; b < kBins; ++b) total += overfill(own[b], reserved[b]);
+    return total;
+  }
+  // The work per bin of family f before any member is placed (computed
+  // once: a family has no member placed while one chooses for it).
+  const std::vector<double>& FamilyWork(int f) const {
+    std::vector<double>& work = family_work_[f];
+    if (work.empty()) {
+      work.assign(kBins, 0);
+      for (int u : members_[f]) AddWork(u, 1, work.data());
+    }
+    return work;
+  }
+  // Where u is or will be: placed, bound with its family, or hinted; -1:
+  // not known yet.
+  int KnownDevice(int u) const {
+    if (device_[u] >= 0) return device_[u];
+    int f = family_[u];
+    if (Whole(f) && family_device_[f] >= 0) return family_device_[f];
+    return hint_.empty() ? -1 : hint_[u];
+  }
+  // Seconds of the crossings between g (its family, when g chooses for
+  // it) on d and units whose device is known (see the class comment).
+  double CrossingSeconds(int g, int d) const {
+    const int f = family_[g];
+    const bool family = ChoosesForFamily(g);
+    auto where = [&](int u) {  // u's device, with g's family on d
+      return (u == g || (family && family_[u] == f)) ? d : KnownDevice(u);
+    };
+    double total = 0;
+    std::vector<double>& cut = cut_scratch_;
+    cut.resize(devices_);
+    auto add = [&](int u) {
+      for (const GroupEdge& e : groups_.neighbours(u)) {
+        if (family && family_[e.to] == f) continue;
+        int other = KnownDevice(e.to);
+        if (other < 0 && !Whole(family_[e.to])) {
+          // Not known yet: it goes where it cuts least of its bytes to
+          // units whose device is known; half of that is this choice's.
+          std::fill(cut.begin(), cut.end(), 0.0);
+          for (const GroupEdge& n : groups_.neighbours(e.to)) {
+            int nd = where(n.to);
+            if (nd < 0) continue;
+            for (int x = 0; x < devices_; ++x) {
+              if (x != nd) {
+                cut[x] += in_.costs.TransferSeconds(n.bytes, in_.cluster, x, nd);
+              }
+            }
+          }
+          total += *std::min_element(cut.begin(), cut.end()) / 2;
+        } else if (other >= 0 && other != d) {
+          total += in_.costs.TransferSeconds(e.bytes, in_.cluster, d, other);
+        }
+      }
+    };
+    if (family) {
+      for (int u : members_[f]) {
+        if (device_[u] < 0) add(u);
+      }
+    } else {
+      add(g);
+    }
+    // The forward values from g's placed predecessors: in StartOn already.
+    for (const GroupEdge& e : groups_.predecessors(g)) {
+      int other = device_[e.to];
+      if (other >= 0 && other != d) {
+        total -= in_.costs.TransferSeconds(e.bytes, in_.cluster, other, d);
+      }
+    }
+    return total;
   }
 
   const PolicyInput& in_;
@@ -200,18 +331,24 @@ class Schedule {
   std::vector<int> device_;
   std::vector<double> finish_;
   std::vector<double> free_;
-  // Per unit: its parameter family. Per family: members, unscheduled
-  // bytes and seconds per device, the device it is bound to (-1: not yet)
-  // and whether it was split for lack of memory.
+  // Per unit: its parameter family and the hinted device. Per family:
+  // members, size, unscheduled bytes, the device it is bound to (-1: not
+  // yet) and whether it was split for lack of memory.
   std::vector<int> family_;
+  std::vector<int> hint_;
+  std::vector<std::vector<int>> members_;
   std::vector<int> family_size_;
   std::vector<int64_t> family_bytes_;
-  std::vector<double> family_seconds_;
   std::vector<int> family_device_;
   std::vector<bool> split_;
-  // Per device: bound families' unscheduled seconds and bytes.
-  std::vector<double> backlog_;
+  // Per device: bound families' unscheduled bytes, and their work per bin.
   std::vector<int64_t> reserved_;
+  std::vector<double> reserved_work_;
+  // Per unit: ASAP start; the bins' width; per family, FamilyWork.
+  std::vector<double> asap_;
+  double bin_seconds_ = 1;
+  mutable std::vector<std::vector<double>> family_work_;
+  mutable std::vector<double> cut_scratch_;
 };
 
 // HEFT (Topcuoglu et al. 2002): groups by decreasing upward rank, each on
@@ -260,19 +397,20 @@ class HeftPolicy : public PlacementPolicy {
   }
 };
 
-// ETF list scheduling: repeatedly schedules the ready unit that can start
-// earliest, on the device where it finishes first (counting gradients it
-// would send home), ties by node key. With `favorite_parent` (m-SCT), a
-// unit whose favorite parent is placed goes to that parent's device when
-// it fits there.
-absl::StatusOr<Placement> EtfSchedule(const PolicyInput& in,
-                                      const PolicyOptions& o,
-                                      const GroupGraph& groups,
-                                      std::vector<int> family,
-                                      const std::vector<int>* favorite_parent,
-                                      const std::string& policy) {
+// One ETF list schedule: repeatedly schedules the ready unit that can
+// start earliest, on the device of least Schedule::Cost, ties by node key.
+// With `favorite_parent` (m-SCT), a unit whose favorite parent is placed
+// goes to that parent's device when it fits there. Returns a device per
+// unit.
+absl::StatusOr<std::vector<int>> EtfPass(const PolicyInput& in,
+                                         const PolicyOptions& o,
+                                         const GroupGraph& groups,
+                                         const std::vector<int>& family,
+                                         std::vector<int> hint,
+                                         const std::vector<int>* favorite_parent,
+                                         const std::string& policy) {
   const int n = groups.num_units();
-  Schedule s(in, o, groups, std::move(family));
+  Schedule s(in, o, groups, family, std::move(hint));
   std::vector<int> pending(n, 0);
   for (int g = 0; g < n; ++g) {
     pending[g] = static_cast<int>(groups.predecessors(g).size());
@@ -282,7 +420,7 @@ absl::StatusOr<Placement> EtfSchedule(const PolicyInput& in,
         s.Decides(g)) {
       // Only when the parent's device is free by the time g's data is
       // there (as in Hanen and Munier: the favorite never waits in line)
-      // and costs no more than ETF's own choice, gradients included.
+      // and costs no more than ETF's own choice.
       int d = s.device((*favorite_parent)[g]);
       double best_start;
       int best = s.BestDevice(g, &best_start);
@@ -323,7 +461,45 @@ absl::StatusOr<Placement> EtfSchedule(const PolicyInput& in,
       if (--pending[e.to] == 0) push(e.to);
     }
   }
-  return Checked(in, o, s.placement(), policy);
+  return s.devices();
+}
+
+// ETF in kEtfPasses passes: the first knows only what it has placed; each
+// later one knows where the previous pass put every unit (a family chosen
+// early, as the decoder's first steps are, sees where the encoder's last
+// layer went). Returns the pass whose placement simulates fastest (ties:
+// the earliest), or the first pass's error.
+constexpr int kEtfPasses = 3;
+
+absl::StatusOr<Placement> EtfSchedule(const PolicyInput& in,
+                                      const PolicyOptions& o,
+                                      const GroupGraph& groups,
+                                      const std::vector<int>& family,
+                                      const std::vector<int>* favorite_parent,
+                                      const std::string& policy) {
+  std::vector<int> hint;
+  absl::StatusOr<Placement> best = absl::InternalError("no pass ran");
+  double best_seconds = 0;
+  for (int pass = 0; pass < kEtfPasses; ++pass) {
+    absl::StatusOr<std::vector<int>> devices =
+        EtfPass(in, o, groups, family, hint, favorite_parent, policy);
+    if (!devices.ok()) {
+      if (pass == 0) return devices.status();
+      break;
+    }
+    hint = *devices;
+    Placement placement = groups.Expand(*devices);
+    absl::StatusOr<SimulationResult> sim = CheckPlacement(in, o, placement);
+    if (!sim.ok()) {
+      if (pass == 0) best = Checked(in, o, std::move(placement), policy);
+      continue;
+    }
+    if (!best.ok() || sim->step_seconds < best_seconds) {
+      best = std::move(placement);
+      best_seconds = sim->step_seconds;
+    }
+  }
+  return best;
 }
 
 class MEtfPolicy : public PlacementPolicy {
@@ -357,7 +533,7 @@ class MSctPolicy : public PlacementPolicy {
     absl::StatusOr<std::vector<int>> favorite =
         FavoriteParents(in, groups, family);
     if (!favorite.ok()) return favorite.status();
-    return EtfSchedule(in, o, groups, std::move(family), &*favorite,
+    return EtfSchedule(in, o, groups, family, &*favorite,
                        "m_sct");
   }
 

@@ -258,5 +258,29 @@ TEST(PoliciesTest, ListSchedulersKeepEachLayerOnOneDevice) {
   }
 }
 
+// The bar: on GNMT-4 and GNMT-8 over four P100s (where no single
+// device holds either model), the list schedulers and local search beat
+// the experts' one-layer-per-device placement.
+TEST(PoliciesTest, ListSchedulersAndLocalSearchBeatExpertOnGnmt) {
+  for (const char* model : {"gnmt4", "gnmt8"}) {
+    Scenario s(model, "p100x4", zoo::ZooParams());  // the zoo's full size
+    std::map<std::string, double> step;
+    for (const char* name :
+         {"single", "expert", "m_etf", "m_sct", "local_search"}) {
+      absl::StatusOr<Placement> p =
+          (*NewPolicy(name))->Place(s.input(), Quick());
+      if (std::string(name) == "single") {
+        EXPECT_FALSE(p.ok()) << model << ": fits on one P100";
+        continue;
+      }
+      ASSERT_TRUE(p.ok()) << model << " " << name << ": " << p.status();
+      step[name] = Simulate(*s.sim, *p)->step_seconds;
+    }
+    for (const char* name : {"m_etf", "m_sct", "local_search"}) {
+      EXPECT_LT(step[name], step["expert"]) << model << " " << name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace placer
