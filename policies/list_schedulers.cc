@@ -159,23 +159,21 @@ class Schedule {
     free_[d] = finish_[g];
     loads_.Assign(g, d);
     int f = family_[g];
-    if (Whole(f) && family_device_[f] < 0) {
-      if (loads_.FitsBytes(reserved_[d] + family_bytes_[f] -
-                               groups_.memory_bytes(g), d)) {
+    family_bytes_[f] -= groups_.memory_bytes(g);
+    if (ChoosesForFamily(g)) {
+      // The rest of the family is bound to d, if it fits there.
+      if (loads_.FitsBytes(reserved_[d] + family_bytes_[f], d)) {
         family_device_[f] = d;
         reserved_[d] += family_bytes_[f];
         for (int u : members_[f]) {
-          if (device_[u] < 0 || u == g) AddWork(u, 1, &reserved_work_[d * kBins]);
+          if (device_[u] < 0) AddWork(u, 1, &reserved_work_[d * kBins]);
         }
       } else {
         split_[f] = true;
       }
-    }
-    family_bytes_[f] -= groups_.memory_bytes(g);
-    int home = family_device_[f];
-    if (Whole(f) && home >= 0) {
-      reserved_[home] -= groups_.memory_bytes(g);
-      AddWork(g, -1, &reserved_work_[home * kBins]);
+    } else if (Whole(f)) {
+      reserved_[d] -= groups_.memory_bytes(g);
+      AddWork(g, -1, &reserved_work_[d * kBins]);
     }
   }
 
@@ -215,8 +213,10 @@ class Schedule {
     }
     bin_seconds_ = end > 0 ? end / kBins : 1;
   }
-  // Adds sign * u's work, spread over the bins of its ASAP interval.
-  void AddWork(int u, double sign, double* bins) const {
+  // Calls add(bin, seconds) for each bin u's work overlaps at its ASAP
+  // interval.
+  template <typename Add>
+  void ForEachBin(int u, Add add) const {
     double a = asap_[u], p = groups_.min_seconds(u);
     if (p <= 0) return;
     int first = std::min(kBins - 1, static_cast<int>(a / bin_seconds_));
@@ -224,8 +224,12 @@ class Schedule {
     for (int b = first; b <= last; ++b) {
       double lo = std::max(a, b * bin_seconds_);
       double hi = b == last ? a + p : (b + 1) * bin_seconds_;
-      if (hi > lo) bins[b] += sign * (hi - lo);
+      if (hi > lo) add(b, hi - lo);
     }
+  }
+  // Adds sign * u's work to `bins`.
+  void AddWork(int u, double sign, double* bins) const {
+    ForEachBin(u, [&](int b, double seconds) { bins[b] += sign * seconds; });
   }
   // The work by which g (its unscheduled family, when g chooses for it)
   // would overfill the bins reserved on d, beyond what it overfills alone.
@@ -239,15 +243,9 @@ class Schedule {
     };
     double total = 0;
     if (!ChoosesForFamily(g)) {
-      double a = asap_[g], p = groups_.min_seconds(g);
-      if (p <= 0) return 0;
-      int first = std::min(kBins - 1, static_cast<int>(a / w));
-      int last = std::min(kBins - 1, static_cast<int>((a + p) / w));
-      for (int b = first; b <= last; ++b) {
-        double lo = std::max(a, b * w);
-        double hi = b == last ? a + p : (b + 1) * w;
-        total += overfill(hi - lo, reserved[b]);
-      }
+      ForEachBin(g, [&](int b, double seconds) {
+        total += overfill(seconds, reserved[b]);
+      });
       return total;
     }
     const std::vector<double>& own = FamilyWork(family_[g]);
