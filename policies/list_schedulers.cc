@@ -11,7 +11,6 @@
 #include <utility>
 
 #include "coin/ClpSimplex.hpp"
-#include "coin/CoinPackedMatrix.hpp"
 
 #include "absl/strings/str_cat.h"
 #include "policies/device_loads.h"
@@ -512,16 +511,25 @@ class MEtfPolicy : public PlacementPolicy {
 
 // m-SCT (Baechi, after Hanen and Munier's small-communication-time
 // scheduling): the LP relaxation of "each unit keeps at most one child and
-// one parent on its own device" with start times s, makespan w and
-// x_e in [0, 1] (0: the edge stays on one device):
+// one parent on its own device" with makespan w and x_e in [0, 1] (0: the
+// edge stays on one device):
 //   minimize w
-//   s_j >= s_i + p_i + c_e x_e    for each edge e = (i, j)
-//   w   >= s_i + p_i              for each sink i
+//   w >= sum over P's units of p_i + sum over P's edges of c_e x_e
+//                                 for each path P of the unit DAG
 //   sum of x over i's out-edges >= out-degree - 1
 //   sum of x over j's in-edges  >= in-degree - 1
 // with p the units' fastest times and c the edges' transfer times on the
-// slowest link, solved with COIN-OR CLP; an edge with x < 1/2 makes j the
-// favorite child of i. Then ETF, keeping favorite children with parents.
+// slowest link; an edge inside a parameter family has x = 0 (families are
+// placed whole) and is left out of the degree rows. This is the usual
+// formulation with start times s_j >= s_i + p_i + c_e x_e with the s
+// eliminated; it is solved with COIN-OR CLP by row generation: start with
+// no path row, and while the longest path under the LP's x is longer than
+// its w, add the longest path through each of the 500 most violated edges
+// (one row per distinct path) and re-solve (dual simplex, warm). The restricted LP's w
+// is a lower bound and its x then meets every path row, so it is optimal.
+// On the 111k-node view two rounds suffice where the start-time LP took
+// ~3 s in CLP. An edge with x < 1/2 makes j the favorite child of i. Then
+// ETF, keeping favorite children with parents.
 class MSctPolicy : public PlacementPolicy {
  public:
   absl::StatusOr<Placement> Place(const PolicyInput& in,
@@ -551,8 +559,7 @@ class MSctPolicy : public PlacementPolicy {
         bandwidth = bandwidth == 0 ? bw : std::min(bandwidth, bw);
       }
     }
-    // Columns: s_0..s_{n-1}, x_0..x_{E-1}, w. Seconds are scaled to
-    // milliseconds to keep the LP well conditioned.
+    // Seconds are scaled to milliseconds to keep the LP well conditioned.
     const double scale = 1e3;
     // Separating i and j also sends weight gradients home when both read
     // the same parameters (unrolled steps of one layer): count those bytes.
@@ -572,82 +579,202 @@ class MSctPolicy : public PlacementPolicy {
         comm.push_back(scale * (latency + static_cast<double>(bytes) / bandwidth));
       }
     }
-    const int m = static_cast<int>(edges.size());
-    const int w = n + m;
-    const double inf = COIN_DBL_MAX;
-    std::vector<double> col_lb(n + m + 1, 0), col_ub(n + m + 1, inf),
-        objective(n + m + 1, 0);
-    // An edge inside a parameter family never crosses devices (the
-    // schedule places families whole): x = 0, which presolve removes.
-    for (int e = 0; e < m; ++e) {
-      col_ub[n + e] =
-          family[edges[e].first] == family[edges[e].second] ? 0 : 1;
+    absl::StatusOr<std::vector<double>> x =
+        SolveRelaxation(groups, family, edges, comm, scale);
+    if (!x.ok()) return x.status();
+    std::vector<double> best(n, 0.5);
+    for (size_t e = 0; e < edges.size(); ++e) {
+      auto [i, j] = edges[e];
+      if (family[i] != family[j] && (*x)[e] < best[j]) {
+        best[j] = (*x)[e];
+        favorite[j] = i;
+      }
     }
-    objective[w] = 1;
-    // Rows are collected in arrays and the matrix built once (appending
-    // rows to a CoinPackedMatrix one by one reallocates it every time).
-    std::vector<CoinBigIndex> row_start = {0};
-    std::vector<int> row_index;
-    std::vector<double> row_value;
-    std::vector<double> row_lb, row_ub;
-    auto add_row = [&](const std::vector<int>& idx,
-                       const std::vector<double>& val, double lb) {
-      row_index.insert(row_index.end(), idx.begin(), idx.end());
-      row_value.insert(row_value.end(), val.begin(), val.end());
-      row_start.push_back(static_cast<CoinBigIndex>(row_index.size()));
-      row_lb.push_back(lb);
-      row_ub.push_back(inf);
-    };
+    return favorite;
+  }
+
+  // The relaxation above by row generation; returns x per edge (0 inside
+  // families). `comm` and the units' seconds times `scale` (milliseconds,
+  // to keep the LP well conditioned).
+  static absl::StatusOr<std::vector<double>> SolveRelaxation(
+      const GroupGraph& groups, const std::vector<int>& family,
+      const std::vector<std::pair<int, int>>& edges,
+      const std::vector<double>& comm, double scale) {
+    const int n = groups.num_units();
+    const int m = static_cast<int>(edges.size());
+    std::vector<int> column(m, -1);  // x's column, for edges that may cross
+    int columns = 0;
     std::vector<std::vector<int>> out_edges(n), in_edges(n);
     for (int e = 0; e < m; ++e) {
       auto [i, j] = edges[e];
       out_edges[i].push_back(e);
       in_edges[j].push_back(e);
-      add_row({j, i, n + e}, {1, -1, -comm[e]}, scale * groups.min_seconds(i));
+      if (family[i] != family[j]) column[e] = columns++;
     }
-    for (int i = 0; i < n; ++i) {
-      if (out_edges[i].empty()) {
-        add_row({w, i}, {1, -1}, scale * groups.min_seconds(i));
-      }
-      for (const auto* list : {&out_edges[i], &in_edges[i]}) {
-        std::vector<int> idx;  // the edges that may cross
-        for (int e : *list) {
-          if (col_ub[n + e] > 0) idx.push_back(n + e);
+    const int w = columns++;
+    auto p = [&](int i) { return scale * groups.min_seconds(i); };
+    std::vector<double> x(columns, 0.0);
+    auto length = [&](int e) {
+      return column[e] >= 0 ? comm[e] * x[column[e]] : 0.0;
+    };
+    // Longest paths under x: into each unit (head, ending at its start)
+    // and out of it (tail, from its start), with the edges taken.
+    std::vector<double> head(n), tail(n);
+    std::vector<int> head_edge(n), tail_edge(n);
+    auto longest = [&]() {
+      for (int i : groups.order()) {
+        head[i] = 0;
+        head_edge[i] = -1;
+        for (int e : in_edges[i]) {
+          int a = edges[e].first;
+          double t = head[a] + p(a) + length(e);
+          if (t > head[i]) {
+            head[i] = t;
+            head_edge[i] = e;
+          }
         }
-        if (idx.size() < 2) continue;
-        add_row(idx, std::vector<double>(idx.size(), 1),
-                static_cast<double>(idx.size()) - 1);
       }
-    }
-    const int rows = static_cast<int>(row_lb.size());
-    std::vector<int> row_length(rows);
-    for (int r = 0; r < rows; ++r) row_length[r] = row_start[r + 1] - row_start[r];
-    CoinPackedMatrix matrix(/*colordered=*/false, n + m + 1, rows,
-                            static_cast<CoinBigIndex>(row_index.size()),
-                            row_value.data(), row_index.data(),
-                            row_start.data(), row_length.data());
+      double longest_path = 0;
+      for (auto it = groups.order().rbegin(); it != groups.order().rend();
+           ++it) {
+        int i = *it;
+        tail[i] = p(i);
+        tail_edge[i] = -1;
+        for (int e : out_edges[i]) {
+          double t = p(i) + length(e) + tail[edges[e].second];
+          if (t > tail[i]) {
+            tail[i] = t;
+            tail_edge[i] = e;
+          }
+        }
+        longest_path = std::max(longest_path, head[i] + tail[i]);
+      }
+      return longest_path;
+    };
     ClpSimplex lp;
     lp.setLogLevel(0);
-    lp.loadProblem(matrix, col_lb.data(), col_ub.data(), objective.data(),
-                   row_lb.data(), row_ub.data());
-    // Presolve first: it drops the edges fixed inside families (111k-node
-    // view: 3.7 s, against 17 s for primal and 24 s for dual alone).
-    lp.initialSolve();
-    if (!lp.isProvenOptimal()) {
-      return absl::InternalError(absl::StrCat(
-          "m_sct: the LP relaxation was not solved (CLP status ",
-          lp.status(), ")"));
-    }
-    const double* x = lp.getColSolution();
-    std::vector<double> best(n, 0.5);
-    for (int e = 0; e < m; ++e) {
-      auto [i, j] = edges[e];
-      if (x[n + e] < best[j]) {
-        best[j] = x[n + e];
-        favorite[j] = i;
+    lp.resize(0, columns);
+    for (int c = 0; c < w; ++c) lp.setColumnUpper(c, 1);
+    lp.setColumnUpper(w, COIN_DBL_MAX);
+    lp.setColumnLower(w, longest());  // x = 0: a bound on w for any x
+    lp.setObjectiveCoefficient(w, 1);
+    // Rows are collected in arrays and added at once.
+    std::vector<CoinBigIndex> row_start;
+    std::vector<int> row_index;
+    std::vector<double> row_value, row_lb, row_ub;
+    auto start_rows = [&]() {
+      row_start = {0};
+      row_index.clear();
+      row_value.clear();
+      row_lb.clear();
+      row_ub.clear();
+    };
+    auto add_rows = [&]() {
+      if (row_lb.empty()) return;
+      lp.addRows(static_cast<int>(row_lb.size()), row_lb.data(),
+                 row_ub.data(), row_start.data(), row_index.data(),
+                 row_value.data());
+    };
+    auto end_row = [&](double lb) {
+      row_start.push_back(static_cast<CoinBigIndex>(row_index.size()));
+      row_lb.push_back(lb);
+      row_ub.push_back(COIN_DBL_MAX);
+    };
+    start_rows();
+    for (int i = 0; i < n; ++i) {
+      for (const auto* list : {&out_edges[i], &in_edges[i]}) {
+        int count = 0;
+        for (int e : *list) {
+          if (column[e] < 0) continue;
+          row_index.push_back(column[e]);
+          row_value.push_back(1);
+          ++count;
+        }
+        if (count >= 2) {
+          end_row(count - 1.0);
+        } else {
+          row_index.resize(row_start.back());
+          row_value.resize(row_start.back());
+        }
       }
     }
-    return favorite;
+    add_rows();
+    constexpr int kMaxRounds = 10000;
+    constexpr int kPathsPerRound = 500;
+    for (int round = 0;; ++round) {
+      if (lp.numberRows() == 0) {
+        // Nothing constrains x (CLP does not take an LP without rows):
+        // every column at its lower bound, w at the longest path's.
+        std::copy(lp.getColLower(), lp.getColLower() + columns, x.begin());
+      } else {
+        lp.dual();
+        if (!lp.isProvenOptimal()) {
+          return absl::InternalError(absl::StrCat(
+              "m_sct: the LP relaxation was not solved (CLP status ",
+              lp.status(), ")"));
+        }
+        std::copy(lp.getColSolution(), lp.getColSolution() + columns,
+                  x.begin());
+      }
+      const double tolerance = 1e-7 * std::max(1.0, x[w]);
+      if (longest() <= x[w] + tolerance) break;
+      if (round == kMaxRounds) {
+        return absl::InternalError(
+            "m_sct: the LP relaxation's row generation did not converge");
+      }
+      std::vector<std::pair<double, int>> violated;  // (-length, edge)
+      for (int e = 0; e < m; ++e) {
+        auto [i, j] = edges[e];
+        double t = head[i] + p(i) + length(e) + tail[j];
+        if (t > x[w] + tolerance) violated.push_back({-t, e});
+      }
+      std::sort(violated.begin(), violated.end());
+      std::vector<bool> on_a_row(m, false);
+      std::map<int, double> coefficient;
+      start_rows();
+      const size_t paths = std::min(violated.size(),
+                                    static_cast<size_t>(kPathsPerRound));
+      for (size_t k = 0; k < paths; ++k) {
+        int through = violated[k].second;
+        if (on_a_row[through]) continue;
+        // The longest path through `through`: back along head edges, on
+        // along tail edges.
+        std::vector<int> path = {through};
+        for (int i = edges[through].first; head_edge[i] >= 0;
+             i = edges[head_edge[i]].first) {
+          path.push_back(head_edge[i]);
+        }
+        int last = edges[through].second;
+        for (; tail_edge[last] >= 0; last = edges[tail_edge[last]].second) {
+          path.push_back(tail_edge[last]);
+        }
+        double constant = p(last);
+        coefficient.clear();
+        for (int e : path) {
+          on_a_row[e] = true;
+          constant += p(edges[e].first);
+          if (column[e] >= 0) coefficient[column[e]] -= comm[e];
+        }
+        row_index.push_back(w);
+        row_value.push_back(1);
+        for (const auto& [c, v] : coefficient) {
+          row_index.push_back(c);
+          row_value.push_back(v);
+        }
+        end_row(constant);
+      }
+      if (row_lb.empty()) {
+        // The longest path crosses no edge that may cross: w is at least
+        // its length whatever x is.
+        lp.setColumnLower(w, longest());
+      }
+      add_rows();
+    }
+    std::vector<double> result(m, 0.0);
+    for (int e = 0; e < m; ++e) {
+      if (column[e] >= 0) result[e] = x[column[e]];
+    }
+    return result;
   }
 };
 
