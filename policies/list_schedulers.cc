@@ -66,7 +66,6 @@ class Schedule {
         reserved_work_(static_cast<size_t>(devices_) * kBins, 0) {
     int families = 0;
     for (int f : family_) families = std::max(families, f + 1);
-    family_size_.assign(families, 0);
     family_bytes_.assign(families, 0);
     family_device_.assign(families, -1);
     split_.assign(families, false);
@@ -74,7 +73,6 @@ class Schedule {
     family_work_.assign(families, {});
     for (int g = 0; g < groups.num_units(); ++g) {
       int f = family_[g];
-      ++family_size_[f];
       family_bytes_[f] += groups.memory_bytes(g);
       members_[f].push_back(g);
     }
@@ -190,7 +188,7 @@ class Schedule {
 
   // Whether family f is placed on one device: more than one member and
   // not split for lack of memory.
-  bool Whole(int f) const { return family_size_[f] > 1 && !split_[f]; }
+  bool Whole(int f) const { return members_[f].size() > 1 && !split_[f]; }
   bool FitsAlone(int g, int d) const {
     return loads_.FitsBytes(reserved_[d] + groups_.memory_bytes(g), d);
   }
@@ -329,12 +327,11 @@ class Schedule {
   std::vector<double> finish_;
   std::vector<double> free_;
   // Per unit: its parameter family and the hinted device. Per family:
-  // members, size, unscheduled bytes, the device it is bound to (-1: not
+  // members, unscheduled bytes, the device it is bound to (-1: not
   // yet) and whether it was split for lack of memory.
   std::vector<int> family_;
   std::vector<int> hint_;
   std::vector<std::vector<int>> members_;
-  std::vector<int> family_size_;
   std::vector<int64_t> family_bytes_;
   std::vector<int> family_device_;
   std::vector<bool> split_;
@@ -763,11 +760,8 @@ class MSctPolicy : public PlacementPolicy {
         }
         end_row(constant);
       }
-      if (row_lb.empty()) {
-        // The longest path crosses no edge that may cross: w is at least
-        // its length whatever x is.
-        lp.setColumnLower(w, longest());
-      }
+      // At least one row: w is at least any unit's p, so a path longer
+      // than w has an edge, and that edge is violated.
       add_rows();
     }
     std::vector<double> result(m, 0.0);
