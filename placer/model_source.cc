@@ -59,10 +59,16 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& spec,
     zoo::ZooParams params = zoo_params;
     absl::StatusOr<std::string> name = ZooOverrides(spec.substr(4), &params);
     if (!name.ok()) return name.status();
-    absl::StatusOr<onnx::ModelProto> model = zoo::BuildZooModel(*name, params);
+    zoo::ZooLimits limits;
+    if (import_options.max_ops > 0) limits.max_ops = import_options.max_ops;
+    absl::StatusOr<onnx::ModelProto> model =
+        zoo::BuildZooModel(*name, params, limits);
     if (!model.ok()) return model.status();
     start = Clock::now();
-    graph = ImportOnnxModel(std::move(*model), spec, import_options);
+    // The zoo built the model at params.batch_size already.
+    ImportOptions zoo_import = import_options;
+    zoo_import.batch_size.reset();
+    graph = ImportOnnxModel(std::move(*model), spec, zoo_import);
   } else {
     start = Clock::now();
     graph = ImportOnnxFile(spec, import_options);

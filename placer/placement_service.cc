@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <new>
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
@@ -70,6 +71,23 @@ absl::StatusOr<std::unique_ptr<CostModel>> CostsFor(
   if (digest != nullptr) *digest = profile->second;
   return NewMeasuredCostModel(std::move(profile->first),
                               NewRooflineCostModel());
+}
+
+// A request that runs out of memory fails alone: the allocation failure
+// becomes its status and the server goes on serving.
+absl::Status OutOfMemory() {
+  return absl::ResourceExhaustedError(
+      "the server ran out of memory for this request; it was dropped and "
+      "the server goes on (ask for a smaller model or fewer ops)");
+}
+
+template <typename F>
+auto OutOfMemoryAsStatus(F compute) -> decltype(compute()) {
+  try {
+    return compute();
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory();
+  }
 }
 
 }  // namespace
@@ -185,7 +203,8 @@ absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::Compute(
   }
 
   proto::PlaceResponse response;
-  response.set_fingerprint(fingerprint);
+  // Only a stored placement has a fingerprint that get/report can use.
+  if (!stopped) response.set_fingerprint(fingerprint);
   PlacementInfo info{ModelName(request.model()), options.policy(),
                      run.result.step_seconds};
   *response.mutable_placement() =
@@ -245,8 +264,8 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::Place(
   }
   auto shared = std::make_shared<Prepared>(std::move(*prepared));
   std::thread([this, context, reactor, response, parsed, shared] {
-    absl::StatusOr<proto::PlaceResponse> r =
-        Compute(context, *parsed, *shared, 0, {});
+    absl::StatusOr<proto::PlaceResponse> r = OutOfMemoryAsStatus(
+        [&] { return Compute(context, *parsed, *shared, 0, {}); });
     grpc::Status status = ToGrpc(r.status());
     if (r.ok()) {
       *response = SharedBytes(
@@ -289,8 +308,10 @@ grpc::Status PlacementServiceImpl::Train(
     r.emplace();
     r->ParseFromString(*answer);
   } else {
-    r = Compute(context, request->place(), *prepared,
-                request->progress_interval_seconds(), progress);
+    r = OutOfMemoryAsStatus([&] {
+      return Compute(context, request->place(), *prepared,
+                     request->progress_interval_seconds(), progress);
+    });
   }
   if (!r.ok()) return ToGrpc(r.status());
   proto::TrainUpdate last;
@@ -300,6 +321,16 @@ grpc::Status PlacementServiceImpl::Train(
 }
 
 grpc::Status PlacementServiceImpl::Simulate(
+    grpc::ServerContext* context, const proto::SimulateRequest* request,
+    proto::SimulateResponse* response) {
+  try {
+    return SimulateOrThrow(context, request, response);
+  } catch (const std::bad_alloc&) {
+    return ToGrpc(OutOfMemory());
+  }
+}
+
+grpc::Status PlacementServiceImpl::SimulateOrThrow(
     grpc::ServerContext* context, const proto::SimulateRequest* request,
     proto::SimulateResponse* response) {
   (void)context;

@@ -81,6 +81,10 @@ class PlacementServiceImpl final
   // Waits for a search slot until `deadline`; false when none came.
   bool AcquireSlot(grpc::ServerContextBase* context, Clock::time_point deadline);
   void ReleaseSlot();
+  // Simulate's work; Simulate turns an allocation failure into its status.
+  grpc::Status SimulateOrThrow(grpc::ServerContext* context,
+                               const proto::SimulateRequest* request,
+                               proto::SimulateResponse* response);
 
   PlacementStore* const store_;
   const ServiceOptions options_;

@@ -33,6 +33,10 @@ absl::StatusOr<std::unique_ptr<PlacementServer>> PlacementServer::Start(
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(),
                            &s->port_);
+  // gRPC sets SO_REUSEPORT by default, which lets a second server bind the
+  // same port and the kernel split calls between the two: one server per
+  // port, so a port in use is an error.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(s->service_.get());
   builder.SetMaxReceiveMessageSize(options.max_request_bytes);
   grpc::ResourceQuota quota("placer-serve");

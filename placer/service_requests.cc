@@ -115,6 +115,8 @@ absl::StatusOr<LoadedModel> LoadModelSpec(const proto::ModelSpec& spec,
     return Invalid("model.batch", absl::StrCat(spec.batch(), " is negative"));
   }
   if (spec.batch() > 0) import.batch_size = spec.batch();
+  import.max_ops = limits.max_ops;
+  import.weights_optional = true;  // placement needs the dims only
   std::map<std::string, std::string> shapes(spec.input_shapes().begin(),
                                             spec.input_shapes().end());
   for (const auto& [name, shape] : shapes) {
@@ -141,6 +143,7 @@ absl::StatusOr<LoadedModel> LoadModelSpec(const proto::ModelSpec& spec,
     case proto::ModelSpec::kZoo: {
       zoo::ZooParams params;
       params.weights = false;
+      params.batch_size = spec.batch();
       loaded = LoadModel(absl::StrCat("zoo:", spec.zoo()), import, params);
       break;
     }

@@ -1,5 +1,9 @@
 #include "zoo/zoo.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "zoo/onnx_builder.h"
@@ -158,14 +162,87 @@ absl::StatusOr<ZooParams> ResolveZooParams(absl::string_view name,
                                           absl::StrJoin(names, ", ")));
 }
 
-absl::StatusOr<onnx::ModelProto> BuildZooModel(absl::string_view name,
-                                               const ZooParams& params) {
+namespace {
+
+const ZooModel* FindZooModel(absl::string_view name) {
+  for (const ZooModel& m : ZooModels()) {
+    if (m.name == name) return &m;
+  }
+  return nullptr;
+}
+
+int64_t WeightBytes(const onnx::ModelProto& model) {
+  double bytes = 0;
+  for (const onnx::TensorProto& t : model.graph().initializer()) {
+    double n = 4;  // the zoo's weights are float32
+    for (int64_t d : t.dims()) n *= static_cast<double>(d);
+    bytes += n;
+  }
+  return bytes >= 9e18 ? std::numeric_limits<int64_t>::max()
+                       : static_cast<int64_t>(bytes);
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> EstimateZooOps(absl::string_view name,
+                                       const ZooParams& params) {
   absl::StatusOr<ZooParams> p = ResolveZooParams(name, params);
   if (!p.ok()) return p.status();
-  for (const ZooModel& m : ZooModels()) {
-    if (m.name == name) return m.build(*p);
+  const ZooModel* m = FindZooModel(name);
+  // Tiny probes at layers L0, L0+1 and seq_len T0, T0+1; L0 = 4 is past
+  // every builder's special first layers (GNMT's bidirectional layer and
+  // its residuals from layer 3 on).
+  constexpr int64_t kL0 = 4, kT0 = 2;
+  double count[2][2];
+  for (int dl = 0; dl < 2; ++dl) {
+    for (int dt = 0; dt < 2; ++dt) {
+      ZooParams tiny = *p;
+      tiny.layers = kL0 + dl;
+      tiny.seq_len = kT0 + dt;
+      tiny.batch_size = 1;
+      tiny.hidden = 16;
+      tiny.vocab = 16;
+      tiny.weights = false;
+      count[dl][dt] = m->build(tiny).graph().node_size();
+    }
   }
-  return absl::InternalError("unreachable");
+  const double a = count[0][0];
+  const double per_layer = count[1][0] - a;
+  const double per_step = count[0][1] - a;
+  const double cross = count[1][1] - count[1][0] - count[0][1] + a;
+  const double l = static_cast<double>(p->layers - kL0);
+  const double t = static_cast<double>(p->seq_len - kT0);
+  const double ops = a + per_layer * l + per_step * t + cross * l * t;
+  if (ops >= 9e18) return std::numeric_limits<int64_t>::max();
+  return std::max<int64_t>(0, static_cast<int64_t>(std::llround(ops)));
+}
+
+absl::StatusOr<onnx::ModelProto> BuildZooModel(absl::string_view name,
+                                               const ZooParams& params,
+                                               const ZooLimits& limits) {
+  absl::StatusOr<ZooParams> p = ResolveZooParams(name, params);
+  if (!p.ok()) return p.status();
+  const ZooModel* m = FindZooModel(name);
+  absl::StatusOr<int64_t> ops = EstimateZooOps(name, params);
+  if (!ops.ok()) return ops.status();
+  if (*ops > limits.max_ops) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "zoo:", name, " with layers=", p->layers, ", seq_len=", p->seq_len,
+        " would have ", *ops, " ops, over the limit of ", limits.max_ops,
+        " (not built)"));
+  }
+  ZooParams shapes_only = *p;
+  shapes_only.weights = false;
+  onnx::ModelProto model = m->build(shapes_only);
+  if (!p->weights) return model;
+  const int64_t bytes = WeightBytes(model);
+  if (bytes > limits.max_weight_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "zoo:", name, " would generate ", bytes, " bytes of weights, over "
+        "the limit of ", limits.max_weight_bytes,
+        " (not built; --noweights needs none)"));
+  }
+  return m->build(*p);
 }
 
 }  // namespace placer::zoo

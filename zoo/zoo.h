@@ -40,9 +40,29 @@ struct ZooModel {
 
 const std::vector<ZooModel>& ZooModels();
 
-// Fills zero fields of `params` from the model's defaults and builds it.
+// What a zoo model may cost before it is built, so that sizes from a
+// command line or a service request cannot exhaust memory: the forward ops
+// (estimated exactly by EstimateZooOps, before anything large is
+// allocated) and the weight bytes generated when params.weights is set
+// (counted from a build without weights).
+struct ZooLimits {
+  int64_t max_ops = 2'000'000;
+  int64_t max_weight_bytes = int64_t{8} << 30;
+};
+
+// Fills zero fields of `params` from the model's defaults and builds it;
+// ResourceExhausted, naming the estimate and the limit, when it would pass
+// `limits`.
 absl::StatusOr<onnx::ModelProto> BuildZooModel(absl::string_view name,
-                                               const ZooParams& params);
+                                               const ZooParams& params,
+                                               const ZooLimits& limits = {});
+
+// The number of forward ops (ONNX nodes) BuildZooModel would make, without
+// building it: every builder's node count is bilinear in (layers,
+// seq_len), so four tiny builds (hidden, vocab and batch shrunk, no
+// weights) fix its coefficients. Saturates instead of overflowing.
+absl::StatusOr<int64_t> EstimateZooOps(absl::string_view name,
+                                       const ZooParams& params);
 
 // The parameters BuildZooModel would use.
 absl::StatusOr<ZooParams> ResolveZooParams(absl::string_view name,

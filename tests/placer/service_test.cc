@@ -232,9 +232,61 @@ TEST_F(ServiceTest, DeadlineStopsTheSearchWithTheBestSoFar) {
   EXPECT_TRUE(response.stopped_at_deadline());
   EXPECT_GT(response.report().step_seconds(), 0);
   EXPECT_EQ(response.placement().assignment_size() > 0, true);
-  proto::PlaceResponse cached;
-  EXPECT_EQ(Get(response.fingerprint(), &cached).error_code(),
-            grpc::StatusCode::NOT_FOUND);
+  // Not stored, so no fingerprint that get would answer NOT_FOUND for.
+  EXPECT_TRUE(response.fingerprint().empty());
+}
+
+TEST_F(ServiceTest, ASecondServerOnTheSamePortIsRefused) {
+  StartServer("");
+  ServerOptions options;
+  options.address = absl::StrCat("127.0.0.1:", server_->port());
+  absl::StatusOr<std::unique_ptr<PlacementServer>> second =
+      PlacementServer::Start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(second.status().message(), HasSubstr("cannot listen"));
+  proto::PlaceResponse response;  // the first still serves
+  EXPECT_TRUE(Place(SmallRequest("expert"), &response).ok());
+}
+
+// The denial of service found in issue 21: zoo sizes that would make the
+// server allocate until it dies are refused from an estimate before
+// anything is built, and the next request is served.
+TEST_F(ServiceTest, HugeZooSizesAreRefusedBeforeBuildingAndTheServerGoesOn) {
+  StartServer("");
+  for (const char* zoo : {"gnmt8:layers=100000", "gnmt8:seq_len=1000000",
+                          "transformer_big:layers=10000000"}) {
+    SCOPED_TRACE(zoo);
+    proto::PlaceRequest request = SmallRequest();
+    request.mutable_model()->set_zoo(zoo);
+    proto::PlaceResponse response;
+    grpc::Status s = Place(request, &response, /*deadline=*/5);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr("over the limit of 2000000"));
+    proto::PlaceResponse good;
+    grpc::Status ok = Place(SmallRequest("expert"), &good);
+    EXPECT_TRUE(ok.ok()) << ok.error_message();
+  }
+}
+
+// A file stripped of its weights (dims, no bytes), as the client sends
+// models by default, is placed.
+TEST_F(ServiceTest, PlacesAWeightStrippedModel) {
+  StartServer("");
+  zoo::ZooParams p;
+  p.hidden = 512;
+  absl::StatusOr<onnx::ModelProto> m = zoo::BuildZooModel("diamond", p);
+  ASSERT_TRUE(m.ok());
+  for (onnx::TensorProto& t : *m->mutable_graph()->mutable_initializer()) {
+    t.clear_raw_data();
+    t.clear_float_data();
+  }
+  proto::PlaceRequest request = SmallRequest("expert");
+  request.mutable_model()->set_onnx(m->SerializeAsString());
+  proto::PlaceResponse response;
+  grpc::Status s = Place(request, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_GT(response.report().step_seconds(), 0);
 }
 
 // With one search slot busy, a second uncached request waits for it no
@@ -385,7 +437,7 @@ TEST_F(ServiceTest, MalformedRequestsGetClearErrorsAndTheServerKeepsServing) {
   }
   {
     Case c{"a model over the op limit", SmallRequest(),
-           grpc::StatusCode::RESOURCE_EXHAUSTED, "places at most 5000"};
+           grpc::StatusCode::RESOURCE_EXHAUSTED, "over the limit of 5000"};
     c.request.mutable_model()->set_zoo("gnmt8:seq_len=50,hidden=64,vocab=100");
     cases.push_back(c);
   }

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
@@ -92,6 +93,53 @@ TEST(ZooTest, Gnmt8HasOverTenThousandOps) {
   EXPECT_GT(m->graph().node_size(), 10000);
   p.seq_len = 10;
   EXPECT_LT(BuildZooModel("gnmt8", p)->graph().node_size(), 10000);
+}
+
+// The estimate that guards BuildZooModel is the builders' exact node count
+// at the defaults and at other sizes from 4 layers and 2 steps up.
+TEST(ZooTest, OpEstimateIsExact) {
+  for (const ZooModel& m : ZooModels()) {
+    for (auto [layers, seq_len] : {std::pair<int64_t, int64_t>{0, 0},
+                                   {4, 2}, {6, 9}, {11, 3}}) {
+      SCOPED_TRACE(absl::StrCat(m.name, " layers=", layers, " seq_len=",
+                                seq_len));
+      ZooParams p;
+      p.weights = false;
+      p.layers = layers;
+      p.seq_len = seq_len;
+      absl::StatusOr<int64_t> estimate = EstimateZooOps(m.name, p);
+      ASSERT_TRUE(estimate.ok()) << estimate.status();
+      absl::StatusOr<onnx::ModelProto> model = BuildZooModel(m.name, p);
+      ASSERT_TRUE(model.ok()) << model.status();
+      EXPECT_EQ(*estimate, model->graph().node_size());
+    }
+  }
+}
+
+// Sizes that would exhaust memory are refused before anything is built
+// (this returns at once; building gnmt8 at layers=100000 took 19+ GB).
+TEST(ZooTest, HugeSizesAreRefusedBeforeBuilding) {
+  ZooParams p;
+  p.weights = false;
+  p.layers = 100000;
+  absl::StatusOr<onnx::ModelProto> m = BuildZooModel("gnmt8", p);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(m.status().message().find("over the limit of 2000000"),
+            std::string::npos)
+      << m.status();
+  p = {};
+  p.seq_len = int64_t{1} << 62;  // saturates, never overflows
+  EXPECT_EQ(BuildZooModel("gnmt8", p).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // Weights: a 2^20 x 8192 embedding alone is 32 GiB, over the default
+  // 8 GiB of generated weights; without weights it is only dims.
+  p = {};
+  p.hidden = 8192;
+  p.vocab = 1 << 20;
+  EXPECT_EQ(BuildZooModel("rnnlm", p).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  p.weights = false;
+  EXPECT_TRUE(BuildZooModel("rnnlm", p).ok());
 }
 
 TEST(ZooTest, BadRequestsAreErrors) {
