@@ -2,6 +2,9 @@
 //   bazel run //benchmarks:import_benchmark
 // BM_Parse is the baseline measured in the same run: protobuf parsing
 // alone, which no importer can beat; report import time as a ratio to it.
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "benchmark/benchmark.h"
@@ -64,6 +67,62 @@ void BM_TrainingView(benchmark::State& state) {
   state.counters["nodes"] = static_cast<double>(nodes);
 }
 BENCHMARK(BM_TrainingView)->Unit(benchmark::kMillisecond);
+
+// Importing a file from disk, the way `placer inspect FILE` does, against
+// the previous way (the whole file read into a string, then parsed from
+// it). The file is $PLACER_IMPORT_FILE, or GNMT-8 with its weights (960
+// MB) written to a temporary file. Peak memory is per process: run each
+// alone under /usr/bin/time (docs/import.md):
+//   /usr/bin/time -f "%e s %M KB" bazel-bin/benchmarks/import_benchmark \
+//       --benchmark_filter=BM_ImportFile/0     (streaming, now)
+//       --benchmark_filter=BM_ImportFile/1     (read into a string, before)
+const std::string& ImportFilePath() {
+  static const std::string* path = [] {
+    if (const char* env = std::getenv("PLACER_IMPORT_FILE");
+        env != nullptr && *env != 0) {
+      return new std::string(env);
+    }
+    auto* p = new std::string(std::string(std::getenv("TMPDIR") != nullptr
+                                              ? std::getenv("TMPDIR")
+                                              : "/tmp") +
+                              "/placer_import_benchmark_gnmt8.onnx");
+    zoo::ZooParams params;  // not Gnmt8Bytes: its bytes would stay resident
+    std::string bytes;
+    zoo::BuildZooModel("gnmt8", params)->SerializeToString(&bytes);
+    std::ofstream(*p, std::ios::binary) << bytes;
+    return p;
+  }();
+  return *path;
+}
+
+void BM_ImportFile(benchmark::State& state) {
+  const std::string& path = ImportFilePath();
+  const bool via_string = state.range(0) != 0;
+  size_t ops = 0;
+  for (auto _ : state) {
+    absl::StatusOr<Graph> g;
+    if (via_string) {
+      std::ifstream in(path, std::ios::binary);
+      std::ostringstream buffer;
+      buffer << in.rdbuf();
+      g = ImportOnnxBytes(buffer.str(), path, {});
+    } else {
+      g = ImportOnnxFile(path, {});
+    }
+    if (!g.ok()) {
+      state.SkipWithError(std::string(g.status().message()).c_str());
+      return;
+    }
+    ops = g->ops().size();
+  }
+  state.counters["ops"] = static_cast<double>(ops);
+  state.SetBytesProcessed(state.iterations() *
+                          static_cast<int64_t>(std::ifstream(
+                              path, std::ios::binary | std::ios::ate)
+                                                   .tellg()));
+}
+BENCHMARK(BM_ImportFile)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 
 }  // namespace
 }  // namespace placer

@@ -1,10 +1,12 @@
 #include "graph/onnx_import.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <unordered_map>
 #include <utility>
 
@@ -16,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "graph/constant_folding.h"
 #include "graph/op_costs.h"
+#include "google/protobuf/io/zero_copy_stream_impl.h"
 #include "onnx/defs/schema.h"
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
@@ -233,6 +236,31 @@ std::optional<FoldedValue> ConstantNodeValue(const Op& op) {
 // No tensor of a real model comes near this; above it, counts overflow.
 constexpr int64_t kMaxTensorBytes = int64_t{1} << 50;
 
+// Shapes that ONNX's shape inference (1.12) leaves out although the op's
+// definition fixes them: BatchNormalization's statistics outputs in training
+// mode (opsets 9-15: running mean and variance, saved mean and variance),
+// which are [C] like its scale. Filled only where inference gave no shape.
+void FillShapesInferenceLeaves(Graph& graph) {
+  std::vector<Tensor>& tensors = graph.mutable_tensors();
+  for (const Op& op : graph.ops()) {
+    if (op.op_type != "BatchNormalization" || !op.domain.empty() ||
+        op.inputs.size() < 5) {
+      continue;
+    }
+    const Tensor* scale = op.inputs[1] >= 0 ? &tensors[op.inputs[1]] : nullptr;
+    const Tensor* mean = op.inputs[3] >= 0 ? &tensors[op.inputs[3]] : nullptr;
+    if (scale == nullptr || !scale->shape_known || mean == nullptr) continue;
+    for (size_t k = 1; k < op.outputs.size() && k < 5; ++k) {
+      if (op.outputs[k] < 0) continue;
+      Tensor& t = tensors[op.outputs[k]];
+      if (t.shape_known) continue;
+      t.shape = scale->shape;
+      t.dtype = mean->dtype != DataType::kUndefined ? mean->dtype : scale->dtype;
+      t.shape_known = true;
+    }
+  }
+}
+
 std::string DescribeOp(const Graph& g, int index) {
   const Op& op = g.op(index);
   return absl::StrCat("node '", op.key, "' (", op.op_type, ", index ", index,
@@ -302,12 +330,16 @@ absl::StatusOr<Graph> Importer::BuildStructure() {
     t.shape = t.data->dims;
     t.shape_known = true;
     int64_t expect = t.bytes();
+    const bool no_data = t.data->raw.empty() && expect > 0;
+    if (no_data && options_.weights_optional) continue;  // sized from dims
     if (!IsExternal(init) && t.dtype != DataType::kString &&
         static_cast<int64_t>(t.data->raw.size()) != expect) {
       return Error(absl::StrCat(
           "initializer '", init.name(), "' holds ", t.data->raw.size(),
           " bytes of data but its dims and type need ", expect,
-          " (truncated or corrupt tensor)"));
+          no_data ? " (a file stripped of its weights: --noweights imports "
+                    "it for placement, which needs only the dims)"
+                  : " (truncated or corrupt tensor)"));
     }
   }
   for (const onnx::ValueInfoProto& in : g.input()) {
@@ -335,9 +367,51 @@ absl::Status Importer::FixInputShapes() {
   std::set<std::string> named;
   for (const auto& [name, shape] : options_.input_shapes) named.insert(name);
   for (const onnx::ValueInfoProto& in : g.input()) named.erase(in.name());
+  std::vector<std::string> real_inputs;
+  std::set<std::string> symbolic;  // every dim_param of a graph input
+  bool batch_applies = false;
+  for (const onnx::ValueInfoProto& in : g.input()) {
+    if (initializer_names_.count(in.name())) continue;
+    real_inputs.push_back(in.name());
+    ShapeInfo info = FromTypeProto(in.type());
+    for (size_t k = 0; k < info.dims.size(); ++k) {
+      if (!info.dims[k].param.empty()) symbolic.insert(info.dims[k].param);
+      if (k == 0 && info.dims[k].value < 0 &&
+          !options_.input_shapes.count(in.name())) {
+        batch_applies = true;
+      }
+    }
+  }
   if (!named.empty()) {
     return Error(absl::StrCat("--input-shape names '", *named.begin(),
-                              "', which is not a graph input"));
+                              "', which is not a graph input; the inputs are ",
+                              absl::StrJoin(real_inputs, ", ")));
+  }
+  for (const auto& [name, value] : options_.dim_values) {
+    if (symbolic.count(name)) continue;
+    return Error(absl::StrCat(
+        "--dim ", name, "=", value, " names no symbolic dim of the inputs (",
+        symbolic.empty() ? std::string("they have none")
+                         : absl::StrCat("they have ",
+                                        absl::StrJoin(symbolic, ", ")),
+        ")"));
+  }
+  if (options_.batch_size.has_value() && !batch_applies) {
+    std::vector<std::string> shapes;
+    for (const onnx::ValueInfoProto& in : g.input()) {
+      if (initializer_names_.count(in.name())) continue;
+      std::vector<std::string> dims;
+      for (const Dim& d : FromTypeProto(in.type()).dims) {
+        dims.push_back(d.value >= 0 ? absl::StrCat(d.value) : d.param);
+      }
+      shapes.push_back(absl::StrCat(in.name(), "=", absl::StrJoin(dims, "x")));
+    }
+    return Error(absl::StrCat(
+        "--batch ", *options_.batch_size,
+        " changes nothing: no graph input has a symbolic first dim (",
+        absl::StrJoin(shapes, ", "),
+        "); the file fixes the batch: re-export it with a dynamic batch "
+        "axis, or drop --batch"));
   }
   for (const onnx::ValueInfoProto& in : g.input()) {
     if (initializer_names_.count(in.name())) continue;
@@ -372,10 +446,22 @@ absl::Status Importer::FixInputShapes() {
           break;
         }
       }
-      return Error(absl::StrCat(
-          "unresolved shape: graph input '", in.name(), "': ", what,
-          "; fix it with --batch N (first dim) or --input-shape ", in.name(),
-          "=D0xD1x..."));
+      std::string fix = absl::StrCat("--input-shape ", in.name(),
+                                     "=D0xD1x...");
+      if (info.has_shape) {
+        for (size_t k = 0; k < info.dims.size(); ++k) {
+          if (info.dims[k].value >= 0) continue;
+          if (!info.dims[k].param.empty()) {
+            fix = absl::StrCat(k == 0 ? "--batch N or " : "", "--dim ",
+                               info.dims[k].param, "=N, or ", fix);
+          } else if (k == 0) {
+            fix = absl::StrCat("--batch N or ", fix);
+          }
+          break;
+        }
+      }
+      return Error(absl::StrCat("unresolved shape: graph input '", in.name(),
+                                "': ", what, "; fix it with ", fix));
     }
     input_shapes_[in.name()] = info;
   }
@@ -576,20 +662,37 @@ absl::Status Importer::ApplyShapes(Graph& graph) {
   }
 
   // Floating-point initializers used at a trainable position are
-  // parameters; the rest are constants.
-  for (const Op& op : graph.ops()) {
+  // parameters; the rest are constants. An Identity passes its output's
+  // uses on to its input (exporters write Identity(initializer) for
+  // shared or renamed weights and BatchNorm statistics).
+  std::vector<bool> trainable_use(tensors.size(), false);
+  const std::vector<int>& topo = graph.topological_order();
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    const Op& op = graph.op(*it);
     const OpCostRule* rule = FindOpCostRule(op.domain, op.op_type);
+    const bool identity = op.op_type == "Identity" && op.domain.empty();
     for (int k = 0; k < static_cast<int>(op.inputs.size()); ++k) {
       int in = op.inputs[k];
-      if (in < 0 || !initializer_names_.count(tensors[in].name)) continue;
-      if (!IsFloatingPoint(tensors[in].dtype)) continue;
-      bool state = false;
-      if (rule != nullptr) {
-        for (int s : rule->non_trainable_inputs) state |= (s == k);
+      if (in < 0) continue;
+      bool trainable = true;
+      if (identity) {
+        trainable = !op.outputs.empty() && op.outputs[0] >= 0 &&
+                    (trainable_use[op.outputs[0]] ||
+                     tensors[op.outputs[0]].is_graph_output);
+      } else if (rule != nullptr) {
+        for (int s : rule->non_trainable_inputs) trainable &= (s != k);
       }
-      if (!state) tensors[in].kind = TensorKind::kParameter;
+      if (trainable) trainable_use[in] = true;
     }
   }
+  for (int t = 0; t < static_cast<int>(tensors.size()); ++t) {
+    if (trainable_use[t] && initializer_names_.count(tensors[t].name) &&
+        IsFloatingPoint(tensors[t].dtype)) {
+      tensors[t].kind = TensorKind::kParameter;
+    }
+  }
+
+  FillShapesInferenceLeaves(graph);
 
   // Tensors downstream of an op we cannot reason about may stay unshaped.
   std::vector<bool> opaque(graph.ops().size(), false);
@@ -664,6 +767,11 @@ absl::StatusOr<Graph> Importer::Run() {
         "the model has no graph: the file is not an ONNX model or is "
         "truncated");
   }
+  if (options_.max_ops > 0 && model_.graph().node_size() > options_.max_ops) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        source_, ": the model has ", model_.graph().node_size(),
+        " nodes, over the limit of ", options_.max_ops));
+  }
   absl::StatusOr<Graph> graph = BuildStructure();
   if (!graph.ok()) return graph.status();
   if (absl::Status s = FixInputShapes(); !s.ok()) return s;
@@ -728,13 +836,37 @@ absl::StatusOr<Graph> ImportOnnxBytes(const std::string& bytes,
 
 absl::StatusOr<Graph> ImportOnnxFile(const std::string& path,
                                      const ImportOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  // Parsed straight from the file: no file-sized string beside the parsed
+  // model, so the peak is about the model itself (whose weight bytes the
+  // importer then moves, not copies, into the Graph).
+  int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0) {
     return absl::NotFoundError(absl::StrCat(path, ": cannot open the file"));
   }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return ImportOnnxBytes(buffer.str(), path, options);
+  struct stat info;
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a regular file"));
+  }
+  if (info.st_size == 0) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": the file is empty"));
+  }
+  onnx::ModelProto model;
+  bool parsed;
+  {
+    google::protobuf::io::FileInputStream stream(fd);
+    stream.SetCloseOnDelete(true);
+    parsed = model.ParseFromZeroCopyStream(&stream);
+  }
+  if (!parsed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not an ONNX model: ", info.st_size,
+        " bytes do not parse as an ONNX ModelProto (the file is truncated "
+        "or is not a protobuf)"));
+  }
+  return ImportOnnxModel(std::move(model), path, options);
 }
 
 }  // namespace placer

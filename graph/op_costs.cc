@@ -199,12 +199,16 @@ const Table& CostTable() {
     Add(*t, {"Einsum"},
         {{GradientRule::kPerInput, {0, 1}}, EinsumFlops, 0, exact});
     // Gate nonlinearities and cell updates per hidden unit and step.
+    // Backward: the gradient flowing back through the gates to X and to
+    // the previous hidden state (through R) is one forward pass, the
+    // weight gradients of W and R another; so X and W are the operands
+    // and R's gradient rides with W's (counted as the output-sized rest).
     Add(*t, {"LSTM"},
-        {{GradientRule::kPerInput, {0, 1, 2}}, RecurrentFlops, 17, exact});
+        {{GradientRule::kPerInput, {0, 1}}, RecurrentFlops, 17, exact});
     Add(*t, {"GRU"},
-        {{GradientRule::kPerInput, {0, 1, 2}}, RecurrentFlops, 14, exact});
+        {{GradientRule::kPerInput, {0, 1}}, RecurrentFlops, 14, exact});
     Add(*t, {"RNN"},
-        {{GradientRule::kPerInput, {0, 1, 2}}, RecurrentFlops, 4, exact});
+        {{GradientRule::kPerInput, {0, 1}}, RecurrentFlops, 4, exact});
 
     // Elementwise arithmetic: 1 FLOP per output element.
     Add(*t,

@@ -18,6 +18,17 @@ ValueKind KindOf(TensorKind kind) {
   return ValueKind::kConstant;
 }
 
+// Inputs that are state, not weights (BatchNormalization's running mean
+// and variance): no gradient reaches them, whatever feeds them.
+bool StateInput(const Op& op, int k) {
+  const OpCostRule* rule = FindOpCostRule(op.domain, op.op_type);
+  if (rule == nullptr) return false;
+  for (int s : rule->non_trainable_inputs) {
+    if (s == k) return true;
+  }
+  return false;
+}
+
 void AddUnique(std::vector<int>& list, int x) {
   if (std::find(list.begin(), list.end(), x) == list.end()) list.push_back(x);
 }
@@ -103,8 +114,9 @@ TrainingView BuildTrainingView(const Graph& graph,
     for (int out : ops[i].outputs) any |= out >= 0 && receives[out];
     has_backward[i] = flows[i] && any;
     if (!has_backward[i]) continue;
-    for (int in : ops[i].inputs) {
-      if (in >= 0 && needs[in]) receives[in] = true;
+    for (int k = 0; k < static_cast<int>(ops[i].inputs.size()); ++k) {
+      int in = ops[i].inputs[k];
+      if (in >= 0 && needs[in] && !StateInput(ops[i], k)) receives[in] = true;
     }
   }
 
@@ -143,16 +155,18 @@ TrainingView BuildTrainingView(const Graph& graph,
       if (tensors[out].is_graph_output) AddUnique(node.control_inputs, i);
     }
     std::vector<bool> input_needs_grad;
-    for (int in : op.inputs) {
-      input_needs_grad.push_back(in >= 0 && needs[in]);
+    for (int k = 0; k < static_cast<int>(op.inputs.size()); ++k) {
+      int in = op.inputs[k];
+      input_needs_grad.push_back(in >= 0 && needs[in] && !StateInput(op, k));
       if (in >= 0) AddUnique(node.inputs, in);  // saved for backward
     }
     node.cost = ComputeBackwardCost(op, tensors, input_needs_grad);
     if (op.forward.status == CostStatus::kUnknown) {
       node.cost.status = CostStatus::kUnknown;
     }
-    for (int in : op.inputs) {
-      if (in < 0 || !needs[in]) continue;
+    for (int k = 0; k < static_cast<int>(op.inputs.size()); ++k) {
+      int in = op.inputs[k];
+      if (in < 0 || !needs[in] || StateInput(op, k)) continue;
       if (!partials[in].empty() &&
           view.values_[partials[in].back()].producer == b) {
         continue;  // the same tensor at two input positions

@@ -34,7 +34,8 @@ ABSL_FLAG(uint64_t, seed, 1,
           "Seed of searches (place) and of zoo models' weights.");
 ABSL_FLAG(bool, weights, true,
           "Zoo: write real (random) weights; with --noweights initializers "
-          "are external data with no file (for placement only).");
+          "are external data with no file (for placement only). ONNX "
+          "files: --noweights accepts weights stripped to their dims.");
 ABSL_FLAG(std::string, o, "", "Output file (zoo export).");
 ABSL_FLAG(std::string, cluster, "",
           "Cluster: a preset name (p100x4, v100x8, h100x8, cpu1_gpu2, cpu2, ...) "
@@ -183,6 +184,7 @@ absl::StatusOr<LoadedModel> LoadModelFromFlags(const std::string& spec) {
 
 absl::StatusOr<ImportOptions> ImportOptionsFromFlags() {
   ImportOptions options;
+  options.weights_optional = !absl::GetFlag(FLAGS_weights);
   if (int64_t batch = absl::GetFlag(FLAGS_batch); batch > 0) {
     options.batch_size = batch;
   } else if (batch < 0) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "runtime/executor_ops.h"
 #include "graph/training_view.h"
 
 namespace placer {
@@ -62,10 +63,26 @@ InspectReport Inspect(const std::string& model, const Graph& graph,
     const Op& op = graph.op(i);
     r.unknown_ops.push_back({op.key, op.op_type, op.domain});
   }
+  for (int i : OpsUnsupportedByExecutor(graph)) {
+    const Op& op = graph.op(i);
+    r.unsupported_by_executor.push_back({op.key, op.op_type, op.domain});
+  }
   r.ops_by_type = StatsByOpType(graph);
   r.import_seconds = import_seconds;
   return r;
 }
+
+namespace {
+
+void AppendOps(const std::vector<InspectReport::UnknownOp>& ops,
+               std::string* out) {
+  for (const auto& u : ops) {
+    absl::StrAppendFormat(out, "  %s (%s%s%s)\n", u.key, u.domain,
+                          u.domain.empty() ? "" : "::", u.op_type);
+  }
+}
+
+}  // namespace
 
 std::string FormatInspectText(const InspectReport& r) {
   std::string out;
@@ -119,10 +136,14 @@ std::string FormatInspectText(const InspectReport& r) {
                           "\nunknown ops      %d (no cost model; their FLOPs "
                           "are not in the totals):\n",
                           r.unknown_ops.size());
-    for (const auto& u : r.unknown_ops) {
-      absl::StrAppendFormat(&out, "  %s (%s%s%s)\n", u.key, u.domain,
-                            u.domain.empty() ? "" : "::", u.op_type);
-    }
+    AppendOps(r.unknown_ops, &out);
+  }
+  if (!r.unsupported_by_executor.empty()) {
+    absl::StrAppendFormat(&out,
+                          "\nnot runnable     %d ops have no LibTorch kernel "
+                          "(run and profile refuse the model):\n",
+                          r.unsupported_by_executor.size());
+    AppendOps(r.unsupported_by_executor, &out);
   }
   return out;
 }
@@ -149,6 +170,14 @@ std::string FormatInspectJson(const InspectReport& r) {
   auto* unknown = f["unknown_ops"].mutable_list_value();
   for (const auto& u : r.unknown_ops) {
     auto& e = *unknown->add_values()->mutable_struct_value()->mutable_fields();
+    e["key"].set_string_value(u.key);
+    e["op_type"].set_string_value(u.op_type);
+    e["domain"].set_string_value(u.domain);
+  }
+  auto* unsupported = f["unsupported_by_executor"].mutable_list_value();
+  for (const auto& u : r.unsupported_by_executor) {
+    auto& e =
+        *unsupported->add_values()->mutable_struct_value()->mutable_fields();
     e["key"].set_string_value(u.key);
     e["op_type"].set_string_value(u.op_type);
     e["domain"].set_string_value(u.domain);

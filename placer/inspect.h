@@ -36,6 +36,9 @@ struct InspectReport {
     std::string domain;
   };
   std::vector<UnknownOp> unknown_ops;
+  // Ops the LibTorch executor has no kernel for (and whose outputs are not
+  // folded constants): `run` and `profile` refuse the model before a step.
+  std::vector<UnknownOp> unsupported_by_executor;
   std::map<std::string, OpTypeStats> ops_by_type;
   double import_seconds = 0;
 };

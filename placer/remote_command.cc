@@ -11,6 +11,8 @@
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "graph/constant_folding.h"
+#include "onnx/onnx_pb.h"
 #include "placer/cli_common.h"
 #include "placer/service.grpc.pb.h"
 #include "profiles/cluster.h"
@@ -24,6 +26,9 @@ ABSL_FLAG(double, deadline, 0,
           "search that reaches it answers with the best placement so far.");
 ABSL_FLAG(std::vector<std::string>, step_seconds, {},
           "remote report: measured step times, comma-separated.");
+ABSL_FLAG(bool, send_weights, false,
+          "remote: send an ONNX file's weight bytes too (default: shapes "
+          "only, which is all placement needs).");
 ABSL_FLAG(bool, use_reported_profiles, false,
           "remote: simulate with the profiles reported to the server for "
           "the cluster.");
@@ -35,8 +40,38 @@ namespace {
 absl::Status FromGrpc(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
   auto code = static_cast<absl::StatusCode>(s.error_code());
+  std::string hint;
+  if (s.error_message().find("larger than max") != std::string::npos) {
+    hint = " (the server's limit is placer serve --max-request-mb; remote "
+           "sends shapes only unless --send-weights)";
+  }
   return absl::Status(code, absl::StrCat("server: ", absl::StatusCodeToString(code),
-                                         ": ", s.error_message()));
+                                         ": ", s.error_message(), hint));
+}
+
+// The model as placement needs it: every initializer larger than the
+// importer folds keeps its type and dims and loses its bytes (the server
+// imports such files as weight-stripped), so a 400 MB export travels as a
+// few hundred KB.
+absl::StatusOr<std::string> ShapesOnly(const std::string& bytes,
+                                       const std::string& path) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not an ONNX model (", bytes.size(), " bytes do not parse)"));
+  }
+  for (onnx::TensorProto& t : *model.mutable_graph()->mutable_initializer()) {
+    int64_t elements = 1;
+    for (int64_t d : t.dims()) elements *= d;
+    if (elements <= kMaxFoldedElements) continue;
+    t.clear_raw_data();
+    t.clear_float_data();
+    t.clear_double_data();
+    t.clear_int32_data();
+    t.clear_int64_data();
+    t.clear_uint64_data();
+  }
+  return model.SerializeAsString();
 }
 
 absl::StatusOr<proto::ModelSpec> ModelSpecFromArg(const std::string& arg) {
@@ -47,7 +82,13 @@ absl::StatusOr<proto::ModelSpec> ModelSpecFromArg(const std::string& arg) {
   } else {
     absl::StatusOr<std::string> bytes = ReadFileToString(UserPath(arg));
     if (!bytes.ok()) return bytes.status();
-    spec.set_onnx(std::move(*bytes));
+    if (absl::GetFlag(FLAGS_send_weights)) {
+      spec.set_onnx(std::move(*bytes));
+    } else {
+      absl::StatusOr<std::string> shapes = ShapesOnly(*bytes, arg);
+      if (!shapes.ok()) return shapes.status();
+      spec.set_onnx(std::move(*shapes));
+    }
   }
   if (int64_t b = absl::GetFlag(FLAGS_batch); b != 0) spec.set_batch(b);
   for (const std::string& s : absl::GetFlag(FLAGS_input_shape)) {
@@ -122,12 +163,16 @@ int PrintPlaced(const proto::PlaceResponse& r) {
     copy.clear_placement();  // the placement goes to -o
     std::cout << FormatJson(copy);
   } else {
+    if (r.fingerprint().empty()) {
+      std::cout << "not stored (no fingerprint): the search stopped at the "
+                   "deadline; this is its best placement so far\n";
+    } else {
+      std::cout << "fingerprint " << r.fingerprint() << "\n";
+    }
     std::cout << absl::StrFormat(
-        "fingerprint %s\npolicy %s, %s in %.3f s%s\n", r.fingerprint(),
-        r.placement().policy(), r.cached() ? "cached" : "placed",
-        r.placement_seconds(),
-        r.stopped_at_deadline() ? " (stopped at the deadline: best so far)"
-                                : "");
+        "policy %s, %s %.3f s%s\n", r.placement().policy(),
+        r.cached() ? "cached (placed earlier in" : "placed in",
+        r.placement_seconds(), r.cached() ? ")" : "");
     std::cout << ReportText(r.report());
     if (r.measured().count() > 0) {
       std::cout << absl::StrFormat("measured median %.6f s over %d steps\n",

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "profiles/signature.h"
+#include "runtime/executor_ops.h"
 #include "runtime/host_setup.h"
 #include "runtime/torch_devices.h"
 #include "runtime/torch_ops.h"
@@ -84,6 +85,22 @@ torch::Tensor InitParameter(const Graph& g, const Tensor& t,
     if (scale) return torch::ones(t.shape, torch::TensorOptions().dtype(type));
   }
   return torch::zeros(t.shape, torch::TensorOptions().dtype(type));
+}
+
+// Initial state the file has no data for, as the framework starts it:
+// BatchNormalization's running mean 0 and running variance 1. Undefined for
+// any other constant.
+torch::Tensor InitState(const Graph& g, int tensor) {
+  const Tensor& t = g.tensor(tensor);
+  if (!IsFloatingPoint(t.dtype) || !t.shape_known) return torch::Tensor();
+  for (int c : t.consumers) {
+    const Op& op = g.op(c);
+    if (op.op_type != "BatchNormalization" || op.inputs.size() < 5) continue;
+    auto options = torch::TensorOptions().dtype(ToTorchType(t.dtype));
+    if (op.inputs[3] == tensor) return torch::zeros(t.shape, options);
+    if (op.inputs[4] == tensor) return torch::ones(t.shape, options);
+  }
+  return torch::Tensor();
 }
 
 // The exclusive upper bound of the values an integer graph input may take,
@@ -309,6 +326,9 @@ absl::Status TorchExecutor::Init() {
         host = torch::randint(0, bound, t.shape, gen,
                               torch::TensorOptions().dtype(type));
       }
+    } else if (torch::Tensor state = InitState(graph_, value.tensor);
+               state.defined()) {
+      host = state;
     } else {
       errors.push_back(absl::StrCat("constant '", t.name, "' has no data"));
       continue;
@@ -823,12 +843,11 @@ absl::StatusOr<torch::Tensor> TorchExecutor::Resident(
 
 absl::Status CheckRunnable(const Graph& graph) {
   std::vector<std::string> missing;
-  for (const Op& op : graph.ops()) {
-    if (!HasTorchKernel(op.domain, op.op_type) && !AllOutputsFolded(graph, op)) {
-      missing.push_back(absl::StrCat("'", op.key, "' (",
-                                     op.domain.empty() ? "" : op.domain + ":",
-                                     op.op_type, ")"));
-    }
+  for (int i : OpsUnsupportedByExecutor(graph)) {
+    const Op& op = graph.op(i);
+    missing.push_back(absl::StrCat("'", op.key, "' (",
+                                   op.domain.empty() ? "" : op.domain + ":",
+                                   op.op_type, ")"));
   }
   if (missing.empty()) return absl::OkStatus();
   return absl::UnimplementedError(absl::StrCat(

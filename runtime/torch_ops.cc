@@ -117,14 +117,252 @@ Result Conv(const Op& op, const Tensors& in) {
       std::vector<int64_t>(dims, 0), op.IntAttribute("group", 1))};
 }
 
+// ONNX's mode: opset 14+ says training_mode (default 0, inference); opsets
+// 9-13 train when the node has more than one output. Training normalizes by
+// the batch statistics and updates the running mean and variance in place
+// (ONNX's momentum m: running = m * running + (1 - m) * batch; the variance
+// folded in is the unbiased one, as PyTorch's BatchNorm does), which is how
+// the executor keeps them as state from step to step; inference normalizes
+// by the running statistics. Outputs: Y, then the updated running mean and
+// variance, then the batch mean and (biased) variance, as many as the node
+// names.
 Result BatchNormalization(const Op& op, const Tensors& in) {
   const AttributeValue* eps = op.FindAttribute("epsilon");
   const AttributeValue* momentum = op.FindAttribute("momentum");
-  // Training mode: batch statistics (running stats are not updated here).
-  return Tensors{torch::batch_norm(
-      in[0], in[1], in[2], in[3].clone(), in[4].clone(), /*training=*/true,
-      momentum != nullptr ? 1.0 - momentum->f : 0.1,
-      eps != nullptr ? eps->f : 1e-5, /*cudnn_enabled=*/false)};
+  const AttributeValue* mode = op.FindAttribute("training_mode");
+  const bool training =
+      mode != nullptr ? mode->i != 0 : op.outputs.size() > 1;
+  const double epsilon = eps != nullptr ? eps->f : 1e-5;
+  if (!training) {
+    return Tensors{torch::batch_norm(in[0], in[1], in[2], in[3], in[4],
+                                     /*training=*/false, 0.0, epsilon,
+                                     /*cudnn_enabled=*/false)};
+  }
+  torch::Tensor y, batch_mean, invstd;
+  std::tie(y, batch_mean, invstd) = torch::native_batch_norm(
+      in[0], in[1], in[2], in[3], in[4], /*training=*/true,
+      momentum != nullptr ? 1.0 - momentum->f : 0.1, epsilon);
+  Tensors out{y};
+  if (op.outputs.size() > 1) out.push_back(in[3].detach().clone());
+  if (op.outputs.size() > 2) out.push_back(in[4].detach().clone());
+  if (op.outputs.size() > 3) out.push_back(batch_mean.detach());
+  if (op.outputs.size() > 4) {
+    out.push_back((invstd.detach().pow(-2) - epsilon).clamp_min(0));
+  }
+  return out;
+}
+
+// Fused recurrent layers (ONNX LSTM, GRU, RNN) on LibTorch's cuDNN-style
+// kernels. ONNX stacks gates as LSTM i,o,f,c and GRU z,r,h; LibTorch wants
+// i,f,g,o and r,z,n, so W, R and B are reordered (differentiably: the
+// gradients land on the ONNX tensors). X is [T,B,I] (layout 0) or [B,T,I]
+// (layout 1); Y is [T,D,B,H] or [B,T,D,H]; Y_h and Y_c are [D,B,H] or
+// [B,D,H]. "reverse" runs the forward kernel over the time-flipped input.
+// Unsupported, and said so: peepholes, clip, input_forget, non-default
+// activations, GRU with linear_before_reset=0 (PyTorch's GRU is 1), and
+// sequence_lens shorter than T.
+enum class Cell { kLstm, kGru, kRnnTanh, kRnnRelu };
+
+torch::Tensor ReorderGates(const torch::Tensor& w, int64_t hidden,
+                           const std::vector<int64_t>& order) {
+  std::vector<torch::Tensor> chunks;
+  for (int64_t g : order) chunks.push_back(w.narrow(0, g * hidden, hidden));
+  return torch::cat(chunks, 0);
+}
+
+Result Recurrent(const Op& op, const Tensors& in) {
+  const int64_t hidden = op.IntAttribute("hidden_size", 0);
+  if (hidden <= 0) return Unsupported(op, "hidden_size missing");
+  const AttributeValue* dir_attr = op.FindAttribute("direction");
+  const std::string direction = dir_attr != nullptr ? dir_attr->s : "forward";
+  if (direction != "forward" && direction != "reverse" &&
+      direction != "bidirectional") {
+    return Unsupported(op, "direction " + direction);
+  }
+  if (op.FindAttribute("clip") != nullptr) return Unsupported(op, "clip");
+  if (op.IntAttribute("input_forget", 0) != 0) {
+    return Unsupported(op, "input_forget");
+  }
+  Cell cell = op.op_type == "LSTM" ? Cell::kLstm
+              : op.op_type == "GRU" ? Cell::kGru
+                                    : Cell::kRnnTanh;
+  std::vector<std::string> defaults =
+      cell == Cell::kLstm  ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+      : cell == Cell::kGru ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                           : std::vector<std::string>{"Tanh"};
+  if (const AttributeValue* a = op.FindAttribute("activations")) {
+    for (size_t k = 0; k < a->strings.size(); ++k) {
+      const std::string& want = defaults[k % defaults.size()];
+      if (cell == Cell::kRnnTanh && a->strings[k] == "Relu") {
+        cell = Cell::kRnnRelu;
+        continue;
+      }
+      if (a->strings[k] != want) {
+        return Unsupported(op, "activation " + a->strings[k]);
+      }
+    }
+  }
+  if (cell == Cell::kGru && op.IntAttribute("linear_before_reset", 0) == 0) {
+    return Unsupported(op, "linear_before_reset=0 (PyTorch's GRU is 1)");
+  }
+  if (cell == Cell::kLstm && Present(in, 7)) return Unsupported(op, "peepholes");
+  const bool batch_first = op.IntAttribute("layout", 0) == 1;
+  torch::Tensor x = in[0];
+  const int64_t steps = x.size(batch_first ? 1 : 0);
+  const int64_t batch = x.size(batch_first ? 0 : 1);
+  if (Present(in, 4)) {
+    std::vector<int64_t> lens = IntsOf(in[4]);
+    for (int64_t l : lens) {
+      if (l != steps) return Unsupported(op, "sequence_lens shorter than T");
+    }
+  }
+  const int64_t dirs = in[1].size(0);
+  const int gates = cell == Cell::kLstm ? 4 : cell == Cell::kGru ? 3 : 1;
+  const std::vector<int64_t> order =
+      cell == Cell::kLstm ? std::vector<int64_t>{0, 2, 3, 1}
+      : cell == Cell::kGru ? std::vector<int64_t>{1, 0, 2}
+                           : std::vector<int64_t>{0};
+  std::vector<torch::Tensor> params;
+  for (int64_t d = 0; d < dirs; ++d) {
+    params.push_back(ReorderGates(in[1][d], hidden, order));
+    params.push_back(ReorderGates(in[2][d], hidden, order));
+    if (Present(in, 3)) {
+      params.push_back(ReorderGates(in[3][d].narrow(0, 0, gates * hidden),
+                                    hidden, order));
+      params.push_back(ReorderGates(
+          in[3][d].narrow(0, gates * hidden, gates * hidden), hidden, order));
+    } else {
+      params.push_back(torch::zeros({gates * hidden}, in[1].options()));
+      params.push_back(torch::zeros({gates * hidden}, in[1].options()));
+    }
+  }
+  auto initial = [&](size_t k) {
+    if (!Present(in, k)) {
+      return torch::zeros({dirs, batch, hidden}, x.options());
+    }
+    return batch_first ? in[k].transpose(0, 1).contiguous() : in[k];
+  };
+  torch::Tensor h0 = initial(5);
+  const bool reverse = direction == "reverse";
+  const int time_dim = batch_first ? 1 : 0;
+  if (reverse) x = x.flip(time_dim);
+  const bool bidirectional = direction == "bidirectional";
+  torch::Tensor y, h_n, c_n;
+  if (cell == Cell::kLstm) {
+    std::tie(y, h_n, c_n) = torch::lstm(x, {h0, initial(6)}, params, true, 1,
+                                        0.0, true, bidirectional, batch_first);
+  } else if (cell == Cell::kGru) {
+    std::tie(y, h_n) = torch::gru(x, h0, params, true, 1, 0.0, true,
+                                  bidirectional, batch_first);
+  } else if (cell == Cell::kRnnTanh) {
+    std::tie(y, h_n) = torch::rnn_tanh(x, h0, params, true, 1, 0.0, true,
+                                       bidirectional, batch_first);
+  } else {
+    std::tie(y, h_n) = torch::rnn_relu(x, h0, params, true, 1, 0.0, true,
+                                       bidirectional, batch_first);
+  }
+  if (reverse) y = y.flip(time_dim);
+  // [T,B,D*H] -> [T,D,B,H]; batch first: [B,T,D*H] -> [B,T,D,H].
+  y = batch_first ? y.reshape({batch, steps, dirs, hidden})
+                  : y.reshape({steps, batch, dirs, hidden}).permute({0, 2, 1, 3});
+  auto state = [&](const torch::Tensor& s) {
+    return batch_first ? s.transpose(0, 1) : s;
+  };
+  Tensors out{y, state(h_n)};
+  if (cell == Cell::kLstm) out.push_back(state(c_n));
+  while (out.size() > op.outputs.size()) out.pop_back();
+  return out;
+}
+
+Result Einsum(const Op& op, const Tensors& in) {
+  const AttributeValue* eq = op.FindAttribute("equation");
+  if (eq == nullptr) return Unsupported(op, "no equation");
+  return Tensors{torch::einsum(eq->s, in)};
+}
+
+Result Gelu(const Op& op, const Tensors& in) {
+  const AttributeValue* a = op.FindAttribute("approximate");
+  return Tensors{torch::gelu(in[0], a != nullptr ? a->s : "none")};
+}
+
+Result HardSigmoid(const Op& op, const Tensors& in) {
+  const AttributeValue* alpha = op.FindAttribute("alpha");
+  const AttributeValue* beta = op.FindAttribute("beta");
+  return Tensors{torch::clamp(in[0] * (alpha != nullptr ? alpha->f : 0.2) +
+                                  (beta != nullptr ? beta->f : 0.5),
+                              0.0, 1.0)};
+}
+
+Result HardSwish(const Op&, const Tensors& in) {
+  return Tensors{torch::hardswish(in[0])};
+}
+
+// Pad: pads from input 1 (opset 11+) or the attribute, [x1_begin, ...,
+// x1_end, ...]; constant_value from input 2 or the attribute; axes
+// (opset 18) from input 3. Modes constant (any dims, negative pads crop),
+// reflect and edge (the last one to three dims, as LibTorch has them).
+Result Pad(const Op& op, const Tensors& in) {
+  std::vector<int64_t> pads =
+      Present(in, 1) ? IntsOf(in[1]) : op.IntsAttribute("pads");
+  const int64_t rank = in[0].dim();
+  std::vector<int64_t> axes;
+  if (Present(in, 3)) {
+    for (int64_t a : IntsOf(in[3])) axes.push_back(Axis(a, rank));
+  } else {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  const int64_t n = static_cast<int64_t>(axes.size());
+  if (static_cast<int64_t>(pads.size()) != 2 * n) {
+    return Unsupported(op, "pads do not match the axes");
+  }
+  std::vector<int64_t> begin(rank, 0), end(rank, 0);
+  for (int64_t k = 0; k < n; ++k) {
+    begin[axes[k]] = pads[k];
+    end[axes[k]] = pads[k + n];
+  }
+  // LibTorch's order: last dim first, (begin, end) pairs; trailing zero
+  // dims dropped so reflect/edge see only the dims they pad.
+  int64_t first = 0;
+  while (first < rank && begin[first] == 0 && end[first] == 0) ++first;
+  std::vector<int64_t> torch_pads;
+  for (int64_t d = rank - 1; d >= first; --d) {
+    torch_pads.push_back(begin[d]);
+    torch_pads.push_back(end[d]);
+  }
+  const AttributeValue* mode_attr = op.FindAttribute("mode");
+  const std::string mode = mode_attr != nullptr ? mode_attr->s : "constant";
+  if (mode == "constant") {
+    double value = 0;
+    if (Present(in, 2)) {
+      value = in[2].item<double>();
+    } else if (const AttributeValue* v = op.FindAttribute("value")) {
+      value = v->f;
+    }
+    return Tensors{torch::constant_pad_nd(in[0], torch_pads, value)};
+  }
+  const int64_t padded = static_cast<int64_t>(torch_pads.size()) / 2;
+  if (padded == 0) return Tensors{in[0]};
+  if (padded > 3 || rank < padded + 1) {
+    return Unsupported(op, "mode " + mode + " over more than the last 3 dims");
+  }
+  torch::Tensor x = in[0];
+  // LibTorch's reflect/replicate kernels want a batch (and channel) dim.
+  while (x.dim() < padded + 2) x = x.unsqueeze(0);
+  torch::Tensor y;
+  if (mode == "reflect") {
+    y = padded == 1 ? torch::reflection_pad1d(x, torch_pads)
+        : padded == 2 ? torch::reflection_pad2d(x, torch_pads)
+                      : torch::reflection_pad3d(x, torch_pads);
+  } else if (mode == "edge") {
+    y = padded == 1 ? torch::replication_pad1d(x, torch_pads)
+        : padded == 2 ? torch::replication_pad2d(x, torch_pads)
+                      : torch::replication_pad3d(x, torch_pads);
+  } else {
+    return Unsupported(op, "mode " + mode);
+  }
+  std::vector<int64_t> shape(in[0].sizes().begin(), in[0].sizes().end());
+  for (int64_t d = 0; d < rank; ++d) shape[d] += begin[d] + end[d];
+  return Tensors{y.reshape(shape)};
 }
 
 Result LayerNormalization(const Op& op, const Tensors& in) {
@@ -429,6 +667,14 @@ const absl::flat_hash_map<std::string, Kernel>& Kernels() {
       {"Conv", Conv},
       {"BatchNormalization", BatchNormalization},
       {"LayerNormalization", LayerNormalization},
+      {"HardSigmoid", HardSigmoid},
+      {"HardSwish", HardSwish},
+      {"Pad", Pad},
+      {"LSTM", Recurrent},
+      {"GRU", Recurrent},
+      {"RNN", Recurrent},
+      {"Einsum", Einsum},
+      {"Gelu", Gelu},
       {"MaxPool", MaxPool},
       {"AveragePool", AveragePool},
       {"GlobalAveragePool", GlobalAveragePool},
@@ -517,6 +763,13 @@ std::vector<torch::Tensor> MakeGradientLeaves(std::vector<torch::Tensor>& inputs
     }
   }
   return leaves;
+}
+
+std::vector<std::string> TorchKernelOpTypes() {
+  std::vector<std::string> types;
+  for (const auto& [type, kernel] : Kernels()) types.push_back(type);
+  std::sort(types.begin(), types.end());
+  return types;
 }
 
 bool HasTorchKernel(absl::string_view domain, absl::string_view op_type) {

@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,6 +25,9 @@
 namespace placer {
 
 bool HasTorchKernel(absl::string_view domain, absl::string_view op_type);
+// The op types of the kernel registry, sorted (runtime/executor_ops.h keeps
+// the same list for commands without LibTorch).
+std::vector<std::string> TorchKernelOpTypes();
 
 absl::StatusOr<std::vector<torch::Tensor>> RunTorchOp(
     const Op& op, const std::vector<torch::Tensor>& inputs);

@@ -35,8 +35,13 @@ class CnnBuilder {
     std::string beta = b_.Weight(p + ".bn.bias", {cout}, 0, 0.0f);
     std::string mean = b_.Weight(p + ".bn.running_mean", {cout}, 0, 0.0f);
     std::string var = b_.Weight(p + ".bn.running_var", {cout}, 0, 1.0f);
-    y = b_.Node("BatchNormalization", p + "/BatchNormalization",
-                {y, gamma, beta, mean, var}, {FloatAttr("epsilon", 1e-3f)});
+    // Training mode, as PyTorch exports model.train() at opset 17: batch
+    // statistics, and the running mean and variance updated (outputs 1, 2).
+    y = b_.NodeN("BatchNormalization", p + "/BatchNormalization",
+                 {y, gamma, beta, mean, var}, 3,
+                 {FloatAttr("epsilon", 1e-3f), FloatAttr("momentum", 0.9f),
+                  IntAttr("training_mode", 1)})
+            .front();
     if (relu) y = b_.Node("Relu", p + "/Relu", {y});
     int64_t h = (x.height + 2 * ph - kh) / stride + 1;
     int64_t wd = (x.width + 2 * pw - kw) / stride + 1;

@@ -100,6 +100,33 @@ TEST(OpCostsTest, BackwardOfContractionCountsOnePassPerGradient) {
   EXPECT_DOUBLE_EQ(ComputeBackwardCost(op, t, {false, false}).flops, 0);
 }
 
+// A fused LSTM's backward: one pass back through the gates (to X and the
+// previous hidden state) and one for the weight gradients: twice the
+// forward, plus the output-sized reduction R's gradient is counted with.
+TEST(OpCostsTest, FusedLstmBackwardIsTwoForwardPasses) {
+  Op op;
+  op.op_type = "LSTM";
+  op.inputs = {0, 1, 2};
+  op.outputs = {3};
+  op.attributes["hidden_size"].kind = AttributeValue::Kind::kInt;
+  op.attributes["hidden_size"].i = 4;
+  std::vector<Tensor> t(4);
+  for (auto& x : t) {
+    x.dtype = DataType::kFloat32;
+    x.shape_known = true;
+  }
+  t[0].shape = {5, 2, 3};
+  t[1].shape = {1, 16, 3};
+  t[2].shape = {1, 16, 4};
+  t[3].shape = {5, 1, 2, 4};
+  const double forward = 5 * 2 * (2 * 16 * 7 + 16 + 17 * 4);
+  EXPECT_DOUBLE_EQ(ComputeForwardCost(op, t).flops, forward);
+  EXPECT_DOUBLE_EQ(ComputeBackwardCost(op, t, {true, true, true}).flops,
+                   2 * forward + 5 * 2 * 4);
+  EXPECT_DOUBLE_EQ(ComputeBackwardCost(op, t, {false, true, true}).flops,
+                   forward + 5 * 2 * 4);
+}
+
 TEST(OpCostsTest, UnknownTypeHasNoRule) {
   EXPECT_EQ(FindOpCostRule("", "NoSuchOp"), nullptr);
   EXPECT_EQ(FindOpCostRule("com.example", "MatMul"), nullptr);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -234,6 +235,61 @@ TEST(CliTest, RunTrainsAPlacementAndWritesAProfile) {
       "run zoo:diamond --batch 8 --hidden 16 --cluster cpu2 --placement " + bad);
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.out, HasSubstr("left"));
+}
+
+// Users' models as PyTorch exports them for training: place, then train
+// the placement on this machine's two CPU devices (issue 18).
+TEST(CliTest, PlaceThenRunTrainingModeExports) {
+  struct Case {
+    std::string file, shape;
+  };
+  for (const Case& c :
+       {Case{"tests/fixtures/corpus/resnet50.train.op13.onnx",
+             "input=4x3x64x64"},
+        Case{"tests/fixtures/corpus/lstm.train.op17.onnx", "tokens=4x16"}}) {
+    SCOPED_TRACE(c.file);
+    std::string placement = TmpFile("torch_export_p.json");
+    std::string model = c.file + " --input-shape " + c.shape;
+    RunResult placed = RunPlacer("place " + model +
+                                 " --cluster cpu2 --policy m_etf -o " +
+                                 placement);
+    ASSERT_EQ(placed.exit_code, 0) << placed.out;
+    RunResult r = RunPlacer("run " + model + " --cluster cpu2 --steps 5 "
+                            "--warmup 0 --json --placement " + placement);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    google::protobuf::Struct s = Json(r.out.substr(0, r.out.find('\n')));
+    const auto& losses = s.fields().at("losses").list_value();
+    ASSERT_EQ(losses.values_size(), 5);
+    for (const auto& l : losses.values()) {
+      EXPECT_TRUE(std::isfinite(l.number_value()));
+      EXPECT_GT(l.number_value(), 0);
+    }
+    EXPECT_GT(Number(s, "measured_step_seconds"), 0);
+  }
+}
+
+// Flags that would change nothing are errors that say why.
+TEST(CliTest, FlagsThatChangeNothingSaySo) {
+  const std::string fixed = "tests/fixtures/corpus/resnet18.train.op17.onnx";
+  RunResult batch = RunPlacer("inspect " + fixed + " --batch 32");
+  EXPECT_EQ(batch.exit_code, 1);
+  EXPECT_THAT(batch.out, HasSubstr("--batch 32 changes nothing"));
+  EXPECT_THAT(batch.out, HasSubstr("input=1x3x224x224"));
+  RunResult dim = RunPlacer("inspect tests/fixtures/transformer.onnx "
+                            "--batch 2 --dim foo=3,src_len=4,tgt_len=4");
+  EXPECT_EQ(dim.exit_code, 1);
+  EXPECT_THAT(dim.out, HasSubstr("--dim foo=3 names no symbolic dim"));
+  EXPECT_THAT(dim.out, HasSubstr("src_len"));
+  RunResult shape = RunPlacer("inspect " + fixed + " --input-shape x=1x3");
+  EXPECT_EQ(shape.exit_code, 1);
+  EXPECT_THAT(shape.out, HasSubstr("the inputs are input"));
+  RunResult hint = RunPlacer("inspect tests/fixtures/transformer.onnx "
+                             "--batch 2 --dim tgt_len=4");
+  EXPECT_EQ(hint.exit_code, 1);
+  EXPECT_THAT(hint.out, HasSubstr("--dim src_len=N"));
+  RunResult huge = RunPlacer("inspect zoo:gnmt8:seq_len=1000000");
+  EXPECT_EQ(huge.exit_code, 1);
+  EXPECT_THAT(huge.out, HasSubstr("over the limit"));
 }
 
 TEST(CliTest, CalibrateReportsErrorAndRankCorrelation) {

@@ -250,8 +250,7 @@ TEST(ExecutorTest, PyTorchExportsRunAndMatchAutograd) {
     ImportOptions options;
   };
   std::vector<Fixture> fixtures(2);
-  fixtures[0].path = "tests/fixtures/resnet50.onnx";
-  fixtures[0].options.batch_size = 2;
+  fixtures[0].path = "tests/fixtures/resnet50.onnx";  // batch fixed at 2
   fixtures[1].path = "tests/fixtures/transformer.onnx";
   fixtures[1].options.batch_size = 2;
   fixtures[1].options.dim_values = {{"src_len", 6}, {"tgt_len", 5}};

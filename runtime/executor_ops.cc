@@ -1,0 +1,105 @@
+#include "runtime/executor_ops.h"
+
+#include <algorithm>
+
+namespace placer {
+
+const std::vector<std::string>& ExecutorOpTypes() {
+  static const auto* types = new std::vector<std::string>{
+      "Abs",
+      "Add",
+      "AveragePool",
+      "BatchNormalization",
+      "Cast",
+      "Clip",
+      "Concat",
+      "ConstantOfShape",
+      "Conv",
+      "Div",
+      "Dropout",
+      "Einsum",
+      "Equal",
+      "Erf",
+      "Exp",
+      "Expand",
+      "Flatten",
+      "GRU",
+      "Gather",
+      "Gelu",
+      "Gemm",
+      "GlobalAveragePool",
+      "Greater",
+      "HardSigmoid",
+      "HardSwish",
+      "Identity",
+      "LSTM",
+      "LayerNormalization",
+      "LeakyRelu",
+      "Less",
+      "Log",
+      "LogSoftmax",
+      "MatMul",
+      "Max",
+      "MaxPool",
+      "Min",
+      "Mul",
+      "Neg",
+      "Not",
+      "Pad",
+      "Pow",
+      "RNN",
+      "Range",
+      "Reciprocal",
+      "ReduceMax",
+      "ReduceMean",
+      "ReduceMin",
+      "ReduceSum",
+      "Relu",
+      "Reshape",
+      "Shape",
+      "Sigmoid",
+      "Slice",
+      "Softmax",
+      "SoftmaxCrossEntropyLoss",
+      "Split",
+      "Sqrt",
+      "Squeeze",
+      "Sub",
+      "Sum",
+      "Tanh",
+      "Tile",
+      "Transpose",
+      "Trilu",
+      "Unsqueeze",
+      "Where",
+  };
+  return *types;
+}
+
+bool ExecutorHasKernel(absl::string_view domain, absl::string_view op_type) {
+  if (!domain.empty() && domain != "ai.onnx") return false;
+  const std::vector<std::string>& types = ExecutorOpTypes();
+  return std::binary_search(types.begin(), types.end(), op_type);
+}
+
+bool ExecutorRuns(const Graph& graph, const Op& op) {
+  if (ExecutorHasKernel(op.domain, op.op_type)) return true;
+  bool any = false;
+  for (int out : op.outputs) {
+    if (out < 0) continue;
+    const Tensor& t = graph.tensor(out);
+    if (t.data == nullptr || t.data->raw.empty()) return false;
+    any = true;
+  }
+  return any;
+}
+
+std::vector<int> OpsUnsupportedByExecutor(const Graph& graph) {
+  std::vector<int> ops;
+  for (int i = 0; i < static_cast<int>(graph.ops().size()); ++i) {
+    if (!ExecutorRuns(graph, graph.op(i))) ops.push_back(i);
+  }
+  return ops;
+}
+
+}  // namespace placer

@@ -1,0 +1,34 @@
+// The ONNX op types the LibTorch executor has a kernel for, without
+// LibTorch: commands that do not link it (`placer inspect`) list what a
+// model would need before anyone tries to run it.
+//
+// Contract: ExecutorOpTypes() is exactly the set of op types in
+// runtime/torch_ops.cc's kernel registry (tests/runtime/torch_ops_test.cc
+// checks both ways). An op of another type still runs when the importer
+// folded all of its outputs to constants (shape arithmetic).
+#ifndef PLACER_RUNTIME_EXECUTOR_OPS_H_
+#define PLACER_RUNTIME_EXECUTOR_OPS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "graph/graph.h"
+
+namespace placer {
+
+// Sorted op types of the default ONNX domain.
+const std::vector<std::string>& ExecutorOpTypes();
+
+bool ExecutorHasKernel(absl::string_view domain, absl::string_view op_type);
+
+// Whether the executor can run `op` of `graph`: a kernel, or every output
+// folded to a constant by the importer.
+bool ExecutorRuns(const Graph& graph, const Op& op);
+
+// Ops of `graph` the executor cannot run, by key, in graph order.
+std::vector<int> OpsUnsupportedByExecutor(const Graph& graph);
+
+}  // namespace placer
+
+#endif  // PLACER_RUNTIME_EXECUTOR_OPS_H_
