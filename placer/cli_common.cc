@@ -97,8 +97,15 @@ ABSL_FLAG(bool, joint, false,
           "structural ones, and the Placer learns alone; less variance).");
 ABSL_FLAG(double, learning_rate, 0.01, "train: Adam's learning rate.");
 ABSL_FLAG(double, entropy, 0.01,
-          "train: weight of the policy's entropy in the loss (keeps it "
-          "exploring).");
+          "train: starting weight of the policy's entropy in the loss "
+          "(keeps it exploring); it adapts toward --entropy-target.");
+ABSL_FLAG(double, entropy_target, 0.4,
+          "train: entropy per device choice (nats; ln 4 = 1.39 is uniform "
+          "over four devices) the entropy weight steers toward; 0: a fixed "
+          "weight.");
+ABSL_FLAG(double, max_kl, 0.01,
+          "train: largest policy change per step (mean KL divergence per "
+          "device choice); a step over it is halved; 0: no limit.");
 ABSL_FLAG(int32_t, groups, 32, "train: the Grouper's number of groups.");
 ABSL_FLAG(bool, memory_mask, true,
           "train: the Placer closes devices that a group would overflow.");

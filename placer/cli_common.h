@@ -65,6 +65,8 @@ ABSL_DECLARE_FLAG(int32_t, imitation_steps);
 ABSL_DECLARE_FLAG(bool, joint);
 ABSL_DECLARE_FLAG(double, learning_rate);
 ABSL_DECLARE_FLAG(double, entropy);
+ABSL_DECLARE_FLAG(double, entropy_target);
+ABSL_DECLARE_FLAG(double, max_kl);
 ABSL_DECLARE_FLAG(int32_t, groups);
 ABSL_DECLARE_FLAG(bool, memory_mask);
 ABSL_DECLARE_FLAG(placer::FlagSeconds, checkpoint_every);

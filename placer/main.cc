@@ -21,13 +21,18 @@ Usage:
       simulated step time, speedup over single, ratio to the lower bound,
       peak memory, bytes moved and placement time.
   placer train MODEL... --cluster C [--budget 10m] [--seed N]
-      [--checkpoint DIR [--resume]] [--samples N] [--nowarm-start]
+      [--checkpoint DIR [--resume]] [--samples N] [--warm-start]
       [--curve F.csv] [-o P.json] [--reward simulated|measured]
+      [--entropy-target 0.4] [--max-kl 0.01]
       Trains the hierarchical RL placer (Grouper + Placer, REINFORCE) on
-      the models: a progress line with best and mean step time; the
+      the models: a progress line with best and mean step time and the
+      batch's diversity (distinct placements, entropy per choice); the
       learning curve, checkpoints (every --checkpoint-every 60s, on
       SIGINT/SIGTERM and at the end) and each model's best placement in
-      DIR. Warm-starts from the best heuristic unless --nowarm-start.
+      DIR. Starts cold (random groupings of the structural groups);
+      --warm-start imitates the best heuristic first. Exploration cannot
+      collapse: the entropy weight adapts toward --entropy-target nats
+      per choice, and each step's policy change is held under --max-kl.
       Then `place NEW --policy rl --checkpoint DIR` places a model it
       never saw (--evaluations 1: zero-shot; else fine-tunes for --budget).
   placer bench [--models a,b] [--clusters c,d] [--policies p,q]

@@ -16,6 +16,7 @@
 #include "profiles/cluster.h"
 #include "profiles/measured_cost_model.h"
 #include "profiles/profiler.h"
+#include "runtime/executor.h"
 #include "runtime/measurement.h"
 
 namespace placer {
@@ -49,6 +50,22 @@ int ProfileCommand(const std::vector<std::string>& args) {
     model = std::move(*loaded);
     view = BuildTrainingView(model->graph);
   }
+  // Ops without a LibTorch kernel are named before anything is measured:
+  // the reference steps could not run them; op by op, they fall back to
+  // the roofline.
+  const int reference_steps = absl::GetFlag(FLAGS_reference_steps);
+  if (model) {
+    if (absl::Status runnable = CheckRunnable(model->graph); !runnable.ok()) {
+      if (reference_steps > 0) {
+        return Fail(absl::Status(
+            runnable.code(),
+            absl::StrCat(runnable.message(), "; --reference-steps 0 measures "
+                         "the other ops one by one")));
+      }
+      std::cerr << "profile: " << runnable.message()
+                << " (they fall back to the roofline)\n";
+    }
+  }
   ProfilerOptions options;
   options.repeats = absl::GetFlag(FLAGS_repeats);
   options.warmup = absl::GetFlag(FLAGS_warmup);
@@ -62,7 +79,6 @@ int ProfileCommand(const std::vector<std::string>& args) {
   // In-step times of a reference placement: what a node costs inside the
   // executor's steps, which op-by-op timing misses.
   std::string reference_note;
-  const int reference_steps = absl::GetFlag(FLAGS_reference_steps);
   if (view && reference_steps > 0) {
     bool every_kind = true;
     for (const Device& d : cluster->devices()) {

@@ -67,7 +67,7 @@ class ProgressLine {
     std::cerr << (tty_ ? "\r" : "")
               << absl::StrFormat(
                      "[%s] %3.0f%% %s  samples %d  %s: best %.6f s  batch mean "
-                     "%s  invalid %d  greedy %s  ",
+                     "%s  invalid %d  greedy %s  distinct %d  H %.2f  ",
                      bar, 100 * std::clamp(fraction, 0.0, 1.0),
                      Clock(row.elapsed_seconds), row.samples,
                      names_[row.task], row.best_seconds,
@@ -76,7 +76,8 @@ class ProgressLine {
                          : std::string("-"),
                      row.invalid,
                      greedy_ > 0 ? absl::StrFormat("%.6f s", greedy_)
-                                 : std::string("-"))
+                                 : std::string("-"),
+                     row.distinct_placements, row.entropy_per_choice)
               << (tty_ ? "" : "\n") << std::flush;
   }
   void End() {
@@ -123,6 +124,8 @@ int TrainCommand(const std::vector<std::string>& args) {
   to.samples_per_step = absl::GetFlag(FLAGS_samples_per_step);
   to.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   to.entropy_weight = absl::GetFlag(FLAGS_entropy);
+  to.entropy_target = absl::GetFlag(FLAGS_entropy_target);
+  to.max_kl_per_choice = absl::GetFlag(FLAGS_max_kl);
   to.model.groups = absl::GetFlag(FLAGS_groups);
   to.model.memory_mask = absl::GetFlag(FLAGS_memory_mask);
   to.warm_start = absl::GetFlag(FLAGS_warm_start);

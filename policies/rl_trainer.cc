@@ -1,9 +1,11 @@
 #include "policies/rl_trainer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <set>
 
 #include <sstream>
 #include <thread>
@@ -25,7 +27,9 @@ double Since(Clock::time_point start) {
 }
 
 constexpr char kCheckpointFile[] = "checkpoint.pt";
-constexpr int kCurveColumns = 9;
+constexpr int kCurveColumns = 11;
+// Checkpoints written before the diversity columns.
+constexpr int kOldCurveColumns = 9;
 
 // LibTorch single-threaded for the scope (see the header's contract), and
 // OpenBLAS too: its threads otherwise spin between the model's small
@@ -71,6 +75,14 @@ torch::Tensor ToTensor(const std::vector<int>& v) {
   return torch::tensor(wide, torch::kLong);
 }
 
+// Groups holding at least one unit in the batch's first sample: the
+// Placer's device choices that count (empty groups are masked out).
+int NonEmptyGroups(const RlBatch& batch) {
+  if (batch.group_of_unit.empty()) return 0;
+  const std::vector<int>& of = batch.group_of_unit[0];
+  return static_cast<int>(std::set<int>(of.begin(), of.end()).size());
+}
+
 std::vector<int> FromTensor(const torch::Tensor& t) {
   torch::Tensor c = t.to(torch::kLong).contiguous();
   const int64_t* p = c.data_ptr<int64_t>();
@@ -81,10 +93,12 @@ std::vector<int> FromTensor(const torch::Tensor& t) {
 
 std::string RlTrainerOptions::Describe() const {
   return absl::StrFormat(
-      "%s seed=%d k=%d lr=%g decay=%g penalty=%g entropy=%g noise=%g/%d "
+      "%s seed=%d k=%d lr=%g decay=%g penalty=%g entropy=%g/%g/%g "
+      "kl=%g noise=%g/%d "
       "warm=%d/%d floor=%d prior=%d norm=%d groups_sampled=%d",
       model.Describe(), seed, samples_per_step, learning_rate, baseline_decay,
-      invalid_penalty, entropy_weight, noise_stddev, noise_samples,
+      invalid_penalty, entropy_weight, entropy_target, entropy_rate,
+      max_kl_per_choice, noise_stddev, noise_samples,
       warm_start ? 1 : 0, imitation_steps, heuristic_floor ? 1 : 0,
       grouper_prior_steps, normalize_advantage ? 1 : 0, sample_groups ? 1 : 0);
 }
@@ -99,6 +113,7 @@ struct RlTrainer::State {
   int64_t step = 0;
   int64_t samples = 0;
   double elapsed_seconds = 0;
+  double entropy_weight = 0;  // now; options.entropy_weight at the start
   bool imitation_done = false;
   std::vector<RlCurveRow> curve;
 
@@ -256,6 +271,15 @@ struct RlTrainer::State {
     return seconds.value_or(0);
   }
 
+  // The log-probability of each of the batch's samples under the current
+  // model, without noise.
+  torch::Tensor GivenLogProb(TaskState& ts, const RlBatch& batch) {
+    return model
+        ->Run(*ts.tensors, static_cast<int>(batch.group_of_unit.size()),
+              RlSampleMode::kGiven, 0, rng, &batch, options.sample_groups)
+        .log_prob;
+  }
+
   RlCurveRow Step() {
     const int t = static_cast<int>(step % static_cast<int64_t>(tasks.size()));
     TaskState& ts = *task_states[t];
@@ -268,13 +292,20 @@ struct RlTrainer::State {
     RlBatch batch = model->Run(*ts.tensors, k, RlSampleMode::kSample, noise,
                                rng, nullptr, options.sample_groups);
     std::vector<Placement> placements;
+    std::set<std::vector<int>> distinct;
     for (int r = 0; r < k; ++r) {
-      placements.push_back(ts.graph.Expand(batch.DeviceOfUnit(r)));
+      std::vector<int> devices = batch.DeviceOfUnit(r);
+      placements.push_back(ts.graph.Expand(devices));
+      distinct.insert(std::move(devices));
     }
     std::vector<std::optional<double>> scores = Score(t, placements);
 
     RlCurveRow row;
     row.task = t;
+    row.distinct_placements = static_cast<int>(distinct.size());
+    row.entropy_per_choice =
+        batch.entropy.mean().item<double>() /
+        std::max(1, NonEmptyGroups(batch));
     std::vector<float> rewards(k);
     double mean_reward = 0, valid_sum = 0;
     int valid = 0;
@@ -310,10 +341,43 @@ struct RlTrainer::State {
     }
     torch::Tensor adv = torch::tensor(advantage, torch::kFloat);
     torch::Tensor loss = -(adv * batch.log_prob).mean() -
-                         options.entropy_weight * batch.entropy.mean();
+                         entropy_weight * batch.entropy.mean();
+    const int choices = std::max(1, NonEmptyGroups(batch));
+    std::vector<torch::Tensor> before;
+    torch::Tensor old_log_prob;
+    if (options.max_kl_per_choice > 0) {
+      torch::NoGradGuard no_grad;
+      for (const torch::Tensor& p : model->parameters()) {
+        before.push_back(p.detach().clone());
+      }
+      old_log_prob = GivenLogProb(ts, batch);
+    }
     ClearGradients(*model);
     loss.backward();
     optimizer->step();
+    if (options.max_kl_per_choice > 0) {
+      // KL(old || new) estimated on the batch drawn from the old policy.
+      torch::NoGradGuard no_grad;
+      std::vector<torch::Tensor> params = model->parameters();
+      for (int halvings = 0; halvings < 8; ++halvings) {
+        double kl = (old_log_prob - GivenLogProb(ts, batch))
+                        .mean()
+                        .item<double>() /
+                    choices;
+        row.step_kl_per_choice = kl;
+        if (kl <= options.max_kl_per_choice) break;
+        for (size_t i = 0; i < params.size(); ++i) {
+          params[i].copy_(before[i] + 0.5 * (params[i] - before[i]));
+        }
+      }
+    }
+    if (options.entropy_target > 0) {
+      entropy_weight = std::clamp(
+          entropy_weight * std::exp(options.entropy_rate *
+                                    (options.entropy_target -
+                                     row.entropy_per_choice)),
+          1e-4, 1.0);
+    }
     ts.baseline = options.baseline_decay * ts.baseline +
                   (1 - options.baseline_decay) * mean_reward;
 
@@ -334,6 +398,12 @@ RlTrainer::~RlTrainer() = default;
 absl::StatusOr<std::unique_ptr<RlTrainer>> RlTrainer::Create(
     std::vector<RlTask> tasks, RlTrainerOptions options) {
   if (tasks.empty()) return absl::InvalidArgumentError("rl: no graphs to train on");
+  if (!(options.entropy_weight >= 0) || !(options.entropy_target >= 0) ||
+      !(options.entropy_rate >= 0) || !(options.max_kl_per_choice >= 0)) {
+    return absl::InvalidArgumentError(
+        "rl: the entropy weight, entropy target, entropy rate and KL limit "
+        "must be >= 0");
+  }
   if (options.budget_seconds <= 0 && options.max_samples <= 0) {
     return absl::InvalidArgumentError(
         "rl: a time budget or a sample count must bound training");
@@ -349,6 +419,7 @@ absl::StatusOr<std::unique_ptr<RlTrainer>> RlTrainer::Create(
   }
   auto s = std::make_unique<State>();
   s->options = options;
+  s->entropy_weight = options.entropy_weight;
   s->rng.seed(options.seed);
   for (const RlTask& t : tasks) {
     if (t.input->cluster.num_devices() != devices) {
@@ -456,6 +527,7 @@ absl::Status RlTrainer::Save() {
     archive.write("samples", c10::IValue(s.samples));
     archive.write("elapsed_seconds", c10::IValue(s.elapsed_seconds));
     archive.write("imitation_done", c10::IValue(s.imitation_done));
+    archive.write("entropy_weight", c10::IValue(s.entropy_weight));
     for (size_t t = 0; t < s.tasks.size(); ++t) {
       const TaskState& ts = *s.task_states[t];
       std::string p = absl::StrCat("task", t, ".");
@@ -474,7 +546,9 @@ absl::Status RlTrainer::Save() {
                    {static_cast<double>(r.step), static_cast<double>(r.samples),
                     r.elapsed_seconds, static_cast<double>(r.task),
                     r.batch_mean_seconds, r.batch_best_seconds, r.best_seconds,
-                    static_cast<double>(r.invalid), r.greedy_seconds});
+                    static_cast<double>(r.invalid), r.greedy_seconds,
+                    static_cast<double>(r.distinct_placements),
+                    r.entropy_per_choice});
     }
     archive.write("curve",
                   torch::tensor(curve, torch::kDouble)
@@ -568,6 +642,8 @@ absl::Status RlTrainer::Resume() {
     s.elapsed_seconds = v.toDouble();
     archive.read("imitation_done", v);
     s.imitation_done = v.toBool();
+    archive.read("entropy_weight", v);
+    s.entropy_weight = v.toDouble();
     for (size_t t = 0; t < s.tasks.size(); ++t) {
       TaskState& ts = *s.task_states[t];
       std::string p = absl::StrCat("task", t, ".");
@@ -588,18 +664,24 @@ absl::Status RlTrainer::Resume() {
     torch::Tensor curve;
     archive.read("curve", curve);
     curve = curve.contiguous();
-    if (curve.dim() != 2 || curve.size(1) != kCurveColumns) {
+    const int64_t columns = curve.dim() == 2 ? curve.size(1) : 0;
+    if (columns != kCurveColumns && columns != kOldCurveColumns) {
       return absl::DataLossError(
           absl::StrCat("rl: ", path, ": its learning curve has another shape"));
     }
     const double* c = curve.data_ptr<double>();
     s.curve.clear();
     for (int64_t r = 0; r < curve.size(0); ++r) {
-      const double* x = c + r * kCurveColumns;
-      s.curve.push_back({static_cast<int64_t>(x[0]),
-                         static_cast<int64_t>(x[1]), x[2],
-                         static_cast<int>(x[3]), x[4], x[5], x[6],
-                         static_cast<int>(x[7]), x[8]});
+      const double* x = c + r * columns;
+      RlCurveRow row{static_cast<int64_t>(x[0]),
+                     static_cast<int64_t>(x[1]), x[2],
+                     static_cast<int>(x[3]), x[4], x[5], x[6],
+                     static_cast<int>(x[7]), x[8]};
+      if (columns == kCurveColumns) {
+        row.distinct_placements = static_cast<int>(x[9]);
+        row.entropy_per_choice = x[10];
+      }
+      s.curve.push_back(row);
     }
   } catch (const c10::Error& e) {
     return absl::DataLossError(absl::StrCat(
@@ -651,13 +733,14 @@ double RlTrainer::elapsed_seconds() const { return s_->elapsed_seconds; }
 std::string RlTrainer::CurveCsv() const {
   std::string out =
       "step,samples,elapsed_seconds,task,batch_mean_seconds,"
-      "batch_best_seconds,best_seconds,invalid,greedy_seconds\n";
+      "batch_best_seconds,best_seconds,invalid,greedy_seconds,"
+      "distinct_placements,entropy_per_choice\n";
   for (const RlCurveRow& r : s_->curve) {
-    absl::StrAppendFormat(&out, "%d,%d,%.3f,\"%s\",%.6f,%.6f,%.6f,%d,%.6f\n",
-                          r.step, r.samples, r.elapsed_seconds,
-                          s_->tasks[r.task].name, r.batch_mean_seconds,
-                          r.batch_best_seconds, r.best_seconds, r.invalid,
-                          r.greedy_seconds);
+    absl::StrAppendFormat(
+        &out, "%d,%d,%.3f,\"%s\",%.6f,%.6f,%.6f,%d,%.6f,%d,%.4f\n", r.step,
+        r.samples, r.elapsed_seconds, s_->tasks[r.task].name,
+        r.batch_mean_seconds, r.batch_best_seconds, r.best_seconds, r.invalid,
+        r.greedy_seconds, r.distinct_placements, r.entropy_per_choice);
   }
   return out;
 }
