@@ -126,6 +126,10 @@ int PlaceCommand(const std::vector<std::string>& args) {
   } else {
     rows.push_back(policy == "single" ? single : RunPolicy(policy, input, options));
   }
+  // One policy that failed: its error, once (not also as a table row).
+  if (!absl::GetFlag(FLAGS_compare) && !rows[0].status.ok()) {
+    return Fail(rows[0].status);
+  }
   double single_seconds = single.status.ok() ? single.result.step_seconds : 0;
   double bound = context.lower_bound_seconds();
   std::cout << (absl::GetFlag(FLAGS_json)

@@ -501,6 +501,11 @@ std::vector<double> RlTrainer::EvaluateGreedy() {
   return out;
 }
 
+void RlTrainer::AddHeuristicFloor() {
+  TorchThreads single(1);
+  s_->ConsiderHeuristics();
+}
+
 absl::Status RlTrainer::Save() {
   const State& s = *s_;
   try {
@@ -704,11 +709,22 @@ absl::Status RlTrainer::LoadModel(const std::string& dir) {
         absl::StrCat(s_->options.model.Describe(), " ");
     const std::string devices =
         absl::StrCat(" devices=", s_->model->devices(), " ");
-    if (v.toStringRef().rfind(want, 0) != 0 ||
-        v.toStringRef().find(devices) == std::string::npos) {
+    const std::string& config = v.toStringRef();
+    if (size_t at = config.find(" devices="); at != std::string::npos &&
+        config.find(devices) == std::string::npos) {
+      const std::string trained =
+          config.substr(at + 9, config.find(' ', at + 9) - (at + 9));
       return absl::FailedPreconditionError(absl::StrCat(
-          "rl: ", path, " holds a model for other options or another device "
-          "count (", v.toStringRef(), "); this one needs ", want, devices));
+          "rl: ", path, " holds a model trained for ", trained,
+          " devices; this cluster has ", s_->model->devices(),
+          " (train one on a cluster of ", s_->model->devices(),
+          " devices, or place on one of ", trained, ")"));
+    }
+    if (config.rfind(want, 0) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rl: ", path, " holds a model of other dimensions (",
+          config.substr(0, config.find(" seed=")), "; this run builds ",
+          s_->options.model.Describe(), ")"));
     }
     torch::serialize::InputArchive model_archive;
     archive.read("model", model_archive);

@@ -176,6 +176,11 @@ class RlTrainer {
   // toward the best); the step seconds per task, 0 where invalid.
   std::vector<double> EvaluateGreedy();
 
+  // Scores each task's best heuristic placement (BestHeuristic) and counts
+  // it toward the task's best, so what the trainer hands back is never
+  // worse than it; best(t).source then names the heuristic where it won.
+  void AddHeuristicFloor();
+
   const std::vector<RlCurveRow>& curve() const;
   const RlTaskBest& best(int task) const;
   int64_t samples() const;

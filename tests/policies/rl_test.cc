@@ -336,6 +336,30 @@ TEST(RlPolicyTest, ZeroShotAndFineTunedPlacementsAreValid) {
       CheckPlacement(unseen.input(), po, *tuned);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_LE(b->step_seconds, a->step_seconds);
+
+  // Zero-shot and fine-tuned alike never answer worse than the best
+  // heuristic, and the last progress report says when it is the answer.
+  absl::StatusOr<HeuristicWinner> h = BestHeuristic(unseen.input(), po);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_LE(a->step_seconds, h->step_seconds + 1e-12);
+  EXPECT_LE(b->step_seconds, h->step_seconds + 1e-12);
+  std::string stage;
+  po.on_progress = [&](const SearchProgress& p) { stage = p.stage; };
+  po.max_evaluations = 1;
+  ASSERT_TRUE((*rl)->Place(unseen.input(), po).ok());
+  if (a->step_seconds == h->step_seconds) {
+    EXPECT_THAT(stage, HasSubstr("did not beat the best heuristic"));
+  }
+
+  // A model for another device count: one readable sentence.
+  Scenario eight("gnmt2", "p100x8");
+  po = PolicyOptions();
+  po.checkpoint_dir = o.checkpoint_dir;
+  po.max_evaluations = 1;
+  absl::StatusOr<Placement> wrong = (*rl)->Place(eight.input(), po);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_THAT(wrong.status().message(),
+              HasSubstr("trained for 4 devices; this cluster has 8"));
 }
 
 TEST(RlPolicyTest, WithoutACheckpointNeverWorseThanTheBestHeuristic) {
