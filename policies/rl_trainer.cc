@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <mutex>
+#include <utility>
 #include <set>
 
 #include <sstream>
@@ -13,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/torch_status.h"
 #include "policies/policies.h"
 #include "profiles/proto_io.h"
 #include "runtime/host_setup.h"
@@ -114,6 +117,8 @@ struct RlTrainer::State {
   int64_t samples = 0;
   double elapsed_seconds = 0;
   double entropy_weight = 0;  // now; options.entropy_weight at the start
+  // The first exception an evaluator threw in Score; Train returns it.
+  absl::Status evaluator_failure;
   bool imitation_done = false;
   std::vector<RlCurveRow> curve;
 
@@ -138,7 +143,36 @@ struct RlTrainer::State {
     }
     std::vector<std::optional<double>> out(ps.size());
     std::atomic<size_t> next{0};
+    // An evaluator that throws (LibTorch, the allocator) must not reach
+    // std::thread, which would terminate the process: the first exception
+    // is kept, the batch stops, and Train returns it as a status.
+    std::mutex failure_mu;
     auto work = [&](int w) {
+      try {
+        Evaluate(t, ps, w, next, out);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(failure_mu);
+        if (evaluator_failure.ok()) {
+          evaluator_failure = TorchErrorStatus(
+              e, absl::StrCat("rl: evaluating a placement of ",
+                              task.name, ": "));
+        }
+        next = ps.size();
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int w = 1; w < threads; ++w) pool.emplace_back(work, w);
+    work(0);
+    for (std::thread& th : pool) th.join();
+    return out;
+  }
+
+  void Evaluate(int t, const std::vector<Placement>& ps, int w,
+                std::atomic<size_t>& next,
+                std::vector<std::optional<double>>& out) {
+    TaskState& ts = *task_states[t];
+    const RlTask& task = tasks[t];
+    {
       StepEvaluator& ev = *ts.evaluators[w];
       for (size_t i = next++; i < ps.size(); i = next++) {
         absl::StatusOr<Evaluation> e = ev.Evaluate(ps[i]);
@@ -153,12 +187,7 @@ struct RlTrainer::State {
         }
         if (fits) out[i] = e->step_seconds;
       }
-    };
-    std::vector<std::thread> pool;
-    for (int w = 1; w < threads; ++w) pool.emplace_back(work, w);
-    work(0);
-    for (std::thread& th : pool) th.join();
-    return out;
+    }
   }
 
   void Consider(int t, const Placement& p, std::optional<double> seconds,
@@ -302,6 +331,7 @@ struct RlTrainer::State {
 
     RlCurveRow row;
     row.task = t;
+    if (!evaluator_failure.ok()) return row;  // no update on a broken batch
     row.distinct_placements = static_cast<int>(distinct.size());
     row.entropy_per_choice =
         batch.entropy.mean().item<double>() /
@@ -430,26 +460,41 @@ absl::StatusOr<std::unique_ptr<RlTrainer>> RlTrainer::Create(
     }
   }
   s->tasks = std::move(tasks);
-  for (size_t i = 0; i < s->tasks.size(); ++i) {
-    s->task_states.push_back(std::make_unique<TaskState>(
-        BuildRlGraph(*s->tasks[i].input, s->tasks[i].options),
-        options.model.groups));
-    TaskState& ts = *s->task_states[i];
-    ts.lower_bound_seconds = s->tasks[i].input->simulation.lower_bound_seconds();
-    if (!(ts.lower_bound_seconds > 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rl: task '", s->tasks[i].name, "' has no work to place"));
+  // LibTorch builds the graphs' tensors and the model here, and throws on
+  // failure (out of memory): a status like any other.
+  try {
+    for (size_t i = 0; i < s->tasks.size(); ++i) {
+      s->task_states.push_back(std::make_unique<TaskState>(
+          BuildRlGraph(*s->tasks[i].input, s->tasks[i].options),
+          options.model.groups));
+      TaskState& ts = *s->task_states[i];
+      ts.lower_bound_seconds =
+          s->tasks[i].input->simulation.lower_bound_seconds();
+      if (!(ts.lower_bound_seconds > 0)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rl: task '", s->tasks[i].name, "' has no work to place"));
+      }
     }
+    s->model = HierarchicalPlacer(RlGraph::FeatureCount(devices), devices,
+                                  options.model, options.seed);
+    s->optimizer = std::make_unique<torch::optim::Adam>(
+        s->model->parameters(),
+        torch::optim::AdamOptions(options.learning_rate));
+  } catch (const std::exception& e) {
+    return TorchErrorStatus(e, "rl: building the model: ");
   }
-  s->model = HierarchicalPlacer(RlGraph::FeatureCount(devices), devices,
-                                options.model, options.seed);
-  s->optimizer = std::make_unique<torch::optim::Adam>(
-      s->model->parameters(),
-      torch::optim::AdamOptions(options.learning_rate));
   return std::unique_ptr<RlTrainer>(new RlTrainer(std::move(s)));
 }
 
 absl::Status RlTrainer::Train(
+    const std::function<bool()>& should_stop,
+    const std::function<void(const RlCurveRow&)>& on_step) {
+  return CatchExceptions("rl: training: ", [&] {
+    return TrainOrThrow(should_stop, on_step);
+  });
+}
+
+absl::Status RlTrainer::TrainOrThrow(
     const std::function<bool()>& should_stop,
     const std::function<void(const RlCurveRow&)>& on_step) {
   TorchThreads single(1);
@@ -465,6 +510,9 @@ absl::Status RlTrainer::Train(
       s_->GrouperPrior();
       if (o.heuristic_floor) s_->ConsiderHeuristics();
     }
+    if (!s_->evaluator_failure.ok()) {
+      return std::exchange(s_->evaluator_failure, absl::OkStatus());
+    }
     s_->imitation_done = true;
   }
   while (true) {
@@ -473,10 +521,14 @@ absl::Status RlTrainer::Train(
     if (o.max_samples > 0 && s_->samples >= o.max_samples) break;
     if (should_stop && should_stop()) break;
     RlCurveRow row = s_->Step();
-    if (o.greedy_every > 0 && row.step % o.greedy_every == 0) {
+    if (o.greedy_every > 0 && row.step % o.greedy_every == 0 &&
+        s_->evaluator_failure.ok()) {
       row.greedy_seconds = s_->Greedy(row.task);
       const RlTaskBest& best = s_->task_states[row.task]->best;
       row.best_seconds = best.placement ? best.step_seconds : 0;
+    }
+    if (!s_->evaluator_failure.ok()) {
+      return std::exchange(s_->evaluator_failure, absl::OkStatus());
     }
     s_->elapsed_seconds = elapsed_before + Since(start);
     row.elapsed_seconds = s_->elapsed_seconds;

@@ -190,6 +190,8 @@ class RlTrainer {
  private:
   struct State;
   explicit RlTrainer(std::unique_ptr<State> state);
+  absl::Status TrainOrThrow(const std::function<bool()>& should_stop,
+                            const std::function<void(const RlCurveRow&)>& on_step);
   std::unique_ptr<State> s_;
 };
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/op_costs.h"
+#include "base/torch_status.h"
 #include "profiles/signature.h"
 #include "runtime/host_setup.h"
 #include "runtime/torch_devices.h"
@@ -203,7 +204,29 @@ const char* KindName(DeviceKind kind) {
 
 }  // namespace
 
+namespace {
+
+absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
+    const TrainingView* view, const Cluster& cluster,
+    const ProfilerOptions& options,
+    const std::function<void(const std::string&)>& progress);
+
+}  // namespace
+
+// LibTorch throws (allocating a copy's buffer, a device that fails); no
+// exception leaves the profiler.
 absl::StatusOr<ProfileReport> ProfileDevices(
+    const TrainingView* view, const Cluster& cluster,
+    const ProfilerOptions& options,
+    const std::function<void(const std::string&)>& progress) {
+  return CatchExceptions("profile: ", [&] {
+    return ProfileDevicesOrThrow(view, cluster, options, progress);
+  });
+}
+
+namespace {
+
+absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
     const TrainingView* view, const Cluster& cluster,
     const ProfilerOptions& options,
     const std::function<void(const std::string&)>& progress) {
@@ -344,5 +367,7 @@ absl::StatusOr<ProfileReport> ProfileDevices(
   }
   return report;
 }
+
+}  // namespace
 
 }  // namespace placer

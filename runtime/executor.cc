@@ -879,7 +879,14 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
   if (!devices.ok()) return devices.status();
   auto executor = std::make_unique<TorchExecutor>(view, cluster, placement,
                                                   options, std::move(*devices));
-  if (absl::Status s = executor->Init(); !s.ok()) return s;
+  // Init copies every parameter to its device: LibTorch throws there on
+  // out of memory, which comes back as a status like every other failure.
+  if (absl::Status s = CatchExceptions("executor: ", [&] {
+        return executor->Init();
+      });
+      !s.ok()) {
+    return s;
+  }
   return executor;
 }
 

@@ -790,17 +790,5 @@ absl::StatusOr<std::vector<torch::Tensor>> RunTorchOp(
   }
 }
 
-absl::Status TorchErrorStatus(const std::exception& e,
-                              absl::string_view context) {
-  if (const auto* oom = dynamic_cast<const c10::OutOfMemoryError*>(&e)) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(context, oom->what_without_backtrace()));
-  }
-  if (const auto* error = dynamic_cast<const c10::Error*>(&e)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(context, error->what_without_backtrace()));
-  }
-  return absl::InvalidArgumentError(absl::StrCat(context, e.what()));
-}
 
 }  // namespace placer

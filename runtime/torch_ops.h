@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/torch_status.h"
 #include "absl/strings/string_view.h"
 #include "graph/graph.h"
 
@@ -45,10 +46,7 @@ absl::StatusOr<torch::Tensor> TensorFromData(const TensorData& data);
 
 torch::ScalarType ToTorchType(DataType type);
 
-// A LibTorch exception as a status, `context` prefixed: out of memory (CUDA
-// or host) is ResourceExhausted, anything else InvalidArgument; LibTorch's
-// message without its C++ backtrace.
-absl::Status TorchErrorStatus(const std::exception& e, absl::string_view context);
+// TorchErrorStatus (a LibTorch exception as a status): base/torch_status.h.
 
 }  // namespace placer
 

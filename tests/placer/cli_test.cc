@@ -523,7 +523,9 @@ TEST(CliTest, TrainKilledThenResumedLosesNothingThenPlacesAnUnseenModel) {
   ASSERT_EQ(tuned.exit_code, 0) << tuned.out;
   RunResult bad = RunPlacer(unseen + " --evaluations 1 --cluster cpu2");
   EXPECT_NE(bad.exit_code, 0);
-  EXPECT_THAT(bad.out, HasSubstr("device count"));
+  // One readable sentence, once.
+  EXPECT_THAT(bad.out, HasSubstr("trained for 4 devices; this cluster has 2"));
+  EXPECT_EQ(bad.out.find("trained for"), bad.out.rfind("trained for"));
 }
 
 }  // namespace

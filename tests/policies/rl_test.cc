@@ -1,7 +1,9 @@
 // The hierarchical RL placer: features, determinism (same seed and samples,
 // same result), exact resumption from a checkpoint, warm start, learning,
 // zero-shot placement through the `rl` policy, and checkpoint errors.
+#include <atomic>
 #include <cmath>
+#include <new>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -422,6 +424,55 @@ TEST(RlTrainerTest, BadOptionsAreErrors) {
   o.max_kl_per_choice = -1;
   EXPECT_THAT(RlTrainer::Create({Task(s, "a")}, o).status().message(),
               HasSubstr("KL limit must be >= 0"));
+}
+
+}  // namespace
+}  // namespace placer
+
+namespace placer {
+namespace {
+
+// Fault injection: an evaluator that throws (as LibTorch does on out of
+// memory) on one call. Before, the exception reached the trainer's
+// std::thread and terminated the process.
+class ThrowingEvaluator : public StepEvaluator {
+ public:
+  ThrowingEvaluator(std::unique_ptr<StepEvaluator> inner,
+                    std::shared_ptr<std::atomic<int>> calls, int throw_at)
+      : inner_(std::move(inner)), calls_(std::move(calls)),
+        throw_at_(throw_at) {}
+  absl::StatusOr<Evaluation> Evaluate(const Placement& p) override {
+    if (++*calls_ == throw_at_) throw std::bad_alloc();
+    return inner_->Evaluate(p);
+  }
+
+ private:
+  std::unique_ptr<StepEvaluator> inner_;
+  std::shared_ptr<std::atomic<int>> calls_;
+  int throw_at_;
+};
+
+TEST(RlTrainerTest, AnEvaluatorThatThrowsFailsTheStepThenTrainingGoesOn) {
+  Scenario s("gnmt2", "p100x4");
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  RlTask task = Task(s, "gnmt2");
+  const SimulationContext* context = s.sim.get();
+  task.make_evaluator = [context, calls] {
+    return std::unique_ptr<StepEvaluator>(new ThrowingEvaluator(
+        NewSimulatorEvaluator(*context), calls, /*throw_at=*/20));
+  };
+  RlTrainerOptions o = Small(64);
+  o.threads = 2;
+  absl::StatusOr<std::unique_ptr<RlTrainer>> t = RlTrainer::Create({task}, o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  absl::Status first = (*t)->Train();
+  EXPECT_EQ(first.code(), absl::StatusCode::kResourceExhausted) << first;
+  EXPECT_THAT(first.message(), HasSubstr("evaluating a placement of gnmt2"));
+  const size_t steps_before = (*t)->curve().size();
+  absl::Status second = (*t)->Train();  // the evaluator works again
+  EXPECT_TRUE(second.ok()) << second;
+  EXPECT_GT((*t)->curve().size(), steps_before);
+  EXPECT_GE((*t)->samples(), 64);
 }
 
 }  // namespace
