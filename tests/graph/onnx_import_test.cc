@@ -274,3 +274,52 @@ TEST(OnnxImportTest, ExternalDataIsSizedFromDims) {
 
 }  // namespace
 }  // namespace placer
+
+namespace placer {
+namespace {
+
+std::string WriteTemp(const std::string& name, const std::string& bytes) {
+  std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+// Files are read by a reader that sizes each weight's bytes exactly; it
+// must give what protobuf's own parser gives, for weights over protobuf's
+// 50 MB string threshold too, and refuse what it refuses.
+TEST(OnnxImportTest, FileReaderMatchesProtobufsParse) {
+  onnx::ModelProto m = MatMulRelu();
+  onnx::TensorProto* big = m.mutable_graph()->add_initializer();
+  big->set_name("big_unused");
+  big->set_data_type(onnx::TensorProto::FLOAT);
+  big->add_dims(13'000'000);  // 52 MB
+  big->mutable_raw_data()->assign(52'000'000, '\x01');
+  const std::string bytes = Serialize(m);
+  const std::string path = WriteTemp("exact.onnx", bytes);
+  absl::StatusOr<Graph> from_file = ImportOnnxFile(path, Batch(2));
+  absl::StatusOr<Graph> from_bytes = ImportString(bytes);
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  ASSERT_TRUE(from_bytes.ok()) << from_bytes.status();
+  ASSERT_EQ(from_file->tensors().size(), from_bytes->tensors().size());
+  for (size_t t = 0; t < from_file->tensors().size(); ++t) {
+    const Tensor& a = from_file->tensors()[t];
+    const Tensor& b = from_bytes->tensors()[t];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.shape, b.shape);
+    EXPECT_EQ(a.data == nullptr, b.data == nullptr);
+    if (a.data != nullptr && b.data != nullptr) {
+      EXPECT_TRUE(a.data->raw == b.data->raw) << a.name;
+    }
+  }
+  EXPECT_EQ(from_file->ops().size(), from_bytes->ops().size());
+  // Truncated anywhere, the file is refused like the bytes are.
+  for (size_t cut : {size_t{7}, bytes.size() / 3, bytes.size() - 2}) {
+    absl::StatusOr<Graph> g =
+        ImportOnnxFile(WriteTemp("cut.onnx", bytes.substr(0, cut)), Batch(2));
+    ASSERT_FALSE(g.ok()) << "cut at " << cut;
+    EXPECT_THAT(g.status().message(), HasSubstr("cut.onnx"));
+  }
+}
+
+}  // namespace
+}  // namespace placer
