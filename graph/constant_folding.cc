@@ -9,11 +9,7 @@
 
 namespace placer {
 
-int64_t FoldedValue::size() const {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
+int64_t FoldedValue::size() const { return ElementCount(dims); }
 
 namespace {
 
@@ -32,11 +28,7 @@ std::vector<int64_t> Strides(const std::vector<int64_t>& dims) {
   return strides;
 }
 
-int64_t Product(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
+int64_t Product(const std::vector<int64_t>& dims) { return ElementCount(dims); }
 
 double RealAt(const FoldedValue& v, int64_t i) {
   return v.is_integral() ? static_cast<double>(v.ints[i]) : v.reals[i];

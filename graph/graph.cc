@@ -1,5 +1,7 @@
 #include "graph/graph.h"
 
+#include <limits>
+
 #include <algorithm>
 #include <functional>
 #include <queue>
@@ -95,16 +97,31 @@ absl::string_view CostStatusName(CostStatus status) {
   return "unknown";
 }
 
-int64_t Tensor::num_elements() const {
-  if (!shape_known) return -1;
+int64_t ElementCount(absl::Span<const int64_t> dims) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : dims) {
+    if (d < 0) return -1;
+    if (__builtin_mul_overflow(n, d, &n)) {
+      return std::numeric_limits<int64_t>::max();
+    }
+  }
   return n;
+}
+
+// Saturates instead of overflowing (found by fuzzing), so size limits
+// downstream see an absurd size.
+int64_t Tensor::num_elements() const {
+  return shape_known ? ElementCount(shape) : -1;
 }
 
 int64_t Tensor::bytes() const {
   int64_t n = num_elements();
-  return n < 0 ? -1 : n * DataTypeBytes(dtype);
+  if (n < 0) return -1;
+  int64_t bytes;
+  if (__builtin_mul_overflow(n, DataTypeBytes(dtype), &bytes)) {
+    return std::numeric_limits<int64_t>::max();
+  }
+  return bytes;
 }
 
 const AttributeValue* Op::FindAttribute(absl::string_view name) const {

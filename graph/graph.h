@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "absl/status/statusor.h"
 
 namespace placer {
@@ -48,6 +49,10 @@ enum class DataType {
   kComplex64,
   kComplex128,
 };
+
+// The product of `dims`: -1 when one is negative, INT64_MAX when the
+// product overflows (dims come from files).
+int64_t ElementCount(absl::Span<const int64_t> dims);
 
 // Bytes per element; 0 for kUndefined and kString.
 int64_t DataTypeBytes(DataType type);
@@ -99,8 +104,10 @@ struct Tensor {
   std::vector<int> consumers;    // op indices, ascending, one entry per use
   std::shared_ptr<const TensorData> data;  // initializers and constants
 
-  int64_t num_elements() const;  // -1 when the shape is unknown
-  int64_t bytes() const;         // -1 when the shape is unknown
+  // -1 when the shape is unknown (or has a negative dim); INT64_MAX when
+  // the product overflows.
+  int64_t num_elements() const;
+  int64_t bytes() const;
 };
 
 // How trustworthy an op's cost is.

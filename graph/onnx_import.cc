@@ -319,8 +319,12 @@ absl::StatusOr<Graph> Importer::BuildStructure() {
     int index = builder.AddSourceTensor(init.name(), TensorKind::kConstant);
     placer::Tensor& t = builder.mutable_tensor(index);
     std::string stolen;
-    int64_t elements = 1;
-    for (int64_t d : init.dims()) elements *= d;
+    const int64_t elements = ElementCount(
+        absl::MakeConstSpan(init.dims().data(), init.dims().size()));
+    if (elements < 0) {
+      return Error(absl::StrCat("initializer '", init.name(),
+                                "' has a negative dim"));
+    }
     if (owned_ != nullptr && init.has_raw_data() &&
         elements > kMaxFoldedElements) {
       // Large weights move; small ones stay for shape inference.
@@ -486,8 +490,8 @@ absl::Status Importer::PrepareInferenceModel() {
     t->set_name(init.name());
     t->set_data_type(init.data_type());
     *t->mutable_dims() = init.dims();
-    int64_t n = 1;
-    for (int64_t d : init.dims()) n *= d;
+    const int64_t n = ElementCount(
+        absl::MakeConstSpan(init.dims().data(), init.dims().size()));
     if (n <= kMaxFoldedElements && !IsExternal(init)) {
       *t = init;
       // Floating-point initializers are weights (or may be): what is

@@ -61,8 +61,8 @@ absl::StatusOr<std::string> ShapesOnly(const std::string& bytes,
         path, ": not an ONNX model (", bytes.size(), " bytes do not parse)"));
   }
   for (onnx::TensorProto& t : *model.mutable_graph()->mutable_initializer()) {
-    int64_t elements = 1;
-    for (int64_t d : t.dims()) elements *= d;
+    const int64_t elements =
+        ElementCount(absl::MakeConstSpan(t.dims().data(), t.dims().size()));
     if (elements <= kMaxFoldedElements) continue;
     t.clear_raw_data();
     t.clear_float_data();
