@@ -523,7 +523,30 @@ absl::Status Importer::PrepareInferenceModel() {
           out.type().tensor_type().elem_type());
     }
   }
-  *ig->mutable_node() = g.node();
+  // Only nodes with a schema, and not downstream of one without, go to
+  // ONNX's inference: ONNX 1.12 crashed (null dereference inside libonnx,
+  // found by fuzzing) on a graph whose LSTM's type was mangled to "Batc",
+  // in the nodes reading its untyped outputs. Such ops and what they feed
+  // are opaque to placer anyway: those tensors stay unshaped.
+  absl::flat_hash_set<std::string> opaque;
+  std::map<std::string, int> opset;
+  for (const onnx::OperatorSetIdProto& o : model_.opset_import()) {
+    opset[o.domain() == "ai.onnx" ? "" : o.domain()] =
+        static_cast<int>(o.version());
+  }
+  for (const onnx::NodeProto& node : g.node()) {
+    const std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
+    auto version = opset.find(domain);
+    bool skip = version == opset.end() ||
+                onnx::OpSchemaRegistry::Schema(node.op_type(), version->second,
+                                               domain) == nullptr;
+    for (const std::string& in : node.input()) skip |= opaque.contains(in);
+    if (skip) {
+      for (const std::string& out : node.output()) opaque.insert(out);
+      continue;
+    }
+    *ig->add_node() = node;
+  }
   return absl::OkStatus();
 }
 

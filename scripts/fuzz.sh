@@ -31,7 +31,8 @@ bazel --output_base="$base" build --config=fuzz "${labels[@]}"
 bin="$(bazel --output_base="$base" info --config=fuzz bazel-bin 2>/dev/null)/fuzz"
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
-: > fuzz/last_run.txt
+# fuzz/last_run.txt keeps one line per target, the latest run's.
+touch fuzz/last_run.txt
 for t in "${targets[@]}"; do
   mkdir -p "fuzz/corpus/$t" "fuzz/crashes/$t" "$scratch/$t"
   cp -r "fuzz/corpus/$t/." "$scratch/$t/"
@@ -47,14 +48,16 @@ for t in "${targets[@]}"; do
   "$bin/${t}_fuzzer" -merge=1 -max_len=65536 "$scratch/$t.min" \
       "fuzz/corpus/$t" "$scratch/$t" > /dev/null 2>&1 || true
   # New inputs, smallest first, at most 30 per run.
-  ls -S -r "$scratch/$t.min" | head -n 30 | while read -r f; do
+  { ls -S -r "$scratch/$t.min" | head -n 30 || true; } | while read -r f; do
     cp -n "$scratch/$t.min/$f" "fuzz/corpus/$t/"
   done
-  runs=$(grep -m1 '^stat::number_of_executed_units' "$log" | awk '{print $2}')
-  rate=$(grep -m1 '^stat::average_exec_per_sec' "$log" | awk '{print $2}')
-  edges=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2}')
+  runs=$( (grep -m1 '^stat::number_of_executed_units' "$log" || true) | awk '{print $2}')
+  rate=$( (grep -m1 '^stat::average_exec_per_sec' "$log" || true) | awk '{print $2}')
+  edges=$( (grep -o 'cov: [0-9]*' "$log" || true) | tail -1 | awk '{print $2}')
   crashes=$(ls "fuzz/crashes/$t" | grep -cv '^\.keep$' || true)
   line="$t: ${runs:-0} executions, ${rate:-0} exec/s, ${edges:-0} edges, exit $status, $crashes crash input(s) in fuzz/crashes/$t"
-  echo "$line" | tee -a fuzz/last_run.txt
+  { grep -v "^$t: " fuzz/last_run.txt || true; echo "$line"; } > "$scratch/last"
+  sort "$scratch/last" > fuzz/last_run.txt
+  echo "$line"
   if [ $status -ne 0 ]; then grep -m3 -E 'ERROR|runtime error|SUMMARY' "$log" || true; fi
 done
