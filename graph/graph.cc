@@ -1,9 +1,8 @@
 #include "graph/graph.h"
 
-#include <limits>
-
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <queue>
 #include <utility>
 

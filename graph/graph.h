@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/types/span.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 
 namespace placer {
 

@@ -375,20 +375,25 @@ absl::Status Importer::FixInputShapes() {
   std::set<std::string> named;
   for (const auto& [name, shape] : options_.input_shapes) named.insert(name);
   for (const onnx::ValueInfoProto& in : g.input()) named.erase(in.name());
-  std::vector<std::string> real_inputs;
-  std::set<std::string> symbolic;  // every dim_param of a graph input
+  // What the file declares, for the messages below: the inputs, their
+  // shapes as NAME=D0xD1 and every symbolic dim's name.
+  std::vector<std::string> real_inputs, declared;
+  std::set<std::string> symbolic;
   bool batch_applies = false;
   for (const onnx::ValueInfoProto& in : g.input()) {
     if (initializer_names_.count(in.name())) continue;
     real_inputs.push_back(in.name());
-    ShapeInfo info = FromTypeProto(in.type());
+    std::vector<std::string> dims;
+    const ShapeInfo info = FromTypeProto(in.type());
     for (size_t k = 0; k < info.dims.size(); ++k) {
-      if (!info.dims[k].param.empty()) symbolic.insert(info.dims[k].param);
-      if (k == 0 && info.dims[k].value < 0 &&
-          !options_.input_shapes.count(in.name())) {
+      const Dim& d = info.dims[k];
+      dims.push_back(d.value >= 0 ? absl::StrCat(d.value) : d.param);
+      if (!d.param.empty()) symbolic.insert(d.param);
+      if (k == 0 && d.value < 0 && !options_.input_shapes.count(in.name())) {
         batch_applies = true;
       }
     }
+    declared.push_back(absl::StrCat(in.name(), "=", absl::StrJoin(dims, "x")));
   }
   if (!named.empty()) {
     return Error(absl::StrCat("--input-shape names '", *named.begin(),
@@ -405,19 +410,10 @@ absl::Status Importer::FixInputShapes() {
         ")"));
   }
   if (options_.batch_size.has_value() && !batch_applies) {
-    std::vector<std::string> shapes;
-    for (const onnx::ValueInfoProto& in : g.input()) {
-      if (initializer_names_.count(in.name())) continue;
-      std::vector<std::string> dims;
-      for (const Dim& d : FromTypeProto(in.type()).dims) {
-        dims.push_back(d.value >= 0 ? absl::StrCat(d.value) : d.param);
-      }
-      shapes.push_back(absl::StrCat(in.name(), "=", absl::StrJoin(dims, "x")));
-    }
     return Error(absl::StrCat(
         "--batch ", *options_.batch_size,
         " changes nothing: no graph input has a symbolic first dim (",
-        absl::StrJoin(shapes, ", "),
+        absl::StrJoin(declared, ", "),
         "); the file fixes the batch: re-export it with a dynamic batch "
         "axis, or drop --batch"));
   }
@@ -700,7 +696,6 @@ absl::Status Importer::ApplyShapes(Graph& graph) {
   const std::vector<int>& topo = graph.topological_order();
   for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
     const Op& op = graph.op(*it);
-    const OpCostRule* rule = FindOpCostRule(op.domain, op.op_type);
     const bool identity = op.op_type == "Identity" && op.domain.empty();
     for (int k = 0; k < static_cast<int>(op.inputs.size()); ++k) {
       int in = op.inputs[k];
@@ -710,8 +705,8 @@ absl::Status Importer::ApplyShapes(Graph& graph) {
         trainable = !op.outputs.empty() && op.outputs[0] >= 0 &&
                     (trainable_use[op.outputs[0]] ||
                      tensors[op.outputs[0]].is_graph_output);
-      } else if (rule != nullptr) {
-        for (int s : rule->non_trainable_inputs) trainable &= (s != k);
+      } else {
+        trainable = !IsStateInput(op, k);
       }
       if (trainable) trainable_use[in] = true;
     }

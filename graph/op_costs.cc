@@ -1,5 +1,6 @@
 #include "graph/op_costs.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -286,6 +287,14 @@ const OpCostRule* FindOpCostRule(absl::string_view domain,
   const Table& table = CostTable();
   auto it = table.find(op_type);
   return it == table.end() ? nullptr : &it->second.rule;
+}
+
+bool IsStateInput(const Op& op, int k) {
+  const OpCostRule* rule = FindOpCostRule(op.domain, op.op_type);
+  if (rule == nullptr) return false;
+  return std::find(rule->non_trainable_inputs.begin(),
+                   rule->non_trainable_inputs.end(),
+                   k) != rule->non_trainable_inputs.end();
 }
 
 OpCost ComputeForwardCost(const Op& op, const std::vector<Tensor>& tensors) {

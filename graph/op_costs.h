@@ -46,6 +46,11 @@ struct OpCostRule {
 const OpCostRule* FindOpCostRule(absl::string_view domain,
                                  absl::string_view op_type);
 
+// Whether input k of `op` is state rather than a weight (a rule's
+// non_trainable_inputs: BatchNormalization's running mean and variance):
+// never a parameter, never a gradient.
+bool IsStateInput(const Op& op, int k);
+
 // Computes the forward cost of `op` from the shapes in `tensors`.
 OpCost ComputeForwardCost(const Op& op, const std::vector<Tensor>& tensors);
 

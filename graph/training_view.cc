@@ -18,17 +18,6 @@ ValueKind KindOf(TensorKind kind) {
   return ValueKind::kConstant;
 }
 
-// Inputs that are state, not weights (BatchNormalization's running mean
-// and variance): no gradient reaches them, whatever feeds them.
-bool StateInput(const Op& op, int k) {
-  const OpCostRule* rule = FindOpCostRule(op.domain, op.op_type);
-  if (rule == nullptr) return false;
-  for (int s : rule->non_trainable_inputs) {
-    if (s == k) return true;
-  }
-  return false;
-}
-
 void AddUnique(std::vector<int>& list, int x) {
   if (std::find(list.begin(), list.end(), x) == list.end()) list.push_back(x);
 }
@@ -116,7 +105,9 @@ TrainingView BuildTrainingView(const Graph& graph,
     if (!has_backward[i]) continue;
     for (int k = 0; k < static_cast<int>(ops[i].inputs.size()); ++k) {
       int in = ops[i].inputs[k];
-      if (in >= 0 && needs[in] && !StateInput(ops[i], k)) receives[in] = true;
+      if (in >= 0 && needs[in] && !IsStateInput(ops[i], k)) {
+        receives[in] = true;  // state (running statistics) gets none
+      }
     }
   }
 
@@ -157,7 +148,7 @@ TrainingView BuildTrainingView(const Graph& graph,
     std::vector<bool> input_needs_grad;
     for (int k = 0; k < static_cast<int>(op.inputs.size()); ++k) {
       int in = op.inputs[k];
-      input_needs_grad.push_back(in >= 0 && needs[in] && !StateInput(op, k));
+      input_needs_grad.push_back(in >= 0 && needs[in] && !IsStateInput(op, k));
       if (in >= 0) AddUnique(node.inputs, in);  // saved for backward
     }
     node.cost = ComputeBackwardCost(op, tensors, input_needs_grad);
@@ -166,7 +157,7 @@ TrainingView BuildTrainingView(const Graph& graph,
     }
     for (int k = 0; k < static_cast<int>(op.inputs.size()); ++k) {
       int in = op.inputs[k];
-      if (in < 0 || !needs[in] || StateInput(op, k)) continue;
+      if (!input_needs_grad[k]) continue;
       if (!partials[in].empty() &&
           view.values_[partials[in].back()].producer == b) {
         continue;  // the same tensor at two input positions

@@ -30,7 +30,7 @@ double Since(Clock::time_point start) {
 }
 
 constexpr char kCheckpointFile[] = "checkpoint.pt";
-constexpr int kCurveColumns = 11;
+constexpr int kCurveColumns = 12;
 // Checkpoints written before the diversity columns.
 constexpr int kOldCurveColumns = 9;
 
@@ -167,26 +167,24 @@ struct RlTrainer::State {
     return out;
   }
 
+  // Worker w's share of Score: placements taken in turn from `next`.
   void Evaluate(int t, const std::vector<Placement>& ps, int w,
                 std::atomic<size_t>& next,
                 std::vector<std::optional<double>>& out) {
-    TaskState& ts = *task_states[t];
     const RlTask& task = tasks[t];
-    {
-      StepEvaluator& ev = *ts.evaluators[w];
-      for (size_t i = next++; i < ps.size(); i = next++) {
-        absl::StatusOr<Evaluation> e = ev.Evaluate(ps[i]);
-        if (!e.ok()) continue;
-        bool fits = true;
-        for (size_t d = 0; d < e->peak_memory_bytes.size(); ++d) {
-          if (e->peak_memory_bytes[d] >
-              MemoryLimit(task.input->cluster, task.options,
-                          static_cast<int>(d))) {
-            fits = false;
-          }
+    StepEvaluator& ev = *task_states[t]->evaluators[w];
+    for (size_t i = next++; i < ps.size(); i = next++) {
+      absl::StatusOr<Evaluation> e = ev.Evaluate(ps[i]);
+      if (!e.ok()) continue;
+      bool fits = true;
+      for (size_t d = 0; d < e->peak_memory_bytes.size(); ++d) {
+        if (e->peak_memory_bytes[d] >
+            MemoryLimit(task.input->cluster, task.options,
+                        static_cast<int>(d))) {
+          fits = false;
         }
-        if (fits) out[i] = e->step_seconds;
       }
+      if (fits) out[i] = e->step_seconds;
     }
   }
 
@@ -332,10 +330,9 @@ struct RlTrainer::State {
     RlCurveRow row;
     row.task = t;
     if (!evaluator_failure.ok()) return row;  // no update on a broken batch
+    const int choices = std::max(1, NonEmptyGroups(batch));
     row.distinct_placements = static_cast<int>(distinct.size());
-    row.entropy_per_choice =
-        batch.entropy.mean().item<double>() /
-        std::max(1, NonEmptyGroups(batch));
+    row.entropy_per_choice = batch.entropy.mean().item<double>() / choices;
     std::vector<float> rewards(k);
     double mean_reward = 0, valid_sum = 0;
     int valid = 0;
@@ -372,7 +369,6 @@ struct RlTrainer::State {
     torch::Tensor adv = torch::tensor(advantage, torch::kFloat);
     torch::Tensor loss = -(adv * batch.log_prob).mean() -
                          entropy_weight * batch.entropy.mean();
-    const int choices = std::max(1, NonEmptyGroups(batch));
     std::vector<torch::Tensor> before;
     torch::Tensor old_log_prob;
     if (options.max_kl_per_choice > 0) {
@@ -605,7 +601,7 @@ absl::Status RlTrainer::Save() {
                     r.batch_mean_seconds, r.batch_best_seconds, r.best_seconds,
                     static_cast<double>(r.invalid), r.greedy_seconds,
                     static_cast<double>(r.distinct_placements),
-                    r.entropy_per_choice});
+                    r.entropy_per_choice, r.step_kl_per_choice});
     }
     archive.write("curve",
                   torch::tensor(curve, torch::kDouble)
@@ -737,6 +733,7 @@ absl::Status RlTrainer::Resume() {
       if (columns == kCurveColumns) {
         row.distinct_placements = static_cast<int>(x[9]);
         row.entropy_per_choice = x[10];
+        row.step_kl_per_choice = x[11];
       }
       s.curve.push_back(row);
     }
@@ -802,13 +799,14 @@ std::string RlTrainer::CurveCsv() const {
   std::string out =
       "step,samples,elapsed_seconds,task,batch_mean_seconds,"
       "batch_best_seconds,best_seconds,invalid,greedy_seconds,"
-      "distinct_placements,entropy_per_choice\n";
+      "distinct_placements,entropy_per_choice,step_kl_per_choice\n";
   for (const RlCurveRow& r : s_->curve) {
     absl::StrAppendFormat(
-        &out, "%d,%d,%.3f,\"%s\",%.6f,%.6f,%.6f,%d,%.6f,%d,%.4f\n", r.step,
-        r.samples, r.elapsed_seconds, s_->tasks[r.task].name,
+        &out, "%d,%d,%.3f,\"%s\",%.6f,%.6f,%.6f,%d,%.6f,%d,%.4f,%.5f\n",
+        r.step, r.samples, r.elapsed_seconds, s_->tasks[r.task].name,
         r.batch_mean_seconds, r.batch_best_seconds, r.best_seconds, r.invalid,
-        r.greedy_seconds, r.distinct_placements, r.entropy_per_choice);
+        r.greedy_seconds, r.distinct_placements, r.entropy_per_choice,
+        r.step_kl_per_choice);
   }
   return out;
 }
