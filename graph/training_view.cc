@@ -220,6 +220,24 @@ TrainingView BuildTrainingView(const Graph& graph,
     for (int v : view.nodes_[i].inputs) view.values_[v].consumers.push_back(i);
     view.group_nodes_[view.nodes_[i].forward_op].push_back(i);
   }
+  // Gradient sums: the partials of each tensor, read by one sink.
+  view.sum_of_.assign(view.values_.size(), -1);
+  view.sums_read_by_.assign(view.nodes_.size(), {});
+  for (int t = 0; t < num_tensors; ++t) {
+    if (partials[t].empty()) continue;
+    GradientSum sum;
+    sum.tensor = t;
+    sum.bytes = view.values_[t].bytes;
+    sum.partials = partials[t];
+    std::sort(sum.partials.begin(), sum.partials.end());
+    const std::vector<int>& readers = view.values_[sum.partials[0]].consumers;
+    if (readers.size() != 1) continue;  // no sink: nothing to accumulate
+    sum.sink = readers[0];
+    int s = static_cast<int>(view.sums_.size());
+    for (int p : sum.partials) view.sum_of_[p] = s;
+    view.sums_read_by_[sum.sink].push_back(s);
+    view.sums_.push_back(std::move(sum));
+  }
   view.topo_ = topo;
   view.topo_.insert(view.topo_.end(), backward_order.begin(),
                     backward_order.end());

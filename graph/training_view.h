@@ -10,8 +10,17 @@
 //    graph inputs, constants and parameters exist before the step) and its
 //    size in bytes. A backward node reads the forward op's inputs (saved
 //    activations and weights) and the gradients of its outputs, and writes
-//    one partial gradient per input that needs one; the producer's backward
-//    node (or a parameter's update node) sums the partial gradients.
+//    one partial gradient per input that needs one.
+//  - Gradient sums: the partial gradients of one tensor are all read by one
+//    node, the sink (the producer's backward node, or a parameter's update
+//    node), which reads their sum. As frameworks do (PyTorch's .grad and
+//    autograd input buffers), the sum is accumulated where the partials are
+//    made: on each device, the first partial made there becomes that
+//    device's buffer and every later one is added into it in place and
+//    freed; once a device has made all of its partials, its buffer goes to
+//    the sink's device once (weight-sized, however many partials it holds)
+//    and is added there in turn. The simulator and the executor both follow
+//    this rule; `gradient_sums` lists the sums.
 //  - A backward node whose op writes a graph output also waits for the
 //    forward op (the loss gradient is seeded there): `control_inputs`.
 //  - Colocation: group g holds forward op g, its backward node and the update
@@ -49,6 +58,14 @@ struct TrainingValue {
   std::vector<int> consumers;  // node indices, ascending, no duplicates
   int tensor = -1;             // the forward tensor (for gradients: the
                                // tensor whose gradient this is)
+};
+
+// The partial gradients of one tensor and the node that reads their sum.
+struct GradientSum {
+  int tensor = -1;            // the forward tensor
+  int sink = -1;              // node index
+  int64_t bytes = 0;          // of the tensor, hence of every partial
+  std::vector<int> partials;  // value indices, ascending
 };
 
 struct TrainingNode {
@@ -90,6 +107,14 @@ class TrainingView {
   }
   int num_groups() const { return static_cast<int>(group_nodes_.size()); }
   int backward_node(int op) const { return backward_of_[op]; }  // -1: none
+  const std::vector<GradientSum>& gradient_sums() const { return sums_; }
+  // The gradient sum a partial gradient value belongs to; -1 for other
+  // values.
+  int sum_of(int value) const { return sum_of_[value]; }
+  // The sums node n is the sink of, ascending.
+  const std::vector<int>& sums_read_by(int node) const {
+    return sums_read_by_[node];
+  }
 
   double flops(NodeKind kind) const;
   double training_flops() const;
@@ -107,6 +132,9 @@ class TrainingView {
   std::vector<std::vector<int>> group_nodes_;
   std::vector<std::vector<int>> group_parameters_;
   std::vector<int> backward_of_;
+  std::vector<GradientSum> sums_;
+  std::vector<int> sum_of_;
+  std::vector<std::vector<int>> sums_read_by_;
 };
 
 // `graph` must outlive the view.

@@ -179,6 +179,21 @@ class Simulation {
     }
   }
   void RequestTransfer(int v, int src, int dst, double time, Cause cause);
+  // Queues `bytes` on the link src->dst; returns the transfer's index.
+  int QueueTransfer(int value, int sum, int src, int dst, int64_t bytes,
+                    double time, Cause cause);
+  size_t SumSlot(int sum, int device) const {
+    return static_cast<size_t>(sum) * D_ + device;
+  }
+  // A partial gradient (or an arriving buffer) of `sum` is on `device`.
+  void Accumulate(int sum, int device) {
+    if (has_buffer_[SumSlot(sum, device)]) {
+      memory_[device] -= view_.gradient_sums()[sum].bytes;  // added, freed
+    } else {
+      has_buffer_[SumSlot(sum, device)] = 1;
+    }
+  }
+  void PartialDone(int value, int device, double time, Cause cause);
   void TryStart(int device, double time);
   void Finish(int node, double time);
   void Arrive(int transfer, double time);
@@ -204,6 +219,10 @@ class Simulation {
   std::vector<ScheduledTransfer> transfers_;
   std::vector<Cause> transfer_cause_;
   int64_t bytes_moved_ = 0;
+  // Per (gradient sum, device): partials made there, of them done, whether
+  // the device holds the sum's buffer, the first partial made there.
+  std::vector<int> partials_on_, partials_done_, first_partial_;
+  std::vector<char> has_buffer_;
 
   struct ReadyCompare {
     const SimulationContext* c;
@@ -221,8 +240,13 @@ class Simulation {
 void Simulation::RequestTransfer(int v, int src, int dst, double time,
                                  Cause cause) {
   present_[Slot(v, dst)] = 1;
+  ++users_[Slot(v, src)];  // the sender holds the buffer until the end
+  QueueTransfer(v, -1, src, dst, view_.value(v).bytes, time, cause);
+}
+
+int Simulation::QueueTransfer(int value, int sum, int src, int dst,
+                              int64_t bytes, double time, Cause cause) {
   int link = src * D_ + dst;
-  int64_t bytes = view_.value(v).bytes;
   double start = std::max(time, link_free_[link]);
   if (link_free_[link] > time && last_on_link_[link] >= 0) {
     cause = {true, last_on_link_[link]};  // waited for the link
@@ -232,12 +256,27 @@ void Simulation::RequestTransfer(int v, int src, int dst, double time,
   link_free_[link] = end;
   int index = static_cast<int>(transfers_.size());
   last_on_link_[link] = index;
-  transfers_.push_back({v, src, dst, bytes, start, end});
+  transfers_.push_back({value, sum, src, dst, bytes, start, end});
   transfer_cause_.push_back(cause);
-  ++users_[Slot(v, src)];  // the sender holds the buffer until the end
   Allocate(dst, bytes);
   bytes_moved_ += bytes;
   Push(end, EventKind::kTransferArrive, index);
+  return index;
+}
+
+void Simulation::PartialDone(int value, int device, double time, Cause cause) {
+  int s = view_.sum_of(value);
+  const GradientSum& sum = view_.gradient_sums()[s];
+  Accumulate(s, device);
+  size_t slot = SumSlot(s, device);
+  if (++partials_done_[slot] < partials_on_[slot]) return;
+  int sink_device = dev_[sum.sink];
+  if (device == sink_device) {
+    InputArrived(sum.sink, time, cause);
+  } else {
+    QueueTransfer(first_partial_[slot], s, device, sink_device, sum.bytes,
+                  time, cause);
+  }
 }
 
 void Simulation::TryStart(int device, double time) {
@@ -261,9 +300,18 @@ void Simulation::Finish(int n, double time) {
   running_[d] = false;
   busy_[d] += end_[n] - start_[n];
   last_on_device_[d] = n;
-  for (int in : view_.node(n).inputs) Release(in, d);
+  for (int in : view_.node(n).inputs) {
+    if (view_.sum_of(in) < 0) Release(in, d);
+  }
+  for (int s : view_.sums_read_by(n)) {
+    memory_[d] -= view_.gradient_sums()[s].bytes;  // the summed buffer
+  }
   for (int out : view_.node(n).outputs) {
     const TrainingValue& v = view_.value(out);
+    if (view_.sum_of(out) >= 0) {
+      PartialDone(out, d, time, {false, n});
+      continue;
+    }
     if (v.consumers.empty()) {
       memory_[d] -= v.bytes;  // nobody reads it
       continue;
@@ -282,6 +330,12 @@ void Simulation::Finish(int n, double time) {
 
 void Simulation::Arrive(int t, double time) {
   const ScheduledTransfer& tr = transfers_[t];
+  if (tr.gradient_sum >= 0) {
+    memory_[tr.src] -= tr.bytes;  // the sender's buffer, sent
+    Accumulate(tr.gradient_sum, tr.dst);
+    InputArrived(view_.gradient_sums()[tr.gradient_sum].sink, time, {true, t});
+    return;
+  }
   Release(tr.value, tr.src);
   for (int consumer : view_.value(tr.value).consumers) {
     if (dev_[consumer] == tr.dst) InputArrived(consumer, time, {true, t});
@@ -311,8 +365,24 @@ SimulationResult Simulation::Run() {
 
   // Where values start, who uses them where, and resident memory.
   const double state = view_.options().optimizer_state_per_parameter_byte;
+  const int num_sums = static_cast<int>(view_.gradient_sums().size());
+  partials_on_.assign(static_cast<size_t>(num_sums) * D_, 0);
+  partials_done_.assign(static_cast<size_t>(num_sums) * D_, 0);
+  first_partial_.assign(static_cast<size_t>(num_sums) * D_, -1);
+  has_buffer_.assign(static_cast<size_t>(num_sums) * D_, 0);
+  for (int s = 0; s < num_sums; ++s) {
+    const GradientSum& sum = view_.gradient_sums()[s];
+    for (int p : sum.partials) {
+      size_t slot = SumSlot(s, dev_[view_.value(p).producer]);
+      if (partials_on_[slot]++ == 0) first_partial_[slot] = p;
+    }
+    for (int d = 0; d < D_; ++d) {
+      pending_[sum.sink] += partials_on_[SumSlot(s, d)] > 0;
+    }
+  }
   for (int v = 0; v < num_values; ++v) {
     const TrainingValue& value = view_.value(v);
+    if (view_.sum_of(v) >= 0) continue;  // accumulated, not read as such
     for (int consumer : value.consumers) ++users_[Slot(v, dev_[consumer])];
     switch (value.kind) {
       case ValueKind::kParameter: {
@@ -341,7 +411,9 @@ SimulationResult Simulation::Run() {
   }
   for (int i = 0; i < n; ++i) {
     const TrainingNode& node = view_.node(i);
-    for (int in : node.inputs) pending_[i] += !present_[Slot(in, dev_[i])];
+    for (int in : node.inputs) {
+      if (view_.sum_of(in) < 0) pending_[i] += !present_[Slot(in, dev_[i])];
+    }
     pending_[i] += static_cast<int>(node.control_inputs.size());
   }
   // Parameters read on other devices are sent at time 0.

@@ -11,6 +11,11 @@
 //    Transfers are serialized per link direction (FIFO) and take the cost
 //    model's TransferSeconds. Graph inputs and constants are present on
 //    every device that reads them from the start (fed by the host).
+//  - Partial gradients are accumulated where they are made (the view's
+//    gradient sums): when a device has made the last of its partials of a
+//    sum, its one buffer is sent to the sink's device (a single transfer of
+//    the tensor's bytes, however many partials it holds); the sink is ready
+//    when every device's buffer is there.
 //  - Memory per device: resident for the whole step are the parameters
 //    homed there times (1 + optimizer state per parameter byte). Every other
 //    value is allocated
@@ -18,7 +23,12 @@
 //    freed when the last node or outgoing transfer on that device that uses
 //    it has finished: activations thus live until their backward use.
 //    Graph inputs and constants are allocated from the start on each device
-//    that reads them and freed after their last use there.
+//    that reads them and freed after their last use there. A partial
+//    gradient is allocated when its node starts; when the node finishes it
+//    becomes its device's buffer for the sum, or, when that device has one
+//    already, is added into it and freed. An arriving buffer is likewise
+//    kept or added and freed. A device's buffer lives until it is sent (the
+//    transfer's end) or, on the sink's device, until the sink finishes.
 // SimulationContext holds everything that does not depend on the placement
 // (per-device node times, priorities, the lower bound), so a search builds
 // it once and simulates many placements.
@@ -117,7 +127,8 @@ struct ScheduledNode {
 };
 
 struct ScheduledTransfer {
-  int value = -1;
+  int value = -1;  // for a gradient sum: the first partial made on src
+  int gradient_sum = -1;  // the view's gradient sum sent, or -1
   int src = -1;
   int dst = -1;
   int64_t bytes = 0;

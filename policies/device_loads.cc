@@ -9,9 +9,31 @@ DeviceLoads::DeviceLoads(const GroupGraph& groups, const Cluster& cluster,
                          const PolicyOptions& options)
     : groups_(groups),
       seconds_(cluster.num_devices(), 0),
-      memory_(cluster.num_devices(), 0) {
+      memory_(cluster.num_devices(), 0),
+      device_of_unit_(groups.num_units(), -1) {
   for (int d = 0; d < cluster.num_devices(); ++d) {
     limit_.push_back(MemoryLimit(cluster, options, d));
+  }
+}
+
+int64_t DeviceLoads::ReadBytes(int unit, int device) const {
+  int64_t bytes = 0;
+  for (const GroupEdge& e : groups_.parameter_reads(unit)) {
+    int home = device_of_unit_[e.to];
+    if (home >= 0 && home != device && !Copied(e.value, device)) {
+      bytes += 2 * e.bytes;
+    }
+  }
+  return bytes;
+}
+
+void DeviceLoads::Assign(int unit, int device) {
+  seconds_[device] += groups_.seconds(unit, device);
+  memory_[device] += groups_.memory_bytes(unit) + ReadBytes(unit, device);
+  device_of_unit_[unit] = device;
+  for (const GroupEdge& e : groups_.parameter_reads(unit)) {
+    int home = device_of_unit_[e.to];
+    if (home >= 0 && home != device) copied_.insert({e.value, device});
   }
 }
 

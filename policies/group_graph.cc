@@ -86,7 +86,7 @@ void GroupGraph::Build(const SimulationContext& sim) {
       }
       seen.push_back(to);
       if (value.kind == ValueKind::kParameter) {
-        parameter_reads_[to].push_back({from, value.bytes});
+        parameter_reads_[to].push_back({from, value.bytes, v});
       }
       AddEdge(all, std::min(from, to), std::max(from, to), value.bytes);
       if (from_forward && view.node(c).kind == NodeKind::kForward) {

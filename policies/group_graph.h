@@ -23,6 +23,7 @@ namespace placer {
 struct GroupEdge {
   int to = -1;
   int64_t bytes = 0;
+  int value = -1;  // parameter_reads: the parameter's value
 };
 
 class GroupGraph {
@@ -46,8 +47,10 @@ class GroupGraph {
   const std::vector<GroupEdge>& successors(int u) const { return succs_[u]; }
   const std::vector<GroupEdge>& neighbours(int u) const { return adjacent_[u]; }
   // Parameters u's forward ops read that live in another unit: (home unit,
-  // bytes), one entry per parameter. Each costs a weight-sized partial
-  // gradient sent home in the backward pass when u is placed elsewhere.
+  // bytes, value), one entry per parameter. When u is placed away from the
+  // home, the parameter is copied to u's device and one weight-sized
+  // gradient (the sum of every partial made on that device) goes home:
+  // once per device, however many of its units read the parameter.
   const std::vector<GroupEdge>& parameter_reads(int u) const {
     return parameter_reads_[u];
   }

@@ -190,7 +190,8 @@ class Schedule {
   // not split for lack of memory.
   bool Whole(int f) const { return members_[f].size() > 1 && !split_[f]; }
   bool FitsAlone(int g, int d) const {
-    return loads_.FitsBytes(reserved_[d] + groups_.memory_bytes(g), d);
+    return loads_.FitsBytes(
+        reserved_[d] + groups_.memory_bytes(g) + loads_.ReadBytes(g, d), d);
   }
   // Whether g chooses for its whole family (its first member to go).
   bool ChoosesForFamily(int g) const {
@@ -279,8 +280,18 @@ class Schedule {
     std::vector<double>& cut = cut_scratch_;
     cut.resize(devices_);
     auto add = [&](int u) {
-      for (const GroupEdge& e : groups_.neighbours(u)) {
-        if (family && family_[e.to] == f) continue;
+      // A parameter already copied to d (another unit there reads it) sends
+      // neither its copy nor its summed gradient again for u.
+      std::map<int, int64_t> paid;  // home unit -> bytes
+      for (const GroupEdge& e : groups_.parameter_reads(u)) {
+        if (loads_.Copied(e.value, d)) paid[e.to] += 2 * e.bytes;
+      }
+      for (const GroupEdge& edge : groups_.neighbours(u)) {
+        if (family && family_[edge.to] == f) continue;
+        GroupEdge e = edge;
+        if (auto it = paid.find(e.to); it != paid.end()) {
+          e.bytes = std::max<int64_t>(0, e.bytes - it->second);
+        }
         int other = KnownDevice(e.to);
         if (other < 0 && !Whole(family_[e.to])) {
           // Not known yet: it goes where it cuts least of its bytes to

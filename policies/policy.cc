@@ -1,5 +1,7 @@
 #include "policies/policy.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace placer {
@@ -9,7 +11,9 @@ int64_t MemoryLimit(const Cluster& cluster, const PolicyOptions& options,
   if (device < static_cast<int>(options.memory_limit_bytes.size())) {
     return options.memory_limit_bytes[device];
   }
-  return cluster.device(device).memory_bytes;
+  const int64_t capacity = cluster.device(device).memory_bytes;
+  const double headroom = std::clamp(options.memory_headroom, 0.0, 1.0);
+  return capacity - static_cast<int64_t>(headroom * static_cast<double>(capacity));
 }
 
 absl::StatusOr<SimulationResult> CheckPlacement(const PolicyInput& input,

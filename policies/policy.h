@@ -42,8 +42,13 @@ struct PolicyOptions {
   uint64_t seed = 1;
   double budget_seconds = 10;
   int64_t max_evaluations = 0;  // simulator calls for searches; 0: no limit
-  // Per-device memory limits in bytes; empty: the devices' capacities.
+  // Per-device memory limits in bytes; empty: the devices' capacities less
+  // the headroom.
   std::vector<int64_t> memory_limit_bytes;
+  // The fraction of each device's capacity kept free where no explicit
+  // limit is given: the allocator's fragmentation, kernels' workspaces and
+  // the runtime's own memory, which the simulator does not count.
+  double memory_headroom = 0.05;
   std::map<int, int> pinned;  // forward op -> device
   // A starting placement for refining policies (local_search).
   std::optional<Placement> initial;
@@ -123,7 +128,8 @@ absl::StatusOr<Placement> Checked(const PolicyInput& input,
                                   Placement placement,
                                   const std::string& policy);
 
-// The memory limit of device d under `options`.
+// The memory limit of device d under `options`: the explicit limit, else
+// the capacity less the headroom.
 int64_t MemoryLimit(const Cluster& cluster, const PolicyOptions& options,
                     int device);
 

@@ -41,6 +41,10 @@ std::vector<PolicyInfo>& Registry() {
        NewLocalSearchPolicy, PolicyKind::kSearch},
       {"best", "the portfolio, then local search on the winner",
        NewBestPolicy, PolicyKind::kSearch},
+      {"memory_first",
+       "memory before speed: layers dealt out by memory share, then moved "
+       "off devices over their limit, cheapest slowdown first",
+       NewMemoryFirstPolicy, PolicyKind::kSearch},
   };
   return *policies;
 }

@@ -133,19 +133,32 @@ RlGraph BuildRlGraph(const PolicyInput& input, const PolicyOptions& options) {
   g.family = PlacementFamilies(input, options, u);
 
   // The units' byte estimate (resident parameters and forward outputs)
-  // leaves out what the simulator also holds: gradients, backward
-  // temporaries, received copies. The mask's scale is measured once: the
-  // simulated peak of every unit on device 0 over the estimate (GNMT-4:
-  // 18.9 GB against 6.3 GB). A spread placement also holds copies, so the
-  // mask keeps 15% of each device free on top.
+  // leaves out what the simulator also holds: gradient buffers, backward
+  // temporaries, received copies (of parameters and activations, with
+  // their gradients). The mask's scale is measured once, as the largest
+  // ratio of a device's simulated peak to the estimate of its units: with
+  // every unit on device 0, and with the families dealt round-robin over
+  // the devices (a spread placement's copies). The mask keeps 15% of each
+  // device free on top.
   constexpr double kMaskHeadroom = 0.85;
   double scale = 1;
   if (total_memory > 0) {
-    absl::StatusOr<SimulationResult> one =
-        Simulate(input.simulation, g.Expand(std::vector<int>(n, 0)));
-    if (one.ok()) {
-      scale = std::max(
-          1.0, static_cast<double>(one->peak_memory_bytes[0]) / total_memory);
+    std::vector<int> spread(n);
+    for (int a = 0; a < n; ++a) spread[a] = g.family[a] % devices;
+    for (const std::vector<int>& where :
+         {std::vector<int>(n, 0), spread}) {
+      absl::StatusOr<SimulationResult> r =
+          Simulate(input.simulation, g.Expand(where));
+      if (!r.ok()) continue;
+      std::vector<double> estimate(devices, 0);
+      for (int a = 0; a < n; ++a) {
+        estimate[where[a]] += static_cast<double>(u.memory_bytes(a));
+      }
+      for (int d = 0; d < devices; ++d) {
+        if (estimate[d] <= 0) continue;
+        scale = std::max(
+            scale, static_cast<double>(r->peak_memory_bytes[d]) / estimate[d]);
+      }
     }
   }
   g.device_capacity.resize(devices);

@@ -309,6 +309,26 @@ absl::StatusOr<HeuristicWinner> BestHeuristic(
                  winner.evaluations);
     }
   }
+  if (!found && !StopRequested(o)) {
+    // Memory before speed, before giving up.
+    absl::StatusOr<Placement> p = NewMemoryFirstPolicy()->Place(in, o);
+    if (p.ok()) {
+      ++winner.evaluations;
+      std::optional<double> step = Evaluate(in, o, *p);
+      if (step) {
+        found = true;
+        winner.placement = std::move(*p);
+        winner.step_seconds = *step;
+        winner.policy = "memory_first";
+      }
+    } else {
+      absl::StrAppend(&errors, "; ", p.status().message());
+    }
+    if (after_each) {
+      after_each("memory_first", found ? winner.step_seconds : 0,
+                 winner.evaluations);
+    }
+  }
   if (!found) {
     return absl::ResourceExhaustedError(
         absl::StrCat("best: no policy found a placement: ", errors));

@@ -12,10 +12,14 @@
 #include <random>
 #include <thread>
 
+#include <c10/core/Allocator.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/torch_status.h"
 #include "profiles/signature.h"
 #include "runtime/executor_ops.h"
 #include "runtime/host_setup.h"
@@ -129,6 +133,58 @@ int64_t IndexBound(const Graph& g, int tensor) {
   return bound;
 }
 
+// What LibTorch's allocators hand out, per device, through c10's memory
+// reporting hook (the one the autograd profiler's profile_memory uses).
+class AllocationTracker {
+ public:
+  void Start(const std::vector<int64_t>& base) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.clear();
+    current_ = base;
+    peak_ = base;
+  }
+  void Record(void* ptr, int64_t bytes, int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes > 0) {
+      if (device < 0 || device >= static_cast<int>(current_.size())) return;
+      live_[ptr] = {device, bytes};
+      current_[device] += bytes;
+      peak_[device] = std::max(peak_[device], current_[device]);
+      return;
+    }
+    auto it = live_.find(ptr);
+    if (it == live_.end()) return;  // allocated before the step
+    current_[it->second.first] -= it->second.second;
+    live_.erase(it);
+  }
+  std::vector<int64_t> peaks() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return peak_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<void*, std::pair<int, int64_t>> live_;
+  std::vector<int64_t> current_, peak_;
+};
+
+// Installed on a thread: its allocations count for `device` (-1: none,
+// frees only).
+class ThreadAllocationReporter : public c10::MemoryReportingInfoBase {
+ public:
+  ThreadAllocationReporter(AllocationTracker* tracker, int device)
+      : tracker_(tracker), device_(device) {}
+  void reportMemoryUsage(void* ptr, int64_t alloc_size, int64_t, int64_t,
+                         c10::Device) override {
+    tracker_->Record(ptr, alloc_size, device_);
+  }
+  bool memoryProfilingEnabled() const override { return true; }
+
+ private:
+  AllocationTracker* tracker_;
+  int device_;
+};
+
 struct Saved {
   std::vector<torch::Tensor> leaves;   // per op input (undefined: no grad)
   std::vector<torch::Tensor> outputs;  // per op output, with autograd history
@@ -160,10 +216,27 @@ class TorchExecutor : public Executor {
       absl::string_view name) const override;
 
  private:
+  struct LinkItem {
+    int value = -1;  // a value, or for a gradient sum the first partial
+    int sum = -1;    // the gradient sum whose buffer goes, or -1
+  };
   struct LinkQueue {
-    std::deque<int> values;
+    std::deque<LinkItem> values;
     std::condition_variable cv;
   };
+  size_t SumSlot(int sum, int device) const {
+    return static_cast<size_t>(sum) * num_devices_ + device;
+  }
+  // Adds `partial` (a partial gradient made on, or a buffer copied to,
+  // `device`) into the device's buffer for `sum`, or makes it the buffer;
+  // true when it was added (so its bytes are freed). Called without mu_:
+  // the add runs outside the step's lock.
+  bool Accumulate(int sum, int device, const torch::Tensor& partial,
+                  bool owned);
+  // Under mu_: one more contribution to `sum` is in `device`'s buffer: a
+  // partial made there, or (`arrived`) another device's buffer.
+  void ContributedLocked(int sum, int device, int64_t bytes, bool added,
+                         bool arrived);
 
   void StartWorkers();
   void StopWorkers();
@@ -193,9 +266,18 @@ class TorchExecutor : public Executor {
   void ReadyLocked(int node);
   void FailLocked(absl::Status s);
   void SendLocked(int value, int src, int dst);
+  void SendSumLocked(int sum, int src, int dst);
   void WakeAllLocked();
   void MaybeDoneLocked();
   void AddBytesLocked(int d, int64_t bytes, int node);
+  // With measure_allocations: reports this thread's allocations as
+  // device d's (-1: frees only) until the guard goes.
+  std::unique_ptr<c10::DebugInfoGuard> ReportAllocations(int d) {
+    if (!options_.measure_allocations) return nullptr;
+    return std::make_unique<c10::DebugInfoGuard>(
+        c10::DebugInfoKind::PROFILER_STATE,
+        std::make_shared<ThreadAllocationReporter>(&allocations_, d));
+  }
 
   const TrainingView& view_;
   const Graph& graph_;
@@ -215,6 +297,8 @@ class TorchExecutor : public Executor {
   std::vector<std::vector<bool>> needs_gradient_;  // per op, by input
   std::vector<std::vector<int>> control_dependents_;
   std::vector<int64_t> resident_bytes_;         // per device
+  // Per (gradient sum, device): the partials made there, the first of them.
+  std::vector<int> partials_on_, first_partial_;
 
   // Per-step state, guarded by mu_ (copies_ entries are written under mu_
   // before the node that reads them becomes ready).
@@ -230,6 +314,14 @@ class TorchExecutor : public Executor {
   int in_flight_ = 0;  // nodes and transfers running now
   std::vector<torch::Tensor> copies_;
   std::vector<int> uses_;
+  // Per (gradient sum, device): the buffer, whether it is ours to add into
+  // in place (a partial that became the buffer may alias another gradient:
+  // the first add makes a new tensor), contributions so far. A buffer is
+  // written under its sum's lock, by one contributor at a time.
+  std::vector<torch::Tensor> sum_buffer_;
+  std::vector<char> sum_owned_;
+  std::vector<int> sum_done_;
+  std::unique_ptr<std::mutex[]> sum_mu_;
   std::vector<int> pending_;
   std::vector<Saved> saved_;  // per op
   using ReadyEntry = std::pair<double, int>;
@@ -239,6 +331,7 @@ class TorchExecutor : public Executor {
   std::map<std::pair<int, int>, LinkQueue> links_;
   std::vector<int64_t> live_bytes_, peak_bytes_;
   StepReport report_;
+  AllocationTracker allocations_;
   double loss_ = 0;
   std::vector<std::thread> threads_;
 };
@@ -280,6 +373,19 @@ absl::Status TorchExecutor::Init() {
     }
     std::sort(consumer_devices_[v].begin(), consumer_devices_[v].end());
   }
+  const int sums = static_cast<int>(view_.gradient_sums().size());
+  partials_on_.assign(static_cast<size_t>(sums) * num_devices_, 0);
+  first_partial_.assign(static_cast<size_t>(sums) * num_devices_, -1);
+  for (int s = 0; s < sums; ++s) {
+    for (int p : view_.gradient_sums()[s].partials) {
+      size_t slot = SumSlot(s, device_of_node_[view_.value(p).producer]);
+      if (partials_on_[slot]++ == 0) first_partial_[slot] = p;
+    }
+  }
+  sum_buffer_.assign(static_cast<size_t>(sums) * num_devices_, torch::Tensor());
+  sum_owned_.assign(static_cast<size_t>(sums) * num_devices_, 0);
+  sum_done_.assign(static_cast<size_t>(sums) * num_devices_, 0);
+  sum_mu_ = std::make_unique<std::mutex[]>(std::max(1, sums));
   home_.assign(values, -1);
   for (int g = 0; g < view_.num_groups(); ++g) {
     for (int p : view_.group_parameters(g)) {
@@ -435,8 +541,48 @@ void TorchExecutor::MaybeDoneLocked() {
 void TorchExecutor::SendLocked(int value, int src, int dst) {
   ++Uses(value, src);
   LinkQueue& queue = links_.at({src, dst});
-  queue.values.push_back(value);
+  queue.values.push_back({value, -1});
   queue.cv.notify_one();
+}
+
+void TorchExecutor::SendSumLocked(int sum, int src, int dst) {
+  LinkQueue& queue = links_.at({src, dst});
+  queue.values.push_back({first_partial_[SumSlot(sum, src)], sum});
+  queue.cv.notify_one();
+}
+
+bool TorchExecutor::Accumulate(int sum, int device,
+                               const torch::Tensor& partial, bool owned) {
+  std::lock_guard<std::mutex> guard(sum_mu_[sum]);
+  size_t slot = SumSlot(sum, device);
+  torch::Tensor& buffer = sum_buffer_[slot];
+  if (!buffer.defined()) {
+    buffer = partial;
+    sum_owned_[slot] = owned;
+    return false;
+  }
+  torch::NoGradGuard no_grad;
+  if (sum_owned_[slot]) {
+    buffer.add_(partial);
+  } else {
+    buffer = buffer + partial;
+    sum_owned_[slot] = 1;
+  }
+  return true;
+}
+
+void TorchExecutor::ContributedLocked(int sum, int device, int64_t bytes,
+                                      bool added, bool arrived) {
+  if (added) live_bytes_[device] -= bytes;  // added into the buffer, freed
+  size_t slot = SumSlot(sum, device);
+  const int sink = view_.gradient_sums()[sum].sink;
+  const int sink_device = device_of_node_[sink];
+  if (!arrived && ++sum_done_[slot] < partials_on_[slot]) return;
+  if (device != sink_device) {
+    SendSumLocked(sum, device, sink_device);  // this device's partials, once
+  } else if (--pending_[sink] == 0) {
+    ReadyLocked(sink);
+  }
 }
 
 void TorchExecutor::AddBytesLocked(int d, int64_t bytes, int node) {
@@ -466,13 +612,23 @@ void TorchExecutor::ArriveLocked(int value, int d, torch::Tensor t) {
 
 void TorchExecutor::ReleaseLocked(int value, int d) {
   if (--Uses(value, d) > 0) return;
-  if (resident_[static_cast<size_t>(value) * num_devices_ + d].defined()) return;
+  const torch::Tensor& resident =
+      resident_[static_cast<size_t>(value) * num_devices_ + d];
+  if (resident.defined()) {
+    // Graph inputs and constants are counted until their last use here, as
+    // the simulator counts them (the tensor stays for the next step).
+    if (view_.value(value).kind != ValueKind::kParameter) {
+      live_bytes_[d] -= Bytes(resident);
+    }
+    return;
+  }
   torch::Tensor& slot = Slot(value, d);
   live_bytes_[d] -= Bytes(slot);
   slot = torch::Tensor();
 }
 
 void TorchExecutor::DeviceWorker(int d) {
+  auto reporting = ReportAllocations(d);
   if (devices_[d].is_cpu()) at::set_num_threads(options_.threads_per_cpu_device);
   // A GPU's worker makes its device current (LibTorch's handles need it).
   std::optional<c10::DeviceGuard> current;
@@ -498,6 +654,20 @@ void TorchExecutor::DeviceWorker(int d) {
       s = TorchErrorStatus(e, "");
     }
     double seconds = Since(start);
+    // Partial gradients go into this device's buffers outside the lock.
+    const TrainingNode& tn = view_.node(node);
+    std::vector<char> added(tn.outputs.size(), 0);
+    if (s.ok()) {
+      s = CatchExceptions("accumulating gradients: ", [&] {
+        for (size_t k = 0; k < tn.outputs.size() && k < outputs.size(); ++k) {
+          int sum = view_.sum_of(tn.outputs[k]);
+          if (sum >= 0) {
+            added[k] = Accumulate(sum, d, outputs[k], /*owned=*/false);
+          }
+        }
+        return absl::OkStatus();
+      });
+    }
     lock.lock();
     report_.node_seconds[node] = seconds;
     report_.busy_seconds[d] += seconds;
@@ -507,11 +677,26 @@ void TorchExecutor::DeviceWorker(int d) {
           s.code(), absl::StrCat("node '", view_.node(node).key, "' on ",
                                  cluster_.device(d).name, ": ", s.message())));
     } else {
-      const TrainingNode& tn = view_.node(node);
+      // Every output is counted before any is freed, as the simulator
+      // counts a node's outputs from its start.
+      for (size_t k = 0; k < tn.outputs.size(); ++k) {
+        AddBytesLocked(d, k < outputs.size() ? Bytes(outputs[k]) : 0, node);
+      }
+      for (int in : tn.inputs) {
+        if (view_.sum_of(in) < 0) ReleaseLocked(in, d);
+      }
+      for (int sum : view_.sums_read_by(node)) {
+        torch::Tensor& buffer = sum_buffer_[SumSlot(sum, d)];
+        live_bytes_[d] -= Bytes(buffer);
+        buffer = torch::Tensor();
+      }
       for (size_t k = 0; k < tn.outputs.size(); ++k) {
         int v = tn.outputs[k];
         torch::Tensor t = k < outputs.size() ? outputs[k] : torch::Tensor();
-        AddBytesLocked(d, Bytes(t), node);
+        if (int sum = view_.sum_of(v); sum >= 0) {
+          ContributedLocked(sum, d, Bytes(t), added[k], /*arrived=*/false);
+          continue;
+        }
         for (int e : consumer_devices_[v]) {
           if (e != d) SendLocked(v, d, e);
         }
@@ -521,7 +706,6 @@ void TorchExecutor::DeviceWorker(int d) {
           ReleaseLocked(v, d);
         }
       }
-      for (int v : tn.inputs) ReleaseLocked(v, d);
       for (int c : control_dependents_[node]) {
         if (--pending_[c] == 0) ReadyLocked(c);
       }
@@ -533,6 +717,7 @@ void TorchExecutor::DeviceWorker(int d) {
 }
 
 void TorchExecutor::LinkWorker(int src, int dst) {
+  auto reporting = ReportAllocations(dst);
   std::optional<c10::DeviceGuard> current;
   if (!devices_[dst].is_cpu()) {
     current.emplace(devices_[dst]);
@@ -545,10 +730,12 @@ void TorchExecutor::LinkWorker(int src, int dst) {
     queue.cv.wait(
         lock, [&] { return stop_ || (running_ && !queue.values.empty()); });
     if (stop_) return;
-    int v = queue.values.front();
+    const LinkItem item = queue.values.front();
     queue.values.pop_front();
     if (!failure_.ok()) continue;
-    torch::Tensor t = Present(v, src);
+    const int v = item.value;
+    torch::Tensor t = item.sum >= 0 ? sum_buffer_[SumSlot(item.sum, src)]
+                                    : Present(v, src);
     ++in_flight_;
     lock.unlock();
     torch::Tensor copy;
@@ -565,6 +752,13 @@ void TorchExecutor::LinkWorker(int src, int dst) {
                                            ": "));
     }
     double seconds = Since(start);
+    bool added = false;
+    if (s.ok() && item.sum >= 0) {
+      s = CatchExceptions("accumulating gradients: ", [&] {
+        added = Accumulate(item.sum, dst, copy, /*owned=*/true);
+        return absl::OkStatus();
+      });
+    }
     lock.lock();
     --in_flight_;
     if (!s.ok()) FailLocked(s);
@@ -574,8 +768,15 @@ void TorchExecutor::LinkWorker(int src, int dst) {
     }
     report_.transfers.push_back({v, src, dst, Bytes(copy), seconds});
     AddBytesLocked(dst, Bytes(copy), -1);
-    ArriveLocked(v, dst, std::move(copy));
-    ReleaseLocked(v, src);
+    if (item.sum >= 0) {
+      torch::Tensor& sent = sum_buffer_[SumSlot(item.sum, src)];
+      live_bytes_[src] -= Bytes(sent);
+      sent = torch::Tensor();
+      ContributedLocked(item.sum, dst, Bytes(copy), added, /*arrived=*/true);
+    } else {
+      ArriveLocked(v, dst, std::move(copy));
+      ReleaseLocked(v, src);
+    }
     MaybeDoneLocked();
   }
 }
@@ -679,12 +880,10 @@ absl::Status TorchExecutor::RunBackward(int i,
     int t = op.outputs[k];
     if (t < 0) continue;
     torch::Tensor sum = seed_grad_[t];
-    for (int v : node.inputs) {
-      const TrainingValue& value = view_.value(v);
-      if (value.kind == ValueKind::kGradient && value.tensor == t) {
-        torch::Tensor g = Present(v, d);
-        if (g.defined()) sum = sum.defined() ? sum + g : g;
-      }
+    for (int s : view_.sums_read_by(i)) {
+      if (view_.gradient_sums()[s].tensor != t) continue;
+      const torch::Tensor& g = sum_buffer_[SumSlot(s, d)];
+      if (g.defined()) sum = sum.defined() ? sum + g : g;
     }
     const torch::Tensor& out = saved.outputs[k];
     if (sum.defined() && out.defined() && out.requires_grad()) {
@@ -743,9 +942,8 @@ absl::Status TorchExecutor::RunUpdate(int i) {
   }
   if (p < 0) return absl::InternalError("update node without its parameter");
   torch::Tensor sum;
-  for (int v : node.inputs) {
-    if (view_.value(v).kind != ValueKind::kGradient) continue;
-    torch::Tensor g = Present(v, d);
+  for (int s : view_.sums_read_by(i)) {
+    const torch::Tensor& g = sum_buffer_[SumSlot(s, d)];
     if (g.defined()) sum = sum.defined() ? sum + g : g;
   }
   if (!sum.defined()) return absl::OkStatus();
@@ -758,7 +956,9 @@ absl::Status TorchExecutor::RunUpdate(int i) {
 absl::StatusOr<StepReport> TorchExecutor::Step() {
   const int n = static_cast<int>(view_.nodes().size());
   const int values = static_cast<int>(view_.values().size());
+  auto reporting = ReportAllocations(-1);  // what this thread frees
   std::unique_lock<std::mutex> lock(mu_);
+  allocations_.Start(resident_bytes_);
   failure_ = absl::OkStatus();
   report_ = StepReport();
   report_.node_seconds.assign(n, 0);
@@ -769,17 +969,24 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
   std::fill(seed_grad_.begin(), seed_grad_.end(), torch::Tensor());
   std::fill(uses_.begin(), uses_.end(), 0);
   for (int v = 0; v < values; ++v) {
+    if (view_.sum_of(v) >= 0) continue;  // accumulated, not read as such
     for (int c : view_.value(v).consumers) ++Uses(v, device_of_node_[c]);
   }
+  std::fill(sum_done_.begin(), sum_done_.end(), 0);
   for (int i = 0; i < n; ++i) {
     const TrainingNode& node = view_.node(i);
     int d = device_of_node_[i];
     int pending = static_cast<int>(node.control_inputs.size());
     for (int v : node.inputs) {
       // Graph inputs, constants and parameters at home are there already.
-      if (!resident_[static_cast<size_t>(v) * num_devices_ + d].defined()) {
+      if (view_.sum_of(v) < 0 &&
+          !resident_[static_cast<size_t>(v) * num_devices_ + d].defined()) {
         ++pending;
       }
+    }
+    // A gradient sum: one buffer from each device that makes partials.
+    for (int s : view_.sums_read_by(i)) {
+      for (int e = 0; e < num_devices_; ++e) pending += partials_on_[SumSlot(s, e)] > 0;
     }
     pending_[i] = pending;
   }
@@ -817,10 +1024,14 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
     while (!q.empty()) q.pop();
   }
   std::fill(copies_.begin(), copies_.end(), torch::Tensor());
+  std::fill(sum_buffer_.begin(), sum_buffer_.end(), torch::Tensor());
   std::fill(saved_.begin(), saved_.end(), Saved());
   if (!failure_.ok()) return failure_;
   report_.loss = loss_;
   report_.peak_memory_bytes = peak_bytes_;
+  if (options_.measure_allocations) {
+    report_.allocated_peak_bytes = allocations_.peaks();
+  }
   return std::move(report_);
 }
 

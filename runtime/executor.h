@@ -14,9 +14,14 @@
 //  - Forward nodes run the op's LibTorch kernel (runtime/torch_ops.h);
 //    tensors the importer folded to constants are taken as they are. The
 //    backward node of an op computes, with autograd over that op alone, the
-//    partial gradients of its inputs from the sum of its outputs' partial
-//    gradients; update nodes apply SGD with momentum (v = mu v + g,
-//    w -= lr v) to the parameter on its home device.
+//    partial gradients of its inputs from its outputs' summed gradients;
+//    update nodes apply SGD with momentum (v = mu v + g, w -= lr v) to the
+//    parameter on its home device.
+//  - Partial gradients are accumulated where they are made (the view's
+//    gradient sums, graph/training_view.h): per device, the first partial
+//    becomes the buffer and later ones are added into it (outside the
+//    step's lock); a device that has made all of its partials sends its one
+//    buffer to the sink's device, where it is added again.
 //  - The loss: a scalar floating-point graph output is a loss as it is
 //    (gradient 1). Any other floating-point output gets one: cross-entropy
 //    against seeded synthetic labels when it is [batch, classes], else half
@@ -31,8 +36,10 @@
 //    +-1/sqrt(fan-in) for matrices and kernels; normalization scales and
 //    vectors that multiply 1; other vectors 0).
 //  - Memory per device is tracked as the simulator counts it (resident
-//    parameters and momentum, inputs and constants where read, values from
-//    their production to their last use there); a step that goes over a
+//    parameters and momentum; inputs and constants where read, until their
+//    last use there; values from their production to their last use there;
+//    one buffer per gradient sum and device, a partial added into it freed
+//    at once; a node's outputs all counted before any is freed); a step that goes over a
 //    device's memory_bytes fails with a ResourceExhausted error naming the
 //    device and the node, never a crash. Kernel errors fail the step with
 //    the node's key.
@@ -70,6 +77,10 @@ struct ExecutorOptions {
   std::vector<double> priorities;
   // Fail a step whose tracked memory on a device exceeds its memory_bytes.
   bool enforce_memory = true;
+  // Also measure what LibTorch's allocators really hand out during a step
+  // (StepReport::allocated_peak_bytes), through c10's memory reporting
+  // hook on every worker thread. Costs a lock per allocation.
+  bool measure_allocations = false;
 };
 
 struct MeasuredTransfer {
@@ -84,6 +95,12 @@ struct StepReport {
   double seconds = 0;  // wall time of the step
   double loss = 0;     // the sum of the graph's losses before the update
   std::vector<int64_t> peak_memory_bytes;  // per device, tracked
+  // With measure_allocations, per device: the tensors resident before the
+  // step (parameters, momentum, inputs, constants) plus the peak of the
+  // bytes LibTorch allocated during the step on that device's threads
+  // (its worker, and the copies arriving there), freed wherever they are
+  // freed. Empty otherwise.
+  std::vector<int64_t> allocated_peak_bytes;
   std::vector<double> busy_seconds;        // per device: time in kernels
   std::vector<double> node_seconds;        // per view node
   std::vector<MeasuredTransfer> transfers;

@@ -89,6 +89,22 @@ inline onnx::ModelProto MatMulRelu() {
   return m;
 }
 
+// One weight read by four ops, as an unrolled RNN reads its weights:
+// y0 = W x, y1 = W y0, y2 = W y1, y3 = W y2 (ops m0..m3), W [2, 2],
+// x [2, 1], y3 the output. W's partial gradients: one per op.
+inline onnx::ModelProto SharedWeightChain() {
+  onnx::ModelProto m = EmptyModel();
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, 1});
+  AddWeight(g, "w", {2, 2});
+  AddNode(g, "MatMul", "m0", {"w", "x"}, {"y0"});
+  AddNode(g, "MatMul", "m1", {"w", "y0"}, {"y1"});
+  AddNode(g, "MatMul", "m2", {"w", "y1"}, {"y2"});
+  AddNode(g, "MatMul", "m3", {"w", "y2"}, {"y3"});
+  AddOutput(g, "y3");
+  return m;
+}
+
 }  // namespace placer::testing
 
 #endif  // PLACER_TESTS_GRAPH_TEST_MODELS_H_

@@ -182,6 +182,53 @@ TEST(SimulatorTest, TrainingStepMemoryPeak) {
   EXPECT_TRUE(tight.Run({}).oom);
 }
 
+// W homed on A (m0 reads it first) and read by m1..m3 on B, at 8 FLOP/s:
+// forward 1 s each (8 FLOPs); backward 2 s (dW and dy) and 1 s for m0 (dW
+// only); the update 3.5 s (4 x 4 + 3 adds x 4 elements). Links: W (16 B)
+// 0.004 s, y (8 B) 0.002 s.
+//   A: m0 [0, 1]; W -> B [0, .004]; y0 -> B [1, 1.002].
+//   B: m1 [1.002, 2.002], m2, m3 [.., 4.002]; grad:m3 [4.002, 6.002],
+//      grad:m2 [.., 8.002], grad:m1 [.., 10.002]: B's three partials of
+//      W in one buffer, sent once [10.002, 10.006], then dy0 [.., 10.008].
+//   A: grad:m0 [10.008, 11.008]; update [11.008, 14.508].
+// Memory, A: W + momentum 32, x 8 (until grad:m0); y0 8 until sent (48);
+// B's buffer of W 16 arrives and stays (56), dy0 8 (64); grad:m0 writes
+// its partial 16: 80 peak, added into the buffer and freed.
+// B: W 16, y0 8, y1 8, y2 8 (y3 8 freed unread: 48 peak so far); grad:m3
+// writes dW 16 + dy2 8 (64), frees y2, keeps both as buffers (56);
+// grad:m2 writes 24 more: 80 peak; then everything frees down to the two
+// buffers in flight. Without accumulation, A would receive three 16-byte
+// partials and keep them until the update.
+TEST(SimulatorTest, PartialGradientsAreSummedWhereTheyAreMade) {
+  Fixture f(testing::SharedWeightChain(), TestCluster(2, 8));
+  SimulationResult r = f.Run({{"m1", 1}, {"m2", 1}, {"m3", 1}});
+  EXPECT_NEAR(r.step_seconds, 14.508, 1e-9);
+  ASSERT_EQ(r.transfers.size(), 4u);
+  int w = f.graph.FindTensor("w");
+  int gradients_home = 0;
+  for (const ScheduledTransfer& t : r.transfers) {
+    if (t.gradient_sum < 0) continue;
+    EXPECT_EQ(t.src, 1);
+    EXPECT_EQ(t.dst, 0);
+    const GradientSum& sum = f.view.gradient_sums()[t.gradient_sum];
+    if (sum.tensor != w) continue;
+    ++gradients_home;
+    EXPECT_EQ(t.bytes, 16);
+    EXPECT_NEAR(t.start_seconds, 10.002, 1e-9);
+    EXPECT_NEAR(t.end_seconds, 10.006, 1e-9);
+  }
+  EXPECT_EQ(gradients_home, 1);
+  EXPECT_EQ(r.bytes_moved, 16 + 8 + 16 + 8);
+  EXPECT_EQ(r.peak_memory_bytes, (std::vector<int64_t>{80, 80}));
+  // On one device nothing moves; W's four partials share one buffer: W and
+  // momentum 32, x 8, y0..y2 24 (y3 freed unread); grad:m3 writes 24 (88),
+  // frees y2 and keeps dW and dy2 as buffers (80); grad:m2 writes 24 more:
+  // 104 peak; after it each backward frees as much as it writes.
+  SimulationResult one = f.Run({});
+  EXPECT_EQ(one.bytes_moved, 0);
+  EXPECT_EQ(one.peak_memory_bytes[0], 104);
+}
+
 TEST(SimulatorTest, BadPlacementsAreErrors) {
   Fixture f(Relus({{"Relu", "a", "x"}}), TestCluster(2));
   SimulationContext c =

@@ -1,6 +1,7 @@
 // Every policy on small models and clusters: valid placements (every op on
 // a device, pins kept, memory within limits), clear infeasibility errors,
 // determinism.
+#include "policies/policies.h"
 #include "policies/policy.h"
 
 #include <map>
@@ -152,6 +153,66 @@ TEST(PoliciesTest, ImpossibleLimitsAreClearErrors) {
               HasSubstr("unknown policy 'nope'"));
 }
 
+// Memory-complete best: with each device given a third (4 devices) or a
+// quarter (8 devices) of a zoo model's single-device peak, best finds a
+// placement wherever the limit clearly allows one, falling back on
+// memory_first where every heuristic is over the limit (measured: GNMT-2 at
+// both shares, RNNLM at a third). No placement fits where a node's inputs
+// and outputs, or a parameter with its momentum and summed gradient, are
+// over the limit (RNNLM and diamond at a quarter): the error then names the
+// smallest overshoot memory_first reached and its device. Limits within
+// 10% of that bound may or may not be reachable and are not asserted.
+TEST(PoliciesTest, BestFitsWhereverMemoryAllows) {
+  int fallbacks = 0, impossible = 0;
+  for (const zoo::ZooModel& model : zoo::ZooModels()) {
+    for (const auto& [preset, share] :
+         std::vector<std::pair<std::string, int>>{{"p100x4", 3},
+                                                  {"v100x8", 4}}) {
+      SCOPED_TRACE(model.name + " on " + preset + " at 1/" +
+                   std::to_string(share));
+      zoo::ZooParams params = Scenario::Small();
+      if (model.name == "inception_v3") params.image_size = 96;
+      Scenario s(model.name, preset, params);
+      const int devices = s.cluster.num_devices();
+      SimulationResult one = *Simulate(
+          *s.sim, Placement{std::vector<int>(s.graph.ops().size(), 0)});
+      const int64_t limit = one.peak_memory_bytes[0] / share;
+      int64_t least = 0;
+      for (const TrainingNode& n : s.view.nodes()) {
+        int64_t bytes = 0;
+        for (int v : n.inputs) bytes += s.view.value(v).bytes;
+        for (int v : n.outputs) bytes += s.view.value(v).bytes;
+        least = std::max(least, bytes);
+      }
+      for (const TrainingValue& v : s.view.values()) {
+        if (v.kind == ValueKind::kParameter) {
+          least = std::max(least, 3 * v.bytes);
+        }
+      }
+      PolicyOptions o = Quick();
+      o.max_evaluations = 5000;  // memory_first's repair simulates moves
+      o.memory_limit_bytes.assign(devices, limit);
+      absl::StatusOr<HeuristicWinner> h = BestHeuristic(s.input(), o);
+      if (least > limit) {
+        ++impossible;
+        ASSERT_FALSE(h.ok());
+        EXPECT_EQ(h.status().code(), absl::StatusCode::kResourceExhausted);
+        EXPECT_THAT(h.status().message(), HasSubstr("smallest overshoot"));
+        EXPECT_THAT(h.status().message(), HasSubstr("/gpu:"));
+        continue;
+      }
+      if (least > 0.9 * limit) continue;
+      ASSERT_TRUE(h.ok()) << h.status();
+      fallbacks += h->policy == "memory_first";
+      absl::StatusOr<Placement> p = (*NewPolicy("best"))->Place(s.input(), o);
+      ASSERT_TRUE(p.ok()) << p.status();
+      EXPECT_TRUE(CheckPlacement(s.input(), o, *p).ok());
+    }
+  }
+  EXPECT_GT(fallbacks, 0);  // the heuristics alone fail somewhere
+  EXPECT_GT(impossible, 0);
+}
+
 // On an unrolled NMT model the critical-path heuristic beats hashing, and
 // the portfolio is never worse than any of its members.
 TEST(PoliciesTest, QualityOrderingOnGnmt) {
@@ -269,15 +330,14 @@ TEST(PoliciesTest, ListSchedulersAndLocalSearchBeatExpertOnGnmt) {
          {"single", "expert", "m_etf", "m_sct", "local_search"}) {
       absl::StatusOr<Placement> p =
           (*NewPolicy(name))->Place(s.input(), Quick());
-      if (std::string(name) == "single") {
-        EXPECT_FALSE(p.ok()) << model << ": fits on one P100";
-        continue;
-      }
       ASSERT_TRUE(p.ok()) << model << " " << name << ": " << p.status();
       step[name] = Simulate(*s.sim, *p)->step_seconds;
     }
+    // With partial gradients accumulated both fit on one P100 (6.7 and
+    // 10.4 GB); four are faster.
     for (const char* name : {"m_etf", "m_sct", "local_search"}) {
       EXPECT_LT(step[name], step["expert"]) << model << " " << name;
+      EXPECT_LT(step[name], step["single"]) << model << " " << name;
     }
   }
 }

@@ -107,18 +107,25 @@ TEST(RlFeaturesTest, ScaleFreeRowsAndFractions) {
 }
 
 TEST(RlModelTest, MemoryMaskKeepsSamplesWithinTheirDevices) {
-  // Memory for about 40% of the graph per device: an untrained Placer's
-  // samples overflow some device unless the mask closes it.
+  // Memory for 60% of the graph's single-device peak per device: an
+  // untrained Placer's samples overflow some device unless the mask closes
+  // it.
   Scenario s("gnmt2", "p100x4");
+  const double kShare = 0.6;
   std::vector<int> all_first(s.view.num_groups(), 0);
   absl::StatusOr<SimulationResult> one =
       Simulate(*s.sim, Placement{all_first});
   ASSERT_TRUE(one.ok());
   PolicyOptions tight;
   tight.memory_limit_bytes.assign(
-      4, static_cast<int64_t>(0.4 * one->peak_memory_bytes[0]));
+      4, static_cast<int64_t>(kShare * one->peak_memory_bytes[0]));
   RlGraph g = BuildRlGraph(s.input(), tight);
-  for (float c : g.device_capacity) EXPECT_NEAR(c, 0.85 * 0.4, 0.01);
+  // The mask's scale is at least the single device's (peak over the
+  // units' estimate), so a device's capacity is at most 85% of its share.
+  for (float c : g.device_capacity) {
+    EXPECT_GT(c, 0);
+    EXPECT_LE(c, 0.85 * kShare + 1e-6);
+  }
   int over[2] = {0, 0}, oom[2] = {0, 0};
   for (bool mask : {false, true}) {
     RlModelOptions m;
@@ -153,12 +160,15 @@ TEST(RlModelTest, MemoryMaskKeepsSamplesWithinTheirDevices) {
   std::printf("over capacity %d -> %d, out of memory %d -> %d of 64\n",
               over[0], over[1], oom[0], oom[1]);
   // The mask fills devices group by group, so a late group can find every
-  // device closed and go anywhere: rare, not impossible (measured: over
-  // capacity 56 -> 1, out of memory 44 -> 3 of 64).
+  // device closed and go anywhere; and copies of values read on several
+  // devices are not additive per unit, so the estimate can fit where the
+  // simulation does not: rare, not impossible (measured with partial
+  // gradients accumulated, 60% of the single-device peak per device: over
+  // capacity 32 -> 0, out of memory 23 -> 3 of 64).
   EXPECT_GT(over[0], 16);
   EXPECT_GT(oom[0], 16);
   EXPECT_LT(8 * over[1], over[0]);
-  EXPECT_LT(8 * oom[1], oom[0]);
+  EXPECT_LT(4 * oom[1], oom[0]);
 }
 
 TEST(RlTrainerTest, SameSeedSameSamplesSameResult) {
@@ -284,11 +294,13 @@ TEST(RlTrainerTest, LearningShortensTheSampledSteps) {
 }
 
 // The headline's own setting, GNMT-4 at full size over four P100s with the
-// default options, for the first 24 steps: with the exploration controls
-// off (entropy_target 0, max_kl_per_choice 0: the trainer as it was) every
-// batch drew 3 placements from step 16 on (entropy 0.05 nats per choice)
-// and the best stalled at 0.655x the random groupings' mean step; with
-// them, the batches stay varied and the best reaches 0.57x.
+// default options, for the first 24 steps. Measured before partial
+// gradients were accumulated: with the exploration controls off
+// (entropy_target 0, max_kl_per_choice 0: the trainer as it was) every
+// batch drew 3 placements from step 16 on and the best stalled at 0.655x
+// the random groupings' mean step; with them, 0.57x. With accumulation
+// (spread placements cost less, so the random mean is lower): off, 0.712x;
+// on, 0.669x, the batches all distinct, entropy >= 1.0 nats per choice.
 TEST(RlTrainerTest, Gnmt4KeepsExploringWhileItLearns) {
   Scenario s("gnmt4", "p100x4", zoo::ZooParams{});
   RlTrainerOptions o;
@@ -304,7 +316,7 @@ TEST(RlTrainerTest, Gnmt4KeepsExploringWhileItLearns) {
     EXPECT_LE(r.step_kl_per_choice, o.max_kl_per_choice);
   }
   const double random_mean = curve[0].batch_mean_seconds;
-  EXPECT_LT(t->best(0).step_seconds, 0.62 * random_mean)
+  EXPECT_LT(t->best(0).step_seconds, 0.69 * random_mean)
       << t->best(0).step_seconds << " vs random groupings' mean "
       << random_mean;
 }

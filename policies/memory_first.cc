@@ -1,0 +1,210 @@
+// memory_first: a placement that fits before one that is fast, for models
+// that the time-first heuristics cannot fit.
+//
+// Contract: parameter families (an unrolled layer with its weights) merged
+// into at most kGroups structural groups are dealt to the devices in
+// topological order, each device filled up to its share of the estimated
+// memory (its limit over the sum of the limits), so consecutive layers
+// share a device and few values cross. Then repair, by simulation: while
+// some device is over its limit, every move of a group (or, when no group
+// move helps, of one of the kUnitMoves largest units) off the device that
+// is furthest over, to each other device, is simulated; the move that
+// lowers the total overshoot and gives the shortest step (ties: the least
+// overshoot, then the lowest group and device) is made. It stops when all
+// fit, when no move lowers the overshoot, or at the budget. Pinned units
+// never move. Fails with the smallest overshoot it reached: the device, its
+// peak, by how much it is over, after how many moves.
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "policies/device_loads.h"
+#include "policies/group_graph.h"
+#include "policies/policies.h"
+
+namespace placer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kGroups = 64;
+constexpr int kUnitMoves = 32;
+
+struct Judged {
+  bool ok = false;
+  double step_seconds = 0;
+  int64_t overshoot_bytes = 0;        // summed over devices
+  std::vector<int64_t> over_bytes;    // per device, >= 0
+  std::vector<int64_t> peak_bytes;    // per device
+};
+
+class MemoryFirstPolicy : public PlacementPolicy {
+ public:
+  absl::StatusOr<Placement> Place(const PolicyInput& in,
+                                  const PolicyOptions& o) override {
+    const Clock::time_point start = Clock::now();
+    const int devices = in.cluster.num_devices();
+    GroupGraph units = PlacementUnits(in, o);
+    const int n = units.num_units();
+    std::vector<int> group =
+        MergeFamilies(units, PlacementFamilies(in, o, units), kGroups);
+    const int groups =
+        n == 0 ? 0 : *std::max_element(group.begin(), group.end()) + 1;
+    std::vector<std::vector<int>> members(groups);
+    for (int u : units.order()) members[group[u]].push_back(u);
+    std::vector<int> pinned(n);
+    for (int u = 0; u < n; ++u) pinned[u] = UnitPinnedDevice(units, o, u);
+
+    // Deal the groups out in topological order of their first unit.
+    std::vector<int> group_order(groups);
+    std::vector<int> first(groups, n);
+    for (int k = 0; k < n; ++k) {
+      int u = units.order()[k];
+      first[group[u]] = std::min(first[group[u]], k);
+    }
+    for (int g = 0; g < groups; ++g) group_order[g] = g;
+    std::sort(group_order.begin(), group_order.end(),
+              [&](int a, int b) { return first[a] < first[b]; });
+    double total_bytes = 0, total_limit = 0;
+    for (int u = 0; u < n; ++u) total_bytes += units.memory_bytes(u);
+    for (int d = 0; d < devices; ++d) {
+      total_limit += static_cast<double>(MemoryLimit(in.cluster, o, d));
+    }
+    std::vector<int> device_of(n, 0);
+    int d = 0;
+    double filled = 0, share_end = 0;
+    if (devices > 0 && total_limit > 0) {
+      share_end = total_bytes *
+                  static_cast<double>(MemoryLimit(in.cluster, o, 0)) /
+                  total_limit;
+    }
+    for (int g : group_order) {
+      double bytes = 0;
+      for (int u : members[g]) bytes += units.memory_bytes(u);
+      // Past the device's share by more than half the group: next device.
+      while (d + 1 < devices && filled + bytes / 2 > share_end) {
+        ++d;
+        share_end += total_bytes *
+                     static_cast<double>(MemoryLimit(in.cluster, o, d)) /
+                     total_limit;
+      }
+      for (int u : members[g]) device_of[u] = pinned[u] >= 0 ? pinned[u] : d;
+      filled += bytes;
+    }
+
+    int64_t evaluations = 0;
+    auto judge = [&](const std::vector<int>& where) {
+      ++evaluations;
+      Judged j;
+      absl::StatusOr<SimulationResult> r =
+          Simulate(in.simulation, units.Expand(where));
+      if (!r.ok()) return j;
+      j.ok = true;
+      j.step_seconds = r->step_seconds;
+      j.peak_bytes = r->peak_memory_bytes;
+      j.over_bytes.assign(devices, 0);
+      for (int e = 0; e < devices; ++e) {
+        j.over_bytes[e] = std::max<int64_t>(
+            0, r->peak_memory_bytes[e] - MemoryLimit(in.cluster, o, e));
+        j.overshoot_bytes += j.over_bytes[e];
+      }
+      return j;
+    };
+    auto more = [&] {
+      return std::chrono::duration<double>(Clock::now() - start).count() <
+                 o.budget_seconds &&
+             (o.max_evaluations <= 0 || evaluations < o.max_evaluations) &&
+             !(o.should_stop && o.should_stop());
+    };
+
+    Judged current = judge(device_of);
+    if (!current.ok) return absl::InternalError("memory_first: bad placement");
+    int moves = 0;
+    while (current.overshoot_bytes > 0 && more()) {
+      int worst = static_cast<int>(
+          std::max_element(current.over_bytes.begin(),
+                           current.over_bytes.end()) -
+          current.over_bytes.begin());
+      // Candidate sets: the groups with movable units on `worst`; then,
+      // when none of them helps, its largest movable units one by one.
+      std::vector<std::vector<int>> sets;
+      for (int g = 0; g < groups; ++g) {
+        std::vector<int> on;
+        for (int u : members[g]) {
+          if (device_of[u] == worst && pinned[u] < 0) on.push_back(u);
+        }
+        if (!on.empty()) sets.push_back(std::move(on));
+      }
+      const size_t group_sets = sets.size();
+      std::vector<int> largest;
+      for (int u = 0; u < n; ++u) {
+        if (device_of[u] == worst && pinned[u] < 0) largest.push_back(u);
+      }
+      std::sort(largest.begin(), largest.end(), [&](int a, int b) {
+        if (units.memory_bytes(a) != units.memory_bytes(b)) {
+          return units.memory_bytes(a) > units.memory_bytes(b);
+        }
+        return a < b;
+      });
+      if (static_cast<int>(largest.size()) > kUnitMoves) {
+        largest.resize(kUnitMoves);
+      }
+      for (int u : largest) sets.push_back({u});
+
+      bool moved = false;
+      for (int phase = 0; phase < 2 && !moved && more(); ++phase) {
+        size_t begin = phase == 0 ? 0 : group_sets;
+        size_t end = phase == 0 ? group_sets : sets.size();
+        Judged best;
+        std::vector<int> best_where;
+        for (size_t s = begin; s < end && more(); ++s) {
+          for (int to = 0; to < devices && more(); ++to) {
+            if (to == worst) continue;
+            std::vector<int> where = device_of;
+            for (int u : sets[s]) where[u] = to;
+            Judged j = judge(where);
+            if (!j.ok || j.overshoot_bytes >= current.overshoot_bytes) continue;
+            bool better =
+                best_where.empty() || j.step_seconds < best.step_seconds ||
+                (j.step_seconds == best.step_seconds &&
+                 j.overshoot_bytes < best.overshoot_bytes);
+            if (better) {
+              best = std::move(j);
+              best_where = std::move(where);
+            }
+          }
+        }
+        if (!best_where.empty()) {
+          device_of = std::move(best_where);
+          current = std::move(best);
+          ++moves;
+          moved = true;
+        }
+      }
+      if (!moved) break;
+    }
+    if (current.overshoot_bytes > 0) {
+      int worst = static_cast<int>(
+          std::max_element(current.over_bytes.begin(),
+                           current.over_bytes.end()) -
+          current.over_bytes.begin());
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "memory_first: the smallest overshoot reached leaves ",
+          in.cluster.device(worst).name, " needing ",
+          current.peak_bytes[worst], " bytes, ", current.over_bytes[worst],
+          " over its limit of ", MemoryLimit(in.cluster, o, worst), " (",
+          current.overshoot_bytes, " bytes over on all devices, after ",
+          moves, " repair moves and ", evaluations, " simulations)"));
+    }
+    return Checked(in, o, units.Expand(device_of), "memory_first");
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<PlacementPolicy> NewMemoryFirstPolicy() {
+  return std::make_unique<MemoryFirstPolicy>();
+}
+
+}  // namespace placer
