@@ -76,6 +76,7 @@ int BenchCommand(const std::vector<std::string>& args) {
   options.seed = absl::GetFlag(FLAGS_seed);
   options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
   options.max_evaluations = absl::GetFlag(FLAGS_evaluations);
+  options.memory_headroom = absl::GetFlag(FLAGS_memory_headroom);
   std::unique_ptr<CostModel> costs = NewRooflineCostModel();
   std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
 

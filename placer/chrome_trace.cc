@@ -73,7 +73,7 @@ std::string ChromeTraceJson(const SimulationContext& context,
         static_cast<double>(node.cost.bytes_accessed));
   }
   for (const ScheduledTransfer& t : result.transfers) {
-    Struct* e = AddEvent(events, view.value(t.value).name, "X", t.src,
+    Struct* e = AddEvent(events, TransferName(view, t), "X", t.src,
                          1 + t.dst);
     auto& f = *e->mutable_fields();
     f["cat"].set_string_value("transfer");

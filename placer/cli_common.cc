@@ -62,6 +62,10 @@ ABSL_FLAG(placer::FlagSeconds, budget, placer::FlagSeconds{10},
 ABSL_FLAG(int64_t, evaluations, 0,
           "place: at most this many simulations per search (0: no limit); "
           "unlike --budget it makes results machine-independent.");
+ABSL_FLAG(double, memory_headroom, 0.05,
+          "place, bench, run, calibrate: the fraction of each "
+          "device's memory placements leave free (allocator fragmentation, "
+          "workspaces, the runtime's own memory).");
 ABSL_FLAG(std::string, policy, "best",
           "place: the policy (single, expert, hash, critical_path, metis, "
           "heft, m_etf, m_topo, local_search, best).");

@@ -50,6 +50,7 @@ ABSL_DECLARE_FLAG(int32_t, warmup);
 ABSL_DECLARE_FLAG(int32_t, threads);
 ABSL_DECLARE_FLAG(placer::FlagSeconds, budget);
 ABSL_DECLARE_FLAG(int64_t, evaluations);
+ABSL_DECLARE_FLAG(double, memory_headroom);
 ABSL_DECLARE_FLAG(std::string, policy);
 ABSL_DECLARE_FLAG(bool, compare);
 ABSL_DECLARE_FLAG(int32_t, steps);

@@ -114,6 +114,7 @@ int PlaceCommand(const std::vector<std::string>& args) {
   options.seed = absl::GetFlag(FLAGS_seed);
   options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
   options.max_evaluations = absl::GetFlag(FLAGS_evaluations);
+  options.memory_headroom = absl::GetFlag(FLAGS_memory_headroom);
   if (!checkpoint.empty()) options.checkpoint_dir = UserPath(checkpoint);
 
   std::vector<PolicyRun> rows;

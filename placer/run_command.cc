@@ -56,6 +56,7 @@ int RunCommand(const std::vector<std::string>& args) {
     options.seed = absl::GetFlag(FLAGS_seed);
     options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
     options.max_evaluations = absl::GetFlag(FLAGS_evaluations);
+    options.memory_headroom = absl::GetFlag(FLAGS_memory_headroom);
     PolicyRun run = RunPolicy(policy, input, options);
     if (!run.status.ok()) return Fail(run.status);
     placement = std::move(run.placement);

@@ -33,7 +33,7 @@ std::string CriticalStepName(const SimulationContext& c,
                              const CriticalStep& s) {
   if (!s.is_transfer) return c.view().node(s.index).key;
   const ScheduledTransfer& t = r.transfers[s.index];
-  return absl::StrCat("send ", c.view().value(t.value).name, " ",
+  return absl::StrCat("send ", TransferName(c.view(), t), " ",
                       c.cluster().device(t.src).name, " -> ",
                       c.cluster().device(t.dst).name);
 }

@@ -486,6 +486,14 @@ void Simulation::TraceCriticalPath(SimulationResult& r) const {
 
 }  // namespace
 
+std::string TransferName(const TrainingView& view,
+                         const ScheduledTransfer& transfer) {
+  if (transfer.gradient_sum < 0) return view.value(transfer.value).name;
+  const GradientSum& sum = view.gradient_sums()[transfer.gradient_sum];
+  return absl::StrCat("grad:", view.forward().tensor(sum.tensor).name,
+                      " (summed)");
+}
+
 absl::StatusOr<SimulationResult> Simulate(const SimulationContext& context,
                                           const Placement& placement,
                                           const SimulationOptions& options) {

@@ -159,6 +159,11 @@ struct SimulationResult {
   std::vector<ScheduledNode> schedule;  // with record_schedule, by node
 };
 
+// What a transfer carries, for reports and traces: the value's name, or
+// for a device's summed partial gradients "grad:<tensor> (summed)".
+std::string TransferName(const TrainingView& view,
+                         const ScheduledTransfer& transfer);
+
 // Errors: a placement of the wrong size or naming a device out of range.
 absl::StatusOr<SimulationResult> Simulate(
     const SimulationContext& context, const Placement& placement,

@@ -6,14 +6,18 @@
 // topological order, each device filled up to its share of the estimated
 // memory (its limit over the sum of the limits), so consecutive layers
 // share a device and few values cross. Then repair, by simulation: while
-// some device is over its limit, every move of a group (or, when no group
-// move helps, of one of the kUnitMoves largest units) off the device that
-// is furthest over, to each other device, is simulated; the move that
-// lowers the total overshoot and gives the shortest step (ties: the least
-// overshoot, then the lowest group and device) is made. It stops when all
-// fit, when no move lowers the overshoot, or at the budget. Pinned units
-// never move. Fails with the smallest overshoot it reached: the device, its
-// peak, by how much it is over, after how many moves.
+// some device is over its limit, every move of a group off the fullest
+// device (peak over limit; or, when none helps, of a contiguous half,
+// quarter or eighth of a group's units there, in topological order: an
+// unrolled layer's run of steps, which share one copy of its weights; then
+// of one of its kUnitMoves largest units), to each other device, is
+// simulated. Of the moves that make the fullest device less full
+// (others may fill up to below it: layers shift along the devices step by
+// step), or keep it and lower the total overshoot, the one with the
+// shortest step (ties: the least overshoot, then the first found) is made.
+// It stops when all fit, when no move makes progress, or at the budget.
+// Pinned units never move. Fails with the smallest overshoot it reached:
+// the device, its peak, by how much it is over, after how many moves.
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -35,6 +39,8 @@ struct Judged {
   bool ok = false;
   double step_seconds = 0;
   int64_t overshoot_bytes = 0;        // summed over devices
+  double worst_ratio = 0;             // max over devices of peak / limit
+  int worst = -1;                     // the device of worst_ratio
   std::vector<int64_t> over_bytes;    // per device, >= 0
   std::vector<int64_t> peak_bytes;    // per device
 };
@@ -108,6 +114,13 @@ class MemoryFirstPolicy : public PlacementPolicy {
         j.over_bytes[e] = std::max<int64_t>(
             0, r->peak_memory_bytes[e] - MemoryLimit(in.cluster, o, e));
         j.overshoot_bytes += j.over_bytes[e];
+        double ratio = static_cast<double>(r->peak_memory_bytes[e]) /
+                       static_cast<double>(
+                           std::max<int64_t>(1, MemoryLimit(in.cluster, o, e)));
+        if (j.worst < 0 || ratio > j.worst_ratio) {
+          j.worst_ratio = ratio;
+          j.worst = e;
+        }
       }
       return j;
     };
@@ -118,25 +131,60 @@ class MemoryFirstPolicy : public PlacementPolicy {
              !(o.should_stop && o.should_stop());
     };
 
-    Judged current = judge(device_of);
-    if (!current.ok) return absl::InternalError("memory_first: bad placement");
-    int moves = 0;
-    while (current.overshoot_bytes > 0 && more()) {
-      int worst = static_cast<int>(
-          std::max_element(current.over_bytes.begin(),
-                           current.over_bytes.end()) -
-          current.over_bytes.begin());
-      // Candidate sets: the groups with movable units on `worst`; then,
-      // when none of them helps, its largest movable units one by one.
-      std::vector<std::vector<int>> sets;
+    // The groups' movable units on `device` under `where`, then contiguous
+    // runs of a half, a quarter and an eighth of each (in topological
+    // order: an unrolled layer's consecutive steps, which share one copy of
+    // its weights). `*groups_end` is where the runs start.
+    auto sets_on = [&](int device, const std::vector<int>& where,
+                       size_t* groups_end) {
+      std::vector<std::vector<int>> sets, runs;
       for (int g = 0; g < groups; ++g) {
         std::vector<int> on;
         for (int u : members[g]) {
-          if (device_of[u] == worst && pinned[u] < 0) on.push_back(u);
+          if (where[u] == device && pinned[u] < 0) on.push_back(u);
+        }
+        for (size_t parts = 2; parts <= 8 && parts <= on.size(); parts *= 2) {
+          for (size_t k = 0; k < parts; ++k) {
+            runs.emplace_back(on.begin() + k * on.size() / parts,
+                              on.begin() + (k + 1) * on.size() / parts);
+          }
         }
         if (!on.empty()) sets.push_back(std::move(on));
       }
-      const size_t group_sets = sets.size();
+      *groups_end = sets.size();
+      for (std::vector<int>& r : runs) sets.push_back(std::move(r));
+      return sets;
+    };
+    Judged current = judge(device_of);
+    if (!current.ok) return absl::InternalError("memory_first: bad placement");
+    // Progress: the fullest device gets less full (others may fill up to
+    // below it), or it stays and the overshoot falls.
+    auto progress = [&](const Judged& j) {
+      return j.ok && (j.worst_ratio < current.worst_ratio ||
+                      (j.worst_ratio == current.worst_ratio &&
+                       j.overshoot_bytes < current.overshoot_bytes));
+    };
+    // Of the moves that make progress, the one with the shortest step.
+    Judged best;
+    std::vector<int> best_where;
+    auto consider = [&](Judged j, std::vector<int> where) {
+      if (!progress(j)) return;
+      if (best_where.empty() || j.step_seconds < best.step_seconds ||
+          (j.step_seconds == best.step_seconds &&
+           j.overshoot_bytes < best.overshoot_bytes)) {
+        best = std::move(j);
+        best_where = std::move(where);
+      }
+    };
+    int moves = 0;
+    while (current.overshoot_bytes > 0 && more()) {
+      const int worst = current.worst;
+      // Phases: whole groups off `worst`; runs of them; its kUnitMoves
+      // largest movable units one by one.
+      size_t groups_end = 0;
+      std::vector<std::vector<int>> sets =
+          sets_on(worst, device_of, &groups_end);
+      std::vector<size_t> phase_end = {groups_end, sets.size()};
       std::vector<int> largest;
       for (int u = 0; u < n; ++u) {
         if (device_of[u] == worst && pinned[u] < 0) largest.push_back(u);
@@ -151,44 +199,31 @@ class MemoryFirstPolicy : public PlacementPolicy {
         largest.resize(kUnitMoves);
       }
       for (int u : largest) sets.push_back({u});
+      phase_end.push_back(sets.size());
 
-      bool moved = false;
-      for (int phase = 0; phase < 2 && !moved && more(); ++phase) {
-        size_t begin = phase == 0 ? 0 : group_sets;
-        size_t end = phase == 0 ? group_sets : sets.size();
-        Judged best;
-        std::vector<int> best_where;
-        for (size_t s = begin; s < end && more(); ++s) {
+      best_where.clear();
+      for (size_t phase = 0; phase < phase_end.size() && best_where.empty() &&
+                             more();
+           ++phase) {
+        size_t begin = phase == 0 ? 0 : phase_end[phase - 1];
+        for (size_t s = begin; s < phase_end[phase] && more(); ++s) {
           for (int to = 0; to < devices && more(); ++to) {
             if (to == worst) continue;
             std::vector<int> where = device_of;
             for (int u : sets[s]) where[u] = to;
             Judged j = judge(where);
-            if (!j.ok || j.overshoot_bytes >= current.overshoot_bytes) continue;
-            bool better =
-                best_where.empty() || j.step_seconds < best.step_seconds ||
-                (j.step_seconds == best.step_seconds &&
-                 j.overshoot_bytes < best.overshoot_bytes);
-            if (better) {
-              best = std::move(j);
-              best_where = std::move(where);
-            }
+            consider(std::move(j), std::move(where));
           }
         }
-        if (!best_where.empty()) {
-          device_of = std::move(best_where);
-          current = std::move(best);
-          ++moves;
-          moved = true;
-        }
       }
-      if (!moved) break;
+      if (best_where.empty()) break;
+      device_of = std::move(best_where);
+      current = std::move(best);
+      best_where.clear();
+      ++moves;
     }
     if (current.overshoot_bytes > 0) {
-      int worst = static_cast<int>(
-          std::max_element(current.over_bytes.begin(),
-                           current.over_bytes.end()) -
-          current.over_bytes.begin());
+      const int worst = current.worst;
       return absl::ResourceExhaustedError(absl::StrCat(
           "memory_first: the smallest overshoot reached leaves ",
           in.cluster.device(worst).name, " needing ",

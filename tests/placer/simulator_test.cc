@@ -213,6 +213,7 @@ TEST(SimulatorTest, PartialGradientsAreSummedWhereTheyAreMade) {
     const GradientSum& sum = f.view.gradient_sums()[t.gradient_sum];
     if (sum.tensor != w) continue;
     ++gradients_home;
+    EXPECT_EQ(TransferName(f.view, t), "grad:w (summed)");
     EXPECT_EQ(t.bytes, 16);
     EXPECT_NEAR(t.start_seconds, 10.002, 1e-9);
     EXPECT_NEAR(t.end_seconds, 10.006, 1e-9);
