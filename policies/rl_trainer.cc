@@ -660,6 +660,17 @@ absl::StatusOr<RlModelOptions> RlTrainer::ReadModelOptions(
         "rl: ", dir, "/", kCheckpointFile, " is not a readable checkpoint: ",
         e.what_without_backtrace()));
   }
+  // What a trainer would build from them must be sane: a damaged file must
+  // not ask for a model of a billion groups.
+  auto within = [](int x, int most) { return x >= 1 && x <= most; };
+  if (!within(m.groups, 1 << 12) || !within(m.grouper_hidden, 1 << 13) ||
+      !within(m.placer_hidden, 1 << 13) || !within(m.device_embedding, 1 << 13) ||
+      !(m.logit_clip > 0 && m.logit_clip < 1e6) ||
+      !(m.temperature > 0 && m.temperature < 1e6)) {
+    return absl::DataLossError(absl::StrCat(
+        "rl: ", dir, "/", kCheckpointFile,
+        " holds model options out of range: ", m.Describe()));
+  }
   return m;
 }
 
@@ -687,6 +698,10 @@ absl::Status RlTrainer::Resume() {
     archive.read("rng", v);
     std::istringstream rng(v.toStringRef());
     rng >> s.rng;
+    if (rng.fail()) {
+      return absl::DataLossError(
+          absl::StrCat("rl: ", path, ": its random generator state is damaged"));
+    }
     archive.read("step", v);
     s.step = v.toInt();
     archive.read("samples", v);
@@ -712,6 +727,16 @@ absl::Status RlTrainer::Resume() {
         torch::Tensor placement;
         archive.read(p + "best_placement", placement);
         ts.best.placement = Placement{FromTensor(placement)};
+        const TrainingView& view = s.tasks[t].input->view;
+        const int devices = s.tasks[t].input->cluster.num_devices();
+        const std::vector<int>& d = ts.best.placement->device_of_op;
+        if (d.size() != view.forward().ops().size() ||
+            std::any_of(d.begin(), d.end(),
+                        [&](int x) { return x < 0 || x >= devices; })) {
+          return absl::DataLossError(absl::StrCat(
+              "rl: ", path, ": the best placement of task ", t,
+              " does not fit its graph and cluster"));
+        }
       }
     }
     torch::Tensor curve;
@@ -726,6 +751,10 @@ absl::Status RlTrainer::Resume() {
     s.curve.clear();
     for (int64_t r = 0; r < curve.size(0); ++r) {
       const double* x = c + r * columns;
+      if (!(x[3] >= 0 && x[3] < static_cast<double>(s.tasks.size()))) {
+        return absl::DataLossError(absl::StrCat(
+            "rl: ", path, ": its learning curve names a task it does not have"));
+      }
       RlCurveRow row{static_cast<int64_t>(x[0]),
                      static_cast<int64_t>(x[1]), x[2],
                      static_cast<int>(x[3]), x[4], x[5], x[6],

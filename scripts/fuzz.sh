@@ -22,7 +22,7 @@ case "$duration" in
 esac
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(onnx_import cluster placement place_request)
+  targets=(onnx_import cluster placement place_request profile rl_checkpoint)
 fi
 base="${PLACER_FUZZ_OUTPUT_BASE:-$HOME/.cache/placer-clang}"
 labels=()
