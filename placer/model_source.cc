@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/stopwatch.h"
 #include "onnx/onnx_pb.h"
 
 namespace placer {
@@ -50,7 +51,7 @@ absl::StatusOr<std::string> ZooOverrides(const std::string& spec,
 absl::StatusOr<LoadedModel> LoadModel(const std::string& spec,
                                       const ImportOptions& import_options,
                                       const zoo::ZooParams& zoo_params) {
-  using Clock = std::chrono::steady_clock;
+  using Clock = SteadyClock;
   LoadedModel loaded;
   loaded.source = spec;
   absl::StatusOr<Graph> graph;
@@ -74,8 +75,7 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& spec,
     graph = ImportOnnxFile(spec, import_options);
   }
   if (!graph.ok()) return graph.status();
-  loaded.import_seconds =
-      std::chrono::duration<double>(Clock::now() - start).count();
+  loaded.import_seconds = SecondsSince(start);
   loaded.graph = std::move(*graph);
   return loaded;
 }

@@ -23,6 +23,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "base/stopwatch.h"
 #include "policies/device_loads.h"
 #include "policies/group_graph.h"
 #include "policies/policies.h"
@@ -30,7 +31,7 @@
 namespace placer {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SteadyClock;
 
 constexpr int kGroups = 64;
 constexpr int kUnitMoves = 32;
@@ -125,8 +126,7 @@ class MemoryFirstPolicy : public PlacementPolicy {
       return j;
     };
     auto more = [&] {
-      return std::chrono::duration<double>(Clock::now() - start).count() <
-                 o.budget_seconds &&
+      return SecondsSince(start) < o.budget_seconds &&
              (o.max_evaluations <= 0 || evaluations < o.max_evaluations) &&
              !(o.should_stop && o.should_stop());
     };

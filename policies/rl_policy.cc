@@ -11,6 +11,7 @@
 #include <chrono>
 #include <thread>
 
+#include "base/stopwatch.h"
 #include "placer/evaluator.h"
 #include "policies/policy.h"
 #include "policies/rl_trainer.h"
@@ -18,7 +19,7 @@
 namespace placer {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SteadyClock;
 
 class RlPolicy : public PlacementPolicy {
  public:
@@ -87,9 +88,7 @@ class RlPolicy : public PlacementPolicy {
       o.on_progress({learned ? std::string("rl")
                              : "rl: the model did not beat the best "
                                "heuristic; answering with " + best.source,
-                     t.samples(), best.step_seconds,
-                     std::chrono::duration<double>(Clock::now() - start)
-                         .count()});
+                     t.samples(), best.step_seconds, SecondsSince(start)});
     }
     if (!best.placement) {
       return absl::ResourceExhaustedError(

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/stopwatch.h"
 #include "base/torch_status.h"
 #include "policies/policies.h"
 #include "profiles/proto_io.h"
@@ -23,11 +24,7 @@
 namespace placer {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using Clock = SteadyClock;
 
 constexpr char kCheckpointFile[] = "checkpoint.pt";
 constexpr int kCurveColumns = 12;
@@ -512,7 +509,7 @@ absl::Status RlTrainer::TrainOrThrow(
     s_->imitation_done = true;
   }
   while (true) {
-    s_->elapsed_seconds = elapsed_before + Since(start);
+    s_->elapsed_seconds = elapsed_before + SecondsSince(start);
     if (o.budget_seconds > 0 && s_->elapsed_seconds >= o.budget_seconds) break;
     if (o.max_samples > 0 && s_->samples >= o.max_samples) break;
     if (should_stop && should_stop()) break;
@@ -526,12 +523,12 @@ absl::Status RlTrainer::TrainOrThrow(
     if (!s_->evaluator_failure.ok()) {
       return std::exchange(s_->evaluator_failure, absl::OkStatus());
     }
-    s_->elapsed_seconds = elapsed_before + Since(start);
+    s_->elapsed_seconds = elapsed_before + SecondsSince(start);
     row.elapsed_seconds = s_->elapsed_seconds;
     s_->curve.push_back(row);
     if (on_step) on_step(row);
     if (!o.checkpoint_dir.empty() &&
-        Since(last_save) >= o.checkpoint_interval_seconds) {
+        SecondsSince(last_save) >= o.checkpoint_interval_seconds) {
       if (absl::Status saved = Save(); !saved.ok()) return saved;
       last_save = Clock::now();
     }

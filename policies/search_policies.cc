@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "base/stopwatch.h"
 #include "policies/device_loads.h"
 #include "policies/group_graph.h"
 #include "policies/policies.h"
@@ -11,11 +12,7 @@
 namespace placer {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using Clock = SteadyClock;
 
 // Within the memory limits; the step time when so.
 std::optional<double> Evaluate(const PolicyInput& in, const PolicyOptions& o,
@@ -186,7 +183,7 @@ class LocalSearchPolicy : public PlacementPolicy {
     ProgressReporter progress(o, "local_search", start);
     progress.Report(0, best);
     auto more = [&] {
-      return Since(start) < o.budget_seconds &&
+      return SecondsSince(start) < o.budget_seconds &&
              (o.max_evaluations <= 0 || evaluations < o.max_evaluations) &&
              !StopRequested(o);
     };
@@ -351,7 +348,8 @@ class BestPolicy : public PlacementPolicy {
       if (!o.on_progress) return;
       double b = best ? best_seconds : 0;
       if (stage_best > 0 && (b == 0 || stage_best < b)) b = stage_best;
-      o.on_progress({stage, evaluations + stage_evaluations, b, Since(start)});
+      o.on_progress(
+          {stage, evaluations + stage_evaluations, b, SecondsSince(start)});
     };
     auto consider = [&](const Placement& p) {
       ++evaluations;
@@ -377,8 +375,9 @@ class BestPolicy : public PlacementPolicy {
     for (size_t k = 0; k < starts.size() && !StopRequested(o); ++k) {
       PolicyOptions refine = o;
       refine.initial = starts[k];
-      refine.budget_seconds = std::max(0.0, o.budget_seconds - Since(start)) /
-                              static_cast<double>(starts.size() - k);
+      refine.budget_seconds =
+          std::max(0.0, o.budget_seconds - SecondsSince(start)) /
+          static_cast<double>(starts.size() - k);
       int64_t stage_evaluations = 0;
       if (o.on_progress) {
         refine.on_progress = [&](const SearchProgress& p) {

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/stopwatch.h"
 #include "graph/op_costs.h"
 #include "base/torch_status.h"
 #include "profiles/signature.h"
@@ -20,11 +21,7 @@
 namespace placer {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using Clock = SteadyClock;
 
 // Median of `repeats` timings of `run` (which returns the seconds it
 // measured) after `warmup` discarded runs.
@@ -85,7 +82,7 @@ class DeviceTimer {
   }
   double Seconds() const {
     Synchronize(device_);
-    return Since(start_);
+    return SecondsSince(start_);
   }
 
  private:
@@ -322,7 +319,7 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
       const Op& op = g.op(node.forward_op);
       std::string sig = NodeSignature(*view, i);
       if (!done.insert(sig).second) continue;
-      if (Since(start) > options.budget_seconds) {
+      if (SecondsSince(start) > options.budget_seconds) {
         ++report.signatures_over_budget;
         continue;
       }
@@ -361,7 +358,7 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
       ++report.measured_signatures;
       if (report.measured_signatures % 25 == 0) {
         progress(absl::StrFormat("%d signatures measured (%.1f s)",
-                                 report.measured_signatures, Since(start)));
+                                 report.measured_signatures, SecondsSince(start)));
       }
     }
   }

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/stopwatch.h"
 #include "base/torch_status.h"
 #include "profiles/signature.h"
 #include "runtime/executor_ops.h"
@@ -29,11 +30,7 @@
 namespace placer {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using Clock = SteadyClock;
 
 bool Folded(const Tensor& t) {
   return t.data != nullptr && !t.data->raw.empty();
@@ -653,7 +650,7 @@ void TorchExecutor::DeviceWorker(int d) {
     } catch (const std::exception& e) {
       s = TorchErrorStatus(e, "");
     }
-    double seconds = Since(start);
+    double seconds = SecondsSince(start);
     // Partial gradients go into this device's buffers outside the lock.
     const TrainingNode& tn = view_.node(node);
     std::vector<char> added(tn.outputs.size(), 0);
@@ -751,7 +748,7 @@ void TorchExecutor::LinkWorker(int src, int dst) {
                                            "' to ", cluster_.device(dst).name,
                                            ": "));
     }
-    double seconds = Since(start);
+    double seconds = SecondsSince(start);
     bool added = false;
     if (s.ok() && item.sum >= 0) {
       s = CatchExceptions("accumulating gradients: ", [&] {
@@ -1017,7 +1014,7 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
     return remaining_nodes_ == 0 || (!failure_.ok() && in_flight_ == 0);
   });
   running_ = false;
-  report_.seconds = Since(start);
+  report_.seconds = SecondsSince(start);
   // Drain what a failure left behind.
   for (auto& [pair, queue] : links_) queue.values.clear();
   for (auto& q : ready_) {
