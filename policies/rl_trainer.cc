@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/stopwatch.h"
+#include "base/zip_check.h"
 #include "base/torch_status.h"
 #include "policies/policies.h"
 #include "profiles/proto_io.h"
@@ -612,6 +613,10 @@ absl::Status RlTrainer::Save() {
     return absl::InternalError(absl::StrCat(
         "rl: writing a checkpoint in ", s.options.checkpoint_dir, ": ",
         e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(
+        "rl: writing a checkpoint in ", s.options.checkpoint_dir, ": ",
+        e.what()));
   }
 }
 
@@ -626,6 +631,13 @@ absl::StatusOr<std::string> ReadCheckpoint(const std::string& dir) {
   }
   std::stringstream bytes;
   bytes << in.rdbuf();
+  // LibTorch's reader does not check the archive's checksums, and a
+  // damaged entry can cost it seconds and gigabytes before it fails.
+  if (absl::Status s = CheckZipChecksums(bytes.str(), "its zip archive");
+      !s.ok()) {
+    return absl::DataLossError(absl::StrCat(
+        "rl: ", path, " is not a readable checkpoint: ", s.message()));
+  }
   return bytes.str();
 }
 
@@ -656,6 +668,12 @@ absl::StatusOr<RlModelOptions> RlTrainer::ReadModelOptions(
     return absl::DataLossError(absl::StrCat(
         "rl: ", dir, "/", kCheckpointFile, " is not a readable checkpoint: ",
         e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    // TorchScript's own errors (a damaged archive naming unknown types)
+    // are not c10::Errors.
+    return absl::DataLossError(absl::StrCat(
+        "rl: ", dir, "/", kCheckpointFile, " is not a readable checkpoint: ",
+        e.what()));
   }
   // What a trainer would build from them must be sane: a damaged file must
   // not ask for a model of a billion groups.
@@ -767,6 +785,9 @@ absl::Status RlTrainer::Resume() {
     return absl::DataLossError(absl::StrCat(
         "rl: ", path, " is not a readable checkpoint: ",
         e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat(
+        "rl: ", path, " is not a readable checkpoint: ", e.what()));
   }
   return absl::OkStatus();
 }
@@ -810,6 +831,9 @@ absl::Status RlTrainer::LoadModel(const std::string& dir) {
     return absl::DataLossError(absl::StrCat(
         "rl: ", path, " is not a readable checkpoint: ",
         e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat(
+        "rl: ", path, " is not a readable checkpoint: ", e.what()));
   }
   return absl::OkStatus();
 }

@@ -1,0 +1,99 @@
+#include "base/zip_check.h"
+
+#include <zlib.h>
+
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+
+namespace placer {
+namespace {
+
+uint32_t Read32(absl::string_view b, size_t at) {
+  return static_cast<uint32_t>(static_cast<uint8_t>(b[at])) |
+         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 1])) << 8 |
+         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 2])) << 16 |
+         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 3])) << 24;
+}
+
+uint16_t Read16(absl::string_view b, size_t at) {
+  return static_cast<uint16_t>(static_cast<uint8_t>(b[at]) |
+                               static_cast<uint8_t>(b[at + 1]) << 8);
+}
+
+}  // namespace
+
+absl::Status CheckZipChecksums(absl::string_view bytes,
+                               const std::string& source) {
+  auto damaged = [&](const std::string& why) {
+    return absl::DataLossError(
+        absl::StrCat(source, " is damaged: ", why));
+  };
+  // The end-of-central-directory record: 22 bytes plus a comment of up to
+  // 64 KiB, searched from the end.
+  constexpr uint32_t kEnd = 0x06054b50, kCentral = 0x02014b50,
+                     kLocal = 0x04034b50;
+  if (bytes.size() < 22) return damaged("too short for a zip archive");
+  size_t end = std::string::npos;
+  const size_t lowest = bytes.size() > 22 + 65535 ? bytes.size() - 22 - 65535 : 0;
+  for (size_t at = bytes.size() - 22 + 1; at-- > lowest;) {
+    if (Read32(bytes, at) == kEnd) {
+      end = at;
+      break;
+    }
+  }
+  if (end == std::string::npos) return damaged("no zip directory at its end");
+  const uint16_t entries = Read16(bytes, end + 10);
+  const uint32_t directory_size = Read32(bytes, end + 12);
+  const uint32_t directory = Read32(bytes, end + 16);
+  if (entries == 0xffff || directory == 0xffffffffu) return absl::OkStatus();
+  if (static_cast<uint64_t>(directory) + directory_size > end) {
+    return damaged("its zip directory lies outside the file");
+  }
+  size_t at = directory;
+  for (int i = 0; i < entries; ++i) {
+    if (at + 46 > end || Read32(bytes, at) != kCentral) {
+      return damaged(absl::StrCat("zip directory entry ", i, " is unreadable"));
+    }
+    const uint16_t method = Read16(bytes, at + 10);
+    const uint32_t crc = Read32(bytes, at + 16);
+    const uint32_t compressed = Read32(bytes, at + 20);
+    const uint32_t size = Read32(bytes, at + 24);
+    const uint16_t name_length = Read16(bytes, at + 28);
+    const uint16_t extra_length = Read16(bytes, at + 30);
+    const uint16_t comment_length = Read16(bytes, at + 32);
+    const uint32_t local = Read32(bytes, at + 42);
+    if (at + 46 + name_length > end) {
+      return damaged(absl::StrCat("zip directory entry ", i, " is truncated"));
+    }
+    const std::string name(bytes.substr(at + 46, name_length));
+    at += 46 + name_length + extra_length + comment_length;
+    if (compressed == 0xffffffffu || size == 0xffffffffu ||
+        local == 0xffffffffu) {
+      return absl::OkStatus();  // zip64: left to the reader
+    }
+    if (method != 0) continue;  // compressed: left to the reader
+    if (compressed != size) {
+      return damaged(absl::StrCat("entry '", name, "' has two sizes"));
+    }
+    if (static_cast<uint64_t>(local) + 30 > bytes.size() ||
+        Read32(bytes, local) != kLocal) {
+      return damaged(absl::StrCat("entry '", name, "' has no local header"));
+    }
+    const uint64_t data = static_cast<uint64_t>(local) + 30 +
+                          Read16(bytes, local + 26) + Read16(bytes, local + 28);
+    if (data + size > bytes.size()) {
+      return damaged(absl::StrCat("entry '", name, "' runs past the end"));
+    }
+    const uLong actual =
+        crc32_z(crc32_z(0L, Z_NULL, 0),
+                reinterpret_cast<const Bytef*>(bytes.data() + data), size);
+    if (actual != crc) {
+      return damaged(absl::StrCat("entry '", name,
+                                  "' does not match its checksum"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace placer
