@@ -13,6 +13,9 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   # OpenSSL: SHA-256 content fingerprints for the placement service cache.
   libssl-dev
+  # zlib: CRC-32 checks of RL checkpoint archives before LibTorch reads
+  # them (base/zip_check.h); libprotobuf-dev pulls it in already.
+  zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 # Re-exporting the PyTorch test fixtures (tests/fixtures/*.py) also needs
