@@ -6,13 +6,12 @@
 #include <string>
 
 #include "fuzz/fuzz_target.h"
-#include "graph/onnx_import.h"
+#include "fuzz/small_model.h"
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
 #include "profiles/measured_cost_model.h"
 #include "profiles/profile.pb.h"
 #include "profiles/proto_io.h"
-#include "zoo/zoo.h"
 
 namespace {
 
@@ -25,14 +24,7 @@ struct Fixed {
 const Fixed& Model() {
   static const Fixed* fixed = [] {
     auto* f = new Fixed;
-    placer::zoo::ZooParams p;
-    p.batch_size = 2;
-    p.hidden = 8;
-    p.seq_len = 2;
-    p.vocab = 10;
-    p.weights = false;
-    f->graph = *placer::ImportOnnxModel(*placer::zoo::BuildZooModel("gnmt2", p),
-                                        "gnmt2", {});
+    f->graph = placer::fuzz::SmallGnmt2();
     f->view = placer::BuildTrainingView(f->graph);
     f->cluster = *placer::LoadCluster("cpu2");
     return f;

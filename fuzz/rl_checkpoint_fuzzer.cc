@@ -13,14 +13,13 @@
 #include <unistd.h>
 
 #include "fuzz/fuzz_target.h"
-#include "graph/onnx_import.h"
+#include "fuzz/small_model.h"
 #include "graph/training_view.h"
 #include "placer/evaluator.h"
 #include "placer/simulator.h"
 #include "policies/rl_trainer.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
-#include "zoo/zoo.h"
 
 namespace {
 
@@ -40,14 +39,7 @@ struct Fixed {
 Fixed& Model() {
   static Fixed* fixed = [] {
     auto* f = new Fixed;
-    placer::zoo::ZooParams p;
-    p.batch_size = 2;
-    p.hidden = 8;
-    p.seq_len = 2;
-    p.vocab = 10;
-    p.weights = false;
-    f->graph = *placer::ImportOnnxModel(*placer::zoo::BuildZooModel("gnmt2", p),
-                                        "gnmt2", {});
+    f->graph = placer::fuzz::SmallGnmt2();
     f->view = placer::BuildTrainingView(f->graph);
     f->cluster = *placer::LoadCluster("cpu2");
     f->sim = std::make_unique<placer::SimulationContext>(
