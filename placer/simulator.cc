@@ -219,9 +219,10 @@ class Simulation {
   std::vector<ScheduledTransfer> transfers_;
   std::vector<Cause> transfer_cause_;
   int64_t bytes_moved_ = 0;
-  // Per (gradient sum, device): partials made there, of them done, whether
-  // the device holds the sum's buffer, the first partial made there.
-  std::vector<int> partials_on_, partials_done_, first_partial_;
+  // Per (gradient sum, device): the partials made there, how many are
+  // done, whether the device holds the sum's buffer.
+  PartialsByDevice partials_;
+  std::vector<int> partials_done_;
   std::vector<char> has_buffer_;
 
   struct ReadyCompare {
@@ -269,12 +270,12 @@ void Simulation::PartialDone(int value, int device, double time, Cause cause) {
   const GradientSum& sum = view_.gradient_sums()[s];
   Accumulate(s, device);
   size_t slot = SumSlot(s, device);
-  if (++partials_done_[slot] < partials_on_[slot]) return;
+  if (++partials_done_[slot] < partials_.count[slot]) return;
   int sink_device = dev_[sum.sink];
   if (device == sink_device) {
     InputArrived(sum.sink, time, cause);
   } else {
-    QueueTransfer(first_partial_[slot], s, device, sink_device, sum.bytes,
+    QueueTransfer(partials_.first[slot], s, device, sink_device, sum.bytes,
                   time, cause);
   }
 }
@@ -366,19 +367,11 @@ SimulationResult Simulation::Run() {
   // Where values start, who uses them where, and resident memory.
   const double state = view_.options().optimizer_state_per_parameter_byte;
   const int num_sums = static_cast<int>(view_.gradient_sums().size());
-  partials_on_.assign(static_cast<size_t>(num_sums) * D_, 0);
+  partials_ = CountPartials(view_, dev_, D_);
   partials_done_.assign(static_cast<size_t>(num_sums) * D_, 0);
-  first_partial_.assign(static_cast<size_t>(num_sums) * D_, -1);
   has_buffer_.assign(static_cast<size_t>(num_sums) * D_, 0);
   for (int s = 0; s < num_sums; ++s) {
-    const GradientSum& sum = view_.gradient_sums()[s];
-    for (int p : sum.partials) {
-      size_t slot = SumSlot(s, dev_[view_.value(p).producer]);
-      if (partials_on_[slot]++ == 0) first_partial_[slot] = p;
-    }
-    for (int d = 0; d < D_; ++d) {
-      pending_[sum.sink] += partials_on_[SumSlot(s, d)] > 0;
-    }
+    pending_[view_.gradient_sums()[s].sink] += partials_.sources(s);
   }
   for (int v = 0; v < num_values; ++v) {
     const TrainingValue& value = view_.value(v);
@@ -485,6 +478,29 @@ void Simulation::TraceCriticalPath(SimulationResult& r) const {
 }
 
 }  // namespace
+
+int PartialsByDevice::sources(int sum) const {
+  int n = 0;
+  for (int d = 0; d < devices; ++d) n += count[slot(sum, d)] > 0;
+  return n;
+}
+
+PartialsByDevice CountPartials(const TrainingView& view,
+                               const std::vector<int>& device_of_node,
+                               int devices) {
+  PartialsByDevice p;
+  p.devices = devices;
+  const size_t slots = view.gradient_sums().size() * devices;
+  p.count.assign(slots, 0);
+  p.first.assign(slots, -1);
+  for (int s = 0; s < static_cast<int>(view.gradient_sums().size()); ++s) {
+    for (int v : view.gradient_sums()[s].partials) {
+      size_t k = p.slot(s, device_of_node[view.value(v).producer]);
+      if (p.count[k]++ == 0) p.first[k] = v;
+    }
+  }
+  return p;
+}
 
 std::string TransferName(const TrainingView& view,
                          const ScheduledTransfer& transfer) {

@@ -159,6 +159,23 @@ struct SimulationResult {
   std::vector<ScheduledNode> schedule;  // with record_schedule, by node
 };
 
+// Where a placement makes each gradient sum's partials (the simulator and
+// the executor both plan with this): per (sum, device), how many partials
+// and the first of them (a value index; -1 for none).
+struct PartialsByDevice {
+  int devices = 0;
+  std::vector<int> count;
+  std::vector<int> first;
+  size_t slot(int sum, int device) const {
+    return static_cast<size_t>(sum) * devices + device;
+  }
+  // The devices that make partials of `sum`: the buffers the sink waits for.
+  int sources(int sum) const;
+};
+PartialsByDevice CountPartials(const TrainingView& view,
+                               const std::vector<int>& device_of_node,
+                               int devices);
+
 // What a transfer carries, for reports and traces: the value's name, or
 // for a device's summed partial gradients "grad:<tensor> (summed)".
 std::string TransferName(const TrainingView& view,

@@ -12,10 +12,11 @@
 #include <random>
 #include <thread>
 
+#include <unordered_map>
+
 #include <c10/core/Allocator.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
-#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -295,7 +296,7 @@ class TorchExecutor : public Executor {
   std::vector<std::vector<int>> control_dependents_;
   std::vector<int64_t> resident_bytes_;         // per device
   // Per (gradient sum, device): the partials made there, the first of them.
-  std::vector<int> partials_on_, first_partial_;
+  PartialsByDevice partials_;
 
   // Per-step state, guarded by mu_ (copies_ entries are written under mu_
   // before the node that reads them becomes ready).
@@ -371,14 +372,7 @@ absl::Status TorchExecutor::Init() {
     std::sort(consumer_devices_[v].begin(), consumer_devices_[v].end());
   }
   const int sums = static_cast<int>(view_.gradient_sums().size());
-  partials_on_.assign(static_cast<size_t>(sums) * num_devices_, 0);
-  first_partial_.assign(static_cast<size_t>(sums) * num_devices_, -1);
-  for (int s = 0; s < sums; ++s) {
-    for (int p : view_.gradient_sums()[s].partials) {
-      size_t slot = SumSlot(s, device_of_node_[view_.value(p).producer]);
-      if (partials_on_[slot]++ == 0) first_partial_[slot] = p;
-    }
-  }
+  partials_ = CountPartials(view_, device_of_node_, num_devices_);
   sum_buffer_.assign(static_cast<size_t>(sums) * num_devices_, torch::Tensor());
   sum_owned_.assign(static_cast<size_t>(sums) * num_devices_, 0);
   sum_done_.assign(static_cast<size_t>(sums) * num_devices_, 0);
@@ -544,7 +538,7 @@ void TorchExecutor::SendLocked(int value, int src, int dst) {
 
 void TorchExecutor::SendSumLocked(int sum, int src, int dst) {
   LinkQueue& queue = links_.at({src, dst});
-  queue.values.push_back({first_partial_[SumSlot(sum, src)], sum});
+  queue.values.push_back({partials_.first[SumSlot(sum, src)], sum});
   queue.cv.notify_one();
 }
 
@@ -574,7 +568,7 @@ void TorchExecutor::ContributedLocked(int sum, int device, int64_t bytes,
   size_t slot = SumSlot(sum, device);
   const int sink = view_.gradient_sums()[sum].sink;
   const int sink_device = device_of_node_[sink];
-  if (!arrived && ++sum_done_[slot] < partials_on_[slot]) return;
+  if (!arrived && ++sum_done_[slot] < partials_.count[slot]) return;
   if (device != sink_device) {
     SendSumLocked(sum, device, sink_device);  // this device's partials, once
   } else if (--pending_[sink] == 0) {
@@ -982,9 +976,7 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
       }
     }
     // A gradient sum: one buffer from each device that makes partials.
-    for (int s : view_.sums_read_by(i)) {
-      for (int e = 0; e < num_devices_; ++e) pending += partials_on_[SumSlot(s, e)] > 0;
-    }
+    for (int s : view_.sums_read_by(i)) pending += partials_.sources(s);
     pending_[i] = pending;
   }
   // Resident values where they live.
