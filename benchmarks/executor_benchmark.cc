@@ -7,7 +7,7 @@
 // The ratio BM_Executor/N / BM_TorchNn/N is the overhead (target: <= 1.15)
 // at width N.
 // Both use one intra-op thread and the same host settings
-// (runtime/host_setup.h).
+// (base/host_setup.h).
 #include <map>
 #include <memory>
 
@@ -16,7 +16,7 @@
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
 #include "runtime/executor.h"
-#include "runtime/host_setup.h"
+#include "base/host_setup.h"
 #include "zoo/zoo.h"
 
 namespace placer {

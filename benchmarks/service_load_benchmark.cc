@@ -22,8 +22,8 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
-#include "placer/server.h"
-#include "placer/service.grpc.pb.h"
+#include "placer/service/server.h"
+#include "placer/service/service.grpc.pb.h"
 
 namespace placer {
 namespace {

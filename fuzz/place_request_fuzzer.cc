@@ -5,8 +5,8 @@
 #include <string>
 
 #include "fuzz/fuzz_target.h"
-#include "placer/service.pb.h"
-#include "placer/service_requests.h"
+#include "placer/service/service.pb.h"
+#include "placer/service/service_requests.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   placer::proto::PlaceRequest request;

@@ -3,7 +3,7 @@
 
 #include "fuzz/fuzz_target.h"
 #include "graph/onnx_import.h"
-#include "placer/placement_file.h"
+#include "simulator/placement_file.h"
 #include "profiles/cluster.h"
 #include "zoo/zoo.h"
 

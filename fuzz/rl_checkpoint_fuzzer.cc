@@ -15,9 +15,9 @@
 #include "fuzz/fuzz_target.h"
 #include "fuzz/small_model.h"
 #include "graph/training_view.h"
-#include "placer/evaluator.h"
-#include "placer/simulator.h"
-#include "policies/rl_trainer.h"
+#include "simulator/evaluator.h"
+#include "simulator/simulator.h"
+#include "policies/rl/trainer.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
 

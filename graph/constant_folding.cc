@@ -1,3 +1,6 @@
+// Over 600 lines, one idea: evaluating exporters' shape arithmetic
+// (Shape, Gather, Concat, Unsqueeze, Reshape... on known values) so that
+// shapes downstream become known; one small evaluator per op type.
 #include "graph/constant_folding.h"
 
 #include <algorithm>

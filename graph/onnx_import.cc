@@ -1,3 +1,6 @@
+// Over 600 lines, one idea: turning one ONNX ModelProto into our Graph
+// (shape inference, external data, node keys, dtype and shape checks with
+// errors that name the node); constant folding is constant_folding.h.
 #include "graph/onnx_import.h"
 
 #include <fcntl.h>

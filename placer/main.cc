@@ -2,7 +2,7 @@
 // calibrate, train, and place with a learned policy) run in the sibling
 // binary placer_torch, so that the others start instantly.
 #include "absl/flags/flag.h"
-#include "placer/cli_common.h"
+#include "placer/cli/cli_common.h"
 #include "policies/policy.h"
 
 namespace placer {
@@ -61,7 +61,7 @@ Usage:
       (every heuristic policy, then seeded random ones): relative error of
       the simulator and Spearman's rank correlation.
   placer serve [--listen 127.0.0.1:50051] [--state-dir DIR]
-      The placement service over gRPC (placer/service.proto): Place,
+      The placement service over gRPC (placer/service/service.proto): Place,
       Simulate, Train (streamed progress), GetPlacement by fingerprint,
       ReportMeasurement; health and reflection services; --max-searches 2,
       --max-placing 128, --max-threads 128, --max-request-mb 256. Loopback

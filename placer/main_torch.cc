@@ -1,7 +1,7 @@
 // placer_torch: the placer commands that need LibTorch. `placer profile`,
 // `run`, `calibrate`, `train` and `place --policy rl` exec this binary with
 // their own arguments.
-#include "placer/cli_common.h"
+#include "placer/cli/cli_common.h"
 
 int main(int argc, char** argv) {
   return placer::RunCli(argc, argv,

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "placer/simulator.h"
+#include "simulator/simulator.h"
 #include "policies/policy.h"
 
 namespace placer {

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "placer/simulator.h"
+#include "simulator/simulator.h"
 
 namespace placer {
 

@@ -24,7 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "graph/training_view.h"
-#include "placer/simulator.h"
+#include "simulator/simulator.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
 
@@ -111,6 +111,9 @@ class PolicyRegistrar {
 // Whether `name` is a policy that only binaries linked with LibTorch have
 // (the CLI runs `place --policy NAME` in placer_torch then).
 bool PolicyNeedsLibTorch(const std::string& name);
+// The policy named `name`, wrapped so that its every placement passes
+// CheckPlacement (else the check's error): policy.h's contract holds for
+// every policy made here, searches included.
 absl::StatusOr<std::unique_ptr<PlacementPolicy>> NewPolicy(
     const std::string& name);
 

@@ -1,3 +1,7 @@
+#include <memory>
+#include <string>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "policies/policies.h"
@@ -6,6 +10,25 @@
 namespace placer {
 
 namespace {
+
+// policy.h's contract for every policy made by name, whatever its own code
+// does: a placement passes CheckPlacement (memory limits, pinned ops), or
+// the caller gets the check's error, prefixed with the policy's name.
+class CheckedPolicy : public PlacementPolicy {
+ public:
+  CheckedPolicy(std::string name, std::unique_ptr<PlacementPolicy> inner)
+      : name_(std::move(name)), inner_(std::move(inner)) {}
+  absl::StatusOr<Placement> Place(const PolicyInput& input,
+                                  const PolicyOptions& options) override {
+    absl::StatusOr<Placement> placement = inner_->Place(input, options);
+    if (!placement.ok()) return placement;
+    return Checked(input, options, *std::move(placement), name_);
+  }
+
+ private:
+  std::string name_;
+  std::unique_ptr<PlacementPolicy> inner_;
+};
 
 std::vector<PolicyInfo>& Registry() {
   static auto* policies = new std::vector<PolicyInfo>{
@@ -63,7 +86,10 @@ absl::StatusOr<std::unique_ptr<PlacementPolicy>> NewPolicy(
     const std::string& name) {
   std::vector<std::string> names;
   for (const PolicyInfo& p : Policies()) {
-    if (p.name == name) return p.make();
+    if (p.name == name) {
+      return std::unique_ptr<PlacementPolicy>(
+          std::make_unique<CheckedPolicy>(p.name, p.make()));
+    }
     names.push_back(p.name);
   }
   return absl::NotFoundError(absl::StrCat("unknown policy '", name,

@@ -1,3 +1,10 @@
+// Over 600 lines, one idea: the threaded dataflow engine of one training
+// step. Its per-step state, the device and link workers, and the bodies of
+// forward, backward and update nodes all work under one lock and one set of
+// invariants (what is present where, what is freed when, which buffer a
+// partial gradient is added into); split apart they would have to expose
+// that state. Parameter initialization (initial_values.h) and allocation
+// tracking (allocation_tracker.h) are their own files.
 #include "runtime/executor.h"
 
 #include <algorithm>
@@ -20,168 +27,25 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/host_setup.h"
 #include "base/stopwatch.h"
 #include "base/torch_status.h"
 #include "profiles/signature.h"
+#include "runtime/allocation_tracker.h"
 #include "runtime/executor_ops.h"
-#include "runtime/host_setup.h"
+#include "runtime/initial_values.h"
 #include "runtime/torch_devices.h"
 #include "runtime/torch_ops.h"
+#include "simulator/gradient_partials.h"
 
 namespace placer {
 namespace {
 
 using Clock = SteadyClock;
 
-bool Folded(const Tensor& t) {
-  return t.data != nullptr && !t.data->raw.empty();
-}
-
-// An op whose outputs the importer folded to constants: the executor takes
-// them as they are instead of running the op.
-bool AllOutputsFolded(const Graph& g, const Op& op) {
-  bool any = false;
-  for (int out : op.outputs) {
-    if (out < 0) continue;
-    if (!Folded(g.tensor(out))) return false;
-    any = true;
-  }
-  return any;
-}
-
 int64_t Bytes(const torch::Tensor& t) {
   return t.defined() ? static_cast<int64_t>(t.numel() * t.element_size()) : 0;
 }
-
-// Seeded initialization of a parameter the file has no data for.
-torch::Tensor InitParameter(const Graph& g, const Tensor& t,
-                            torch::Generator& gen) {
-  torch::ScalarType type = ToTorchType(t.dtype);
-  if (t.shape.size() >= 2) {
-    int64_t fan_in = 1;
-    for (size_t k = 1; k < t.shape.size(); ++k) fan_in *= t.shape[k];
-    // Gemm with transB=0 and MatMul store [in, out]: fan-in is dim 0.
-    for (int c : t.consumers) {
-      const Op& op = g.op(c);
-      bool transposed = op.op_type == "Gemm" && op.IntAttribute("transB", 0) != 0;
-      if ((op.op_type == "MatMul" || (op.op_type == "Gemm" && !transposed)) &&
-          t.shape.size() == 2) {
-        fan_in = t.shape[0];
-      }
-    }
-    double bound = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(1, fan_in)));
-    return torch::rand(t.shape, gen, torch::TensorOptions().dtype(type)) *
-               (2 * bound) -
-           bound;
-  }
-  // Scales are 1: a normalization's scale input, or a vector that
-  // multiplies (a decomposed LayerNorm's weight); other vectors are 0.
-  for (int c : t.consumers) {
-    const Op& op = g.op(c);
-    bool scale = op.op_type == "Mul";
-    if ((op.op_type == "BatchNormalization" ||
-         op.op_type == "LayerNormalization") &&
-        op.inputs.size() > 1 && g.tensor(op.inputs[1]).name == t.name) {
-      scale = true;
-    }
-    if (scale) return torch::ones(t.shape, torch::TensorOptions().dtype(type));
-  }
-  return torch::zeros(t.shape, torch::TensorOptions().dtype(type));
-}
-
-// Initial state the file has no data for, as the framework starts it:
-// BatchNormalization's running mean 0 and running variance 1. Undefined for
-// any other constant.
-torch::Tensor InitState(const Graph& g, int tensor) {
-  const Tensor& t = g.tensor(tensor);
-  if (!IsFloatingPoint(t.dtype) || !t.shape_known) return torch::Tensor();
-  for (int c : t.consumers) {
-    const Op& op = g.op(c);
-    if (op.op_type != "BatchNormalization" || op.inputs.size() < 5) continue;
-    auto options = torch::TensorOptions().dtype(ToTorchType(t.dtype));
-    if (op.inputs[3] == tensor) return torch::zeros(t.shape, options);
-    if (op.inputs[4] == tensor) return torch::ones(t.shape, options);
-  }
-  return torch::Tensor();
-}
-
-// The exclusive upper bound of the values an integer graph input may take,
-// from what its consumers accept; 0 when no consumer says.
-int64_t IndexBound(const Graph& g, int tensor) {
-  int64_t bound = 0;
-  for (int c : g.tensor(tensor).consumers) {
-    const Op& op = g.op(c);
-    int64_t b = 0;
-    if (op.op_type == "Gather" && op.inputs.size() > 1 &&
-        op.inputs[1] == tensor) {
-      const Tensor& table = g.tensor(op.inputs[0]);
-      int64_t axis = op.IntAttribute("axis", 0);
-      if (axis < 0) axis += static_cast<int64_t>(table.shape.size());
-      if (table.shape_known && axis >= 0 &&
-          axis < static_cast<int64_t>(table.shape.size())) {
-        b = table.shape[axis];
-      }
-    } else if (op.op_type == "SoftmaxCrossEntropyLoss" &&
-               op.inputs.size() > 1 && op.inputs[1] == tensor) {
-      const Tensor& scores = g.tensor(op.inputs[0]);
-      if (scores.shape_known && scores.shape.size() >= 2) b = scores.shape[1];
-    }
-    if (b > 0) bound = bound == 0 ? b : std::min(bound, b);
-  }
-  return bound;
-}
-
-// What LibTorch's allocators hand out, per device, through c10's memory
-// reporting hook (the one the autograd profiler's profile_memory uses).
-class AllocationTracker {
- public:
-  void Start(const std::vector<int64_t>& base) {
-    std::lock_guard<std::mutex> lock(mu_);
-    live_.clear();
-    current_ = base;
-    peak_ = base;
-  }
-  void Record(void* ptr, int64_t bytes, int device) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (bytes > 0) {
-      if (device < 0 || device >= static_cast<int>(current_.size())) return;
-      live_[ptr] = {device, bytes};
-      current_[device] += bytes;
-      peak_[device] = std::max(peak_[device], current_[device]);
-      return;
-    }
-    auto it = live_.find(ptr);
-    if (it == live_.end()) return;  // allocated before the step
-    current_[it->second.first] -= it->second.second;
-    live_.erase(it);
-  }
-  std::vector<int64_t> peaks() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return peak_;
-  }
-
- private:
-  std::mutex mu_;
-  std::unordered_map<void*, std::pair<int, int64_t>> live_;
-  std::vector<int64_t> current_, peak_;
-};
-
-// Installed on a thread: its allocations count for `device` (-1: none,
-// frees only).
-class ThreadAllocationReporter : public c10::MemoryReportingInfoBase {
- public:
-  ThreadAllocationReporter(AllocationTracker* tracker, int device)
-      : tracker_(tracker), device_(device) {}
-  void reportMemoryUsage(void* ptr, int64_t alloc_size, int64_t, int64_t,
-                         c10::Device) override {
-    tracker_->Record(ptr, alloc_size, device_);
-  }
-  bool memoryProfilingEnabled() const override { return true; }
-
- private:
-  AllocationTracker* tracker_;
-  int device_;
-};
 
 struct Saved {
   std::vector<torch::Tensor> leaves;   // per op input (undefined: no grad)
@@ -199,11 +63,7 @@ class TorchExecutor : public Executor {
         options_(options),
         devices_(std::move(devices)),
         num_devices_(cluster.num_devices()) {
-    const int n = static_cast<int>(view.nodes().size());
-    device_of_node_.resize(n);
-    for (int i = 0; i < n; ++i) {
-      device_of_node_[i] = placement.device_of_op[view.node(i).forward_op];
-    }
+    device_of_node_ = DevicesOfNodes(view, placement);
   }
 
   ~TorchExecutor() override { StopWorkers(); }
@@ -1061,18 +921,10 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
     const TrainingView& view, const Cluster& cluster,
     const Placement& placement, const ExecutorOptions& options) {
   const Graph& g = view.forward();
-  if (placement.device_of_op.size() != g.ops().size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "placement has ", placement.device_of_op.size(), " ops, the model ",
-        g.ops().size()));
-  }
-  for (size_t k = 0; k < placement.device_of_op.size(); ++k) {
-    int d = placement.device_of_op[k];
-    if (d < 0 || d >= cluster.num_devices()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "op '", g.op(k).key, "' is placed on device ", d, " of ",
-          cluster.num_devices()));
-    }
+  if (absl::Status s =
+          CheckPlacementShape(view, placement, cluster.num_devices());
+      !s.ok()) {
+    return s;
   }
   if (absl::Status s = CheckRunnable(g); !s.ok()) return s;
   absl::StatusOr<std::vector<torch::Device>> devices = TorchDevices(cluster);

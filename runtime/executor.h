@@ -9,7 +9,7 @@
 //    index); a value is copied at most once to each other device that reads
 //    it, right after it is produced (parameters: at the step's start), by a
 //    worker per link direction in FIFO order. This is the simulator's model
-//    (placer/simulator.h), so measured and simulated steps describe the same
+//    (simulator/simulator.h), so measured and simulated steps describe the same
 //    schedule.
 //  - Forward nodes run the op's LibTorch kernel (runtime/torch_ops.h);
 //    tensors the importer folded to constants are taken as they are. The
@@ -59,9 +59,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "graph/training_view.h"
-#include "placer/simulator.h"
 #include "profiles/cluster.h"
 #include "runtime/torch_devices.h"
+#include "simulator/placement.h"
 
 namespace placer {
 

@@ -25,10 +25,10 @@
 
 #include "absl/status/statusor.h"
 #include "graph/training_view.h"
-#include "placer/evaluator.h"
+#include "simulator/evaluator.h"
 #include "profiles/cluster.h"
 #include "profiles/measured_cost_model.h"
-#include "profiles/statistics.h"  // Median, used with measurements
+#include "base/statistics.h"  // Median, used with measurements
 #include "runtime/executor.h"
 
 namespace placer {

@@ -1,3 +1,6 @@
+// Over 600 lines, one idea: the table of LibTorch kernels, one per ONNX op
+// type the executor runs, each a few lines that follow the ONNX operator
+// spec; the dispatch and the helpers they share sit with them.
 #include "runtime/torch_ops.h"
 
 #include <algorithm>

@@ -5,7 +5,7 @@
 #include <functional>
 #include <string_view>
 
-#include "graph/stable_hash.h"
+#include "base/stable_hash.h"
 
 namespace placer::zoo {
 namespace {

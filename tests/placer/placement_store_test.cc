@@ -2,7 +2,7 @@
 // crash leaves (a temporary file cut short) is removed; files that do not
 // parse are reported, skipped and left in place; a failed write keeps the
 // old state.
-#include "placer/placement_store.h"
+#include "placer/service/placement_store.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

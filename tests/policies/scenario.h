@@ -12,7 +12,7 @@
 
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
-#include "placer/simulator.h"
+#include "simulator/simulator.h"
 #include "policies/policy.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"

@@ -9,7 +9,7 @@
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
-#include "profiles/profiler.h"
+#include "runtime/profiler.h"
 #include "profiles/signature.h"
 #include "zoo/zoo.h"
 

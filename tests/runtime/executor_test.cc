@@ -15,7 +15,7 @@
 #include "profiles/cluster.h"
 #include "runtime/measurement.h"
 #include "runtime/torch_ops.h"
-#include "placer/evaluator.h"
+#include "simulator/evaluator.h"
 #include "profiles/cost_model.h"
 #include "profiles/signature.h"
 #include "tests/graph/test_models.h"
@@ -308,7 +308,7 @@ TEST(ExecutorTest, MemoryOverTheLimitIsAFailedStepNamingTheDevice) {
   EXPECT_FALSE((*e)->Step().ok());
 }
 
-// The simulator's hand-computed case (tests/placer/simulator_test.cc,
+// The simulator's hand-computed case (tests/simulator/simulator_test.cc,
 // PartialGradientsAreSummedWhereTheyAreMade): W homed on device 0, read by
 // m1..m3 on device 1. The executor sends one 16-byte buffer of W's partial
 // gradients home, and its own byte accounting peaks at 80 bytes on each

@@ -1,0 +1,236 @@
+// placer calibrate MODEL... --cluster cpu2 [--placements 10] [--steps N]
+//   [--warmup W] [--profile P.pbtxt] [-o results.csv]
+// How far the simulator is from real execution: profiles each model on
+// this machine (unless --profile is given), then for each of a set of
+// placements (every heuristic policy, then seeded random ones) measures
+// with the executor and simulates twice: with the op-by-op profile, and
+// with that profile overlaid by the node and link times measured inside
+// the steps of one reference placement that is not among those evaluated
+// (the feedback loop of the product). Prints each, the median relative
+// error and Spearman's rank correlation, per model and over all.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <set>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "graph/training_view.h"
+#include "placer/cli/cli_common.h"
+#include "placer/model_source.h"
+#include "placer/policy_run.h"
+#include "simulator/simulator.h"
+#include "policies/policy.h"
+#include "profiles/measured_cost_model.h"
+#include "runtime/profiler.h"
+#include "profiles/proto_io.h"
+#include "runtime/executor.h"
+#include "runtime/measurement.h"
+
+namespace placer {
+namespace {
+
+struct Row {
+  std::string model;
+  std::string placement;
+  double simulated = 0;           // with the op-by-op profile
+  double measured = 0;
+  double simulated_feedback = 0;  // profile + one measured reference run
+};
+
+std::vector<double> Ranks(const std::vector<double>& x) {
+  std::vector<int> idx(x.size());
+  for (size_t i = 0; i < x.size(); ++i) idx[i] = static_cast<int>(i);
+  std::sort(idx.begin(), idx.end(), [&](int a, int b) { return x[a] < x[b]; });
+  std::vector<double> rank(x.size());
+  for (size_t i = 0; i < idx.size();) {
+    size_t j = i;
+    while (j + 1 < idx.size() && x[idx[j + 1]] == x[idx[i]]) ++j;
+    for (size_t k = i; k <= j; ++k) rank[idx[k]] = 0.5 * (i + j) + 1;
+    i = j + 1;
+  }
+  return rank;
+}
+
+// Spearman's rho: Pearson's correlation of the ranks (ties averaged).
+double SpearmanRho(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> ra = Ranks(a), rb = Ranks(b);
+  const double n = static_cast<double>(a.size());
+  double ma = 0, mb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ma += ra[i] / n;
+    mb += rb[i] / n;
+  }
+  double cov = 0, va = 0, vb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    cov += (ra[i] - ma) * (rb[i] - mb);
+    va += (ra[i] - ma) * (ra[i] - ma);
+    vb += (rb[i] - mb) * (rb[i] - mb);
+  }
+  return va > 0 && vb > 0 ? cov / std::sqrt(va * vb) : 0;
+}
+
+double MedianRelativeError(const std::vector<Row>& rows, bool feedback) {
+  std::vector<double> e;
+  for (const Row& r : rows) {
+    double sim = feedback ? r.simulated_feedback : r.simulated;
+    e.push_back(std::abs(sim - r.measured) / r.measured);
+  }
+  return Median(std::move(e));
+}
+
+std::string Summary(const std::string& what, const std::vector<Row>& rows) {
+  std::vector<double> s, f, m;
+  for (const Row& r : rows) {
+    s.push_back(r.simulated);
+    f.push_back(r.simulated_feedback);
+    m.push_back(r.measured);
+  }
+  return absl::StrFormat(
+      "%s: %d placements\n"
+      "  op-by-op profile:               median |sim-meas|/meas %5.1f%%, "
+      "Spearman rho %.3f\n"
+      "  + one measured reference step:  median |sim-meas|/meas %5.1f%%, "
+      "Spearman rho %.3f\n",
+      what, rows.size(), 100 * MedianRelativeError(rows, false),
+      SpearmanRho(s, m), 100 * MedianRelativeError(rows, true),
+      SpearmanRho(f, m));
+}
+
+}  // namespace
+
+int CalibrateCommand(const std::vector<std::string>& args) {
+  if (args.empty()) return UsageError("calibrate takes one or more MODELs");
+  std::string cluster_spec = absl::GetFlag(FLAGS_cluster);
+  absl::StatusOr<Cluster> cluster =
+      LoadUserCluster(cluster_spec.empty() ? "cpu2" : cluster_spec);
+  if (!cluster.ok()) return Fail(cluster.status());
+  const int wanted = absl::GetFlag(FLAGS_placements);
+  std::optional<MeasuredProfile> given;
+  if (std::string path = absl::GetFlag(FLAGS_profile); !path.empty()) {
+    absl::StatusOr<MeasuredProfile> p = LoadProfile(UserPath(path));
+    if (!p.ok()) return Fail(p.status());
+    given = std::move(*p);
+  }
+  MeasureOptions measure;
+  measure.steps = absl::GetFlag(FLAGS_steps);
+  measure.warmup = absl::GetFlag(FLAGS_warmup);
+  measure.executor.seed = absl::GetFlag(FLAGS_seed);
+  measure.executor.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
+
+  std::vector<Row> all;
+  std::string summaries;
+  for (const std::string& spec : args) {
+    absl::StatusOr<LoadedModel> model = LoadModelFromFlags(spec);
+    if (!model.ok()) return Fail(model.status());
+      TrainingView view = BuildTrainingView(model->graph);
+    if (absl::Status s = CheckRunnable(model->graph); !s.ok()) return Fail(s);
+    MeasuredProfile profile;
+    if (given) {
+      profile = *given;
+    } else {
+      ProfilerOptions po;
+      po.threads = measure.executor.threads_per_cpu_device;
+      po.repeats = absl::GetFlag(FLAGS_repeats);
+      absl::StatusOr<ProfileReport> report =
+          ProfileDevices(&view, *cluster, po, [&](const std::string& line) {
+            std::cerr << "calibrate: " << spec << ": profile: " << line << "\n";
+          });
+      if (!report.ok()) return Fail(report.status());
+      profile = std::move(report->profile);
+    }
+    std::unique_ptr<CostModel> costs =
+        NewMeasuredCostModel(profile, NewRooflineCostModel());
+    std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+    SimulationContext context =
+        SimulationContext::Create(view, *cluster, *costs, *order);
+    measure.executor.priorities = context.priorities();
+    // Feedback: the node and link times measured inside the steps of one
+    // reference placement (random runs with a seed no evaluated placement
+    // uses) overlay the op-by-op profile.
+    Placement reference = RandomRuns(model->graph, cluster->num_devices(),
+                                     ~absl::GetFlag(FLAGS_seed));
+    absl::StatusOr<MeasuredProfile> fed =
+        OverlayStepMeasurement(view, *cluster, reference, profile, measure);
+    if (!fed.ok()) return Fail(fed.status());
+    std::unique_ptr<CostModel> fed_costs =
+        NewMeasuredCostModel(std::move(*fed), NewRooflineCostModel());
+    SimulationContext fed_context =
+        SimulationContext::Create(view, *cluster, *fed_costs, *order);
+
+    // The placements: each heuristic's (duplicates dropped), then random.
+    std::vector<std::pair<std::string, Placement>> placements;
+    std::set<std::vector<int>> seen;
+    PolicyInput input{view, *cluster, *costs, context};
+    PolicyOptions po;
+    po.seed = absl::GetFlag(FLAGS_seed);
+    po.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
+    po.max_evaluations = absl::GetFlag(FLAGS_evaluations);
+    po.memory_headroom = absl::GetFlag(FLAGS_memory_headroom);
+    for (const PolicyInfo& info : Policies()) {
+      if (static_cast<int>(placements.size()) >= wanted) break;
+      if (info.kind == PolicyKind::kLearned) continue;
+      PolicyRun run = RunPolicy(info.name, input, po);
+      if (!run.status.ok()) continue;
+      if (seen.insert(run.placement.device_of_op).second) {
+        placements.push_back({info.name, std::move(run.placement)});
+      }
+    }
+    for (uint64_t k = 1; static_cast<int>(placements.size()) < wanted && k < 1000; ++k) {
+      Placement p = RandomRuns(model->graph, cluster->num_devices(), po.seed * 1000 + k);
+      if (seen.insert(p.device_of_op).second) {
+        placements.push_back({absl::StrCat("random", k), std::move(p)});
+      }
+    }
+
+    std::vector<Row> rows;
+    std::cout << absl::StrFormat("%-14s %12s %12s %8s %12s %8s   %s\n",
+                                 "placement", "measured s", "simulated s",
+                                 "error", "+feedback s", "error", spec);
+    for (auto& [name, placement] : placements) {
+      absl::StatusOr<SimulationResult> sim = Simulate(context, placement);
+      if (!sim.ok()) return Fail(sim.status());
+      absl::StatusOr<SimulationResult> fed_sim = Simulate(fed_context, placement);
+      if (!fed_sim.ok()) return Fail(fed_sim.status());
+      absl::StatusOr<std::unique_ptr<Executor>> executor =
+          Executor::Create(view, *cluster, placement, measure.executor);
+      if (!executor.ok()) return Fail(executor.status());
+      absl::StatusOr<Measurement> m = MeasureSteps(**executor, measure);
+      if (!m.ok()) {
+        std::cout << absl::StrFormat("%-14s failed: %s\n", name,
+                                     m.status().message());
+        continue;
+      }
+      Row row{spec, name, sim->step_seconds, m->step_seconds,
+              fed_sim->step_seconds};
+      std::cout << absl::StrFormat(
+          "%-14s %12.6f %12.6f %+7.1f%% %12.6f %+7.1f%%\n", name, row.measured,
+          row.simulated, 100 * (row.simulated - row.measured) / row.measured,
+          row.simulated_feedback,
+          100 * (row.simulated_feedback - row.measured) / row.measured);
+      std::cout.flush();
+      rows.push_back(row);
+      all.push_back(row);
+    }
+    summaries += Summary(spec, rows);
+  }
+  std::cout << "\n" << summaries << Summary("all models", all);
+  if (std::string out = absl::GetFlag(FLAGS_o); !out.empty()) {
+    std::string csv =
+        "model,placement,measured_seconds,simulated_seconds,"
+        "simulated_with_feedback_seconds\n";
+    for (const Row& r : all) {
+      absl::StrAppendFormat(&csv, "\"%s\",%s,%.9g,%.9g,%.9g\n", r.model,
+                            r.placement, r.measured, r.simulated,
+                            r.simulated_feedback);
+    }
+    if (absl::Status s = WriteFileAtomically(UserPath(out), csv); !s.ok()) {
+      return Fail(s);
+    }
+  }
+  return 0;
+}
+
+}  // namespace placer

@@ -1,0 +1,296 @@
+#include "placer/cli/cli_common.h"
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "profiles/measured_cost_model.h"
+
+ABSL_FLAG(bool, json, false, "Print one JSON object instead of tables.");
+ABSL_FLAG(int64_t, batch, 0,
+          "Batch size: fixes the first dim of every graph input whose first "
+          "dim is symbolic; for zoo models, the batch they are built with.");
+ABSL_FLAG(std::vector<std::string>, input_shape, {},
+          "Full shapes of named graph inputs, NAME=D0xD1x..., comma "
+          "separated (e.g. input=32x3x224x224).");
+ABSL_FLAG(std::vector<std::string>, dim, {},
+          "Values of symbolic dims by name, NAME=VALUE, comma separated "
+          "(e.g. seq_len=128).");
+ABSL_FLAG(int64_t, layers, 0, "Zoo: layers (or toy depth/width).");
+ABSL_FLAG(int64_t, seq_len, 0, "Zoo: sequence length / unrolled steps.");
+ABSL_FLAG(int64_t, hidden, 0, "Zoo: hidden size / model width.");
+ABSL_FLAG(int64_t, vocab, 0, "Zoo: vocabulary size.");
+ABSL_FLAG(int64_t, image_size, 0, "Zoo: image height and width (CNNs).");
+ABSL_FLAG(uint64_t, seed, 1,
+          "Seed of searches (place) and of zoo models' weights.");
+ABSL_FLAG(bool, weights, true,
+          "Zoo: write real (random) weights; with --noweights initializers "
+          "are external data with no file (for placement only). ONNX "
+          "files: --noweights accepts weights stripped to their dims.");
+ABSL_FLAG(std::string, o, "", "Output file (zoo export).");
+ABSL_FLAG(std::string, cluster, "",
+          "Cluster: a preset name (p100x4, v100x8, h100x8, cpu1_gpu2, cpu2, ...) "
+          "or a .pbtxt/.json file.");
+ABSL_FLAG(std::string, placement, "", "Placement file (JSON).");
+ABSL_FLAG(std::string, trace, "",
+          "Write the simulated schedule as a Chrome trace (JSON).");
+ABSL_FLAG(std::string, profile, "",
+          "simulate: a measured profile (.pbtxt/.json) preferred over the "
+          "roofline wherever it has a node or link.");
+ABSL_FLAG(std::string, devices, "",
+          "profile: the device kinds to measure, cpu and/or gpu (gpu needs a "
+          "CUDA LibTorch); empty: every kind the cluster has.");
+ABSL_FLAG(int32_t, repeats, 5, "profile: timed repeats per measurement.");
+ABSL_FLAG(int32_t, reference_steps, 5,
+          "profile: steps of a reference placement (seeded random runs of "
+          "the topological order over the cluster) whose in-step node and "
+          "link times overlay the op-by-op ones; 0: op-by-op only.");
+ABSL_FLAG(int32_t, warmup, 2, "profile, run, calibrate: discarded warm-up runs (steps for run).");
+ABSL_FLAG(int32_t, threads, 1, "profile, run, calibrate: threads per CPU device.");
+ABSL_FLAG(placer::FlagSeconds, budget, placer::FlagSeconds{10},
+          "Time budget: seconds, or with a unit (90s, 10m, 1h) (place: for "
+          "searches; train: for training; profile: for measuring).");
+ABSL_FLAG(int64_t, evaluations, 0,
+          "place: at most this many simulations per search (0: no limit); "
+          "unlike --budget it makes results machine-independent.");
+ABSL_FLAG(double, memory_headroom, 0.05,
+          "place, bench, run, calibrate: the fraction of each "
+          "device's memory placements leave free (allocator fragmentation, "
+          "workspaces, the runtime's own memory).");
+ABSL_FLAG(std::string, policy, "best",
+          "place: the policy (single, expert, hash, critical_path, metis, "
+          "heft, m_etf, m_topo, local_search, best).");
+ABSL_FLAG(bool, compare, false, "place: run and compare every policy.");
+ABSL_FLAG(int32_t, steps, 10,
+          "run, calibrate: measured training steps (after --warmup).");
+ABSL_FLAG(std::string, profile_out, "",
+          "run: write the measured per-node and per-link times as a profile "
+          "(over --profile's, when given).");
+ABSL_FLAG(int32_t, placements, 10,
+          "calibrate: placements measured per model (policies, then random).");
+ABSL_FLAG(std::string, checkpoint, "",
+          "train: the directory for checkpoints, the learning curve and the "
+          "best placements; place --policy rl: the trained model to start "
+          "from.");
+ABSL_FLAG(bool, resume, false,
+          "train: go on from the checkpoint in --checkpoint.");
+ABSL_FLAG(std::string, curve, "",
+          "train: also write the learning curve (CSV) here.");
+ABSL_FLAG(int64_t, samples, 0,
+          "train: stop after this many sampled placements (0: only the "
+          "budget stops); with a seed, makes training repeatable.");
+ABSL_FLAG(int32_t, samples_per_step, 64,
+          "train: placements sampled per REINFORCE step.");
+ABSL_FLAG(bool, warm_start, false,
+          "train: imitate the best heuristic placement first (default: "
+          "from random assignments of the structural groups).");
+ABSL_FLAG(int32_t, imitation_steps, 150,
+          "train: Adam steps of the warm start's imitation.");
+ABSL_FLAG(bool, joint, false,
+          "train: REINFORCE samples and trains the Grouper with the Placer "
+          "(default: the Grouper keeps its most likely groups, the "
+          "structural ones, and the Placer learns alone; less variance).");
+ABSL_FLAG(double, learning_rate, 0.01, "train: Adam's learning rate.");
+ABSL_FLAG(double, entropy, 0.01,
+          "train: starting weight of the policy's entropy in the loss "
+          "(keeps it exploring); it adapts toward --entropy-target.");
+ABSL_FLAG(double, entropy_target, 0.4,
+          "train: entropy per device choice (nats; ln 4 = 1.39 is uniform "
+          "over four devices) the entropy weight steers toward; 0: a fixed "
+          "weight.");
+ABSL_FLAG(double, max_kl, 0.01,
+          "train: largest policy change per step (mean KL divergence per "
+          "device choice); a step over it is halved; 0: no limit.");
+ABSL_FLAG(int32_t, groups, 32, "train: the Grouper's number of groups.");
+ABSL_FLAG(bool, memory_mask, true,
+          "train: the Placer closes devices that a group would overflow.");
+ABSL_FLAG(placer::FlagSeconds, checkpoint_every, placer::FlagSeconds{60},
+          "train: checkpoint interval (and on SIGINT/SIGTERM, and at the "
+          "end).");
+ABSL_FLAG(std::string, reward, "simulated",
+          "train: simulated (the simulator, threads in parallel) or "
+          "measured (the executor on the cluster's CPU devices).");
+ABSL_FLAG(std::string, order, "critical_path",
+          "Ready-queue order of the simulator: critical_path or topological.");
+
+
+namespace placer {
+
+bool AbslParseFlag(absl::string_view text, FlagSeconds* out,
+                   std::string* error) {
+  double scale = 1;
+  absl::string_view number = text;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 's': scale = 1; break;
+      case 'm': scale = 60; break;
+      case 'h': scale = 3600; break;
+      default: scale = 0; break;
+    }
+    if (scale > 0) number.remove_suffix(1);
+    if (scale == 0) scale = 1;
+  }
+  double value = 0;
+  if (!absl::SimpleAtod(number, &value) || !(value >= 0)) {
+    *error = "expected a duration like 30, 30s, 10m or 1h";
+    return false;
+  }
+  out->seconds = value * scale;
+  return true;
+}
+
+std::string AbslUnparseFlag(FlagSeconds value) {
+  return absl::StrCat(value.seconds);
+}
+
+// Under `bazel run` the process starts in the runfiles tree; paths the user
+// typed are relative to where they ran bazel.
+std::string UserPath(const std::string& path) {
+  const char* dir = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (dir == nullptr || path.empty() || path[0] == '/' ||
+      path.rfind("zoo:", 0) == 0) {
+    return path;
+  }
+  return absl::StrCat(dir, "/", path);
+}
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "placer: error: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "placer: %s\nRun `placer --help` for usage.\n",
+               message.c_str());
+  return 2;
+}
+
+zoo::ZooParams ZooParamsFromFlags() {
+  zoo::ZooParams p;
+  p.batch_size = absl::GetFlag(FLAGS_batch);
+  p.layers = absl::GetFlag(FLAGS_layers);
+  p.seq_len = absl::GetFlag(FLAGS_seq_len);
+  p.hidden = absl::GetFlag(FLAGS_hidden);
+  p.vocab = absl::GetFlag(FLAGS_vocab);
+  p.image_size = absl::GetFlag(FLAGS_image_size);
+  p.seed = absl::GetFlag(FLAGS_seed);
+  p.weights = absl::GetFlag(FLAGS_weights);
+  return p;
+}
+
+absl::StatusOr<LoadedModel> LoadModelFromFlags(const std::string& spec) {
+  absl::StatusOr<ImportOptions> options = ImportOptionsFromFlags();
+  if (!options.ok()) return options.status();
+  return LoadModel(UserPath(spec), *options, ZooParamsFromFlags());
+}
+
+absl::StatusOr<ImportOptions> ImportOptionsFromFlags() {
+  ImportOptions options;
+  options.weights_optional = !absl::GetFlag(FLAGS_weights);
+  if (int64_t batch = absl::GetFlag(FLAGS_batch); batch > 0) {
+    options.batch_size = batch;
+  } else if (batch < 0) {
+    return absl::InvalidArgumentError("--batch must be positive");
+  }
+  for (const std::string& s : absl::GetFlag(FLAGS_input_shape)) {
+    if (absl::Status st = ParseInputShapeFlag(s, &options); !st.ok()) return st;
+  }
+  for (const std::string& s : absl::GetFlag(FLAGS_dim)) {
+    std::vector<std::string> kv = absl::StrSplit(s, '=');
+    int64_t value;
+    if (kv.size() != 2 || !absl::SimpleAtoi(kv[1], &value) || value <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--dim '", s, "': expected NAME=POSITIVE_INTEGER"));
+    }
+    options.dim_values[kv[0]] = value;
+  }
+  return options;
+}
+
+absl::StatusOr<Cluster> LoadUserCluster(const std::string& spec) {
+  return LoadCluster(spec.find('.') != std::string::npos ? UserPath(spec)
+                                                         : spec);
+}
+
+absl::StatusOr<std::unique_ptr<CostModel>> CostModelFromFlags() {
+  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  if (std::string path = absl::GetFlag(FLAGS_profile); !path.empty()) {
+    absl::StatusOr<MeasuredProfile> profile = LoadProfile(UserPath(path));
+    if (!profile.ok()) return profile.status();
+    costs = NewMeasuredCostModel(std::move(*profile), std::move(costs));
+  }
+  return costs;
+}
+
+namespace {
+
+// Abseil flag names use underscores; accept --input-shape as well.
+std::vector<char*> NormalizeFlagNames(int argc, char** argv,
+                                      std::vector<std::string>& storage) {
+  storage.assign(argv, argv + argc);
+  for (std::string& arg : storage) {
+    if (arg.rfind("--", 0) != 0) continue;
+    size_t end = arg.find('=');
+    if (end == std::string::npos) end = arg.size();
+    for (size_t i = 2; i < end; ++i) {
+      if (arg[i] == '-') arg[i] = '_';
+    }
+  }
+  std::vector<char*> out;
+  for (std::string& arg : storage) out.push_back(arg.data());
+  return out;
+}
+
+
+// The directory of the running executable.
+std::string SelfDirectory() {
+  char path[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return ".";
+  std::string s(path, n);
+  return s.substr(0, s.rfind('/'));
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv, const char* usage,
+           const std::vector<Command>& commands,
+           const std::function<bool(const std::string& command)>& elsewhere,
+           const std::string& elsewhere_binary) {
+  absl::SetProgramUsageMessage(usage);
+  std::vector<std::string> storage;
+  std::vector<char*> normalized = NormalizeFlagNames(argc, argv, storage);
+  std::vector<char*> positional = absl::ParseCommandLine(
+      static_cast<int>(normalized.size()), normalized.data());
+  if (positional.size() < 2) {
+    std::cout << usage;
+    return argc > 1 ? 2 : 0;
+  }
+  std::string command = positional[1];
+  if (elsewhere && elsewhere(command)) {
+    std::string binary = SelfDirectory() + "/" + elsewhere_binary;
+    std::vector<char*> args(argv, argv + argc);
+    args[0] = binary.data();
+    args.push_back(nullptr);
+    execv(binary.c_str(), args.data());
+    return Fail(absl::NotFoundError(absl::StrCat(
+        "`", command, "` runs in ", binary,
+        ", which could not be started; build //placer:", elsewhere_binary)));
+  }
+  std::vector<std::string> args(positional.begin() + 2, positional.end());
+  for (const Command& c : commands) {
+    if (command == c.name) return c.run(args);
+  }
+  return UsageError(absl::StrCat("unknown command '", command, "'"));
+}
+
+}  // namespace placer

@@ -1,0 +1,127 @@
+// What the placer commands share: their flags, turning flags into options,
+// and how errors are printed. Each command lives in its own *_command.cc.
+#ifndef PLACER_PLACER_CLI_CLI_COMMON_H_
+#define PLACER_PLACER_CLI_CLI_COMMON_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "graph/onnx_import.h"
+#include "placer/model_source.h"
+#include "profiles/cluster.h"
+#include "profiles/cost_model.h"
+#include "zoo/zoo.h"
+
+namespace placer {
+// A duration flag in seconds: "90", "90s", "10m" or "1.5h".
+struct FlagSeconds {
+  double seconds = 0;
+};
+bool AbslParseFlag(absl::string_view text, FlagSeconds* out,
+                   std::string* error);
+std::string AbslUnparseFlag(FlagSeconds value);
+}  // namespace placer
+
+ABSL_DECLARE_FLAG(bool, json);
+ABSL_DECLARE_FLAG(int64_t, batch);
+ABSL_DECLARE_FLAG(std::vector<std::string>, input_shape);
+ABSL_DECLARE_FLAG(std::vector<std::string>, dim);
+ABSL_DECLARE_FLAG(int64_t, layers);
+ABSL_DECLARE_FLAG(int64_t, seq_len);
+ABSL_DECLARE_FLAG(int64_t, hidden);
+ABSL_DECLARE_FLAG(int64_t, vocab);
+ABSL_DECLARE_FLAG(int64_t, image_size);
+ABSL_DECLARE_FLAG(uint64_t, seed);
+ABSL_DECLARE_FLAG(bool, weights);
+ABSL_DECLARE_FLAG(std::string, o);
+ABSL_DECLARE_FLAG(std::string, cluster);
+ABSL_DECLARE_FLAG(std::string, placement);
+ABSL_DECLARE_FLAG(std::string, trace);
+ABSL_DECLARE_FLAG(std::string, order);
+ABSL_DECLARE_FLAG(std::string, profile);
+ABSL_DECLARE_FLAG(std::string, devices);
+ABSL_DECLARE_FLAG(int32_t, repeats);
+ABSL_DECLARE_FLAG(int32_t, reference_steps);
+ABSL_DECLARE_FLAG(int32_t, warmup);
+ABSL_DECLARE_FLAG(int32_t, threads);
+ABSL_DECLARE_FLAG(placer::FlagSeconds, budget);
+ABSL_DECLARE_FLAG(int64_t, evaluations);
+ABSL_DECLARE_FLAG(double, memory_headroom);
+ABSL_DECLARE_FLAG(std::string, policy);
+ABSL_DECLARE_FLAG(bool, compare);
+ABSL_DECLARE_FLAG(int32_t, steps);
+ABSL_DECLARE_FLAG(std::string, profile_out);
+ABSL_DECLARE_FLAG(int32_t, placements);
+ABSL_DECLARE_FLAG(std::string, checkpoint);
+ABSL_DECLARE_FLAG(bool, resume);
+ABSL_DECLARE_FLAG(std::string, curve);
+ABSL_DECLARE_FLAG(int64_t, samples);
+ABSL_DECLARE_FLAG(int32_t, samples_per_step);
+ABSL_DECLARE_FLAG(bool, warm_start);
+ABSL_DECLARE_FLAG(int32_t, imitation_steps);
+ABSL_DECLARE_FLAG(bool, joint);
+ABSL_DECLARE_FLAG(double, learning_rate);
+ABSL_DECLARE_FLAG(double, entropy);
+ABSL_DECLARE_FLAG(double, entropy_target);
+ABSL_DECLARE_FLAG(double, max_kl);
+ABSL_DECLARE_FLAG(int32_t, groups);
+ABSL_DECLARE_FLAG(bool, memory_mask);
+ABSL_DECLARE_FLAG(placer::FlagSeconds, checkpoint_every);
+ABSL_DECLARE_FLAG(std::string, reward);
+
+namespace placer {
+
+// Under `bazel run` the process starts in the runfiles tree; paths the user
+// typed are relative to where they ran bazel.
+std::string UserPath(const std::string& path);
+// Prints "placer: error: ..." and returns exit code 1.
+int Fail(const absl::Status& status);
+// Prints the problem and a pointer to --help; returns exit code 2.
+int UsageError(const std::string& message);
+
+zoo::ZooParams ZooParamsFromFlags();
+// A preset name, or a cluster file relative to the user's directory.
+absl::StatusOr<Cluster> LoadUserCluster(const std::string& spec);
+// The roofline model, or the --profile measurements over it.
+absl::StatusOr<std::unique_ptr<CostModel>> CostModelFromFlags();
+absl::StatusOr<ImportOptions> ImportOptionsFromFlags();
+// LoadModel of a MODEL argument (relative to the user's directory) with
+// the import and zoo flags.
+absl::StatusOr<LoadedModel> LoadModelFromFlags(const std::string& spec);
+
+struct Command {
+  const char* name;
+  int (*run)(const std::vector<std::string>& args);
+};
+
+// Parses flags (accepting --flag-name for --flag_name) and runs the command
+// named by the first positional argument. Commands for which `elsewhere`
+// says true (it is asked after the flags are parsed) are run by exec'ing
+// the sibling binary `elsewhere_binary` with the same arguments (the
+// LibTorch commands live in placer_torch, so that placer itself starts
+// fast).
+int RunCli(int argc, char** argv, const char* usage,
+           const std::vector<Command>& commands,
+           const std::function<bool(const std::string& command)>& elsewhere =
+               {},
+           const std::string& elsewhere_binary = "");
+
+int InspectCommand(const std::vector<std::string>& args);
+int ZooCommand(const std::vector<std::string>& args);
+int SimulateCommand(const std::vector<std::string>& args);
+int ProfileCommand(const std::vector<std::string>& args);
+int RunCommand(const std::vector<std::string>& args);
+int CalibrateCommand(const std::vector<std::string>& args);
+int PlaceCommand(const std::vector<std::string>& args);
+int BenchCommand(const std::vector<std::string>& args);
+int ServeCommand(const std::vector<std::string>& args);
+int RemoteCommand(const std::vector<std::string>& args);
+int TrainCommand(const std::vector<std::string>& args);
+
+}  // namespace placer
+
+#endif  // PLACER_PLACER_CLI_CLI_COMMON_H_

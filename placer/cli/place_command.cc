@@ -1,0 +1,159 @@
+// placer place MODEL --cluster C [--policy P | --compare] [-o P.json]
+#include <fstream>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "graph/training_view.h"
+#include "placer/cli/cli_common.h"
+#include "placer/model_source.h"
+#include "simulator/placement_file.h"
+#include "placer/policy_run.h"
+#include "simulator/simulator.h"
+#include "policies/policy.h"
+#include "profiles/cluster.h"
+#include "profiles/cost_model.h"
+#include "profiles/measured_cost_model.h"
+#include "profiles/proto_io.h"
+
+namespace placer {
+namespace {
+
+std::string Text(const std::vector<PolicyRun>& rows, double single_seconds,
+                 double lower_bound) {
+  std::string out = absl::StrFormat(
+      "%-14s %12s %9s %9s %16s %14s %10s\n", "policy", "step s", "speedup",
+      "x bound", "max peak bytes", "bytes moved", "place s");
+  for (const PolicyRun& r : rows) {
+    if (!r.status.ok()) {
+      absl::StrAppendFormat(&out, "%-14s failed: %s\n", r.policy,
+                            r.status.message());
+      continue;
+    }
+    absl::StrAppendFormat(
+        &out, "%-14s %12.6f %9s %9.3f %16d %14d %10.3f\n", r.policy,
+        r.result.step_seconds,
+        single_seconds > 0
+            ? absl::StrFormat("%.3fx", single_seconds / r.result.step_seconds)
+            : std::string("-"),
+        r.result.step_seconds / lower_bound, MaxPeakBytes(r.result),
+        r.result.bytes_moved, r.placement_seconds);
+  }
+  absl::StrAppendFormat(&out, "lower bound    %12.6f\n", lower_bound);
+  return out;
+}
+
+std::string Json(const std::vector<PolicyRun>& rows, double single_seconds,
+                 double lower_bound, const Cluster& cluster) {
+  google::protobuf::Struct s;
+  auto& f = *s.mutable_fields();
+  f["lower_bound_seconds"].set_number_value(lower_bound);
+  auto* list = f["results"].mutable_list_value();
+  for (const PolicyRun& r : rows) {
+    auto& e = *list->add_values()->mutable_struct_value()->mutable_fields();
+    e["policy"].set_string_value(r.policy);
+    e["ok"].set_bool_value(r.status.ok());
+    e["placement_seconds"].set_number_value(r.placement_seconds);
+    if (!r.status.ok()) {
+      e["error"].set_string_value(std::string(r.status.message()));
+      continue;
+    }
+    e["step_seconds"].set_number_value(r.result.step_seconds);
+    if (single_seconds > 0) {
+      e["speedup_over_single"].set_number_value(single_seconds /
+                                                r.result.step_seconds);
+    }
+    e["ratio_to_lower_bound"].set_number_value(r.result.step_seconds /
+                                               lower_bound);
+    e["bytes_moved"].set_number_value(static_cast<double>(r.result.bytes_moved));
+    auto& peak = *e["peak_memory_bytes"].mutable_struct_value()->mutable_fields();
+    for (int d = 0; d < cluster.num_devices(); ++d) {
+      peak[cluster.device(d).name].set_number_value(
+          static_cast<double>(r.result.peak_memory_bytes[d]));
+    }
+  }
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(s, &json);
+  return json + "\n";
+}
+
+}  // namespace
+
+int PlaceCommand(const std::vector<std::string>& args) {
+  if (args.size() != 1) return UsageError("place takes one MODEL");
+  if (absl::GetFlag(FLAGS_cluster).empty()) {
+    return UsageError("place needs --cluster");
+  }
+  absl::StatusOr<LoadedModel> model = LoadModelFromFlags(args[0]);
+  if (!model.ok()) return Fail(model.status());
+  absl::StatusOr<Cluster> cluster =
+      LoadUserCluster(absl::GetFlag(FLAGS_cluster));
+  if (!cluster.ok()) return Fail(cluster.status());
+  std::string policy = absl::GetFlag(FLAGS_policy);
+  const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  if (!checkpoint.empty() && !PolicyNeedsLibTorch(policy)) {
+    return UsageError("--checkpoint is for learned policies (--policy rl)");
+  }
+  if (absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = NewPolicy(policy);
+      !p.ok()) {
+    return Fail(p.status());
+  }
+
+  TrainingView view = BuildTrainingView(model->graph);
+  absl::StatusOr<std::unique_ptr<CostModel>> made = CostModelFromFlags();
+  if (!made.ok()) return Fail(made.status());
+  std::unique_ptr<CostModel> costs = std::move(*made);
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  SimulationContext context =
+      SimulationContext::Create(view, *cluster, *costs, *order);
+  PolicyInput input{view, *cluster, *costs, context};
+  PolicyOptions options;
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
+  options.max_evaluations = absl::GetFlag(FLAGS_evaluations);
+  options.memory_headroom = absl::GetFlag(FLAGS_memory_headroom);
+  if (!checkpoint.empty()) options.checkpoint_dir = UserPath(checkpoint);
+
+  std::vector<PolicyRun> rows;
+  PolicyRun single = RunPolicy("single", input, options);
+  if (absl::GetFlag(FLAGS_compare)) {
+    rows.push_back(single);
+    for (const PolicyInfo& info : Policies()) {
+      if (info.name != "single") rows.push_back(RunPolicy(info.name, input, options));
+    }
+  } else {
+    rows.push_back(policy == "single" ? single : RunPolicy(policy, input, options));
+  }
+  // One policy that failed: its error, once (not also as a table row).
+  if (!absl::GetFlag(FLAGS_compare) && !rows[0].status.ok()) {
+    return Fail(rows[0].status);
+  }
+  double single_seconds = single.status.ok() ? single.result.step_seconds : 0;
+  double bound = context.lower_bound_seconds();
+  std::cout << (absl::GetFlag(FLAGS_json)
+                    ? Json(rows, single_seconds, bound, *cluster)
+                    : Text(rows, single_seconds, bound));
+
+  const PolicyRun* chosen = nullptr;
+  for (const PolicyRun& r : rows) {
+    if (r.policy == policy) chosen = &r;
+  }
+  if (chosen == nullptr || !chosen->status.ok()) {
+    return Fail(chosen == nullptr ? absl::NotFoundError(policy)
+                                  : chosen->status);
+  }
+  if (std::string out = absl::GetFlag(FLAGS_o); !out.empty()) {
+    PlacementInfo info{model->source, policy, chosen->result.step_seconds};
+    absl::Status s = WriteFileAtomically(
+        UserPath(out),
+        PlacementToJson(chosen->placement, model->graph, *cluster, info));
+    if (!s.ok()) return Fail(s);
+    std::cerr << "wrote " << out << " (" << policy << ")\n";
+  }
+  return 0;
+}
+
+}  // namespace placer

@@ -1,0 +1,126 @@
+// placer profile [MODEL] --cluster C [--devices cpu,gpu]
+//   [--reference-steps 5] -o PROFILE
+// Op-by-op timings of the model's nodes and the links between devices,
+// overlaid (unless --reference-steps 0) with the node and link times
+// measured inside the steps of a reference placement.
+#include <algorithm>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "graph/training_view.h"
+#include "placer/cli/cli_common.h"
+#include "placer/model_source.h"
+#include "profiles/cluster.h"
+#include "profiles/measured_cost_model.h"
+#include "runtime/profiler.h"
+#include "runtime/executor.h"
+#include "runtime/measurement.h"
+
+namespace placer {
+
+int ProfileCommand(const std::vector<std::string>& args) {
+  if (args.size() > 1) return UsageError("profile takes at most one MODEL");
+  std::vector<DeviceKind> kinds;
+  for (absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_devices), ',', absl::SkipEmpty())) {
+    if (name == "cpu") {
+      kinds.push_back(DeviceKind::kCpu);
+    } else if (name == "gpu") {
+      kinds.push_back(DeviceKind::kGpu);
+    } else {
+      return UsageError(absl::StrCat("--devices: '", name,
+                                     "' is neither cpu nor gpu"));
+    }
+  }
+  std::string out = absl::GetFlag(FLAGS_o);
+  if (out.empty()) return UsageError("profile needs -o FILE.pbtxt");
+  std::string cluster_spec = absl::GetFlag(FLAGS_cluster);
+  absl::StatusOr<Cluster> cluster =
+      LoadUserCluster(cluster_spec.empty() ? "cpu2" : cluster_spec);
+  if (!cluster.ok()) return Fail(cluster.status());
+
+  std::optional<LoadedModel> model;
+  std::optional<TrainingView> view;
+  if (!args.empty()) {
+    absl::StatusOr<LoadedModel> loaded = LoadModelFromFlags(args[0]);
+    if (!loaded.ok()) return Fail(loaded.status());
+    model = std::move(*loaded);
+    view = BuildTrainingView(model->graph);
+  }
+  // Ops without a LibTorch kernel are named before anything is measured:
+  // the reference steps could not run them; op by op, they fall back to
+  // the roofline.
+  const int reference_steps = absl::GetFlag(FLAGS_reference_steps);
+  if (model) {
+    if (absl::Status runnable = CheckRunnable(model->graph); !runnable.ok()) {
+      if (reference_steps > 0) {
+        return Fail(absl::Status(
+            runnable.code(),
+            absl::StrCat(runnable.message(), "; --reference-steps 0 measures "
+                         "the other ops one by one")));
+      }
+      std::cerr << "profile: " << runnable.message()
+                << " (they fall back to the roofline)\n";
+    }
+  }
+  ProfilerOptions options;
+  options.repeats = absl::GetFlag(FLAGS_repeats);
+  options.warmup = absl::GetFlag(FLAGS_warmup);
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
+  options.kinds = std::move(kinds);
+  absl::StatusOr<ProfileReport> report = ProfileDevices(
+      view ? &*view : nullptr, *cluster, options,
+      [](const std::string& line) { std::cerr << "profile: " << line << "\n"; });
+  if (!report.ok()) return Fail(report.status());
+  // In-step times of a reference placement: what a node costs inside the
+  // executor's steps, which op-by-op timing misses.
+  std::string reference_note;
+  if (view && reference_steps > 0) {
+    bool every_kind = true;
+    for (const Device& d : cluster->devices()) {
+      every_kind &= options.kinds.empty() ||
+                    std::count(options.kinds.begin(), options.kinds.end(),
+                               d.kind) > 0;
+    }
+    if (!every_kind) {
+      reference_note = "; no reference steps (not every device kind of the "
+                       "cluster was measured)";
+    } else {
+      MeasureOptions measure;
+      measure.steps = reference_steps;
+      measure.warmup = absl::GetFlag(FLAGS_warmup);
+      measure.executor.seed = absl::GetFlag(FLAGS_seed);
+      measure.executor.threads_per_cpu_device = options.threads;
+      Placement reference = RandomRuns(model->graph, cluster->num_devices(),
+                                       ~absl::GetFlag(FLAGS_seed));
+      std::cerr << "profile: " << reference_steps
+                << " steps of a reference placement\n";
+      absl::StatusOr<MeasuredProfile> overlaid = OverlayStepMeasurement(
+          *view, *cluster, reference, std::move(report->profile), measure);
+      if (!overlaid.ok()) return Fail(overlaid.status());
+      report->profile = std::move(*overlaid);
+      reference_note = absl::StrFormat(
+          "; overlaid with %d steps of a reference placement", reference_steps);
+    }
+  }
+  if (absl::Status s = SaveProfile(report->profile, UserPath(out)); !s.ok()) {
+    return Fail(s);
+  }
+  std::cout << absl::StrFormat(
+      "wrote %s: %d node signatures, %d links measured; %d nodes without a "
+      "LibTorch kernel and %d signatures past the budget fall back to the "
+      "roofline; %d failed%s\n",
+      out, report->measured_signatures, report->profile.links.size(),
+      report->nodes_without_kernel, report->signatures_over_budget,
+      report->failed_signatures, reference_note);
+  for (const std::string& f : report->failures) {
+    std::cout << "  failed: " << f << "\n";
+  }
+  return 0;
+}
+
+}  // namespace placer

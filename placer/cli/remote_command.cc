@@ -1,0 +1,322 @@
+// placer remote place|simulate|train|get|report ... --server HOST:PORT
+#include <fstream>
+#include <iostream>
+#include <optional>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "graph/constant_folding.h"
+#include "onnx/onnx_pb.h"
+#include "placer/cli/cli_common.h"
+#include "placer/service/service.grpc.pb.h"
+#include "profiles/cluster.h"
+#include "profiles/cluster.pb.h"
+#include "profiles/proto_io.h"
+
+ABSL_FLAG(std::string, server, "127.0.0.1:50051",
+          "remote: the placer serve address.");
+ABSL_FLAG(double, deadline, 0,
+          "remote: seconds the server has to answer (0: no deadline); a "
+          "search that reaches it answers with the best placement so far.");
+ABSL_FLAG(std::vector<std::string>, step_seconds, {},
+          "remote report: measured step times, comma-separated.");
+ABSL_FLAG(bool, send_weights, false,
+          "remote: send an ONNX file's weight bytes too (default: shapes "
+          "only, which is all placement needs).");
+ABSL_FLAG(bool, use_reported_profiles, false,
+          "remote: simulate with the profiles reported to the server for "
+          "the cluster.");
+
+namespace placer {
+namespace {
+
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  auto code = static_cast<absl::StatusCode>(s.error_code());
+  std::string hint;
+  if (s.error_message().find("larger than max") != std::string::npos) {
+    hint = " (the server's limit is placer serve --max-request-mb; remote "
+           "sends shapes only unless --send-weights)";
+  }
+  return absl::Status(code, absl::StrCat("server: ", absl::StatusCodeToString(code),
+                                         ": ", s.error_message(), hint));
+}
+
+// The model as placement needs it: every initializer larger than the
+// importer folds keeps its type and dims and loses its bytes (the server
+// imports such files as weight-stripped), so a 400 MB export travels as a
+// few hundred KB.
+absl::StatusOr<std::string> ShapesOnly(const std::string& bytes,
+                                       const std::string& path) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not an ONNX model (", bytes.size(), " bytes do not parse)"));
+  }
+  for (onnx::TensorProto& t : *model.mutable_graph()->mutable_initializer()) {
+    const int64_t elements =
+        ElementCount(absl::MakeConstSpan(t.dims().data(), t.dims().size()));
+    if (elements <= kMaxFoldedElements) continue;
+    t.clear_raw_data();
+    t.clear_float_data();
+    t.clear_double_data();
+    t.clear_int32_data();
+    t.clear_int64_data();
+    t.clear_uint64_data();
+  }
+  return model.SerializeAsString();
+}
+
+absl::StatusOr<proto::ModelSpec> ModelSpecFromArg(const std::string& arg) {
+  proto::ModelSpec spec;
+  spec.set_name(arg);
+  if (arg.rfind("zoo:", 0) == 0) {
+    spec.set_zoo(arg.substr(4));
+  } else {
+    absl::StatusOr<std::string> bytes = ReadFileToString(UserPath(arg));
+    if (!bytes.ok()) return bytes.status();
+    if (absl::GetFlag(FLAGS_send_weights)) {
+      spec.set_onnx(std::move(*bytes));
+    } else {
+      absl::StatusOr<std::string> shapes = ShapesOnly(*bytes, arg);
+      if (!shapes.ok()) return shapes.status();
+      spec.set_onnx(std::move(*shapes));
+    }
+  }
+  if (int64_t b = absl::GetFlag(FLAGS_batch); b != 0) spec.set_batch(b);
+  for (const std::string& s : absl::GetFlag(FLAGS_input_shape)) {
+    std::vector<std::string> kv = absl::StrSplit(s, absl::MaxSplits('=', 1));
+    if (kv.size() != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input-shape '", s, "': expected NAME=D0xD1x..."));
+    }
+    (*spec.mutable_input_shapes())[kv[0]] = kv[1];
+  }
+  return spec;
+}
+
+absl::StatusOr<proto::ClusterSpec> ClusterSpecFromFlag() {
+  std::string c = absl::GetFlag(FLAGS_cluster);
+  if (c.empty()) return absl::InvalidArgumentError("--cluster is needed");
+  proto::ClusterSpec spec;
+  if (c.find('.') == std::string::npos && c.find('/') == std::string::npos) {
+    spec.set_preset(c);  // the server knows its presets
+    return spec;
+  }
+  absl::StatusOr<std::string> text = ReadFileToString(UserPath(c));
+  if (!text.ok()) return text.status();
+  if (absl::Status s = ParseTextOrJson(*text, c, spec.mutable_cluster());
+      !s.ok()) {
+    return s;
+  }
+  return spec;
+}
+
+absl::StatusOr<proto::PlaceRequest> PlaceRequestFromFlags(
+    const std::string& model) {
+  proto::PlaceRequest request;
+  absl::StatusOr<proto::ModelSpec> m = ModelSpecFromArg(model);
+  if (!m.ok()) return m.status();
+  *request.mutable_model() = std::move(*m);
+  absl::StatusOr<proto::ClusterSpec> c = ClusterSpecFromFlag();
+  if (!c.ok()) return c.status();
+  *request.mutable_cluster() = std::move(*c);
+  proto::PlaceOptions* o = request.mutable_options();
+  o->set_policy(absl::GetFlag(FLAGS_policy));
+  o->set_seed(absl::GetFlag(FLAGS_seed));
+  o->set_budget_seconds(absl::GetFlag(FLAGS_budget).seconds);
+  o->set_max_evaluations(absl::GetFlag(FLAGS_evaluations));
+  o->set_use_reported_profiles(absl::GetFlag(FLAGS_use_reported_profiles));
+  return request;
+}
+
+void SetDeadline(grpc::ClientContext* context) {
+  if (double d = absl::GetFlag(FLAGS_deadline); d > 0) {
+    context->set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::microseconds(
+                              static_cast<int64_t>(d * 1e6)));
+  }
+}
+
+std::string ReportText(const proto::SimulationReport& r) {
+  std::string out = absl::StrFormat(
+      "simulated step %.6f s (lower bound %.6f s), %d bytes moved%s\n",
+      r.step_seconds(), r.lower_bound_seconds(), r.bytes_moved(),
+      r.out_of_memory() ? ", OUT OF MEMORY" : "");
+  for (const proto::DeviceReport& d : r.devices()) {
+    absl::StrAppendFormat(&out, "  %-10s peak %14d bytes  busy %.6f s\n",
+                          d.device(), d.peak_memory_bytes(), d.busy_seconds());
+  }
+  return out;
+}
+
+int PrintPlaced(const proto::PlaceResponse& r) {
+  if (absl::GetFlag(FLAGS_json)) {
+    proto::PlaceResponse copy = r;
+    copy.clear_placement();  // the placement goes to -o
+    std::cout << FormatJson(copy);
+  } else {
+    if (r.fingerprint().empty()) {
+      std::cout << "not stored (no fingerprint): the search stopped at the "
+                   "deadline; this is its best placement so far\n";
+    } else {
+      std::cout << "fingerprint " << r.fingerprint() << "\n";
+    }
+    std::cout << absl::StrFormat(
+        "policy %s, %s %.3f s%s\n", r.placement().policy(),
+        r.cached() ? "cached (placed earlier in" : "placed in",
+        r.placement_seconds(), r.cached() ? ")" : "");
+    std::cout << ReportText(r.report());
+    if (r.measured().count() > 0) {
+      std::cout << absl::StrFormat("measured median %.6f s over %d steps\n",
+                                   r.measured().median_step_seconds(),
+                                   r.measured().count());
+    }
+  }
+  if (std::string out = absl::GetFlag(FLAGS_o); !out.empty()) {
+    absl::Status s = WriteFileAtomically(UserPath(out), FormatJson(r.placement()));
+    if (!s.ok()) return Fail(s);
+    std::cerr << "wrote " << out << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RemoteCommand(const std::vector<std::string>& args) {
+  const char* usage =
+      "remote place|simulate|train MODEL --cluster C ..., remote get "
+      "FINGERPRINT, remote report FINGERPRINT --step-seconds a,b";
+  if (args.empty()) return UsageError(usage);
+  const std::string& verb = args[0];
+  std::unique_ptr<proto::PlacementService::Stub> stub =
+      proto::PlacementService::NewStub(grpc::CreateChannel(
+          absl::GetFlag(FLAGS_server), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  SetDeadline(&context);
+
+  if ((verb == "place" || verb == "train" || verb == "simulate") &&
+      args.size() != 2) {
+    return UsageError(absl::StrCat("remote ", verb, " takes one MODEL"));
+  }
+  if ((verb == "get" || verb == "report") && args.size() != 2) {
+    return UsageError(absl::StrCat("remote ", verb, " takes one FINGERPRINT"));
+  }
+  if (verb == "place") {
+    absl::StatusOr<proto::PlaceRequest> request = PlaceRequestFromFlags(args[1]);
+    if (!request.ok()) return Fail(request.status());
+    proto::PlaceResponse response;
+    if (absl::Status s = FromGrpc(stub->Place(&context, *request, &response));
+        !s.ok()) {
+      return Fail(s);
+    }
+    return PrintPlaced(response);
+  }
+  if (verb == "train") {
+    proto::TrainRequest request;
+    absl::StatusOr<proto::PlaceRequest> place = PlaceRequestFromFlags(args[1]);
+    if (!place.ok()) return Fail(place.status());
+    *request.mutable_place() = std::move(*place);
+    request.set_progress_interval_seconds(1);
+    std::unique_ptr<grpc::ClientReader<proto::TrainUpdate>> reader =
+        stub->Train(&context, request);
+    proto::TrainUpdate update;
+    std::optional<proto::PlaceResponse> result;
+    while (reader->Read(&update)) {
+      if (update.has_result()) {
+        result = update.result();
+        continue;
+      }
+      const proto::TrainProgress& p = update.progress();
+      std::cerr << absl::StrFormat("[%7.1f s] %-14s %8d evaluations  best %.6f s\n",
+                                   p.elapsed_seconds(), p.stage(),
+                                   p.evaluations(), p.best_step_seconds());
+    }
+    if (absl::Status s = FromGrpc(reader->Finish()); !s.ok()) return Fail(s);
+    if (!result) {
+      return Fail(absl::InternalError("the stream ended without a result"));
+    }
+    return PrintPlaced(*result);
+  }
+  if (verb == "simulate") {
+    proto::SimulateRequest request;
+    absl::StatusOr<proto::ModelSpec> m = ModelSpecFromArg(args[1]);
+    if (!m.ok()) return Fail(m.status());
+    *request.mutable_model() = std::move(*m);
+    absl::StatusOr<proto::ClusterSpec> c = ClusterSpecFromFlag();
+    if (!c.ok()) return Fail(c.status());
+    *request.mutable_cluster() = std::move(*c);
+    std::string path = absl::GetFlag(FLAGS_placement);
+    if (path.empty()) return UsageError("remote simulate needs --placement");
+    absl::StatusOr<std::string> json = ReadFileToString(UserPath(path));
+    if (!json.ok()) return Fail(json.status());
+    if (auto s = google::protobuf::util::JsonStringToMessage(
+            *json, request.mutable_placement());
+        !s.ok()) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          path, ": not a placement file: ", s.message().as_string())));
+    }
+    request.set_use_reported_profiles(absl::GetFlag(FLAGS_use_reported_profiles));
+    proto::SimulateResponse response;
+    if (absl::Status s =
+            FromGrpc(stub->Simulate(&context, request, &response));
+        !s.ok()) {
+      return Fail(s);
+    }
+    std::cout << (absl::GetFlag(FLAGS_json) ? FormatJson(response)
+                                            : ReportText(response.report()));
+    return 0;
+  }
+  if (verb == "get") {
+    proto::GetPlacementRequest request;
+    request.set_fingerprint(args[1]);
+    proto::PlaceResponse response;
+    if (absl::Status s =
+            FromGrpc(stub->GetPlacement(&context, request, &response));
+        !s.ok()) {
+      return Fail(s);
+    }
+    return PrintPlaced(response);
+  }
+  if (verb == "report") {
+    proto::ReportMeasurementRequest request;
+    request.set_fingerprint(args[1]);
+    for (const std::string& v : absl::GetFlag(FLAGS_step_seconds)) {
+      double seconds = 0;
+      if (!absl::SimpleAtod(v, &seconds)) {
+        return UsageError(absl::StrCat("--step-seconds: '", v,
+                                       "' is not a number"));
+      }
+      request.add_step_seconds(seconds);
+    }
+    if (std::string p = absl::GetFlag(FLAGS_profile); !p.empty()) {
+      absl::StatusOr<std::string> text = ReadFileToString(UserPath(p));
+      if (!text.ok()) return Fail(text.status());
+      if (absl::Status s = ParseTextOrJson(*text, p, request.mutable_profile());
+          !s.ok()) {
+        return Fail(s);
+      }
+    }
+    request.set_source("placer remote report");
+    proto::ReportMeasurementResponse response;
+    if (absl::Status s =
+            FromGrpc(stub->ReportMeasurement(&context, request, &response));
+        !s.ok()) {
+      return Fail(s);
+    }
+    std::cout << absl::StrFormat("measured median %.6f s over %d steps\n",
+                                 response.measured().median_step_seconds(),
+                                 response.measured().count());
+    return 0;
+  }
+  return UsageError(absl::StrCat("remote: unknown verb '", verb, "'; ", usage));
+}
+
+}  // namespace placer

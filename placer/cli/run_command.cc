@@ -1,0 +1,144 @@
+// placer run MODEL --cluster C (--placement P.json | --policy P) --steps N
+//   [--warmup W] [--profile P.pbtxt] [--profile-out FILE] [--json]
+// Trains the model under the placement on this machine's devices and
+// prints measured against simulated step time, the loss per step and the
+// memory per device. --profile-out writes the node and link times measured
+// in the steps (over --profile's, when given).
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "graph/training_view.h"
+#include "placer/cli/cli_common.h"
+#include "placer/model_source.h"
+#include "simulator/placement_file.h"
+#include "placer/policy_run.h"
+#include "simulator/simulator.h"
+#include "profiles/measured_cost_model.h"
+#include "runtime/executor.h"
+#include "runtime/measurement.h"
+
+namespace placer {
+
+int RunCommand(const std::vector<std::string>& args) {
+  if (args.size() != 1) return UsageError("run takes one MODEL");
+  std::string placement_path = absl::GetFlag(FLAGS_placement);
+  std::string policy = absl::GetFlag(FLAGS_policy);
+  absl::StatusOr<LoadedModel> model = LoadModelFromFlags(args[0]);
+  if (!model.ok()) return Fail(model.status());
+  std::string cluster_spec = absl::GetFlag(FLAGS_cluster);
+  absl::StatusOr<Cluster> cluster =
+      LoadUserCluster(cluster_spec.empty() ? "cpu2" : cluster_spec);
+  if (!cluster.ok()) return Fail(cluster.status());
+
+  TrainingView view = BuildTrainingView(model->graph);
+  if (absl::Status s = CheckRunnable(model->graph); !s.ok()) return Fail(s);
+  absl::StatusOr<std::unique_ptr<CostModel>> costs = CostModelFromFlags();
+  if (!costs.ok()) return Fail(costs.status());
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  SimulationContext context =
+      SimulationContext::Create(view, *cluster, **costs, *order);
+
+  Placement placement;
+  std::string placed_by;
+  if (!placement_path.empty()) {
+    absl::StatusOr<Placement> p =
+        ReadPlacementFile(UserPath(placement_path), model->graph, *cluster);
+    if (!p.ok()) return Fail(p.status());
+    placement = std::move(*p);
+    placed_by = placement_path;
+  } else {
+    PolicyInput input{view, *cluster, **costs, context};
+    PolicyOptions options;
+    options.seed = absl::GetFlag(FLAGS_seed);
+    options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
+    options.max_evaluations = absl::GetFlag(FLAGS_evaluations);
+    options.memory_headroom = absl::GetFlag(FLAGS_memory_headroom);
+    PolicyRun run = RunPolicy(policy, input, options);
+    if (!run.status.ok()) return Fail(run.status);
+    placement = std::move(run.placement);
+    placed_by = "policy " + policy;
+  }
+  absl::StatusOr<SimulationResult> simulated = Simulate(context, placement);
+  if (!simulated.ok()) return Fail(simulated.status());
+
+  MeasureOptions options;
+  options.steps = absl::GetFlag(FLAGS_steps);
+  options.warmup = absl::GetFlag(FLAGS_warmup);
+  options.executor.seed = absl::GetFlag(FLAGS_seed);
+  options.executor.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
+  options.executor.priorities = context.priorities();
+  absl::StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::Create(view, *cluster, placement, options.executor);
+  if (!executor.ok()) return Fail(executor.status());
+  const bool json = absl::GetFlag(FLAGS_json);
+  if (!json) {
+    std::cout << absl::StrFormat("%s on %s (%s), %d warm-up + %d steps\n",
+                                 model->source, cluster->name(), placed_by,
+                                 options.warmup, options.steps);
+  }
+  absl::StatusOr<Measurement> m = MeasureSteps(
+      **executor, options, [&](int step, const StepReport& r) {
+        if (json) return;
+        std::cout << absl::StrFormat("step %3d  loss %.6f  %.6f s%s\n",
+                                     step + 1, r.loss, r.seconds,
+                                     step < options.warmup ? "  (warm-up)" : "");
+      });
+  if (!m.ok()) return Fail(m.status());
+
+  if (json) {
+    google::protobuf::Struct s;
+    auto& f = *s.mutable_fields();
+    f["measured_step_seconds"].set_number_value(m->step_seconds);
+    f["simulated_step_seconds"].set_number_value(simulated->step_seconds);
+    auto* losses = f["losses"].mutable_list_value();
+    for (double l : m->losses) losses->add_values()->set_number_value(l);
+    auto* times = f["step_seconds"].mutable_list_value();
+    for (double t : m->step_times) times->add_values()->set_number_value(t);
+    auto& peak = *f["peak_memory_bytes"].mutable_struct_value()->mutable_fields();
+    for (int d = 0; d < cluster->num_devices(); ++d) {
+      peak[cluster->device(d).name].set_number_value(
+          static_cast<double>(m->peak_memory_bytes[d]));
+    }
+    std::string out;
+    (void)google::protobuf::util::MessageToJsonString(s, &out);
+    std::cout << out << "\n";
+  } else {
+    std::cout << absl::StrFormat(
+        "\nstep time   measured %.6f s (median of %d)   simulated %.6f s   "
+        "simulated/measured %.3f\n",
+        m->step_seconds, options.steps, simulated->step_seconds,
+        simulated->step_seconds / m->step_seconds);
+    std::cout << absl::StrFormat("%-10s %12s %12s %16s %16s\n", "device",
+                                 "busy s", "sim busy s", "peak bytes",
+                                 "sim peak bytes");
+    for (int d = 0; d < cluster->num_devices(); ++d) {
+      std::cout << absl::StrFormat(
+          "%-10s %12.6f %12.6f %16d %16d\n", cluster->device(d).name,
+          m->busy_seconds[d], simulated->busy_seconds[d],
+          m->peak_memory_bytes[d], simulated->peak_memory_bytes[d]);
+    }
+  }
+  if (std::string out = absl::GetFlag(FLAGS_profile_out); !out.empty()) {
+    MeasuredProfile profile =
+        ProfileFromMeasurement(view, *cluster, placement, *m);
+    // With --profile, the written profile is that one overlaid with what
+    // this run measured, so that the next search sees both.
+    if (std::string in = absl::GetFlag(FLAGS_profile); !in.empty()) {
+      absl::StatusOr<MeasuredProfile> base = LoadProfile(UserPath(in));
+      if (!base.ok()) return Fail(base.status());
+      profile = MergeProfiles(std::move(*base), profile);
+    }
+    if (absl::Status s = SaveProfile(profile, UserPath(out)); !s.ok()) {
+      return Fail(s);
+    }
+    std::cerr << absl::StrFormat("wrote %s: %d node signatures, %d links\n",
+                                 out, profile.ops.size(), profile.links.size());
+  }
+  return 0;
+}
+
+}  // namespace placer

@@ -1,0 +1,289 @@
+// placer train MODEL... --cluster C [--budget 10m] [--checkpoint DIR]
+// Trains the hierarchical RL placer on the models (policies/rl/trainer.h).
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "graph/training_view.h"
+#include "placer/cli/cli_common.h"
+#include "simulator/evaluator.h"
+#include "simulator/placement_file.h"
+#include "simulator/simulator.h"
+#include "policies/policies.h"
+#include "policies/rl/trainer.h"
+#include "profiles/proto_io.h"
+#include "runtime/measurement.h"
+
+namespace placer {
+namespace {
+
+std::atomic<bool> stop_requested{false};
+
+extern "C" void OnStopSignal(int) { stop_requested = true; }
+
+// One model, loaded and ready to simulate; held at a fixed address (the
+// view, context and input refer to each other).
+struct LoadedTask {
+  LoadedModel model;
+  TrainingView view;
+  std::unique_ptr<CostModel> costs;
+  std::unique_ptr<ReadyOrder> order;
+  std::unique_ptr<SimulationContext> context;
+  std::unique_ptr<PolicyInput> input;
+};
+
+std::string Clock(double seconds) {
+  int s = static_cast<int>(seconds);
+  return s >= 3600 ? absl::StrFormat("%dh%02dm%02ds", s / 3600, s / 60 % 60,
+                                     s % 60)
+                   : absl::StrFormat("%dm%02ds", s / 60, s % 60);
+}
+
+// A progress line on stderr: redrawn in place on a terminal, a line every
+// 10 s otherwise (logs).
+class ProgressLine {
+ public:
+  explicit ProgressLine(const std::vector<std::string>& names)
+      : names_(names), tty_(isatty(STDERR_FILENO) == 1) {}
+  void Show(const RlCurveRow& row, double fraction, bool force) {
+    if (row.greedy_seconds > 0) greedy_ = row.greedy_seconds;
+    auto now = std::chrono::steady_clock::now();
+    double since = std::chrono::duration<double>(now - last_).count();
+    if (!force && since < (tty_ ? 0.25 : 10)) return;
+    last_ = now;
+    constexpr int kWidth = 24;
+    int filled = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * kWidth);
+    std::string bar(filled, '#');
+    bar.resize(kWidth, '.');
+    std::cerr << (tty_ ? "\r" : "")
+              << absl::StrFormat(
+                     "[%s] %3.0f%% %s  samples %d  %s: best %.6f s  batch mean "
+                     "%s  invalid %d  greedy %s  distinct %d  H %.2f  ",
+                     bar, 100 * std::clamp(fraction, 0.0, 1.0),
+                     Clock(row.elapsed_seconds), row.samples,
+                     names_[row.task], row.best_seconds,
+                     row.batch_mean_seconds > 0
+                         ? absl::StrFormat("%.6f s", row.batch_mean_seconds)
+                         : std::string("-"),
+                     row.invalid,
+                     greedy_ > 0 ? absl::StrFormat("%.6f s", greedy_)
+                                 : std::string("-"),
+                     row.distinct_placements, row.entropy_per_choice)
+              << (tty_ ? "" : "\n") << std::flush;
+  }
+  void End() {
+    if (tty_) std::cerr << "\n";
+  }
+
+ private:
+  const std::vector<std::string>& names_;
+  bool tty_;
+  double greedy_ = 0;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+}  // namespace
+
+int TrainCommand(const std::vector<std::string>& args) {
+  if (args.empty()) return UsageError("train takes one or more MODELs");
+  if (absl::GetFlag(FLAGS_cluster).empty()) {
+    return UsageError("train needs --cluster");
+  }
+  const std::string dir = absl::GetFlag(FLAGS_checkpoint).empty()
+                              ? std::string()
+                              : UserPath(absl::GetFlag(FLAGS_checkpoint));
+  const bool resume = absl::GetFlag(FLAGS_resume);
+  if (resume && dir.empty()) return UsageError("--resume needs --checkpoint");
+  const std::string reward = absl::GetFlag(FLAGS_reward);
+  if (reward != "simulated" && reward != "measured") {
+    return UsageError(absl::StrCat("--reward: '", reward,
+                                   "' is neither simulated nor measured"));
+  }
+  if (!absl::GetFlag(FLAGS_o).empty() && args.size() != 1) {
+    return UsageError(
+        "-o takes the placement of one model; with several, each model's "
+        "best is written in --checkpoint DIR");
+  }
+  absl::StatusOr<Cluster> cluster =
+      LoadUserCluster(absl::GetFlag(FLAGS_cluster));
+  if (!cluster.ok()) return Fail(cluster.status());
+
+  RlTrainerOptions to;
+  to.seed = absl::GetFlag(FLAGS_seed);
+  to.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
+  to.max_samples = absl::GetFlag(FLAGS_samples);
+  to.samples_per_step = absl::GetFlag(FLAGS_samples_per_step);
+  to.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  to.entropy_weight = absl::GetFlag(FLAGS_entropy);
+  to.entropy_target = absl::GetFlag(FLAGS_entropy_target);
+  to.max_kl_per_choice = absl::GetFlag(FLAGS_max_kl);
+  to.model.groups = absl::GetFlag(FLAGS_groups);
+  to.model.memory_mask = absl::GetFlag(FLAGS_memory_mask);
+  to.warm_start = absl::GetFlag(FLAGS_warm_start);
+  to.imitation_steps = absl::GetFlag(FLAGS_imitation_steps);
+  to.sample_groups = absl::GetFlag(FLAGS_joint);
+  to.checkpoint_dir = dir;
+  to.checkpoint_interval_seconds =
+      absl::GetFlag(FLAGS_checkpoint_every).seconds;
+  // Measurements must not overlap on one machine's devices.
+  to.threads = reward == "measured"
+                   ? 1
+                   : static_cast<int>(std::clamp(
+                         std::thread::hardware_concurrency(), 1u, 16u));
+
+  std::vector<std::unique_ptr<LoadedTask>> loaded;
+  std::vector<RlTask> tasks;
+  std::vector<std::string> names;
+  for (const std::string& spec : args) {
+    auto t = std::make_unique<LoadedTask>();
+    absl::StatusOr<LoadedModel> model = LoadModelFromFlags(spec);
+    if (!model.ok()) return Fail(model.status());
+    t->model = std::move(*model);
+    t->view = BuildTrainingView(t->model.graph);
+    absl::StatusOr<std::unique_ptr<CostModel>> costs = CostModelFromFlags();
+    if (!costs.ok()) return Fail(costs.status());
+    t->costs = std::move(*costs);
+    t->order = NewCriticalPathReadyOrder();
+    t->context = std::make_unique<SimulationContext>(
+        SimulationContext::Create(t->view, *cluster, *t->costs, *t->order));
+    t->input = std::make_unique<PolicyInput>(
+        PolicyInput{t->view, *cluster, *t->costs, *t->context});
+    RlTask task;
+    task.name = spec;
+    task.input = t->input.get();
+    task.options.seed = to.seed;
+    const LoadedTask* raw = t.get();
+    if (reward == "simulated") {
+      task.make_evaluator = [raw] {
+        return NewSimulatorEvaluator(*raw->context);
+      };
+    } else {
+      MeasureOptions measure;
+      measure.steps = absl::GetFlag(FLAGS_steps);
+      measure.warmup = absl::GetFlag(FLAGS_warmup);
+      measure.executor.seed = to.seed;
+      measure.executor.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
+      measure.executor.priorities = raw->context->priorities();
+      const Cluster* c = &*cluster;
+      task.make_evaluator = [raw, c, measure] {
+        return NewExecutorEvaluator(raw->view, *c, measure);
+      };
+    }
+    tasks.push_back(std::move(task));
+    names.push_back(spec);
+    loaded.push_back(std::move(t));
+  }
+
+  if (!dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "--checkpoint ", dir, ": cannot create it: ", error.message())));
+    }
+    if (!resume && std::filesystem::exists(dir + "/checkpoint.pt")) {
+      return Fail(absl::AlreadyExistsError(absl::StrCat(
+          dir, "/checkpoint.pt exists: --resume goes on from it; choose "
+               "another --checkpoint to start afresh")));
+    }
+  }
+
+  absl::StatusOr<std::unique_ptr<RlTrainer>> made =
+      RlTrainer::Create(tasks, to);
+  if (!made.ok()) return Fail(made.status());
+  RlTrainer& trainer = **made;
+  if (resume) {
+    if (absl::Status s = trainer.Resume(); !s.ok()) return Fail(s);
+    std::cerr << absl::StrFormat(
+        "resumed %s/checkpoint.pt: %d samples, %s trained\n", dir,
+        trainer.samples(), Clock(trainer.elapsed_seconds()));
+  }
+
+  // The heuristics, for the report (and the warm start's target).
+  std::vector<std::optional<HeuristicWinner>> heuristics;
+  for (const RlTask& t : tasks) {
+    PolicyOptions o;
+    o.seed = to.seed;
+    absl::StatusOr<HeuristicWinner> w = BestHeuristic(*t.input, o);
+    heuristics.push_back(w.ok() ? std::optional(std::move(*w)) : std::nullopt);
+  }
+
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGTERM, OnStopSignal);
+  ProgressLine progress(names);
+  RlCurveRow last;
+  auto fraction = [&](const RlCurveRow& row) {
+    double f = 0;
+    if (to.budget_seconds > 0) f = row.elapsed_seconds / to.budget_seconds;
+    if (to.max_samples > 0) {
+      f = std::max(f, static_cast<double>(row.samples) / to.max_samples);
+    }
+    return f;
+  };
+  absl::Status trained = trainer.Train(
+      [] { return stop_requested.load(); },
+      [&](const RlCurveRow& row) {
+        last = row;
+        progress.Show(row, fraction(row), false);
+      });
+  if (last.samples > 0) progress.Show(last, fraction(last), true);
+  progress.End();
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (!trained.ok()) return Fail(trained);
+  trainer.EvaluateGreedy();
+
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!dir.empty()) files.push_back({dir + "/curve.csv", trainer.CurveCsv()});
+  if (!absl::GetFlag(FLAGS_curve).empty()) {
+    files.push_back({UserPath(absl::GetFlag(FLAGS_curve)), trainer.CurveCsv()});
+  }
+  std::cout << absl::StrFormat("%-28s %12s %-10s %12s %-14s %8s\n", "model",
+                               "rl step s", "found by", "heuristic s",
+                               "heuristic", "ratio");
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const RlTaskBest& best = trainer.best(static_cast<int>(i));
+    const std::optional<HeuristicWinner>& h = heuristics[i];
+    std::cout << absl::StrFormat(
+        "%-28s %12s %-10s %12s %-14s %8s\n", names[i],
+        best.placement ? absl::StrFormat("%.6f", best.step_seconds) : "none",
+        best.placement ? best.source : "-",
+        h ? absl::StrFormat("%.6f", h->step_seconds) : "none",
+        h ? h->policy : "-",
+        h && best.placement
+            ? absl::StrFormat("%.4f", best.step_seconds / h->step_seconds)
+            : "-");
+    if (!best.placement) continue;
+    PlacementInfo info{names[i], "rl", best.step_seconds};
+    std::string json = PlacementToJson(*best.placement, loaded[i]->model.graph,
+                                       *cluster, info);
+    if (!dir.empty()) {
+      files.push_back({absl::StrCat(dir, "/best_", i, ".json"), json});
+    }
+    if (!absl::GetFlag(FLAGS_o).empty()) {
+      files.push_back({UserPath(absl::GetFlag(FLAGS_o)), json});
+    }
+  }
+  std::cout << absl::StrFormat(
+      "%d samples in %s of training (all runs)%s\n", trainer.samples(),
+      Clock(trainer.elapsed_seconds()),
+      stop_requested ? "; stopped by signal, checkpoint saved" : "");
+  for (const auto& [path, contents] : files) {
+    if (absl::Status s = WriteFileAtomically(path, contents); !s.ok()) {
+      return Fail(s);
+    }
+    std::cerr << "wrote " << path << "\n";
+  }
+  return stop_requested ? 130 : 0;
+}
+
+}  // namespace placer

@@ -1,0 +1,57 @@
+#include <fstream>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "onnx/checker.h"
+#include "onnx/onnx_pb.h"
+#include "placer/cli/cli_common.h"
+#include "zoo/zoo.h"
+
+namespace placer {
+
+int ZooCommand(const std::vector<std::string>& args) {
+  if (args.empty()) return UsageError("zoo takes `list` or `export NAME`");
+  if (args[0] == "list" && args.size() == 1) {
+    std::cout << absl::StrFormat("%-16s %6s %7s %6s %7s %7s  %s\n", "name",
+                                 "batch", "layers", "steps", "hidden",
+                                 "vocab", "description");
+    for (const zoo::ZooModel& m : zoo::ZooModels()) {
+      const zoo::ZooParams& d = m.defaults;
+      std::cout << absl::StrFormat("%-16s %6d %7d %6d %7d %7d  %s\n", m.name,
+                                   d.batch_size, d.layers, d.seq_len,
+                                   d.hidden, d.vocab, m.description);
+    }
+    return 0;
+  }
+  if (args[0] == "export" && args.size() == 2) {
+    std::string out = absl::GetFlag(FLAGS_o);
+    if (out.empty()) return UsageError("zoo export needs -o FILE");
+    out = UserPath(out);
+    absl::StatusOr<onnx::ModelProto> model =
+        zoo::BuildZooModel(args[1], ZooParamsFromFlags());
+    if (!model.ok()) return Fail(model.status());
+    try {
+      // Without weights the external data files do not exist, which the
+      // checker would reject; the graph itself is checked by the zoo tests.
+      if (absl::GetFlag(FLAGS_weights)) onnx::checker::check_model(*model);
+    } catch (const std::exception& e) {
+      return Fail(absl::InternalError(
+          absl::StrCat("zoo model ", args[1], " fails onnx::checker: ",
+                       e.what())));
+    }
+    std::ofstream file(out, std::ios::binary | std::ios::trunc);
+    if (!file || !model->SerializeToOstream(&file) || !file.flush()) {
+      return Fail(absl::UnavailableError(
+          absl::StrCat(out, ": cannot write the file")));
+    }
+    std::cerr << absl::StrFormat("wrote %s: %d nodes, %d bytes\n", out,
+                                 model->graph().node_size(),
+                                 model->ByteSizeLong());
+    return 0;
+  }
+  return UsageError("zoo takes `list` or `export NAME -o FILE`");
+}
+
+}  // namespace placer

@@ -1,0 +1,437 @@
+#include "placer/service/placement_service.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <new>
+#include <thread>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "graph/training_view.h"
+#include "simulator/placement_file.h"
+#include "placer/policy_run.h"
+#include "simulator/simulator.h"
+#include "profiles/cost_model.h"
+#include "profiles/measured_cost_model.h"
+#include "profiles/profile.pb.h"
+
+namespace placer {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  // absl's codes are gRPC's canonical codes, value for value.
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
+}
+
+bool ParseByteBuffer(const grpc::ByteBuffer& buffer,
+                     google::protobuf::Message* message) {
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) return false;
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return message->ParseFromString(bytes);
+}
+
+// A buffer over `bytes` that keeps them alive until gRPC has sent them.
+grpc::ByteBuffer SharedBytes(std::shared_ptr<const std::string> bytes) {
+  auto* keep = new std::shared_ptr<const std::string>(std::move(bytes));
+  grpc::Slice slice(
+      const_cast<char*>((*keep)->data()), (*keep)->size(),
+      [](void* p) { delete static_cast<std::shared_ptr<const std::string>*>(p); },
+      keep);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+absl::Status CheckFingerprint(const std::string& fp) {
+  if (IsFingerprint(fp)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "fingerprint: '", fp.substr(0, 80),
+      "' is not 64 lower-case hex digits (a Place answer's fingerprint)"));
+}
+
+// The model's cost model: the roofline, or the cluster's reported profiles
+// over it. `digest` names the profile used.
+absl::StatusOr<std::unique_ptr<CostModel>> CostsFor(
+    const PlacementStore& store, const std::string& cluster_name,
+    bool use_reported_profiles, std::string* digest) {
+  if (!use_reported_profiles) return NewRooflineCostModel();
+  auto profile = store.Profile(cluster_name);
+  if (!profile) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "use_reported_profiles: no profile was reported for cluster '",
+        cluster_name, "' (ReportMeasurement with a profile first)"));
+  }
+  if (digest != nullptr) *digest = profile->second;
+  return NewMeasuredCostModel(std::move(profile->first),
+                              NewRooflineCostModel());
+}
+
+// A request that runs out of memory fails alone: the allocation failure
+// becomes its status and the server goes on serving.
+absl::Status OutOfMemory() {
+  return absl::ResourceExhaustedError(
+      "the server ran out of memory for this request; it was dropped and "
+      "the server goes on (ask for a smaller model or fewer ops)");
+}
+
+template <typename F>
+auto OutOfMemoryAsStatus(F compute) -> decltype(compute()) {
+  try {
+    return compute();
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory();
+  }
+}
+
+}  // namespace
+
+PlacementServiceImpl::PlacementServiceImpl(PlacementStore* store,
+                                           ServiceOptions options)
+    : store_(store), options_(std::move(options)) {}
+
+bool PlacementServiceImpl::AcquireSlot(grpc::ServerContextBase* context,
+                                       Clock::time_point deadline) {
+  auto free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return searches_running_ < options_.max_concurrent_searches;
+  };
+  absl::MutexLock lock(&mu_);
+  // Wakes at least every 50 ms to notice a client that went away.
+  while (!mu_.AwaitWithTimeout(absl::Condition(&free), absl::Milliseconds(50))) {
+    if (context->IsCancelled() || Clock::now() >= deadline) return false;
+  }
+  ++searches_running_;
+  return true;
+}
+
+void PlacementServiceImpl::ReleaseSlot() {
+  absl::MutexLock lock(&mu_);
+  --searches_running_;
+}
+
+absl::StatusOr<PlacementServiceImpl::Prepared> PlacementServiceImpl::Prepare(
+    const proto::PlaceRequest& request) const {
+  Prepared p;
+  absl::StatusOr<proto::PlaceOptions> options =
+      NormalizeOptions(request.options(), options_.limits);
+  if (!options.ok()) return options.status();
+  p.options = std::move(*options);
+  absl::StatusOr<ResolvedCluster> cluster = ResolveClusterSpec(request.cluster());
+  if (!cluster.ok()) return cluster.status();
+  p.cluster = std::move(cluster->cluster);
+  if (request.model().source_case() == proto::ModelSpec::SOURCE_NOT_SET) {
+    return absl::InvalidArgumentError(
+        "model: set onnx (a serialized ModelProto) or zoo");
+  }
+  std::string digest;
+  absl::StatusOr<std::unique_ptr<CostModel>> costs =
+      CostsFor(*store_, p.cluster.name(), p.options.use_reported_profiles(),
+               &digest);
+  if (!costs.ok()) return costs.status();
+  p.costs = std::move(*costs);
+  p.fingerprint =
+      PlaceFingerprint(request.model(), cluster->message, p.options, digest);
+  return p;
+}
+
+absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::Compute(
+    grpc::ServerContextBase* context, const proto::PlaceRequest& request,
+    const Prepared& prepared, double progress_interval_seconds,
+    const std::function<void(const SearchProgress&)>& progress) {
+  const Clock::time_point arrived = Clock::now();
+  const Clock::time_point deadline = context->deadline();
+  if (deadline <= arrived) {
+    return absl::DeadlineExceededError("the deadline passed before placing");
+  }
+  const proto::PlaceOptions& options = prepared.options;
+  const Cluster& cluster = prepared.cluster;
+  const std::string& fingerprint = prepared.fingerprint;
+  // Stop searching with a tenth of the time left (at least 20 ms) to spare
+  // for simulating, storing and answering.
+  const auto left = deadline - arrived;
+  const Clock::time_point stop_at =
+      deadline == Clock::time_point::max()
+          ? deadline
+          : deadline - std::max<Clock::duration>(
+                           std::chrono::milliseconds(20), left / 10);
+  if (!AcquireSlot(context, stop_at)) {
+    if (context->IsCancelled()) return absl::CancelledError("client went away");
+    return absl::DeadlineExceededError(absl::StrCat(
+        "no search slot came free before the deadline (",
+        options_.max_concurrent_searches, " searches running)"));
+  }
+  absl::Cleanup release = [this] { ReleaseSlot(); };
+
+  absl::StatusOr<LoadedModel> model =
+      LoadModelSpec(request.model(), options_.limits);
+  if (!model.ok()) return model.status();
+  if (Clock::now() >= stop_at) {
+    return absl::DeadlineExceededError(
+        "the deadline left no time to place after importing the model");
+  }
+  absl::StatusOr<PolicyOptions> policy_options =
+      ToPolicyOptions(options, model->graph, cluster);
+  if (!policy_options.ok()) return policy_options.status();
+  std::atomic<bool> stopped{false};
+  policy_options->should_stop = [&] {
+    if (Clock::now() >= stop_at || context->IsCancelled()) {
+      stopped = true;
+      return true;
+    }
+    return false;
+  };
+  policy_options->on_progress = progress;
+  if (progress_interval_seconds > 0) {
+    policy_options->progress_interval_seconds = progress_interval_seconds;
+  }
+
+  TrainingView view = BuildTrainingView(model->graph);
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  SimulationContext simulation =
+      SimulationContext::Create(view, cluster, *prepared.costs, *order);
+  PolicyInput input{view, cluster, *prepared.costs, simulation};
+  PolicyRun run = RunPolicy(options.policy(), input, *policy_options);
+  if (!run.status.ok()) {
+    if (context->IsCancelled()) return absl::CancelledError("client went away");
+    return run.status;
+  }
+
+  proto::PlaceResponse response;
+  // Only a stored placement has a fingerprint that get/report can use.
+  if (!stopped) response.set_fingerprint(fingerprint);
+  PlacementInfo info{ModelName(request.model()), options.policy(),
+                     run.result.step_seconds};
+  *response.mutable_placement() =
+      PlacementToProto(run.placement, model->graph, cluster, info);
+  *response.mutable_report() = ToReport(run.result, cluster);
+  response.set_placement_seconds(run.placement_seconds);
+  response.set_stopped_at_deadline(stopped);
+  if (!stopped) {
+    proto::StoredPlacement entry;
+    *entry.mutable_response() = response;
+    entry.set_cluster_name(cluster.name());
+    if (absl::Status s = store_->Put(fingerprint, entry); !s.ok()) {
+      return absl::InternalError(
+          absl::StrCat("placed, but could not store it: ", s.message()));
+    }
+  }
+  return response;
+}
+
+grpc::ServerUnaryReactor* PlacementServiceImpl::Place(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto parsed = std::make_shared<proto::PlaceRequest>();
+  if (!ParseByteBuffer(*request, parsed.get())) {
+    reactor->Finish(ToGrpc(
+        absl::InvalidArgumentError("not a PlaceRequest message")));
+    return reactor;
+  }
+  if (context->deadline() <= Clock::now()) {
+    reactor->Finish(
+        ToGrpc(absl::DeadlineExceededError("the deadline passed on arrival")));
+    return reactor;
+  }
+  absl::StatusOr<Prepared> prepared = Prepare(*parsed);
+  if (!prepared.ok()) {
+    reactor->Finish(ToGrpc(prepared.status()));
+    return reactor;
+  }
+  if (std::shared_ptr<const std::string> answer =
+          store_->Answer(prepared->fingerprint)) {
+    *response = SharedBytes(std::move(answer));
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  // Not cached: the work runs on a thread of its own, so that gRPC's
+  // callback threads keep answering; at most max_placing at once.
+  {
+    absl::MutexLock lock(&mu_);
+    if (placing_ >= options_.max_placing) {
+      reactor->Finish(ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
+          "server busy: ", placing_, " placements queued or running; retry "
+          "later"))));
+      return reactor;
+    }
+    ++placing_;
+  }
+  auto shared = std::make_shared<Prepared>(std::move(*prepared));
+  std::thread([this, context, reactor, response, parsed, shared] {
+    absl::StatusOr<proto::PlaceResponse> r = OutOfMemoryAsStatus(
+        [&] { return Compute(context, *parsed, *shared, 0, {}); });
+    grpc::Status status = ToGrpc(r.status());
+    if (r.ok()) {
+      *response = SharedBytes(
+          std::make_shared<const std::string>(r->SerializeAsString()));
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      --placing_;
+    }
+    // Last: after Finish the call, and with it this service, may go away.
+    reactor->Finish(status);
+  }).detach();
+  return reactor;
+}
+
+grpc::Status PlacementServiceImpl::Train(
+    grpc::ServerContext* context, const proto::TrainRequest* request,
+    grpc::ServerWriter<proto::TrainUpdate>* writer) {
+  if (!(request->progress_interval_seconds() >= 0)) {
+    return ToGrpc(absl::InvalidArgumentError(
+        "progress_interval_seconds: must be >= 0"));
+  }
+  auto progress = [&](const SearchProgress& p) {
+    proto::TrainUpdate update;
+    proto::TrainProgress* out = update.mutable_progress();
+    out->set_stage(p.stage);
+    out->set_evaluations(p.evaluations);
+    out->set_best_step_seconds(p.best_step_seconds);
+    out->set_elapsed_seconds(p.elapsed_seconds);
+    writer->Write(update);  // false when the client left: should_stop sees it
+  };
+  if (context->deadline() <= Clock::now()) {
+    return ToGrpc(absl::DeadlineExceededError("the deadline passed on arrival"));
+  }
+  absl::StatusOr<Prepared> prepared = Prepare(request->place());
+  if (!prepared.ok()) return ToGrpc(prepared.status());
+  absl::StatusOr<proto::PlaceResponse> r;
+  if (std::shared_ptr<const std::string> answer =
+          store_->Answer(prepared->fingerprint)) {
+    r.emplace();
+    r->ParseFromString(*answer);
+  } else {
+    r = OutOfMemoryAsStatus([&] {
+      return Compute(context, request->place(), *prepared,
+                     request->progress_interval_seconds(), progress);
+    });
+  }
+  if (!r.ok()) return ToGrpc(r.status());
+  proto::TrainUpdate last;
+  *last.mutable_result() = std::move(*r);
+  writer->Write(last);
+  return grpc::Status::OK;
+}
+
+grpc::Status PlacementServiceImpl::Simulate(
+    grpc::ServerContext* context, const proto::SimulateRequest* request,
+    proto::SimulateResponse* response) {
+  try {
+    return SimulateOrThrow(context, request, response);
+  } catch (const std::bad_alloc&) {
+    return ToGrpc(OutOfMemory());
+  }
+}
+
+grpc::Status PlacementServiceImpl::SimulateOrThrow(
+    grpc::ServerContext* context, const proto::SimulateRequest* request,
+    proto::SimulateResponse* response) {
+  (void)context;
+  absl::StatusOr<ResolvedCluster> resolved =
+      ResolveClusterSpec(request->cluster());
+  if (!resolved.ok()) return ToGrpc(resolved.status());
+  const Cluster* cluster = &resolved->cluster;
+  absl::StatusOr<std::unique_ptr<CostModel>> costs = CostsFor(
+      *store_, cluster->name(), request->use_reported_profiles(), nullptr);
+  if (!costs.ok()) return ToGrpc(costs.status());
+  absl::StatusOr<LoadedModel> model =
+      LoadModelSpec(request->model(), options_.limits);
+  if (!model.ok()) return ToGrpc(model.status());
+  absl::StatusOr<Placement> placement = PlacementFromProto(
+      request->placement(), "placement", model->graph, *cluster);
+  if (!placement.ok()) return ToGrpc(placement.status());
+  TrainingView view = BuildTrainingView(model->graph);
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  SimulationContext simulation =
+      SimulationContext::Create(view, *cluster, **costs, *order);
+  absl::StatusOr<SimulationResult> result = placer::Simulate(simulation,
+                                                             *placement);
+  if (!result.ok()) return ToGrpc(result.status());
+  *response->mutable_report() = ToReport(*result, *cluster);
+  return grpc::Status::OK;
+}
+
+grpc::ServerUnaryReactor* PlacementServiceImpl::GetPlacement(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  proto::GetPlacementRequest parsed;
+  if (!ParseByteBuffer(*request, &parsed)) {
+    reactor->Finish(ToGrpc(absl::InvalidArgumentError(
+        "not a GetPlacementRequest message")));
+    return reactor;
+  }
+  if (absl::Status s = CheckFingerprint(parsed.fingerprint()); !s.ok()) {
+    reactor->Finish(ToGrpc(s));
+    return reactor;
+  }
+  std::shared_ptr<const std::string> answer =
+      store_->Answer(parsed.fingerprint());
+  if (answer == nullptr) {
+    reactor->Finish(ToGrpc(absl::NotFoundError(absl::StrCat(
+        "fingerprint ", parsed.fingerprint(), ": no such placement"))));
+    return reactor;
+  }
+  *response = SharedBytes(std::move(answer));
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::Status PlacementServiceImpl::ReportMeasurement(
+    grpc::ServerContext* context,
+    const proto::ReportMeasurementRequest* request,
+    proto::ReportMeasurementResponse* response) {
+  (void)context;
+  if (absl::Status s = CheckFingerprint(request->fingerprint()); !s.ok()) {
+    return ToGrpc(s);
+  }
+  const bool has_profile =
+      request->profile().ops_size() > 0 || request->profile().links_size() > 0;
+  if (request->step_seconds().empty() && !has_profile) {
+    return ToGrpc(absl::InvalidArgumentError(
+        "step_seconds: empty, and no profile either: nothing to report"));
+  }
+  std::vector<double> steps;
+  for (int i = 0; i < request->step_seconds_size(); ++i) {
+    double s = request->step_seconds(i);
+    if (!std::isfinite(s) || s <= 0 || s > 1e6) {
+      return ToGrpc(absl::InvalidArgumentError(absl::StrCat(
+          "step_seconds[", i, "]: ", s, " is not a step time in (0, 1e6] s")));
+    }
+    steps.push_back(s);
+  }
+  std::shared_ptr<const proto::StoredPlacement> entry =
+      store_->Get(request->fingerprint());
+  if (!entry) {
+    return ToGrpc(absl::NotFoundError(absl::StrCat(
+        "fingerprint ", request->fingerprint(), ": no such placement")));
+  }
+  std::optional<MeasuredProfile> profile;
+  if (has_profile) {
+    absl::StatusOr<MeasuredProfile> p =
+        ProfileFromProto(request->profile(), "profile");
+    if (!p.ok()) return ToGrpc(p.status());
+    if (p->source.empty()) p->source = request->source();
+    profile = std::move(*p);
+  }
+  absl::StatusOr<proto::StoredPlacement> updated = store_->AddMeasurement(
+      request->fingerprint(), steps, request->source());
+  if (!updated.ok()) return ToGrpc(updated.status());
+  if (profile) {
+    if (absl::Status s = store_->AddProfile(entry->cluster_name(), *profile);
+        !s.ok()) {
+      return ToGrpc(s);
+    }
+  }
+  *response->mutable_measured() = Summarize(*updated);
+  return grpc::Status::OK;
+}
+
+}  // namespace placer

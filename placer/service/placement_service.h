@@ -1,0 +1,98 @@
+// The PlacementService's handlers (placer/service/service.proto): placing,
+// simulating and streamed training over the policies and the simulator,
+// with answers cached in a PlacementStore by fingerprint.
+//
+// Contract: a request is checked before any work (errors as gRPC status
+// codes naming the field); Place and Train answer from the store when the
+// fingerprint is there, else take one of `max_concurrent_searches` slots
+// (waiting for one no longer than the deadline allows), import, place and
+// simulate. Searches stop shortly before the request's deadline, or when
+// the client goes away, and answer with the best placement found so far,
+// marked `stopped_at_deadline` and not cached. Handlers are thread-safe.
+#ifndef PLACER_PLACER_SERVICE_PLACEMENT_SERVICE_H_
+#define PLACER_PLACER_SERVICE_PLACEMENT_SERVICE_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "placer/service/placement_store.h"
+#include "placer/service/service.grpc.pb.h"
+#include "placer/service/service_requests.h"
+#include "profiles/cluster.h"
+#include "profiles/cost_model.h"
+
+namespace placer {
+
+struct ServiceOptions {
+  RequestLimits limits;
+  int max_concurrent_searches = 2;
+  // Uncached Place calls waiting for a search slot or searching.
+  int max_placing = 128;
+};
+
+// GetPlacement and Place are callback methods over raw bytes: a cached
+// answer is the store's serialized one, sent without copying; a Place that
+// must compute runs on a thread of its own (at most max_placing at once,
+// more are refused with RESOURCE_EXHAUSTED).
+class PlacementServiceImpl final
+    : public proto::PlacementService::WithRawCallbackMethod_Place<
+          proto::PlacementService::WithRawCallbackMethod_GetPlacement<
+              proto::PlacementService::Service>> {
+ public:
+  // `store` outlives the service.
+  PlacementServiceImpl(PlacementStore* store, ServiceOptions options);
+
+  grpc::ServerUnaryReactor* Place(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
+  grpc::Status Simulate(grpc::ServerContext* context,
+                        const proto::SimulateRequest* request,
+                        proto::SimulateResponse* response) override;
+  grpc::Status Train(grpc::ServerContext* context,
+                     const proto::TrainRequest* request,
+                     grpc::ServerWriter<proto::TrainUpdate>* writer) override;
+  grpc::ServerUnaryReactor* GetPlacement(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  grpc::Status ReportMeasurement(
+      grpc::ServerContext* context,
+      const proto::ReportMeasurementRequest* request,
+      proto::ReportMeasurementResponse* response) override;
+
+ private:
+  using Clock = std::chrono::system_clock;
+  // A request checked, with what it resolves to and its fingerprint.
+  struct Prepared {
+    proto::PlaceOptions options;  // normalized
+    Cluster cluster;
+    std::unique_ptr<CostModel> costs;
+    std::string fingerprint;
+  };
+  absl::StatusOr<Prepared> Prepare(const proto::PlaceRequest& request) const;
+  // Places an uncached request and stores the answer unless the deadline
+  // cut the search short; `progress` (may be empty) hears the search.
+  absl::StatusOr<proto::PlaceResponse> Compute(
+      grpc::ServerContextBase* context, const proto::PlaceRequest& request,
+      const Prepared& prepared, double progress_interval_seconds,
+      const std::function<void(const SearchProgress&)>& progress);
+  // Waits for a search slot until `deadline`; false when none came.
+  bool AcquireSlot(grpc::ServerContextBase* context, Clock::time_point deadline);
+  void ReleaseSlot();
+  // Simulate's work; Simulate turns an allocation failure into its status.
+  grpc::Status SimulateOrThrow(grpc::ServerContext* context,
+                               const proto::SimulateRequest* request,
+                               proto::SimulateResponse* response);
+
+  PlacementStore* const store_;
+  const ServiceOptions options_;
+  absl::Mutex mu_;
+  int searches_running_ ABSL_GUARDED_BY(mu_) = 0;
+  int placing_ ABSL_GUARDED_BY(mu_) = 0;  // uncached Place calls
+};
+
+}  // namespace placer
+
+#endif  // PLACER_PLACER_SERVICE_PLACEMENT_SERVICE_H_

@@ -1,0 +1,71 @@
+#include "placer/service/server.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+namespace placer {
+
+absl::StatusOr<std::unique_ptr<PlacementServer>> PlacementServer::Start(
+    const ServerOptions& options) {
+  if (options.max_threads < 2 || options.max_request_bytes < 1024 ||
+      options.service.max_concurrent_searches < 1 ||
+      options.service.max_placing < 1) {
+    return absl::InvalidArgumentError(
+        "server options: max_threads >= 2, max_request_bytes >= 1024, "
+        "max_concurrent_searches >= 1 and max_placing >= 1");
+  }
+  std::unique_ptr<PlacementServer> s(new PlacementServer());
+  absl::StatusOr<std::unique_ptr<PlacementStore>> store =
+      PlacementStore::Open(options.state_dir);
+  if (!store.ok()) return store.status();
+  s->store_ = std::move(*store);
+  s->service_ = std::make_unique<PlacementServiceImpl>(s->store_.get(),
+                                                       options.service);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(),
+                           &s->port_);
+  // gRPC sets SO_REUSEPORT by default, which lets a second server bind the
+  // same port and the kernel split calls between the two: one server per
+  // port, so a port in use is an error.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.RegisterService(s->service_.get());
+  builder.SetMaxReceiveMessageSize(options.max_request_bytes);
+  grpc::ResourceQuota quota("placer-serve");
+  quota.SetMaxThreads(options.max_threads);
+  builder.SetResourceQuota(quota);
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", options.address,
+        " (in use, or not an address of this machine?)"));
+  }
+  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
+  if (health != nullptr) {
+    health->SetServingStatus(true);
+    health->SetServingStatus(proto::PlacementService::service_full_name(), true);
+  }
+  return s;
+}
+
+void PlacementServer::Shutdown(double grace_seconds) {
+  if (server_ == nullptr) return;
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(
+                        static_cast<int64_t>(grace_seconds * 1000)));
+}
+
+PlacementServer::~PlacementServer() {
+  Shutdown(0);
+  if (server_ != nullptr) server_->Wait();
+}
+
+}  // namespace placer

@@ -1,0 +1,117 @@
+// HierarchicalPlacer: the Grouper + Placer network of Mirhoseini et al.,
+// "A Hierarchical Model for Device Placement" (ICLR 2018), in LibTorch.
+//
+// Contract: the Grouper is a feed-forward network over each unit's features
+// (RlGraph rows) and its structural group (one-hot) giving a softmax over
+// `groups` groups. The Placer embeds each group (the mean of its members'
+// features, its share of units, compute and memory, and its row of the
+// group-to-group byte adjacency),
+// runs a bidirectional LSTM over the groups and an attention decoder that
+// emits one device per group, each step fed the device it chose before.
+// Logits are clipped (C·tanh(x/C)) and divided by the temperature. With
+// memory_mask, a device is closed to a group when the memory its groups so
+// far (memory_fraction sums) plus this group's would pass its
+// device_capacity, unless the group fits on no device; the choice is drawn
+// from the open devices and its log-probability is under that mask (in
+// kGiven mode a step whose given device is closed is scored unmasked).
+//
+// Run draws `k` placements in one batch and returns their log-probability
+// (differentiable: the sum of the units' group log-probabilities and the
+// non-empty groups' device log-probabilities). Every random number comes
+// from the caller's generator, so a seeded generator makes runs
+// repeatable; the model draws nothing from LibTorch's global generator
+// (its parameters are initialised from the seed too).
+#ifndef PLACER_POLICIES_RL_MODEL_H_
+#define PLACER_POLICIES_RL_MODEL_H_
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "policies/rl/features.h"
+
+namespace placer {
+
+struct RlModelOptions {
+  int groups = 32;
+  int grouper_hidden = 64;
+  int placer_hidden = 128;
+  int device_embedding = 16;
+  double logit_clip = 5;   // C in C·tanh(x/C); the paper's value
+  double temperature = 1;  // dividing the clipped logits
+  // The Placer skips devices whose memory the group would overflow, given
+  // the groups it already put there (unless the group fits nowhere).
+  bool memory_mask = true;
+  // "g=32 gh=64 ph=128 de=16 clip=5 t=1 mm=1": checkpoints must match it.
+  std::string Describe() const;
+};
+
+// One graph's constant inputs, as tensors.
+struct RlGraphTensors {
+  RlGraphTensors(const RlGraph& graph, int groups);
+  const RlGraph* graph;
+  torch::Tensor features;         // [N, F] float
+  std::vector<int> structural_group;  // [N] StructuralGroups(G)
+  torch::Tensor structure;        // [N, G] its one-hot
+  torch::Tensor compute_fraction; // [N]
+  torch::Tensor memory_fraction;  // [N]
+};
+
+enum class RlSampleMode {
+  kSample,  // draw from the (noised) distributions
+  kGreedy,  // the most likely group and device everywhere
+  kGiven,   // score the choices passed in (teacher forcing)
+};
+
+struct RlBatch {
+  // k rows each.
+  std::vector<std::vector<int>> group_of_unit;    // [k][N]
+  std::vector<std::vector<int>> device_of_group;  // [k][G]
+  torch::Tensor log_prob;                         // [k], differentiable
+  torch::Tensor group_log_prob;                   // [k], the Grouper's part
+  // [k], differentiable: the summed entropies of the distributions the
+  // row's choices were drawn from (the Grouper's only when it was sampled).
+  torch::Tensor entropy;
+  // Device per unit (unit -> its group's device), what RlGraph::Expand takes.
+  std::vector<int> DeviceOfUnit(int row) const;
+};
+
+class HierarchicalPlacerImpl : public torch::nn::Module {
+ public:
+  HierarchicalPlacerImpl(int features, int devices, RlModelOptions options,
+                         uint64_t seed);
+
+  // `noise_stddev`: Gaussian noise added to the logits before sampling
+  // (kSample only). For kGiven, `given` holds the k rows to score.
+  // `sample_groups` false (kSample only): every row takes the Grouper's
+  // most likely groups and log_prob leaves the Grouper out.
+  RlBatch Run(const RlGraphTensors& graph, int k, RlSampleMode mode,
+              double noise_stddev, std::mt19937_64& rng,
+              const RlBatch* given = nullptr, bool sample_groups = true);
+
+  int features() const { return features_; }
+  int devices() const { return devices_; }
+  const RlModelOptions& options() const { return options_; }
+
+ private:
+  torch::Tensor Clip(const torch::Tensor& logits) const;
+
+  int features_, devices_;
+  RlModelOptions options_;
+  torch::nn::Linear grouper_hidden_{nullptr}, grouper_out_{nullptr};
+  torch::nn::Linear group_embed_{nullptr};
+  torch::nn::LSTM encoder_{nullptr};
+  torch::nn::LSTMCell decoder_{nullptr};
+  torch::nn::Embedding device_embed_{nullptr};
+  torch::nn::Linear attend_encoder_{nullptr}, attend_decoder_{nullptr},
+      attend_score_{nullptr};
+  torch::nn::Linear device_out_{nullptr};
+};
+TORCH_MODULE(HierarchicalPlacer);
+
+}  // namespace placer
+
+#endif  // PLACER_POLICIES_RL_MODEL_H_

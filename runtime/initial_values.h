@@ -1,0 +1,46 @@
+// What the executor starts a graph from where the ONNX file says nothing:
+// seeded parameters, normalization state, the range of integer inputs;
+// and which values the importer folded to constants.
+//
+// Contract: deterministic given the generator; every rule reads the
+// consumers of the tensor (a parameter read by MatMul or Gemm with
+// transB=0 has its fan-in in dimension 0; normalization scales and vectors
+// that multiply start at 1, other vectors at 0; a BatchNormalization's
+// running mean at 0 and variance at 1).
+#ifndef PLACER_RUNTIME_INITIAL_VALUES_H_
+#define PLACER_RUNTIME_INITIAL_VALUES_H_
+
+#include <cstdint>
+
+#include <torch/torch.h>
+
+#include "graph/graph.h"
+
+namespace placer {
+
+// Whether the importer folded t to a constant (its data is in the graph).
+bool Folded(const Tensor& t);
+
+// An op whose outputs the importer folded to constants: the executor takes
+// them as they are instead of running the op.
+bool AllOutputsFolded(const Graph& g, const Op& op);
+
+// Seeded initialization of a parameter the file has no data for: uniform
+// in +-1/sqrt(fan-in) for matrices and higher ranks; ones or zeros for
+// vectors (see the contract).
+torch::Tensor InitParameter(const Graph& g, const Tensor& t,
+                            torch::Generator& gen);
+
+// Initial state the file has no data for, as the framework starts it:
+// BatchNormalization's running mean 0 and running variance 1. Undefined for
+// any other constant.
+torch::Tensor InitState(const Graph& g, int tensor);
+
+// The exclusive upper bound of the values an integer graph input may take,
+// from what its consumers accept (Gather's table, a loss's classes); 0 when
+// no consumer says.
+int64_t IndexBound(const Graph& g, int tensor);
+
+}  // namespace placer
+
+#endif  // PLACER_RUNTIME_INITIAL_VALUES_H_

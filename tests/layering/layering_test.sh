@@ -1,0 +1,53 @@
+#!/bin/bash
+# Checks the layer order on every #include of the project's own headers:
+#
+#   base -> graph -> profiles -> simulator -> policies -> runtime -> placer
+#
+# A file may include headers of its own layer and the layers below. Also:
+# zoo/ (models built on graph/) is included by placer/ only; policies/
+# outside policies/rl/ does not include policies/rl/; placer/service/ does
+# not include placer/cli/. Bazel visibility enforces the same order on
+# BUILD deps (//:above_* in the top BUILD.bazel); this catches an include
+# that reaches a header through some other target's deps.
+set -u
+rank() {
+  case "$1" in
+    base) echo 0 ;; graph) echo 1 ;; zoo) echo 1 ;; profiles) echo 2 ;;
+    simulator) echo 3 ;; policies) echo 4 ;; runtime) echo 5 ;;
+    placer) echo 6 ;; *) echo -1 ;;
+  esac
+}
+root="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-}"
+[ -d "$root/base" ] || root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root" || exit 2
+bad=0
+checked=0
+for f in $(find base graph zoo profiles simulator policies runtime placer \
+             -name '*.h' -o -name '*.cc' -o -name '*.proto' | sort); do
+  from="${f%%/*}"
+  rf=$(rank "$from")
+  while IFS= read -r line; do
+    inc=$(sed -E 's/^(#include|import) "([^"]+)".*/\2/' <<<"$line")
+    to="${inc%%/*}"
+    rt=$(rank "$to")
+    [ "$rt" -lt 0 ] && continue  # a library's header
+    checked=$((checked + 1))
+    why=""
+    if [ "$rt" -gt "$rf" ]; then
+      why="$from/ is below $to/"
+    elif [ "$to" = zoo ] && [ "$from" != zoo ] && [ "$from" != placer ]; then
+      why="only placer/ builds models from zoo/"
+    elif [[ "$inc" == policies/rl/* && "$from" == policies && "$f" != policies/rl/* ]]; then
+      why="policies/ does not include the RL placer (policies/rl/)"
+    elif [[ "$inc" == placer/cli/* && "$f" == placer/service/* ]]; then
+      why="the service does not include the command line"
+    fi
+    if [ -n "$why" ]; then
+      echo "$f: includes \"$inc\": $why"
+      bad=$((bad + 1))
+    fi
+  done < <(grep -E '^(#include|import) "[^"]+"' "$f")
+done
+echo "$checked project includes checked, $bad against the layer order"
+[ "$checked" -gt 100 ] || { echo "too few includes found: wrong root?"; exit 1; }
+[ "$bad" -eq 0 ]

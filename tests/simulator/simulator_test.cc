@@ -1,0 +1,318 @@
+// Exact makespans and memory peaks on tiny graphs, computed by hand, and
+// invariants of the simulator on every zoo model and cluster preset.
+#include "simulator/simulator.h"
+
+#include <random>
+
+#include "gtest/gtest.h"
+#include "graph/onnx_import.h"
+#include "graph/training_view.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "simulator/chrome_trace.h"
+#include "profiles/cluster.h"
+#include "profiles/cluster.pb.h"
+#include "profiles/cost_model.h"
+#include "tests/graph/test_models.h"
+#include "zoo/zoo.h"
+
+namespace placer {
+namespace {
+
+using ::placer::testing::AddInput;
+using ::placer::testing::AddNode;
+using ::placer::testing::AddOutput;
+using ::placer::testing::AddWeight;
+using ::placer::testing::EmptyModel;
+
+// Devices computing `flops_per_second` with unlimited memory bandwidth and
+// no launch overhead; links of 4000 bytes/s and no latency. A [1, 1000]
+// float tensor (4000 bytes) then takes 1 s to send and a Relu on it 1 s
+// at 1000 FLOP/s.
+Cluster TestCluster(int devices, double flops_per_second = 1000,
+                    int64_t memory_bytes = 1 << 30) {
+  proto::Cluster m;
+  m.set_name("test");
+  for (int i = 0; i < devices; ++i) {
+    proto::Device* d = m.add_devices();
+    d->set_name("/dev:" + std::to_string(i));
+    d->set_kind(proto::CPU);
+    d->set_peak_flops(flops_per_second);
+    d->set_memory_bandwidth(1e30);
+    d->set_memory_bytes(memory_bytes);
+  }
+  m.mutable_default_link()->set_bandwidth(4000);
+  return *Cluster::FromProto(m, "test");
+}
+
+struct Fixture {
+  Graph graph;
+  TrainingView view;
+  Cluster cluster;
+  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  std::unique_ptr<ReadyOrder> order = NewTopologicalReadyOrder();
+
+  Fixture(const onnx::ModelProto& m, Cluster c)
+      : graph(*ImportOnnxModel(m, "test", {})),
+        view(BuildTrainingView(graph)),
+        cluster(std::move(c)) {}
+
+  SimulationResult Run(const std::map<std::string, int>& where,
+                       bool record = false) {
+    Placement p;
+    p.device_of_op.assign(graph.ops().size(), 0);
+    for (const auto& [key, d] : where) {
+      int op = graph.FindOp(key);
+      EXPECT_GE(op, 0) << key;
+      p.device_of_op[op] = d;
+    }
+    SimulationContext c =
+        SimulationContext::Create(view, cluster, *costs, *order);
+    SimulationOptions options;
+    options.record_schedule = record;
+    absl::StatusOr<SimulationResult> r = Simulate(c, p, options);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return *r;
+  }
+};
+
+onnx::ModelProto Relus(std::vector<std::array<std::string, 3>> nodes) {
+  onnx::ModelProto m = EmptyModel();
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {1, 1000});
+  for (const auto& [type, name, input] : nodes) {
+    if (type == "Add") {
+      AddNode(g, "Add", name, {input.substr(0, input.find(',')),
+                               input.substr(input.find(',') + 1)},
+              {name});
+    } else {
+      AddNode(g, type, name, {input}, {name});
+    }
+  }
+  AddOutput(g, nodes.back()[1]);
+  return m;
+}
+
+TEST(SimulatorTest, ChainOnOneDeviceIsTheSumOfItsOps) {
+  Fixture f(Relus({{"Relu", "a", "x"}, {"Relu", "b", "a"}, {"Relu", "c", "b"}}),
+            TestCluster(1));
+  SimulationResult r = f.Run({});
+  EXPECT_DOUBLE_EQ(r.step_seconds, 3);
+  EXPECT_EQ(r.bytes_moved, 0);
+  EXPECT_DOUBLE_EQ(r.busy_seconds[0], 3);
+  // x, then one input and one output alive at a time: 8000 bytes.
+  EXPECT_EQ(r.peak_memory_bytes[0], 8000);
+  EXPECT_EQ(r.critical_path.size(), 3u);
+}
+
+// a on dev0 feeds b (dev0) and c (dev1); d = b + c on dev0.
+// a [0,1]; b [1,2]; a -> dev1 [1,2]; c [2,3]; c -> dev0 [3,4]; d [4,5].
+TEST(SimulatorTest, DiamondAcrossALink) {
+  Fixture f(Relus({{"Relu", "a", "x"},
+                   {"Relu", "b", "a"},
+                   {"Relu", "c", "a"},
+                   {"Add", "d", "b,c"}}),
+            TestCluster(2));
+  SimulationResult r = f.Run({{"c", 1}});
+  EXPECT_DOUBLE_EQ(r.step_seconds, 5);
+  EXPECT_EQ(r.bytes_moved, 8000);
+  EXPECT_EQ(r.transfers_count, 2);
+  // Critical path: a, send a, c, send c, d.
+  ASSERT_EQ(r.critical_path.size(), 5u);
+  EXPECT_TRUE(r.critical_path[1].is_transfer);
+  EXPECT_DOUBLE_EQ(r.critical_path[4].start_seconds, 4);
+}
+
+// a on dev0 feeds b and c, both on dev1: a is sent once.
+// a [0,1]; send [1,2]; b [2,3]; c [3,4].
+TEST(SimulatorTest, FanOutSendsATensorOnce) {
+  Fixture f(Relus({{"Relu", "a", "x"},
+                   {"Relu", "b", "a"},
+                   {"Relu", "c", "a"},
+                   {"Add", "d", "b,c"}}),
+            TestCluster(2));
+  SimulationResult r = f.Run({{"b", 1}, {"c", 1}, {"d", 1}});
+  EXPECT_EQ(r.transfers_count, 1);
+  EXPECT_EQ(r.bytes_moved, 4000);
+  EXPECT_DOUBLE_EQ(r.step_seconds, 5);  // d [4,5] after b, c on dev1
+}
+
+// Split (0 s) on dev0 writes two 4000-byte halves for an Add on dev1 (1 s
+// for 1000 FLOPs). One link direction: sends [0,1] and [1,2]; Add [2,3].
+// Parallel links would have given 2 s.
+TEST(SimulatorTest, TwoTensorsContendForOneLink) {
+  onnx::ModelProto m = EmptyModel();
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {1, 2000});
+  auto* split = AddNode(g, "Split", "split", {"x"}, {"s0", "s1"});
+  onnx::AttributeProto axis;
+  axis.set_name("axis");
+  axis.set_type(onnx::AttributeProto::INT);
+  axis.set_i(1);
+  *split->add_attribute() = axis;
+  AddNode(g, "Add", "add", {"s0", "s1"}, {"y"});
+  AddOutput(g, "y");
+  Fixture f(m, TestCluster(2));
+  SimulationResult r = f.Run({{"add", 1}});
+  EXPECT_DOUBLE_EQ(r.step_seconds, 3);
+  ASSERT_EQ(r.transfers.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.transfers[0].end_seconds, 1);
+  EXPECT_DOUBLE_EQ(r.transfers[1].start_seconds, 1);
+  EXPECT_DOUBLE_EQ(r.transfers[1].end_seconds, 2);
+}
+
+// y = x W with x [1,2], W [2,2] trained: forward (8 FLOPs), backward (dW
+// only, 8 FLOPs), update (4 FLOPs x 4 elements) at 8 FLOP/s: 1 + 1 + 2 s.
+// Memory: W and its momentum 32 B resident; x 8 B; y 8 B while mm runs:
+// 48 B; then y (unread) freed; grad:mm writes dW 16 B while x is still
+// held: 32 + 8 + 16 = 56 B peak.
+TEST(SimulatorTest, TrainingStepMemoryPeak) {
+  onnx::ModelProto m = EmptyModel();
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {1, 2});
+  AddWeight(g, "w", {2, 2});
+  AddNode(g, "MatMul", "mm", {"x", "w"}, {"y"});
+  AddOutput(g, "y");
+  Fixture f(m, TestCluster(1, 8, /*memory_bytes=*/56));
+  SimulationResult r = f.Run({});
+  EXPECT_DOUBLE_EQ(r.step_seconds, 4);
+  EXPECT_EQ(r.peak_memory_bytes[0], 56);
+  EXPECT_FALSE(r.oom);
+  Fixture tight(m, TestCluster(1, 8, /*memory_bytes=*/55));
+  EXPECT_TRUE(tight.Run({}).oom);
+}
+
+// W homed on A (m0 reads it first) and read by m1..m3 on B, at 8 FLOP/s:
+// forward 1 s each (8 FLOPs); backward 2 s (dW and dy) and 1 s for m0 (dW
+// only); the update 3.5 s (4 x 4 + 3 adds x 4 elements). Links: W (16 B)
+// 0.004 s, y (8 B) 0.002 s.
+//   A: m0 [0, 1]; W -> B [0, .004]; y0 -> B [1, 1.002].
+//   B: m1 [1.002, 2.002], m2, m3 [.., 4.002]; grad:m3 [4.002, 6.002],
+//      grad:m2 [.., 8.002], grad:m1 [.., 10.002]: B's three partials of
+//      W in one buffer, sent once [10.002, 10.006], then dy0 [.., 10.008].
+//   A: grad:m0 [10.008, 11.008]; update [11.008, 14.508].
+// Memory, A: W + momentum 32, x 8 (until grad:m0); y0 8 until sent (48);
+// B's buffer of W 16 arrives and stays (56), dy0 8 (64); grad:m0 writes
+// its partial 16: 80 peak, added into the buffer and freed.
+// B: W 16, y0 8, y1 8, y2 8 (y3 8 freed unread: 48 peak so far); grad:m3
+// writes dW 16 + dy2 8 (64), frees y2, keeps both as buffers (56);
+// grad:m2 writes 24 more: 80 peak; then everything frees down to the two
+// buffers in flight. Without accumulation, A would receive three 16-byte
+// partials and keep them until the update.
+TEST(SimulatorTest, PartialGradientsAreSummedWhereTheyAreMade) {
+  Fixture f(testing::SharedWeightChain(), TestCluster(2, 8));
+  SimulationResult r = f.Run({{"m1", 1}, {"m2", 1}, {"m3", 1}});
+  EXPECT_NEAR(r.step_seconds, 14.508, 1e-9);
+  ASSERT_EQ(r.transfers.size(), 4u);
+  int w = f.graph.FindTensor("w");
+  int gradients_home = 0;
+  for (const ScheduledTransfer& t : r.transfers) {
+    if (t.gradient_sum < 0) continue;
+    EXPECT_EQ(t.src, 1);
+    EXPECT_EQ(t.dst, 0);
+    const GradientSum& sum = f.view.gradient_sums()[t.gradient_sum];
+    if (sum.tensor != w) continue;
+    ++gradients_home;
+    EXPECT_EQ(TransferName(f.view, t), "grad:w (summed)");
+    EXPECT_EQ(t.bytes, 16);
+    EXPECT_NEAR(t.start_seconds, 10.002, 1e-9);
+    EXPECT_NEAR(t.end_seconds, 10.006, 1e-9);
+  }
+  EXPECT_EQ(gradients_home, 1);
+  EXPECT_EQ(r.bytes_moved, 16 + 8 + 16 + 8);
+  EXPECT_EQ(r.peak_memory_bytes, (std::vector<int64_t>{80, 80}));
+  // On one device nothing moves; W's four partials share one buffer: W and
+  // momentum 32, x 8, y0..y2 24 (y3 freed unread); grad:m3 writes 24 (88),
+  // frees y2 and keeps dW and dy2 as buffers (80); grad:m2 writes 24 more:
+  // 104 peak; after it each backward frees as much as it writes.
+  SimulationResult one = f.Run({});
+  EXPECT_EQ(one.bytes_moved, 0);
+  EXPECT_EQ(one.peak_memory_bytes[0], 104);
+}
+
+TEST(SimulatorTest, BadPlacementsAreErrors) {
+  Fixture f(Relus({{"Relu", "a", "x"}}), TestCluster(2));
+  SimulationContext c =
+      SimulationContext::Create(f.view, f.cluster, *f.costs, *f.order);
+  EXPECT_FALSE(Simulate(c, Placement{{}}).ok());
+  absl::Status s = Simulate(c, Placement{{2}}).status();
+  EXPECT_NE(s.message().find("'a'"), std::string::npos) << s;
+}
+
+TEST(SimulatorTest, TraceIsAValidChromeTrace) {
+  Fixture f(Relus({{"Relu", "a", "x"},
+                   {"Relu", "b", "a"},
+                   {"Relu", "c", "a"},
+                   {"Add", "d", "b,c"}}),
+            TestCluster(2));
+  SimulationResult r = f.Run({{"c", 1}}, /*record=*/true);
+  SimulationContext c =
+      SimulationContext::Create(f.view, f.cluster, *f.costs, *f.order);
+  std::string json = ChromeTraceJson(c, r);
+  google::protobuf::Struct trace;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &trace).ok());
+  const auto& events = trace.fields().at("traceEvents").list_value();
+  int complete = 0, transfers = 0;
+  for (const auto& e : events.values()) {
+    const auto& f = e.struct_value().fields();
+    ASSERT_TRUE(f.count("ph") && f.count("pid") && f.count("name"));
+    if (f.at("ph").string_value() != "X") continue;
+    ++complete;
+    EXPECT_GE(f.at("ts").number_value(), 0);
+    EXPECT_GE(f.at("dur").number_value(), 0);
+    transfers += f.at("cat").string_value() == "transfer";
+  }
+  EXPECT_EQ(complete, 4 + 2);
+  EXPECT_EQ(transfers, 2);
+}
+
+// Every zoo model on every preset: a one-device placement simulates to the
+// sum of its nodes' times with no transfers; random and round-robin
+// placements never beat the lower bound; results repeat exactly.
+TEST(SimulatorTest, ZooModelsOnPresets) {
+  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  for (const zoo::ZooModel& model : zoo::ZooModels()) {
+    zoo::ZooParams p;
+    p.weights = false;
+    p.seq_len = model.defaults.seq_len > 0 ? 6 : 0;
+    p.batch_size = 8;
+    Graph g = *ImportOnnxModel(*zoo::BuildZooModel(model.name, p),
+                               model.name, {});
+    TrainingView view = BuildTrainingView(g);
+    for (const std::string& preset : PresetClusterNames()) {
+      SCOPED_TRACE(model.name + " on " + preset);
+      Cluster cluster = *LoadCluster(preset);
+      SimulationContext c =
+          SimulationContext::Create(view, cluster, *costs, *order);
+      const int n = static_cast<int>(g.ops().size());
+      const int last = cluster.num_devices() - 1;
+      Placement one{std::vector<int>(n, last)};
+      SimulationResult r = *Simulate(c, one);
+      double sum = 0;
+      for (int i = 0; i < c.num_nodes(); ++i) sum += c.node_seconds(i, last);
+      EXPECT_NEAR(r.step_seconds, sum, 1e-9 * sum);
+      EXPECT_EQ(r.bytes_moved, 0);
+      EXPECT_GE(r.step_seconds, r.lower_bound_seconds * (1 - 1e-12));
+      std::mt19937 rng(7);
+      Placement random{std::vector<int>(n)};
+      for (int& d : random.device_of_op) d = rng() % cluster.num_devices();
+      Placement chunks{std::vector<int>(n)};
+      for (int k = 0; k < n; ++k) {
+        chunks.device_of_op[g.topological_order()[k]] =
+            k * cluster.num_devices() / n;
+      }
+      for (const Placement& pl : {random, chunks}) {
+        SimulationResult a = *Simulate(c, pl);
+        SimulationResult b = *Simulate(c, pl);
+        EXPECT_GE(a.step_seconds, a.lower_bound_seconds * (1 - 1e-12));
+        EXPECT_EQ(a.step_seconds, b.step_seconds);
+        EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
+        EXPECT_EQ(a.bytes_moved, b.bytes_moved);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace placer
