@@ -59,8 +59,9 @@ MeasuredProfile ProfileFromMeasurement(const TrainingView& view,
                                        const Placement& placement,
                                        const Measurement& measurement);
 
-// Contiguous runs of the topological order on random devices: the device
-// switches with probability 1/8 at each op.
+// Contiguous runs of the topological order on random devices: at each op,
+// with probability 1/8, a device is drawn anew (uniformly, so it may be the
+// same one: a run ends with probability (1/8)(1 - 1/devices)).
 Placement RandomRuns(const Graph& g, int devices, uint64_t seed);
 
 // `base` overlaid with ProfileFromMeasurement of `reference`'s steps.

@@ -10,11 +10,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "base/stopwatch.h"
-#include "graph/op_costs.h"
-#include "base/torch_status.h"
-#include "profiles/signature.h"
 #include "base/host_setup.h"
+#include "base/statistics.h"
+#include "base/stopwatch.h"
+#include "base/torch_status.h"
+#include "graph/op_costs.h"
+#include "profiles/signature.h"
+#include "runtime/executor.h"
 #include "runtime/torch_devices.h"
 #include "runtime/torch_ops.h"
 
@@ -23,18 +25,18 @@ namespace {
 
 using Clock = SteadyClock;
 
-// Median of `repeats` timings of `run` (which returns the seconds it
+// The median (base/statistics.h: the one statistic every measurement
+// uses) of `repeats` timings of `run` (which returns the seconds it
 // measured) after `warmup` discarded runs.
 template <typename F>
-absl::StatusOr<double> Median(int warmup, int repeats, F run) {
+absl::StatusOr<double> MedianOfRuns(int warmup, int repeats, F run) {
   std::vector<double> times;
   for (int i = 0; i < warmup + repeats; ++i) {
     absl::StatusOr<double> t = run();
     if (!t.ok()) return t.status();
     if (i >= warmup) times.push_back(*t);
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return Median(std::move(times));
 }
 
 absl::StatusOr<torch::Tensor> MakeHostInput(const Tensor& t) {
@@ -105,7 +107,7 @@ absl::StatusOr<double> TimeForward(const Graph& g, const Op& op,
   }
   std::optional<torch::NoGradGuard> no_grad;
   if (!any) no_grad.emplace();
-  return Median(o.warmup, o.repeats, [&]() -> absl::StatusOr<double> {
+  return MedianOfRuns(o.warmup, o.repeats, [&]() -> absl::StatusOr<double> {
     DeviceTimer timer(device);
     absl::StatusOr<std::vector<torch::Tensor>> out = RunTorchOp(op, *inputs);
     if (!out.ok()) return out.status();
@@ -124,7 +126,7 @@ absl::StatusOr<double> TimeBackward(const Graph& g, const Op& op,
     if (leaf.defined()) wrt.push_back(leaf);
   }
   if (wrt.empty()) return 0.0;
-  return Median(o.warmup, o.repeats, [&]() -> absl::StatusOr<double> {
+  return MedianOfRuns(o.warmup, o.repeats, [&]() -> absl::StatusOr<double> {
     absl::StatusOr<std::vector<torch::Tensor>> out = RunTorchOp(op, *inputs);
     if (!out.ok()) return out.status();
     std::vector<torch::Tensor> outputs, grads;
@@ -153,12 +155,14 @@ absl::StatusOr<double> TimeUpdate(const Tensor& parameter, int partials,
   for (int k = 0; k < std::max(1, partials); ++k) {
     g.push_back(torch::randn(parameter.shape, on));
   }
-  return Median(o.warmup, o.repeats, [&]() -> absl::StatusOr<double> {
+  return MedianOfRuns(o.warmup, o.repeats, [&]() -> absl::StatusOr<double> {
     DeviceTimer timer(device);
     torch::Tensor sum = g[0];
     for (size_t k = 1; k < g.size(); ++k) sum = sum + g[k];
-    v.mul_(0.9).add_(sum);
-    w.add_(v, -0.01);
+    // The executor's update (ExecutorOptions' defaults).
+    const ExecutorOptions sgd;
+    v.mul_(sgd.momentum).add_(sum);
+    w.add_(v, -sgd.learning_rate);
     return timer.Seconds();
   });
 }
@@ -174,7 +178,7 @@ absl::StatusOr<MeasuredLink> MeasureCopies(
   for (int64_t bytes = 1; bytes <= o.max_link_bytes; bytes *= 4) {
     torch::Tensor from = torch::ones({bytes}, torch::dtype(torch::kByte).device(src));
     absl::StatusOr<double> t =
-        Median(o.warmup, o.repeats, [&]() -> absl::StatusOr<double> {
+        MedianOfRuns(o.warmup, o.repeats, [&]() -> absl::StatusOr<double> {
           DeviceTimer timer(src);
           torch::Tensor copy = src.is_cpu() && dst.is_cpu()
                                    ? from.clone()

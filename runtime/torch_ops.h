@@ -1,6 +1,6 @@
 // LibTorch implementations of ONNX ops, one function per op type, looked
-// up in a registry. The profiler times them; the executor will run graphs
-// with them.
+// up in a registry. The executor runs training steps with them and the
+// profiler times them.
 //
 // Contract: RunTorchOp computes exactly the ONNX op's outputs (one tensor
 // per output of the op; omitted optional outputs come back undefined) from

@@ -1,6 +1,7 @@
 // StepEvaluator: what a search or the RL trainer calls to score a placement,
-// in process: the simulator (here) or measurement on real devices
-// (runtime/measured_evaluator.h), behind one interface.
+// in process: the simulator (NewSimulatorEvaluator, here) or measurement on
+// real devices (NewExecutorEvaluator, runtime/measurement.h), behind one
+// interface.
 //
 // Contract: Evaluate returns the step time of one training step under the
 // placement and the peak memory per device, or an error saying why the

@@ -99,7 +99,8 @@ struct RlTrainerOptions {
   // set). Elapsed time counts across resumes.
   double budget_seconds = 0;
   int64_t max_samples = 0;
-  // Where Save writes (and on_checkpoint_due saves); empty: no checkpoints.
+  // Where Save writes; Train saves there every checkpoint_interval_seconds
+  // and when it stops. Empty: no checkpoints.
   std::string checkpoint_dir;
   double checkpoint_interval_seconds = 60;
   int greedy_every = 10;  // steps; 0: never
