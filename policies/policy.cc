@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "simulator/memory_check.h"
 
 namespace placer {
 
@@ -14,6 +15,15 @@ int64_t MemoryLimit(const Cluster& cluster, const PolicyOptions& options,
   const int64_t capacity = cluster.device(device).memory_bytes;
   const double headroom = std::clamp(options.memory_headroom, 0.0, 1.0);
   return capacity - static_cast<int64_t>(headroom * static_cast<double>(capacity));
+}
+
+std::vector<int64_t> MemoryLimits(const Cluster& cluster,
+                                  const PolicyOptions& options) {
+  std::vector<int64_t> limits(cluster.num_devices());
+  for (int d = 0; d < cluster.num_devices(); ++d) {
+    limits[d] = MemoryLimit(cluster, options, d);
+  }
+  return limits;
 }
 
 absl::StatusOr<SimulationResult> CheckPlacement(const PolicyInput& input,
@@ -30,20 +40,10 @@ absl::StatusOr<SimulationResult> CheckPlacement(const PolicyInput& input,
   absl::StatusOr<SimulationResult> r =
       Simulate(input.simulation, placement);
   if (!r.ok()) return r.status();
-  int worst = -1;
-  int64_t worst_over = 0;
-  for (int d = 0; d < input.cluster.num_devices(); ++d) {
-    int64_t over = r->peak_memory_bytes[d] - MemoryLimit(input.cluster, options, d);
-    if (over > worst_over) {
-      worst_over = over;
-      worst = d;
-    }
-  }
-  if (worst >= 0) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "out of memory: ", input.cluster.device(worst).name, " needs ",
-        r->peak_memory_bytes[worst], " bytes, ", worst_over,
-        " over its limit of ", MemoryLimit(input.cluster, options, worst)));
+  if (absl::Status s = CheckMemory(input.cluster, r->peak_memory_bytes,
+                                   MemoryLimits(input.cluster, options));
+      !s.ok()) {
+    return s;
   }
   return r;
 }

@@ -135,6 +135,10 @@ absl::StatusOr<Placement> Checked(const PolicyInput& input,
 // the capacity less the headroom.
 int64_t MemoryLimit(const Cluster& cluster, const PolicyOptions& options,
                     int device);
+// MemoryLimit of every device: what CheckMemory (simulator/memory_check.h)
+// is given wherever a policy or the RL trainer judges a placement.
+std::vector<int64_t> MemoryLimits(const Cluster& cluster,
+                                  const PolicyOptions& options);
 
 }  // namespace placer
 

@@ -8,6 +8,7 @@
 #include "policies/device_loads.h"
 #include "policies/group_graph.h"
 #include "policies/policies.h"
+#include "simulator/memory_check.h"
 
 namespace placer {
 namespace {
@@ -18,11 +19,11 @@ using Clock = SteadyClock;
 std::optional<double> Evaluate(const PolicyInput& in, const PolicyOptions& o,
                                const Placement& p) {
   absl::StatusOr<SimulationResult> r = Simulate(in.simulation, p);
-  if (!r.ok()) return std::nullopt;
-  for (int d = 0; d < in.cluster.num_devices(); ++d) {
-    if (r->peak_memory_bytes[d] > MemoryLimit(in.cluster, o, d)) {
-      return std::nullopt;
-    }
+  if (!r.ok() ||
+      !CheckMemory(in.cluster, r->peak_memory_bytes,
+                   MemoryLimits(in.cluster, o))
+           .ok()) {
+    return std::nullopt;
   }
   return r->step_seconds;
 }

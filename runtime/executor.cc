@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <queue>
+#include <tuple>
 #include <random>
 #include <thread>
 
@@ -37,6 +38,7 @@
 #include "runtime/torch_devices.h"
 #include "runtime/torch_ops.h"
 #include "simulator/gradient_partials.h"
+#include "simulator/simulator.h"
 
 namespace placer {
 namespace {
@@ -123,7 +125,8 @@ class TorchExecutor : public Executor {
   void ReleaseLocked(int value, int d);
   void ReadyLocked(int node);
   void FailLocked(absl::Status s);
-  void SendLocked(int value, int src, int dst);
+  // `bytes`: the value's tensor's, counted on dst from now.
+  void SendLocked(int value, int src, int dst, int64_t bytes);
   void SendSumLocked(int sum, int src, int dst);
   void WakeAllLocked();
   void MaybeDoneLocked();
@@ -145,6 +148,7 @@ class TorchExecutor : public Executor {
   const int num_devices_;
   std::vector<int> device_of_node_;
   std::vector<double> priority_;
+  std::vector<int> key_rank_;  // NodeKeyRanks
   std::vector<int> value_of_tensor_;            // forward tensors -> value
   std::vector<std::vector<int>> consumer_devices_;  // per value, distinct
   std::vector<int> home_;                       // per value: resident device or -1
@@ -182,7 +186,8 @@ class TorchExecutor : public Executor {
   std::unique_ptr<std::mutex[]> sum_mu_;
   std::vector<int> pending_;
   std::vector<Saved> saved_;  // per op
-  using ReadyEntry = std::pair<double, int>;
+  // (priority, key rank, node): ties broken by node key, as the simulator.
+  using ReadyEntry = std::tuple<double, int, int>;
   std::vector<std::priority_queue<ReadyEntry, std::vector<ReadyEntry>,
                                   std::greater<ReadyEntry>>>
       ready_;
@@ -197,6 +202,7 @@ class TorchExecutor : public Executor {
 absl::Status TorchExecutor::Init() {
   const int n = static_cast<int>(view_.nodes().size());
   const int values = static_cast<int>(view_.values().size());
+  key_rank_ = NodeKeyRanks(view_);
   priority_ = options_.priorities;
   if (priority_.empty()) {
     priority_.resize(n);
@@ -389,14 +395,18 @@ void TorchExecutor::MaybeDoneLocked() {
   }
 }
 
-void TorchExecutor::SendLocked(int value, int src, int dst) {
+// A copy's bytes count on its destination from when it is queued, as the
+// simulator counts them (QueueTransfer), not from its arrival.
+void TorchExecutor::SendLocked(int value, int src, int dst, int64_t bytes) {
   ++Uses(value, src);
+  AddBytesLocked(dst, bytes, -1);
   LinkQueue& queue = links_.at({src, dst});
   queue.values.push_back({value, -1});
   queue.cv.notify_one();
 }
 
 void TorchExecutor::SendSumLocked(int sum, int src, int dst) {
+  AddBytesLocked(dst, Bytes(sum_buffer_[SumSlot(sum, src)]), -1);
   LinkQueue& queue = links_.at({src, dst});
   queue.values.push_back({partials_.first[SumSlot(sum, src)], sum});
   queue.cv.notify_one();
@@ -450,7 +460,7 @@ void TorchExecutor::AddBytesLocked(int d, int64_t bytes, int node) {
 
 void TorchExecutor::ReadyLocked(int node) {
   int d = device_of_node_[node];
-  ready_[d].push({priority_[node], node});
+  ready_[d].push({priority_[node], key_rank_[node], node});
   device_cv_[d]->notify_one();
 }
 
@@ -489,7 +499,7 @@ void TorchExecutor::DeviceWorker(int d) {
     device_cv_[d]->wait(
         lock, [&] { return stop_ || (running_ && !ready_[d].empty()); });
     if (stop_) return;
-    int node = ready_[d].top().second;
+    int node = std::get<2>(ready_[d].top());
     ready_[d].pop();
     if (!failure_.ok()) continue;
     ++in_flight_;
@@ -549,7 +559,7 @@ void TorchExecutor::DeviceWorker(int d) {
           continue;
         }
         for (int e : consumer_devices_[v]) {
-          if (e != d) SendLocked(v, d, e);
+          if (e != d) SendLocked(v, d, e, Bytes(t));
         }
         ArriveLocked(v, d, std::move(t));
         if (Uses(v, d) == 0) {  // nobody reads it here
@@ -618,7 +628,7 @@ void TorchExecutor::LinkWorker(int src, int dst) {
       continue;
     }
     report_.transfers.push_back({v, src, dst, Bytes(copy), seconds});
-    AddBytesLocked(dst, Bytes(copy), -1);
+    // Its bytes on dst were counted when it was queued (SendLocked).
     if (item.sum >= 0) {
       torch::Tensor& sent = sum_buffer_[SumSlot(item.sum, src)];
       live_bytes_[src] -= Bytes(sent);
@@ -854,7 +864,9 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
   for (int v = 0; v < values; ++v) {
     if (view_.value(v).kind != ValueKind::kParameter || home_[v] < 0) continue;
     for (int e : consumer_devices_[v]) {
-      if (e != home_[v]) SendLocked(v, home_[v], e);
+      if (e != home_[v]) {
+        SendLocked(v, home_[v], e, Bytes(Present(v, home_[v])));
+      }
     }
   }
   for (int i = 0; i < n; ++i) {

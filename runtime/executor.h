@@ -6,7 +6,7 @@
 //  - One step is the view's dataflow: every node runs on its group's device
 //    when each of its input values is present there (a worker per device,
 //    running the ready node with the lowest priority first, ties by node
-//    index); a value is copied at most once to each other device that reads
+//    key, as the simulator: NodeKeyRanks); a value is copied at most once to each other device that reads
 //    it, right after it is produced (parameters: at the step's start), by a
 //    worker per link direction in FIFO order. This is the simulator's model
 //    (simulator/simulator.h), so measured and simulated steps describe the same
@@ -37,7 +37,8 @@
 //    vectors that multiply 1; other vectors 0).
 //  - Memory per device is tracked as the simulator counts it (resident
 //    parameters and momentum; inputs and constants where read, until their
-//    last use there; values from their production to their last use there;
+//    last use there; values from their production to their last use there,
+//    a copy from when it is queued on its link, as the simulator counts it;
 //    one buffer per gradient sum and device, a partial added into it freed
 //    at once; a node's outputs all counted before any is freed); a step that goes over a
 //    device's memory_bytes fails with a ResourceExhausted error naming the

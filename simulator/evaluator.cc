@@ -1,6 +1,6 @@
 #include "simulator/evaluator.h"
 
-#include "absl/strings/str_cat.h"
+#include "simulator/memory_check.h"
 
 namespace placer {
 namespace {
@@ -8,25 +8,23 @@ namespace {
 class SimulatorEvaluator : public StepEvaluator {
  public:
   explicit SimulatorEvaluator(const SimulationContext& context)
-      : context_(context) {}
+      : context_(context), capacities_(DeviceCapacities(context.cluster())) {}
 
   absl::StatusOr<Evaluation> Evaluate(const Placement& placement) override {
     absl::StatusOr<SimulationResult> r = Simulate(context_, placement);
     if (!r.ok()) return r.status();
-    const Cluster& cluster = context_.cluster();
-    for (int d = 0; d < cluster.num_devices(); ++d) {
-      if (r->peak_memory_bytes[d] > cluster.device(d).memory_bytes) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "out of memory: ", cluster.device(d).name, " needs ",
-            r->peak_memory_bytes[d], " bytes, over its ",
-            cluster.device(d).memory_bytes));
-      }
+    // What would fail on the hardware: the devices' capacities.
+    if (absl::Status s = CheckMemory(context_.cluster(), r->peak_memory_bytes,
+                                     capacities_);
+        !s.ok()) {
+      return s;
     }
     return Evaluation{r->step_seconds, r->peak_memory_bytes};
   }
 
  private:
   const SimulationContext& context_;
+  const std::vector<int64_t> capacities_;
 };
 
 }  // namespace

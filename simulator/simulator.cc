@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <numeric>
 #include <queue>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "simulator/gradient_partials.h"
 
 namespace placer {
@@ -63,6 +65,22 @@ std::unique_ptr<ReadyOrder> NewCriticalPathReadyOrder() {
   return std::make_unique<CriticalPathReadyOrder>();
 }
 
+absl::StatusOr<std::unique_ptr<ReadyOrder>> NewReadyOrder(
+    const std::string& name) {
+  static const auto* orders =
+      new std::vector<std::pair<std::string, std::unique_ptr<ReadyOrder> (*)()>>{
+          {"critical_path", NewCriticalPathReadyOrder},
+          {"topological", NewTopologicalReadyOrder}};
+  std::vector<std::string> names;
+  for (const auto& [known, make] : *orders) {
+    if (known == name) return make();
+    names.push_back(known);
+  }
+  return absl::NotFoundError(absl::StrCat("unknown ready order '", name,
+                                          "'; known: ",
+                                          absl::StrJoin(names, ", ")));
+}
+
 SimulationContext SimulationContext::Create(const TrainingView& view,
                                             const Cluster& cluster,
                                             const CostModel& costs,
@@ -91,14 +109,7 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
       c.control_dependents_[p].push_back(i);
     }
   }
-  // Keys ranked once so ties are broken by name without string compares.
-  std::vector<int> by_key(n);
-  std::iota(by_key.begin(), by_key.end(), 0);
-  std::sort(by_key.begin(), by_key.end(), [&](int a, int b) {
-    return view.node(a).key < view.node(b).key;
-  });
-  c.key_rank_.resize(n);
-  for (int k = 0; k < n; ++k) c.key_rank_[by_key[k]] = k;
+  c.key_rank_ = NodeKeyRanks(view);
 
   c.home_group_.assign(view.values().size(), -1);
   for (int g = 0; g < view.num_groups(); ++g) {
@@ -477,6 +488,18 @@ void Simulation::TraceCriticalPath(SimulationResult& r) const {
 }
 
 }  // namespace
+
+std::vector<int> NodeKeyRanks(const TrainingView& view) {
+  const int n = static_cast<int>(view.nodes().size());
+  std::vector<int> by_key(n);
+  std::iota(by_key.begin(), by_key.end(), 0);
+  std::sort(by_key.begin(), by_key.end(), [&](int a, int b) {
+    return view.node(a).key < view.node(b).key;
+  });
+  std::vector<int> rank(n);
+  for (int k = 0; k < n; ++k) rank[by_key[k]] = k;
+  return rank;
+}
 
 std::string TransferName(const TrainingView& view,
                          const ScheduledTransfer& transfer) {

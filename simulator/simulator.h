@@ -19,7 +19,9 @@
 //  - Memory per device: resident for the whole step are the parameters
 //    homed there times (1 + optimizer state per parameter byte). Every other
 //    value is allocated
-//    when its producer starts (or, for a copy, when its transfer starts) and
+//    when its producer starts (or, for a copy, when it is queued on its
+//    link: when its producer ends, or at time 0 for a parameter; it may
+//    start later, when the link is free) and
 //    freed when the last node or outgoing transfer on that device that uses
 //    it has finished: activations thus live until their backward use.
 //    Graph inputs and constants are allocated from the start on each device
@@ -63,6 +65,10 @@ std::unique_ptr<ReadyOrder> NewTopologicalReadyOrder();
 // Longest remaining path first (HEFT's upward rank, with each node at its
 // fastest device's time and free communication).
 std::unique_ptr<ReadyOrder> NewCriticalPathReadyOrder();
+// The orders above by name ("topological", "critical_path"); NotFound
+// listing the names otherwise.
+absl::StatusOr<std::unique_ptr<ReadyOrder>> NewReadyOrder(
+    const std::string& name);
 
 class SimulationContext {
  public:
@@ -154,6 +160,11 @@ struct SimulationResult {
   std::vector<ScheduledTransfer> transfers;  // every transfer
   std::vector<ScheduledNode> schedule;  // with record_schedule, by node
 };
+
+// Each view node's rank in the order of node keys: the tie-break of every
+// ready queue (the simulator's and the executor's), computed once so ties
+// are broken by name without string compares.
+std::vector<int> NodeKeyRanks(const TrainingView& view);
 
 // What a transfer carries, for reports and traces: the value's name, or
 // for a device's summed partial gradients "grad:<tensor> (summed)".

@@ -21,11 +21,13 @@ namespace placer {
 namespace {
 
 absl::StatusOr<std::unique_ptr<ReadyOrder>> ReadyOrderFromFlag() {
-  std::string order = absl::GetFlag(FLAGS_order);
-  if (order == "critical_path") return NewCriticalPathReadyOrder();
-  if (order == "topological") return NewTopologicalReadyOrder();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--order '", order, "': expected critical_path or topological"));
+  absl::StatusOr<std::unique_ptr<ReadyOrder>> order =
+      NewReadyOrder(absl::GetFlag(FLAGS_order));
+  if (!order.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--order: ", order.status().message()));
+  }
+  return order;
 }
 
 std::string CriticalStepName(const SimulationContext& c,

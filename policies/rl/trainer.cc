@@ -23,6 +23,7 @@
 #include "base/stopwatch.h"
 #include "base/torch_status.h"
 #include "policies/policies.h"
+#include "simulator/memory_check.h"
 #include "simulator/placement.h"
 
 namespace placer {
@@ -159,18 +160,15 @@ struct RlTrainer::State {
                 std::vector<std::optional<double>>& out) {
     const RlTask& task = tasks[t];
     StepEvaluator& ev = *task_states[t]->evaluators[w];
+    const std::vector<int64_t> limits =
+        MemoryLimits(task.input->cluster, task.options);
     for (size_t i = next++; i < ps.size(); i = next++) {
       absl::StatusOr<Evaluation> e = ev.Evaluate(ps[i]);
       if (!e.ok()) continue;
-      bool fits = true;
-      for (size_t d = 0; d < e->peak_memory_bytes.size(); ++d) {
-        if (e->peak_memory_bytes[d] >
-            MemoryLimit(task.input->cluster, task.options,
-                        static_cast<int>(d))) {
-          fits = false;
-        }
+      if (CheckMemory(task.input->cluster, e->peak_memory_bytes, limits)
+              .ok()) {
+        out[i] = e->step_seconds;
       }
-      if (fits) out[i] = e->step_seconds;
     }
   }
 
