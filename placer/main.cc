@@ -20,7 +20,7 @@ Usage:
       placement file; --compare runs every policy and prints a table of
       simulated step time, speedup over single, ratio to the lower bound,
       peak memory, bytes moved and placement time.
-  placer train MODEL... --cluster C [--budget 10m] [--seed N]
+  placer train MODEL... --cluster C [--budget 10s] [--seed N]
       [--checkpoint DIR [--resume]] [--samples N] [--warm-start]
       [--curve F.csv] [-o P.json] [--reward simulated|measured]
       [--entropy-target 0.4] [--max-kl 0.01]

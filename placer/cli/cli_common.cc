@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -9,7 +10,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -68,7 +72,8 @@ ABSL_FLAG(double, memory_headroom, 0.05,
           "workspaces, the runtime's own memory).");
 ABSL_FLAG(std::string, policy, "best",
           "place: the policy (single, expert, hash, critical_path, metis, "
-          "heft, m_etf, m_topo, local_search, best).");
+          "heft, m_etf, m_sct, m_topo, local_search, best, memory_first; rl "
+          "runs in placer_torch).");
 ABSL_FLAG(bool, compare, false, "place: run and compare every policy.");
 ABSL_FLAG(int32_t, steps, 10,
           "run, calibrate: measured training steps (after --warmup).");
@@ -251,6 +256,62 @@ std::vector<char*> NormalizeFlagNames(int argc, char** argv,
 }
 
 
+constexpr char kVersion[] = "0.1.0";
+
+// The flags placer itself defines (not Abseil's own), sorted by name.
+std::vector<const absl::CommandLineFlag*> PlacerFlags() {
+  std::vector<const absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::StrContains(flag->Filename(), "placer/")) flags.push_back(flag);
+  }
+  std::sort(flags.begin(), flags.end(), [](const auto* a, const auto* b) {
+    return a->Name() < b->Name();
+  });
+  return flags;
+}
+
+// The usage, then every flag with its default (as --flag-name).
+void PrintHelp(const char* usage) {
+  std::cout << usage << "\nFlags (--name VALUE or --name=VALUE; booleans "
+            << "--name / --noname):\n";
+  for (const absl::CommandLineFlag* flag : PlacerFlags()) {
+    std::string name(flag->Name());
+    std::replace(name.begin(), name.end(), '_', '-');
+    std::string def = flag->DefaultValue();
+    std::cout << absl::StrFormat("  --%s (default: %s)\n      %s\n", name,
+                                 def.empty() ? "none" : def, flag->Help());
+  }
+}
+
+// Help, version and unknown flags, before Abseil's parser (which exits 1
+// for all three): help and version exit 0 (-1: go on), an unknown flag is a
+// usage error (2) like an unknown command.
+int EarlyArguments(const std::vector<char*>& args, const char* usage) {
+  const auto all = absl::GetAllFlags();
+  for (size_t i = 1; i < args.size(); ++i) {
+    absl::string_view arg = args[i];
+    if (arg == "--") break;
+    if (arg == "--help" || arg == "-h" || arg == "--helpfull" ||
+        arg == "--helpshort" || arg == "-help") {
+      PrintHelp(usage);
+      return 0;
+    }
+    if (arg == "--version") {
+      std::cout << "placer " << kVersion << "\n";
+      return 0;
+    }
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    absl::string_view name = arg.substr(arg[1] == '-' ? 2 : 1);
+    name = name.substr(0, name.find('='));
+    if (all.contains(name) ||
+        (absl::StartsWith(name, "no") && all.contains(name.substr(2)))) {
+      continue;
+    }
+    return UsageError(absl::StrCat("unknown flag '", args[i], "'"));
+  }
+  return -1;
+}
+
 // The directory of the running executable.
 std::string SelfDirectory() {
   char path[PATH_MAX];
@@ -269,6 +330,7 @@ int RunCli(int argc, char** argv, const char* usage,
   absl::SetProgramUsageMessage(usage);
   std::vector<std::string> storage;
   std::vector<char*> normalized = NormalizeFlagNames(argc, argv, storage);
+  if (int code = EarlyArguments(normalized, usage); code >= 0) return code;
   std::vector<char*> positional = absl::ParseCommandLine(
       static_cast<int>(normalized.size()), normalized.data());
   if (positional.size() < 2) {

@@ -1,4 +1,4 @@
-// placer train MODEL... --cluster C [--budget 10m] [--checkpoint DIR]
+// placer train MODEL... --cluster C [--budget 10s] [--checkpoint DIR]
 // Trains the hierarchical RL placer on the models (policies/rl/trainer.h).
 #include <unistd.h>
 

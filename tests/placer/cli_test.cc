@@ -111,6 +111,20 @@ TEST(CliTest, SymbolicDimsFromFlags) {
             Number(Json(r.out), "forward_flops"));
 }
 
+TEST(CliTest, HelpAndVersionExitZero) {
+  RunResult help = RunPlacer("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("placer place MODEL"));
+  EXPECT_THAT(help.out, HasSubstr("--memory-headroom (default: 0.05)"));
+  EXPECT_THAT(help.out, HasSubstr("m_sct"));
+  EXPECT_EQ(RunPlacer("place --help").exit_code, 0);
+  RunResult version = RunPlacer("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_THAT(version.out, HasSubstr("placer 0."));
+  // Negated booleans are flags too.
+  EXPECT_EQ(RunPlacer("inspect zoo:chain --noweights").exit_code, 0);
+}
+
 TEST(CliTest, ErrorsAreClearAndExitNonZero) {
   RunResult unknown = RunPlacer("inspect zoo:nope");
   EXPECT_EQ(unknown.exit_code, 1);
@@ -119,6 +133,9 @@ TEST(CliTest, ErrorsAreClearAndExitNonZero) {
   EXPECT_EQ(garbage.exit_code, 1);
   EXPECT_THAT(garbage.out, HasSubstr("tests/placer/BUILD.bazel"));
   EXPECT_EQ(RunPlacer("frobnicate").exit_code, 2);
+  RunResult flag = RunPlacer("inspect zoo:gnmt2 --bogus-flag 3");
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_THAT(flag.out, HasSubstr("unknown flag '--bogus_flag'"));
   EXPECT_EQ(RunPlacer("inspect").exit_code, 2);
   EXPECT_EQ(RunPlacer("zoo export chain").exit_code, 2);
 }
