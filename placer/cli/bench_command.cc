@@ -170,6 +170,7 @@ int BenchCommand(const std::vector<std::string>& args) {
     if (absl::Status s = WriteFileAtomically(dir + "/" + name, text); !s.ok()) {
       return Fail(s);
     }
+    ReportWrote(dir + "/" + name);
   }
   return 0;
 }

@@ -173,6 +173,11 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+void ReportWrote(const std::string& path, const std::string& detail) {
+  std::cerr << "wrote " << path << (detail.empty() ? "" : ": ") << detail
+            << "\n";
+}
+
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "placer: %s\nRun `placer --help` for usage.\n",
                message.c_str());

@@ -82,6 +82,9 @@ std::string UserPath(const std::string& path);
 int Fail(const absl::Status& status);
 // Prints the problem and a pointer to --help; returns exit code 2.
 int UsageError(const std::string& message);
+// "wrote PATH[ (detail)]" on stderr: every command says what it wrote on
+// the one stream that stays clear of its report (stdout, --json).
+void ReportWrote(const std::string& path, const std::string& detail = "");
 
 zoo::ZooParams ZooParamsFromFlags();
 // A preset name, or a cluster file relative to the user's directory.

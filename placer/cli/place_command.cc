@@ -151,7 +151,7 @@ int PlaceCommand(const std::vector<std::string>& args) {
         UserPath(out),
         PlacementToJson(chosen->placement, model->graph, *cluster, info));
     if (!s.ok()) return Fail(s);
-    std::cerr << "wrote " << out << " (" << policy << ")\n";
+    ReportWrote(out, policy);
   }
   return 0;
 }

@@ -110,13 +110,14 @@ int ProfileCommand(const std::vector<std::string>& args) {
   if (absl::Status s = SaveProfile(report->profile, UserPath(out)); !s.ok()) {
     return Fail(s);
   }
-  std::cout << absl::StrFormat(
-      "wrote %s: %d node signatures, %d links measured; %d nodes without a "
-      "LibTorch kernel and %d signatures past the budget fall back to the "
-      "roofline; %d failed%s\n",
-      out, report->measured_signatures, report->profile.links.size(),
-      report->nodes_without_kernel, report->signatures_over_budget,
-      report->failed_signatures, reference_note);
+  ReportWrote(
+      out, absl::StrFormat(
+               "%d node signatures, %d links measured; %d nodes without a "
+               "LibTorch kernel and %d signatures past the budget fall back "
+               "to the roofline; %d failed%s",
+               report->measured_signatures, report->profile.links.size(),
+               report->nodes_without_kernel, report->signatures_over_budget,
+               report->failed_signatures, reference_note));
   for (const std::string& f : report->failures) {
     std::cout << "  failed: " << f << "\n";
   }

@@ -183,7 +183,7 @@ int PrintPlaced(const proto::PlaceResponse& r) {
   if (std::string out = absl::GetFlag(FLAGS_o); !out.empty()) {
     absl::Status s = WriteFileAtomically(UserPath(out), FormatJson(r.placement()));
     if (!s.ok()) return Fail(s);
-    std::cerr << "wrote " << out << "\n";
+    ReportWrote(out);
   }
   return 0;
 }

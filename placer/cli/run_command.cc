@@ -135,8 +135,8 @@ int RunCommand(const std::vector<std::string>& args) {
     if (absl::Status s = SaveProfile(profile, UserPath(out)); !s.ok()) {
       return Fail(s);
     }
-    std::cerr << absl::StrFormat("wrote %s: %d node signatures, %d links\n",
-                                 out, profile.ops.size(), profile.links.size());
+    ReportWrote(out, absl::StrFormat("%d node signatures, %d links",
+                                     profile.ops.size(), profile.links.size()));
   }
   return 0;
 }

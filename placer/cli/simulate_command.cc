@@ -139,6 +139,7 @@ int SimulateCommand(const std::vector<std::string>& args) {
     if (!trace.flush()) {
       return Fail(absl::UnavailableError(trace_path + ": cannot write"));
     }
+    ReportWrote(trace_path, "Chrome trace");
   }
   std::cout << (absl::GetFlag(FLAGS_json) ? Json(context, *result)
                                           : Text(context, *result));

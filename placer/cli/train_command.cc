@@ -281,7 +281,7 @@ int TrainCommand(const std::vector<std::string>& args) {
     if (absl::Status s = WriteFileAtomically(path, contents); !s.ok()) {
       return Fail(s);
     }
-    std::cerr << "wrote " << path << "\n";
+    ReportWrote(path);
   }
   return stop_requested ? 130 : 0;
 }

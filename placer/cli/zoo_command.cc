@@ -46,9 +46,9 @@ int ZooCommand(const std::vector<std::string>& args) {
       return Fail(absl::UnavailableError(
           absl::StrCat(out, ": cannot write the file")));
     }
-    std::cerr << absl::StrFormat("wrote %s: %d nodes, %d bytes\n", out,
-                                 model->graph().node_size(),
-                                 model->ByteSizeLong());
+    ReportWrote(out, absl::StrFormat("%d nodes, %d bytes",
+                                     model->graph().node_size(),
+                                     model->ByteSizeLong()));
     return 0;
   }
   return UsageError("zoo takes `list` or `export NAME -o FILE`");

@@ -160,7 +160,9 @@ TEST(CliTest, SimulateAPlacementFile) {
       "simulate zoo:diamond --batch 2 --hidden 3 --cluster cpu2 "
       "--placement " + placement + " --trace " + trace + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  google::protobuf::Struct s = Json(r.out);
+  // "wrote TRACE: Chrome trace" (stderr) comes before the JSON (stdout).
+  EXPECT_THAT(r.out, HasSubstr("wrote " + trace + ": Chrome trace"));
+  google::protobuf::Struct s = Json(r.out.substr(r.out.find('{')));
   EXPECT_GT(Number(s, "step_seconds"), 0);
   EXPECT_GE(Number(s, "step_seconds"), Number(s, "lower_bound_seconds"));
   // top's output goes to /cpu:1 and right's comes back (24 bytes each);
