@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
-#include "runtime/executor_ops.h"
 #include "graph/training_view.h"
+#include "placer/json_report.h"
+#include "runtime/executor_ops.h"
 
 namespace placer {
 namespace {
@@ -188,11 +188,7 @@ std::string FormatInspectJson(const InspectReport& r) {
     e["count"].set_number_value(st.count);
     e["forward_flops"].set_number_value(st.flops);
   }
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(s, &json, options);
-  return json + "\n";
+  return ReportJson(s);
 }
 
 }  // namespace placer

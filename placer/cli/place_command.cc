@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "graph/training_view.h"
 #include "placer/cli/cli_common.h"
+#include "placer/json_report.h"
 #include "placer/model_source.h"
 #include "simulator/placement_file.h"
 #include "placer/policy_run.h"
@@ -29,8 +29,11 @@ std::string Text(const std::vector<PolicyRun>& rows, double single_seconds,
       "x bound", "max peak bytes", "bytes moved", "place s");
   for (const PolicyRun& r : rows) {
     if (!r.status.ok()) {
-      absl::StrAppendFormat(&out, "%-14s failed: %s\n", r.policy,
-                            r.status.message());
+      // The columns stay; the error follows on its own line.
+      absl::StrAppendFormat(&out, "%-14s %12s %9s %9s %16s %14s %10.3f\n",
+                            r.policy, "failed", "-", "-", "-", "-",
+                            r.placement_seconds);
+      absl::StrAppendFormat(&out, "  %s: %s\n", r.policy, r.status.message());
       continue;
     }
     absl::StrAppendFormat(
@@ -75,9 +78,7 @@ std::string Json(const std::vector<PolicyRun>& rows, double single_seconds,
           static_cast<double>(r.result.peak_memory_bytes[d]));
     }
   }
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(s, &json);
-  return json + "\n";
+  return ReportJson(s);
 }
 
 }  // namespace

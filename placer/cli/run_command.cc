@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "graph/training_view.h"
 #include "placer/cli/cli_common.h"
+#include "placer/json_report.h"
 #include "placer/model_source.h"
 #include "simulator/placement_file.h"
 #include "placer/policy_run.h"
@@ -103,9 +103,7 @@ int RunCommand(const std::vector<std::string>& args) {
       peak[cluster->device(d).name].set_number_value(
           static_cast<double>(m->peak_memory_bytes[d]));
     }
-    std::string out;
-    (void)google::protobuf::util::MessageToJsonString(s, &out);
-    std::cout << out << "\n";
+    std::cout << ReportJson(s);
   } else {
     std::cout << absl::StrFormat(
         "\nstep time   measured %.6f s (median of %d)   simulated %.6f s   "

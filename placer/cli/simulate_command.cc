@@ -6,10 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "graph/training_view.h"
 #include "simulator/chrome_trace.h"
 #include "placer/cli/cli_common.h"
+#include "placer/json_report.h"
 #include "placer/model_source.h"
 #include "simulator/placement_file.h"
 #include "simulator/simulator.h"
@@ -95,9 +95,7 @@ std::string Json(const SimulationContext& c, const SimulationResult& r) {
     peak[name].set_number_value(static_cast<double>(r.peak_memory_bytes[d]));
     busy[name].set_number_value(r.busy_seconds[d]);
   }
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(s, &json);
-  return json + "\n";
+  return ReportJson(s);
 }
 
 }  // namespace
