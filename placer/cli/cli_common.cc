@@ -173,6 +173,22 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+std::string HumanBytes(int64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 0) return "-" + HumanBytes(-bytes);
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 5) {
+    value /= 1024;
+    ++unit;
+  }
+  // Three significant digits; rounding may reach 1024 (show it as such).
+  const char* format = value >= 100 ? "%.0f %s" : value >= 10 ? "%.1f %s"
+                                                              : "%.2f %s";
+  return absl::StrFormat(format, value, kUnits[unit]);
+}
+
 void ReportWrote(const std::string& path, const std::string& detail) {
   std::cerr << "wrote " << path << (detail.empty() ? "" : ": ") << detail
             << "\n";

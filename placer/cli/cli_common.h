@@ -82,7 +82,10 @@ std::string UserPath(const std::string& path);
 int Fail(const absl::Status& status);
 // Prints the problem and a pointer to --help; returns exit code 2.
 int UsageError(const std::string& message);
-// "wrote PATH[ (detail)]" on stderr: every command says what it wrote on
+// Bytes for tables, in binary units with three significant digits
+// ("512 B", "16.0 KiB", "2.86 GiB"); --json reports keep exact bytes.
+std::string HumanBytes(int64_t bytes);
+// "wrote PATH[: detail]" on stderr: every command says what it wrote on
 // the one stream that stays clear of its report (stdout, --json).
 void ReportWrote(const std::string& path, const std::string& detail = "");
 

@@ -25,25 +25,26 @@ namespace {
 std::string Text(const std::vector<PolicyRun>& rows, double single_seconds,
                  double lower_bound) {
   std::string out = absl::StrFormat(
-      "%-14s %12s %9s %9s %16s %14s %10s\n", "policy", "step s", "speedup",
-      "x bound", "max peak bytes", "bytes moved", "place s");
+      "%-14s %12s %9s %9s %12s %12s %10s\n", "policy", "step s", "speedup",
+      "x bound", "max peak", "moved", "place s");
   for (const PolicyRun& r : rows) {
     if (!r.status.ok()) {
       // The columns stay; the error follows on its own line.
-      absl::StrAppendFormat(&out, "%-14s %12s %9s %9s %16s %14s %10.3f\n",
+      absl::StrAppendFormat(&out, "%-14s %12s %9s %9s %12s %12s %10.3f\n",
                             r.policy, "failed", "-", "-", "-", "-",
                             r.placement_seconds);
       absl::StrAppendFormat(&out, "  %s: %s\n", r.policy, r.status.message());
       continue;
     }
     absl::StrAppendFormat(
-        &out, "%-14s %12.6f %9s %9.3f %16d %14d %10.3f\n", r.policy,
+        &out, "%-14s %12.6f %9s %9.3f %12s %12s %10.3f\n", r.policy,
         r.result.step_seconds,
         single_seconds > 0
             ? absl::StrFormat("%.3fx", single_seconds / r.result.step_seconds)
             : std::string("-"),
-        r.result.step_seconds / lower_bound, MaxPeakBytes(r.result),
-        r.result.bytes_moved, r.placement_seconds);
+        r.result.step_seconds / lower_bound,
+        HumanBytes(MaxPeakBytes(r.result)), HumanBytes(r.result.bytes_moved),
+        r.placement_seconds);
   }
   absl::StrAppendFormat(&out, "lower bound    %12.6f\n", lower_bound);
   return out;

@@ -147,12 +147,13 @@ void SetDeadline(grpc::ClientContext* context) {
 
 std::string ReportText(const proto::SimulationReport& r) {
   std::string out = absl::StrFormat(
-      "simulated step %.6f s (lower bound %.6f s), %d bytes moved%s\n",
-      r.step_seconds(), r.lower_bound_seconds(), r.bytes_moved(),
+      "simulated step %.6f s (lower bound %.6f s), %s moved%s\n",
+      r.step_seconds(), r.lower_bound_seconds(), HumanBytes(r.bytes_moved()),
       r.out_of_memory() ? ", OUT OF MEMORY" : "");
   for (const proto::DeviceReport& d : r.devices()) {
-    absl::StrAppendFormat(&out, "  %-10s peak %14d bytes  busy %.6f s\n",
-                          d.device(), d.peak_memory_bytes(), d.busy_seconds());
+    absl::StrAppendFormat(&out, "  %-10s peak %10s  busy %.6f s\n",
+                          d.device(), HumanBytes(d.peak_memory_bytes()),
+                          d.busy_seconds());
   }
   return out;
 }

@@ -110,14 +110,15 @@ int RunCommand(const std::vector<std::string>& args) {
         "simulated/measured %.3f\n",
         m->step_seconds, options.steps, simulated->step_seconds,
         simulated->step_seconds / m->step_seconds);
-    std::cout << absl::StrFormat("%-10s %12s %12s %16s %16s\n", "device",
-                                 "busy s", "sim busy s", "peak bytes",
-                                 "sim peak bytes");
+    std::cout << absl::StrFormat("%-10s %12s %12s %12s %12s\n", "device",
+                                 "busy s", "sim busy s", "peak",
+                                 "sim peak");
     for (int d = 0; d < cluster->num_devices(); ++d) {
       std::cout << absl::StrFormat(
-          "%-10s %12.6f %12.6f %16d %16d\n", cluster->device(d).name,
+          "%-10s %12.6f %12.6f %12s %12s\n", cluster->device(d).name,
           m->busy_seconds[d], simulated->busy_seconds[d],
-          m->peak_memory_bytes[d], simulated->peak_memory_bytes[d]);
+          HumanBytes(m->peak_memory_bytes[d]),
+          HumanBytes(simulated->peak_memory_bytes[d]));
     }
   }
   if (std::string out = absl::GetFlag(FLAGS_profile_out); !out.empty()) {

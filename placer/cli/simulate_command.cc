@@ -47,8 +47,8 @@ std::string Text(const SimulationContext& c, const SimulationResult& r) {
   absl::StrAppendFormat(&out, "lower bound      %.6f s (step is %.2fx)\n",
                         r.lower_bound_seconds,
                         r.step_seconds / r.lower_bound_seconds);
-  absl::StrAppendFormat(&out, "bytes moved      %d in %d transfers\n",
-                        r.bytes_moved, r.transfers_count);
+  absl::StrAppendFormat(&out, "bytes moved      %s in %d transfers\n",
+                        HumanBytes(r.bytes_moved), r.transfers_count);
   absl::StrAppendFormat(&out, "out of memory    %s\n", r.oom ? "YES" : "no");
   absl::StrAppendFormat(&out, "inaccurate ops   %d (cost model guessed)\n",
                         r.inaccurate_nodes);
@@ -57,9 +57,9 @@ std::string Text(const SimulationContext& c, const SimulationResult& r) {
   for (int d = 0; d < cluster.num_devices(); ++d) {
     const Device& dev = cluster.device(d);
     absl::StrAppendFormat(
-        &out, "%-12s %10.6f %7.1f%% %14d %14d %s\n", dev.name,
+        &out, "%-12s %10.6f %7.1f%% %14s %14s %s\n", dev.name,
         r.busy_seconds[d], 100 * r.busy_seconds[d] / r.step_seconds,
-        r.peak_memory_bytes[d], dev.memory_bytes,
+        HumanBytes(r.peak_memory_bytes[d]), HumanBytes(dev.memory_bytes),
         r.peak_memory_bytes[d] > dev.memory_bytes ? "OUT OF MEMORY" : "");
   }
   absl::StrAppendFormat(&out, "\ncritical path    %d steps",
