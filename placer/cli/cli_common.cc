@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -172,6 +174,24 @@ int Fail(const absl::Status& status) {
   std::fprintf(stderr, "placer: error: %s\n", std::string(status.message()).c_str());
   return 1;
 }
+
+namespace {
+std::atomic<bool> stop_signal_received{false};
+extern "C" void OnStopSignal(int) { stop_signal_received = true; }
+}  // namespace
+
+StopOnSignal::StopOnSignal() {
+  stop_signal_received = false;
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGTERM, OnStopSignal);
+}
+
+StopOnSignal::~StopOnSignal() {
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+}
+
+bool StopOnSignal::requested() { return stop_signal_received.load(); }
 
 std::string HumanBytes(int64_t bytes) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

@@ -82,6 +82,18 @@ std::string UserPath(const std::string& path);
 int Fail(const absl::Status& status);
 // Prints the problem and a pointer to --help; returns exit code 2.
 int UsageError(const std::string& message);
+// While alive, SIGINT and SIGTERM ask the command to stop (requested())
+// instead of killing it, so that it can write what it has: the best
+// placement so far, a checkpoint. The default actions come back after.
+class StopOnSignal {
+ public:
+  StopOnSignal();
+  ~StopOnSignal();
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+  static bool requested();
+};
+
 // Bytes for tables, in binary units with three significant digits
 // ("512 B", "16.0 KiB", "2.86 GiB"); --json reports keep exact bytes.
 std::string HumanBytes(int64_t bytes);

@@ -1,4 +1,6 @@
 // placer place MODEL --cluster C [--policy P | --compare] [-o P.json]
+#include <unistd.h>
+
 #include <fstream>
 #include <iostream>
 
@@ -118,16 +120,45 @@ int PlaceCommand(const std::vector<std::string>& args) {
   options.max_evaluations = absl::GetFlag(FLAGS_evaluations);
   options.memory_headroom = absl::GetFlag(FLAGS_memory_headroom);
   if (!checkpoint.empty()) options.checkpoint_dir = UserPath(checkpoint);
+  // Ctrl-C (or SIGTERM) stops the search with the best placement so far,
+  // which is reported and written like any other.
+  StopOnSignal stop_on_signal;
+  options.should_stop = [] { return StopOnSignal::requested(); };
+  // A progress line on stderr: redrawn on a terminal, every 10 s in a log.
+  const bool tty = isatty(STDERR_FILENO) == 1;
+  double last_shown = -1e9;
+  bool shown = false;
+  options.progress_interval_seconds = tty ? 0.5 : 10;
+  options.on_progress = [&](const SearchProgress& p) {
+    if (!tty && p.elapsed_seconds - last_shown < 10) return;
+    last_shown = p.elapsed_seconds;
+    shown = true;
+    std::cerr << (tty ? "\r" : "")
+              << absl::StrFormat(
+                     "place: %s  %.1f s  %d evaluations  best %s   ", p.stage,
+                     p.elapsed_seconds, p.evaluations,
+                     p.best_step_seconds > 0
+                         ? absl::StrFormat("%.6f s", p.best_step_seconds)
+                         : std::string("-"))
+              << (tty ? "" : "\n") << std::flush;
+  };
 
   std::vector<PolicyRun> rows;
   PolicyRun single = RunPolicy("single", input, options);
   if (absl::GetFlag(FLAGS_compare)) {
     rows.push_back(single);
     for (const PolicyInfo& info : Policies()) {
+      if (StopOnSignal::requested()) break;  // report what ran
       if (info.name != "single") rows.push_back(RunPolicy(info.name, input, options));
     }
   } else {
     rows.push_back(policy == "single" ? single : RunPolicy(policy, input, options));
+  }
+  if (shown && tty) std::cerr << "\n";
+  const bool stopped = StopOnSignal::requested();
+  if (stopped) {
+    std::cerr << "place: stopped by signal; reporting the best placements "
+                 "found so far\n";
   }
   // One policy that failed: its error, once (not also as a table row).
   if (!absl::GetFlag(FLAGS_compare) && !rows[0].status.ok()) {
@@ -155,7 +186,7 @@ int PlaceCommand(const std::vector<std::string>& args) {
     if (!s.ok()) return Fail(s);
     ReportWrote(out, policy);
   }
-  return 0;
+  return stopped ? 130 : 0;
 }
 
 }  // namespace placer

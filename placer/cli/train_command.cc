@@ -26,10 +26,6 @@
 namespace placer {
 namespace {
 
-std::atomic<bool> stop_requested{false};
-
-extern "C" void OnStopSignal(int) { stop_requested = true; }
-
 // One model, loaded and ready to simulate; held at a fixed address (the
 // view, context and input refer to each other).
 struct LoadedTask {
@@ -217,8 +213,8 @@ int TrainCommand(const std::vector<std::string>& args) {
     heuristics.push_back(w.ok() ? std::optional(std::move(*w)) : std::nullopt);
   }
 
-  std::signal(SIGINT, OnStopSignal);
-  std::signal(SIGTERM, OnStopSignal);
+  std::optional<StopOnSignal> stop_on_signal;
+  stop_on_signal.emplace();
   ProgressLine progress(names);
   RlCurveRow last;
   auto fraction = [&](const RlCurveRow& row) {
@@ -230,15 +226,15 @@ int TrainCommand(const std::vector<std::string>& args) {
     return f;
   };
   absl::Status trained = trainer.Train(
-      [] { return stop_requested.load(); },
+      [] { return StopOnSignal::requested(); },
       [&](const RlCurveRow& row) {
         last = row;
         progress.Show(row, fraction(row), false);
       });
   if (last.samples > 0) progress.Show(last, fraction(last), true);
   progress.End();
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  const bool stop_requested = StopOnSignal::requested();
+  stop_on_signal.reset();
   if (!trained.ok()) return Fail(trained);
   trainer.EvaluateGreedy();
 

@@ -345,6 +345,35 @@ TEST(CliTest, PlacementFileErrorsNameTheProblem) {
   EXPECT_EQ(RunPlacer("simulate zoo:diamond --placement x.json").exit_code, 2);
 }
 
+TEST(CliTest, PlaceStoppedBySignalWritesTheBestSoFar) {
+  const std::string out = TmpFile("stopped.json");
+  const std::string log = TmpFile("stopped.log");
+  RunCommand("rm -f " + out);
+  // A search with a minute's budget, interrupted after its first progress.
+  RunResult started = RunCommand(
+      "placer/placer place zoo:gnmt2 --cluster p100x4 --policy local_search "
+      "--budget 60 -o " + out + " >" + log + " 2>&1 & echo $!");
+  int pid = std::atoi(started.out.c_str());
+  ASSERT_GT(pid, 0);
+  for (int i = 0; i < 300 &&
+                  RunCommand("grep -q evaluations " + log).exit_code != 0;
+       ++i) {
+    usleep(100000);
+  }
+  RunCommand("kill -INT " + std::to_string(pid));
+  int alive = 0;
+  for (; alive < 200 &&
+         RunCommand("kill -0 " + std::to_string(pid)).exit_code == 0;
+       ++alive) {
+    usleep(50000);
+  }
+  EXPECT_LT(alive, 200) << "still running 10 s after SIGINT";
+  std::string text = RunCommand("cat " + log).out;
+  EXPECT_THAT(text, HasSubstr("stopped by signal"));
+  EXPECT_THAT(text, HasSubstr("wrote " + out));
+  EXPECT_EQ(RunCommand("test -s " + out).exit_code, 0) << text;
+}
+
 TEST(CliTest, PlaceWritesAPlacementThatSimulates) {
   std::string out = TmpFile("placed.json");
   RunResult r = RunPlacer(
