@@ -8,7 +8,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "graph/training_view.h"
+#include "google/protobuf/struct.pb.h"
 #include "placer/cli/cli_common.h"
+#include "placer/json_report.h"
 #include "placer/model_source.h"
 #include "placer/policy_run.h"
 #include "simulator/simulator.h"
@@ -163,7 +165,36 @@ int BenchCommand(const std::vector<std::string>& args) {
         r.status.ok() ? r.result.bytes_moved : 0, r.placement_seconds,
         CsvField(std::string(r.status.message())));
   }
-  std::cout << md;
+  if (absl::GetFlag(FLAGS_json)) {
+    // The CSV's rows as one JSON report.
+    google::protobuf::Struct s;
+    auto& f = *s.mutable_fields();
+    f["budget_seconds"].set_number_value(options.budget_seconds);
+    f["seed"].set_number_value(static_cast<double>(options.seed));
+    auto* list = f["results"].mutable_list_value();
+    for (const Cell& c : cells) {
+      const PolicyRun& r = c.run;
+      auto& e = *list->add_values()->mutable_struct_value()->mutable_fields();
+      e["model"].set_string_value(c.model);
+      e["cluster"].set_string_value(c.cluster);
+      e["policy"].set_string_value(r.policy);
+      e["ok"].set_bool_value(r.status.ok());
+      e["lower_bound_seconds"].set_number_value(c.lower_bound);
+      e["placement_seconds"].set_number_value(r.placement_seconds);
+      if (!r.status.ok()) {
+        e["error"].set_string_value(std::string(r.status.message()));
+        continue;
+      }
+      e["step_seconds"].set_number_value(r.result.step_seconds);
+      e["max_peak_memory_bytes"].set_number_value(
+          static_cast<double>(MaxPeakBytes(r.result)));
+      e["bytes_moved"].set_number_value(
+          static_cast<double>(r.result.bytes_moved));
+    }
+    std::cout << ReportJson(s);
+  } else {
+    std::cout << md;
+  }
   for (const auto& [name, text] :
        {std::pair<std::string, std::string>{"bench.md", md},
         {"bench.csv", csv}}) {

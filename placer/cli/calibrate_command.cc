@@ -18,7 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/training_view.h"
+#include "google/protobuf/struct.pb.h"
 #include "placer/cli/cli_common.h"
+#include "placer/json_report.h"
 #include "placer/model_source.h"
 #include "placer/policy_run.h"
 #include "simulator/simulator.h"
@@ -99,6 +101,25 @@ std::string Summary(const std::string& what, const std::vector<Row>& rows) {
       SpearmanRho(f, m));
 }
 
+// Summary's figures as a JSON object.
+google::protobuf::Value SummaryJson(const std::vector<Row>& rows) {
+  std::vector<double> s, f, m;
+  for (const Row& r : rows) {
+    s.push_back(r.simulated);
+    f.push_back(r.simulated_feedback);
+    m.push_back(r.measured);
+  }
+  google::protobuf::Value v;
+  auto& e = *v.mutable_struct_value()->mutable_fields();
+  e["placements"].set_number_value(static_cast<double>(rows.size()));
+  e["median_relative_error"].set_number_value(MedianRelativeError(rows, false));
+  e["spearman_rho"].set_number_value(SpearmanRho(s, m));
+  e["median_relative_error_with_feedback"].set_number_value(
+      MedianRelativeError(rows, true));
+  e["spearman_rho_with_feedback"].set_number_value(SpearmanRho(f, m));
+  return v;
+}
+
 }  // namespace
 
 int CalibrateCommand(const std::vector<std::string>& args) {
@@ -122,6 +143,12 @@ int CalibrateCommand(const std::vector<std::string>& args) {
 
   std::vector<Row> all;
   std::string summaries;
+  // With --json the table is progress on stderr and the report is JSON.
+  const bool json = absl::GetFlag(FLAGS_json);
+  std::ostream& table = json ? std::cerr : std::cout;
+  google::protobuf::Struct per_model;
+  // Ctrl-C: the placements measured so far are summarized and written.
+  StopOnSignal stop_on_signal;
   for (const std::string& spec : args) {
     absl::StatusOr<LoadedModel> model = LoadModelFromFlags(spec);
     if (!model.ok()) return Fail(model.status());
@@ -186,7 +213,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     }
 
     std::vector<Row> rows;
-    std::cout << absl::StrFormat("%-14s %12s %12s %8s %12s %8s   %s\n",
+    table << absl::StrFormat("%-14s %12s %12s %8s %12s %8s   %s\n",
                                  "placement", "measured s", "simulated s",
                                  "error", "+feedback s", "error", spec);
     for (auto& [name, placement] : placements) {
@@ -198,25 +225,51 @@ int CalibrateCommand(const std::vector<std::string>& args) {
           Executor::Create(view, *cluster, placement, measure.executor);
       if (!executor.ok()) return Fail(executor.status());
       absl::StatusOr<Measurement> m = MeasureSteps(**executor, measure);
+      if (StopOnSignal::requested()) break;
       if (!m.ok()) {
-        std::cout << absl::StrFormat("%-14s failed: %s\n", name,
-                                     m.status().message());
+        table << absl::StrFormat("%-14s failed: %s\n", name,
+                                 m.status().message());
         continue;
       }
       Row row{spec, name, sim->step_seconds, m->step_seconds,
               fed_sim->step_seconds};
-      std::cout << absl::StrFormat(
+      table << absl::StrFormat(
           "%-14s %12.6f %12.6f %+7.1f%% %12.6f %+7.1f%%\n", name, row.measured,
           row.simulated, 100 * (row.simulated - row.measured) / row.measured,
           row.simulated_feedback,
           100 * (row.simulated_feedback - row.measured) / row.measured);
-      std::cout.flush();
+      table.flush();
       rows.push_back(row);
       all.push_back(row);
     }
     summaries += Summary(spec, rows);
+    (*per_model.mutable_fields())[spec] = SummaryJson(rows);
+    if (StopOnSignal::requested()) break;
   }
-  std::cout << "\n" << summaries << Summary("all models", all);
+  const bool stopped = StopOnSignal::requested();
+  if (stopped) {
+    std::cerr << "calibrate: stopped by signal; reporting the placements "
+                 "measured so far\n";
+  }
+  if (json) {
+    google::protobuf::Struct report;
+    auto& f = *report.mutable_fields();
+    *f["models"].mutable_struct_value() = per_model;
+    f["all"] = SummaryJson(all);
+    auto* list = f["rows"].mutable_list_value();
+    for (const Row& r : all) {
+      auto& e = *list->add_values()->mutable_struct_value()->mutable_fields();
+      e["model"].set_string_value(r.model);
+      e["placement"].set_string_value(r.placement);
+      e["measured_seconds"].set_number_value(r.measured);
+      e["simulated_seconds"].set_number_value(r.simulated);
+      e["simulated_with_feedback_seconds"].set_number_value(
+          r.simulated_feedback);
+    }
+    std::cout << ReportJson(report);
+  } else {
+    std::cout << "\n" << summaries << Summary("all models", all);
+  }
   if (std::string out = absl::GetFlag(FLAGS_o); !out.empty()) {
     std::string csv =
         "model,placement,measured_seconds,simulated_seconds,"
@@ -229,8 +282,9 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     if (absl::Status s = WriteFileAtomically(UserPath(out), csv); !s.ok()) {
       return Fail(s);
     }
+    ReportWrote(out);
   }
-  return 0;
+  return stopped ? 130 : 0;
 }
 
 }  // namespace placer

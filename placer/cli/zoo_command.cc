@@ -6,7 +6,9 @@
 #include "absl/strings/str_format.h"
 #include "onnx/checker.h"
 #include "onnx/onnx_pb.h"
+#include "google/protobuf/struct.pb.h"
 #include "placer/cli/cli_common.h"
+#include "placer/json_report.h"
 #include "zoo/zoo.h"
 
 namespace placer {
@@ -14,6 +16,22 @@ namespace placer {
 int ZooCommand(const std::vector<std::string>& args) {
   if (args.empty()) return UsageError("zoo takes `list` or `export NAME`");
   if (args[0] == "list" && args.size() == 1) {
+    if (absl::GetFlag(FLAGS_json)) {
+      google::protobuf::Struct s;
+      auto* list = (*s.mutable_fields())["models"].mutable_list_value();
+      for (const zoo::ZooModel& m : zoo::ZooModels()) {
+        auto& e = *list->add_values()->mutable_struct_value()->mutable_fields();
+        e["name"].set_string_value(m.name);
+        e["description"].set_string_value(m.description);
+        e["batch"].set_number_value(static_cast<double>(m.defaults.batch_size));
+        e["layers"].set_number_value(static_cast<double>(m.defaults.layers));
+        e["seq_len"].set_number_value(static_cast<double>(m.defaults.seq_len));
+        e["hidden"].set_number_value(static_cast<double>(m.defaults.hidden));
+        e["vocab"].set_number_value(static_cast<double>(m.defaults.vocab));
+      }
+      std::cout << ReportJson(s);
+      return 0;
+    }
     std::cout << absl::StrFormat("%-16s %6s %7s %6s %7s %7s  %s\n", "name",
                                  "batch", "layers", "steps", "hidden",
                                  "vocab", "description");

@@ -411,6 +411,31 @@ TEST(CliTest, BenchWritesMarkdownAndCsv) {
   EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 7);
 }
 
+// Reports that --json turns into one JSON object (the progress and "wrote"
+// lines are on stderr, so stdout alone parses).
+TEST(CliTest, JsonEverywhere) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  RunResult bench = RunCommand(
+      std::string("(placer/placer bench --models chain --clusters cpu2 "
+                  "--policies single,m_etf --json --out-dir ") +
+      (dir ? dir : "/tmp") + " 2>/dev/null)");
+  ASSERT_EQ(bench.exit_code, 0) << bench.out;
+  google::protobuf::Struct b = Json(bench.out);
+  EXPECT_EQ(b.fields().at("results").list_value().values_size(), 2);
+  RunResult zoo = RunCommand("(placer/placer zoo list --json 2>/dev/null)");
+  ASSERT_EQ(zoo.exit_code, 0) << zoo.out;
+  EXPECT_GT(Json(zoo.out).fields().at("models").list_value().values_size(), 5);
+  RunResult calibrate = RunCommand(
+      "(placer/placer calibrate zoo:chain:batch=4,hidden=8 --cluster cpu2 "
+      "--placements 2 --steps 1 --warmup 0 --repeats 1 --budget 1 "
+      "--evaluations 5 --json 2>/dev/null)");
+  ASSERT_EQ(calibrate.exit_code, 0) << calibrate.out;
+  google::protobuf::Struct c = Json(calibrate.out);
+  EXPECT_EQ(c.fields().at("rows").list_value().values_size(), 2);
+  EXPECT_TRUE(c.fields().at("all").struct_value().fields().contains(
+      "spearman_rho"));
+}
+
 TEST(CliTest, ZooListNamesEveryModel) {
   RunResult r = RunPlacer("zoo list");
   ASSERT_EQ(r.exit_code, 0);
