@@ -11,7 +11,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "graph/training_view.h"
+#include "google/protobuf/struct.pb.h"
 #include "placer/cli/cli_common.h"
+#include "placer/json_report.h"
 #include "placer/model_source.h"
 #include "profiles/cluster.h"
 #include "profiles/measured_cost_model.h"
@@ -118,6 +120,24 @@ int ProfileCommand(const std::vector<std::string>& args) {
                report->measured_signatures, report->profile.links.size(),
                report->nodes_without_kernel, report->signatures_over_budget,
                report->failed_signatures, reference_note));
+  if (absl::GetFlag(FLAGS_json)) {
+    google::protobuf::Struct s;
+    auto& f = *s.mutable_fields();
+    f["profile"].set_string_value(out);
+    f["measured_signatures"].set_number_value(report->measured_signatures);
+    f["links"].set_number_value(
+        static_cast<double>(report->profile.links.size()));
+    f["nodes_without_kernel"].set_number_value(report->nodes_without_kernel);
+    f["signatures_over_budget"].set_number_value(
+        report->signatures_over_budget);
+    f["failed_signatures"].set_number_value(report->failed_signatures);
+    auto* failures = f["failures"].mutable_list_value();
+    for (const std::string& failure : report->failures) {
+      failures->add_values()->set_string_value(failure);
+    }
+    std::cout << ReportJson(s);
+    return 0;
+  }
   for (const std::string& f : report->failures) {
     std::cout << "  failed: " << f << "\n";
   }

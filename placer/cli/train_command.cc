@@ -14,7 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/training_view.h"
+#include "google/protobuf/struct.pb.h"
 #include "placer/cli/cli_common.h"
+#include "placer/json_report.h"
 #include "simulator/evaluator.h"
 #include "simulator/placement_file.h"
 #include "simulator/simulator.h"
@@ -243,36 +245,62 @@ int TrainCommand(const std::vector<std::string>& args) {
   if (!absl::GetFlag(FLAGS_curve).empty()) {
     files.push_back({UserPath(absl::GetFlag(FLAGS_curve)), trainer.CurveCsv()});
   }
-  std::cout << absl::StrFormat("%-28s %12s %-10s %12s %-14s %8s\n", "model",
-                               "rl step s", "found by", "heuristic s",
-                               "heuristic", "ratio");
+  const bool json = absl::GetFlag(FLAGS_json);
+  google::protobuf::Struct report;
+  auto* models = (*report.mutable_fields())["models"].mutable_list_value();
+  if (!json) {
+    std::cout << absl::StrFormat("%-28s %12s %-10s %12s %-14s %8s\n", "model",
+                                 "rl step s", "found by", "heuristic s",
+                                 "heuristic", "ratio");
+  }
   for (size_t i = 0; i < tasks.size(); ++i) {
     const RlTaskBest& best = trainer.best(static_cast<int>(i));
     const std::optional<HeuristicWinner>& h = heuristics[i];
-    std::cout << absl::StrFormat(
-        "%-28s %12s %-10s %12s %-14s %8s\n", names[i],
-        best.placement ? absl::StrFormat("%.6f", best.step_seconds) : "none",
-        best.placement ? best.source : "-",
-        h ? absl::StrFormat("%.6f", h->step_seconds) : "none",
-        h ? h->policy : "-",
-        h && best.placement
-            ? absl::StrFormat("%.4f", best.step_seconds / h->step_seconds)
-            : "-");
+    auto& e = *models->add_values()->mutable_struct_value()->mutable_fields();
+    e["model"].set_string_value(names[i]);
+    if (best.placement) {
+      e["rl_step_seconds"].set_number_value(best.step_seconds);
+      e["found_by"].set_string_value(best.source);
+    }
+    if (h) {
+      e["heuristic_step_seconds"].set_number_value(h->step_seconds);
+      e["heuristic"].set_string_value(h->policy);
+    }
+    if (!json) {
+      std::cout << absl::StrFormat(
+          "%-28s %12s %-10s %12s %-14s %8s\n", names[i],
+          best.placement ? absl::StrFormat("%.6f", best.step_seconds) : "none",
+          best.placement ? best.source : "-",
+          h ? absl::StrFormat("%.6f", h->step_seconds) : "none",
+          h ? h->policy : "-",
+          h && best.placement
+              ? absl::StrFormat("%.4f", best.step_seconds / h->step_seconds)
+              : "-");
+    }
     if (!best.placement) continue;
     PlacementInfo info{names[i], "rl", best.step_seconds};
-    std::string json = PlacementToJson(*best.placement, loaded[i]->model.graph,
-                                       *cluster, info);
+    std::string placement_json = PlacementToJson(
+        *best.placement, loaded[i]->model.graph, *cluster, info);
     if (!dir.empty()) {
-      files.push_back({absl::StrCat(dir, "/best_", i, ".json"), json});
+      files.push_back(
+          {absl::StrCat(dir, "/best_", i, ".json"), placement_json});
     }
     if (!absl::GetFlag(FLAGS_o).empty()) {
-      files.push_back({UserPath(absl::GetFlag(FLAGS_o)), json});
+      files.push_back({UserPath(absl::GetFlag(FLAGS_o)), placement_json});
     }
   }
-  std::cout << absl::StrFormat(
-      "%d samples in %s of training (all runs)%s\n", trainer.samples(),
-      Clock(trainer.elapsed_seconds()),
-      stop_requested ? "; stopped by signal, checkpoint saved" : "");
+  if (json) {
+    auto& f = *report.mutable_fields();
+    f["samples"].set_number_value(static_cast<double>(trainer.samples()));
+    f["elapsed_seconds"].set_number_value(trainer.elapsed_seconds());
+    f["stopped_by_signal"].set_bool_value(stop_requested);
+    std::cout << ReportJson(report);
+  } else {
+    std::cout << absl::StrFormat(
+        "%d samples in %s of training (all runs)%s\n", trainer.samples(),
+        Clock(trainer.elapsed_seconds()),
+        stop_requested ? "; stopped by signal, checkpoint saved" : "");
+  }
   for (const auto& [path, contents] : files) {
     if (absl::Status s = WriteFileAtomically(path, contents); !s.ok()) {
       return Fail(s);

@@ -434,6 +434,13 @@ TEST(CliTest, JsonEverywhere) {
   EXPECT_EQ(c.fields().at("rows").list_value().values_size(), 2);
   EXPECT_TRUE(c.fields().at("all").struct_value().fields().contains(
       "spearman_rho"));
+  RunResult train = RunCommand(
+      "(placer/placer train zoo:chain:batch=4,hidden=8 --cluster cpu2 "
+      "--samples 16 --samples_per_step 8 --groups 2 --json 2>/dev/null)");
+  ASSERT_EQ(train.exit_code, 0) << train.out;
+  google::protobuf::Struct t = Json(train.out);
+  EXPECT_EQ(t.fields().at("models").list_value().values_size(), 1);
+  EXPECT_EQ(Number(t, "samples"), 16);
 }
 
 TEST(CliTest, ZooListNamesEveryModel) {
