@@ -23,11 +23,25 @@ absl::StatusOr<Cluster> Cluster::FromProto(const proto::Cluster& m,
   Cluster c;
   c.name_ = m.name();
   if (m.devices_size() == 0) return Invalid(source, "no devices");
+  if (m.devices_size() > kMaxDevices) {
+    return Invalid(source, absl::StrCat(m.devices_size(),
+                                        " devices; placer takes at most ",
+                                        kMaxDevices));
+  }
+  if (m.links_size() > kMaxDevices * (kMaxDevices - 1)) {
+    return Invalid(source, absl::StrCat(m.links_size(), " links; at most ",
+                                        kMaxDevices * (kMaxDevices - 1)));
+  }
   std::set<std::string> names;
   for (int i = 0; i < m.devices_size(); ++i) {
     const proto::Device& d = m.devices(i);
     std::string where = absl::StrCat("devices[", i, "] ('", d.name(), "')");
     if (d.name().empty()) return Invalid(source, where + ": name is empty");
+    if (d.name().size() > kMaxNameBytes) {
+      return Invalid(source, absl::StrCat("devices[", i, "]: a name of ",
+                                          d.name().size(), " bytes; at most ",
+                                          kMaxNameBytes));
+    }
     if (!names.insert(d.name()).second) {
       return Invalid(source, where + ": duplicate device name");
     }

@@ -6,7 +6,9 @@
 // devices. Files are protobuf text (.pbtxt) or JSON (.json) with the field
 // names of profiles/cluster.proto; errors name the file and the line or
 // field. Presets ship as files under profiles/clusters/ and are compiled in,
-// so `--cluster p100x4` works anywhere.
+// so `--cluster p100x4` works anywhere. Bounds on what a file may ask for
+// (its link matrix is devices² entries): at most kMaxDevices devices, names
+// of at most kMaxNameBytes bytes; beyond them, an error naming the file.
 #ifndef PLACER_PROFILES_CLUSTER_H_
 #define PLACER_PROFILES_CLUSTER_H_
 
@@ -22,6 +24,9 @@ namespace placer {
 namespace proto {
 class Cluster;
 }  // namespace proto
+
+inline constexpr int kMaxDevices = 1024;
+inline constexpr int kMaxNameBytes = 256;
 
 enum class DeviceKind { kCpu, kGpu };
 

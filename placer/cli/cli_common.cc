@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <new>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -391,7 +392,17 @@ int RunCli(int argc, char** argv, const char* usage,
   }
   std::vector<std::string> args(positional.begin() + 2, positional.end());
   for (const Command& c : commands) {
-    if (command == c.name) return c.run(args);
+    if (command != c.name) continue;
+    // The last line of defence: an allocation that fails, or any exception
+    // a library throws past a command, is an error message, never an abort.
+    try {
+      return c.run(args);
+    } catch (const std::bad_alloc&) {
+      return Fail(absl::ResourceExhaustedError(
+          absl::StrCat(command, ": out of memory")));
+    } catch (const std::exception& e) {
+      return Fail(absl::InternalError(absl::StrCat(command, ": ", e.what())));
+    }
   }
   return UsageError(absl::StrCat("unknown command '", command, "'"));
 }

@@ -59,6 +59,26 @@ TEST(ClusterTest, TextAndJsonWithLinkOverrides) {
                    2e-5 + 1e6 / 5e8);
 }
 
+TEST(ClusterTest, SizesAreBoundedBeforeAnythingIsAllocated) {
+  // 20,000 devices would ask for a 6.4 GB link matrix (the CLI died of
+  // std::bad_alloc): refused by count, naming the file.
+  std::string text;
+  for (int d = 0; d <= kMaxDevices; ++d) {
+    text += "devices { name: \"/cpu:" + std::to_string(d) +
+            "\" kind: CPU peak_flops: 1 memory_bandwidth: 1 memory_bytes: 1 }\n";
+  }
+  absl::Status s = ParseCluster(text, "big.pbtxt").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("big.pbtxt: 1025 devices; placer takes "
+                                     "at most 1024"));
+  s = ParseCluster("devices { name: \"" + std::string(300, 'x') +
+                       "\" kind: CPU peak_flops: 1 memory_bandwidth: 1 "
+                       "memory_bytes: 1 }",
+                   "long.pbtxt")
+          .status();
+  EXPECT_THAT(s.message(), HasSubstr("a name of 300 bytes; at most 256"));
+}
+
 TEST(ClusterTest, ErrorsNameTheLineOrField) {
   absl::Status s = ParseCluster("name: \"x\"\ndevices { nme: \"a\" }",
                                 "bad.pbtxt")
