@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 
@@ -15,6 +16,27 @@ namespace placer {
 int64_t FoldedValue::size() const { return ElementCount(dims); }
 
 namespace {
+
+// A double as int64 when int64 can hold it (the cast is undefined
+// otherwise); nullopt for NaN, infinities and values out of range.
+std::optional<int64_t> ToInt64(double x) {
+  // 2^63 is exactly representable as a double; int64 stops below it.
+  if (!std::isfinite(x) || x >= 9223372036854775808.0 ||
+      x < -9223372036854775808.0) {
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(x);
+}
+
+// A double as int64, clamped to int64's range (NaN: 0): defined for every
+// input, for values that only index or size things (out-of-range ones are
+// refused by the checks on dims downstream).
+int64_t SaturatingInt64(double x) {
+  if (std::isnan(x)) return 0;
+  if (x >= 9223372036854775808.0) return INT64_MAX;
+  if (x < -9223372036854775808.0) return INT64_MIN;
+  return static_cast<int64_t>(x);
+}
 
 template <typename T>
 void AppendRaw(std::string* raw, T value) {
@@ -38,7 +60,7 @@ double RealAt(const FoldedValue& v, int64_t i) {
 }
 
 int64_t IntAt(const FoldedValue& v, int64_t i) {
-  return v.is_integral() ? v.ints[i] : static_cast<int64_t>(v.reals[i]);
+  return v.is_integral() ? v.ints[i] : SaturatingInt64(v.reals[i]);
 }
 
 FoldedValue MakeLike(DataType dtype, std::vector<int64_t> dims) {
@@ -210,7 +232,7 @@ Result FoldConstantOfShape(const Op& op, const std::vector<FoldInput>& in) {
   FoldedValue v = MakeLike(dtype, *dims);
   for (int64_t i = 0; i < v.size(); ++i) {
     if (v.is_integral()) {
-      v.ints[i] = static_cast<int64_t>(fill);
+      v.ints[i] = SaturatingInt64(fill);
     } else {
       v.reals[i] = fill;
     }
@@ -431,7 +453,11 @@ Result FoldRange(const Op&, const std::vector<FoldInput>& in) {
   FoldedValue v = MakeLike(start.dtype, {static_cast<int64_t>(count)});
   for (int64_t i = 0; i < v.size(); ++i) {
     if (v.is_integral()) {
-      v.ints[i] = IntAt(start, 0) + i * IntAt(*in[2].value, 0);
+      int64_t step = 0;
+      if (__builtin_mul_overflow(i, IntAt(*in[2].value, 0), &step) ||
+          __builtin_add_overflow(IntAt(start, 0), step, &v.ints[i])) {
+        return std::nullopt;
+      }
     } else {
       v.reals[i] = s + static_cast<double>(i) * delta;
     }
@@ -459,21 +485,40 @@ Result FoldBinary(const Op& op, const std::vector<FoldInput>& in) {
     int64_t i = BroadcastIndex(a, index), j = BroadcastIndex(b, index);
     if (a.is_integral() && !kLogical) {
       int64_t x = IntAt(a, i), y = IntAt(b, j), r = 0;
+      // A result that int64 cannot hold is not folded (never guessed):
+      // found by fuzzing (128 * 288230376151711743 in a Mul).
       switch (kOp) {
-        case BinaryOp::kAdd: r = x + y; break;
-        case BinaryOp::kSub: r = x - y; break;
-        case BinaryOp::kMul: r = x * y; break;
+        case BinaryOp::kAdd:
+          if (__builtin_add_overflow(x, y, &r)) return std::nullopt;
+          break;
+        case BinaryOp::kSub:
+          if (__builtin_sub_overflow(x, y, &r)) return std::nullopt;
+          break;
+        case BinaryOp::kMul:
+          if (__builtin_mul_overflow(x, y, &r)) return std::nullopt;
+          break;
         case BinaryOp::kDiv:
-          if (y == 0) return std::nullopt;
+          if (y == 0 || (y == -1 && x == INT64_MIN)) return std::nullopt;
           r = x / y;
           break;
-        case BinaryOp::kMod:
-          if (y == 0) return std::nullopt;
-          r = op.IntAttribute("fmod", 0) ? x % y : ((x % y) + y) % y;
+        case BinaryOp::kMod: {
+          if (y == 0 || (y == -1 && x == INT64_MIN)) return std::nullopt;
+          if (op.IntAttribute("fmod", 0)) {
+            r = x % y;
+          } else if (__builtin_add_overflow(x % y, y, &r)) {
+            return std::nullopt;
+          } else {
+            r %= y;
+          }
           break;
-        case BinaryOp::kPow:
-          r = static_cast<int64_t>(std::pow(x, y));
+        }
+        case BinaryOp::kPow: {
+          std::optional<int64_t> p = ToInt64(
+              std::pow(static_cast<double>(x), static_cast<double>(y)));
+          if (!p) return std::nullopt;
+          r = *p;
           break;
+        }
         case BinaryOp::kMin: r = std::min(x, y); break;
         case BinaryOp::kMax: r = std::max(x, y); break;
         default: break;
@@ -524,12 +569,18 @@ Result FoldUnary(const Op&, const std::vector<FoldInput>& in) {
       case UnaryOp::kReciprocal: r = 1 / x; break;
     }
     if (v.is_integral()) {
+      if ((kOp == UnaryOp::kNeg || kOp == UnaryOp::kAbs) &&
+          v.ints[i] == INT64_MIN) {
+        return std::nullopt;  // -INT64_MIN does not exist
+      }
       if (kOp == UnaryOp::kNeg) {
         v.ints[i] = -v.ints[i];
       } else if (kOp == UnaryOp::kAbs) {
         v.ints[i] = v.ints[i] < 0 ? -v.ints[i] : v.ints[i];
       } else {
-        v.ints[i] = static_cast<int64_t>(r);
+        std::optional<int64_t> as_int = ToInt64(r);
+        if (!as_int) return std::nullopt;
+        v.ints[i] = *as_int;
       }
     } else {
       v.reals[i] = r;
@@ -567,7 +618,9 @@ Result FoldReduceProd(const Op& op, const std::vector<FoldInput>& in) {
   double p = 1;
   for (int64_t i = 0; i < in[0].value->size(); ++i) p *= RealAt(*in[0].value, i);
   if (v.is_integral()) {
-    v.ints = {static_cast<int64_t>(p)};
+    std::optional<int64_t> as_int = ToInt64(p);
+    if (!as_int) return std::nullopt;
+    v.ints = {*as_int};
   } else {
     v.reals = {p};
   }
