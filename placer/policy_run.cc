@@ -1,7 +1,8 @@
 #include "placer/policy_run.h"
 
 #include <algorithm>
-#include <chrono>
+
+#include "base/stopwatch.h"
 
 namespace placer {
 
@@ -14,11 +15,9 @@ PolicyRun RunPolicy(const std::string& name, const PolicyInput& input,
     run.status = policy.status();
     return run;
   }
-  auto start = std::chrono::steady_clock::now();
+  const SteadyClock::time_point start = SteadyClock::now();
   absl::StatusOr<Placement> p = (*policy)->Place(input, options);
-  run.placement_seconds = std::chrono::duration<double>(
-                              std::chrono::steady_clock::now() - start)
-                              .count();
+  run.placement_seconds = SecondsSince(start);
   if (!p.ok()) {
     run.status = p.status();
     return run;

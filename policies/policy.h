@@ -111,9 +111,11 @@ class PolicyRegistrar {
 // Whether `name` is a policy that only binaries linked with LibTorch have
 // (the CLI runs `place --policy NAME` in placer_torch then).
 bool PolicyNeedsLibTorch(const std::string& name);
-// The policy named `name`, wrapped so that its every placement passes
-// CheckPlacement (else the check's error): policy.h's contract holds for
-// every policy made here, searches included.
+// The policy named `name`. Heuristics (PolicyKind::kHeuristic) check their
+// own results (each ends in Checked); every other policy — searches,
+// learned ones, any registered later — is wrapped so that its every
+// placement passes CheckPlacement (else the check's error): policy.h's
+// contract holds for every policy made here.
 absl::StatusOr<std::unique_ptr<PlacementPolicy>> NewPolicy(
     const std::string& name);
 

@@ -152,10 +152,12 @@ class Simulation {
  public:
   Simulation(const SimulationContext& c, const Placement& p,
              const SimulationOptions& o)
-      : c_(c), view_(c.view()), options_(o), D_(c.num_devices()) {
-    dev_ = DevicesOfNodes(view_, p);
-    group_device_ = p.device_of_op;
-  }
+      : c_(c),
+        view_(c.view()),
+        options_(o),
+        D_(c.num_devices()),
+        dev_(DevicesOfNodes(view_, p)),
+        group_device_(p.device_of_op) {}
 
   SimulationResult Run();
 
@@ -213,7 +215,7 @@ class Simulation {
   const SimulationOptions& options_;
   const int D_;
   std::vector<int> dev_;           // per view node
-  std::vector<int> group_device_;  // per colocation group (= forward op)
+  const std::vector<int>& group_device_;  // per group (= forward op)
   std::vector<int> pending_;
   std::vector<double> ready_time_, start_, end_;
   std::vector<Cause> cause_;

@@ -74,11 +74,7 @@ int BenchCommand(const std::vector<std::string>& args) {
   if (!import_options.ok()) return Fail(import_options.status());
   zoo::ZooParams zoo_params = ZooParamsFromFlags();
   zoo_params.weights = false;  // placement needs sizes, not bytes
-  PolicyOptions options;
-  options.seed = absl::GetFlag(FLAGS_seed);
-  options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
-  options.max_evaluations = absl::GetFlag(FLAGS_evaluations);
-  options.memory_headroom = absl::GetFlag(FLAGS_memory_headroom);
+  PolicyOptions options = PolicyOptionsFromFlags();
   std::unique_ptr<CostModel> costs = NewRooflineCostModel();
   std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
 

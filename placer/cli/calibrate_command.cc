@@ -191,11 +191,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     std::vector<std::pair<std::string, Placement>> placements;
     std::set<std::vector<int>> seen;
     PolicyInput input{view, *cluster, *costs, context};
-    PolicyOptions po;
-    po.seed = absl::GetFlag(FLAGS_seed);
-    po.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
-    po.max_evaluations = absl::GetFlag(FLAGS_evaluations);
-    po.memory_headroom = absl::GetFlag(FLAGS_memory_headroom);
+    PolicyOptions po = PolicyOptionsFromFlags();
     for (const PolicyInfo& info : Policies()) {
       if (static_cast<int>(placements.size()) >= wanted) break;
       if (info.kind == PolicyKind::kLearned) continue;

@@ -221,6 +221,15 @@ int UsageError(const std::string& message) {
   return 2;
 }
 
+PolicyOptions PolicyOptionsFromFlags() {
+  PolicyOptions options;
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
+  options.max_evaluations = absl::GetFlag(FLAGS_evaluations);
+  options.memory_headroom = absl::GetFlag(FLAGS_memory_headroom);
+  return options;
+}
+
 zoo::ZooParams ZooParamsFromFlags() {
   zoo::ZooParams p;
   p.batch_size = absl::GetFlag(FLAGS_batch);

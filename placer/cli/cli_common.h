@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "graph/onnx_import.h"
 #include "placer/model_source.h"
+#include "policies/policy.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
 #include "zoo/zoo.h"
@@ -102,6 +103,8 @@ std::string HumanBytes(int64_t bytes);
 void ReportWrote(const std::string& path, const std::string& detail = "");
 
 zoo::ZooParams ZooParamsFromFlags();
+// --seed, --budget, --evaluations and --memory-headroom as PolicyOptions.
+PolicyOptions PolicyOptionsFromFlags();
 // A preset name, or a cluster file relative to the user's directory.
 absl::StatusOr<Cluster> LoadUserCluster(const std::string& spec);
 // The roofline model, or the --profile measurements over it.

@@ -114,11 +114,7 @@ int PlaceCommand(const std::vector<std::string>& args) {
   SimulationContext context =
       SimulationContext::Create(view, *cluster, *costs, *order);
   PolicyInput input{view, *cluster, *costs, context};
-  PolicyOptions options;
-  options.seed = absl::GetFlag(FLAGS_seed);
-  options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
-  options.max_evaluations = absl::GetFlag(FLAGS_evaluations);
-  options.memory_headroom = absl::GetFlag(FLAGS_memory_headroom);
+  PolicyOptions options = PolicyOptionsFromFlags();
   if (!checkpoint.empty()) options.checkpoint_dir = UserPath(checkpoint);
   // Ctrl-C (or SIGTERM) stops the search with the best placement so far,
   // which is reported and written like any other.

@@ -52,11 +52,7 @@ int RunCommand(const std::vector<std::string>& args) {
     placed_by = placement_path;
   } else {
     PolicyInput input{view, *cluster, **costs, context};
-    PolicyOptions options;
-    options.seed = absl::GetFlag(FLAGS_seed);
-    options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
-    options.max_evaluations = absl::GetFlag(FLAGS_evaluations);
-    options.memory_headroom = absl::GetFlag(FLAGS_memory_headroom);
+    PolicyOptions options = PolicyOptionsFromFlags();
     PolicyRun run = RunPolicy(policy, input, options);
     if (!run.status.ok()) return Fail(run.status);
     placement = std::move(run.placement);
