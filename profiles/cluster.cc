@@ -60,11 +60,20 @@ absl::StatusOr<Cluster> Cluster::FromProto(const proto::Cluster& m,
     if (!(d.op_overhead_seconds() >= 0)) {
       return Invalid(source, where + ": op_overhead_seconds must be >= 0");
     }
+    if (d.has_process() && (d.process() < 0 || d.process() >= kMaxDevices)) {
+      return Invalid(source, absl::StrCat(where, ": process must be in [0, ",
+                                          kMaxDevices, ")"));
+    }
+    if (d.host().size() > kMaxNameBytes) {
+      return Invalid(source, absl::StrCat(where, ": a host of ", d.host().size(),
+                                          " bytes; at most ", kMaxNameBytes));
+    }
     c.devices_.push_back({d.name(),
                           d.kind() == proto::GPU ? DeviceKind::kGpu
                                                  : DeviceKind::kCpu,
                           d.peak_flops(), d.memory_bandwidth(),
-                          d.memory_bytes(), d.op_overhead_seconds()});
+                          d.memory_bytes(), d.op_overhead_seconds(),
+                          d.has_process() ? d.process() : -1, d.host()});
   }
   const int n = c.num_devices();
   if (n > 1) {

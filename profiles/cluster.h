@@ -37,6 +37,10 @@ struct Device {
   double memory_bandwidth = 0;  // bytes/s
   int64_t memory_bytes = 0;
   double op_overhead_seconds = 0;
+  // The rank that drives it in a distributed run, -1: unsaid (see
+  // runtime/rank_group.h RanksOfDevices); the host it is on, "" unsaid.
+  int process = -1;
+  std::string host;
 };
 
 struct LinkParams {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -58,13 +59,14 @@ class TorchExecutor : public Executor {
  public:
   TorchExecutor(const TrainingView& view, const Cluster& cluster,
                 const Placement& placement, const ExecutorOptions& options,
-                std::vector<torch::Device> devices)
+                std::vector<torch::Device> devices, std::vector<char> local)
       : view_(view),
         graph_(view.forward()),
         cluster_(cluster),
         options_(options),
         devices_(std::move(devices)),
-        num_devices_(cluster.num_devices()) {
+        num_devices_(cluster.num_devices()),
+        local_(std::move(local)) {
     device_of_node_ = DevicesOfNodes(view, placement);
   }
 
@@ -102,6 +104,25 @@ class TorchExecutor : public Executor {
   void StopWorkers();
   void DeviceWorker(int d);
   void LinkWorker(int src, int dst);
+  // Distributed: a link from one of this rank's devices to another rank's
+  // (sends what its queue holds), and one into this rank (receives the
+  // link's messages of each step).
+  void SendWorker(int src, int dst);
+  void RecvWorker(int src, int dst);
+  bool Local(int d) const { return local_[d] != 0; }
+  bool Distributed() const { return options_.ranks != nullptr; }
+  int Channel(int src, int dst) const { return 1 + src * num_devices_ + dst; }
+  absl::Status LinkError(const absl::Status& s, int src, int dst) const {
+    return absl::Status(s.code(), absl::StrCat(s.message(), " (on the link ",
+                                               cluster_.device(src).name, " -> ",
+                                               cluster_.device(dst).name, ")"));
+  }
+  // Distributed: waits for the step's local work like Step, publishing a
+  // local failure and aborting on another rank's.
+  void WaitForStepLocked(std::unique_lock<std::mutex>& lock);
+  // Distributed: every rank's share of the step's report, through the
+  // store; the run's failure if any rank failed.
+  absl::Status ExchangeReports(bool failed);
 
   // Runs node i on its device; fills `outputs` (per node output value).
   absl::Status RunNode(int i, std::vector<torch::Tensor>* outputs,
@@ -146,6 +167,7 @@ class TorchExecutor : public Executor {
   ExecutorOptions options_;
   std::vector<torch::Device> devices_;
   const int num_devices_;
+  const std::vector<char> local_;  // per device: driven by this process
   std::vector<int> device_of_node_;
   std::vector<double> priority_;
   std::vector<int> key_rank_;  // NodeKeyRanks
@@ -192,6 +214,13 @@ class TorchExecutor : public Executor {
                                   std::greater<ReadyEntry>>>
       ready_;
   std::map<std::pair<int, int>, LinkQueue> links_;
+  // Distributed: per link into this rank, messages per step and so far;
+  // items queued on links out of this rank and not yet sent.
+  std::map<std::pair<int, int>, int> expected_, received_;
+  int sends_pending_ = 0;
+  int local_nodes_ = 0;
+  int step_index_ = 0;
+  bool broken_ = false;
   std::vector<int64_t> live_bytes_, peak_bytes_;
   StepReport report_;
   AllocationTracker allocations_;
@@ -298,13 +327,14 @@ absl::Status TorchExecutor::Init() {
     }
     if (value.kind == ValueKind::kParameter) {
       int d = home_[v];
-      if (d < 0) continue;  // no group reads it
+      if (d < 0 || !Local(d)) continue;  // no group reads it, or another rank's
       torch::Tensor w = host.to(devices_[d]);
       resident_[static_cast<size_t>(v) * num_devices_ + d] = w;
       momentum_[v] = torch::zeros_like(w);
       resident_bytes_[d] += 2 * Bytes(w);
     } else {
       for (int d : consumer_devices_[v]) {
+        if (!Local(d)) continue;
         torch::Tensor c = host.to(devices_[d]);
         resident_[static_cast<size_t>(v) * num_devices_ + d] = c;
         resident_bytes_[d] += Bytes(c);
@@ -324,7 +354,7 @@ absl::Status TorchExecutor::Init() {
       targets_[out] = torch::randn(t.shape, gen);
     }
     int producer = t.producer;
-    if (producer >= 0) {
+    if (producer >= 0 && Local(device_of_node_[producer])) {
       targets_[out] = targets_[out].to(devices_[device_of_node_[producer]]);
     }
   }
@@ -346,7 +376,32 @@ absl::Status TorchExecutor::Init() {
                   : home_[v];
     if (src < 0) continue;
     for (int d : consumer_devices_[v]) {
-      if (d != src) links_[{src, d}];
+      if (d == src || (!Local(src) && !Local(d))) continue;
+      links_[{src, d}];
+      // What crosses into this rank each step: every value once per
+      // reading device, and (below) one buffer per gradient sum and device.
+      if (!Local(src) && view_.sum_of(v) < 0) ++expected_[{src, d}];
+    }
+  }
+  for (int sum = 0; sum < sums; ++sum) {
+    const int sink_device = device_of_node_[view_.gradient_sums()[sum].sink];
+    for (int e = 0; e < num_devices_; ++e) {
+      if (e == sink_device || partials_.count[SumSlot(sum, e)] == 0) continue;
+      if (!Local(e) && !Local(sink_device)) continue;
+      links_[{e, sink_device}];
+      if (!Local(e)) ++expected_[{e, sink_device}];
+    }
+  }
+  for (auto& [pair, count] : expected_) received_[pair] = 0;
+  local_nodes_ = 0;
+  for (int i = 0; i < n; ++i) {
+    if (!Local(device_of_node_[i])) continue;
+    ++local_nodes_;
+    for (int c : view_.node(i).control_inputs) {
+      if (device_of_node_[c] != device_of_node_[i]) {
+        return absl::InternalError(absl::StrCat(
+            "control edge between devices at '", view_.node(i).key, "'"));
+      }
     }
   }
   StartWorkers();
@@ -357,11 +412,17 @@ void TorchExecutor::StartWorkers() {
   SetBlasThreads(options_.threads_per_cpu_device);
   KeepFreedHostMemory();
   for (int d = 0; d < num_devices_; ++d) {
-    threads_.emplace_back([this, d] { DeviceWorker(d); });
+    if (Local(d)) threads_.emplace_back([this, d] { DeviceWorker(d); });
   }
   for (auto& [pair, queue] : links_) {
     int src = pair.first, dst = pair.second;
-    threads_.emplace_back([this, src, dst] { LinkWorker(src, dst); });
+    if (Local(src) && Local(dst)) {
+      threads_.emplace_back([this, src, dst] { LinkWorker(src, dst); });
+    } else if (Local(src)) {
+      threads_.emplace_back([this, src, dst] { SendWorker(src, dst); });
+    } else {
+      threads_.emplace_back([this, src, dst] { RecvWorker(src, dst); });
+    }
   }
 }
 
@@ -374,6 +435,8 @@ void TorchExecutor::StopWorkers() {
     std::lock_guard<std::mutex> lock(mu_);
     WakeAllLocked();
   }
+  // Receivers may be blocked in the transport.
+  if (Distributed()) options_.ranks->AbortPending();
   for (std::thread& t : threads_) t.join();
   threads_.clear();
 }
@@ -390,7 +453,8 @@ void TorchExecutor::WakeAllLocked() {
 }
 
 void TorchExecutor::MaybeDoneLocked() {
-  if (remaining_nodes_ == 0 || (!failure_.ok() && in_flight_ == 0)) {
+  if ((remaining_nodes_ == 0 && sends_pending_ == 0) ||
+      (!failure_.ok() && in_flight_ == 0)) {
     done_cv_.notify_all();
   }
 }
@@ -399,14 +463,22 @@ void TorchExecutor::MaybeDoneLocked() {
 // simulator counts them (QueueTransfer), not from its arrival.
 void TorchExecutor::SendLocked(int value, int src, int dst, int64_t bytes) {
   ++Uses(value, src);
-  AddBytesLocked(dst, bytes, -1);
+  if (Local(dst)) {
+    AddBytesLocked(dst, bytes, -1);
+  } else {
+    ++sends_pending_;
+  }
   LinkQueue& queue = links_.at({src, dst});
   queue.values.push_back({value, -1});
   queue.cv.notify_one();
 }
 
 void TorchExecutor::SendSumLocked(int sum, int src, int dst) {
-  AddBytesLocked(dst, Bytes(sum_buffer_[SumSlot(sum, src)]), -1);
+  if (Local(dst)) {
+    AddBytesLocked(dst, Bytes(sum_buffer_[SumSlot(sum, src)]), -1);
+  } else {
+    ++sends_pending_;
+  }
   LinkQueue& queue = links_.at({src, dst});
   queue.values.push_back({partials_.first[SumSlot(sum, src)], sum});
   queue.cv.notify_one();
@@ -819,6 +891,11 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
   const int values = static_cast<int>(view_.values().size());
   auto reporting = ReportAllocations(-1);  // what this thread frees
   std::unique_lock<std::mutex> lock(mu_);
+  if (broken_) {
+    return absl::FailedPreconditionError(
+        "an earlier step failed across ranks, which leaves their channels out "
+        "of step: start the run again");
+  }
   allocations_.Start(resident_bytes_);
   failure_ = absl::OkStatus();
   report_ = StepReport();
@@ -858,11 +935,16 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
       if (r.defined()) Slot(v, d) = r;
     }
   }
-  remaining_nodes_ = n;
+  remaining_nodes_ = local_nodes_;
+  sends_pending_ = 0;
+  for (auto& [pair, count] : received_) count = 0;
   Clock::time_point start = Clock::now();
   // Parameters go to remote readers at the start.
   for (int v = 0; v < values; ++v) {
-    if (view_.value(v).kind != ValueKind::kParameter || home_[v] < 0) continue;
+    if (view_.value(v).kind != ValueKind::kParameter || home_[v] < 0 ||
+        !Local(home_[v])) {
+      continue;
+    }
     for (int e : consumer_devices_[v]) {
       if (e != home_[v]) {
         SendLocked(v, home_[v], e, Bytes(Present(v, home_[v])));
@@ -870,13 +952,17 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
     }
   }
   for (int i = 0; i < n; ++i) {
-    if (pending_[i] == 0) ReadyLocked(i);
+    if (pending_[i] == 0 && Local(device_of_node_[i])) ReadyLocked(i);
   }
   running_ = true;
   WakeAllLocked();
-  done_cv_.wait(lock, [&] {
-    return remaining_nodes_ == 0 || (!failure_.ok() && in_flight_ == 0);
-  });
+  if (Distributed()) {
+    WaitForStepLocked(lock);
+  } else {
+    done_cv_.wait(lock, [&] {
+      return remaining_nodes_ == 0 || (!failure_.ok() && in_flight_ == 0);
+    });
+  }
   running_ = false;
   report_.seconds = SecondsSince(start);
   // Drain what a failure left behind.
@@ -887,13 +973,272 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
   std::fill(copies_.begin(), copies_.end(), torch::Tensor());
   std::fill(sum_buffer_.begin(), sum_buffer_.end(), torch::Tensor());
   std::fill(saved_.begin(), saved_.end(), Saved());
-  if (!failure_.ok()) return failure_;
   report_.loss = loss_;
   report_.peak_memory_bytes = peak_bytes_;
   if (options_.measure_allocations) {
     report_.allocated_peak_bytes = allocations_.peaks();
   }
+  if (Distributed()) {
+    if (!failure_.ok()) broken_ = true;
+    if (absl::Status s = ExchangeReports(!failure_.ok()); !s.ok()) {
+      broken_ = true;
+      return s;
+    }
+  }
+  if (!failure_.ok()) return failure_;
   return std::move(report_);
+}
+
+void TorchExecutor::WaitForStepLocked(std::unique_lock<std::mutex>& lock) {
+  auto done = [&] {
+    return (remaining_nodes_ == 0 && sends_pending_ == 0) ||
+           (!failure_.ok() && in_flight_ == 0);
+  };
+  bool published = false;
+  while (!done()) {
+    if (!failure_.ok() && !published) {
+      // A local failure (or one seen below): tell the other ranks, and wake
+      // this rank's sends and receives, which will never complete now.
+      absl::Status failure = failure_;
+      lock.unlock();
+      options_.ranks->PublishFailure(failure);
+      options_.ranks->AbortPending();
+      lock.lock();
+      published = true;
+      continue;
+    }
+    done_cv_.wait_for(lock, std::chrono::milliseconds(50), done);
+    if (done() || !failure_.ok()) continue;
+    lock.unlock();
+    std::optional<absl::Status> remote = options_.ranks->PublishedFailure();
+    lock.lock();
+    if (remote.has_value()) FailLocked(*remote);
+  }
+  if (!failure_.ok() && !published) {
+    absl::Status failure = failure_;
+    lock.unlock();
+    options_.ranks->PublishFailure(failure);
+    options_.ranks->AbortPending();
+    lock.lock();
+  }
+}
+
+absl::Status TorchExecutor::ExchangeReports(bool failed) {
+  const int n = static_cast<int>(view_.nodes().size());
+  const int ranks = options_.ranks->world_size();
+  const int me = options_.ranks->rank();
+  // One row of doubles per rank: failed, loss, seconds, then per device
+  // busy seconds, tracked peak, allocated peak, then per node seconds.
+  std::vector<double> row = {failed ? 1.0 : 0.0, loss_, report_.seconds};
+  for (int d = 0; d < num_devices_; ++d) row.push_back(report_.busy_seconds[d]);
+  for (int d = 0; d < num_devices_; ++d) {
+    row.push_back(static_cast<double>(peak_bytes_[d]));
+  }
+  for (int d = 0; d < num_devices_; ++d) {
+    row.push_back(options_.measure_allocations
+                      ? static_cast<double>(report_.allocated_peak_bytes[d])
+                      : 0.0);
+  }
+  for (int i = 0; i < n; ++i) row.push_back(report_.node_seconds[i]);
+  auto key = [&](int step, int rank) {
+    return absl::StrCat("placer/step/", step, "/", rank);
+  };
+  const int step = step_index_++;
+  if (absl::Status s = options_.ranks->Put(
+          key(step, me),
+          std::string(reinterpret_cast<const char*>(row.data()),
+                      row.size() * sizeof(double)));
+      !s.ok()) {
+    return s;
+  }
+  // Every rank has read the rows of two steps ago: this one is done.
+  if (step >= 2) options_.ranks->Delete(key(step - 2, me)).IgnoreError();
+  if (failed) {
+    // The run's first failure, the same on every rank.
+    std::optional<absl::Status> first = options_.ranks->PublishedFailure();
+    return first.has_value() ? *first : failure_;
+  }
+  std::vector<double> total(row.size(), 0.0);
+  const Clock::time_point start = Clock::now();
+  for (int r = 0; r < ranks; ++r) {
+    while (true) {
+      absl::StatusOr<bool> there = options_.ranks->Has(key(step, r));
+      if (!there.ok()) return there.status();
+      if (*there) break;
+      if (std::optional<absl::Status> remote =
+              options_.ranks->PublishedFailure()) {
+        return *remote;
+      }
+      if (SecondsSince(start) > options_.ranks->timeout_seconds()) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "rank ", r, " did not finish step ", step + 1, " within ",
+            options_.ranks->timeout_seconds(), " s of this rank (", me, ")"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    absl::StatusOr<std::string> bytes = options_.ranks->Get(key(step, r));
+    if (!bytes.ok()) return bytes.status();
+    if (bytes->size() != row.size() * sizeof(double)) {
+      return absl::DataLossError(absl::StrCat(
+          "rank ", r, "'s report of step ", step + 1, " has ", bytes->size(),
+          " bytes, not ", row.size() * sizeof(double),
+          ": the ranks run different graphs"));
+    }
+    std::vector<double> theirs(row.size());
+    std::memcpy(theirs.data(), bytes->data(), bytes->size());
+    if (theirs[0] != 0) {
+      std::optional<absl::Status> remote = options_.ranks->PublishedFailure();
+      return remote.has_value()
+                 ? *remote
+                 : absl::AbortedError(absl::StrCat("rank ", r, " failed"));
+    }
+    for (size_t k = 0; k < row.size(); ++k) {
+      total[k] = k == 2 ? std::max(total[k], theirs[k]) : total[k] + theirs[k];
+    }
+  }
+  size_t k = 1;
+  report_.loss = total[k++];
+  report_.seconds = total[k++];
+  for (int d = 0; d < num_devices_; ++d) report_.busy_seconds[d] = total[k++];
+  for (int d = 0; d < num_devices_; ++d) {
+    report_.peak_memory_bytes[d] = static_cast<int64_t>(total[k++]);
+  }
+  if (options_.measure_allocations) {
+    for (int d = 0; d < num_devices_; ++d) {
+      report_.allocated_peak_bytes[d] = static_cast<int64_t>(total[k++]);
+    }
+  } else {
+    k += num_devices_;
+  }
+  for (int i = 0; i < n; ++i) report_.node_seconds[i] = total[k++];
+  return absl::OkStatus();
+}
+
+void TorchExecutor::SendWorker(int src, int dst) {
+  LinkQueue& queue = links_.at({src, dst});
+  const int rank = options_.rank_of_device[dst];
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    queue.cv.wait(
+        lock, [&] { return stop_ || (running_ && !queue.values.empty()); });
+    if (stop_) return;
+    const LinkItem item = queue.values.front();
+    queue.values.pop_front();
+    if (!failure_.ok()) {
+      --sends_pending_;
+      continue;
+    }
+    torch::Tensor t = item.sum >= 0 ? sum_buffer_[SumSlot(item.sum, src)]
+                                    : Present(item.value, src);
+    ++in_flight_;
+    lock.unlock();
+    Clock::time_point start = Clock::now();
+    absl::Status s = CatchExceptions("", [&] {
+      Synchronize(devices_[src]);
+      return absl::OkStatus();
+    });
+    // The id tells the receiver what it is: a value, or a sum's buffer.
+    if (s.ok()) {
+      s = options_.ranks->SendTensor(
+          t, item.sum >= 0 ? -1 - static_cast<int64_t>(item.sum) : item.value,
+          rank, Channel(src, dst));
+    }
+    const double seconds = SecondsSince(start);
+    lock.lock();
+    --in_flight_;
+    --sends_pending_;
+    if (!s.ok()) FailLocked(LinkError(s, src, dst));
+    if (!failure_.ok()) {
+      MaybeDoneLocked();
+      continue;
+    }
+    report_.transfers.push_back({item.value, src, dst, Bytes(t), seconds});
+    t = torch::Tensor();
+    if (item.sum >= 0) {
+      torch::Tensor& sent = sum_buffer_[SumSlot(item.sum, src)];
+      live_bytes_[src] -= Bytes(sent);
+      sent = torch::Tensor();
+    } else {
+      ReleaseLocked(item.value, src);
+    }
+    MaybeDoneLocked();
+  }
+}
+
+void TorchExecutor::RecvWorker(int src, int dst) {
+  auto reporting = ReportAllocations(dst);
+  std::optional<c10::DeviceGuard> current;
+  if (!devices_[dst].is_cpu()) current.emplace(devices_[dst]);
+  const std::pair<int, int> link{src, dst};
+  LinkQueue& queue = links_.at(link);
+  const int rank = options_.rank_of_device[src];
+  const int expected = expected_.count(link) ? expected_.at(link) : 0;
+  const int values = static_cast<int>(view_.values().size());
+  const int sums = static_cast<int>(view_.gradient_sums().size());
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    queue.cv.wait(lock, [&] {
+      return stop_ ||
+             (running_ && failure_.ok() && received_.at(link) < expected);
+    });
+    if (stop_) return;
+    lock.unlock();
+    absl::StatusOr<std::pair<int64_t, torch::Tensor>> got =
+        options_.ranks->RecvTensor(rank, Channel(src, dst));
+    Clock::time_point start = Clock::now();
+    absl::Status s = got.status();
+    int value = -1, sum = -1;
+    torch::Tensor copy;
+    if (s.ok()) {
+      // Only what this link carries: a value produced (or homed) on src and
+      // read on dst, or a sum's buffer from src for a sink on dst.
+      const int64_t id = got->first;
+      if (id >= 0 && id < values &&
+          std::find(consumer_devices_[id].begin(), consumer_devices_[id].end(),
+                    dst) != consumer_devices_[id].end()) {
+        value = static_cast<int>(id);
+      } else if (id < 0 && -1 - id < sums &&
+                 device_of_node_[view_.gradient_sums()[-1 - id].sink] == dst) {
+        sum = static_cast<int>(-1 - id);
+        value = partials_.first[SumSlot(sum, src)];
+      } else {
+        s = absl::DataLossError(absl::StrCat(
+            "rank ", rank, " sent item ", id, ", which this link does not carry"));
+      }
+    }
+    if (s.ok()) {
+      s = CatchExceptions("receiving: ", [&] {
+        copy = got->second.to(devices_[dst]);
+        Synchronize(devices_[dst]);
+        return absl::OkStatus();
+      });
+    }
+    bool added = false;
+    if (s.ok() && sum >= 0) {
+      s = CatchExceptions("accumulating gradients: ", [&] {
+        added = Accumulate(sum, dst, copy, /*owned=*/true);
+        return absl::OkStatus();
+      });
+    }
+    (void)start;
+    lock.lock();
+    if (stop_) return;
+    ++received_.at(link);
+    if (!s.ok()) FailLocked(LinkError(s, src, dst));
+    if (!failure_.ok()) {
+      MaybeDoneLocked();
+      continue;
+    }
+    // Counted on dst from its arrival: this rank cannot see when the
+    // sender queued it.
+    AddBytesLocked(dst, Bytes(copy), -1);
+    if (sum >= 0) {
+      ContributedLocked(sum, dst, Bytes(copy), added, /*arrived=*/true);
+    } else {
+      ArriveLocked(value, dst, std::move(copy));
+    }
+    MaybeDoneLocked();
+  }
 }
 
 absl::StatusOr<torch::Tensor> TorchExecutor::Resident(
@@ -939,10 +1284,34 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
     return s;
   }
   if (absl::Status s = CheckRunnable(g); !s.ok()) return s;
-  absl::StatusOr<std::vector<torch::Device>> devices = TorchDevices(cluster);
+  std::vector<char> local(cluster.num_devices(), 1);
+  if (options.ranks != nullptr) {
+    if (static_cast<int>(options.rank_of_device.size()) !=
+        cluster.num_devices()) {
+      return absl::InvalidArgumentError(
+          "executor: rank_of_device must give every device's rank");
+    }
+    bool any = false;
+    for (int d = 0; d < cluster.num_devices(); ++d) {
+      const int r = options.rank_of_device[d];
+      if (r < 0 || r >= options.ranks->world_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "executor: device ", cluster.device(d).name, " has rank ", r,
+            ", not in [0, ", options.ranks->world_size(), ")"));
+      }
+      local[d] = r == options.ranks->rank();
+      any = any || local[d];
+    }
+    if (!any) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "executor: rank ", options.ranks->rank(), " drives no device"));
+    }
+  }
+  absl::StatusOr<std::vector<torch::Device>> devices =
+      TorchDevices(cluster, local);
   if (!devices.ok()) return devices.status();
-  auto executor = std::make_unique<TorchExecutor>(view, cluster, placement,
-                                                  options, std::move(*devices));
+  auto executor = std::make_unique<TorchExecutor>(
+      view, cluster, placement, options, std::move(*devices), std::move(local));
   // Init copies every parameter to its device: LibTorch throws there on
   // out of memory, which comes back as a status like every other failure.
   if (absl::Status s = CatchExceptions("executor: ", [&] {

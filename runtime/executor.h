@@ -47,6 +47,24 @@
 //  - Create fails before anything runs when an op has no kernel (every such
 //    op is listed), a device kind is not available in this LibTorch, or the
 //    placement does not fit the view and cluster.
+//  - Distributed (options.ranks set): this process is one rank of a run
+//    and drives only the devices that options.rank_of_device gives it; every
+//    rank creates an executor over the same view, cluster, placement and
+//    options and calls Step as often. Values and gradient buffers that
+//    cross ranks go by send/recv on the rank group (one channel per link,
+//    in the order the link's worker sends them); within a rank, as above.
+//    Initial values are drawn as in one process (the same seeded sequence,
+//    each rank keeping its own devices'), so losses and parameters do not
+//    depend on the process layout. A copy from another rank counts on its
+//    destination from its arrival (the receiver cannot know when it was
+//    queued). Each step ends with an exchange through the rank group's
+//    store: every rank's StepReport has the run's loss, the slowest rank's
+//    seconds, and every device's busy time, peak and node times (transfers:
+//    this rank's own). A failing rank publishes its error; the others
+//    abort their step within ~50 ms with that error, which names it; a rank
+//    that dies or stalls is named by the first rank that waits on it
+//    (after at most the group's timeout). After a failed step the ranks'
+//    channels are out of step: later steps fail at once (FailedPrecondition).
 #ifndef PLACER_RUNTIME_EXECUTOR_H_
 #define PLACER_RUNTIME_EXECUTOR_H_
 
@@ -61,6 +79,7 @@
 #include "absl/strings/string_view.h"
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
+#include "runtime/rank_group.h"
 #include "runtime/torch_devices.h"
 #include "simulator/placement.h"
 
@@ -82,6 +101,10 @@ struct ExecutorOptions {
   // (StepReport::allocated_peak_bytes), through c10's memory reporting
   // hook on every worker thread. Costs a lock per allocation.
   bool measure_allocations = false;
+  // A distributed run: this process's rank group, and the rank that drives
+  // each cluster device (RanksOfDevices). Null: one process, every device.
+  std::shared_ptr<RankGroup> ranks;
+  std::vector<int> rank_of_device;
 };
 
 struct MeasuredTransfer {
@@ -120,7 +143,8 @@ class Executor {
 
   // The current value of a tensor that exists before the step: a
   // parameter (as updated so far), a graph input as fed, or a constant; a
-  // copy on the CPU.
+  // copy on the CPU. Distributed: NotFound unless it lives on one of this
+  // rank's devices.
   virtual absl::StatusOr<torch::Tensor> Resident(
       absl::string_view name) const = 0;
 };

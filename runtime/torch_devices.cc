@@ -1,15 +1,25 @@
 #include "runtime/torch_devices.h"
 
+#include <map>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 
 namespace placer {
 
-absl::StatusOr<std::vector<torch::Device>> TorchDevices(const Cluster& cluster) {
+absl::StatusOr<std::vector<torch::Device>> TorchDevices(
+    const Cluster& cluster, const std::vector<char>& local) {
   std::vector<torch::Device> devices;
-  int gpus = 0;
-  for (const Device& d : cluster.devices()) {
+  std::map<std::string, int> gpus_of_host;
+  for (int i = 0; i < cluster.num_devices(); ++i) {
+    const Device& d = cluster.device(i);
     if (d.kind == DeviceKind::kCpu) {
       devices.emplace_back(torch::kCPU);
+      continue;
+    }
+    const int gpus = gpus_of_host[d.host]++;
+    if (!local.empty() && !local[i]) {
+      devices.emplace_back(torch::kCPU);  // another rank's
       continue;
     }
     if (!torch::cuda::is_available() ||
@@ -19,7 +29,7 @@ absl::StatusOr<std::vector<torch::Device>> TorchDevices(const Cluster& cluster) 
           torch::cuda::is_available() ? torch::cuda::device_count() : 0,
           " CUDA device(s)"));
     }
-    devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(gpus++));
+    devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(gpus));
   }
   return devices;
 }

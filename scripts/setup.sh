@@ -10,6 +10,9 @@ PACKAGES=(
   bazel-skylib g++
   # Libraries.
   libtorch-dev libopenblas0-pthread libmetis-dev coinor-libclp-dev libonnx-dev libabsl-dev
+  # Gloo's headers: c10d's ProcessGroupGloo.hpp includes them (distributed runs,
+  # runtime/rank_group.h); Debian's libtorch links libgloo0 already.
+  libgloo-dev
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   # OpenSSL: SHA-256 content fingerprints for the placement service cache.
   libssl-dev

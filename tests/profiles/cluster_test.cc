@@ -59,6 +59,27 @@ TEST(ClusterTest, TextAndJsonWithLinkOverrides) {
                    2e-5 + 1e6 / 5e8);
 }
 
+TEST(ClusterTest, WhereDevicesLive) {
+  const std::string two =
+      "devices { name: \"a\" kind: CPU peak_flops: 1 memory_bandwidth: 1 "
+      "memory_bytes: 1 process: 1 host: \"node7\" }\n"
+      "devices { name: \"b\" kind: CPU peak_flops: 1 memory_bandwidth: 1 "
+      "memory_bytes: 1 }\n"
+      "default_link { latency_seconds: 0 bandwidth: 1 }\n";
+  absl::StatusOr<Cluster> c = ParseCluster(two, "two.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->device(0).process, 1);
+  EXPECT_EQ(c->device(0).host, "node7");
+  EXPECT_EQ(c->device(1).process, -1);  // unsaid
+  EXPECT_EQ(c->device(1).host, "");
+  std::string bad = two;
+  bad.replace(bad.find("process: 1"), 10, "process: -3");
+  absl::StatusOr<Cluster> b = ParseCluster(bad, "bad.pbtxt");
+  ASSERT_FALSE(b.ok());
+  EXPECT_THAT(std::string(b.status().message()),
+              ::testing::HasSubstr("bad.pbtxt: devices[0] ('a'): process"));
+}
+
 TEST(ClusterTest, SizesAreBoundedBeforeAnythingIsAllocated) {
   // 20,000 devices would ask for a 6.4 GB link matrix (the CLI died of
   // std::bad_alloc): refused by count, naming the file.

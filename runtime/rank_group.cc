@@ -1,0 +1,371 @@
+#include "runtime/rank_group.h"
+
+#include <chrono>
+#include <set>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/torch_status.h"
+
+namespace placer {
+namespace {
+
+constexpr char kFailureKey[] = "placer/failure";
+constexpr int kHeaderWords = 16;  // id, dtype, rank, then up to 13 dims
+constexpr int kMaxDims = kHeaderWords - 3;
+
+std::string FirstLine(const std::string& message) {
+  size_t end = message.find('\n');
+  return end == std::string::npos ? message : message.substr(0, end);
+}
+
+// A c10d/Gloo exception as a status about `peer` ("rank 1").
+absl::Status PeerError(const std::exception& e, const std::string& about) {
+  std::string what = FirstLine(e.what());
+  if (absl::StrContains(what, "Timed out") ||
+      absl::StrContains(what, "timed out") ||
+      absl::StrContains(what, "timeout")) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(about, " stalled (no answer within the timeout): ", what));
+  }
+  return absl::UnavailableError(absl::StrCat(about, " is gone: ", what));
+}
+
+}  // namespace
+
+struct RankGroup::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  std::mutex mu;
+  std::set<c10::intrusive_ptr<c10d::Work>> pending;
+  bool aborted = false;
+
+  // Waits for `work`, which stays abortable meanwhile.
+  absl::Status Wait(const c10::intrusive_ptr<c10d::Work>& work,
+                    const std::string& about) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (aborted) {
+        work->abort();
+        return absl::AbortedError("aborted after a failure");
+      }
+      pending.insert(work);
+    }
+    absl::Status s;
+    try {
+      if (!work->wait()) s = absl::AbortedError("aborted after a failure");
+    } catch (const std::exception& e) {
+      s = PeerError(e, about);
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    pending.erase(work);
+    if (s.ok() && aborted) s = absl::AbortedError("aborted after a failure");
+    return s;
+  }
+};
+
+absl::StatusOr<std::pair<std::string, int>> ParseHostPort(
+    const std::string& text) {
+  size_t colon = text.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(text.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not HOST:PORT (PORT 0-65535)"));
+  }
+  return std::make_pair(text.substr(0, colon), port);
+}
+
+RankGroup::RankGroup(const RankGroupOptions& options)
+    : options_(options), impl_(std::make_unique<Impl>()) {}
+
+RankGroup::~RankGroup() {
+  if (impl_ != nullptr) AbortPending();
+}
+
+absl::StatusOr<std::shared_ptr<RankGroup>> RankGroup::Create(
+    const RankGroupOptions& options) {
+  if (options.world_size < 1 || options.rank < 0 ||
+      options.rank >= options.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", options.rank, " is not in [0, world size ",
+                     options.world_size, ")"));
+  }
+  if (!(options.timeout_seconds > 0)) {
+    return absl::InvalidArgumentError("the rank timeout must be positive");
+  }
+  std::shared_ptr<RankGroup> group(new RankGroup(options));
+  const auto timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(options.timeout_seconds * 1000));
+  const std::string master =
+      absl::StrCat(options.master_host, ":", options.master_port);
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(options.master_port);
+    so.isServer = options.rank == 0;
+    so.waitWorkers = false;
+    so.timeout = timeout;
+    store = c10::make_intrusive<c10d::TCPStore>(options.master_host, so);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        options.rank == 0 ? "cannot serve the rendezvous on "
+                          : "cannot reach the master (rank 0) at ",
+        master, " within ", options.timeout_seconds, " s: ",
+        FirstLine(e.what())));
+  }
+  group->port_ = store->getPort();
+  group->impl_->store = store;
+  if (options.rank == 0 && options.on_listening) options.on_listening(group->port_);
+  try {
+    const std::string world = absl::StrCat(options.world_size);
+    if (options.rank == 0) {
+      store->set("placer/world_size",
+                 std::vector<uint8_t>(world.begin(), world.end()));
+    }
+    std::vector<uint8_t> theirs = store->get("placer/world_size");
+    if (std::string(theirs.begin(), theirs.end()) != world) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", options.rank, " was started with world size ", world,
+          " but the master at ", master, " runs ",
+          std::string(theirs.begin(), theirs.end()), " ranks"));
+    }
+    if (store->add(absl::StrCat("placer/rank/", options.rank), 1) > 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", options.rank, " joined the master at ", master, " twice"));
+    }
+    std::vector<std::string> keys;
+    for (int r = 0; r < options.world_size; ++r) {
+      keys.push_back(absl::StrCat("placer/rank/", r));
+    }
+    try {
+      store->wait(keys, timeout);
+    } catch (const std::exception&) {
+      std::vector<std::string> missing;
+      for (int r = 0; r < options.world_size; ++r) {
+        if (!store->check({keys[r]})) missing.push_back(absl::StrCat(r));
+      }
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rank(s) ", absl::StrJoin(missing, ", "), " of ", options.world_size,
+          " did not join the master at ", master, " within ",
+          options.timeout_seconds, " s"));
+    }
+    auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
+    gloo->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForHostname(options.bind_host));
+    group->impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("placer/gloo", store),
+        options.rank, options.world_size, gloo);
+  } catch (const std::exception& e) {
+    return PeerError(e, absl::StrCat("the rendezvous at ", master));
+  }
+  return group;
+}
+
+absl::Status RankGroup::Put(const std::string& key, const std::string& value) {
+  try {
+    impl_->store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+  } catch (const std::exception& e) {
+    return PeerError(e, "the master (rank 0)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> RankGroup::Get(const std::string& key) {
+  try {
+    std::vector<uint8_t> v = impl_->store->get(key);
+    return std::string(v.begin(), v.end());
+  } catch (const std::exception& e) {
+    return PeerError(e, absl::StrCat("the master (rank 0), asked for '", key,
+                                     "',"));
+  }
+}
+
+absl::Status RankGroup::SendTensor(const torch::Tensor& tensor, int64_t id,
+                                   int dst_rank, int channel) {
+  const std::string about = absl::StrCat("rank ", dst_rank);
+  torch::Tensor data;
+  std::vector<at::Tensor> header(1);
+  try {
+    data = tensor.to(torch::kCPU).contiguous();
+    if (data.dim() > kMaxDims) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a tensor of rank ", data.dim(), " cannot be sent (at most ",
+          kMaxDims, " dims)"));
+    }
+    header[0] = torch::zeros({kHeaderWords}, torch::kLong);
+    auto h = header[0].accessor<int64_t, 1>();
+    h[0] = id;
+    h[1] = static_cast<int64_t>(data.scalar_type());
+    h[2] = data.dim();
+    for (int64_t k = 0; k < data.dim(); ++k) h[3 + k] = data.size(k);
+  } catch (const std::exception& e) {
+    return TorchErrorStatus(e, "preparing a send: ");
+  }
+  try {
+    c10::intrusive_ptr<c10d::Work> w = impl_->group->send(header, dst_rank, channel);
+    if (absl::Status s = impl_->Wait(w, about); !s.ok()) return s;
+    if (data.numel() == 0) return absl::OkStatus();
+    std::vector<at::Tensor> payload{data};
+    w = impl_->group->send(payload, dst_rank, channel);
+    return impl_->Wait(w, about);
+  } catch (const std::exception& e) {
+    return PeerError(e, about);
+  }
+}
+
+absl::StatusOr<std::pair<int64_t, torch::Tensor>> RankGroup::RecvTensor(
+    int src_rank, int channel) {
+  const std::string about = absl::StrCat("rank ", src_rank);
+  try {
+    std::vector<at::Tensor> header{torch::zeros({kHeaderWords}, torch::kLong)};
+    c10::intrusive_ptr<c10d::Work> w = impl_->group->recv(header, src_rank, channel);
+    if (absl::Status s = impl_->Wait(w, about); !s.ok()) return s;
+    auto h = header[0].accessor<int64_t, 1>();
+    const int64_t dims = h[2];
+    if (dims < 0 || dims > kMaxDims || h[1] < 0 ||
+        h[1] >= static_cast<int64_t>(c10::ScalarType::NumOptions)) {
+      return absl::DataLossError(absl::StrCat(
+          "a malformed message header from ", about, " on channel ", channel));
+    }
+    std::vector<int64_t> shape;
+    for (int64_t k = 0; k < dims; ++k) shape.push_back(h[3 + k]);
+    torch::Tensor data = torch::empty(
+        shape, torch::TensorOptions().dtype(static_cast<c10::ScalarType>(h[1])));
+    if (data.numel() > 0) {
+      std::vector<at::Tensor> payload{data};
+      w = impl_->group->recv(payload, src_rank, channel);
+      if (absl::Status s = impl_->Wait(w, about); !s.ok()) return s;
+    }
+    return std::make_pair(h[0], data);
+  } catch (const std::exception& e) {
+    return PeerError(e, about);
+  }
+}
+
+namespace {
+
+absl::Status Reduce(c10d::ProcessGroupGloo& group, std::vector<double>* values,
+                    c10d::ReduceOp op) {
+  if (values->empty()) return absl::OkStatus();
+  std::vector<at::Tensor> t{
+      torch::from_blob(values->data(), {static_cast<int64_t>(values->size())},
+                       torch::kDouble)
+          .clone()};
+  c10d::AllreduceOptions options;
+  options.reduceOp = op;
+  try {
+    c10::intrusive_ptr<c10d::Work> w = group.allreduce(t, options);
+    w->wait();
+  } catch (const std::exception& e) {
+    return PeerError(e, "a rank, in the end-of-step exchange,");
+  }
+  std::copy(t[0].data_ptr<double>(), t[0].data_ptr<double>() + values->size(),
+            values->begin());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RankGroup::SumAcrossRanks(std::vector<double>* values) {
+  return Reduce(*impl_->group, values, c10d::ReduceOp::SUM);
+}
+
+absl::Status RankGroup::MaxAcrossRanks(std::vector<double>* values) {
+  return Reduce(*impl_->group, values, c10d::ReduceOp::MAX);
+}
+
+absl::StatusOr<bool> RankGroup::Has(const std::string& key) {
+  try {
+    return impl_->store->check({key});
+  } catch (const std::exception& e) {
+    return PeerError(e, "the master (rank 0)");
+  }
+}
+
+absl::Status RankGroup::Delete(const std::string& key) {
+  try {
+    impl_->store->deleteKey(key);
+  } catch (const std::exception& e) {
+    return PeerError(e, "the master (rank 0)");
+  }
+  return absl::OkStatus();
+}
+
+void RankGroup::PublishFailure(const absl::Status& failure) {
+  try {
+    // "CODE:rank R: message"; compareSet with an empty expected value
+    // writes only when the key is absent.
+    std::string text = absl::StrCat(static_cast<int>(failure.code()), ":rank ",
+                                    options_.rank, ": ", failure.message());
+    impl_->store->compareSet(kFailureKey, {},
+                             std::vector<uint8_t>(text.begin(), text.end()));
+  } catch (const std::exception&) {
+    // The master is gone: every rank finds that out on its own.
+  }
+}
+
+std::optional<absl::Status> RankGroup::PublishedFailure() {
+  try {
+    if (!impl_->store->check({kFailureKey})) return std::nullopt;
+    std::vector<uint8_t> v = impl_->store->get(kFailureKey);
+    std::string text(v.begin(), v.end());
+    size_t colon = text.find(':');
+    int code = 0;
+    if (colon == std::string::npos ||
+        !absl::SimpleAtoi(text.substr(0, colon), &code) || code <= 0 ||
+        code > 16) {
+      return absl::UnknownError(text);
+    }
+    return absl::Status(static_cast<absl::StatusCode>(code),
+                        text.substr(colon + 1));
+  } catch (const std::exception& e) {
+    return PeerError(e, "the master (rank 0)");
+  }
+}
+
+void RankGroup::AbortPending() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->aborted = true;
+  for (const auto& w : impl_->pending) {
+    try {
+      w->abort();
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+absl::StatusOr<std::vector<int>> RanksOfDevices(
+    const std::vector<int>& process_of_device, int world_size) {
+  const int n = static_cast<int>(process_of_device.size());
+  std::vector<int> ranks(n);
+  std::vector<int> devices_of_rank(world_size, 0);
+  for (int d = 0; d < n; ++d) {
+    int p = process_of_device[d];
+    if (p >= world_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device ", d, " is given process ", p, " but the run has ",
+          world_size, " rank(s)"));
+    }
+    ranks[d] = p >= 0 ? p : static_cast<int>(static_cast<int64_t>(d) *
+                                             world_size / n);
+    ++devices_of_rank[ranks[d]];
+  }
+  for (int r = 0; r < world_size; ++r) {
+    if (devices_of_rank[r] == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", r, " of ", world_size, " would drive no device (the cluster has ",
+          n, ")"));
+    }
+  }
+  return ranks;
+}
+
+}  // namespace placer

@@ -1,0 +1,116 @@
+// RankGroup: this process's place among the ranks of one distributed run,
+// on LibTorch's c10d: a TCPStore (hosted by rank 0) for the rendezvous,
+// small blobs and the failure flag, and a ProcessGroupGloo for tensors.
+//
+// Contract:
+//  - Create joins rank `rank` of `world_size`: rank 0 hosts the store on
+//    master_host:master_port (port 0: a free one, then port()), the others
+//    connect to it. Every rank must call it; it returns once all have
+//    joined, or fails within timeout_seconds with an error naming the
+//    master, the rank missing or the mismatch (a different world size, a
+//    rank joined twice).
+//  - SendTensor/RecvTensor move one tensor between two ranks on a channel
+//    (a tag): a fixed header (id, dtype, shape) and then the data, so the
+//    receiver needs to know neither the order nor the shapes in advance.
+//    Per channel and pair of ranks, messages arrive in the order sent.
+//    Tensors travel through host memory (Gloo's send/recv are CPU only);
+//    RecvTensor returns a CPU tensor. A peer that is gone, or silent for
+//    timeout_seconds, is an Unavailable/DeadlineExceeded error naming it.
+//  - Failures are published in the store (first one kept) and polled by
+//    the other ranks; AbortPending wakes every send and receive in flight
+//    (they then fail with Aborted). After a failure the channels are out
+//    of step: the caller stops using them.
+//  - SumAcrossRanks/MaxAcrossRanks are collectives: every rank calls them
+//    in the same order.
+//  - Thread safety: SendTensor/RecvTensor from any threads (one thread per
+//    channel and direction); the rest from one thread at a time.
+#ifndef PLACER_RUNTIME_RANK_GROUP_H_
+#define PLACER_RUNTIME_RANK_GROUP_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace placer {
+
+struct RankGroupOptions {
+  std::string master_host = "127.0.0.1";
+  int master_port = 0;  // rank 0: 0 picks a free port
+  int rank = 0;
+  int world_size = 1;
+  // The address this rank's Gloo transport binds and tells its peers.
+  std::string bind_host = "127.0.0.1";
+  double timeout_seconds = 30;
+  // Rank 0: called with the store's port once it listens, before waiting
+  // for the other ranks (e.g. to start them).
+  std::function<void(int port)> on_listening;
+};
+
+// "HOST:PORT" (PORT 0..65535); errors name the flag value.
+absl::StatusOr<std::pair<std::string, int>> ParseHostPort(
+    const std::string& text);
+
+class RankGroup {
+ public:
+  static absl::StatusOr<std::shared_ptr<RankGroup>> Create(
+      const RankGroupOptions& options);
+  ~RankGroup();
+
+  int rank() const { return options_.rank; }
+  int world_size() const { return options_.world_size; }
+  // The store's port (rank 0 with master_port 0: the one it got).
+  int port() const { return port_; }
+  double timeout_seconds() const { return options_.timeout_seconds; }
+
+  // Small values in the store: Put from one rank, Get waits for the key.
+  absl::Status Put(const std::string& key, const std::string& value);
+  absl::StatusOr<std::string> Get(const std::string& key);
+  // Without waiting: whether `key` is there; removing it.
+  absl::StatusOr<bool> Has(const std::string& key);
+  absl::Status Delete(const std::string& key);
+
+  absl::Status SendTensor(const torch::Tensor& tensor, int64_t id,
+                          int dst_rank, int channel);
+  // The id and tensor of the next message from src_rank on `channel`.
+  absl::StatusOr<std::pair<int64_t, torch::Tensor>> RecvTensor(int src_rank,
+                                                               int channel);
+
+  absl::Status SumAcrossRanks(std::vector<double>* values);
+  absl::Status MaxAcrossRanks(std::vector<double>* values);
+
+  // Records `failure` (code and message, the message prefixed with this
+  // rank) as the run's failure unless one is recorded already.
+  void PublishFailure(const absl::Status& failure);
+  // The recorded failure, if any; a store that cannot be reached (the
+  // master gone) is reported as one.
+  std::optional<absl::Status> PublishedFailure();
+  void AbortPending();
+
+ private:
+  struct Impl;  // c10d's store, process group and the work in flight
+  explicit RankGroup(const RankGroupOptions& options);
+
+  RankGroupOptions options_;
+  int port_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The rank that drives each device: the device's `process` where the
+// cluster file gives one, else devices in order split into world_size
+// consecutive blocks. Errors: a process out of range, a rank with no
+// device.
+absl::StatusOr<std::vector<int>> RanksOfDevices(
+    const std::vector<int>& process_of_device, int world_size);
+
+}  // namespace placer
+
+#endif  // PLACER_RUNTIME_RANK_GROUP_H_
