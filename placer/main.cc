@@ -55,7 +55,13 @@ Usage:
       devices (synthetic data, SGD with momentum): loss and time per step,
       measured (median) against simulated step time, memory per device;
       --profile-out writes the measured node and link times as a profile
-      (over --profile's: feed it to the next place/run).
+      (over --profile's: feed it to the next place/run). --nproc N runs
+      the devices as N processes (c10d ranks, Gloo between them; the
+      cluster file may give each device its process); --world-size W
+      with W > N waits for `placer worker` ranks from other hosts.
+  placer worker --rank R --world-size W --master HOST:PORT [--bind ADDR]
+      Joins rank 0's `placer run` as rank R: it reads the run's arguments
+      from rank 0 (files named there must exist on this host too).
   placer calibrate MODEL... --cluster cpu2 [--placements 10]
       Profiles each model, then measures and simulates a set of placements
       (every heuristic policy, then seeded random ones): relative error of
@@ -102,7 +108,7 @@ int main(int argc, char** argv) {
                           }
                           return command == "calibrate" ||
                                  command == "profile" || command == "run" ||
-                                 command == "train";
+                                 command == "train" || command == "worker";
                         },
                         "placer_torch");
 }

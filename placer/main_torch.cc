@@ -11,5 +11,6 @@ int main(int argc, char** argv) {
                          {"run", placer::RunCommand},
                          {"calibrate", placer::CalibrateCommand},
                          {"train", placer::TrainCommand},
-                         {"place", placer::PlaceCommand}});
+                         {"place", placer::PlaceCommand},
+                         {"worker", placer::WorkerCommand}});
 }

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <set>
+#include <thread>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -123,6 +124,15 @@ absl::StatusOr<std::shared_ptr<RankGroup>> RankGroup::Create(
   }
   group->port_ = store->getPort();
   group->impl_->store = store;
+  if (options.rank == 0) {
+    try {
+      for (const auto& [key, value] : options.initial_values) {
+        store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+      }
+    } catch (const std::exception& e) {
+      return PeerError(e, "the store");
+    }
+  }
   if (options.rank == 0 && options.on_listening) options.on_listening(group->port_);
   try {
     const std::string world = absl::StrCat(options.world_size);
@@ -167,6 +177,48 @@ absl::StatusOr<std::shared_ptr<RankGroup>> RankGroup::Create(
     return PeerError(e, absl::StrCat("the rendezvous at ", master));
   }
   return group;
+}
+
+absl::StatusOr<std::string> RankGroup::ReadFromMaster(
+    const std::string& host, int port, const std::string& key,
+    double timeout_seconds) {
+  const std::string master = absl::StrCat(host, ":", port);
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(port);
+    so.isServer = false;
+    so.waitWorkers = false;
+    so.timeout = std::chrono::milliseconds(
+        static_cast<int64_t>(timeout_seconds * 1000));
+    c10d::TCPStore store(host, so);
+    std::vector<uint8_t> v = store.get(key);
+    return std::string(v.begin(), v.end());
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot read '", key, "' from the master (rank 0) at ", master,
+        " within ", timeout_seconds, " s: ", FirstLine(e.what())));
+  }
+}
+
+absl::Status RankGroup::Finish() {
+  try {
+    impl_->store->add("placer/finished", 1);
+    if (options_.rank != 0) return absl::OkStatus();
+    const auto start = std::chrono::steady_clock::now();
+    while (impl_->store->add("placer/finished", 0) < options_.world_size) {
+      if (std::chrono::steady_clock::now() - start >
+          std::chrono::milliseconds(
+              static_cast<int64_t>(options_.timeout_seconds * 1000))) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "not every rank finished within ", options_.timeout_seconds,
+            " s of rank 0"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  } catch (const std::exception& e) {
+    return PeerError(e, "the master (rank 0)");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RankGroup::Put(const std::string& key, const std::string& value) {

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,9 @@ struct RankGroupOptions {
   // The address this rank's Gloo transport binds and tells its peers.
   std::string bind_host = "127.0.0.1";
   double timeout_seconds = 30;
+  // Rank 0: keys written to the store before on_listening (what every rank
+  // may read at once, e.g. the run's arguments).
+  std::map<std::string, std::string> initial_values;
   // Rank 0: called with the store's port once it listens, before waiting
   // for the other ranks (e.g. to start them).
   std::function<void(int port)> on_listening;
@@ -63,7 +67,17 @@ class RankGroup {
  public:
   static absl::StatusOr<std::shared_ptr<RankGroup>> Create(
       const RankGroupOptions& options);
+  // Without joining: `key` from the store of the master at host:port (what
+  // a worker reads before it becomes a rank).
+  static absl::StatusOr<std::string> ReadFromMaster(const std::string& host,
+                                                    int port,
+                                                    const std::string& key,
+                                                    double timeout_seconds);
   ~RankGroup();
+
+  // The run's end: every rank calls it; rank 0 (which hosts the store)
+  // returns once every rank has, so nobody loses the store mid-read.
+  absl::Status Finish();
 
   int rank() const { return options_.rank; }
   int world_size() const { return options_.world_size; }

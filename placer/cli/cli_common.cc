@@ -127,6 +127,24 @@ ABSL_FLAG(placer::FlagSeconds, checkpoint_every, placer::FlagSeconds{60},
 ABSL_FLAG(std::string, reward, "simulated",
           "train: simulated (the simulator, threads in parallel) or "
           "measured (the executor on the cluster's CPU devices).");
+ABSL_FLAG(int32_t, nproc, 1,
+          "run: ranks (processes) to start on this machine, rank 0 being "
+          "this one; devices are split over the ranks in order unless the "
+          "cluster file gives each its process.");
+ABSL_FLAG(int32_t, world_size, 0,
+          "run: ranks in all (default --nproc); ranks --nproc and up join "
+          "with `placer worker` from other hosts.");
+ABSL_FLAG(int32_t, rank, 0,
+          "run, worker: this process's rank (set by the launcher).");
+ABSL_FLAG(std::string, master, "127.0.0.1:0",
+          "run, worker: HOST:PORT of rank 0's rendezvous store (rank 0: port "
+          "0 picks a free one, printed for `placer worker`).");
+ABSL_FLAG(std::string, bind, "127.0.0.1",
+          "run, worker: the address this rank's transport listens on "
+          "(loopback by default; another host's ranks need a reachable one).");
+ABSL_FLAG(placer::FlagSeconds, rank_timeout, placer::FlagSeconds{30},
+          "run, worker: how long a rank waits on another (joining, a value, "
+          "the end of a step) before stopping with an error naming it.");
 ABSL_FLAG(std::string, order, "critical_path",
           "Ready-queue order of the simulator: critical_path or topological.");
 
@@ -169,6 +187,17 @@ std::string UserPath(const std::string& path) {
     return path;
   }
   return absl::StrCat(dir, "/", path);
+}
+
+std::vector<const absl::CommandLineFlag*> PlacerFlags() {
+  std::vector<const absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::StrContains(flag->Filename(), "placer/")) flags.push_back(flag);
+  }
+  std::sort(flags.begin(), flags.end(), [](const auto* a, const auto* b) {
+    return a->Name() < b->Name();
+  });
+  return flags;
 }
 
 int Fail(const absl::Status& status) {
@@ -308,18 +337,6 @@ std::vector<char*> NormalizeFlagNames(int argc, char** argv,
 
 
 constexpr char kVersion[] = "0.1.0";
-
-// The flags placer itself defines (not Abseil's own), sorted by name.
-std::vector<const absl::CommandLineFlag*> PlacerFlags() {
-  std::vector<const absl::CommandLineFlag*> flags;
-  for (const auto& [name, flag] : absl::GetAllFlags()) {
-    if (absl::StrContains(flag->Filename(), "placer/")) flags.push_back(flag);
-  }
-  std::sort(flags.begin(), flags.end(), [](const auto* a, const auto* b) {
-    return a->Name() < b->Name();
-  });
-  return flags;
-}
 
 // The usage, then every flag with its default (as --flag-name).
 void PrintHelp(const char* usage) {

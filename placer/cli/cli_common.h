@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/declare.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -73,6 +74,12 @@ ABSL_DECLARE_FLAG(int32_t, groups);
 ABSL_DECLARE_FLAG(bool, memory_mask);
 ABSL_DECLARE_FLAG(placer::FlagSeconds, checkpoint_every);
 ABSL_DECLARE_FLAG(std::string, reward);
+ABSL_DECLARE_FLAG(int32_t, nproc);
+ABSL_DECLARE_FLAG(int32_t, world_size);
+ABSL_DECLARE_FLAG(int32_t, rank);
+ABSL_DECLARE_FLAG(std::string, master);
+ABSL_DECLARE_FLAG(std::string, bind);
+ABSL_DECLARE_FLAG(placer::FlagSeconds, rank_timeout);
 
 namespace placer {
 
@@ -81,6 +88,9 @@ namespace placer {
 std::string UserPath(const std::string& path);
 // Prints "placer: error: ..." and returns exit code 1.
 int Fail(const absl::Status& status);
+
+// The flags placer itself defines (not Abseil's own), sorted by name.
+std::vector<const absl::CommandLineFlag*> PlacerFlags();
 // Prints the problem and a pointer to --help; returns exit code 2.
 int UsageError(const std::string& message);
 // While alive, SIGINT and SIGTERM ask the command to stop (requested())
@@ -142,6 +152,7 @@ int BenchCommand(const std::vector<std::string>& args);
 int ServeCommand(const std::vector<std::string>& args);
 int RemoteCommand(const std::vector<std::string>& args);
 int TrainCommand(const std::vector<std::string>& args);
+int WorkerCommand(const std::vector<std::string>& args);
 
 }  // namespace placer
 

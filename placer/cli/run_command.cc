@@ -1,9 +1,12 @@
 // placer run MODEL --cluster C (--placement P.json | --policy P) --steps N
 //   [--warmup W] [--profile P.pbtxt] [--profile-out FILE] [--json]
+//   [--nproc N [--world-size W] [--master HOST:PORT] [--rank-timeout 30s]]
 // Trains the model under the placement on this machine's devices and
 // prints measured against simulated step time, the loss per step and the
 // memory per device. --profile-out writes the node and link times measured
-// in the steps (over --profile's, when given).
+// in the steps (over --profile's, when given). With more than one rank
+// (placer/cli/ranks.h), rank 0 chooses the placement and sends it; every
+// rank runs its devices; rank 0 reports.
 #include <iostream>
 
 #include "absl/flags/flag.h"
@@ -12,6 +15,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "graph/training_view.h"
 #include "placer/cli/cli_common.h"
+#include "placer/cli/ranks.h"
 #include "placer/json_report.h"
 #include "placer/model_source.h"
 #include "simulator/placement_file.h"
@@ -42,9 +46,27 @@ int RunCommand(const std::vector<std::string>& args) {
   SimulationContext context =
       SimulationContext::Create(view, *cluster, **costs, *order);
 
+  absl::StatusOr<std::unique_ptr<RankSetup>> ranks_or;
+  const int world = std::max(absl::GetFlag(FLAGS_world_size),
+                             absl::GetFlag(FLAGS_nproc));
+  const int rank = absl::GetFlag(FLAGS_rank);
+  if (world > 1 && !absl::GetFlag(FLAGS_profile_out).empty()) {
+    return UsageError(
+        "--profile-out needs one rank: each rank sees only its own links");
+  }
   Placement placement;
   std::string placed_by;
-  if (!placement_path.empty()) {
+  if (rank > 0) {
+    // The placement is rank 0's (a timed search need not repeat).
+    ranks_or = JoinRanks(*cluster, {});
+    if (!ranks_or.ok()) return Fail(ranks_or.status());
+    absl::StatusOr<std::string> json = (*ranks_or)->group->Get("placer/placement");
+    if (!json.ok()) return Fail(json.status());
+    absl::StatusOr<Placement> p =
+        ParsePlacementJson(*json, "rank 0's placement", model->graph, *cluster);
+    if (!p.ok()) return Fail(p.status());
+    placement = std::move(*p);
+  } else if (!placement_path.empty()) {
     absl::StatusOr<Placement> p =
         ReadPlacementFile(UserPath(placement_path), model->graph, *cluster);
     if (!p.ok()) return Fail(p.status());
@@ -60,6 +82,21 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   absl::StatusOr<SimulationResult> simulated = Simulate(context, placement);
   if (!simulated.ok()) return Fail(simulated.status());
+  if (rank == 0) {
+    ranks_or = JoinRanks(*cluster, RerunArguments("run", args));
+    if (!ranks_or.ok()) return Fail(ranks_or.status());
+    if ((*ranks_or)->group != nullptr) {
+      if (absl::Status s = (*ranks_or)->group->Put(
+              "placer/placement",
+              PlacementToJson(placement, model->graph, *cluster,
+                              {model->source, placed_by, 0}));
+          !s.ok()) {
+        return Fail(FinishRanks(**ranks_or, s));
+      }
+    }
+  }
+  RankSetup& ranks = **ranks_or;
+  const bool report = ranks.rank == 0;
 
   MeasureOptions options;
   options.steps = absl::GetFlag(FLAGS_steps);
@@ -67,29 +104,45 @@ int RunCommand(const std::vector<std::string>& args) {
   options.executor.seed = absl::GetFlag(FLAGS_seed);
   options.executor.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
   options.executor.priorities = context.priorities();
+  options.executor.ranks = ranks.group;
+  options.executor.rank_of_device = ranks.rank_of_device;
+  // Errors of ranks other than 0 say which rank they are.
+  auto fail = [&](absl::Status s) {
+    s = FinishRanks(ranks, s);
+    if (!report) {
+      s = absl::Status(s.code(), absl::StrCat("rank ", rank, ": ", s.message()));
+    }
+    return Fail(s);
+  };
   absl::StatusOr<std::unique_ptr<Executor>> executor =
       Executor::Create(view, *cluster, placement, options.executor);
-  if (!executor.ok()) return Fail(executor.status());
+  if (!executor.ok()) return fail(executor.status());
   const bool json = absl::GetFlag(FLAGS_json);
-  if (!json) {
-    std::cout << absl::StrFormat("%s on %s (%s), %d warm-up + %d steps\n",
+  if (!json && report) {
+    std::cout << absl::StrFormat("%s on %s (%s), %d warm-up + %d steps%s\n",
                                  model->source, cluster->name(), placed_by,
-                                 options.warmup, options.steps);
+                                 options.warmup, options.steps,
+                                 world > 1 ? absl::StrCat(", ", world, " ranks")
+                                           : std::string());
   }
   absl::StatusOr<Measurement> m = MeasureSteps(
       **executor, options, [&](int step, const StepReport& r) {
-        if (json) return;
+        if (json || !report) return;
         std::cout << absl::StrFormat("step %3d  loss %.6f  %.6f s%s\n",
                                      step + 1, r.loss, r.seconds,
-                                     step < options.warmup ? "  (warm-up)" : "");
+                                     step < options.warmup ? "  (warm-up)" : "")
+                  << std::flush;
       });
-  if (!m.ok()) return Fail(m.status());
+  executor->reset();
+  if (absl::Status s = FinishRanks(ranks, m.status()); !s.ok()) return fail(s);
+  if (!report) return 0;
 
   if (json) {
     google::protobuf::Struct s;
     auto& f = *s.mutable_fields();
     f["measured_step_seconds"].set_number_value(m->step_seconds);
     f["simulated_step_seconds"].set_number_value(simulated->step_seconds);
+    f["ranks"].set_number_value(world);
     auto* losses = f["losses"].mutable_list_value();
     for (double l : m->losses) losses->add_values()->set_number_value(l);
     auto* times = f["step_seconds"].mutable_list_value();
