@@ -102,8 +102,10 @@ int main(int argc, char** argv) {
                          {"zoo", placer::ZooCommand}},
                         [](const std::string& command) {
                           if (command == "place") {
-                            return placer::PolicyNeedsLibTorch(
-                                       absl::GetFlag(FLAGS_policy)) ||
+                            // Policies this binary lacks (the learned
+                            // ones) are in placer_torch.
+                            return placer::FindPolicy(
+                                       absl::GetFlag(FLAGS_policy)) == nullptr ||
                                    !absl::GetFlag(FLAGS_checkpoint).empty();
                           }
                           return command == "calibrate" ||

@@ -108,9 +108,10 @@ class PolicyRegistrar {
   explicit PolicyRegistrar(PolicyInfo info);
 };
 
-// Whether `name` is a policy that only binaries linked with LibTorch have
-// (the CLI runs `place --policy NAME` in placer_torch then).
-bool PolicyNeedsLibTorch(const std::string& name);
+// The registered policy named `name` in this binary, or null (unknown, or
+// in a library this binary does not link: the CLI runs `place --policy
+// NAME` in placer_torch then, which has every policy).
+const PolicyInfo* FindPolicy(const std::string& name);
 // The policy named `name`. Heuristics (PolicyKind::kHeuristic) check their
 // own results (each ends in Checked); every other policy — searches,
 // learned ones, any registered later — is wrapped so that its every

@@ -80,7 +80,12 @@ PolicyRegistrar::PolicyRegistrar(PolicyInfo info) {
   Registry().push_back(std::move(info));
 }
 
-bool PolicyNeedsLibTorch(const std::string& name) { return name == "rl"; }
+const PolicyInfo* FindPolicy(const std::string& name) {
+  for (const PolicyInfo& p : Policies()) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
 
 absl::StatusOr<std::unique_ptr<PlacementPolicy>> NewPolicy(
     const std::string& name) {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <new>
 
 #include "absl/flags/flag.h"
@@ -200,6 +201,63 @@ std::vector<const absl::CommandLineFlag*> PlacerFlags() {
   return flags;
 }
 
+const std::map<std::string, std::vector<std::string>>& CommandFlags() {
+  static const auto* table = [] {
+    using Flags = std::vector<std::string>;
+    auto join = [](std::initializer_list<Flags> parts) {
+      Flags out;
+      for (const Flags& p : parts) out.insert(out.end(), p.begin(), p.end());
+      std::sort(out.begin(), out.end());
+      out.erase(std::unique(out.begin(), out.end()), out.end());
+      return out;
+    };
+    // What the shared readers read: LoadModelFromFlags (and the zoo's
+    // sizes), PolicyOptionsFromFlags, CostModelFromFlags.
+    const Flags model = {"batch", "input_shape", "dim", "layers", "seq_len",
+                         "hidden", "vocab", "image_size", "weights", "seed"};
+    const Flags policy = {"policy", "budget", "evaluations",
+                          "memory_headroom", "seed"};
+    const Flags costs = {"profile"};
+    const Flags ranks = {"nproc", "world_size", "rank", "master", "bind",
+                         "rank_timeout"};
+    return new std::map<std::string, Flags>{
+        {"inspect", join({model, {"json"}})},
+        {"zoo", join({model, {"o", "json"}})},
+        {"simulate", join({model, costs,
+                           {"cluster", "placement", "trace", "order", "json"}})},
+        {"place", join({model, policy, costs,
+                        {"cluster", "compare", "o", "checkpoint", "json"}})},
+        {"bench", join({model, policy,
+                        {"models", "clusters", "policies", "out_dir", "json"}})},
+        {"profile", join({model, {"cluster", "devices", "repeats",
+                                  "reference_steps", "warmup", "threads",
+                                  "budget", "o", "json"}})},
+        {"run", join({model, policy, costs, ranks,
+                      {"cluster", "placement", "profile_out", "steps",
+                       "warmup", "threads", "json"}})},
+        {"worker", join({ranks})},
+        {"calibrate", join({model, policy,
+                            {"cluster", "placements", "steps", "warmup",
+                             "threads", "repeats", "profile", "o", "json"}})},
+        {"train", join({model, costs,
+                        {"cluster", "budget", "checkpoint", "resume", "curve",
+                         "samples", "samples_per_step", "warm_start",
+                         "imitation_steps", "joint", "learning_rate",
+                         "entropy", "entropy_target", "max_kl", "groups",
+                         "memory_mask", "checkpoint_every", "reward", "steps",
+                         "warmup", "threads", "o", "json"}})},
+        {"serve", Flags{"listen", "max_ops", "max_placing", "max_request_mb",
+                        "max_searches", "max_threads", "state_dir"}},
+        {"remote", join({{"server", "deadline", "step_seconds",
+                          "send_weights", "use_reported_profiles", "cluster",
+                          "policy", "budget", "evaluations", "seed",
+                          "placement", "profile", "o", "json", "batch",
+                          "input_shape"}})},
+    };
+  }();
+  return *table;
+}
+
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "placer: error: %s\n", std::string(status.message()).c_str());
   return 1;
@@ -338,30 +396,70 @@ std::vector<char*> NormalizeFlagNames(int argc, char** argv,
 
 constexpr char kVersion[] = "0.1.0";
 
+void PrintFlag(const absl::CommandLineFlag& flag) {
+  std::string name(flag.Name());
+  std::replace(name.begin(), name.end(), '_', '-');
+  std::string def = flag.DefaultValue();
+  std::cout << absl::StrFormat("  --%s (default: %s)\n      %s\n", name,
+                               def.empty() ? "none" : def, flag.Help());
+}
+
+constexpr char kFlagSyntax[] =
+    "Flags (--name VALUE or --name=VALUE; booleans --name / --noname):\n";
+
 // The usage, then every flag with its default (as --flag-name).
 void PrintHelp(const char* usage) {
-  std::cout << usage << "\nFlags (--name VALUE or --name=VALUE; booleans "
-            << "--name / --noname):\n";
-  for (const absl::CommandLineFlag* flag : PlacerFlags()) {
-    std::string name(flag->Name());
-    std::replace(name.begin(), name.end(), '_', '-');
-    std::string def = flag->DefaultValue();
-    std::cout << absl::StrFormat("  --%s (default: %s)\n      %s\n", name,
-                                 def.empty() ? "none" : def, flag->Help());
+  std::cout << usage << "\n" << kFlagSyntax;
+  for (const absl::CommandLineFlag* flag : PlacerFlags()) PrintFlag(*flag);
+}
+
+// `placer COMMAND --help`: the command's paragraphs of the usage (lines
+// from "  placer COMMAND" up to the next command's), then its flags.
+void PrintCommandHelp(const char* usage, const std::string& command,
+                      const std::vector<std::string>& flags) {
+  std::vector<std::string> lines = absl::StrSplit(usage, '\n');
+  const std::string mine = "  placer " + command;
+  bool in = false, any = false;
+  for (const std::string& line : lines) {
+    const bool starts_command = absl::StartsWith(line, "  placer ");
+    if (starts_command) {
+      in = line == mine || absl::StartsWith(line, mine + " ");
+    } else if (!absl::StartsWith(line, "  ")) {
+      in = false;
+    }
+    if (in) {
+      std::cout << line << "\n";
+      any = true;
+    }
+  }
+  if (!any) std::cout << "placer " << command << " (see `placer --help`)\n";
+  std::cout << "\n" << kFlagSyntax;
+  for (const std::string& name : flags) {
+    if (const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name)) {
+      PrintFlag(*flag);
+    }
   }
 }
 
 // Help, version and unknown flags, before Abseil's parser (which exits 1
 // for all three): help and version exit 0 (-1: go on), an unknown flag is a
-// usage error (2) like an unknown command.
+// usage error (2) like an unknown command. `placer COMMAND --help` shows
+// that command's usage and flags.
 int EarlyArguments(const std::vector<char*>& args, const char* usage) {
   const auto all = absl::GetAllFlags();
+  const std::string command =
+      args.size() > 1 && args[1][0] != '-' ? args[1] : "";
   for (size_t i = 1; i < args.size(); ++i) {
     absl::string_view arg = args[i];
     if (arg == "--") break;
     if (arg == "--help" || arg == "-h" || arg == "--helpfull" ||
         arg == "--helpshort" || arg == "-help") {
-      PrintHelp(usage);
+      auto it = CommandFlags().find(command);
+      if (it != CommandFlags().end()) {
+        PrintCommandHelp(usage, command, it->second);
+      } else {
+        PrintHelp(usage);
+      }
       return 0;
     }
     if (arg == "--version") {

@@ -4,6 +4,7 @@
 #define PLACER_PLACER_CLI_CLI_COMMON_H_
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,9 @@ int Fail(const absl::Status& status);
 
 // The flags placer itself defines (not Abseil's own), sorted by name.
 std::vector<const absl::CommandLineFlag*> PlacerFlags();
+// Per command, the flags it reads (its own and those of the shared
+// readers below), sorted: what `placer COMMAND --help` lists.
+const std::map<std::string, std::vector<std::string>>& CommandFlags();
 // Prints the problem and a pointer to --help; returns exit code 2.
 int UsageError(const std::string& message);
 // While alive, SIGINT and SIGTERM ask the command to stop (requested())

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -101,11 +102,18 @@ int TrainCommand(const std::vector<std::string>& args) {
                               : UserPath(absl::GetFlag(FLAGS_checkpoint));
   const bool resume = absl::GetFlag(FLAGS_resume);
   if (resume && dir.empty()) return UsageError("--resume needs --checkpoint");
-  const std::string reward = absl::GetFlag(FLAGS_reward);
-  if (reward != "simulated" && reward != "measured") {
-    return UsageError(absl::StrCat("--reward: '", reward,
+  // The flag, parsed once: what rewards the placements sampled.
+  const std::string reward_flag = absl::GetFlag(FLAGS_reward);
+  enum class Reward { kSimulated, kMeasured };
+  const std::map<std::string, Reward> kRewards = {
+      {"simulated", Reward::kSimulated}, {"measured", Reward::kMeasured}};
+  auto found = kRewards.find(reward_flag);
+  if (found == kRewards.end()) {
+    return UsageError(absl::StrCat("--reward: '", reward_flag,
                                    "' is neither simulated nor measured"));
   }
+  const Reward reward = found->second;
+
   if (!absl::GetFlag(FLAGS_o).empty() && args.size() != 1) {
     return UsageError(
         "-o takes the placement of one model; with several, each model's "
@@ -133,7 +141,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   to.checkpoint_interval_seconds =
       absl::GetFlag(FLAGS_checkpoint_every).seconds;
   // Measurements must not overlap on one machine's devices.
-  to.threads = reward == "measured"
+  to.threads = reward == Reward::kMeasured
                    ? 1
                    : static_cast<int>(std::clamp(
                          std::thread::hardware_concurrency(), 1u, 16u));
@@ -160,7 +168,7 @@ int TrainCommand(const std::vector<std::string>& args) {
     task.input = t->input.get();
     task.options.seed = to.seed;
     const LoadedTask* raw = t.get();
-    if (reward == "simulated") {
+    if (reward == Reward::kSimulated) {
       task.make_evaluator = [raw] {
         return NewSimulatorEvaluator(*raw->context);
       };

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -123,6 +125,49 @@ TEST(CliTest, HelpAndVersionExitZero) {
   EXPECT_THAT(version.out, HasSubstr("placer 0."));
   // Negated booleans are flags too.
   EXPECT_EQ(RunPlacer("inspect zoo:chain --noweights").exit_code, 0);
+}
+
+// The flags a help text lists ("  --name (default: ...)").
+std::set<std::string> HelpFlags(const std::string& text) {
+  std::set<std::string> flags;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("  --", 0) == 0) flags.insert(line.substr(4, line.find(' ', 4) - 4));
+  }
+  return flags;
+}
+
+TEST(CliTest, EachCommandsHelpShowsItsOwnUsageAndFlags) {
+  RunResult run = RunPlacer("run --help");
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("placer run MODEL"));
+  EXPECT_THAT(run.out, Not(HasSubstr("placer place MODEL")));
+  std::set<std::string> run_flags = HelpFlags(run.out);
+  EXPECT_TRUE(run_flags.count("nproc"));
+  EXPECT_TRUE(run_flags.count("steps"));
+  EXPECT_FALSE(run_flags.count("samples-per-step"));  // train's
+  RunResult inspect = RunPlacer("inspect --help");
+  EXPECT_THAT(inspect.out, HasSubstr("placer inspect MODEL"));
+  std::set<std::string> inspect_flags = HelpFlags(inspect.out);
+  EXPECT_TRUE(inspect_flags.count("batch"));
+  EXPECT_FALSE(inspect_flags.count("policy"));
+  // train's warm start is off by default, and its help says so.
+  RunResult train = RunPlacer("train --help");
+  EXPECT_THAT(train.out, HasSubstr("--warm-start (default: false)"));
+  // Every flag placer has is some command's.
+  std::set<std::string> all = HelpFlags(RunPlacer("--help").out);
+  std::set<std::string> covered;
+  for (const char* c : {"inspect", "zoo", "simulate", "place", "bench",
+                        "profile", "run", "worker", "calibrate", "train",
+                        "serve", "remote"}) {
+    RunResult r = RunPlacer(std::string(c) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << c;
+    EXPECT_THAT(r.out, HasSubstr(std::string("placer ") + c)) << c;
+    for (const std::string& f : HelpFlags(r.out)) covered.insert(f);
+  }
+  EXPECT_GT(all.size(), 50u);
+  for (const std::string& f : all) EXPECT_TRUE(covered.count(f)) << "--" << f;
 }
 
 TEST(CliTest, ErrorsAreClearAndExitNonZero) {
