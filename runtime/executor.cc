@@ -581,7 +581,8 @@ void TorchExecutor::DeviceWorker(int d) {
     Clock::time_point start = Clock::now();
     absl::Status s;
     try {
-      s = RunNode(node, &outputs, &loss);
+      if (options_.before_node) s = options_.before_node(view_.node(node));
+      if (s.ok()) s = RunNode(node, &outputs, &loss);
       if (s.ok()) Synchronize(devices_[d]);
     } catch (const std::exception& e) {
       s = TorchErrorStatus(e, "");

@@ -43,7 +43,9 @@
 //    at once; a node's outputs all counted before any is freed); a step that goes over a
 //    device's memory_bytes fails with a ResourceExhausted error naming the
 //    device and the node, never a crash. Kernel errors fail the step with
-//    the node's key.
+//    the node's key. A failed step leaves nothing behind but what its
+//    update nodes that ran did to their parameters (none has run while any
+//    forward node is pending); the next step starts clean.
 //  - Create fails before anything runs when an op has no kernel (every such
 //    op is listed), a device kind is not available in this LibTorch, or the
 //    placement does not fit the view and cluster.
@@ -69,6 +71,7 @@
 #define PLACER_RUNTIME_EXECUTOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -101,6 +104,9 @@ struct ExecutorOptions {
   // (StepReport::allocated_peak_bytes), through c10's memory reporting
   // hook on every worker thread. Costs a lock per allocation.
   bool measure_allocations = false;
+  // Fault injection (tests): called on the device's worker before each
+  // node runs; a non-OK status fails that node as a kernel error would.
+  std::function<absl::Status(const TrainingNode& node)> before_node;
   // A distributed run: this process's rank group, and the rank that drives
   // each cluster device (RanksOfDevices). Null: one process, every device.
   std::shared_ptr<RankGroup> ranks;

@@ -308,6 +308,56 @@ TEST(ExecutorTest, MemoryOverTheLimitIsAFailedStepNamingTheDevice) {
   EXPECT_FALSE((*e)->Step().ok());
 }
 
+// LevelDB-style fault injection: a node that fails once fails its step
+// with its key; the executor drains what the step left and the next steps
+// are those of a fresh executor (no update runs while a forward node is
+// pending, so the parameters were untouched).
+TEST(ExecutorTest, AStepSucceedsAfterAFailedOne) {
+  zoo::ZooParams p;
+  p.batch_size = 4;
+  p.hidden = 16;
+  p.seq_len = 3;
+  std::unique_ptr<Model> m = Load("gnmt2", p);
+  // A forward node in the middle of the order, on the second of 2 devices.
+  std::string victim;
+  int seen = 0;
+  for (int op : m->graph.topological_order()) {
+    if (++seen == static_cast<int>(m->graph.ops().size()) / 2) {
+      victim = m->graph.op(op).key;
+    }
+  }
+  ASSERT_FALSE(victim.empty());
+  int failures_left = 1;
+  ExecutorOptions faulty;
+  faulty.before_node = [&](const TrainingNode& node) {
+    if (node.kind == NodeKind::kForward && node.key == victim &&
+        failures_left > 0) {
+      --failures_left;
+      return absl::InternalError("injected");
+    }
+    return absl::OkStatus();
+  };
+  const Cluster two = Cpus(2);
+  const Placement placement = RoundRobin(m->graph, 2);
+  auto e = Executor::Create(m->view, two, placement, faulty);
+  auto fresh = Executor::Create(m->view, two, placement);
+  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  absl::StatusOr<StepReport> failed = (*e)->Step();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(failed.status().message().find(victim), std::string::npos)
+      << failed.status();
+  EXPECT_EQ(failures_left, 0);
+  for (int step = 0; step < 3; ++step) {
+    absl::StatusOr<StepReport> a = (*e)->Step();
+    absl::StatusOr<StepReport> b = (*fresh)->Step();
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_NEAR(a->loss, b->loss, 1e-6 * std::abs(b->loss)) << step;
+  }
+}
+
 // The simulator's hand-computed case (tests/simulator/simulator_test.cc,
 // PartialGradientsAreSummedWhereTheyAreMade): W homed on device 0, read by
 // m1..m3 on device 1. The executor sends one 16-byte buffer of W's partial
