@@ -58,4 +58,39 @@ std::string ReportJson(const google::protobuf::Struct& report) {
   return out + "\n";
 }
 
+SimulationSummary Summarize(const SimulationResult& result,
+                            const Cluster& cluster) {
+  SimulationSummary s;
+  s.step_seconds = result.step_seconds;
+  s.lower_bound_seconds = result.lower_bound_seconds;
+  s.bytes_moved = result.bytes_moved;
+  s.out_of_memory = result.oom;
+  s.estimated_nodes = result.inaccurate_nodes;
+  for (const Device& d : cluster.devices()) s.devices.push_back(d.name);
+  s.peak_memory_bytes = result.peak_memory_bytes;
+  s.busy_seconds = result.busy_seconds;
+  return s;
+}
+
+void AddSimulationFields(const SimulationSummary& summary,
+                         google::protobuf::Struct* report) {
+  auto& f = *report->mutable_fields();
+  f["step_seconds"].set_number_value(summary.step_seconds);
+  f["lower_bound_seconds"].set_number_value(summary.lower_bound_seconds);
+  f["bytes_moved"].set_number_value(static_cast<double>(summary.bytes_moved));
+  f["out_of_memory"].set_bool_value(summary.out_of_memory);
+  f["estimated_nodes"].set_number_value(summary.estimated_nodes);
+  auto& peak = *f["peak_memory_bytes"].mutable_struct_value()->mutable_fields();
+  auto& busy = *f["busy_seconds"].mutable_struct_value()->mutable_fields();
+  for (size_t d = 0; d < summary.devices.size(); ++d) {
+    if (d < summary.peak_memory_bytes.size()) {
+      peak[summary.devices[d]].set_number_value(
+          static_cast<double>(summary.peak_memory_bytes[d]));
+    }
+    if (d < summary.busy_seconds.size()) {
+      busy[summary.devices[d]].set_number_value(summary.busy_seconds[d]);
+    }
+  }
+}
+
 }  // namespace placer

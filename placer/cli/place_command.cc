@@ -71,19 +71,15 @@ std::string Json(const std::vector<PolicyRun>& rows, double single_seconds,
       e["error"].set_string_value(std::string(r.status.message()));
       continue;
     }
-    e["step_seconds"].set_number_value(r.result.step_seconds);
+    google::protobuf::Struct row;
+    AddSimulationFields(Summarize(r.result, cluster), &row);
+    for (auto& [key, value] : *row.mutable_fields()) e[key] = value;
     if (single_seconds > 0) {
       e["speedup_over_single"].set_number_value(single_seconds /
                                                 r.result.step_seconds);
     }
     e["ratio_to_lower_bound"].set_number_value(r.result.step_seconds /
                                                lower_bound);
-    e["bytes_moved"].set_number_value(static_cast<double>(r.result.bytes_moved));
-    auto& peak = *e["peak_memory_bytes"].mutable_struct_value()->mutable_fields();
-    for (int d = 0; d < cluster.num_devices(); ++d) {
-      peak[cluster.device(d).name].set_number_value(
-          static_cast<double>(r.result.peak_memory_bytes[d]));
-    }
   }
   return ReportJson(s);
 }

@@ -8,12 +8,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "graph/constant_folding.h"
 #include "onnx/onnx_pb.h"
 #include "placer/cli/cli_common.h"
+#include "placer/json_report.h"
 #include "placer/service/service.grpc.pb.h"
 #include "profiles/cluster.h"
 #include "profiles/cluster.pb.h"
@@ -158,11 +160,53 @@ std::string ReportText(const proto::SimulationReport& r) {
   return out;
 }
 
+// The service's report in the command line's one shape (json_report.h).
+SimulationSummary Summarize(const proto::SimulationReport& r) {
+  SimulationSummary s;
+  s.step_seconds = r.step_seconds();
+  s.lower_bound_seconds = r.lower_bound_seconds();
+  s.bytes_moved = r.bytes_moved();
+  s.out_of_memory = r.out_of_memory();
+  s.estimated_nodes = r.estimated_nodes();
+  for (const proto::DeviceReport& d : r.devices()) {
+    s.devices.push_back(d.device());
+    s.peak_memory_bytes.push_back(d.peak_memory_bytes());
+    s.busy_seconds.push_back(d.busy_seconds());
+  }
+  return s;
+}
+
+// As `placer place --json`: {"lower_bound_seconds", "results": [row]}, the
+// row with the service's fields too (fingerprint, cached, ...).
+std::string PlacedJson(const proto::PlaceResponse& r) {
+  google::protobuf::Struct row;
+  AddSimulationFields(Summarize(r.report()), &row);
+  auto& e = *row.mutable_fields();
+  e["policy"].set_string_value(r.placement().policy());
+  e["ok"].set_bool_value(true);
+  e["placement_seconds"].set_number_value(r.placement_seconds());
+  e["ratio_to_lower_bound"].set_number_value(
+      r.report().lower_bound_seconds() > 0
+          ? r.report().step_seconds() / r.report().lower_bound_seconds()
+          : 0);
+  e["fingerprint"].set_string_value(r.fingerprint());
+  e["cached"].set_bool_value(r.cached());
+  e["stopped_at_deadline"].set_bool_value(r.stopped_at_deadline());
+  if (r.measured().count() > 0) {
+    auto& m = *e["measured"].mutable_struct_value()->mutable_fields();
+    m["count"].set_number_value(r.measured().count());
+    m["median_step_seconds"].set_number_value(r.measured().median_step_seconds());
+  }
+  google::protobuf::Struct s;
+  auto& f = *s.mutable_fields();
+  f["lower_bound_seconds"].set_number_value(r.report().lower_bound_seconds());
+  *f["results"].mutable_list_value()->add_values()->mutable_struct_value() = row;
+  return ReportJson(s);
+}
+
 int PrintPlaced(const proto::PlaceResponse& r) {
   if (absl::GetFlag(FLAGS_json)) {
-    proto::PlaceResponse copy = r;
-    copy.clear_placement();  // the placement goes to -o
-    std::cout << FormatJson(copy);
+    std::cout << PlacedJson(r);  // the placement goes to -o
   } else {
     if (r.fingerprint().empty()) {
       std::cout << "not stored (no fingerprint): the search stopped at the "
@@ -271,8 +315,13 @@ int RemoteCommand(const std::vector<std::string>& args) {
         !s.ok()) {
       return Fail(s);
     }
-    std::cout << (absl::GetFlag(FLAGS_json) ? FormatJson(response)
-                                            : ReportText(response.report()));
+    if (absl::GetFlag(FLAGS_json)) {
+      google::protobuf::Struct json;
+      AddSimulationFields(Summarize(response.report()), &json);
+      std::cout << ReportJson(json);
+    } else {
+      std::cout << ReportText(response.report());
+    }
     return 0;
   }
   if (verb == "get") {

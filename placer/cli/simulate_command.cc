@@ -79,22 +79,11 @@ std::string Text(const SimulationContext& c, const SimulationResult& r) {
 
 std::string Json(const SimulationContext& c, const SimulationResult& r) {
   google::protobuf::Struct s;
+  AddSimulationFields(Summarize(r, c.cluster()), &s);
   auto& f = *s.mutable_fields();
-  f["step_seconds"].set_number_value(r.step_seconds);
-  f["lower_bound_seconds"].set_number_value(r.lower_bound_seconds);
-  f["bytes_moved"].set_number_value(static_cast<double>(r.bytes_moved));
   f["transfers"].set_number_value(r.transfers_count);
-  f["oom"].set_bool_value(r.oom);
-  f["inaccurate_ops"].set_number_value(r.inaccurate_nodes);
   f["critical_path_steps"].set_number_value(
       static_cast<double>(r.critical_path.size()));
-  auto& peak = *f["peak_memory_bytes"].mutable_struct_value()->mutable_fields();
-  auto& busy = *f["busy_seconds"].mutable_struct_value()->mutable_fields();
-  for (int d = 0; d < c.num_devices(); ++d) {
-    const std::string& name = c.cluster().device(d).name;
-    peak[name].set_number_value(static_cast<double>(r.peak_memory_bytes[d]));
-    busy[name].set_number_value(r.busy_seconds[d]);
-  }
   return ReportJson(s);
 }
 

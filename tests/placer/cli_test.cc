@@ -214,9 +214,9 @@ TEST(CliTest, SimulateAPlacementFile) {
   // in backward, join's gradient for right crosses to /cpu:1 and right's
   // gradient for top comes back; w_right lives on /cpu:1 with right.
   EXPECT_EQ(Number(s, "bytes_moved"), 4 * 24);
-  EXPECT_FALSE(s.fields().at("oom").bool_value());
+  EXPECT_FALSE(s.fields().at("out_of_memory").bool_value());
   EXPECT_EQ(s.fields().at("peak_memory_bytes").struct_value().fields_size(), 2);
-  EXPECT_EQ(Number(s, "inaccurate_ops"), 0);
+  EXPECT_EQ(Number(s, "estimated_nodes"), 0);
   RunResult cat = RunCommand("cat " + trace);
   google::protobuf::Struct t = Json(cat.out);
   EXPECT_GT(t.fields().at("traceEvents").list_value().values_size(), 11);
@@ -253,7 +253,7 @@ TEST(CliTest, ProfileThenSimulateWithIt) {
   ASSERT_EQ(measured.exit_code, 0) << measured.out;
   EXPECT_NE(Number(Json(measured.out), "step_seconds"),
             Number(Json(roofline.out), "step_seconds"));
-  EXPECT_EQ(Number(Json(measured.out), "inaccurate_ops"), 0);
+  EXPECT_EQ(Number(Json(measured.out), "estimated_nodes"), 0);
   // GPUs: none in cpu2; in cpu1_h100x1, none that this (CPU) LibTorch sees.
   RunResult no_gpu = RunPlacer("profile --devices gpu -o x");
   EXPECT_EQ(no_gpu.exit_code, 1);
@@ -291,7 +291,7 @@ TEST(CliTest, RunTrainsAPlacementAndWritesAProfile) {
       "simulate zoo:diamond --batch 8 --hidden 16 --cluster cpu2 --json "
       "--placement " + placement + " --profile " + profile);
   ASSERT_EQ(sim.exit_code, 0) << sim.out;
-  EXPECT_EQ(Number(Json(sim.out), "inaccurate_ops"), 0);
+  EXPECT_EQ(Number(Json(sim.out), "estimated_nodes"), 0);
   // A placement that does not fit the model is named.
   std::string bad = TmpFile("run_bad.json");
   WriteFile(bad, R"({"assignment": {"top": "/cpu:0"}})");
@@ -538,6 +538,44 @@ TEST(CliTest, ServeThenRemotePlaceTrainSimulateGetAcrossARestart) {
   RunResult sim = RunPlacer("remote simulate" + model + " --placement " + out);
   ASSERT_EQ(sim.exit_code, 0) << sim.out;
   EXPECT_THAT(sim.out, HasSubstr("simulated step"));
+  // One JSON shape per report: remote simulate prints what local simulate
+  // does (numbers, device maps), and remote place's row has local place's
+  // row's fields.
+  const std::string local_model =
+      " zoo:gnmt2:batch=8,seq_len=4,hidden=64,vocab=100 --cluster p100x4";
+  google::protobuf::Struct remote_sim = Json(
+      RunPlacer("remote simulate" + model + " --placement " + out + " --json").out);
+  google::protobuf::Struct local_sim = Json(
+      RunPlacer("simulate" + local_model + " --placement " + out + " --json").out);
+  for (const char* key : {"step_seconds", "lower_bound_seconds", "bytes_moved",
+                          "out_of_memory", "estimated_nodes",
+                          "peak_memory_bytes", "busy_seconds"}) {
+    ASSERT_TRUE(remote_sim.fields().count(key)) << key;
+    ASSERT_TRUE(local_sim.fields().count(key)) << key;
+    EXPECT_EQ(remote_sim.fields().at(key).kind_case(),
+              local_sim.fields().at(key).kind_case())
+        << key;
+  }
+  EXPECT_DOUBLE_EQ(Number(remote_sim, "step_seconds"),
+                   Number(local_sim, "step_seconds"));
+  EXPECT_DOUBLE_EQ(Number(remote_sim, "bytes_moved"),
+                   Number(local_sim, "bytes_moved"));
+  EXPECT_EQ(remote_sim.fields().at("peak_memory_bytes").struct_value().fields_size(), 4);
+  google::protobuf::Struct remote_place =
+      Json(RunPlacer("remote place" + model + " --json").out);
+  google::protobuf::Struct local_place =  // stdout only (progress: stderr)
+      Json(RunCommand("(placer/placer place" + local_model +
+                      " --evaluations 50 --json 2>/dev/null)")
+               .out);
+  const auto& remote_row =
+      remote_place.fields().at("results").list_value().values(0).struct_value();
+  const auto& local_row =
+      local_place.fields().at("results").list_value().values(0).struct_value();
+  for (const auto& [key, value] : local_row.fields()) {
+    if (key == "speedup_over_single") continue;  // local --compare's baseline
+    EXPECT_TRUE(remote_row.fields().count(key)) << key;
+  }
+  EXPECT_TRUE(remote_row.fields().count("fingerprint"));
   RunResult train = RunPlacer("remote train" + model + " --policy local_search --seed 3");
   ASSERT_EQ(train.exit_code, 0) << train.out;
   EXPECT_THAT(train.out, HasSubstr("evaluations  best"));
