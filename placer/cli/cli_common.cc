@@ -292,9 +292,8 @@ std::string HumanBytes(int64_t bytes) {
     ++unit;
   }
   // Three significant digits; rounding may reach 1024 (show it as such).
-  const char* format = value >= 100 ? "%.0f %s" : value >= 10 ? "%.1f %s"
-                                                              : "%.2f %s";
-  return absl::StrFormat(format, value, kUnits[unit]);
+  const int decimals = value >= 100 ? 0 : value >= 10 ? 1 : 2;
+  return absl::StrFormat("%.*f %s", decimals, value, kUnits[unit]);
 }
 
 void ReportWrote(const std::string& path, const std::string& detail) {
