@@ -1029,7 +1029,8 @@ absl::Status TorchExecutor::ExchangeReports(bool failed) {
   const int ranks = options_.ranks->world_size();
   const int me = options_.ranks->rank();
   // One row of doubles per rank: failed, loss, seconds, then per device
-  // busy seconds, tracked peak, allocated peak, then per node seconds.
+  // busy seconds, tracked peak, allocated peak, then per node seconds (all
+  // of fixed size); then this rank's transfers, 5 numbers each.
   std::vector<double> row = {failed ? 1.0 : 0.0, loss_, report_.seconds};
   for (int d = 0; d < num_devices_; ++d) row.push_back(report_.busy_seconds[d]);
   for (int d = 0; d < num_devices_; ++d) {
@@ -1041,6 +1042,12 @@ absl::Status TorchExecutor::ExchangeReports(bool failed) {
                       : 0.0);
   }
   for (int i = 0; i < n; ++i) row.push_back(report_.node_seconds[i]);
+  const size_t fixed = row.size();
+  for (const MeasuredTransfer& t : report_.transfers) {
+    row.insert(row.end(), {static_cast<double>(t.value), static_cast<double>(t.src),
+                           static_cast<double>(t.dst), static_cast<double>(t.bytes),
+                           t.seconds});
+  }
   auto key = [&](int step, int rank) {
     return absl::StrCat("placer/step/", step, "/", rank);
   };
@@ -1059,7 +1066,8 @@ absl::Status TorchExecutor::ExchangeReports(bool failed) {
     std::optional<absl::Status> first = options_.ranks->PublishedFailure();
     return first.has_value() ? *first : failure_;
   }
-  std::vector<double> total(row.size(), 0.0);
+  std::vector<double> total(fixed, 0.0);
+  std::vector<MeasuredTransfer> transfers;
   const Clock::time_point start = Clock::now();
   for (int r = 0; r < ranks; ++r) {
     while (true) {
@@ -1079,13 +1087,14 @@ absl::Status TorchExecutor::ExchangeReports(bool failed) {
     }
     absl::StatusOr<std::string> bytes = options_.ranks->Get(key(step, r));
     if (!bytes.ok()) return bytes.status();
-    if (bytes->size() != row.size() * sizeof(double)) {
+    if (bytes->size() < fixed * sizeof(double) ||
+        (bytes->size() - fixed * sizeof(double)) % (5 * sizeof(double)) != 0) {
       return absl::DataLossError(absl::StrCat(
           "rank ", r, "'s report of step ", step + 1, " has ", bytes->size(),
-          " bytes, not ", row.size() * sizeof(double),
-          ": the ranks run different graphs"));
+          " bytes, not ", fixed * sizeof(double),
+          " plus 40 per transfer: the ranks run different graphs"));
     }
-    std::vector<double> theirs(row.size());
+    std::vector<double> theirs(bytes->size() / sizeof(double));
     std::memcpy(theirs.data(), bytes->data(), bytes->size());
     if (theirs[0] != 0) {
       std::optional<absl::Status> remote = options_.ranks->PublishedFailure();
@@ -1093,10 +1102,17 @@ absl::Status TorchExecutor::ExchangeReports(bool failed) {
                  ? *remote
                  : absl::AbortedError(absl::StrCat("rank ", r, " failed"));
     }
-    for (size_t k = 0; k < row.size(); ++k) {
+    for (size_t k = 0; k < fixed; ++k) {
       total[k] = k == 2 ? std::max(total[k], theirs[k]) : total[k] + theirs[k];
     }
+    for (size_t k = fixed; k + 5 <= theirs.size(); k += 5) {
+      transfers.push_back({static_cast<int>(theirs[k]),
+                           static_cast<int>(theirs[k + 1]),
+                           static_cast<int>(theirs[k + 2]),
+                           static_cast<int64_t>(theirs[k + 3]), theirs[k + 4]});
+    }
   }
+  report_.transfers = std::move(transfers);
   size_t k = 1;
   report_.loss = total[k++];
   report_.seconds = total[k++];

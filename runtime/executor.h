@@ -61,8 +61,9 @@
 //    destination from its arrival (the receiver cannot know when it was
 //    queued). Each step ends with an exchange through the rank group's
 //    store: every rank's StepReport has the run's loss, the slowest rank's
-//    seconds, and every device's busy time, peak and node times (transfers:
-//    this rank's own). A failing rank publishes its error; the others
+//    seconds, every device's busy time, peak and node times, and every
+//    rank's transfers (a transfer between ranks timed by its sender, from
+//    the start of its send to its completion). A failing rank publishes its error; the others
 //    abort their step within ~50 ms with that error, which names it; a rank
 //    that dies or stalls is named by the first rank that waits on it
 //    (after at most the group's timeout). After a failed step the ranks'

@@ -50,10 +50,6 @@ int RunCommand(const std::vector<std::string>& args) {
   const int world = std::max(absl::GetFlag(FLAGS_world_size),
                              absl::GetFlag(FLAGS_nproc));
   const int rank = absl::GetFlag(FLAGS_rank);
-  if (world > 1 && !absl::GetFlag(FLAGS_profile_out).empty()) {
-    return UsageError(
-        "--profile-out needs one rank: each rank sees only its own links");
-  }
   Placement placement;
   std::string placed_by;
   if (rank > 0) {

@@ -51,6 +51,7 @@ struct RunResult {
   std::vector<double> losses;
   std::map<std::string, torch::Tensor> parameters;  // every rank's, merged
   std::vector<int64_t> peak_memory_bytes;
+  size_t transfers = 0;  // in the last step, every rank's
 };
 
 std::vector<std::string> ParameterNames(const TrainingView& view) {
@@ -87,6 +88,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
       if (!r.ok()) return {r.status()};
       result.losses.push_back(r->loss);
       result.peak_memory_bytes = r->peak_memory_bytes;
+      result.transfers = r->transfers.size();
     }
     for (const std::string& name : ParameterNames(view)) {
       absl::StatusOr<torch::Tensor> t = (*e)->Resident(name);
@@ -148,6 +150,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
       }
       out.losses.push_back(r->loss);
       out.peak_memory_bytes = r->peak_memory_bytes;
+      out.transfers = r->transfers.size();
     }
     for (const std::string& name : ParameterNames(view)) {
       absl::StatusOr<torch::Tensor> t = (*e)->Resident(name);
@@ -165,6 +168,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
     if (r > 0 && per_rank[r].status.ok()) {
       EXPECT_EQ(per_rank[r].losses, per_rank[0].losses) << "rank " << r;
       EXPECT_EQ(per_rank[r].peak_memory_bytes, per_rank[0].peak_memory_bytes);
+      EXPECT_EQ(per_rank[r].transfers, per_rank[0].transfers);
     }
     for (auto& [name, t] : per_rank[r].parameters) {
       EXPECT_EQ(result.parameters.count(name), 0u) << name << " on two ranks";
@@ -173,6 +177,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
   }
   result.losses = per_rank[0].losses;
   result.peak_memory_bytes = per_rank[0].peak_memory_bytes;
+  result.transfers = per_rank[0].transfers;
   return result;
 }
 
@@ -253,6 +258,10 @@ TEST(DistributedExecutorTest, RanksGiveTheLossesAndParametersOfOneProcess) {
     ExpectSameRun(one, two, parameters);
     RunResult four = RunRanks(view, cluster, placement, 4);
     ExpectSameRun(one, four, parameters);
+    // Every transfer of every rank is in the report: as many as one
+    // process makes (the same values cross the same links).
+    EXPECT_EQ(two.transfers, one.transfers);
+    EXPECT_EQ(four.transfers, one.transfers);
     // Every device's tracked peak reaches every rank's report.
     for (int d = 0; d < cluster.num_devices(); ++d) {
       EXPECT_GT(four.peak_memory_bytes[d], 0) << d;
