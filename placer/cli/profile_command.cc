@@ -116,9 +116,14 @@ int ProfileCommand(const std::vector<std::string>& args) {
       out, absl::StrFormat(
                "%d node signatures, %d links measured; %d nodes without a "
                "LibTorch kernel and %d signatures past the budget fall back "
-               "to the roofline; %d failed%s",
+               "to the roofline%s; %d failed%s",
                report->measured_signatures, report->profile.links.size(),
                report->nodes_without_kernel, report->signatures_over_budget,
+               report->signatures_over_budget > 0
+                   ? absl::StrFormat(" (--budget %s ran out: raise it to "
+                                     "measure them)",
+                                     AbslUnparseFlag(absl::GetFlag(FLAGS_budget)))
+                   : std::string(),
                report->failed_signatures, reference_note));
   if (absl::GetFlag(FLAGS_json)) {
     google::protobuf::Struct s;
