@@ -1,6 +1,7 @@
 // Over 600 lines, one idea: the threaded dataflow engine of one training
-// step. Its per-step state, the device and link workers, and the bodies of
-// forward, backward and update nodes all work under one lock and one set of
+// step. Its per-step state, the device and link workers (those that send
+// to and receive from other ranks too), and the bodies of forward,
+// backward and update nodes all work under one lock and one set of
 // invariants (what is present where, what is freed when, which buffer a
 // partial gradient is added into); split apart they would have to expose
 // that state. Parameter initialization (initial_values.h) and allocation
@@ -36,6 +37,7 @@
 #include "runtime/allocation_tracker.h"
 #include "runtime/executor_ops.h"
 #include "runtime/initial_values.h"
+#include "runtime/step_exchange.h"
 #include "runtime/torch_devices.h"
 #include "runtime/torch_ops.h"
 #include "simulator/gradient_partials.h"
@@ -120,9 +122,6 @@ class TorchExecutor : public Executor {
   // Distributed: waits for the step's local work like Step, publishing a
   // local failure and aborting on another rank's.
   void WaitForStepLocked(std::unique_lock<std::mutex>& lock);
-  // Distributed: every rank's share of the step's report, through the
-  // store; the run's failure if any rank failed.
-  absl::Status ExchangeReports(bool failed);
 
   // Runs node i on its device; fills `outputs` (per node output value).
   absl::Status RunNode(int i, std::vector<torch::Tensor>* outputs,
@@ -980,11 +979,13 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
     report_.allocated_peak_bytes = allocations_.peaks();
   }
   if (Distributed()) {
-    if (!failure_.ok()) broken_ = true;
-    if (absl::Status s = ExchangeReports(!failure_.ok()); !s.ok()) {
+    absl::StatusOr<StepReport> merged = ExchangeStepReports(
+        *options_.ranks, step_index_++, report_, failure_);
+    if (!merged.ok()) {
       broken_ = true;
-      return s;
+      return merged.status();
     }
+    report_ = std::move(*merged);
   }
   if (!failure_.ok()) return failure_;
   return std::move(report_);
@@ -1022,113 +1023,6 @@ void TorchExecutor::WaitForStepLocked(std::unique_lock<std::mutex>& lock) {
     options_.ranks->AbortPending();
     lock.lock();
   }
-}
-
-absl::Status TorchExecutor::ExchangeReports(bool failed) {
-  const int n = static_cast<int>(view_.nodes().size());
-  const int ranks = options_.ranks->world_size();
-  const int me = options_.ranks->rank();
-  // One row of doubles per rank: failed, loss, seconds, then per device
-  // busy seconds, tracked peak, allocated peak, then per node seconds (all
-  // of fixed size); then this rank's transfers, 5 numbers each.
-  std::vector<double> row = {failed ? 1.0 : 0.0, loss_, report_.seconds};
-  for (int d = 0; d < num_devices_; ++d) row.push_back(report_.busy_seconds[d]);
-  for (int d = 0; d < num_devices_; ++d) {
-    row.push_back(static_cast<double>(peak_bytes_[d]));
-  }
-  for (int d = 0; d < num_devices_; ++d) {
-    row.push_back(options_.measure_allocations
-                      ? static_cast<double>(report_.allocated_peak_bytes[d])
-                      : 0.0);
-  }
-  for (int i = 0; i < n; ++i) row.push_back(report_.node_seconds[i]);
-  const size_t fixed = row.size();
-  for (const MeasuredTransfer& t : report_.transfers) {
-    row.insert(row.end(), {static_cast<double>(t.value), static_cast<double>(t.src),
-                           static_cast<double>(t.dst), static_cast<double>(t.bytes),
-                           t.seconds});
-  }
-  auto key = [&](int step, int rank) {
-    return absl::StrCat("placer/step/", step, "/", rank);
-  };
-  const int step = step_index_++;
-  if (absl::Status s = options_.ranks->Put(
-          key(step, me),
-          std::string(reinterpret_cast<const char*>(row.data()),
-                      row.size() * sizeof(double)));
-      !s.ok()) {
-    return s;
-  }
-  // Every rank has read the rows of two steps ago: this one is done.
-  if (step >= 2) options_.ranks->Delete(key(step - 2, me)).IgnoreError();
-  if (failed) {
-    // The run's first failure, the same on every rank.
-    std::optional<absl::Status> first = options_.ranks->PublishedFailure();
-    return first.has_value() ? *first : failure_;
-  }
-  std::vector<double> total(fixed, 0.0);
-  std::vector<MeasuredTransfer> transfers;
-  const Clock::time_point start = Clock::now();
-  for (int r = 0; r < ranks; ++r) {
-    while (true) {
-      absl::StatusOr<bool> there = options_.ranks->Has(key(step, r));
-      if (!there.ok()) return there.status();
-      if (*there) break;
-      if (std::optional<absl::Status> remote =
-              options_.ranks->PublishedFailure()) {
-        return *remote;
-      }
-      if (SecondsSince(start) > options_.ranks->timeout_seconds()) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "rank ", r, " did not finish step ", step + 1, " within ",
-            options_.ranks->timeout_seconds(), " s of this rank (", me, ")"));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    absl::StatusOr<std::string> bytes = options_.ranks->Get(key(step, r));
-    if (!bytes.ok()) return bytes.status();
-    if (bytes->size() < fixed * sizeof(double) ||
-        (bytes->size() - fixed * sizeof(double)) % (5 * sizeof(double)) != 0) {
-      return absl::DataLossError(absl::StrCat(
-          "rank ", r, "'s report of step ", step + 1, " has ", bytes->size(),
-          " bytes, not ", fixed * sizeof(double),
-          " plus 40 per transfer: the ranks run different graphs"));
-    }
-    std::vector<double> theirs(bytes->size() / sizeof(double));
-    std::memcpy(theirs.data(), bytes->data(), bytes->size());
-    if (theirs[0] != 0) {
-      std::optional<absl::Status> remote = options_.ranks->PublishedFailure();
-      return remote.has_value()
-                 ? *remote
-                 : absl::AbortedError(absl::StrCat("rank ", r, " failed"));
-    }
-    for (size_t k = 0; k < fixed; ++k) {
-      total[k] = k == 2 ? std::max(total[k], theirs[k]) : total[k] + theirs[k];
-    }
-    for (size_t k = fixed; k + 5 <= theirs.size(); k += 5) {
-      transfers.push_back({static_cast<int>(theirs[k]),
-                           static_cast<int>(theirs[k + 1]),
-                           static_cast<int>(theirs[k + 2]),
-                           static_cast<int64_t>(theirs[k + 3]), theirs[k + 4]});
-    }
-  }
-  report_.transfers = std::move(transfers);
-  size_t k = 1;
-  report_.loss = total[k++];
-  report_.seconds = total[k++];
-  for (int d = 0; d < num_devices_; ++d) report_.busy_seconds[d] = total[k++];
-  for (int d = 0; d < num_devices_; ++d) {
-    report_.peak_memory_bytes[d] = static_cast<int64_t>(total[k++]);
-  }
-  if (options_.measure_allocations) {
-    for (int d = 0; d < num_devices_; ++d) {
-      report_.allocated_peak_bytes[d] = static_cast<int64_t>(total[k++]);
-    }
-  } else {
-    k += num_devices_;
-  }
-  for (int i = 0; i < n; ++i) report_.node_seconds[i] = total[k++];
-  return absl::OkStatus();
 }
 
 void TorchExecutor::SendWorker(int src, int dst) {

@@ -1,3 +1,6 @@
+// One binary of the command line's end-to-end checks (each test runs placer
+// as a user would); over 600 lines because the commands are many, not
+// because the file holds a second idea.
 // Runs the placer binary as a user would and checks what it prints.
 #include <sys/wait.h>
 #include <unistd.h>

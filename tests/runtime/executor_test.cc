@@ -1,3 +1,4 @@
+// Over 600 lines: one suite, the executor against its contract.
 // The executor against itself and against the simulator's contract: a
 // placement across devices computes what one device computes, training
 // lowers the loss, memory limits and missing kernels are clear errors.
