@@ -3,6 +3,8 @@
 #include <zlib.h>
 
 #include <cstdint>
+#include <set>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -19,6 +21,23 @@ uint32_t Read32(absl::string_view b, size_t at) {
 uint16_t Read16(absl::string_view b, size_t at) {
   return static_cast<uint16_t>(static_cast<uint8_t>(b[at]) |
                                static_cast<uint8_t>(b[at + 1]) << 8);
+}
+
+constexpr uint32_t kMaxInflatedBytes = uint32_t{1} << 30;
+
+// Raw deflate data to exactly `size` bytes; false otherwise.
+bool Inflate(absl::string_view in, uint32_t size, std::string* out) {
+  out->assign(size, '\0');
+  z_stream z{};
+  if (inflateInit2(&z, -MAX_WBITS) != Z_OK) return false;
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out->data());
+  z.avail_out = size;
+  const int status = inflate(&z, Z_FINISH);
+  const bool whole = status == Z_STREAM_END && z.total_out == size;
+  inflateEnd(&z);
+  return whole;
 }
 
 }  // namespace
@@ -46,11 +65,14 @@ absl::Status CheckZipChecksums(absl::string_view bytes,
   const uint16_t entries = Read16(bytes, end + 10);
   const uint32_t directory_size = Read32(bytes, end + 12);
   const uint32_t directory = Read32(bytes, end + 16);
-  if (entries == 0xffff || directory == 0xffffffffu) return absl::OkStatus();
+  if (entries == 0xffff || directory == 0xffffffffu) {
+    return damaged("a zip64 directory, which placer never writes");
+  }
   if (static_cast<uint64_t>(directory) + directory_size > end) {
     return damaged("its zip directory lies outside the file");
   }
   size_t at = directory;
+  std::set<std::string> names;
   for (int i = 0; i < entries; ++i) {
     if (at + 46 > end || Read32(bytes, at) != kCentral) {
       return damaged(absl::StrCat("zip directory entry ", i, " is unreadable"));
@@ -70,11 +92,28 @@ absl::Status CheckZipChecksums(absl::string_view bytes,
     at += 46 + name_length + extra_length + comment_length;
     if (compressed == 0xffffffffu || size == 0xffffffffu ||
         local == 0xffffffffu) {
-      return absl::OkStatus();  // zip64: left to the reader
+      return damaged(absl::StrCat("entry '", name,
+                                  "' is zip64, which placer never writes"));
     }
-    if (method != 0) continue;  // compressed: left to the reader
-    if (compressed != size) {
+    // A reader looks entries up by name: two of one name would let the
+    // checked one stand for the other.
+    if (!names.insert(name).second) {
+      return damaged(absl::StrCat("two entries are named '", name, "'"));
+    }
+    if (method != 0 && method != 8) {
+      return damaged(absl::StrCat("entry '", name, "' uses compression method ",
+                                  method, " (only stored and deflated entries "
+                                  "are read)"));
+    }
+    if (method == 0 && compressed != size) {
       return damaged(absl::StrCat("entry '", name, "' has two sizes"));
+    }
+    // Deflate expands at most ~1032:1; a claim beyond that is a lie.
+    if (method == 8 &&
+        (size > kMaxInflatedBytes ||
+         static_cast<uint64_t>(size) > 1032 * static_cast<uint64_t>(compressed) + 1024)) {
+      return damaged(absl::StrCat("entry '", name, "' claims ", size,
+                                  " bytes from ", compressed));
     }
     if (static_cast<uint64_t>(local) + 30 > bytes.size() ||
         Read32(bytes, local) != kLocal) {
@@ -82,12 +121,22 @@ absl::Status CheckZipChecksums(absl::string_view bytes,
     }
     const uint64_t data = static_cast<uint64_t>(local) + 30 +
                           Read16(bytes, local + 26) + Read16(bytes, local + 28);
-    if (data + size > bytes.size()) {
+    if (data + compressed > bytes.size()) {
       return damaged(absl::StrCat("entry '", name, "' runs past the end"));
+    }
+    absl::string_view stored = bytes.substr(data, compressed);
+    std::string inflated;
+    if (method == 8) {
+      if (!Inflate(stored, size, &inflated)) {
+        return damaged(absl::StrCat("entry '", name,
+                                    "' does not inflate to its ", size,
+                                    " bytes"));
+      }
+      stored = inflated;
     }
     const uLong actual =
         crc32_z(crc32_z(0L, Z_NULL, 0),
-                reinterpret_cast<const Bytef*>(bytes.data() + data), size);
+                reinterpret_cast<const Bytef*>(stored.data()), stored.size());
     if (actual != crc) {
       return damaged(absl::StrCat("entry '", name,
                                   "' does not match its checksum"));

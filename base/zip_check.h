@@ -4,11 +4,15 @@
 // one flipped byte in a tensor of a 100 KB RL checkpoint made LibTorch's
 // loader spend 2 s and 3.8 GB before failing (found by fuzzing).
 //
-// Contract: OK when every entry's stored bytes match its recorded CRC-32
-// and size; DataLoss naming `source` and the entry otherwise, or when the
-// directory cannot be read. Only stored (uncompressed) entries, as
-// LibTorch writes, are checked; an archive with compressed or zip64
-// entries is left to the reader (OK).
+// Contract: OK when every entry's bytes (stored, or deflated and inflated
+// here, as LibTorch writes its code files) match its recorded CRC-32 and
+// size; DataLoss naming `source` and the entry otherwise: a directory that
+// cannot be read, two entries of one name (a reader would take either),
+// another compression method, zip64 (placer's archives are small), an
+// inflated size beyond what deflate can give or 1 GiB. Found by fuzzing:
+// an archive with a renamed duplicate code entry crashed LibTorch's
+// TorchScript importer (a SEGV in ScriptTypeParser), and one with a
+// broken deflate stream made it allocate past 4 GB.
 #ifndef PLACER_BASE_ZIP_CHECK_H_
 #define PLACER_BASE_ZIP_CHECK_H_
 

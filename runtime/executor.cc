@@ -997,16 +997,19 @@ void TorchExecutor::WaitForStepLocked(std::unique_lock<std::mutex>& lock) {
            (!failure_.ok() && in_flight_ == 0);
   };
   bool published = false;
+  // A local failure (or one seen below): tell the other ranks, and wake
+  // this rank's sends and receives, which will never complete now.
+  auto publish = [&] {
+    absl::Status failure = failure_;
+    lock.unlock();
+    options_.ranks->PublishFailure(failure);
+    options_.ranks->AbortPending();
+    lock.lock();
+    published = true;
+  };
   while (!done()) {
     if (!failure_.ok() && !published) {
-      // A local failure (or one seen below): tell the other ranks, and wake
-      // this rank's sends and receives, which will never complete now.
-      absl::Status failure = failure_;
-      lock.unlock();
-      options_.ranks->PublishFailure(failure);
-      options_.ranks->AbortPending();
-      lock.lock();
-      published = true;
+      publish();
       continue;
     }
     done_cv_.wait_for(lock, std::chrono::milliseconds(50), done);
@@ -1016,13 +1019,7 @@ void TorchExecutor::WaitForStepLocked(std::unique_lock<std::mutex>& lock) {
     lock.lock();
     if (remote.has_value()) FailLocked(*remote);
   }
-  if (!failure_.ok() && !published) {
-    absl::Status failure = failure_;
-    lock.unlock();
-    options_.ranks->PublishFailure(failure);
-    options_.ranks->AbortPending();
-    lock.lock();
-  }
+  if (!failure_.ok() && !published) publish();
 }
 
 void TorchExecutor::SendWorker(int src, int dst) {

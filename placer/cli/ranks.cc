@@ -29,14 +29,22 @@ std::string SelfExecutable() {
   return n > 0 ? std::string(path, n) : std::string("placer_torch");
 }
 
+// argv for this binary with `arguments`; `storage` owns the strings.
+std::vector<char*> SelfArgv(const std::vector<std::string>& arguments,
+                            std::vector<std::string>* storage) {
+  *storage = {SelfExecutable()};
+  storage->insert(storage->end(), arguments.begin(), arguments.end());
+  std::vector<char*> argv;
+  for (std::string& a : *storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return argv;
+}
+
 // Starts this binary with `arguments` (argv[1:]); the child's pid.
 absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& arguments) {
-  std::string self = SelfExecutable();
-  std::vector<std::string> storage = {self};
-  storage.insert(storage.end(), arguments.begin(), arguments.end());
-  std::vector<char*> argv;
-  for (std::string& a : storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  std::vector<std::string> storage;
+  std::vector<char*> argv = SelfArgv(arguments, &storage);
+  const std::string& self = storage[0];
   pid_t pid = 0;
   int err = posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(),
                         environ);
@@ -264,15 +272,11 @@ int WorkerCommand(const std::vector<std::string>& args) {
   arguments.push_back(absl::StrCat("--bind=", absl::GetFlag(FLAGS_bind)));
   arguments.push_back(absl::StrCat(
       "--rank_timeout=", AbslUnparseFlag(absl::GetFlag(FLAGS_rank_timeout))));
-  std::string self = SelfExecutable();
-  std::vector<std::string> storage = {self};
-  storage.insert(storage.end(), arguments.begin(), arguments.end());
-  std::vector<char*> argv;
-  for (std::string& a : storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  execv(self.c_str(), argv.data());
+  std::vector<std::string> storage;
+  std::vector<char*> argv = SelfArgv(arguments, &storage);
+  execv(storage[0].c_str(), argv.data());
   return Fail(absl::InternalError(
-      absl::StrCat("cannot start ", self, ": ", std::strerror(errno))));
+      absl::StrCat("cannot start ", storage[0], ": ", std::strerror(errno))));
 }
 
 }  // namespace placer

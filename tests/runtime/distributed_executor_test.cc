@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "tests/runtime/cpu_cluster.h"
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
@@ -24,27 +25,6 @@ namespace {
 constexpr int kSteps = 5;
 int comparison_counter = 0;
 
-Cluster Cpus(int devices, int64_t memory_bytes = int64_t{8} << 30) {
-  std::string text = "name: \"cpus\"\n";
-  for (int d = 0; d < devices; ++d) {
-    text += "devices { name: \"/cpu:" + std::to_string(d) +
-            "\" kind: CPU peak_flops: 8e10 memory_bandwidth: 1e10 "
-            "memory_bytes: " + std::to_string(memory_bytes) + " }\n";
-  }
-  text += "default_link { latency_seconds: 2e-6 bandwidth: 5e9 }\n";
-  absl::StatusOr<Cluster> c = ParseCluster(text, "test.pbtxt");
-  EXPECT_TRUE(c.ok()) << c.status();
-  return *c;
-}
-
-// Ops dealt round-robin over the devices in topological order, so most
-// edges cross devices (and, with ranks, processes).
-Placement RoundRobin(const Graph& g, int devices) {
-  Placement p{std::vector<int>(g.ops().size(), 0)};
-  int k = 0;
-  for (int op : g.topological_order()) p.device_of_op[op] = k++ % devices;
-  return p;
-}
 
 struct RunResult {
   absl::Status status;
