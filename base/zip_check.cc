@@ -62,6 +62,7 @@ absl::Status CheckZipChecksums(absl::string_view bytes,
     }
   }
   if (end == std::string::npos) return damaged("no zip directory at its end");
+  const uint16_t entries_here = Read16(bytes, end + 8);
   const uint16_t entries = Read16(bytes, end + 10);
   const uint32_t directory_size = Read32(bytes, end + 12);
   const uint32_t directory = Read32(bytes, end + 16);
@@ -70,6 +71,12 @@ absl::Status CheckZipChecksums(absl::string_view bytes,
   }
   if (static_cast<uint64_t>(directory) + directory_size > end) {
     return damaged("its zip directory lies outside the file");
+  }
+  // Readers differ in which count they trust: both must agree, and the
+  // entries must fill the directory exactly.
+  if (entries == 0 || entries_here != entries) {
+    return damaged(absl::StrCat("its zip directory counts ", entries_here,
+                                " and ", entries, " entries"));
   }
   size_t at = directory;
   std::set<std::string> names;
@@ -119,8 +126,14 @@ absl::Status CheckZipChecksums(absl::string_view bytes,
         Read32(bytes, local) != kLocal) {
       return damaged(absl::StrCat("entry '", name, "' has no local header"));
     }
+    const uint16_t local_name_length = Read16(bytes, local + 26);
+    if (static_cast<uint64_t>(local) + 30 + local_name_length > bytes.size() ||
+        bytes.substr(local + 30, local_name_length) != name) {
+      return damaged(absl::StrCat("entry '", name,
+                                  "' is named otherwise in its local header"));
+    }
     const uint64_t data = static_cast<uint64_t>(local) + 30 +
-                          Read16(bytes, local + 26) + Read16(bytes, local + 28);
+                          local_name_length + Read16(bytes, local + 28);
     if (data + compressed > bytes.size()) {
       return damaged(absl::StrCat("entry '", name, "' runs past the end"));
     }
@@ -141,6 +154,9 @@ absl::Status CheckZipChecksums(absl::string_view bytes,
       return damaged(absl::StrCat("entry '", name,
                                   "' does not match its checksum"));
     }
+  }
+  if (at != static_cast<size_t>(directory) + directory_size) {
+    return damaged("its zip directory's size does not match its entries");
   }
   return absl::OkStatus();
 }
