@@ -143,6 +143,9 @@ class TorchExecutor : public Executor {
   // Under mu_: a value arrived on (or was produced on) device d.
   void ArriveLocked(int value, int d, torch::Tensor t);
   void ReleaseLocked(int value, int d);
+  // Under mu_: `item` has left src (copied or sent): the sum's buffer there
+  // is freed, or the value's use there released.
+  void SentLocked(const LinkItem& item, int src);
   void ReadyLocked(int node);
   void FailLocked(absl::Status s);
   // `bytes`: the value's tensor's, counted on dst from now.
@@ -559,6 +562,16 @@ void TorchExecutor::ReleaseLocked(int value, int d) {
   slot = torch::Tensor();
 }
 
+void TorchExecutor::SentLocked(const LinkItem& item, int src) {
+  if (item.sum >= 0) {
+    torch::Tensor& sent = sum_buffer_[SumSlot(item.sum, src)];
+    live_bytes_[src] -= Bytes(sent);
+    sent = torch::Tensor();
+  } else {
+    ReleaseLocked(item.value, src);
+  }
+}
+
 void TorchExecutor::DeviceWorker(int d) {
   auto reporting = ReportAllocations(d);
   if (devices_[d].is_cpu()) at::set_num_threads(options_.threads_per_cpu_device);
@@ -702,14 +715,11 @@ void TorchExecutor::LinkWorker(int src, int dst) {
     report_.transfers.push_back({v, src, dst, Bytes(copy), seconds});
     // Its bytes on dst were counted when it was queued (SendLocked).
     if (item.sum >= 0) {
-      torch::Tensor& sent = sum_buffer_[SumSlot(item.sum, src)];
-      live_bytes_[src] -= Bytes(sent);
-      sent = torch::Tensor();
       ContributedLocked(item.sum, dst, Bytes(copy), added, /*arrived=*/true);
     } else {
       ArriveLocked(v, dst, std::move(copy));
-      ReleaseLocked(v, src);
     }
+    SentLocked(item, src);
     MaybeDoneLocked();
   }
 }
@@ -1062,13 +1072,7 @@ void TorchExecutor::SendWorker(int src, int dst) {
     }
     report_.transfers.push_back({item.value, src, dst, Bytes(t), seconds});
     t = torch::Tensor();
-    if (item.sum >= 0) {
-      torch::Tensor& sent = sum_buffer_[SumSlot(item.sum, src)];
-      live_bytes_[src] -= Bytes(sent);
-      sent = torch::Tensor();
-    } else {
-      ReleaseLocked(item.value, src);
-    }
+    SentLocked(item, src);
     MaybeDoneLocked();
   }
 }
@@ -1093,7 +1097,6 @@ void TorchExecutor::RecvWorker(int src, int dst) {
     lock.unlock();
     absl::StatusOr<std::pair<int64_t, torch::Tensor>> got =
         options_.ranks->RecvTensor(rank, Channel(src, dst));
-    Clock::time_point start = Clock::now();
     absl::Status s = got.status();
     int value = -1, sum = -1;
     torch::Tensor copy;
@@ -1128,7 +1131,6 @@ void TorchExecutor::RecvWorker(int src, int dst) {
         return absl::OkStatus();
       });
     }
-    (void)start;
     lock.lock();
     if (stop_) return;
     ++received_.at(link);

@@ -47,8 +47,6 @@ int RunCommand(const std::vector<std::string>& args) {
       SimulationContext::Create(view, *cluster, **costs, *order);
 
   absl::StatusOr<std::unique_ptr<RankSetup>> ranks_or;
-  const int world = std::max(absl::GetFlag(FLAGS_world_size),
-                             absl::GetFlag(FLAGS_nproc));
   const int rank = absl::GetFlag(FLAGS_rank);
   Placement placement;
   std::string placed_by;
@@ -92,6 +90,7 @@ int RunCommand(const std::vector<std::string>& args) {
     }
   }
   RankSetup& ranks = **ranks_or;
+  const int world = ranks.group != nullptr ? ranks.group->world_size() : 1;
   const bool report = ranks.rank == 0;
 
   MeasureOptions options;
