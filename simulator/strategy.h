@@ -1,0 +1,85 @@
+// Strategy: pipeline stages, micro-batches and data-parallel replicas — how
+// a training step runs when placing ops alone is not enough.
+//
+// Contract:
+//  - Stages partition the forward ops (and with each op its colocation
+//    group: backward node, parameters, updates). Every forward dataflow
+//    edge goes from a stage to the same or a later one, and every forward
+//    reader of a parameter is in the parameter's stage (a weight lives in
+//    one stage; see CheckStrategy's errors).
+//  - A stage has one device per replica, disjoint across the strategy. The
+//    graph's batch is one micro-batch; a step runs `micro_batches` of them
+//    (a step's global batch is micro_batches times the graph's batch).
+//    Stage s's replica k runs micro-batches j with j % replicas == k
+//    (PipeDream's round robin; with one stage this is data parallelism with
+//    micro_batches / replicas accumulation steps per replica).
+//  - Each replica accumulates its parameters' gradients over its
+//    micro-batches; then the replicas of a stage allreduce them (ring or
+//    tree) in buckets of about `bucket_bytes`, each bucket as soon as every
+//    replica's last backward has made it (DDP's overlap), and each replica
+//    updates its parameters once the last bucket is reduced.
+//  - The op placement of replica 0 (every op on its stage's first device)
+//    is a valid op placement: placement files store it as their assignment
+//    so that readers unaware of strategies still read a placement.
+#ifndef PLACER_SIMULATOR_STRATEGY_H_
+#define PLACER_SIMULATOR_STRATEGY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "graph/training_view.h"
+#include "profiles/cluster.h"
+#include "simulator/placement.h"
+
+namespace placer {
+
+enum class PipelineSchedule {
+  kGPipe,  // every forward of a step, then every backward (last first)
+  k1F1B,   // PipeDream-Flush: warm-up forwards, then one forward, one
+           // backward; at most (stages - s) micro-batches in flight on s
+};
+
+enum class AllreduceAlgorithm {
+  kRing,  // reduce-scatter + all-gather: 2(p-1) steps of bytes/p
+  kTree,  // reduce up a binary tree (heap order), broadcast down it
+};
+
+struct PipelineStage {
+  std::vector<int> devices;  // one per replica
+};
+
+struct Strategy {
+  std::vector<int> stage_of_op;  // per forward op
+  std::vector<PipelineStage> stages;
+  int micro_batches = 1;
+  PipelineSchedule schedule = PipelineSchedule::kGPipe;
+  AllreduceAlgorithm allreduce = AllreduceAlgorithm::kRing;
+  int64_t bucket_bytes = int64_t{25} << 20;  // PyTorch DDP's default
+};
+
+// Names for files and flags: "gpipe", "1f1b"; "ring", "tree".
+std::string ScheduleName(PipelineSchedule schedule);
+absl::StatusOr<PipelineSchedule> ParseSchedule(const std::string& name);
+std::string AllreduceName(AllreduceAlgorithm algorithm);
+absl::StatusOr<AllreduceAlgorithm> ParseAllreduce(const std::string& name);
+
+// OK when the strategy keeps the contract above on `cluster`; else
+// InvalidArgument naming the op, parameter, stage or device at fault.
+absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
+                           const Strategy& strategy);
+
+// Every op on its stage's first device (replica 0's placement).
+Placement FirstReplicaPlacement(const Strategy& strategy);
+
+// Devices the strategy uses, replicas included.
+int StrategyDevices(const Strategy& strategy);
+
+// "3 stages x (2, 1, 1) replicas, 8 micro-batches, 1f1b, ring".
+std::string DescribeStrategy(const Strategy& strategy);
+
+}  // namespace placer
+
+#endif  // PLACER_SIMULATOR_STRATEGY_H_

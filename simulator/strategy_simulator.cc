@@ -1,0 +1,419 @@
+#include "simulator/strategy_simulator.h"
+
+#include <algorithm>
+#include <queue>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace placer {
+namespace {
+
+// What a stage is, whatever device runs it.
+struct StageModel {
+  std::vector<int> forward, backward, update;  // nodes, topological order
+  int64_t parameter_bytes = 0;
+  int64_t stash_bytes = 0;
+  int64_t one_batch_peak_bytes = 0;  // Simulate's, stage alone on a device
+  // Parameters' gradients in the order they become final: the position in
+  // `backward` of the node that makes the last partial, and the bytes.
+  std::vector<std::pair<int, int64_t>> gradients;
+};
+
+struct Plan {
+  std::vector<StageModel> stages;
+  // [a * S + b]: bytes stage a's forward sends stage b per micro-batch;
+  // gradient bytes stage b's backward sends back to a.
+  std::vector<int64_t> forward_bytes, gradient_bytes;
+};
+
+absl::StatusOr<Plan> MakePlan(const SimulationContext& context,
+                              const Strategy& strategy) {
+  const TrainingView& view = context.view();
+  const int S = static_cast<int>(strategy.stages.size());
+  Plan plan;
+  plan.stages.resize(S);
+  plan.forward_bytes.assign(static_cast<size_t>(S) * S, 0);
+  plan.gradient_bytes.assign(static_cast<size_t>(S) * S, 0);
+  auto stage_of_node = [&](int n) {
+    return strategy.stage_of_op[view.node(n).forward_op];
+  };
+  for (int n : view.topological_order()) {
+    StageModel& st = plan.stages[stage_of_node(n)];
+    switch (view.node(n).kind) {
+      case NodeKind::kForward: st.forward.push_back(n); break;
+      case NodeKind::kBackward: st.backward.push_back(n); break;
+      case NodeKind::kUpdate: st.update.push_back(n); break;
+    }
+  }
+  for (int g = 0; g < view.num_groups(); ++g) {
+    for (int v : view.group_parameters(g)) {
+      plan.stages[strategy.stage_of_op[g]].parameter_bytes +=
+          view.value(v).bytes;
+    }
+  }
+  // Values crossing stages, and what each stage's backward keeps alive.
+  for (int v = 0; v < static_cast<int>(view.values().size()); ++v) {
+    const TrainingValue& value = view.value(v);
+    const bool stashable = value.kind == ValueKind::kActivation ||
+                           value.kind == ValueKind::kGraphInput;
+    std::set<int> stashed_in;
+    std::set<int> read_in;
+    for (int c : value.consumers) {
+      const int s = stage_of_node(c);
+      read_in.insert(s);
+      if (stashable && view.node(c).kind == NodeKind::kBackward) {
+        stashed_in.insert(s);
+      }
+    }
+    for (int s : stashed_in) plan.stages[s].stash_bytes += value.bytes;
+    if (value.kind != ValueKind::kActivation || value.producer < 0) continue;
+    const int from = stage_of_node(value.producer);
+    for (int to : read_in) {
+      if (to != from) plan.forward_bytes[from * S + to] += value.bytes;
+    }
+  }
+  // One summed buffer per gradient and stage making partials of it.
+  for (const GradientSum& sum : view.gradient_sums()) {
+    const int to = stage_of_node(sum.sink);
+    std::set<int> makers;
+    for (int p : sum.partials) makers.insert(stage_of_node(view.value(p).producer));
+    for (int from : makers) {
+      if (from != to) plan.gradient_bytes[to * S + from] += sum.bytes;
+    }
+  }
+  // Parameters' gradients: final after the last of their partials.
+  for (int s = 0; s < S; ++s) {
+    StageModel& st = plan.stages[s];
+    std::vector<int> position(view.nodes().size(), -1);
+    for (int k = 0; k < static_cast<int>(st.backward.size()); ++k) {
+      position[st.backward[k]] = k;
+    }
+    for (int u : st.update) {
+      int last = -1;
+      for (int sum : view.sums_read_by(u)) {
+        for (int p : view.gradient_sums()[sum].partials) {
+          last = std::max(last, position[view.value(p).producer]);
+        }
+      }
+      st.gradients.emplace_back(
+          last, view.value(view.node(u).parameter).bytes);
+    }
+    std::stable_sort(st.gradients.begin(), st.gradients.end(),
+                     [](const auto& a, const auto& b) {
+                       return a.first < b.first;
+                     });
+  }
+  // One micro-batch's peak: the stage on its first device, the rest on
+  // another one (their values arrive as they would from other stages).
+  const int D = context.num_devices();
+  for (int s = 0; s < S; ++s) {
+    const int home = strategy.stages[s].devices[0];
+    const int elsewhere = home == 0 ? std::min(1, D - 1) : 0;
+    Placement p;
+    p.device_of_op.resize(strategy.stage_of_op.size());
+    for (size_t g = 0; g < p.device_of_op.size(); ++g) {
+      p.device_of_op[g] = strategy.stage_of_op[g] == s ? home : elsewhere;
+    }
+    absl::StatusOr<SimulationResult> r = Simulate(context, p);
+    if (!r.ok()) return r.status();
+    plan.stages[s].one_batch_peak_bytes = r->peak_memory_bytes[home];
+  }
+  return plan;
+}
+
+enum class EventKind { kTaskEnd, kArrival };
+
+struct Event {
+  double time;
+  int64_t seq;
+  EventKind kind;
+  int task;
+  bool operator>(const Event& o) const {
+    return time != o.time ? time > o.time : seq > o.seq;
+  }
+};
+
+struct Task {
+  int stage = 0, micro_batch = 0, device = 0;
+  bool backward = false;
+  double seconds = 0;
+  int pending = 0;
+  double start = -1, end = -1;
+};
+
+}  // namespace
+
+double AllreduceSeconds(const CostModel& costs, const Cluster& cluster,
+                        const std::vector<int>& devices, int64_t bytes,
+                        AllreduceAlgorithm algorithm) {
+  const int p = static_cast<int>(devices.size());
+  if (p <= 1 || bytes <= 0) return 0;
+  if (algorithm == AllreduceAlgorithm::kRing) {
+    const int64_t chunk = (bytes + p - 1) / p;
+    double step = 0;
+    for (int i = 0; i < p; ++i) {
+      step = std::max(step, costs.TransferSeconds(chunk, cluster, devices[i],
+                                                  devices[(i + 1) % p]));
+    }
+    return 2.0 * (p - 1) * step;
+  }
+  // Heap order: the parent of i is (i - 1) / 2; levels 1 .. height.
+  auto depth = [](int i) {
+    int d = 0;
+    for (; i > 0; i = (i - 1) / 2) ++d;
+    return d;
+  };
+  const int height = depth(p - 1);
+  std::vector<double> up(height + 1, 0), down(height + 1, 0);
+  for (int i = 1; i < p; ++i) {
+    const int child = devices[i], parent = devices[(i - 1) / 2];
+    up[depth(i)] = std::max(
+        up[depth(i)], costs.TransferSeconds(bytes, cluster, child, parent));
+    down[depth(i)] = std::max(
+        down[depth(i)], costs.TransferSeconds(bytes, cluster, parent, child));
+  }
+  double total = 0;
+  for (int level = 1; level <= height; ++level) total += up[level] + down[level];
+  return total;
+}
+
+absl::StatusOr<StrategySimulation> SimulateStrategy(
+    const SimulationContext& context, const Strategy& strategy,
+    const SimulationOptions& options) {
+  const TrainingView& view = context.view();
+  const Cluster& cluster = context.cluster();
+  if (absl::Status s = CheckStrategy(view, cluster, strategy); !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<Plan> made = MakePlan(context, strategy);
+  if (!made.ok()) return made.status();
+  const Plan& plan = *made;
+  const int S = static_cast<int>(strategy.stages.size());
+  const int M = strategy.micro_batches;
+  const int D = context.num_devices();
+  auto seconds_of = [&](const std::vector<int>& nodes, int device) {
+    double t = 0;
+    for (int n : nodes) t += context.node_seconds(n, device);
+    return t;
+  };
+
+  // Tasks and each device's order.
+  std::vector<Task> tasks(static_cast<size_t>(S) * M * 2);
+  auto id = [M](int s, int j, bool backward) {
+    return (s * M + j) * 2 + (backward ? 1 : 0);
+  };
+  std::vector<std::vector<int>> order(D);
+  std::vector<int> stage_of_device(D, -1);
+  for (int s = 0; s < S; ++s) {
+    const std::vector<int>& replicas = strategy.stages[s].devices;
+    const int R = static_cast<int>(replicas.size());
+    for (int k = 0; k < R; ++k) {
+      const int d = replicas[k];
+      stage_of_device[d] = s;
+      const double f = seconds_of(plan.stages[s].forward, d);
+      const double b = seconds_of(plan.stages[s].backward, d);
+      std::vector<int> mine;
+      for (int j = k; j < M; j += R) mine.push_back(j);
+      for (int j : mine) {
+        for (bool backward : {false, true}) {
+          Task& t = tasks[id(s, j, backward)];
+          t.stage = s;
+          t.micro_batch = j;
+          t.device = d;
+          t.backward = backward;
+          t.seconds = backward ? b : f;
+          for (int other = 0; other < S; ++other) {
+            t.pending += backward
+                             ? (other > s && plan.gradient_bytes[s * S + other] > 0)
+                             : (other < s && plan.forward_bytes[other * S + s] > 0);
+          }
+        }
+      }
+      const int n = static_cast<int>(mine.size());
+      std::vector<int>& o = order[d];
+      if (strategy.schedule == PipelineSchedule::kGPipe) {
+        for (int j : mine) o.push_back(id(s, j, false));
+        for (int i = n - 1; i >= 0; --i) o.push_back(id(s, mine[i], true));
+      } else {
+        const int warm = std::min(n, S - s - 1);
+        for (int i = 0; i < warm; ++i) o.push_back(id(s, mine[i], false));
+        for (int i = warm; i < n; ++i) {
+          o.push_back(id(s, mine[i], false));
+          o.push_back(id(s, mine[i - warm], true));
+        }
+        for (int i = n - warm; i < n; ++i) o.push_back(id(s, mine[i], true));
+      }
+    }
+  }
+
+  StrategySimulation out;
+  SimulationResult& step = out.step;
+  step.busy_seconds.assign(D, 0);
+  step.peak_memory_bytes.assign(D, 0);
+  step.inaccurate_nodes = context.inaccurate_nodes();
+  out.micro_batches = M;
+  out.most_in_flight.assign(D, 0);
+  std::vector<int> in_flight(D, 0), next(D, 0);
+  std::vector<bool> busy(D, false);
+  std::vector<double> link_free(static_cast<size_t>(D) * D, 0);
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
+  int64_t seq = 0;
+  auto try_start = [&](int d, double now) {
+    if (busy[d] || next[d] >= static_cast<int>(order[d].size())) return;
+    Task& t = tasks[order[d][next[d]]];
+    if (t.pending > 0) return;
+    busy[d] = true;
+    t.start = now;
+    t.end = now + t.seconds;
+    if (!t.backward) {
+      out.most_in_flight[d] = std::max(out.most_in_flight[d], ++in_flight[d]);
+    }
+    events.push({t.end, seq++, EventKind::kTaskEnd, order[d][next[d]]});
+  };
+  auto send = [&](int src, int dst, int64_t bytes, double now, int target) {
+    double& free = link_free[static_cast<size_t>(src) * D + dst];
+    const double start = std::max(now, free);
+    free = start + context.costs().TransferSeconds(bytes, cluster, src, dst);
+    step.bytes_moved += bytes;
+    ++step.transfers_count;
+    if (options.record_schedule) {
+      ScheduledTransfer x;
+      x.src = src;
+      x.dst = dst;
+      x.bytes = bytes;
+      x.start_seconds = start;
+      x.end_seconds = free;
+      step.transfers.push_back(x);
+    }
+    events.push({free, seq++, EventKind::kArrival, target});
+  };
+  for (int d = 0; d < D; ++d) try_start(d, 0);
+  int done = 0;
+  while (!events.empty()) {
+    const Event e = events.top();
+    events.pop();
+    Task& t = tasks[e.task];
+    if (e.kind == EventKind::kArrival) {
+      --t.pending;
+      try_start(t.device, e.time);
+      continue;
+    }
+    ++done;
+    busy[t.device] = false;
+    ++next[t.device];
+    step.busy_seconds[t.device] += t.seconds;
+    if (t.backward) --in_flight[t.device];
+    for (int other = 0; other < S; ++other) {
+      if (!t.backward && other > t.stage &&
+          plan.forward_bytes[t.stage * S + other] > 0) {
+        const int target = id(other, t.micro_batch, false);
+        send(t.device, tasks[target].device,
+             plan.forward_bytes[t.stage * S + other], e.time, target);
+      }
+      if (t.backward && other < t.stage &&
+          plan.gradient_bytes[other * S + t.stage] > 0) {
+        const int target = id(other, t.micro_batch, true);
+        send(t.device, tasks[target].device,
+             plan.gradient_bytes[other * S + t.stage], e.time, target);
+      }
+    }
+    try_start(t.device, e.time);
+  }
+  if (done != static_cast<int>(tasks.size())) {
+    return absl::InternalError(absl::StrCat(
+        "strategy simulation stalled after ", done, " of ", tasks.size(),
+        " tasks (", DescribeStrategy(strategy), ")"));
+  }
+
+  // Allreduce and updates, per stage; memory per device.
+  double end = 0;
+  for (const Task& t : tasks) end = std::max(end, t.end);
+  const double state = 1 + view.options().optimizer_state_per_parameter_byte;
+  for (int s = 0; s < S; ++s) {
+    const StageModel& st = plan.stages[s];
+    const std::vector<int>& replicas = strategy.stages[s].devices;
+    const int R = static_cast<int>(replicas.size());
+    // Each replica's last backward: where its gradients become final.
+    std::vector<double> last_start(R), last_end(R);
+    std::vector<std::vector<double>> offsets(R);
+    for (int k = 0; k < R; ++k) {
+      const int d = replicas[k];
+      const Task& last = tasks[order[d].back()];
+      last_start[k] = last.start;
+      last_end[k] = last.end;
+      double t = 0;
+      for (int n : st.backward) {
+        t += context.node_seconds(n, d);
+        offsets[k].push_back(t);
+      }
+    }
+    double reduced = 0;
+    if (R > 1) {
+      size_t i = 0;
+      while (i < st.gradients.size()) {
+        int64_t bytes = 0;
+        int position = -1;
+        do {
+          bytes += st.gradients[i].second;
+          position = std::max(position, st.gradients[i].first);
+          ++i;
+        } while (i < st.gradients.size() &&
+                 bytes + st.gradients[i].second <= strategy.bucket_bytes);
+        double ready = reduced;
+        for (int k = 0; k < R; ++k) {
+          ready = std::max(ready, last_start[k] + (position < 0
+                                                       ? 0
+                                                       : offsets[k][position]));
+        }
+        const double seconds = AllreduceSeconds(
+            context.costs(), cluster, replicas, bytes, strategy.allreduce);
+        reduced = ready + seconds;
+        out.allreduce_seconds += seconds;
+        step.bytes_moved += 2 * static_cast<int64_t>(R - 1) * bytes;
+        step.transfers_count +=
+            strategy.allreduce == AllreduceAlgorithm::kRing ? 2 * (R - 1) * R
+                                                            : 2 * (R - 1);
+      }
+    }
+    for (int k = 0; k < R; ++k) {
+      const int d = replicas[k];
+      const double start = std::max(last_end[k], reduced);
+      const double seconds = seconds_of(st.update, d);
+      step.busy_seconds[d] += seconds;
+      end = std::max(end, start + seconds);
+      if (options.record_schedule) {
+        out.tasks.push_back({s, -1, d, false, start, start + seconds});
+      }
+      const int64_t resident =
+          static_cast<int64_t>(static_cast<double>(st.parameter_bytes) * state);
+      const int runs = (M - k + R - 1) / R;
+      const int64_t rest = std::max<int64_t>(
+          0, st.one_batch_peak_bytes - resident - st.stash_bytes);
+      step.peak_memory_bytes[d] = resident +
+                                  (runs > 1 ? st.parameter_bytes : 0) +
+                                  out.most_in_flight[d] * st.stash_bytes +
+                                  rest;
+      step.oom |= step.peak_memory_bytes[d] > cluster.device(d).memory_bytes;
+    }
+  }
+  if (options.record_schedule) {
+    for (const Task& t : tasks) {
+      out.tasks.push_back(
+          {t.stage, t.micro_batch, t.device, t.backward, t.start, t.end});
+    }
+  }
+  step.step_seconds = end;
+  double work = 0;
+  for (int n = 0; n < context.num_nodes(); ++n) {
+    work += context.min_node_seconds(n) *
+            (view.node(n).kind == NodeKind::kUpdate ? 1 : M);
+  }
+  step.lower_bound_seconds =
+      std::max(context.lower_bound_seconds(), work / D);
+  out.seconds_per_batch = end / M;
+  return out;
+}
+
+}  // namespace placer

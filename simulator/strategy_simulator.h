@@ -1,0 +1,90 @@
+// Simulates one training step under a Strategy (simulator/strategy.h):
+// micro-batch events per stage replica, activation and gradient transfers
+// between stages, bucketed allreduce among replicas, updates, and memory
+// with the micro-batches in flight.
+//
+// Contract: SimulateStrategy is a pure function of (context, strategy). It
+// is event driven, like Simulate:
+//  - Tasks: F(s, j) and B(s, j), the forward and backward nodes of stage s
+//    for micro-batch j, run on the device of s's replica j % replicas and
+//    take the sum of their nodes' times there (one device per replica runs
+//    its nodes one after another). Each device runs its tasks in the
+//    schedule's order (GPipe: its forwards ascending, then its backwards
+//    descending; 1F1B: min(n, stages - s - 1) warm-up forwards, then one
+//    forward and one backward, then the rest of the backwards), each when
+//    its inputs are there.
+//  - F(s, j) needs, from every earlier stage a that writes values s reads,
+//    those values' bytes (one transfer per stage pair and micro-batch,
+//    sent when F(a, j) ends, FIFO per link direction). B(s, j) needs F(s, j)
+//    and, from every later stage b that makes partial gradients of s's
+//    tensors, one summed buffer per gradient (sent when B(b, j) ends).
+//  - Gradients of parameters become final at an offset inside a replica's
+//    last backward (its nodes' order); buckets of about bucket_bytes, in
+//    that order, are allreduced one after another on the stage's replicas
+//    (AllreduceSeconds), each once every replica has made it; each replica
+//    then runs its stage's update nodes. The step ends with the last update.
+//  - Memory of a device of stage s: resident parameters and optimizer state,
+//    plus (when it runs more than one micro-batch) one gradient buffer per
+//    parameter, plus the stash — the activations and inputs s's backward
+//    reads — times the most micro-batches in flight there (forward started,
+//    backward not ended), plus what remains of one micro-batch's peak from
+//    Simulate (stage on one device, the rest elsewhere) once its resident
+//    parameters and stash are taken out. With one stage, one replica and
+//    one micro-batch the peak and the step are Simulate's exactly (the
+//    whole model on that device).
+//  - bytes_moved: the transfers' bytes plus 2(p-1) x bytes per allreduced
+//    bucket (what ring and tree both put on the wire).
+#ifndef PLACER_SIMULATOR_STRATEGY_SIMULATOR_H_
+#define PLACER_SIMULATOR_STRATEGY_SIMULATOR_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "profiles/cluster.h"
+#include "profiles/cost_model.h"
+#include "simulator/simulator.h"
+#include "simulator/strategy.h"
+
+namespace placer {
+
+struct StrategyTask {
+  int stage = -1;
+  int micro_batch = -1;  // -1: the replica's update
+  int device = -1;
+  bool backward = false;
+  double start_seconds = 0;
+  double end_seconds = 0;
+};
+
+struct StrategySimulation {
+  // step_seconds, lower_bound_seconds, busy_seconds, peak_memory_bytes,
+  // oom (over the devices' capacities), bytes_moved, transfers_count and
+  // inaccurate_nodes as Simulate reports them; no critical path.
+  SimulationResult step;
+  int micro_batches = 1;
+  // step_seconds / micro_batches: the time per graph batch of samples,
+  // what compares strategies with each other and with op placements.
+  double seconds_per_batch = 0;
+  double allreduce_seconds = 0;  // summed over stages and buckets
+  std::vector<int> most_in_flight;  // per device
+  std::vector<StrategyTask> tasks;  // with record_schedule
+};
+
+// Allreduce of `bytes` over `devices` (in ring / heap order) with the cost
+// model's transfer times: ring, 2(p-1) steps each as long as the slowest
+// link of the ring carrying ceil(bytes / p); tree, per level of the heap
+// the slowest child->parent transfer of all `bytes`, up then down. One
+// device: 0.
+double AllreduceSeconds(const CostModel& costs, const Cluster& cluster,
+                        const std::vector<int>& devices, int64_t bytes,
+                        AllreduceAlgorithm algorithm);
+
+// Errors: CheckStrategy's.
+absl::StatusOr<StrategySimulation> SimulateStrategy(
+    const SimulationContext& context, const Strategy& strategy,
+    const SimulationOptions& options = {});
+
+}  // namespace placer
+
+#endif  // PLACER_SIMULATOR_STRATEGY_SIMULATOR_H_

@@ -1,0 +1,303 @@
+// The strategy simulator on hand-computed cases (FlexFlow's style: a fake
+// cost model with constant costs, exact answers).
+//
+// The model is a chain of four MatMuls, each with its own weight:
+//   x -> A(w1) -> B(w2) -> C(w3) -> D(w4) -> output,  every tensor [4, 4]
+// (64 bytes). One op per stage gives four equal stages.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "graph/onnx_import.h"
+#include "graph/training_view.h"
+#include "profiles/cluster.h"
+#include "profiles/cost_model.h"
+#include "simulator/simulator.h"
+#include "simulator/strategy.h"
+#include "simulator/strategy_simulator.h"
+#include "tests/graph/test_models.h"
+
+namespace placer {
+namespace {
+
+// Forward nodes `forward` s, backward nodes `backward` s, updates
+// `update` s; transfers latency + bytes / bandwidth.
+class ConstantCosts : public CostModel {
+ public:
+  ConstantCosts(double forward, double backward, double update,
+                double latency, double bandwidth)
+      : forward_(forward),
+        backward_(backward),
+        update_(update),
+        latency_(latency),
+        bandwidth_(bandwidth) {}
+  double NodeSeconds(const TrainingView& view, int node,
+                     const Device&) const override {
+    switch (view.node(node).kind) {
+      case NodeKind::kForward: return forward_;
+      case NodeKind::kBackward: return backward_;
+      case NodeKind::kUpdate: return update_;
+    }
+    return 0;
+  }
+  double TransferSeconds(int64_t bytes, const Cluster&, int,
+                         int) const override {
+    return latency_ + static_cast<double>(bytes) / bandwidth_;
+  }
+  bool IsGuess(const TrainingView&, int) const override { return false; }
+
+ private:
+  double forward_, backward_, update_, latency_, bandwidth_;
+};
+
+Graph Chain() {
+  onnx::ModelProto m = testing::EmptyModel();
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {4, 4});
+  const char* ops[] = {"A", "B", "C", "D"};
+  std::string in = "x";
+  for (int i = 0; i < 4; ++i) {
+    std::string w = "w" + std::to_string(i + 1);
+    std::string out = std::string(1, static_cast<char>('a' + i));
+    testing::AddWeight(g, w, {4, 4});
+    testing::AddNode(g, "MatMul", ops[i], {in, w}, {out});
+    in = out;
+  }
+  testing::AddOutput(g, in);
+  absl::StatusOr<Graph> graph = ImportOnnxModel(m, "chain", {});
+  EXPECT_TRUE(graph.ok()) << graph.status();
+  return *std::move(graph);
+}
+
+Cluster Devices(int n) {
+  std::string text = "name: \"flat\"\n";
+  for (int i = 0; i < n; ++i) {
+    text += "devices { name: \"/d:" + std::to_string(i) +
+            "\" kind: GPU peak_flops: 1e12 memory_bandwidth: 1e11 "
+            "memory_bytes: 1000000000 }\n";
+  }
+  text += "default_link { latency_seconds: 1e-3 bandwidth: 1e6 }\n";
+  absl::StatusOr<Cluster> c = ParseCluster(text, "flat.pbtxt");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+// Four stages, one op and one device each.
+Strategy FourStages(int micro_batches, PipelineSchedule schedule) {
+  Strategy s;
+  s.stage_of_op = {0, 1, 2, 3};
+  s.stages = {{{0}}, {{1}}, {{2}}, {{3}}};
+  s.micro_batches = micro_batches;
+  s.schedule = schedule;
+  return s;
+}
+
+struct Fixture {
+  explicit Fixture(const ConstantCosts& c, int devices = 4)
+      : graph(Chain()),
+        view(BuildTrainingView(graph)),
+        cluster(Devices(devices)),
+        costs(c),
+        order(NewCriticalPathReadyOrder()),
+        context(SimulationContext::Create(view, cluster, costs, *order)) {}
+  StrategySimulation Run(const Strategy& s) {
+    absl::StatusOr<StrategySimulation> r = SimulateStrategy(context, s);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : StrategySimulation{};
+  }
+  Graph graph;
+  TrainingView view;
+  Cluster cluster;
+  ConstantCosts costs;
+  std::unique_ptr<ReadyOrder> order;
+  SimulationContext context;
+};
+
+TEST(StrategySimulatorTest, FourEqualStagesForwardOnlyTakeMPlusThreeT) {
+  // t = 1 s per micro-batch and stage; free backward, updates, transfers.
+  for (PipelineSchedule schedule :
+       {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B}) {
+    Fixture f(ConstantCosts(1, 0, 0, 0, 1e300));
+    for (int m : {1, 2, 4, 8}) {
+      StrategySimulation r = f.Run(FourStages(m, schedule));
+      EXPECT_DOUBLE_EQ(r.step.step_seconds, m + 3.0)
+          << ScheduleName(schedule) << " m=" << m;
+      EXPECT_DOUBLE_EQ(r.seconds_per_batch, (m + 3.0) / m);
+    }
+  }
+}
+
+TEST(StrategySimulatorTest, GPipeAndOneFOneBTrainingFormula) {
+  // f = 1 s, b = 2 s per stage and micro-batch, updates 0.5 s, free
+  // transfers: (m + S - 1)(f + b) + update for both schedules.
+  for (PipelineSchedule schedule :
+       {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B}) {
+    Fixture f(ConstantCosts(1, 2, 0.5, 0, 1e300));
+    for (int m : {1, 4, 8}) {
+      StrategySimulation r = f.Run(FourStages(m, schedule));
+      EXPECT_DOUBLE_EQ(r.step.step_seconds, (m + 3) * 3.0 + 0.5)
+          << ScheduleName(schedule) << " m=" << m;
+      // Each device: m forwards, m backwards, one update.
+      EXPECT_DOUBLE_EQ(r.step.busy_seconds[2], m * 3.0 + 0.5);
+    }
+  }
+}
+
+TEST(StrategySimulatorTest, TransfersBetweenStagesAreOnThePath) {
+  // One micro-batch, f = 1, b = 2, no updates; a transfer of 64 bytes
+  // takes 1 ms + 64 us. Forward: 4 f + 3 transfers; backward: 4 b + 3
+  // (one 64-byte gradient buffer per stage boundary).
+  Fixture f(ConstantCosts(1, 2, 0, 1e-3, 1e6));
+  StrategySimulation r = f.Run(FourStages(1, PipelineSchedule::kGPipe));
+  const double x = 1e-3 + 64 / 1e6;
+  EXPECT_NEAR(r.step.step_seconds, 4 * 1 + 4 * 2 + 6 * x, 1e-12);
+  EXPECT_EQ(r.step.bytes_moved, 6 * 64);
+  EXPECT_EQ(r.step.transfers_count, 6);
+}
+
+TEST(StrategySimulatorTest, OneStageOneReplicaIsTheSingleDeviceStep) {
+  Fixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
+  Strategy s;
+  s.stage_of_op = {0, 0, 0, 0};
+  s.stages = {{{1}}};
+  StrategySimulation r = f.Run(s);
+  Placement p{{1, 1, 1, 1}};
+  absl::StatusOr<SimulationResult> single = Simulate(f.context, p);
+  ASSERT_TRUE(single.ok());
+  EXPECT_DOUBLE_EQ(r.step.step_seconds, single->step_seconds);
+  EXPECT_DOUBLE_EQ(r.step.step_seconds, 4 * 1 + 4 * 2 + 4 * 0.5);
+  EXPECT_EQ(r.step.peak_memory_bytes, single->peak_memory_bytes);
+  EXPECT_EQ(r.step.bytes_moved, 0);
+}
+
+TEST(StrategySimulatorTest, RingAllreduceMatchesTheAlphaBetaFormula) {
+  // Data parallel: one stage, four replicas, free compute. The four 64-byte
+  // gradients (B = 256 bytes) fit one bucket; ring: 2(p-1) alpha +
+  // 2(p-1)/p B / beta.
+  Fixture f(ConstantCosts(0, 0, 0, 1e-3, 1e6));
+  Strategy s;
+  s.stage_of_op = {0, 0, 0, 0};
+  s.stages = {{{0, 1, 2, 3}}};
+  s.micro_batches = 4;
+  const double alpha = 1e-3, beta = 1e6, B = 256, p = 4;
+  StrategySimulation ring = f.Run(s);
+  EXPECT_NEAR(ring.step.step_seconds,
+              2 * (p - 1) * alpha + 2 * (p - 1) / p * B / beta, 1e-15);
+  EXPECT_EQ(ring.step.bytes_moved, 2 * 3 * 256);
+  // Tree (heap order on 4 devices: height 2): reduce up, broadcast down,
+  // each level one full-size transfer: 2 * 2 * (alpha + B / beta).
+  s.allreduce = AllreduceAlgorithm::kTree;
+  StrategySimulation tree = f.Run(s);
+  EXPECT_NEAR(tree.step.step_seconds, 2 * 2 * (alpha + B / beta), 1e-15);
+  // On 8 devices the heap is 3 levels high.
+  EXPECT_NEAR(AllreduceSeconds(f.costs, Devices(8), {0, 1, 2, 3, 4, 5, 6, 7},
+                               800, AllreduceAlgorithm::kTree),
+              2 * 3 * (alpha + 800 / beta), 1e-15);
+  EXPECT_NEAR(AllreduceSeconds(f.costs, Devices(8), {0, 1, 2, 3, 4, 5, 6, 7},
+                               800, AllreduceAlgorithm::kRing),
+              2 * 7 * alpha + 2 * 7.0 / 8 * 800 / beta, 1e-15);
+}
+
+TEST(StrategySimulatorTest, RooflineRingOnP100sIsTheFormula) {
+  std::unique_ptr<CostModel> roofline = NewRooflineCostModel();
+  absl::StatusOr<Cluster> p100 = LoadCluster("p100x4");
+  ASSERT_TRUE(p100.ok()) << p100.status();
+  const double B = 4e8;  // 100M float32 gradients
+  EXPECT_NEAR(AllreduceSeconds(*roofline, *p100, {0, 1, 2, 3},
+                               static_cast<int64_t>(B),
+                               AllreduceAlgorithm::kRing),
+              2 * 3 * 1e-5 + 2 * 3.0 / 4 * B / 1.2e10, 1e-12);
+}
+
+TEST(StrategySimulatorTest, BucketsOverlapTheLastBackward) {
+  // Data parallel on two devices, one micro-batch each: f = 1 s, b = 1 s,
+  // transfers 1 ms + bytes / 1 MB/s. With 64-byte buckets every weight's
+  // gradient is reduced as soon as its backward node ends: D's at 5 s,
+  // C's at 6 s, B's at 7 s, A's at 8 s, each taking 2 (1 ms + 32 us); only
+  // the last one is exposed.
+  Fixture f(ConstantCosts(1, 1, 0, 1e-3, 1e6));
+  Strategy s;
+  s.stage_of_op = {0, 0, 0, 0};
+  s.stages = {{{0, 1}}};
+  s.micro_batches = 2;
+  s.bucket_bytes = 64;
+  StrategySimulation r = f.Run(s);
+  const double one = 2 * (1e-3 + 32 / 1e6);
+  EXPECT_NEAR(r.step.step_seconds, 8 + one, 1e-12);
+  EXPECT_NEAR(r.allreduce_seconds, 4 * one, 1e-12);
+  // One bucket for all: it waits for A's gradient, then takes 256 bytes.
+  s.bucket_bytes = 1 << 20;
+  r = f.Run(s);
+  EXPECT_NEAR(r.step.step_seconds, 8 + 2 * (1e-3 + 128 / 1e6), 1e-12);
+}
+
+TEST(StrategySimulatorTest, MicroBatchesInFlightSetTheStashMemory) {
+  // Stage 0's backward keeps x (64 bytes) per micro-batch in flight: all
+  // m of them under GPipe, at most S = 4 under 1F1B.
+  Fixture f(ConstantCosts(1, 2, 0, 0, 1e300));
+  const int m = 8;
+  StrategySimulation gpipe = f.Run(FourStages(m, PipelineSchedule::kGPipe));
+  StrategySimulation one = f.Run(FourStages(m, PipelineSchedule::k1F1B));
+  EXPECT_EQ(gpipe.most_in_flight, (std::vector<int>{8, 8, 8, 8}));
+  EXPECT_EQ(one.most_in_flight, (std::vector<int>{4, 3, 2, 1}));
+  EXPECT_EQ(gpipe.step.peak_memory_bytes[0] - one.step.peak_memory_bytes[0],
+            (m - 4) * 64);
+  // The last stage has one in flight under 1F1B: its one-micro-batch peak
+  // plus the gradient buffer it keeps across micro-batches (w4: 64 bytes).
+  Strategy single = FourStages(1, PipelineSchedule::k1F1B);
+  StrategySimulation r1 = f.Run(single);
+  EXPECT_EQ(one.step.peak_memory_bytes[3], r1.step.peak_memory_bytes[3] + 64);
+}
+
+TEST(StrategySimulatorTest, ErrorsNameWhatIsWrong) {
+  Fixture f(ConstantCosts(1, 2, 0, 0, 1e300));
+  Strategy backwards = FourStages(1, PipelineSchedule::kGPipe);
+  backwards.stage_of_op = {1, 0, 2, 3};
+  absl::StatusOr<StrategySimulation> r =
+      SimulateStrategy(f.context, backwards);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("op 'B' in stage 0 reads 'a'"),
+            std::string::npos)
+      << r.status();
+
+  Strategy shared = FourStages(1, PipelineSchedule::kGPipe);
+  shared.stages[1].devices = {0};
+  r = SimulateStrategy(f.context, shared);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("/d:0 is in stage 0 and stage 1"),
+            std::string::npos)
+      << r.status();
+
+  Strategy few = FourStages(1, PipelineSchedule::kGPipe);
+  few.stage_of_op = {0, 0, 0, 0};
+  few.stages = {{{0, 1, 2}}};
+  r = SimulateStrategy(f.context, few);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("every replica needs one"),
+            std::string::npos)
+      << r.status();
+}
+
+TEST(StrategySimulatorTest, AWeightReadInTwoStagesIsRefused) {
+  absl::StatusOr<Graph> graph =
+      ImportOnnxModel(testing::SharedWeightChain(), "shared", {});
+  ASSERT_TRUE(graph.ok());
+  TrainingView view = BuildTrainingView(*graph);
+  Cluster cluster = Devices(2);
+  ConstantCosts costs(1, 1, 0, 0, 1e300);
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  SimulationContext context =
+      SimulationContext::Create(view, cluster, costs, *order);
+  Strategy s;
+  s.stage_of_op = {0, 0, 1, 1};
+  s.stages = {{{0}}, {{1}}};
+  absl::StatusOr<StrategySimulation> r = SimulateStrategy(context, s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("parameter 'w' lives in stage 0"),
+            std::string::npos)
+      << r.status();
+}
+
+}  // namespace
+}  // namespace placer
