@@ -107,4 +107,112 @@ std::string PlacementToJson(const Placement& placement, const Graph& graph,
   return FormatJson(PlacementToProto(placement, graph, cluster, info));
 }
 
+absl::StatusOr<PlacementOrStrategy> PlacementOrStrategyFromProto(
+    const proto::Placement& file, const std::string& source,
+    const Graph& graph, const Cluster& cluster) {
+  PlacementOrStrategy out;
+  absl::StatusOr<Placement> placement =
+      PlacementFromProto(file, source, graph, cluster);
+  if (!placement.ok()) return placement.status();
+  out.placement = *std::move(placement);
+  if (!file.has_strategy()) return out;
+  auto fail = [&](const std::string& message) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": strategy: ", message));
+  };
+  const proto::Strategy& message = file.strategy();
+  Strategy s;
+  std::vector<int> stage_of_first(cluster.num_devices(), -1);
+  for (int k = 0; k < message.stages_size(); ++k) {
+    PipelineStage stage;
+    for (const std::string& name : message.stages(k).devices()) {
+      const int d = cluster.FindDevice(name);
+      if (d < 0) {
+        return fail(absl::StrCat("stage ", k, " names device '", name,
+                                 "', which is not in cluster '",
+                                 cluster.name(), "'"));
+      }
+      stage.devices.push_back(d);
+    }
+    if (stage.devices.empty()) {
+      return fail(absl::StrCat("stage ", k, " has no devices"));
+    }
+    stage_of_first[stage.devices[0]] = k;
+    s.stages.push_back(std::move(stage));
+  }
+  if (s.stages.empty()) return fail("no stages");
+  for (size_t op = 0; op < out.placement.device_of_op.size(); ++op) {
+    const int d = out.placement.device_of_op[op];
+    if (stage_of_first[d] < 0) {
+      return fail(absl::StrCat("op '", graph.op(op).key, "' is on '",
+                               cluster.device(d).name,
+                               "', which is no stage's first device"));
+    }
+    s.stage_of_op.push_back(stage_of_first[d]);
+  }
+  if (message.micro_batches() < 1) {
+    return fail(absl::StrCat("micro_batches is ", message.micro_batches(),
+                             "; a step runs at least one"));
+  }
+  s.micro_batches = message.micro_batches();
+  if (!message.schedule().empty()) {
+    absl::StatusOr<PipelineSchedule> schedule =
+        ParseSchedule(message.schedule());
+    if (!schedule.ok()) return fail(std::string(schedule.status().message()));
+    s.schedule = *schedule;
+  }
+  if (!message.allreduce().empty()) {
+    absl::StatusOr<AllreduceAlgorithm> algorithm =
+        ParseAllreduce(message.allreduce());
+    if (!algorithm.ok()) {
+      return fail(std::string(algorithm.status().message()));
+    }
+    s.allreduce = *algorithm;
+  }
+  if (message.bucket_bytes() < 0) return fail("bucket_bytes is negative");
+  if (message.bucket_bytes() > 0) s.bucket_bytes = message.bucket_bytes();
+  out.strategy = std::move(s);
+  return out;
+}
+
+absl::StatusOr<PlacementOrStrategy> ReadPlacementOrStrategyFile(
+    const std::string& path, const Graph& graph, const Cluster& cluster) {
+  absl::StatusOr<std::string> json = ReadFileToString(path);
+  if (!json.ok()) return json.status();
+  proto::Placement file;
+  auto status = google::protobuf::util::JsonStringToMessage(*json, &file);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a placement file: ",
+                     status.message().as_string()));
+  }
+  return PlacementOrStrategyFromProto(file, path, graph, cluster);
+}
+
+proto::Placement StrategyToProto(const Strategy& strategy, const Graph& graph,
+                                 const Cluster& cluster,
+                                 const PlacementInfo& info,
+                                 double predicted_seconds_per_batch) {
+  proto::Placement file = PlacementToProto(FirstReplicaPlacement(strategy),
+                                           graph, cluster, info);
+  proto::Strategy& message = *file.mutable_strategy();
+  for (const PipelineStage& stage : strategy.stages) {
+    proto::Stage& out = *message.add_stages();
+    for (int d : stage.devices) out.add_devices(cluster.device(d).name);
+  }
+  message.set_micro_batches(strategy.micro_batches);
+  message.set_schedule(ScheduleName(strategy.schedule));
+  message.set_allreduce(AllreduceName(strategy.allreduce));
+  message.set_bucket_bytes(strategy.bucket_bytes);
+  message.set_predicted_seconds_per_batch(predicted_seconds_per_batch);
+  return file;
+}
+
+std::string StrategyToJson(const Strategy& strategy, const Graph& graph,
+                           const Cluster& cluster, const PlacementInfo& info,
+                           double predicted_seconds_per_batch) {
+  return FormatJson(StrategyToProto(strategy, graph, cluster, info,
+                                    predicted_seconds_per_batch));
+}
+
 }  // namespace placer

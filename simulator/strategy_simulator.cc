@@ -179,6 +179,49 @@ double AllreduceSeconds(const CostModel& costs, const Cluster& cluster,
   return total;
 }
 
+absl::StatusOr<SimulationResult> SimulateAccumulation(
+    const SimulationContext& context, const Placement& placement,
+    int micro_batches) {
+  if (micro_batches < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "micro_batches is ", micro_batches, "; a step runs at least one"));
+  }
+  SimulationOptions options;
+  options.record_schedule = true;
+  absl::StatusOr<SimulationResult> r = Simulate(context, placement, options);
+  if (!r.ok()) return r;
+  const TrainingView& view = context.view();
+  double passes_end = 0;
+  std::vector<double> passes_busy(context.num_devices(), 0);
+  for (const ScheduledNode& n : r->schedule) {
+    if (view.node(n.node).kind == NodeKind::kUpdate) continue;
+    passes_end = std::max(passes_end, n.end_seconds);
+    passes_busy[n.device] += n.end_seconds - n.start_seconds;
+  }
+  int64_t repeated_bytes = 0;
+  int repeated_transfers = 0;
+  for (const ScheduledTransfer& t : r->transfers) {
+    const bool to_update =
+        t.gradient_sum >= 0 &&
+        view.node(view.gradient_sums()[t.gradient_sum].sink).kind ==
+            NodeKind::kUpdate;
+    if (to_update) continue;
+    repeated_bytes += t.bytes;
+    ++repeated_transfers;
+  }
+  const int extra = micro_batches - 1;
+  r->step_seconds += extra * passes_end;
+  for (int d = 0; d < context.num_devices(); ++d) {
+    r->busy_seconds[d] += extra * passes_busy[d];
+  }
+  r->bytes_moved += extra * repeated_bytes;
+  r->transfers_count += extra * repeated_transfers;
+  r->schedule.clear();
+  r->transfers.clear();
+  r->critical_path.clear();
+  return r;
+}
+
 absl::StatusOr<StrategySimulation> SimulateStrategy(
     const SimulationContext& context, const Strategy& strategy,
     const SimulationOptions& options) {

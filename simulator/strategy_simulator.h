@@ -80,6 +80,16 @@ double AllreduceSeconds(const CostModel& costs, const Cluster& cluster,
                         const std::vector<int>& devices, int64_t bytes,
                         AllreduceAlgorithm algorithm);
 
+// An op placement run as a gradient-accumulation loop: micro_batches
+// forward and backward passes one after another, then the updates. With
+// T the end of the placement's last forward or backward node in one step
+// (Simulate): step + (micro_batches - 1) x T. Peaks and busy time are the
+// one step's (busy forward and backward time scaled); bytes moved per
+// micro-batch, updates' once.
+absl::StatusOr<SimulationResult> SimulateAccumulation(
+    const SimulationContext& context, const Placement& placement,
+    int micro_batches);
+
 // Errors: CheckStrategy's.
 absl::StatusOr<StrategySimulation> SimulateStrategy(
     const SimulationContext& context, const Strategy& strategy,

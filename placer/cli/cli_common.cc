@@ -79,6 +79,16 @@ ABSL_FLAG(std::string, policy, "best",
           "heft, m_etf, m_sct, m_topo, local_search, best, memory_first; rl "
           "runs in placer_torch).");
 ABSL_FLAG(bool, compare, false, "place: run and compare every policy.");
+ABSL_FLAG(std::string, parallelism, "model",
+          "place: model (op placement only), pipeline (stages over "
+          "micro-batches), data (replicas with allreduce) or auto (the "
+          "fastest per graph batch of op placement, data, pipeline and "
+          "stages with replicas).");
+ABSL_FLAG(int32_t, micro_batches, 0,
+          "place --parallelism: micro-batches per step, the same for every "
+          "row compared (a step's global batch is that many times the "
+          "graph's batch); 0: one per identical device (plain data "
+          "parallelism's).");
 ABSL_FLAG(int32_t, steps, 10,
           "run, calibrate: measured training steps (after --warmup).");
 ABSL_FLAG(std::string, profile_out, "",
@@ -226,7 +236,8 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
         {"simulate", join({model, costs,
                            {"cluster", "placement", "trace", "order", "json"}})},
         {"place", join({model, policy, costs,
-                        {"cluster", "compare", "o", "checkpoint", "json"}})},
+                        {"cluster", "compare", "o", "checkpoint", "json",
+                         "parallelism", "micro_batches"}})},
         {"bench", join({model, policy,
                         {"models", "clusters", "policies", "out_dir", "json"}})},
         {"profile", join({model, {"cluster", "devices", "repeats",

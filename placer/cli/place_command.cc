@@ -1,13 +1,17 @@
-// placer place MODEL --cluster C [--policy P | --compare] [-o P.json]
+// placer place MODEL --cluster C [--policy P | --compare]
+//     [--parallelism model|pipeline|data|auto] [-o P.json]
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "google/protobuf/struct.pb.h"
 #include "graph/training_view.h"
 #include "placer/cli/cli_common.h"
@@ -16,7 +20,10 @@
 #include "simulator/placement_file.h"
 #include "placer/policy_run.h"
 #include "simulator/simulator.h"
+#include "simulator/strategy.h"
+#include "simulator/strategy_simulator.h"
 #include "policies/policy.h"
+#include "policies/strategy_search.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
 #include "profiles/measured_cost_model.h"
@@ -84,6 +91,201 @@ std::string Json(const std::vector<PolicyRun>& rows, double single_seconds,
   return ReportJson(s);
 }
 
+// --parallelism pipeline|data|auto: one row per candidate, compared per
+// graph batch (the graph's batch is one micro-batch).
+struct StrategyRow {
+  std::string name;  // single, the op policy, data, pipeline, auto
+  absl::Status status;
+  std::optional<Strategy> strategy;  // none: an op placement
+  Placement placement;               // op placements
+  SimulationResult step;
+  int micro_batches = 1;
+  double seconds_per_batch = 0;
+  double search_seconds = 0;
+};
+
+// An op placement run as a gradient-accumulation loop of M micro-batches.
+StrategyRow FromPolicy(const PolicyRun& run, const SimulationContext& context,
+                       int micro_batches) {
+  StrategyRow row;
+  row.name = run.policy;
+  row.status = run.status;
+  row.placement = run.placement;
+  row.search_seconds = run.placement_seconds;
+  row.micro_batches = micro_batches;
+  if (!run.status.ok()) return row;
+  absl::StatusOr<SimulationResult> r =
+      SimulateAccumulation(context, run.placement, micro_batches);
+  if (!r.ok()) {
+    row.status = r.status();
+    return row;
+  }
+  row.step = *std::move(r);
+  row.seconds_per_batch = row.step.step_seconds / micro_batches;
+  return row;
+}
+
+// The whole model on the pool's first device, M micro-batches accumulated.
+StrategyRow OneDevice(const PolicyInput& input, int micro_batches) {
+  StrategyRow row;
+  row.name = "single";
+  const std::vector<int> pool = IdenticalDevicePool(input.cluster);
+  Strategy s = OneDeviceStrategy(input.view, pool[0], micro_batches);
+  absl::StatusOr<StrategySimulation> r = SimulateStrategy(input.simulation, s);
+  if (!r.ok()) {
+    row.status = r.status();
+    return row;
+  }
+  row.strategy = s;
+  row.step = r->step;
+  row.micro_batches = micro_batches;
+  row.seconds_per_batch = r->seconds_per_batch;
+  return row;
+}
+
+StrategyRow FromSearch(Parallelism mode, const PolicyInput& input,
+                       const PolicyOptions& options, int micro_batches) {
+  StrategyRow row;
+  row.name = ParallelismName(mode);
+  StrategySearchOptions search;
+  search.parallelism = mode;
+  search.micro_batches = micro_batches;
+  const auto started = absl::Now();
+  absl::StatusOr<StrategyChoice> choice =
+      SearchStrategy(input, options, search);
+  row.search_seconds = absl::ToDoubleSeconds(absl::Now() - started);
+  if (!choice.ok()) {
+    row.status = choice.status();
+    return row;
+  }
+  row.strategy = choice->strategy;
+  row.step = choice->simulation.step;
+  row.micro_batches = choice->simulation.micro_batches;
+  row.seconds_per_batch = choice->simulation.seconds_per_batch;
+  return row;
+}
+
+std::string StrategyText(const std::vector<StrategyRow>& rows,
+                         double single_per_batch, const std::string& chosen) {
+  std::string out = absl::StrFormat(
+      "%-10s %-44s %11s %5s %11s %9s %10s %10s %8s\n", "row", "strategy",
+      "step s", "mb", "s/batch", "speedup", "max peak", "moved", "search s");
+  for (const StrategyRow& r : rows) {
+    if (!r.status.ok()) {
+      absl::StrAppendFormat(&out, "%-10s %-44s %11s\n  %s: %s\n", r.name, "-",
+                            "failed", r.name, r.status.message());
+      continue;
+    }
+    absl::StrAppendFormat(
+        &out, "%-10s %-44s %11.6f %5d %11.6f %8.3fx %10s %10s %8.2f%s\n",
+        r.name,
+        r.strategy ? DescribeStrategy(*r.strategy) : "op placement",
+        r.step.step_seconds, r.micro_batches, r.seconds_per_batch,
+        single_per_batch / r.seconds_per_batch,
+        HumanBytes(MaxPeakBytes(r.step)), HumanBytes(r.step.bytes_moved),
+        r.search_seconds,
+        absl::StrCat(r.step.oom ? "  OUT OF MEMORY" : "",
+                     r.name == chosen ? "  <- chosen" : ""));
+  }
+  out +=
+      "Every row runs the same micro-batches (mb) per step, each the "
+      "graph's batch, then one update; op placements run them one after "
+      "another (gradient accumulation). s/batch: step seconds per "
+      "micro-batch; speedup: single's step over the row's.\n";
+  return out;
+}
+
+std::string StrategyJson(const std::vector<StrategyRow>& rows,
+                         double single_per_batch, const std::string& chosen,
+                         const Cluster& cluster) {
+  google::protobuf::Struct s;
+  auto& f = *s.mutable_fields();
+  f["chosen"].set_string_value(chosen);
+  auto* list = f["results"].mutable_list_value();
+  for (const StrategyRow& r : rows) {
+    auto& e = *list->add_values()->mutable_struct_value()->mutable_fields();
+    e["row"].set_string_value(r.name);
+    e["ok"].set_bool_value(r.status.ok());
+    e["search_seconds"].set_number_value(r.search_seconds);
+    if (!r.status.ok()) {
+      e["error"].set_string_value(std::string(r.status.message()));
+      continue;
+    }
+    google::protobuf::Struct row;
+    AddSimulationFields(Summarize(r.step, cluster), &row);
+    for (auto& [key, value] : *row.mutable_fields()) e[key] = value;
+    e["micro_batches"].set_number_value(r.micro_batches);
+    e["seconds_per_batch"].set_number_value(r.seconds_per_batch);
+    e["speedup_per_batch_over_single"].set_number_value(single_per_batch /
+                                                        r.seconds_per_batch);
+    e["strategy"].set_string_value(
+        r.strategy ? DescribeStrategy(*r.strategy) : "op placement");
+  }
+  return ReportJson(s);
+}
+
+int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
+                        const Cluster& cluster, const PolicyInput& input,
+                        const PolicyOptions& options,
+                        const std::function<const PolicyRun&()>& op_policy) {
+  const std::vector<int> pool = IdenticalDevicePool(cluster);
+  if (pool.size() < 2) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--parallelism ", ParallelismName(mode), ": cluster '",
+        cluster.name(), "' has no two identical devices")));
+  }
+  int micro_batches = absl::GetFlag(FLAGS_micro_batches);
+  if (micro_batches < 0) {
+    return UsageError("--micro-batches must be at least 1 (0: one per device)");
+  }
+  if (micro_batches == 0) micro_batches = static_cast<int>(pool.size());
+  std::vector<StrategyRow> rows;
+  rows.push_back(OneDevice(input, micro_batches));
+  if (mode == Parallelism::kAuto) {
+    rows.push_back(
+        FromPolicy(op_policy(), input.simulation, micro_batches));
+    for (Parallelism m : {Parallelism::kData, Parallelism::kPipeline,
+                          Parallelism::kAuto}) {
+      if (StopOnSignal::requested()) break;
+      rows.push_back(FromSearch(m, input, options, micro_batches));
+    }
+  } else {
+    rows.push_back(FromSearch(mode, input, options, micro_batches));
+  }
+  // The fastest per batch; ties: the earlier row (the simpler strategy).
+  const StrategyRow* chosen = nullptr;
+  for (const StrategyRow& r : rows) {
+    if (!r.status.ok() || r.step.oom ||
+        (mode != Parallelism::kAuto && &r == &rows[0])) {
+      continue;
+    }
+    if (chosen == nullptr || r.seconds_per_batch < chosen->seconds_per_batch) {
+      chosen = &r;
+    }
+  }
+  const double single_per_batch =
+      rows[0].status.ok() ? rows[0].seconds_per_batch : 0;
+  const std::string chosen_name = chosen ? chosen->name : "";
+  std::cout << (absl::GetFlag(FLAGS_json)
+                    ? StrategyJson(rows, single_per_batch, chosen_name,
+                                   cluster)
+                    : StrategyText(rows, single_per_batch, chosen_name));
+  if (chosen == nullptr) return Fail(rows.back().status);
+  if (std::string out = absl::GetFlag(FLAGS_o); !out.empty()) {
+    PlacementInfo info{model.source, chosen->name, chosen->step.step_seconds};
+    const std::string json =
+        chosen->strategy
+            ? StrategyToJson(*chosen->strategy, model.graph, cluster, info,
+                             chosen->seconds_per_batch)
+            : PlacementToJson(chosen->placement, model.graph, cluster, info);
+    absl::Status s = WriteFileAtomically(UserPath(out), json);
+    if (!s.ok()) return Fail(s);
+    ReportWrote(out, chosen->strategy ? DescribeStrategy(*chosen->strategy)
+                                      : chosen->name);
+  }
+  return StopOnSignal::requested() ? 130 : 0;
+}
+
 }  // namespace
 
 int PlaceCommand(const std::vector<std::string>& args) {
@@ -106,6 +308,13 @@ int PlaceCommand(const std::vector<std::string>& args) {
   if (absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = NewPolicy(policy);
       !p.ok()) {
     return Fail(p.status());
+  }
+
+  absl::StatusOr<Parallelism> parallelism =
+      ParseParallelism(absl::GetFlag(FLAGS_parallelism));
+  if (!parallelism.ok()) {
+    return UsageError(absl::StrCat("--parallelism: ",
+                                   parallelism.status().message()));
   }
 
   TrainingView view = BuildTrainingView(model->graph);
@@ -150,6 +359,16 @@ int PlaceCommand(const std::vector<std::string>& args) {
     }
     return it->second;
   };
+  if (*parallelism != Parallelism::kModel) {
+    if (absl::GetFlag(FLAGS_compare)) {
+      return UsageError("--compare compares op placement policies; drop it "
+                        "or --parallelism");
+    }
+    return PlaceWithStrategies(*parallelism, *model, *cluster, input,
+                               options, [&]() -> const PolicyRun& {
+                                 return run_once(policy);
+                               });
+  }
   const PolicyRun single = run_once(kSpeedupBaselinePolicy);
   std::vector<PolicyRun> rows;
   if (absl::GetFlag(FLAGS_compare)) {

@@ -315,12 +315,25 @@ int RemoteCommand(const std::vector<std::string>& args) {
         !s.ok()) {
       return Fail(s);
     }
+    const proto::SimulationReport& report = response.report();
     if (absl::GetFlag(FLAGS_json)) {
       google::protobuf::Struct json;
-      AddSimulationFields(Summarize(response.report()), &json);
+      AddSimulationFields(Summarize(report), &json);
+      if (!report.strategy().empty()) {  // simulate's strategy fields
+        auto& f = *json.mutable_fields();
+        f["strategy"].set_string_value(report.strategy());
+        f["micro_batches"].set_number_value(report.micro_batches());
+        f["seconds_per_batch"].set_number_value(report.seconds_per_batch());
+        f["allreduce_seconds"].set_number_value(report.allreduce_seconds());
+      }
       std::cout << ReportJson(json);
     } else {
-      std::cout << ReportText(response.report());
+      if (!report.strategy().empty()) {
+        std::cout << absl::StrFormat(
+            "strategy %s: %.6f s per micro-batch\n", report.strategy(),
+            report.seconds_per_batch());
+      }
+      std::cout << ReportText(report);
     }
     return 0;
   }

@@ -21,6 +21,7 @@
 #include "simulator/placement_file.h"
 #include "placer/policy_run.h"
 #include "simulator/simulator.h"
+#include "simulator/strategy.h"
 #include "profiles/measured_cost_model.h"
 #include "runtime/executor.h"
 #include "runtime/measurement.h"
@@ -61,10 +62,18 @@ int RunCommand(const std::vector<std::string>& args) {
     if (!p.ok()) return Fail(p.status());
     placement = std::move(*p);
   } else if (!placement_path.empty()) {
-    absl::StatusOr<Placement> p =
-        ReadPlacementFile(UserPath(placement_path), model->graph, *cluster);
+    absl::StatusOr<PlacementOrStrategy> p = ReadPlacementOrStrategyFile(
+        UserPath(placement_path), model->graph, *cluster);
     if (!p.ok()) return Fail(p.status());
-    placement = std::move(*p);
+    if (p->strategy) {
+      // Running replica 0's placement instead would be a silent loss.
+      return Fail(absl::UnimplementedError(absl::StrCat(
+          placement_path, " holds a strategy (",
+          DescribeStrategy(*p->strategy),
+          "); the executor runs op placements only so far (simulate runs "
+          "strategies)")));
+    }
+    placement = std::move(p->placement);
     placed_by = placement_path;
   } else {
     PolicyInput input{view, *cluster, **costs, context};

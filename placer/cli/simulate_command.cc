@@ -13,6 +13,8 @@
 #include "placer/model_source.h"
 #include "simulator/placement_file.h"
 #include "simulator/simulator.h"
+#include "simulator/strategy.h"
+#include "simulator/strategy_simulator.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
 #include "profiles/measured_cost_model.h"
@@ -87,6 +89,60 @@ std::string Json(const SimulationContext& c, const SimulationResult& r) {
   return ReportJson(s);
 }
 
+// A strategy's step: what Text shows for a placement, plus the strategy.
+std::string StrategyText(const SimulationContext& c, const Strategy& strategy,
+                         const StrategySimulation& s) {
+  const SimulationResult& r = s.step;
+  const Cluster& cluster = c.cluster();
+  std::string out;
+  absl::StrAppendFormat(&out, "strategy         %s\n",
+                        DescribeStrategy(strategy));
+  absl::StrAppendFormat(&out, "step time        %.6f s (%d micro-batches)\n",
+                        r.step_seconds, s.micro_batches);
+  absl::StrAppendFormat(&out, "per micro-batch  %.6f s\n",
+                        s.seconds_per_batch);
+  absl::StrAppendFormat(&out, "lower bound      %.6f s (step is %.2fx)\n",
+                        r.lower_bound_seconds,
+                        r.step_seconds / r.lower_bound_seconds);
+  absl::StrAppendFormat(&out, "allreduce        %.6f s in all\n",
+                        s.allreduce_seconds);
+  absl::StrAppendFormat(&out, "bytes moved      %s in %d transfers\n",
+                        HumanBytes(r.bytes_moved), r.transfers_count);
+  absl::StrAppendFormat(&out, "out of memory    %s\n", r.oom ? "YES" : "no");
+  absl::StrAppendFormat(&out, "inaccurate ops   %d (cost model guessed)\n",
+                        r.inaccurate_nodes);
+  absl::StrAppendFormat(&out, "\n%-12s %6s %10s %8s %9s %14s %14s %s\n",
+                        "device", "stage", "busy s", "busy %", "in flight",
+                        "peak memory", "capacity", "");
+  std::vector<int> stage_of(cluster.num_devices(), -1);
+  for (size_t k = 0; k < strategy.stages.size(); ++k) {
+    for (int d : strategy.stages[k].devices) stage_of[d] = static_cast<int>(k);
+  }
+  for (int d = 0; d < cluster.num_devices(); ++d) {
+    const Device& dev = cluster.device(d);
+    absl::StrAppendFormat(
+        &out, "%-12s %6s %10.6f %7.1f%% %9d %14s %14s %s\n", dev.name,
+        stage_of[d] < 0 ? "-" : absl::StrCat(stage_of[d]), r.busy_seconds[d],
+        100 * r.busy_seconds[d] / r.step_seconds, s.most_in_flight[d],
+        HumanBytes(r.peak_memory_bytes[d]), HumanBytes(dev.memory_bytes),
+        r.peak_memory_bytes[d] > dev.memory_bytes ? "OUT OF MEMORY" : "");
+  }
+  return out;
+}
+
+std::string StrategyJson(const SimulationContext& c, const Strategy& strategy,
+                         const StrategySimulation& s) {
+  google::protobuf::Struct report;
+  AddSimulationFields(Summarize(s.step, c.cluster()), &report);
+  auto& f = *report.mutable_fields();
+  f["transfers"].set_number_value(s.step.transfers_count);
+  f["strategy"].set_string_value(DescribeStrategy(strategy));
+  f["micro_batches"].set_number_value(s.micro_batches);
+  f["seconds_per_batch"].set_number_value(s.seconds_per_batch);
+  f["allreduce_seconds"].set_number_value(s.allreduce_seconds);
+  return ReportJson(report);
+}
+
 }  // namespace
 
 int SimulateCommand(const std::vector<std::string>& args) {
@@ -102,9 +158,10 @@ int SimulateCommand(const std::vector<std::string>& args) {
   absl::StatusOr<Cluster> cluster =
       LoadUserCluster(absl::GetFlag(FLAGS_cluster));
   if (!cluster.ok()) return Fail(cluster.status());
-  absl::StatusOr<Placement> placement = ReadPlacementFile(
+  absl::StatusOr<PlacementOrStrategy> file = ReadPlacementOrStrategyFile(
       UserPath(absl::GetFlag(FLAGS_placement)), model->graph, *cluster);
-  if (!placement.ok()) return Fail(placement.status());
+  if (!file.ok()) return Fail(file.status());
+  const Placement* placement = &file->placement;
   absl::StatusOr<std::unique_ptr<ReadyOrder>> order = ReadyOrderFromFlag();
   if (!order.ok()) return Fail(order.status());
 
@@ -115,6 +172,23 @@ int SimulateCommand(const std::vector<std::string>& args) {
   SimulationContext context =
       SimulationContext::Create(view, *cluster, *costs, **order);
   std::string trace_path = absl::GetFlag(FLAGS_trace);
+  if (file->strategy) {
+    if (!trace_path.empty()) {
+      return UsageError(
+          "--trace draws op placements; this file holds a strategy");
+    }
+    absl::StatusOr<StrategySimulation> step =
+        SimulateStrategy(context, *file->strategy);
+    if (!step.ok()) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat(absl::GetFlag(FLAGS_placement), ": ",
+                       step.status().message())));
+    }
+    std::cout << (absl::GetFlag(FLAGS_json)
+                      ? StrategyJson(context, *file->strategy, *step)
+                      : StrategyText(context, *file->strategy, *step));
+    return 0;
+  }
   SimulationOptions sim_options;
   sim_options.record_schedule = !trace_path.empty();
   absl::StatusOr<SimulationResult> result =

@@ -12,6 +12,8 @@
 #include "absl/time/time.h"
 #include "graph/training_view.h"
 #include "simulator/placement_file.h"
+#include "simulator/strategy.h"
+#include "simulator/strategy_simulator.h"
 #include "placer/policy_run.h"
 #include "simulator/simulator.h"
 #include "profiles/cost_model.h"
@@ -344,15 +346,30 @@ grpc::Status PlacementServiceImpl::SimulateOrThrow(
   absl::StatusOr<LoadedModel> model =
       LoadModelSpec(request->model(), options_.limits);
   if (!model.ok()) return ToGrpc(model.status());
-  absl::StatusOr<Placement> placement = PlacementFromProto(
+  absl::StatusOr<PlacementOrStrategy> placement = PlacementOrStrategyFromProto(
       request->placement(), "placement", model->graph, *cluster);
   if (!placement.ok()) return ToGrpc(placement.status());
   TrainingView view = BuildTrainingView(model->graph);
   std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
   SimulationContext simulation =
       SimulationContext::Create(view, *cluster, **costs, *order);
-  absl::StatusOr<SimulationResult> result = placer::Simulate(simulation,
-                                                             *placement);
+  if (placement->strategy) {
+    absl::StatusOr<StrategySimulation> step =
+        SimulateStrategy(simulation, *placement->strategy);
+    if (!step.ok()) {
+      return ToGrpc(absl::InvalidArgumentError(
+          absl::StrCat("placement: ", step.status().message())));
+    }
+    proto::SimulationReport& report = *response->mutable_report();
+    report = ToReport(step->step, *cluster);
+    report.set_strategy(DescribeStrategy(*placement->strategy));
+    report.set_micro_batches(step->micro_batches);
+    report.set_seconds_per_batch(step->seconds_per_batch);
+    report.set_allreduce_seconds(step->allreduce_seconds);
+    return grpc::Status::OK;
+  }
+  absl::StatusOr<SimulationResult> result =
+      placer::Simulate(simulation, placement->placement);
   if (!result.ok()) return ToGrpc(result.status());
   *response->mutable_report() = ToReport(*result, *cluster);
   return grpc::Status::OK;

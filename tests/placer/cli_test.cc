@@ -564,6 +564,25 @@ TEST(CliTest, ServeThenRemotePlaceTrainSimulateGetAcrossARestart) {
   EXPECT_DOUBLE_EQ(Number(remote_sim, "bytes_moved"),
                    Number(local_sim, "bytes_moved"));
   EXPECT_EQ(remote_sim.fields().at("peak_memory_bytes").struct_value().fields_size(), 4);
+  // A strategy file: the service simulates the strategy, as simulate does.
+  std::string strategy = TmpFile("remote_strategy.json");
+  ASSERT_EQ(RunCommand("(placer/placer place" + local_model +
+                       " --parallelism data -o " + strategy + ") >/dev/null")
+                .exit_code,
+            0);
+  google::protobuf::Struct remote_strategy = Json(
+      RunPlacer("remote simulate" + model + " --placement " + strategy +
+                " --json").out);
+  google::protobuf::Struct local_strategy = Json(
+      RunPlacer("simulate" + local_model + " --placement " + strategy +
+                " --json").out);
+  for (const char* key : {"step_seconds", "seconds_per_batch",
+                          "micro_batches", "allreduce_seconds"}) {
+    EXPECT_DOUBLE_EQ(Number(remote_strategy, key),
+                     Number(local_strategy, key))
+        << key;
+  }
+  EXPECT_EQ(Number(local_strategy, "micro_batches"), 4);
   google::protobuf::Struct remote_place =
       Json(RunPlacer("remote place" + model + " --json").out);
   google::protobuf::Struct local_place =  // stdout only (progress: stderr)
@@ -695,3 +714,60 @@ TEST(CliTest, TrainKilledThenResumedLosesNothingThenPlacesAnUnseenModel) {
 }
 
 }  // namespace
+
+namespace placer {
+namespace {
+
+TEST(CliTest, PlaceAStrategyThenSimulateIt) {
+  // A data-parallel strategy on two CPUs: place writes it, simulate reads
+  // it back and gets the same step; the row's speedup is over one device
+  // running the same two micro-batches.
+  const std::string file = TmpFile("strategy.json");
+  RunResult place = RunPlacer(
+      "place zoo:chain --noweights --cluster cpu2 --parallelism data "
+      "--json -o " + file);
+  ASSERT_EQ(place.exit_code, 0) << place.out;
+  // The report (stdout) and "wrote FILE" (stderr) are on lines of their
+  // own.
+  const size_t open = place.out.find('{');
+  google::protobuf::Struct report =
+      Json(place.out.substr(open, place.out.find('\n', open) - open));
+  EXPECT_EQ(report.fields().at("chosen").string_value(), "data");
+  const auto& rows = report.fields().at("results").list_value().values();
+  ASSERT_EQ(rows.size(), 2);
+  const google::protobuf::Struct& single = rows[0].struct_value();
+  const google::protobuf::Struct& data = rows[1].struct_value();
+  EXPECT_EQ(single.fields().at("row").string_value(), "single");
+  EXPECT_EQ(Number(data, "micro_batches"), 2);
+  EXPECT_EQ(data.fields().at("strategy").string_value(),
+            "1 stage x 2 replicas, 2 micro-batches, 1f1b, ring");
+  EXPECT_NEAR(Number(data, "speedup_per_batch_over_single"),
+              Number(single, "step_seconds") / Number(data, "step_seconds"),
+              1e-9);
+
+  RunResult sim = RunPlacer("simulate zoo:chain --noweights --cluster cpu2 "
+                            "--json --placement " + file);
+  ASSERT_EQ(sim.exit_code, 0) << sim.out;
+  google::protobuf::Struct s = Json(sim.out);
+  EXPECT_EQ(Number(s, "step_seconds"), Number(data, "step_seconds"));
+  EXPECT_EQ(Number(s, "micro_batches"), 2);
+  EXPECT_GT(Number(s, "allreduce_seconds"), 0);
+
+  // A stage naming a device the cluster lacks: the file and the stage.
+  RunResult cat = RunCommand("sed 's#\"/cpu:1\"#\"/cpu:7\"#' " + file +
+                             " > " + file + ".bad");
+  ASSERT_EQ(cat.exit_code, 0);
+  RunResult bad = RunPlacer("simulate zoo:chain --noweights --cluster cpu2 "
+                            "--placement " + file + ".bad");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.out, HasSubstr(file + ".bad"));
+  EXPECT_THAT(bad.out, HasSubstr("/cpu:7"));
+
+  RunResult unknown = RunPlacer(
+      "place zoo:chain --noweights --cluster cpu2 --parallelism hybrid");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.out, HasSubstr("known: auto, model, pipeline, data"));
+}
+
+}  // namespace
+}  // namespace placer

@@ -1,0 +1,84 @@
+// Searches strategies (simulator/strategy.h): where to cut the model into
+// pipeline stages, how many data-parallel replicas each stage gets and how
+// many micro-batches a step runs — PipeDream's and Alpa's inter-operator
+// dynamic programming, judged by the strategy simulator.
+//
+// Contract:
+//  - Devices: the largest set of identical devices of the cluster (by their
+//    summed peak FLOP/s; ties: the set with the lowest device index), in
+//    cluster order, at most 32; stages take them in order. A stage's
+//    replicas run one device each (op placement inside a stage is not
+//    searched here).
+//  - Cuts: only between forward ops in the view's topological order where
+//    no weight has readers on both sides, coarsened to at most 32 chunks of
+//    about equal compute. For each micro-batch count and stage count, a
+//    dynamic program over chunk boundaries and device counts minimizes the
+//    slowest stage per micro-batch (compute / replicas + allreduce /
+//    micro-batches, and the transfers at each cut) for every device count;
+//    each result is then simulated with 1F1B and GPipe (when it has two
+//    stages or more) and ring and tree allreduce (when it has replicas).
+//    Every candidate runs the same micro-batches per step; auto's
+//    candidates include data's and pipeline's, so it is never worse.
+//  - The answer is the simulated strategy with the least seconds per graph
+//    batch whose every device peaks within MemoryLimits(options); ties:
+//    the one found first. Deterministic: no randomness, and the candidates
+//    are enumerated in a fixed order; the search stops early (with the best
+//    so far) at the budget or when should_stop says so.
+//  - Errors: InvalidArgument for parallelism kModel (that is the op
+//    placement policies' job) or a cluster without two identical devices;
+//    ResourceExhausted when no candidate fits, naming the smallest
+//    overshoot.
+#ifndef PLACER_POLICIES_STRATEGY_SEARCH_H_
+#define PLACER_POLICIES_STRATEGY_SEARCH_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "policies/policy.h"
+#include "simulator/strategy.h"
+#include "simulator/strategy_simulator.h"
+
+namespace placer {
+
+enum class Parallelism {
+  kModel,     // op placement only (one micro-batch, no replicas)
+  kPipeline,  // two or more stages, one replica each
+  kData,      // one stage, every device a replica
+  kAuto,      // any of the above, and stages with replicas
+};
+
+std::string ParallelismName(Parallelism parallelism);
+// "auto", "model", "pipeline", "data".
+absl::StatusOr<Parallelism> ParseParallelism(const std::string& name);
+
+struct StrategySearchOptions {
+  Parallelism parallelism = Parallelism::kAuto;
+  // Micro-batches per step: a step's global batch is micro_batches times
+  // the graph's batch, the same for every strategy compared. 0: one per
+  // device of the pool (plain data parallelism's global batch).
+  int micro_batches = 0;
+};
+
+struct StrategyChoice {
+  Strategy strategy;
+  StrategySimulation simulation;
+  int evaluations = 0;  // strategies simulated
+};
+
+absl::StatusOr<StrategyChoice> SearchStrategy(
+    const PolicyInput& input, const PolicyOptions& options,
+    const StrategySearchOptions& search);
+
+// The devices SearchStrategy uses (see the contract).
+std::vector<int> IdenticalDevicePool(const Cluster& cluster);
+
+// The baseline every strategy is compared with: the whole model on
+// `device`, one stage, one replica, `micro_batches` accumulated one after
+// another (1F1B: one micro-batch in flight).
+Strategy OneDeviceStrategy(const TrainingView& view, int device,
+                           int micro_batches);
+
+}  // namespace placer
+
+#endif  // PLACER_POLICIES_STRATEGY_SEARCH_H_

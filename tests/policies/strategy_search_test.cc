@@ -1,0 +1,160 @@
+// The strategy search: what each parallelism mode may return, memory
+// limits, determinism, and the headline on a zoo model (ResNet-50
+// on four P100s runs at least 3x one device per sample as data parallel).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "graph/onnx_import.h"
+#include "graph/training_view.h"
+#include "policies/policy.h"
+#include "policies/strategy_search.h"
+#include "profiles/cluster.h"
+#include "profiles/cost_model.h"
+#include "simulator/simulator.h"
+#include "simulator/strategy.h"
+#include "simulator/strategy_simulator.h"
+#include "tests/graph/test_models.h"
+#include "zoo/zoo.h"
+
+namespace placer {
+namespace {
+
+// A chain of eight MatMuls [rows, width] x [width, width]: every op has a
+// weight of width^2 floats.
+Graph Chain(int64_t rows, int64_t width) {
+  onnx::ModelProto m = testing::EmptyModel();
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {rows, width});
+  std::string in = "x";
+  for (int i = 0; i < 8; ++i) {
+    const std::string w = "w" + std::to_string(i);
+    const std::string out = "y" + std::to_string(i);
+    testing::AddWeight(g, w, {width, width});
+    testing::AddNode(g, "MatMul", "m" + std::to_string(i), {in, w}, {out});
+    in = out;
+  }
+  testing::AddOutput(g, in);
+  absl::StatusOr<Graph> graph = ImportOnnxModel(m, "chain", {});
+  EXPECT_TRUE(graph.ok()) << graph.status();
+  return *std::move(graph);
+}
+
+struct Scenario {
+  Scenario(Graph g, const std::string& cluster_name)
+      : graph(std::move(g)),
+        view(BuildTrainingView(graph)),
+        cluster(*LoadCluster(cluster_name)),
+        costs(NewRooflineCostModel()),
+        order(NewCriticalPathReadyOrder()),
+        context(SimulationContext::Create(view, cluster, *costs, *order)),
+        input{view, cluster, *costs, context} {}
+  absl::StatusOr<StrategyChoice> Search(Parallelism mode, int micro_batches,
+                                        PolicyOptions options = {}) {
+    StrategySearchOptions search;
+    search.parallelism = mode;
+    search.micro_batches = micro_batches;
+    return SearchStrategy(input, options, search);
+  }
+  Graph graph;
+  TrainingView view;
+  Cluster cluster;
+  std::unique_ptr<CostModel> costs;
+  std::unique_ptr<ReadyOrder> order;
+  SimulationContext context;
+  PolicyInput input;
+};
+
+TEST(StrategySearchTest, EachModeReturnsItsKindOfStrategy) {
+  Scenario s(Chain(256, 1024), "p100x4");
+  absl::StatusOr<StrategyChoice> data = s.Search(Parallelism::kData, 4);
+  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_EQ(data->strategy.stages.size(), 1u);
+  EXPECT_EQ(data->strategy.stages[0].devices, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(data->strategy.micro_batches, 4);
+
+  absl::StatusOr<StrategyChoice> pipe = s.Search(Parallelism::kPipeline, 8);
+  ASSERT_TRUE(pipe.ok()) << pipe.status();
+  EXPECT_GE(pipe->strategy.stages.size(), 2u);
+  for (const PipelineStage& stage : pipe->strategy.stages) {
+    EXPECT_EQ(stage.devices.size(), 1u);
+  }
+  EXPECT_EQ(pipe->strategy.micro_batches, 8);
+
+  // auto sees both shapes (and more): never worse per batch than either
+  // at the same micro-batch count.
+  for (int m : {4, 8}) {
+    absl::StatusOr<StrategyChoice> a = s.Search(Parallelism::kAuto, m);
+    absl::StatusOr<StrategyChoice> d = s.Search(Parallelism::kData, m);
+    absl::StatusOr<StrategyChoice> p = s.Search(Parallelism::kPipeline, m);
+    ASSERT_TRUE(a.ok() && d.ok() && p.ok());
+    EXPECT_LE(a->simulation.seconds_per_batch, d->simulation.seconds_per_batch);
+    EXPECT_LE(a->simulation.seconds_per_batch, p->simulation.seconds_per_batch);
+  }
+  EXPECT_EQ(s.Search(Parallelism::kModel, 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.Search(Parallelism::kData, 2).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(StrategySearchTest, SameInputsSameStrategy) {
+  Scenario s(Chain(256, 1024), "v100x8");
+  absl::StatusOr<StrategyChoice> a = s.Search(Parallelism::kAuto, 8);
+  absl::StatusOr<StrategyChoice> b = s.Search(Parallelism::kAuto, 8);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(DescribeStrategy(a->strategy), DescribeStrategy(b->strategy));
+  EXPECT_EQ(a->strategy.stage_of_op, b->strategy.stage_of_op);
+  EXPECT_EQ(a->simulation.step.step_seconds, b->simulation.step.step_seconds);
+}
+
+TEST(StrategySearchTest, MemoryLimitsPushWeightsApart) {
+  // Eight 16 MiB weights (2048^2 floats) with momentum: 256 MiB resident
+  // when one device holds them all, so data parallelism needs that on
+  // every device; a pipeline splits them.
+  Scenario s(Chain(8, 2048), "p100x4");
+  PolicyOptions options;
+  options.memory_limit_bytes.assign(4, int64_t{200} << 20);
+  absl::StatusOr<StrategyChoice> a = s.Search(Parallelism::kAuto, 4, options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_GE(a->strategy.stages.size(), 2u) << DescribeStrategy(a->strategy);
+  for (int64_t peak : a->simulation.step.peak_memory_bytes) {
+    EXPECT_LE(peak, int64_t{200} << 20);
+  }
+  absl::StatusOr<StrategyChoice> d = s.Search(Parallelism::kData, 4, options);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(d.status().message().find("no strategy fits in memory"),
+            std::string::npos)
+      << d.status();
+  EXPECT_NE(d.status().message().find("/gpu:"), std::string::npos);
+}
+
+TEST(StrategySearchTest, ResNet50OnFourP100sIsThreeTimesOneDevice) {
+  zoo::ZooParams params;
+  params.weights = false;
+  absl::StatusOr<onnx::ModelProto> model =
+      zoo::BuildZooModel("resnet50", params);
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<Graph> graph = ImportOnnxModel(*model, "resnet50", {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  Scenario s(*std::move(graph), "p100x4");
+  absl::StatusOr<StrategySimulation> one = SimulateStrategy(
+      s.context, OneDeviceStrategy(s.view, 0, 4));
+  ASSERT_TRUE(one.ok()) << one.status();
+  absl::StatusOr<StrategyChoice> a = s.Search(Parallelism::kAuto, 4);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_GE(one->step.step_seconds / a->simulation.step.step_seconds, 3.0)
+      << DescribeStrategy(a->strategy);
+  // One device's op placement accumulating 4 micro-batches is the same
+  // step as the one-device strategy (forward, backward x 4, then updates).
+  Placement single{std::vector<int>(s.view.num_groups(), 0)};
+  absl::StatusOr<SimulationResult> loop =
+      SimulateAccumulation(s.context, single, 4);
+  ASSERT_TRUE(loop.ok());
+  EXPECT_NEAR(loop->step_seconds, one->step.step_seconds,
+              1e-9 * one->step.step_seconds);
+}
+
+}  // namespace
+}  // namespace placer
