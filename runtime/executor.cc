@@ -37,6 +37,7 @@
 #include "runtime/allocation_tracker.h"
 #include "runtime/executor_ops.h"
 #include "runtime/initial_values.h"
+#include "runtime/op_autograd.h"
 #include "runtime/step_exchange.h"
 #include "runtime/torch_devices.h"
 #include "runtime/torch_ops.h"
@@ -51,11 +52,6 @@ using Clock = SteadyClock;
 int64_t Bytes(const torch::Tensor& t) {
   return t.defined() ? static_cast<int64_t>(t.numel() * t.element_size()) : 0;
 }
-
-struct Saved {
-  std::vector<torch::Tensor> leaves;   // per op input (undefined: no grad)
-  std::vector<torch::Tensor> outputs;  // per op output, with autograd history
-};
 
 class TorchExecutor : public Executor {
  public:
@@ -209,7 +205,7 @@ class TorchExecutor : public Executor {
   std::vector<int> sum_done_;
   std::unique_ptr<std::mutex[]> sum_mu_;
   std::vector<int> pending_;
-  std::vector<Saved> saved_;  // per op
+  std::vector<SavedOp> saved_;  // per op
   // (priority, key rank, node): ties broken by node key, as the simulator.
   using ReadyEntry = std::tuple<double, int, int>;
   std::vector<std::priority_queue<ReadyEntry, std::vector<ReadyEntry>,
@@ -281,53 +277,16 @@ absl::Status TorchExecutor::Init() {
     }
   }
 
-  torch::Generator gen = at::detail::createCPUGenerator(options_.seed);
   resident_.assign(static_cast<size_t>(values) * num_devices_, torch::Tensor());
   momentum_.assign(values, torch::Tensor());
   resident_bytes_.assign(num_devices_, 0);
   seed_grad_.assign(graph_.tensors().size(), torch::Tensor());
-  targets_.assign(graph_.tensors().size(), torch::Tensor());
-  std::vector<std::string> errors;
+  absl::StatusOr<HostValues> drawn = DrawHostValues(view_, options_.seed);
+  if (!drawn.ok()) return drawn.status();
   for (int v = 0; v < values; ++v) {
-    const TrainingValue& value = view_.value(v);
-    if (value.producer >= 0 || value.tensor < 0) continue;
-    const Tensor& t = graph_.tensor(value.tensor);
-    torch::Tensor host;
-    if (Folded(t)) {
-      absl::StatusOr<torch::Tensor> data = TensorFromData(*t.data);
-      if (!data.ok()) {
-        errors.push_back(absl::StrCat("'", t.name, "': ", data.status().message()));
-        continue;
-      }
-      host = *data;
-    } else if (!t.shape_known) {
-      errors.push_back(absl::StrCat("'", t.name, "' has no known shape"));
-      continue;
-    } else if (value.kind == ValueKind::kParameter) {
-      host = InitParameter(graph_, t, gen);
-    } else if (value.kind == ValueKind::kGraphInput) {
-      torch::ScalarType type = ToTorchType(t.dtype);
-      if (IsFloatingPoint(t.dtype)) {
-        host = torch::randn(t.shape, gen, torch::TensorOptions().dtype(type));
-      } else {
-        int64_t bound = IndexBound(graph_, value.tensor);
-        if (bound <= 0) {
-          errors.push_back(absl::StrCat(
-              "graph input '", t.name, "' (", DataTypeName(t.dtype),
-              ") feeds no Gather or loss, so its valid values are unknown"));
-          continue;
-        }
-        host = torch::randint(0, bound, t.shape, gen,
-                              torch::TensorOptions().dtype(type));
-      }
-    } else if (torch::Tensor state = InitState(graph_, value.tensor);
-               state.defined()) {
-      host = state;
-    } else {
-      errors.push_back(absl::StrCat("constant '", t.name, "' has no data"));
-      continue;
-    }
-    if (value.kind == ValueKind::kParameter) {
+    const torch::Tensor& host = drawn->value[v];
+    if (!host.defined()) continue;
+    if (view_.value(v).kind == ValueKind::kParameter) {
       int d = home_[v];
       if (d < 0 || !Local(d)) continue;  // no group reads it, or another rank's
       torch::Tensor w = host.to(devices_[d]);
@@ -343,31 +302,19 @@ absl::Status TorchExecutor::Init() {
       }
     }
   }
-  // Loss targets for floating-point outputs that are not scalar losses.
+  // Loss targets, on the device of the output's producer.
+  targets_ = std::move(drawn->target);
   for (int out : graph_.outputs()) {
-    const Tensor& t = graph_.tensor(out);
-    if (!IsFloatingPoint(t.dtype) || !t.shape_known || t.num_elements() <= 1) {
-      continue;
-    }
-    if (t.shape.size() == 2 && t.shape[1] > 1) {
-      targets_[out] = torch::randint(0, t.shape[1], {t.shape[0]}, gen,
-                                     torch::TensorOptions().dtype(torch::kLong));
-    } else {
-      targets_[out] = torch::randn(t.shape, gen);
-    }
-    int producer = t.producer;
-    if (producer >= 0 && Local(device_of_node_[producer])) {
+    int producer = graph_.tensor(out).producer;
+    if (targets_[out].defined() && producer >= 0 &&
+        Local(device_of_node_[producer])) {
       targets_[out] = targets_[out].to(devices_[device_of_node_[producer]]);
     }
-  }
-  if (!errors.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("executor: ", absl::StrJoin(errors, "; ")));
   }
   copies_.assign(static_cast<size_t>(values) * num_devices_, torch::Tensor());
   uses_.assign(static_cast<size_t>(values) * num_devices_, 0);
   pending_.assign(n, 0);
-  saved_.assign(graph_.ops().size(), Saved());
+  saved_.assign(graph_.ops().size(), SavedOp());
   ready_.resize(num_devices_);
   for (int d = 0; d < num_devices_; ++d) {
     device_cv_.push_back(std::make_unique<std::condition_variable>());
@@ -742,68 +689,28 @@ absl::Status TorchExecutor::RunForward(int i, std::vector<torch::Tensor>* output
   const TrainingNode& node = view_.node(i);
   const int d = device_of_node_[i];
   const Op& op = graph_.op(node.forward_op);
-  std::vector<torch::Tensor> results;
-  // Folded outputs stand for the op (the importer folds nothing computed
-  // from weights, so no gradient flows through such an op).
-  if (AllOutputsFolded(graph_, op)) {
-    for (int out : op.outputs) {
-      if (out < 0) {
-        results.emplace_back();
-        continue;
-      }
-      absl::StatusOr<torch::Tensor> t = TensorFromData(*graph_.tensor(out).data);
-      if (!t.ok()) return t.status();
-      results.push_back(t->to(devices_[d]));
-    }
-  } else {
-    std::vector<torch::Tensor> inputs;
+  std::vector<torch::Tensor> inputs;
+  if (!AllOutputsFolded(graph_, op)) {
     for (int in : op.inputs) {
       inputs.push_back(in < 0 ? torch::Tensor()
                               : Present(value_of_tensor_[in], d));
     }
-    if (view_.backward_node(node.forward_op) >= 0) {
-      Saved& saved = saved_[node.forward_op];
-      saved.leaves = MakeGradientLeaves(inputs, needs_gradient_[node.forward_op]);
-      absl::StatusOr<std::vector<torch::Tensor>> out = RunTorchOp(op, inputs);
-      if (!out.ok()) return out.status();
-      saved.outputs = *out;
-      for (const torch::Tensor& t : *out) {
-        results.push_back(t.defined() ? t.detach() : t);
-      }
-    } else {
-      torch::NoGradGuard no_grad;
-      absl::StatusOr<std::vector<torch::Tensor>> out = RunTorchOp(op, inputs);
-      if (!out.ok()) return out.status();
-      results = std::move(*out);
-    }
   }
+  const bool backward = view_.backward_node(node.forward_op) >= 0;
+  absl::StatusOr<std::vector<torch::Tensor>> results =
+      ForwardOp(graph_, op, std::move(inputs), devices_[d],
+                backward ? &needs_gradient_[node.forward_op] : nullptr,
+                &saved_[node.forward_op]);
+  if (!results.ok()) return results.status();
   // Losses of graph outputs written here.
-  for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) {
-    int t = op.outputs[k];
-    if (t < 0 || !graph_.tensor(t).is_graph_output || !results[k].defined() ||
-        !results[k].is_floating_point()) {
-      continue;
-    }
-    if (results[k].numel() == 1) {
-      *loss += results[k].item<double>();
-      seed_grad_[t] = torch::ones_like(results[k]);
-    } else if (targets_[t].defined()) {
-      torch::Tensor leaf = results[k].detach().requires_grad_(true);
-      torch::Tensor l =
-          targets_[t].scalar_type() == torch::kLong
-              ? torch::nll_loss(torch::log_softmax(leaf, 1), targets_[t])
-              : 0.5 * torch::mse_loss(leaf, targets_[t]);
-      *loss += l.item<double>();
-      seed_grad_[t] = torch::autograd::grad({l}, {leaf})[0];
-    }
-  }
+  *loss += OutputLosses(graph_, op, *results, targets_, 1.0, &seed_grad_);
   // One tensor per node output value, in the node's order.
   outputs->clear();
   for (int v : node.outputs) {
     int t = view_.value(v).tensor;
     torch::Tensor found;
-    for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) {
-      if (op.outputs[k] == t) found = results[k];
+    for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
+      if (op.outputs[k] == t) found = (*results)[k];
     }
     outputs->push_back(found);
   }
@@ -815,11 +722,11 @@ absl::Status TorchExecutor::RunBackward(int i,
   const TrainingNode& node = view_.node(i);
   const int d = device_of_node_[i];
   const Op& op = graph_.op(node.forward_op);
-  Saved saved = std::move(saved_[node.forward_op]);
-  saved_[node.forward_op] = Saved();
+  SavedOp saved = std::move(saved_[node.forward_op]);
+  saved_[node.forward_op] = SavedOp();
   // The gradient of each output: its partial gradients plus the loss seed.
-  std::vector<torch::Tensor> outs, grads;
-  for (size_t k = 0; k < op.outputs.size() && k < saved.outputs.size(); ++k) {
+  std::vector<torch::Tensor> output_gradients(op.outputs.size());
+  for (size_t k = 0; k < op.outputs.size(); ++k) {
     int t = op.outputs[k];
     if (t < 0) continue;
     torch::Tensor sum = seed_grad_[t];
@@ -828,50 +735,14 @@ absl::Status TorchExecutor::RunBackward(int i,
       const torch::Tensor& g = sum_buffer_[SumSlot(s, d)];
       if (g.defined()) sum = sum.defined() ? sum + g : g;
     }
-    const torch::Tensor& out = saved.outputs[k];
-    if (sum.defined() && out.defined() && out.requires_grad()) {
-      outs.push_back(out);
-      grads.push_back(sum);
-    }
+    output_gradients[k] = sum;
   }
-  std::vector<torch::Tensor> wrt;
-  std::vector<int> wrt_input;
-  for (size_t k = 0; k < saved.leaves.size(); ++k) {
-    if (saved.leaves[k].defined()) {
-      wrt.push_back(saved.leaves[k]);
-      wrt_input.push_back(static_cast<int>(k));
-    }
-  }
-  std::vector<torch::Tensor> input_grads(op.inputs.size());
-  if (!outs.empty() && !wrt.empty()) {
-    std::vector<torch::Tensor> g = torch::autograd::grad(
-        outs, wrt, grads, /*retain_graph=*/false, /*create_graph=*/false,
-        /*allow_unused=*/true);
-    for (size_t j = 0; j < g.size(); ++j) input_grads[wrt_input[j]] = g[j];
-  }
-  outputs->clear();
-  for (int v : node.outputs) {
-    int t = view_.value(v).tensor;
-    torch::Tensor sum;
-    torch::Tensor like;
-    for (size_t k = 0; k < op.inputs.size(); ++k) {
-      if (op.inputs[k] != t) continue;
-      if (k < saved.leaves.size() && saved.leaves[k].defined()) {
-        like = saved.leaves[k];
-      }
-      if (input_grads[k].defined()) {
-        sum = sum.defined() ? sum + input_grads[k] : input_grads[k];
-      }
-    }
-    if (!sum.defined()) {
-      if (!like.defined()) {
-        return absl::InternalError(absl::StrCat(
-            "no saved input for the gradient of '", graph_.tensor(t).name, "'"));
-      }
-      sum = torch::zeros_like(like);
-    }
-    outputs->push_back(sum.detach());
-  }
+  std::vector<int> tensors;
+  for (int v : node.outputs) tensors.push_back(view_.value(v).tensor);
+  absl::StatusOr<std::vector<torch::Tensor>> grads =
+      BackwardOp(graph_, op, std::move(saved), output_gradients, tensors);
+  if (!grads.ok()) return grads.status();
+  *outputs = *std::move(grads);
   return absl::OkStatus();
 }
 
@@ -982,7 +853,7 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
   }
   std::fill(copies_.begin(), copies_.end(), torch::Tensor());
   std::fill(sum_buffer_.begin(), sum_buffer_.end(), torch::Tensor());
-  std::fill(saved_.begin(), saved_.end(), Saved());
+  std::fill(saved_.begin(), saved_.end(), SavedOp());
   report_.loss = loss_;
   report_.peak_memory_bytes = peak_bytes_;
   if (options_.measure_allocations) {

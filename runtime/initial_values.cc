@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/torch_ops.h"
 
 namespace placer {
@@ -91,6 +93,88 @@ int64_t IndexBound(const Graph& g, int tensor) {
     if (b > 0) bound = bound == 0 ? b : std::min(bound, b);
   }
   return bound;
+}
+
+absl::StatusOr<HostValues> DrawHostValues(const TrainingView& view,
+                                          uint64_t seed) {
+  const Graph& graph = view.forward();
+  const int values = static_cast<int>(view.values().size());
+  torch::Generator gen = at::detail::createCPUGenerator(seed);
+  HostValues out;
+  out.value.assign(values, torch::Tensor());
+  out.target.assign(graph.tensors().size(), torch::Tensor());
+  std::vector<std::string> errors;
+  for (int v = 0; v < values; ++v) {
+    const TrainingValue& value = view.value(v);
+    if (value.producer >= 0 || value.tensor < 0) continue;
+    const Tensor& t = graph.tensor(value.tensor);
+    torch::Tensor host;
+    if (Folded(t)) {
+      absl::StatusOr<torch::Tensor> data = TensorFromData(*t.data);
+      if (!data.ok()) {
+        errors.push_back(
+            absl::StrCat("'", t.name, "': ", data.status().message()));
+        continue;
+      }
+      host = *data;
+    } else if (!t.shape_known) {
+      errors.push_back(absl::StrCat("'", t.name, "' has no known shape"));
+      continue;
+    } else if (value.kind == ValueKind::kParameter) {
+      host = InitParameter(graph, t, gen);
+    } else if (value.kind == ValueKind::kGraphInput) {
+      torch::ScalarType type = ToTorchType(t.dtype);
+      if (IsFloatingPoint(t.dtype)) {
+        host = torch::randn(t.shape, gen, torch::TensorOptions().dtype(type));
+      } else {
+        int64_t bound = IndexBound(graph, value.tensor);
+        if (bound <= 0) {
+          errors.push_back(absl::StrCat(
+              "graph input '", t.name, "' (", DataTypeName(t.dtype),
+              ") feeds no Gather or loss, so its valid values are unknown"));
+          continue;
+        }
+        host = torch::randint(0, bound, t.shape, gen,
+                              torch::TensorOptions().dtype(type));
+      }
+    } else if (torch::Tensor state = InitState(graph, value.tensor);
+               state.defined()) {
+      host = state;
+    } else {
+      errors.push_back(absl::StrCat("constant '", t.name, "' has no data"));
+      continue;
+    }
+    out.value[v] = host;
+  }
+  // Loss targets for floating-point outputs that are not scalar losses.
+  for (int o : graph.outputs()) {
+    const Tensor& t = graph.tensor(o);
+    if (!IsFloatingPoint(t.dtype) || !t.shape_known || t.num_elements() <= 1) {
+      continue;
+    }
+    if (t.shape.size() == 2 && t.shape[1] > 1) {
+      out.target[o] = torch::randint(0, t.shape[1], {t.shape[0]}, gen,
+                                     torch::TensorOptions().dtype(torch::kLong));
+    } else {
+      out.target[o] = torch::randn(t.shape, gen);
+    }
+  }
+  if (!errors.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("executor: ", absl::StrJoin(errors, "; ")));
+  }
+  return out;
+}
+
+absl::StatusOr<HostValues> DrawBatch(const TrainingView& view, uint64_t seed) {
+  absl::StatusOr<HostValues> drawn = DrawHostValues(view, seed);
+  if (!drawn.ok()) return drawn;
+  for (int v = 0; v < static_cast<int>(view.values().size()); ++v) {
+    if (view.value(v).kind != ValueKind::kGraphInput) {
+      drawn->value[v] = torch::Tensor();
+    }
+  }
+  return drawn;
 }
 
 }  // namespace placer

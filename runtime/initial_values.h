@@ -11,10 +11,13 @@
 #define PLACER_RUNTIME_INITIAL_VALUES_H_
 
 #include <cstdint>
+#include <vector>
 
 #include <torch/torch.h>
 
+#include "absl/status/statusor.h"
 #include "graph/graph.h"
+#include "graph/training_view.h"
 
 namespace placer {
 
@@ -40,6 +43,26 @@ torch::Tensor InitState(const Graph& g, int tensor);
 // from what its consumers accept (Gather's table, a loss's classes); 0 when
 // no consumer says.
 int64_t IndexBound(const Graph& g, int tensor);
+
+// What a step starts from, on the host, drawn as the executors draw it:
+// one generator seeded `seed`; for each view value without a producer, in
+// view order: folded data as it is, a parameter by InitParameter, a
+// floating graph input normal, an integer one uniform below its
+// IndexBound, state by InitState; then, for each floating graph output that
+// is not a scalar, a loss target (class indices for [batch, classes], else
+// normal). FailedPrecondition listing every value that cannot be made
+// (no data or shape, an integer input with no bound).
+struct HostValues {
+  std::vector<torch::Tensor> value;   // per view value; undefined if produced
+  std::vector<torch::Tensor> target;  // per graph tensor; undefined if none
+};
+absl::StatusOr<HostValues> DrawHostValues(const TrainingView& view,
+                                          uint64_t seed);
+
+// Another batch for the same step shape: the graph inputs and targets of
+// DrawHostValues(view, seed) (its parameters and constants are drawn and
+// dropped, so batches differ only by seed).
+absl::StatusOr<HostValues> DrawBatch(const TrainingView& view, uint64_t seed);
 
 }  // namespace placer
 

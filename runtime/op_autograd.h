@@ -1,0 +1,60 @@
+// One op's forward and backward as both executors run them (the placed
+// dataflow executor, executor.h, and the strategy executor,
+// strategy_executor.h): so an op computes the same numbers whichever runs
+// it.
+//
+// Contract:
+//  - ForwardOp runs the op's LibTorch kernel on `inputs` (tensors on one
+//    device; undefined for omitted optional inputs). An op whose outputs the
+//    importer folded is not run: its outputs are the folded data, on
+//    `device`. With `needs_gradient` (one flag per op input: the inputs a
+//    backward node wants gradients of), those inputs become autograd leaves
+//    and `saved` keeps them and the outputs with their history; the
+//    returned outputs are detached. Without it, the kernel runs without
+//    autograd.
+//  - OutputLosses: for each floating-point graph output among the op's
+//    outputs, its loss (a scalar output as it is; else cross-entropy
+//    against an int64 target, or half the MSE against a float target) is
+//    added to the returned sum and the gradient of that loss, times
+//    `seed_scale`, is stored as the output's seed gradient.
+//  - BackwardOp: with `output_gradients` (per op output; undefined: none
+//    flows), autograd over the op alone gives the gradient of each tensor
+//    in `tensors` (summed over the input positions that read it; zeros
+//    when none flows). Errors name the tensor.
+#ifndef PLACER_RUNTIME_OP_AUTOGRAD_H_
+#define PLACER_RUNTIME_OP_AUTOGRAD_H_
+
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+
+namespace placer {
+
+struct SavedOp {
+  std::vector<torch::Tensor> leaves;   // per op input (undefined: no grad)
+  std::vector<torch::Tensor> outputs;  // per op output, with autograd history
+};
+
+absl::StatusOr<std::vector<torch::Tensor>> ForwardOp(
+    const Graph& graph, const Op& op, std::vector<torch::Tensor> inputs,
+    const torch::Device& device, const std::vector<bool>* needs_gradient,
+    SavedOp* saved);
+
+// `targets` and `seed_gradients` are indexed by graph tensor.
+double OutputLosses(const Graph& graph, const Op& op,
+                    const std::vector<torch::Tensor>& outputs,
+                    const std::vector<torch::Tensor>& targets,
+                    double seed_scale,
+                    std::vector<torch::Tensor>* seed_gradients);
+
+absl::StatusOr<std::vector<torch::Tensor>> BackwardOp(
+    const Graph& graph, const Op& op, SavedOp saved,
+    const std::vector<torch::Tensor>& output_gradients,
+    const std::vector<int>& tensors);
+
+}  // namespace placer
+
+#endif  // PLACER_RUNTIME_OP_AUTOGRAD_H_
