@@ -134,6 +134,29 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
   return absl::OkStatus();
 }
 
+std::vector<ReplicaTask> ReplicaTaskOrder(const Strategy& strategy, int stage,
+                                          int replica) {
+  const int R = static_cast<int>(strategy.stages[stage].devices.size());
+  const int S = static_cast<int>(strategy.stages.size());
+  std::vector<int> mine;
+  for (int j = replica; j < strategy.micro_batches; j += R) mine.push_back(j);
+  const int n = static_cast<int>(mine.size());
+  std::vector<ReplicaTask> order;
+  if (strategy.schedule == PipelineSchedule::kGPipe) {
+    for (int j : mine) order.push_back({j, false});
+    for (int i = n - 1; i >= 0; --i) order.push_back({mine[i], true});
+    return order;
+  }
+  const int warm = std::min(n, S - stage - 1);
+  for (int i = 0; i < warm; ++i) order.push_back({mine[i], false});
+  for (int i = warm; i < n; ++i) {
+    order.push_back({mine[i], false});
+    order.push_back({mine[i - warm], true});
+  }
+  for (int i = n - warm; i < n; ++i) order.push_back({mine[i], true});
+  return order;
+}
+
 Placement FirstReplicaPlacement(const Strategy& strategy) {
   Placement p;
   p.device_of_op.reserve(strategy.stage_of_op.size());

@@ -71,6 +71,20 @@ absl::StatusOr<AllreduceAlgorithm> ParseAllreduce(const std::string& name);
 absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
                            const Strategy& strategy);
 
+// One task of a stage replica: the stage's forward or backward nodes for
+// one micro-batch.
+struct ReplicaTask {
+  int micro_batch = 0;
+  bool backward = false;
+};
+// The tasks replica `replica` of stage `stage` runs, in the schedule's
+// order (GPipe: its forwards ascending, then its backwards descending;
+// 1F1B: min(n, stages - stage - 1) warm-up forwards, then one forward and
+// one backward, then the remaining backwards). The simulator and the
+// strategy executor both run this order.
+std::vector<ReplicaTask> ReplicaTaskOrder(const Strategy& strategy, int stage,
+                                          int replica);
+
 // Every op on its stage's first device (replica 0's placement).
 Placement FirstReplicaPlacement(const Strategy& strategy);
 

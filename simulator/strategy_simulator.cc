@@ -248,45 +248,28 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     return (s * M + j) * 2 + (backward ? 1 : 0);
   };
   std::vector<std::vector<int>> order(D);
-  std::vector<int> stage_of_device(D, -1);
   for (int s = 0; s < S; ++s) {
     const std::vector<int>& replicas = strategy.stages[s].devices;
     const int R = static_cast<int>(replicas.size());
     for (int k = 0; k < R; ++k) {
       const int d = replicas[k];
-      stage_of_device[d] = s;
       const double f = seconds_of(plan.stages[s].forward, d);
       const double b = seconds_of(plan.stages[s].backward, d);
-      std::vector<int> mine;
-      for (int j = k; j < M; j += R) mine.push_back(j);
-      for (int j : mine) {
-        for (bool backward : {false, true}) {
-          Task& t = tasks[id(s, j, backward)];
-          t.stage = s;
-          t.micro_batch = j;
-          t.device = d;
-          t.backward = backward;
-          t.seconds = backward ? b : f;
-          for (int other = 0; other < S; ++other) {
-            t.pending += backward
-                             ? (other > s && plan.gradient_bytes[s * S + other] > 0)
-                             : (other < s && plan.forward_bytes[other * S + s] > 0);
-          }
+      for (const ReplicaTask& task : ReplicaTaskOrder(strategy, s, k)) {
+        const int j = task.micro_batch;
+        Task& t = tasks[id(s, j, task.backward)];
+        t.stage = s;
+        t.micro_batch = j;
+        t.device = d;
+        t.backward = task.backward;
+        t.seconds = task.backward ? b : f;
+        for (int other = 0; other < S; ++other) {
+          t.pending +=
+              task.backward
+                  ? (other > s && plan.gradient_bytes[s * S + other] > 0)
+                  : (other < s && plan.forward_bytes[other * S + s] > 0);
         }
-      }
-      const int n = static_cast<int>(mine.size());
-      std::vector<int>& o = order[d];
-      if (strategy.schedule == PipelineSchedule::kGPipe) {
-        for (int j : mine) o.push_back(id(s, j, false));
-        for (int i = n - 1; i >= 0; --i) o.push_back(id(s, mine[i], true));
-      } else {
-        const int warm = std::min(n, S - s - 1);
-        for (int i = 0; i < warm; ++i) o.push_back(id(s, mine[i], false));
-        for (int i = warm; i < n; ++i) {
-          o.push_back(id(s, mine[i], false));
-          o.push_back(id(s, mine[i - warm], true));
-        }
-        for (int i = n - warm; i < n; ++i) o.push_back(id(s, mine[i], true));
+        order[d].push_back(id(s, j, task.backward));
       }
     }
   }

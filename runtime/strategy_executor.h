@@ -1,0 +1,81 @@
+// StrategyExecutor: runs training steps of a Strategy (simulator/strategy.h:
+// pipeline stages, micro-batches, data-parallel replicas) with LibTorch on
+// this process's devices, one worker thread per device.
+//
+// Contract:
+//  - Each device of the strategy runs its replica's tasks in
+//    ReplicaTaskOrder — the order the strategy simulator assumes — each
+//    task being its stage's forward (or backward) nodes for one
+//    micro-batch, in the view's topological order, one after another. A
+//    forward task waits until every earlier stage it reads from has run that
+//    micro-batch's forward; a backward task until every later stage that
+//    makes partial gradients of its tensors has run that micro-batch's
+//    backward. Values cross devices as copies made by the reader when its
+//    task starts.
+//  - Micro-batch j's graph inputs and loss targets: DrawHostValues(view,
+//    seed)'s for j = 0 (so one micro-batch on one device is the placed
+//    executor's step, executor.h), DrawBatch(view, seed + j) otherwise; the
+//    same every step. Parameters start as DrawHostValues' on every replica.
+//  - Ops compute as in the placed executor (runtime/op_autograd.h). Each
+//    loss's seed gradient is scaled by 1 / micro_batches, so a replica's
+//    accumulated gradients are its share of the step's mean gradient;
+//    partial gradients are summed per micro-batch as the view's gradient
+//    sums say, and a parameter's sum is added to the replica's accumulator
+//    when the backward that completes it ends.
+//  - When every task of every device has run, the replicas of each stage
+//    sum their accumulators in replica order (so all replicas get the same
+//    bits) and each replica applies SGD with momentum (v = mu v + g;
+//    w -= lr v) to its parameters. A step that fails (a kernel error, named
+//    with its node and micro-batch) updates nothing. Unlike the simulator,
+//    the allreduce does not overlap the backward pass and updates wait for
+//    every stage (a stage's update starts when the whole step's tasks
+//    have ended).
+//  - Step reports the step's wall time, the mean loss over the
+//    micro-batches (before the update) and each device's busy time.
+//    Memory is not tracked (the placed executor tracks it).
+//  - Create fails when the strategy does not fit the view and cluster
+//    (CheckStrategy), a device is not available in this LibTorch, an op
+//    has no kernel, or a starting value cannot be made.
+#ifndef PLACER_RUNTIME_STRATEGY_EXECUTOR_H_
+#define PLACER_RUNTIME_STRATEGY_EXECUTOR_H_
+
+#include <memory>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/training_view.h"
+#include "profiles/cluster.h"
+#include "runtime/executor.h"
+#include "simulator/strategy.h"
+
+namespace placer {
+
+struct StrategyStepReport {
+  double seconds = 0;
+  double loss = 0;  // the mean of the micro-batches' losses
+  std::vector<double> busy_seconds;  // per cluster device
+};
+
+class StrategyExecutor {
+ public:
+  // `view` (and its graph) must outlive the executor. Uses the options'
+  // learning_rate, momentum, seed and threads_per_cpu_device.
+  static absl::StatusOr<std::unique_ptr<StrategyExecutor>> Create(
+      const TrainingView& view, const Cluster& cluster,
+      const Strategy& strategy, const ExecutorOptions& options = {});
+  virtual ~StrategyExecutor() = default;
+
+  virtual absl::StatusOr<StrategyStepReport> Step() = 0;
+
+  // A parameter's current value on replica `replica` of its stage (a copy
+  // on the CPU); NotFound for other names or replicas.
+  virtual absl::StatusOr<torch::Tensor> Parameter(absl::string_view name,
+                                                  int replica = 0) const = 0;
+};
+
+}  // namespace placer
+
+#endif  // PLACER_RUNTIME_STRATEGY_EXECUTOR_H_

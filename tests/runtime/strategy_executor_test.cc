@@ -1,0 +1,221 @@
+// The strategy executor against one device: pipelines (GPipe and 1F1B) and
+// data-parallel replicas on two CPU devices give the losses and parameters
+// of one device accumulating the same micro-batches; one micro-batch on one
+// device is the placed executor's step exactly.
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "graph/onnx_import.h"
+#include "graph/training_view.h"
+#include "policies/strategy_search.h"
+#include "profiles/cluster.h"
+#include "profiles/cost_model.h"
+#include "runtime/executor.h"
+#include "runtime/strategy_executor.h"
+#include "simulator/simulator.h"
+#include "simulator/strategy.h"
+#include "tests/runtime/cpu_cluster.h"
+#include "zoo/zoo.h"
+
+namespace placer {
+namespace {
+
+constexpr int kSteps = 4;
+
+struct Trajectory {
+  std::vector<double> losses;
+  std::map<std::string, torch::Tensor> parameters;  // replica 0's
+};
+
+std::vector<std::string> ParameterNames(const TrainingView& view) {
+  std::vector<std::string> names;
+  for (const TrainingValue& v : view.values()) {
+    if (v.kind == ValueKind::kParameter) names.push_back(v.name);
+  }
+  return names;
+}
+
+Trajectory RunStrategy(const TrainingView& view, const Cluster& cluster,
+                const Strategy& strategy) {
+  Trajectory run;
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
+      StrategyExecutor::Create(view, cluster, strategy);
+  EXPECT_TRUE(e.ok()) << e.status();
+  if (!e.ok()) return run;
+  for (int s = 0; s < kSteps; ++s) {
+    absl::StatusOr<StrategyStepReport> r = (*e)->Step();
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return run;
+    run.losses.push_back(r->loss);
+  }
+  for (const std::string& name : ParameterNames(view)) {
+    absl::StatusOr<torch::Tensor> t = (*e)->Parameter(name);
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (t.ok()) run.parameters[name] = *t;
+  }
+  // Every replica holds the same parameters.
+  for (const PipelineStage& stage : strategy.stages) {
+    for (size_t k = 1; k < stage.devices.size(); ++k) {
+      for (const std::string& name : ParameterNames(view)) {
+        absl::StatusOr<torch::Tensor> t =
+            (*e)->Parameter(name, static_cast<int>(k));
+        if (!t.ok()) continue;  // another stage's
+        EXPECT_TRUE(torch::equal(*t, run.parameters[name])) << name;
+      }
+    }
+  }
+  return run;
+}
+
+void ExpectSame(const Trajectory& a, const Trajectory& b, double tolerance) {
+  ASSERT_EQ(a.losses.size(), static_cast<size_t>(kSteps));
+  ASSERT_EQ(b.losses.size(), static_cast<size_t>(kSteps));
+  for (int s = 0; s < kSteps; ++s) {
+    EXPECT_NEAR(a.losses[s], b.losses[s],
+                tolerance * std::max(1.0, std::abs(a.losses[s])))
+        << "step " << s + 1;
+  }
+  EXPECT_NE(a.losses.front(), a.losses.back());  // training moved
+  ASSERT_EQ(a.parameters.size(), b.parameters.size());
+  for (const auto& [name, t] : a.parameters) {
+    auto it = b.parameters.find(name);
+    ASSERT_NE(it, b.parameters.end()) << name;
+    EXPECT_TRUE(torch::allclose(t, it->second, tolerance, tolerance))
+        << name << ": max difference "
+        << (t - it->second).abs().max().item<double>();
+  }
+}
+
+Graph Gnmt2() {
+  zoo::ZooParams p;
+  p.batch_size = 4;
+  p.hidden = 32;
+  p.seq_len = 3;
+  p.vocab = 50;
+  absl::StatusOr<onnx::ModelProto> m = zoo::BuildZooModel("gnmt2", p);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return *ImportOnnxModel(*m, "zoo:gnmt2", {});
+}
+
+Graph Transformer() {
+  ImportOptions o;
+  o.batch_size = 2;
+  o.dim_values = {{"src_len", 6}, {"tgt_len", 5}};
+  absl::StatusOr<Graph> g =
+      ImportOnnxFile("tests/fixtures/transformer.onnx", o);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return *std::move(g);
+}
+
+Graph ResNet50() {
+  absl::StatusOr<Graph> g = ImportOnnxFile("tests/fixtures/resnet50.onnx", {});
+  EXPECT_TRUE(g.ok()) << g.status();
+  return *std::move(g);
+}
+
+Strategy OneDevice(const TrainingView& view, int micro_batches) {
+  Strategy s;
+  s.stage_of_op.assign(view.num_groups(), 0);
+  s.stages = {{{0}}};
+  s.micro_batches = micro_batches;
+  s.schedule = PipelineSchedule::k1F1B;
+  return s;
+}
+
+// What the search makes on two CPUs.
+absl::StatusOr<Strategy> Searched(const TrainingView& view,
+                                  const Cluster& cluster, Parallelism mode,
+                                  int micro_batches) {
+  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  SimulationContext context =
+      SimulationContext::Create(view, cluster, *costs, *order);
+  PolicyInput input{view, cluster, *costs, context};
+  StrategySearchOptions search;
+  search.parallelism = mode;
+  search.micro_batches = micro_batches;
+  absl::StatusOr<StrategyChoice> choice = SearchStrategy(input, {}, search);
+  if (!choice.ok()) return choice.status();
+  return choice->strategy;
+}
+
+TEST(StrategyExecutorTest, OneMicroBatchOnOneDeviceIsTheExecutorsStep) {
+  Graph graph = Gnmt2();
+  TrainingView view = BuildTrainingView(graph);
+  const Cluster cluster = Cpus(2);
+  Trajectory strategy = RunStrategy(view, cluster, OneDevice(view, 1));
+  Placement all_on_0{std::vector<int>(graph.ops().size(), 0)};
+  absl::StatusOr<std::unique_ptr<Executor>> e =
+      Executor::Create(view, cluster, all_on_0);
+  ASSERT_TRUE(e.ok()) << e.status();
+  Trajectory placed;
+  for (int s = 0; s < kSteps; ++s) {
+    absl::StatusOr<StepReport> r = (*e)->Step();
+    ASSERT_TRUE(r.ok()) << r.status();
+    placed.losses.push_back(r->loss);
+  }
+  for (const std::string& name : ParameterNames(view)) {
+    placed.parameters[name] = *(*e)->Resident(name);
+  }
+  ExpectSame(strategy, placed, 1e-6);
+}
+
+TEST(StrategyExecutorTest, PipelinesAndReplicasMatchOneDevice) {
+  const Cluster cluster = Cpus(2);
+  struct Model {
+    std::string name;
+    Graph graph;
+  };
+  std::vector<Model> models;
+  models.push_back({"gnmt2", Gnmt2()});
+  models.push_back({"transformer", Transformer()});
+  models.push_back({"resnet50", ResNet50()});
+  for (Model& m : models) {
+    SCOPED_TRACE(m.name);
+    TrainingView view = BuildTrainingView(m.graph);
+    const int micro_batches = 4;
+    Trajectory one = RunStrategy(view, cluster, OneDevice(view, micro_batches));
+
+    absl::StatusOr<Strategy> data =
+        Searched(view, cluster, Parallelism::kData, micro_batches);
+    ASSERT_TRUE(data.ok()) << data.status();
+    ASSERT_EQ(data->stages.size(), 1u);
+    ASSERT_EQ(data->stages[0].devices.size(), 2u);
+    ExpectSame(one, RunStrategy(view, cluster, *data), 1e-5);
+
+    absl::StatusOr<Strategy> pipeline =
+        Searched(view, cluster, Parallelism::kPipeline, micro_batches);
+    if (!pipeline.ok()) {
+      // No legal cut (a weight read across the whole model): say so.
+      ADD_FAILURE() << "no pipeline for " << m.name << ": "
+                    << pipeline.status();
+      continue;
+    }
+    ASSERT_EQ(pipeline->stages.size(), 2u);
+    for (PipelineSchedule schedule :
+         {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B}) {
+      SCOPED_TRACE(ScheduleName(schedule));
+      Strategy s = *pipeline;
+      s.schedule = schedule;
+      ExpectSame(one, RunStrategy(view, cluster, s), 1e-5);
+    }
+  }
+}
+
+TEST(StrategyExecutorTest, AStrategyThatDoesNotFitIsRefused) {
+  Graph graph = Gnmt2();
+  TrainingView view = BuildTrainingView(graph);
+  Strategy s = OneDevice(view, 2);
+  s.stages[0].devices = {0, 1, 2};
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
+      StrategyExecutor::Create(view, Cpus(2), s);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("names device 2"), std::string::npos)
+      << e.status();
+}
+
+}  // namespace
+}  // namespace placer
