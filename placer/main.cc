@@ -61,7 +61,9 @@ Usage:
       [--steps 10 --warmup 2] [--profile P.pbtxt] [--profile-out F.pbtxt]
       Trains MODEL under the placement with LibTorch on this machine's
       devices (synthetic data, SGD with momentum): loss and time per step,
-      measured (median) against simulated step time, memory per device;
+      measured (median) against simulated step time, memory per device
+      (a file holding a strategy, from place --parallelism, runs its
+      stages, micro-batches and replicas as threads, one per device);
       --profile-out writes the measured node and link times as a profile
       (over --profile's: feed it to the next place/run). --nproc N runs
       the devices as N processes (c10d ranks, Gloo between them; the

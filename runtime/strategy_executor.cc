@@ -76,6 +76,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<std::vector<bool>> needs_gradient_;  // per op
   std::vector<torch::Tensor> host_;                // constants, per value
   std::vector<HostValues> batches_;                // per micro-batch
+  // [device][micro-batch][tensor]: loss targets on the devices that run
+  // the micro-batch.
+  std::vector<std::vector<std::vector<torch::Tensor>>> targets_;
   // Per device, per value: parameters, momentum, gradient accumulators.
   std::vector<std::vector<torch::Tensor>> params_, momentum_, accum_;
 
@@ -156,6 +159,17 @@ absl::Status TorchStrategyExecutor::Init() {
     if (!batch.ok()) return batch.status();
     batches_.push_back(*std::move(batch));
   }
+  targets_.assign(D_, {});
+  for (int d = 0; d < D_; ++d) {
+    if (stage_of_device_[d] < 0) continue;
+    for (int j = 0; j < M_; ++j) {
+      std::vector<torch::Tensor> on = batches_[j].target;
+      for (torch::Tensor& t : on) {
+        if (t.defined()) t = t.to(devices_[d]);
+      }
+      targets_[d].push_back(std::move(on));
+    }
+  }
   params_.assign(D_, std::vector<torch::Tensor>(values));
   momentum_.assign(D_, std::vector<torch::Tensor>(values));
   accum_.assign(D_, std::vector<torch::Tensor>(values));
@@ -234,12 +248,8 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
                           absl::StrCat(node.key, " (micro-batch ", j,
                                        "): ", results.status().message()));
     }
-    std::vector<torch::Tensor> targets = batches_[j].target;
-    for (torch::Tensor& t : targets) {
-      if (t.defined()) t = t.to(devices_[d]);
-    }
-    const double loss =
-        OutputLosses(graph_, op, *results, targets, 1.0 / M_, &seeds_[j]);
+    const double loss = OutputLosses(graph_, op, *results, targets_[d][j],
+                                     1.0 / M_, &seeds_[j]);
     std::lock_guard<std::mutex> lock(mu_);
     loss_[j] += loss;
     for (int v : node.outputs) {

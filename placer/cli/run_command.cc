@@ -7,6 +7,7 @@
 // in the steps (over --profile's, when given). With more than one rank
 // (placer/cli/ranks.h), rank 0 chooses the placement and sends it; every
 // rank runs its devices; rank 0 reports.
+#include <algorithm>
 #include <iostream>
 
 #include "absl/flags/flag.h"
@@ -22,11 +23,102 @@
 #include "placer/policy_run.h"
 #include "simulator/simulator.h"
 #include "simulator/strategy.h"
+#include "simulator/strategy_simulator.h"
 #include "profiles/measured_cost_model.h"
 #include "runtime/executor.h"
 #include "runtime/measurement.h"
+#include "runtime/strategy_executor.h"
 
 namespace placer {
+
+namespace {
+
+// `run --placement F` where F holds a strategy: the strategy executor, in
+// this process (threads), measured against the strategy simulator.
+int RunStrategy(const LoadedModel& model, const Cluster& cluster,
+                const TrainingView& view, const SimulationContext& context,
+                const Strategy& strategy, const std::string& path) {
+  if (absl::GetFlag(FLAGS_nproc) > 1 || absl::GetFlag(FLAGS_world_size) > 0) {
+    return UsageError(absl::StrCat(
+        path, " holds a strategy, which runs in one process so far: drop "
+              "--nproc and --world-size"));
+  }
+  absl::StatusOr<StrategySimulation> simulated =
+      SimulateStrategy(context, strategy);
+  if (!simulated.ok()) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", simulated.status().message())));
+  }
+  ExecutorOptions options;
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> executor =
+      StrategyExecutor::Create(view, cluster, strategy, options);
+  if (!executor.ok()) return Fail(executor.status());
+  const int steps = absl::GetFlag(FLAGS_steps);
+  const int warmup = absl::GetFlag(FLAGS_warmup);
+  if (steps < 1 || warmup < 0) {
+    return UsageError("--steps must be at least 1 and --warmup at least 0");
+  }
+  const bool json = absl::GetFlag(FLAGS_json);
+  if (!json) {
+    std::cout << absl::StrFormat("%s on %s (%s: %s), %d warm-up + %d steps\n",
+                                 model.source, cluster.name(), path,
+                                 DescribeStrategy(strategy), warmup, steps);
+  }
+  std::vector<double> losses, times;
+  std::vector<double> busy(cluster.num_devices(), 0);
+  for (int step = 0; step < warmup + steps; ++step) {
+    absl::StatusOr<StrategyStepReport> r = (*executor)->Step();
+    if (!r.ok()) return Fail(r.status());
+    losses.push_back(r->loss);
+    if (step >= warmup) {
+      times.push_back(r->seconds);
+      for (int d = 0; d < cluster.num_devices(); ++d) {
+        busy[d] += r->busy_seconds[d] / steps;
+      }
+    }
+    if (!json) {
+      std::cout << absl::StrFormat("step %3d  loss %.6f  %.6f s%s\n",
+                                   step + 1, r->loss, r->seconds,
+                                   step < warmup ? "  (warm-up)" : "")
+                << std::flush;
+    }
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  const SimulationResult& sim = simulated->step;
+  if (json) {
+    google::protobuf::Struct s;
+    auto& f = *s.mutable_fields();
+    f["measured_step_seconds"].set_number_value(median);
+    f["simulated_step_seconds"].set_number_value(sim.step_seconds);
+    f["micro_batches"].set_number_value(strategy.micro_batches);
+    f["strategy"].set_string_value(DescribeStrategy(strategy));
+    auto* l = f["losses"].mutable_list_value();
+    for (double x : losses) l->add_values()->set_number_value(x);
+    auto* t = f["step_seconds"].mutable_list_value();
+    for (double x : times) t->add_values()->set_number_value(x);
+    std::cout << ReportJson(s);
+    return 0;
+  }
+  std::cout << absl::StrFormat(
+      "\nstep time   measured %.6f s (median of %d)   simulated %.6f s   "
+      "simulated/measured %.3f\n",
+      median, steps, sim.step_seconds, sim.step_seconds / median);
+  std::cout << absl::StrFormat("%-10s %12s %12s %12s\n", "device", "busy s",
+                               "sim busy s", "sim peak");
+  for (int d = 0; d < cluster.num_devices(); ++d) {
+    std::cout << absl::StrFormat("%-10s %12.6f %12.6f %12s\n",
+                                 cluster.device(d).name, busy[d],
+                                 sim.busy_seconds[d],
+                                 HumanBytes(sim.peak_memory_bytes[d]));
+  }
+  return 0;
+}
+
+}  // namespace
 
 int RunCommand(const std::vector<std::string>& args) {
   if (args.size() != 1) return UsageError("run takes one MODEL");
@@ -66,12 +158,8 @@ int RunCommand(const std::vector<std::string>& args) {
         UserPath(placement_path), model->graph, *cluster);
     if (!p.ok()) return Fail(p.status());
     if (p->strategy) {
-      // Running replica 0's placement instead would be a silent loss.
-      return Fail(absl::UnimplementedError(absl::StrCat(
-          placement_path, " holds a strategy (",
-          DescribeStrategy(*p->strategy),
-          "); the executor runs op placements only so far (simulate runs "
-          "strategies)")));
+      return RunStrategy(*model, *cluster, view, context, *p->strategy,
+                         placement_path);
     }
     placement = std::move(p->placement);
     placed_by = placement_path;

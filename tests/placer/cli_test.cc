@@ -763,6 +763,19 @@ TEST(CliTest, PlaceAStrategyThenSimulateIt) {
   EXPECT_THAT(bad.out, HasSubstr(file + ".bad"));
   EXPECT_THAT(bad.out, HasSubstr("/cpu:7"));
 
+  // run executes the strategy (threads) and sets it against the simulator.
+  RunResult run = RunPlacer("run zoo:chain --noweights --cluster cpu2 "
+                            "--steps 3 --warmup 1 --json --placement " + file);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  google::protobuf::Struct ran = Json(run.out);
+  EXPECT_GT(Number(ran, "measured_step_seconds"), 0);
+  EXPECT_EQ(Number(ran, "simulated_step_seconds"), Number(data, "step_seconds"));
+  EXPECT_EQ(ran.fields().at("losses").list_value().values_size(), 4);
+  RunResult ranks = RunPlacer("run zoo:chain --noweights --cluster cpu2 "
+                              "--nproc 2 --placement " + file);
+  EXPECT_EQ(ranks.exit_code, 2);
+  EXPECT_THAT(ranks.out, HasSubstr("holds a strategy"));
+
   RunResult unknown = RunPlacer(
       "place zoo:chain --noweights --cluster cpu2 --parallelism hybrid");
   EXPECT_EQ(unknown.exit_code, 2);

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Measured vs simulated step times of strategies on cpu2 (docs/parallelism.md):
+# profiles MODEL, makes strategies with `place --parallelism` (one device,
+# data parallel, pipelines with GPipe and 1F1B, several micro-batch counts),
+# runs each with the strategy executor and prints a row per strategy and the
+# median absolute error.
+# Usage: scripts/calibrate_strategies.sh MODEL [PLACER_BINARY]
+set -euo pipefail
+model="$1"
+placer="${2:-$(bazel info bazel-bin 2>/dev/null)/placer/placer}"
+steps="${STEPS:-5}"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+"$placer" profile "$model" --cluster cpu2 -o "$dir/profile.pbtxt" >/dev/null 2>&1
+strategies=()
+for mb in 2 4 8; do
+  for mode in data pipeline; do
+    f="$dir/$mode-$mb.json"
+    if "$placer" place "$model" --cluster cpu2 --parallelism "$mode" \
+        --micro-batches "$mb" --profile "$dir/profile.pbtxt" -o "$f" \
+        >/dev/null 2>&1; then
+      strategies+=("$f")
+      if [ "$mode" = pipeline ]; then
+        # The same stages with the other schedule.
+        python3 - "$f" "$dir/$mode-$mb-other.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["strategy"]["schedule"] = "gpipe" if d["strategy"]["schedule"] == "1f1b" else "1f1b"
+json.dump(d, open(sys.argv[2], "w"))
+PY
+        strategies+=("$dir/$mode-$mb-other.json")
+      fi
+    fi
+  done
+  # One device accumulating the same micro-batches.
+  python3 - "$dir/data-$mb.json" "$dir/one-$mb.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+first = d["strategy"]["stages"][0]["devices"][0]
+d["assignment"] = {k: first for k in d["assignment"]}
+d["strategy"]["stages"] = [{"devices": [first]}]
+d["strategy"]["schedule"] = "1f1b"
+json.dump(d, open(sys.argv[2], "w"))
+PY
+  strategies+=("$dir/one-$mb.json")
+done
+printf '| strategy | simulated s | measured s | error |\n|---|---:|---:|---:|\n'
+errors=()
+for f in "${strategies[@]}"; do
+  "$placer" run "$model" --cluster cpu2 --placement "$f" \
+      --profile "$dir/profile.pbtxt" --steps "$steps" --json 2>/dev/null |
+    python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+sim, meas = r["simulated_step_seconds"], r["measured_step_seconds"]
+print("| %s | %.4f | %.4f | %+.1f%% |" % (r["strategy"], sim, meas, 100 * (sim - meas) / meas))
+' | tee -a "$dir/rows"
+done
+python3 - "$dir/rows" <<'PY'
+import re, statistics, sys
+errs = [abs(float(re.findall(r"([+-][0-9.]+)%", l)[0])) for l in open(sys.argv[1])]
+print("\nmedian |error| %.1f%% over %d strategies (max %.1f%%)" % (statistics.median(errs), len(errs), max(errs)))
+PY
