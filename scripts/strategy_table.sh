@@ -6,7 +6,10 @@ set -euo pipefail
 placer="${1:-$(bazel info bazel-bin 2>/dev/null)/placer/placer}"
 models="${MODELS:-resnet50 inception_v3 transformer_big gnmt8}"
 clusters="${CLUSTERS:-p100x4 v100x8}"
-budget="${BUDGET:-10}"
+budget="${BUDGET:-60}"
+# The op placement policy stops at this many simulations (or the budget):
+# its column does not depend on machine speed.
+evaluations="${EVALUATIONS:-300}"
 echo "| model | cluster | micro-batches | one device s/batch | op placement (best) | data parallel | pipeline | auto | auto's strategy |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---|"
 for cluster in $clusters; do
@@ -17,6 +20,7 @@ for cluster in $clusters; do
     for mb in "$devices" $((4 * devices)); do
       "$placer" place "zoo:$model" --noweights --cluster "$cluster" \
           --parallelism auto --micro-batches "$mb" --budget "$budget" \
+          --evaluations "$evaluations" \
           --json 2>/dev/null |
         python3 -c '
 import json, sys
