@@ -7,13 +7,13 @@
 // in the steps (over --profile's, when given). With more than one rank
 // (placer/cli/ranks.h), rank 0 chooses the placement and sends it; every
 // rank runs its devices; rank 0 reports.
-#include <algorithm>
 #include <iostream>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/struct.pb.h"
+#include "base/statistics.h"
 #include "graph/training_view.h"
 #include "placer/cli/cli_common.h"
 #include "placer/cli/ranks.h"
@@ -85,9 +85,7 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
                 << std::flush;
     }
   }
-  std::vector<double> sorted = times;
-  std::sort(sorted.begin(), sorted.end());
-  const double median = sorted[sorted.size() / 2];
+  const double median = Median(times);
   const SimulationResult& sim = simulated->step;
   if (json) {
     google::protobuf::Struct s;
