@@ -58,6 +58,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   absl::Status RunForward(int s, int j, int d);
   absl::Status RunBackward(int s, int j, int d);
   void Worker(int d, double* busy);
+  // After device d's last task: the allreduce of stage s's gradients and,
+  // once the whole step has succeeded, d's update.
+  void ReduceAndUpdate(int s, int d, double* busy);
   void Fail(const absl::Status& status);
 
   const TrainingView& view_;
@@ -72,7 +75,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<std::vector<int>> forward_sources_, gradient_sources_;
   std::vector<int> stage_of_device_, replica_of_device_;
   std::vector<int> value_of_tensor_;
-  std::vector<int> producer_device_stage_;  // per value: producing stage
+  // Per value: how many times forward nodes read it (an op reading a tensor
+  // twice counts twice); a micro-batch's copy is freed after its last read.
+  std::vector<int> forward_reads_;
   std::vector<std::vector<bool>> needs_gradient_;  // per op
   std::vector<torch::Tensor> host_;                // constants, per value
   std::vector<HostValues> batches_;                // per micro-batch
@@ -89,10 +94,13 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<char> forward_done_, backward_done_;  // [s * M + j]
   std::vector<std::vector<torch::Tensor>> values_;  // [j][value]
   std::vector<int> value_device_;                   // [j * values + v]
+  std::vector<int> reads_left_;                     // [j * values + v]
   std::vector<std::vector<torch::Tensor>> sums_;    // [j][gradient sum]
   std::vector<std::vector<SavedOp>> saved_;         // [j][op]
   std::vector<std::vector<torch::Tensor>> seeds_;   // [j][tensor]
   std::vector<double> loss_;                        // [j]
+  std::vector<int> stage_finished_;  // per stage: replicas past their tasks
+  int workers_finished_ = 0, workers_ = 0;
 };
 
 absl::Status TorchStrategyExecutor::Init() {
@@ -144,6 +152,16 @@ absl::Status TorchStrategyExecutor::Init() {
       value_of_tensor_[value.tensor] = v;
     }
   }
+  forward_reads_.assign(values, 0);
+  for (int s = 0; s < S_; ++s) {
+    for (int n : forward_[s]) {
+      const Op& op = graph_.op(view_.node(n).forward_op);
+      if (AllOutputsFolded(graph_, op)) continue;
+      for (int t : op.inputs) {
+        if (t >= 0 && value_of_tensor_[t] >= 0) ++forward_reads_[value_of_tensor_[t]];
+      }
+    }
+  }
   needs_gradient_.assign(graph_.ops().size(), {});
   for (size_t op = 0; op < graph_.ops().size(); ++op) {
     const int backward = view_.backward_node(static_cast<int>(op));
@@ -183,6 +201,10 @@ absl::Status TorchStrategyExecutor::Init() {
     }
   }
   SetBlasThreads(options_.threads_per_cpu_device);
+  // As the placed executor and the profiler do: freed blocks stay in the
+  // heap for reuse instead of page-faulting in fresh memory every step, so
+  // the profile's node times hold here.
+  KeepFreedHostMemory();
   return absl::OkStatus();
 }
 
@@ -228,7 +250,11 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
           in = host_[v].to(devices_[d]);
         } else {
           std::lock_guard<std::mutex> lock(mu_);
-          in = On(values_[j][v], value_device_[j * values + v], d);
+          torch::Tensor& held = values_[j][v];
+          in = On(held, value_device_[j * values + v], d);
+          // Freed after its last read, as a framework frees it (what is
+          // not freed early page-faults in fresh memory every step).
+          if (--reads_left_[j * values + v] == 0) held = torch::Tensor();
         }
         if (!in.defined()) {
           return absl::InternalError(absl::StrCat(
@@ -255,7 +281,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     for (int v : node.outputs) {
       const int t = view_.value(v).tensor;
       for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
-        if (op.outputs[k] == t) {
+        if (op.outputs[k] == t && forward_reads_[v] > 0) {
           values_[j][v] = (*results)[k];
           value_device_[j * values + v] = d;
         }
@@ -266,26 +292,38 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
 }
 
 absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
+  // Tensors are only moved in and out of the shared slots under the lock;
+  // the additions run outside it, so that workers do not wait for each
+  // other's arithmetic.
   for (int n : backward_[s]) {
     const TrainingNode& node = view_.node(n);
     const Op& op = graph_.op(node.forward_op);
-    std::vector<torch::Tensor> output_gradients(op.outputs.size());
+    std::vector<std::vector<torch::Tensor>> parts(op.outputs.size());
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t k = 0; k < op.outputs.size(); ++k) {
         const int t = op.outputs[k];
         if (t < 0) continue;
-        torch::Tensor sum = seeds_[j][t];
+        parts[k].push_back(std::move(seeds_[j][t]));
+        seeds_[j][t] = torch::Tensor();
         for (int sm : view_.sums_read_by(n)) {
           if (view_.gradient_sums()[sm].tensor != t) continue;
-          const torch::Tensor& g = sums_[j][sm];
-          if (!g.defined()) continue;
-          torch::Tensor here = g.to(devices_[d]);
-          sum = sum.defined() ? sum + here : here;
+          // This node is the sum's only reader (its sink).
+          parts[k].push_back(std::move(sums_[j][sm]));
+          sums_[j][sm] = torch::Tensor();
         }
-        output_gradients[k] = sum;
       }
     }
+    std::vector<torch::Tensor> output_gradients(op.outputs.size());
+    for (size_t k = 0; k < op.outputs.size(); ++k) {
+      torch::Tensor& sum = output_gradients[k];
+      for (const torch::Tensor& g : parts[k]) {
+        if (!g.defined()) continue;
+        torch::Tensor here = g.to(devices_[d]);
+        sum = sum.defined() ? sum + here : here;
+      }
+    }
+    parts.clear();
     std::vector<int> tensors;
     for (int v : node.outputs) tensors.push_back(view_.value(v).tensor);
     absl::StatusOr<std::vector<torch::Tensor>> grads =
@@ -297,25 +335,47 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
                           absl::StrCat(node.key, " (micro-batch ", j,
                                        "): ", grads.status().message()));
     }
-    std::lock_guard<std::mutex> lock(mu_);
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       const int sm = view_.sum_of(node.outputs[k]);
       if (sm < 0) continue;
-      torch::Tensor& buffer = sums_[j][sm];
-      buffer = buffer.defined() ? buffer + (*grads)[k] : (*grads)[k];
+      torch::Tensor partial = (*grads)[k];
+      torch::Tensor buffer;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        buffer = std::move(sums_[j][sm]);
+        sums_[j][sm] = torch::Tensor();
+      }
+      if (buffer.defined()) partial = buffer + partial;
+      std::lock_guard<std::mutex> lock(mu_);
+      // Another stage's partial may have come meanwhile (rare).
+      torch::Tensor& slot = sums_[j][sm];
+      slot = slot.defined() ? slot + partial : partial;
     }
   }
-  // Parameters whose sums this backward completed: into the accumulators.
-  std::lock_guard<std::mutex> lock(mu_);
-  for (int u : update_[s]) {
-    const int p = view_.node(u).parameter;
-    for (int sm : view_.sums_read_by(u)) {
-      torch::Tensor g = sums_[j][sm];
-      if (!g.defined()) continue;
-      sums_[j][sm] = torch::Tensor();
-      if (g.device() != devices_[d]) g = g.to(devices_[d]);
-      torch::Tensor& acc = accum_[d][p];
-      acc = acc.defined() ? acc + g : g;
+  // Parameters whose sums this backward completed: into this device's
+  // accumulators (only this worker touches them during the tasks).
+  std::vector<std::pair<int, torch::Tensor>> completed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int u : update_[s]) {
+      const int p = view_.node(u).parameter;
+      for (int sm : view_.sums_read_by(u)) {
+        if (!sums_[j][sm].defined()) continue;
+        completed.emplace_back(p, std::move(sums_[j][sm]));
+        sums_[j][sm] = torch::Tensor();
+      }
+    }
+  }
+  for (auto& [p, g] : completed) {
+    if (g.device() != devices_[d]) g = g.to(devices_[d]);
+    // The first micro-batch's gradient becomes the buffer; later ones are
+    // added in place (PyTorch's AccumulateGrad; the strategy simulator
+    // charges the cost model's AccumulateSeconds for each).
+    torch::Tensor& acc = accum_[d][p];
+    if (acc.defined()) {
+      acc.add_(g);
+    } else {
+      acc = g;
     }
   }
   return absl::OkStatus();
@@ -345,6 +405,65 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
     (task.backward ? backward_done_ : forward_done_)[s * M_ + j] = 1;
     cv_.notify_all();
   }
+  ReduceAndUpdate(s, d, busy);
+}
+
+void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
+  const std::vector<int>& replicas = strategy_.stages[s].devices;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++stage_finished_[s];
+    ++workers_finished_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] {
+      return !failure_.ok() ||
+             stage_finished_[s] == static_cast<int>(replicas.size());
+    });
+    if (!failure_.ok()) return;
+  }
+  // The allreduce, as soon as the stage's replicas are done: every replica
+  // sums the replicas' accumulators in replica order on its own device
+  // (the same additions in the same order: the same bits everywhere).
+  std::vector<torch::Tensor> totals(update_[s].size());
+  absl::Status status = CatchExceptions("allreduce: ", [&] {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < update_[s].size(); ++i) {
+      const int p = view_.node(update_[s][i]).parameter;
+      for (int r : replicas) {
+        const torch::Tensor& g = accum_[r][p];
+        if (!g.defined()) continue;
+        torch::Tensor here = g.to(devices_[d]);
+        totals[i] = totals[i].defined() ? totals[i] + here : here;
+      }
+    }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) {
+    Fail(status);
+    return;
+  }
+  // Updates once every task of the step has succeeded (a failed step
+  // updates nothing), each device its own replica's parameters.
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] {
+      return !failure_.ok() || workers_finished_ == workers_;
+    });
+    if (!failure_.ok()) return;
+  }
+  const auto start = Clock::now();
+  status = CatchExceptions("update: ", [&] {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < update_[s].size(); ++i) {
+      if (!totals[i].defined()) continue;
+      const int p = view_.node(update_[s][i]).parameter;
+      momentum_[d][p].mul_(options_.momentum).add_(totals[i]);
+      params_[d][p].add_(momentum_[d][p], -options_.learning_rate);
+    }
+    return absl::OkStatus();
+  });
+  *busy += SecondsSince(start);
+  if (!status.ok()) Fail(status);
 }
 
 absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
@@ -354,6 +473,11 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   backward_done_.assign(static_cast<size_t>(S_) * M_, 0);
   values_.assign(M_, std::vector<torch::Tensor>(values));
   value_device_.assign(static_cast<size_t>(M_) * values, -1);
+  reads_left_.clear();
+  for (int j = 0; j < M_; ++j) {
+    reads_left_.insert(reads_left_.end(), forward_reads_.begin(),
+                       forward_reads_.end());
+  }
   sums_.assign(M_, std::vector<torch::Tensor>(view_.gradient_sums().size()));
   saved_.assign(M_, std::vector<SavedOp>(graph_.ops().size()));
   seeds_.assign(M_, std::vector<torch::Tensor>(graph_.tensors().size()));
@@ -361,6 +485,10 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   for (int d = 0; d < D_; ++d) {
     for (torch::Tensor& a : accum_[d]) a = torch::Tensor();
   }
+  stage_finished_.assign(S_, 0);
+  workers_finished_ = 0;
+  workers_ = 0;
+  for (int d = 0; d < D_; ++d) workers_ += stage_of_device_[d] >= 0;
   StrategyStepReport report;
   report.busy_seconds.assign(D_, 0);
   const auto start = Clock::now();
@@ -376,32 +504,6 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
     saved_.clear();
     return failure_;
   }
-  // Allreduce per stage (replica order), then every replica's update.
-  absl::Status status = CatchExceptions("update: ", [&] {
-    torch::NoGradGuard no_grad;
-    for (int s = 0; s < S_; ++s) {
-      const std::vector<int>& replicas = strategy_.stages[s].devices;
-      for (int u : update_[s]) {
-        const int p = view_.node(u).parameter;
-        torch::Tensor total;
-        for (int d : replicas) {
-          const torch::Tensor& g = accum_[d][p];
-          if (!g.defined()) continue;
-          torch::Tensor here = g.to(devices_[replicas[0]]);
-          total = total.defined() ? total + here : here;
-        }
-        if (!total.defined()) continue;
-        for (int d : replicas) {
-          const auto update_start = Clock::now();
-          momentum_[d][p].mul_(options_.momentum).add_(total.to(devices_[d]));
-          params_[d][p].add_(momentum_[d][p], -options_.learning_rate);
-          report.busy_seconds[d] += SecondsSince(update_start);
-        }
-      }
-    }
-    return absl::OkStatus();
-  });
-  if (!status.ok()) return status;
   report.seconds = SecondsSince(start);
   for (double l : loss_) report.loss += l;
   report.loss /= M_;

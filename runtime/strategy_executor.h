@@ -22,14 +22,21 @@
 //    partial gradients are summed per micro-batch as the view's gradient
 //    sums say, and a parameter's sum is added to the replica's accumulator
 //    when the backward that completes it ends.
-//  - When every task of every device has run, the replicas of each stage
-//    sum their accumulators in replica order (so all replicas get the same
-//    bits) and each replica applies SGD with momentum (v = mu v + g;
-//    w -= lr v) to its parameters. A step that fails (a kernel error, named
-//    with its node and micro-batch) updates nothing. Unlike the simulator,
-//    the allreduce does not overlap the backward pass and updates wait for
-//    every stage (a stage's update starts when the whole step's tasks
-//    have ended).
+//  - When the replicas of a stage have run all their tasks, each of them
+//    sums the replicas' accumulators in replica order on its own device
+//    (the allreduce; every replica gets the same bits), overlapping the
+//    other stages' remaining tasks. Each replica then applies SGD with
+//    momentum (v = mu v + g; w -= lr v) to its parameters once every task
+//    of the step has succeeded: a step that fails in a task (a kernel
+//    error, named with its node and micro-batch) updates nothing. Unlike
+//    the simulator, the allreduce does not overlap the stage's own last
+//    backward (a device's worker runs it after its tasks), and a stage's
+//    update waits for the step's last task rather than for its own
+//    allreduce only.
+//  - A forward value is freed after its last reader's task has taken it,
+//    a gradient buffer once its sink has read it (as frameworks free
+//    them); freed host memory stays in the heap (KeepFreedHostMemory), as
+//    in the placed executor and the profiler.
 //  - Step reports the step's wall time, the mean loss over the
 //    micro-batches (before the update) and each device's busy time.
 //    Memory is not tracked (the placed executor tracks it).
