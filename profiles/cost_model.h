@@ -3,7 +3,7 @@
 // at costs any other way (the split of TensorFlow Grappler's costs/ and
 // FlexFlow's simulator).
 //
-// Contract: both functions are pure (same arguments, same answer) and
+// Contract: the functions are pure (same arguments, same answer) and
 // return seconds >= 0. IsGuess says whether the model could only guess a
 // node's time (an op with an unknown or estimated cost and no measurement);
 // reports count those as inaccurate.
@@ -27,11 +27,20 @@ class CostModel {
   virtual double TransferSeconds(int64_t bytes, const Cluster& cluster,
                                  int src, int dst) const = 0;
   virtual bool IsGuess(const TrainingView& view, int node) const = 0;
+  // Adding one more micro-batch's gradient of `update_node`'s parameter
+  // into its gradient buffer, in place (PyTorch's AccumulateGrad: the
+  // buffer and the gradient read, the buffer written), on `device`: what
+  // gradient accumulation costs per micro-batch after the first.
+  virtual double AccumulateSeconds(const TrainingView& view, int update_node,
+                                   const Device& device) const = 0;
 };
+
 
 // Roofline: op_overhead_seconds + max(flops / peak_flops,
 // bytes_accessed / memory_bandwidth); transfers: latency + bytes /
-// bandwidth. Guesses: nodes whose cost status is not kExact.
+// bandwidth; accumulation: op_overhead_seconds + max(elements /
+// peak_flops, 3 x bytes / memory_bandwidth) of the parameter. Guesses: nodes whose
+// cost status is not kExact.
 std::unique_ptr<CostModel> NewRooflineCostModel();
 
 }  // namespace placer

@@ -45,6 +45,14 @@ class MeasuredCostModel : public CostModel {
     return fallback_->IsGuess(view, node);
   }
 
+  double AccumulateSeconds(const TrainingView& view, int update_node,
+                           const Device& device) const override {
+    auto it = profile_.ops.find(
+        {AccumulateSignature(view, update_node), device.kind});
+    if (it != profile_.ops.end()) return it->second.first;
+    return fallback_->AccumulateSeconds(view, update_node, device);
+  }
+
  private:
   MeasuredProfile profile_;
   std::unique_ptr<CostModel> fallback_;

@@ -50,6 +50,12 @@ std::vector<bool> InputsNeedingGradient(const TrainingView& view, int node) {
   return needs;
 }
 
+std::string AccumulateSignature(const TrainingView& view, int update_node) {
+  return absl::StrCat(
+      "accumulate ",
+      TensorSig(view.forward().tensor(view.node(update_node).parameter)));
+}
+
 std::string NodeSignature(const TrainingView& view, int node) {
   const TrainingNode& n = view.node(node);
   const Graph& g = view.forward();

@@ -17,6 +17,11 @@ namespace placer {
 
 std::string NodeSignature(const TrainingView& view, int node);
 
+// What adding a micro-batch's gradient into an update node's parameter
+// buffer depends on: "accumulate <dtype>[dims]" (CostModel's
+// AccumulateSeconds; measured by `placer profile`).
+std::string AccumulateSignature(const TrainingView& view, int update_node);
+
 // For a backward node: which inputs of its forward op get a gradient.
 std::vector<bool> InputsNeedingGradient(const TrainingView& view, int node);
 

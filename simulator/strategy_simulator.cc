@@ -209,10 +209,19 @@ absl::StatusOr<SimulationResult> SimulateAccumulation(
     repeated_bytes += t.bytes;
     ++repeated_transfers;
   }
+  std::vector<double> accumulate(context.num_devices(), 0);
+  for (int n = 0; n < static_cast<int>(view.nodes().size()); ++n) {
+    if (view.node(n).kind != NodeKind::kUpdate) continue;
+    const int d = placement.device_of_op[view.node(n).forward_op];
+    accumulate[d] += context.costs().AccumulateSeconds(
+        view, n, context.cluster().device(d));
+  }
   const int extra = micro_batches - 1;
-  r->step_seconds += extra * passes_end;
+  r->step_seconds +=
+      extra * (passes_end +
+               *std::max_element(accumulate.begin(), accumulate.end()));
   for (int d = 0; d < context.num_devices(); ++d) {
-    r->busy_seconds[d] += extra * passes_busy[d];
+    r->busy_seconds[d] += extra * (passes_busy[d] + accumulate[d]);
   }
   r->bytes_moved += extra * repeated_bytes;
   r->transfers_count += extra * repeated_transfers;
@@ -255,6 +264,14 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
       const int d = replicas[k];
       const double f = seconds_of(plan.stages[s].forward, d);
       const double b = seconds_of(plan.stages[s].backward, d);
+      // A replica's first backward makes its gradient buffers; every later
+      // one adds into them.
+      double accumulate = 0;
+      for (int u : plan.stages[s].update) {
+        accumulate +=
+            context.costs().AccumulateSeconds(view, u, cluster.device(d));
+      }
+      bool first_backward = true;
       for (const ReplicaTask& task : ReplicaTaskOrder(strategy, s, k)) {
         const int j = task.micro_batch;
         Task& t = tasks[id(s, j, task.backward)];
@@ -262,7 +279,8 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
         t.micro_batch = j;
         t.device = d;
         t.backward = task.backward;
-        t.seconds = task.backward ? b : f;
+        t.seconds = task.backward ? b + (first_backward ? 0 : accumulate) : f;
+        if (task.backward) first_backward = false;
         for (int other = 0; other < S; ++other) {
           t.pending +=
               task.backward

@@ -8,7 +8,9 @@
 //  - Tasks: F(s, j) and B(s, j), the forward and backward nodes of stage s
 //    for micro-batch j, run on the device of s's replica j % replicas and
 //    take the sum of their nodes' times there (one device per replica runs
-//    its nodes one after another). Each device runs its tasks in the
+//    its nodes one after another); every backward of a replica after its
+//    first also adds its gradients into the buffers: the cost model's
+//    AccumulateSeconds for each of the stage's parameters. Each device runs its tasks in the
 //    schedule's order (GPipe: its forwards ascending, then its backwards
 //    descending; 1F1B: min(n, stages - s - 1) warm-up forwards, then one
 //    forward and one backward, then the rest of the backwards), each when
@@ -83,7 +85,10 @@ double AllreduceSeconds(const CostModel& costs, const Cluster& cluster,
 // An op placement run as a gradient-accumulation loop: micro_batches
 // forward and backward passes one after another, then the updates. With
 // T the end of the placement's last forward or backward node in one step
-// (Simulate): step + (micro_batches - 1) x T. Peaks and busy time are the
+// (Simulate) and A the most any device spends adding a micro-batch's
+// gradients into its parameters' buffers (AccumulateSeconds, summed over
+// the parameters it updates): step + (micro_batches - 1) x (T + A) (the
+// additions overlap each other, not the passes). Peaks and busy time are the
 // one step's (busy forward and backward time scaled); bytes moved per
 // micro-batch, updates' once.
 absl::StatusOr<SimulationResult> SimulateAccumulation(

@@ -41,6 +41,10 @@ class ConstantCosts : public CostModel {
     return transfer_seconds_;
   }
   bool IsGuess(const TrainingView&, int) const override { return false; }
+  double AccumulateSeconds(const TrainingView&, int,
+                           const Device&) const override {
+    return 0;
+  }
 
  private:
   double transfer_seconds_;

@@ -1,5 +1,6 @@
 #include "profiles/measured_cost_model.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <torch/torch.h>
@@ -45,6 +46,29 @@ TEST(SignatureTest, NamesKindOpShapesAttributesAndGradients) {
             "backward MatMul(float32[4,8],float32[8,8]){} grads=11");
   int update = static_cast<int>(d.view.nodes().size()) - 1;
   EXPECT_EQ(NodeSignature(d.view, update), "update float32[8,8] partials=1");
+  EXPECT_EQ(AccumulateSignature(d.view, update), "accumulate float32[8,8]");
+}
+
+TEST(MeasuredCostModelTest, AccumulationMeasuredOrTheRoofline) {
+  Diamond d;
+  Cluster cluster = *LoadCluster("cpu2");
+  const Device& cpu = cluster.device(0);
+  const int update = static_cast<int>(d.view.nodes().size()) - 1;
+  std::unique_ptr<CostModel> roofline = NewRooflineCostModel();
+  // 64 float32 elements: the buffer and the gradient read, the buffer
+  // written.
+  EXPECT_DOUBLE_EQ(roofline->AccumulateSeconds(d.view, update, cpu),
+                   cpu.op_overhead_seconds +
+                       std::max(64 / cpu.peak_flops,
+                                3 * 256 / cpu.memory_bandwidth));
+  MeasuredProfile p;
+  p.ops[{AccumulateSignature(d.view, update), DeviceKind::kCpu}] = {2e-6, 5};
+  std::unique_ptr<CostModel> measured =
+      NewMeasuredCostModel(p, NewRooflineCostModel());
+  EXPECT_DOUBLE_EQ(measured->AccumulateSeconds(d.view, update, cpu), 2e-6);
+  EXPECT_DOUBLE_EQ(NewMeasuredCostModel({}, NewRooflineCostModel())
+                       ->AccumulateSeconds(d.view, update, cpu),
+                   roofline->AccumulateSeconds(d.view, update, cpu));
 }
 
 TEST(FitLinkTest, RecoversLatencyAndBandwidthExactly) {
@@ -126,6 +150,12 @@ TEST(ProfilerTest, MeasuresEveryNodeSignatureAndTheLink) {
     auto it = r->profile.ops.find({NodeSignature(d.view, n), DeviceKind::kCpu});
     ASSERT_NE(it, r->profile.ops.end()) << d.view.node(n).key;
     EXPECT_GT(it->second.first, 0);
+    if (d.view.node(n).kind == NodeKind::kUpdate) {
+      auto added =
+          r->profile.ops.find({AccumulateSignature(d.view, n), DeviceKind::kCpu});
+      ASSERT_NE(added, r->profile.ops.end()) << d.view.node(n).key;
+      EXPECT_GT(added->second.first, 0);
+    }
   }
   ASSERT_EQ(r->profile.links.size(), 2u);
   const MeasuredLink& link = r->profile.links.begin()->second;

@@ -46,9 +46,16 @@ class ConstantCosts : public CostModel {
     return latency_ + static_cast<double>(bytes) / bandwidth_;
   }
   bool IsGuess(const TrainingView&, int) const override { return false; }
+  double AccumulateSeconds(const TrainingView&, int,
+                           const Device&) const override {
+    return accumulate_;
+  }
+  // Per parameter and micro-batch after a replica's first; 0 by default.
+  void set_accumulate(double seconds) { accumulate_ = seconds; }
 
  private:
   double forward_, backward_, update_, latency_, bandwidth_;
+  double accumulate_ = 0;
 };
 
 Graph Chain() {
@@ -169,6 +176,36 @@ TEST(StrategySimulatorTest, OneStageOneReplicaIsTheSingleDeviceStep) {
   EXPECT_DOUBLE_EQ(r.step.step_seconds, 4 * 1 + 4 * 2 + 4 * 0.5);
   EXPECT_EQ(r.step.peak_memory_bytes, single->peak_memory_bytes);
   EXPECT_EQ(r.step.bytes_moved, 0);
+}
+
+TEST(StrategySimulatorTest, EveryBackwardAfterAReplicasFirstAccumulates) {
+  // f = 1, b = 2, updates 0.5, adding a gradient into a buffer 0.25 per
+  // parameter (4 parameters: 1 s per micro-batch after a replica's first),
+  // free transfers.
+  ConstantCosts costs(1, 2, 0.5, 0, 1e300);
+  costs.set_accumulate(0.25);
+  Fixture f(costs);
+  Strategy one;
+  one.stage_of_op = {0, 0, 0, 0};
+  one.stages = {{{0}}};
+  one.micro_batches = 4;
+  // 4 x (4 f + 4 b) + 3 x 1 + 4 updates.
+  EXPECT_DOUBLE_EQ(f.Run(one).step.step_seconds, 4 * 12 + 3 * 1 + 4 * 0.5);
+  // The same as an op placement's accumulation loop on that device.
+  absl::StatusOr<SimulationResult> loop =
+      SimulateAccumulation(f.context, Placement{{0, 0, 0, 0}}, 4);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  EXPECT_DOUBLE_EQ(loop->step_seconds, 4 * 12 + 3 * 1 + 4 * 0.5);
+  EXPECT_DOUBLE_EQ(loop->busy_seconds[0], 4 * 12 + 3 * 1 + 4 * 0.5);
+  // Two replicas, two micro-batches each: one accumulation per replica.
+  Strategy data = one;
+  data.stages = {{{0, 1}}};
+  StrategySimulation r = f.Run(data);
+  EXPECT_NEAR(r.step.step_seconds, 2 * 12 + 1 * 1 + 4 * 0.5, 1e-9);
+  EXPECT_DOUBLE_EQ(r.step.busy_seconds[1], 2 * 12 + 1 * 1 + 4 * 0.5);
+  // One micro-batch: nothing to add.
+  one.micro_batches = 1;
+  EXPECT_DOUBLE_EQ(f.Run(one).step.step_seconds, 12 + 4 * 0.5);
 }
 
 TEST(StrategySimulatorTest, RingAllreduceMatchesTheAlphaBetaFormula) {
