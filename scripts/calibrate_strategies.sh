@@ -2,8 +2,8 @@
 # Measured vs simulated step times of strategies on cpu2 (docs/parallelism.md):
 # profiles MODEL, makes strategies with `place --parallelism` (one device,
 # data parallel, pipelines with GPipe and 1F1B, several micro-batch counts),
-# runs each with the strategy executor and prints a row per strategy and the
-# median absolute error.
+# runs each with the strategy executor and prints a row per strategy, the
+# median absolute error and Spearman's rank correlation.
 # Usage: scripts/calibrate_strategies.sh MODEL [PLACER_BINARY]
 set -euo pipefail
 model="$1"
@@ -58,6 +58,25 @@ print("| %s | %.4f | %.4f | %+.1f%% |" % (r["strategy"], sim, meas, 100 * (sim -
 done
 python3 - "$dir/rows" <<'PY'
 import re, statistics, sys
-errs = [abs(float(re.findall(r"([+-][0-9.]+)%", l)[0])) for l in open(sys.argv[1])]
-print("\nmedian |error| %.1f%% over %d strategies (max %.1f%%)" % (statistics.median(errs), len(errs), max(errs)))
+rows = [l.split("|") for l in open(sys.argv[1])]
+sim = [float(r[2]) for r in rows]
+meas = [float(r[3]) for r in rows]
+errs = [abs(float(re.findall(r"([+-][0-9.]+)%", r[4])[0])) for r in rows]
+def ranks(xs):
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    r = [0.0] * len(xs)
+    i = 0
+    while i < len(order):  # ties share their mean rank
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2
+        i = j + 1
+    return r
+rs, rm = ranks(sim), ranks(meas)
+ms, mm = statistics.mean(rs), statistics.mean(rm)
+cov = sum((a - ms) * (b - mm) for a, b in zip(rs, rm))
+rho = cov / (sum((a - ms) ** 2 for a in rs) * sum((b - mm) ** 2 for b in rm)) ** 0.5
+print("\nmedian |error| %.1f%% over %d strategies (max %.1f%%), Spearman rho %.3f" % (statistics.median(errs), len(errs), max(errs), rho))
 PY
