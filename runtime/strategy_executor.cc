@@ -1,7 +1,13 @@
+// Over 600 lines, one idea: the strategy executor's step — its workers'
+// tasks and, when the devices are ranks of a distributed run, the
+// messages that stand in for the shared memory between them (the same
+// slots filled by a receiver instead of a local worker).
 #include "runtime/strategy_executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -14,12 +20,18 @@
 #include "profiles/signature.h"
 #include "runtime/initial_values.h"
 #include "runtime/op_autograd.h"
+#include "runtime/rank_group.h"
+#include "runtime/step_exchange.h"
 #include "runtime/torch_devices.h"
 
 namespace placer {
 namespace {
 
 using Clock = SteadyClock;
+
+// What a message between ranks carries: its id's low bits say the kind.
+enum MessageKind { kValue = 0, kPartial = 1, kAccumulator = 2 };
+constexpr int kKinds = 3;
 
 class TorchStrategyExecutor : public StrategyExecutor {
  public:
@@ -35,7 +47,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
         devices_(std::move(devices)),
         S_(static_cast<int>(strategy.stages.size())),
         M_(strategy.micro_batches),
-        D_(cluster.num_devices()) {}
+        D_(cluster.num_devices()),
+        V_(static_cast<int>(view.values().size())) {}
 
   absl::Status Init();
   absl::StatusOr<StrategyStepReport> Step() override;
@@ -46,21 +59,38 @@ class TorchStrategyExecutor : public StrategyExecutor {
   int StageOfNode(int n) const {
     return strategy_.stage_of_op[view_.node(n).forward_op];
   }
+  bool Distributed() const { return options_.ranks != nullptr; }
+  int RankOf(int d) const {
+    return Distributed() ? options_.rank_of_device[d] : 0;
+  }
+  bool Local(int d) const { return RankOf(d) == rank_; }
+  // The device that runs stage s's tasks for micro-batch j.
+  int DeviceOf(int s, int j) const {
+    const std::vector<int>& r = strategy_.stages[s].devices;
+    return r[j % r.size()];
+  }
+  int Channel(int src, int dst) const { return 1 + src * D_ + dst; }
+  // Arrivals from another rank: stage `from`'s messages for stage `to` and
+  // micro-batch j (values forward, partial gradients backward).
+  int ArrivalKey(int from, int to, int j, bool backward) const {
+    return ((from * S_ + to) * M_ + j) * 2 + (backward ? 1 : 0);
+  }
   // A copy on `device` when `tensor` was made on another device.
   torch::Tensor On(const torch::Tensor& tensor, int from, int device) const {
     if (from == device) return tensor;
     return tensor.to(devices_[device], /*non_blocking=*/false, /*copy=*/true);
   }
-  // Waits until `done[stage * M + j]` for every stage in `stages`; false
-  // when the step failed meanwhile.
-  bool WaitFor(const std::vector<char>& done, const std::vector<int>& stages,
-               int j);
+  // Whether task (s, j) of the given direction has every input here.
+  bool ReadyLocked(int s, int j, bool backward) const;
   absl::Status RunForward(int s, int j, int d);
   absl::Status RunBackward(int s, int j, int d);
+  // After a task on local device d: what other ranks need from it.
+  absl::Status SendAfter(int s, int j, int d, bool backward);
   void Worker(int d, double* busy);
   // After device d's last task: the allreduce of stage s's gradients and,
-  // once the whole step has succeeded, d's update.
+  // once every local task of the step has succeeded, d's update.
   void ReduceAndUpdate(int s, int d, double* busy);
+  void Receiver(int src, int dst, int expected);
   void Fail(const absl::Status& status);
 
   const TrainingView& view_;
@@ -69,42 +99,54 @@ class TorchStrategyExecutor : public StrategyExecutor {
   const Strategy strategy_;
   const ExecutorOptions options_;
   const std::vector<torch::Device> devices_;
-  const int S_, M_, D_;
+  const int S_, M_, D_, V_;
+  int rank_ = 0;
+  int step_ = 0;
 
   std::vector<std::vector<int>> forward_, backward_, update_;  // per stage
   std::vector<std::vector<int>> forward_sources_, gradient_sources_;
   std::vector<int> stage_of_device_, replica_of_device_;
   std::vector<int> value_of_tensor_;
-  // Per value: how many times forward nodes read it (an op reading a tensor
-  // twice counts twice); a micro-batch's copy is freed after its last read.
-  std::vector<int> forward_reads_;
+  // [s][v]: how many times stage s's forward nodes read value v (an op
+  // reading a tensor twice counts twice).
+  std::vector<std::vector<int>> forward_reads_;
+  // [a * S + b]: values stage a makes that stage b's forward reads;
+  // gradient sums stage a makes partials of for a sink in stage b.
+  std::vector<std::vector<int>> cross_values_, cross_sums_;
+  // Distributed: messages per step on each (src, dst) channel into this
+  // rank.
+  std::map<std::pair<int, int>, int> expected_;
   std::vector<std::vector<bool>> needs_gradient_;  // per op
   std::vector<torch::Tensor> host_;                // constants, per value
   std::vector<HostValues> batches_;                // per micro-batch
   // [device][micro-batch][tensor]: loss targets on the devices that run
   // the micro-batch.
   std::vector<std::vector<std::vector<torch::Tensor>>> targets_;
-  // Per device, per value: parameters, momentum, gradient accumulators.
+  // Per device, per value: parameters, momentum, gradient accumulators
+  // (for another rank's replica: its accumulators as received).
   std::vector<std::vector<torch::Tensor>> params_, momentum_, accum_;
 
   // The step's state.
   std::mutex mu_;
   std::condition_variable cv_;
   absl::Status failure_;
-  std::vector<char> forward_done_, backward_done_;  // [s * M + j]
+  std::vector<char> forward_done_, backward_done_;  // [s * M + j], local
+  std::vector<int> arrived_;                        // [ArrivalKey]
   std::vector<std::vector<torch::Tensor>> values_;  // [j][value]
   std::vector<int> value_device_;                   // [j * values + v]
   std::vector<int> reads_left_;                     // [j * values + v]
-  std::vector<std::vector<torch::Tensor>> sums_;    // [j][gradient sum]
-  std::vector<std::vector<SavedOp>> saved_;         // [j][op]
-  std::vector<std::vector<torch::Tensor>> seeds_;   // [j][tensor]
-  std::vector<double> loss_;                        // [j]
-  std::vector<int> stage_finished_;  // per stage: replicas past their tasks
+  // [j][sum * S + s]: stage s's partial gradients of a sum, added up.
+  std::vector<std::vector<torch::Tensor>> partials_;
+  std::vector<std::vector<SavedOp>> saved_;        // [j][op]
+  std::vector<std::vector<torch::Tensor>> seeds_;  // [j][tensor]
+  std::vector<double> loss_;                       // [j]
+  std::vector<char> tasks_done_;   // per device: past its last task
+  std::vector<int> accum_arrived_;  // per device of another rank
   int workers_finished_ = 0, workers_ = 0;
 };
 
 absl::Status TorchStrategyExecutor::Init() {
-  const int values = static_cast<int>(view_.values().size());
+  if (Distributed()) rank_ = options_.ranks->rank();
   forward_.assign(S_, {});
   backward_.assign(S_, {});
   update_.assign(S_, {});
@@ -115,27 +157,55 @@ absl::Status TorchStrategyExecutor::Init() {
       case NodeKind::kUpdate: update_[StageOfNode(n)].push_back(n); break;
     }
   }
-  // Which stages each stage waits for, per micro-batch.
-  std::vector<std::set<int>> forward_from(S_), gradient_from(S_);
-  for (int v = 0; v < values; ++v) {
+  value_of_tensor_.assign(graph_.tensors().size(), -1);
+  for (int v = 0; v < V_; ++v) {
     const TrainingValue& value = view_.value(v);
-    if (value.kind != ValueKind::kActivation || value.producer < 0) continue;
-    const int from = StageOfNode(value.producer);
-    for (int c : value.consumers) {
-      if (StageOfNode(c) != from) forward_from[StageOfNode(c)].insert(from);
+    if (value.kind != ValueKind::kGradient && value.tensor >= 0) {
+      value_of_tensor_[value.tensor] = v;
     }
   }
-  for (const GradientSum& sum : view_.gradient_sums()) {
+  // Reads, and the values and gradient buffers crossing stages.
+  forward_reads_.assign(S_, std::vector<int>(V_, 0));
+  std::vector<std::set<int>> crossing(static_cast<size_t>(S_) * S_);
+  for (int s = 0; s < S_; ++s) {
+    for (int n : forward_[s]) {
+      const Op& op = graph_.op(view_.node(n).forward_op);
+      if (AllOutputsFolded(graph_, op)) continue;
+      for (int t : op.inputs) {
+        const int v = t >= 0 ? value_of_tensor_[t] : -1;
+        if (v < 0) continue;
+        ++forward_reads_[s][v];
+        const TrainingValue& value = view_.value(v);
+        if (value.kind == ValueKind::kActivation && value.producer >= 0 &&
+            StageOfNode(value.producer) != s) {
+          crossing[StageOfNode(value.producer) * S_ + s].insert(v);
+        }
+      }
+    }
+  }
+  std::vector<std::set<int>> crossing_sums(static_cast<size_t>(S_) * S_);
+  const int sums = static_cast<int>(view_.gradient_sums().size());
+  for (int sm = 0; sm < sums; ++sm) {
+    const GradientSum& sum = view_.gradient_sums()[sm];
     const int to = StageOfNode(sum.sink);
     for (int p : sum.partials) {
       const int from = StageOfNode(view_.value(p).producer);
-      if (from != to) gradient_from[to].insert(from);
+      if (from != to) crossing_sums[from * S_ + to].insert(sm);
     }
   }
-  for (int s = 0; s < S_; ++s) {
-    forward_sources_.emplace_back(forward_from[s].begin(), forward_from[s].end());
-    gradient_sources_.emplace_back(gradient_from[s].begin(),
-                                   gradient_from[s].end());
+  cross_values_.assign(static_cast<size_t>(S_) * S_, {});
+  cross_sums_.assign(static_cast<size_t>(S_) * S_, {});
+  forward_sources_.assign(S_, {});
+  gradient_sources_.assign(S_, {});
+  for (int a = 0; a < S_; ++a) {
+    for (int b = 0; b < S_; ++b) {
+      cross_values_[a * S_ + b].assign(crossing[a * S_ + b].begin(),
+                                       crossing[a * S_ + b].end());
+      cross_sums_[a * S_ + b].assign(crossing_sums[a * S_ + b].begin(),
+                                     crossing_sums[a * S_ + b].end());
+      if (!cross_values_[a * S_ + b].empty()) forward_sources_[b].push_back(a);
+      if (!cross_sums_[a * S_ + b].empty()) gradient_sources_[b].push_back(a);
+    }
   }
   stage_of_device_.assign(D_, -1);
   replica_of_device_.assign(D_, -1);
@@ -145,20 +215,31 @@ absl::Status TorchStrategyExecutor::Init() {
       replica_of_device_[strategy_.stages[s].devices[k]] = static_cast<int>(k);
     }
   }
-  value_of_tensor_.assign(graph_.tensors().size(), -1);
-  for (int v = 0; v < values; ++v) {
-    const TrainingValue& value = view_.value(v);
-    if (value.kind != ValueKind::kGradient && value.tensor >= 0) {
-      value_of_tensor_[value.tensor] = v;
+  // Messages into this rank per step and channel.
+  if (Distributed()) {
+    auto expect = [&](int src, int dst, int count) {
+      if (count > 0 && !Local(src) && Local(dst)) expected_[{src, dst}] += count;
+    };
+    for (int j = 0; j < M_; ++j) {
+      for (int a = 0; a < S_; ++a) {
+        for (int b = 0; b < S_; ++b) {
+          expect(DeviceOf(a, j), DeviceOf(b, j),
+                 static_cast<int>(cross_values_[a * S_ + b].size()));
+          expect(DeviceOf(a, j), DeviceOf(b, j),
+                 static_cast<int>(cross_sums_[a * S_ + b].size()));
+        }
+      }
     }
-  }
-  forward_reads_.assign(values, 0);
-  for (int s = 0; s < S_; ++s) {
-    for (int n : forward_[s]) {
-      const Op& op = graph_.op(view_.node(n).forward_op);
-      if (AllOutputsFolded(graph_, op)) continue;
-      for (int t : op.inputs) {
-        if (t >= 0 && value_of_tensor_[t] >= 0) ++forward_reads_[value_of_tensor_[t]];
+    // Accumulators: every replica to the first replica of its stage on
+    // each other rank.
+    for (int s = 0; s < S_; ++s) {
+      for (int r : strategy_.stages[s].devices) {
+        std::set<int> ranks_done{RankOf(r)};
+        for (int q : strategy_.stages[s].devices) {
+          if (ranks_done.insert(RankOf(q)).second) {
+            expect(r, q, static_cast<int>(update_[s].size()));
+          }
+        }
       }
     }
   }
@@ -179,7 +260,7 @@ absl::Status TorchStrategyExecutor::Init() {
   }
   targets_.assign(D_, {});
   for (int d = 0; d < D_; ++d) {
-    if (stage_of_device_[d] < 0) continue;
+    if (stage_of_device_[d] < 0 || !Local(d)) continue;
     for (int j = 0; j < M_; ++j) {
       std::vector<torch::Tensor> on = batches_[j].target;
       for (torch::Tensor& t : on) {
@@ -188,13 +269,14 @@ absl::Status TorchStrategyExecutor::Init() {
       targets_[d].push_back(std::move(on));
     }
   }
-  params_.assign(D_, std::vector<torch::Tensor>(values));
-  momentum_.assign(D_, std::vector<torch::Tensor>(values));
-  accum_.assign(D_, std::vector<torch::Tensor>(values));
+  params_.assign(D_, std::vector<torch::Tensor>(V_));
+  momentum_.assign(D_, std::vector<torch::Tensor>(V_));
+  accum_.assign(D_, std::vector<torch::Tensor>(V_));
   for (int g = 0; g < view_.num_groups(); ++g) {
     const int s = strategy_.stage_of_op[g];
     for (int p : view_.group_parameters(g)) {
       for (int d : strategy_.stages[s].devices) {
+        if (!Local(d)) continue;
         params_[d][p] = host_[p].to(devices_[d], false, /*copy=*/true);
         momentum_[d][p] = torch::zeros_like(params_[d][p]);
       }
@@ -214,21 +296,25 @@ void TorchStrategyExecutor::Fail(const absl::Status& status) {
   cv_.notify_all();
 }
 
-bool TorchStrategyExecutor::WaitFor(const std::vector<char>& done,
-                                    const std::vector<int>& stages, int j) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] {
-    if (!failure_.ok()) return true;
-    for (int s : stages) {
-      if (!done[s * M_ + j]) return false;
+bool TorchStrategyExecutor::ReadyLocked(int s, int j, bool backward) const {
+  for (int from : backward ? gradient_sources_[s] : forward_sources_[s]) {
+    if (Local(DeviceOf(from, j))) {
+      if (!(backward ? backward_done_ : forward_done_)[from * M_ + j]) {
+        return false;
+      }
+      continue;
     }
-    return true;
-  });
-  return failure_.ok();
+    const std::vector<int>& crossing =
+        (backward ? cross_sums_ : cross_values_)[from * S_ + s];
+    if (arrived_[ArrivalKey(from, s, j, backward)] <
+        static_cast<int>(crossing.size())) {
+      return false;
+    }
+  }
+  return true;
 }
 
 absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
-  const int values = static_cast<int>(view_.values().size());
   for (int n : forward_[s]) {
     const TrainingNode& node = view_.node(n);
     const Op& op = graph_.op(node.forward_op);
@@ -251,10 +337,10 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
         } else {
           std::lock_guard<std::mutex> lock(mu_);
           torch::Tensor& held = values_[j][v];
-          in = On(held, value_device_[j * values + v], d);
+          in = On(held, value_device_[j * V_ + v], d);
           // Freed after its last read, as a framework frees it (what is
           // not freed early page-faults in fresh memory every step).
-          if (--reads_left_[j * values + v] == 0) held = torch::Tensor();
+          if (--reads_left_[j * V_ + v] == 0) held = torch::Tensor();
         }
         if (!in.defined()) {
           return absl::InternalError(absl::StrCat(
@@ -281,9 +367,10 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     for (int v : node.outputs) {
       const int t = view_.value(v).tensor;
       for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
-        if (op.outputs[k] == t && forward_reads_[v] > 0) {
+        // Kept while a reader of this process, or a send, needs it.
+        if (op.outputs[k] == t && reads_left_[j * V_ + v] > 0) {
           values_[j][v] = (*results)[k];
-          value_device_[j * values + v] = d;
+          value_device_[j * V_ + v] = d;
         }
       }
     }
@@ -294,7 +381,8 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
 absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
   // Tensors are only moved in and out of the shared slots under the lock;
   // the additions run outside it, so that workers do not wait for each
-  // other's arithmetic.
+  // other's arithmetic. A slot [sum * S + s] has one writer: the device
+  // running stage s's micro-batch j.
   for (int n : backward_[s]) {
     const TrainingNode& node = view_.node(n);
     const Op& op = graph_.op(node.forward_op);
@@ -309,8 +397,10 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
         for (int sm : view_.sums_read_by(n)) {
           if (view_.gradient_sums()[sm].tensor != t) continue;
           // This node is the sum's only reader (its sink).
-          parts[k].push_back(std::move(sums_[j][sm]));
-          sums_[j][sm] = torch::Tensor();
+          for (int x = 0; x < S_; ++x) {
+            parts[k].push_back(std::move(partials_[j][sm * S_ + x]));
+            partials_[j][sm * S_ + x] = torch::Tensor();
+          }
         }
       }
     }
@@ -338,31 +428,30 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       const int sm = view_.sum_of(node.outputs[k]);
       if (sm < 0) continue;
-      torch::Tensor partial = (*grads)[k];
       torch::Tensor buffer;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        buffer = std::move(sums_[j][sm]);
-        sums_[j][sm] = torch::Tensor();
+        buffer = std::move(partials_[j][sm * S_ + s]);
+        partials_[j][sm * S_ + s] = torch::Tensor();
       }
-      if (buffer.defined()) partial = buffer + partial;
+      buffer = buffer.defined() ? buffer + (*grads)[k] : (*grads)[k];
       std::lock_guard<std::mutex> lock(mu_);
-      // Another stage's partial may have come meanwhile (rare).
-      torch::Tensor& slot = sums_[j][sm];
-      slot = slot.defined() ? slot + partial : partial;
+      partials_[j][sm * S_ + s] = std::move(buffer);
     }
   }
-  // Parameters whose sums this backward completed: into this device's
-  // accumulators (only this worker touches them during the tasks).
+  // Parameters whose sums this backward completed (a weight's readers are
+  // all in its stage): into this device's accumulators (only this worker
+  // touches them during the tasks).
   std::vector<std::pair<int, torch::Tensor>> completed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (int u : update_[s]) {
       const int p = view_.node(u).parameter;
       for (int sm : view_.sums_read_by(u)) {
-        if (!sums_[j][sm].defined()) continue;
-        completed.emplace_back(p, std::move(sums_[j][sm]));
-        sums_[j][sm] = torch::Tensor();
+        torch::Tensor& slot = partials_[j][sm * S_ + s];
+        if (!slot.defined()) continue;
+        completed.emplace_back(p, std::move(slot));
+        slot = torch::Tensor();
       }
     }
   }
@@ -381,22 +470,139 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
   return absl::OkStatus();
 }
 
+absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
+                                              bool backward) {
+  if (!Distributed()) return absl::OkStatus();
+  for (int to = 0; to < S_; ++to) {
+    const int dst = DeviceOf(to, j);
+    if (Local(dst)) continue;
+    const std::vector<int>& items =
+        (backward ? cross_sums_ : cross_values_)[s * S_ + to];
+    for (int item : items) {
+      torch::Tensor t;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (backward) {
+          t = partials_[j][item * S_ + s];
+        } else {
+          t = values_[j][item];
+        }
+      }
+      // An undefined partial (no gradient flowed) goes as an empty tensor.
+      if (!t.defined()) t = torch::empty({0});
+      const int64_t id =
+          static_cast<int64_t>(backward ? j * static_cast<int64_t>(
+                                              view_.gradient_sums().size()) +
+                                              item
+                                        : j * static_cast<int64_t>(V_) + item) *
+              kKinds +
+          (backward ? kPartial : kValue);
+      absl::Status sent =
+          options_.ranks->SendTensor(t, id, RankOf(dst), Channel(d, dst));
+      if (!sent.ok()) {
+        return absl::Status(
+            sent.code(), absl::StrCat(sent.message(), " (", cluster_.device(d).name,
+                                      " -> ", cluster_.device(dst).name, ")"));
+      }
+    }
+  }
+  // A send counts as a read; a partial buffer sent is done with here.
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int to = 0; to < S_; ++to) {
+    if (Local(DeviceOf(to, j))) continue;
+    for (int item : (backward ? cross_sums_ : cross_values_)[s * S_ + to]) {
+      if (backward) {
+        partials_[j][item * S_ + s] = torch::Tensor();
+      } else if (--reads_left_[j * V_ + item] == 0) {
+        values_[j][item] = torch::Tensor();
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
+  const int sums = static_cast<int>(view_.gradient_sums().size());
+  for (int k = 0; k < expected; ++k) {
+    absl::StatusOr<std::pair<int64_t, torch::Tensor>> got =
+        options_.ranks->RecvTensor(RankOf(src), Channel(src, dst));
+    if (!got.ok()) {
+      Fail(absl::Status(got.status().code(),
+                        absl::StrCat(got.status().message(), " (",
+                                     cluster_.device(src).name, " -> ",
+                                     cluster_.device(dst).name, ")")));
+      return;
+    }
+    const int64_t id = got->first / kKinds;
+    const int kind = static_cast<int>(got->first % kKinds);
+    torch::Tensor t = got->second;
+    absl::Status s = CatchExceptions("receiving: ", [&] {
+      if (t.numel() > 0 || t.dim() != 1) t = t.to(devices_[dst]);
+      return absl::OkStatus();
+    });
+    if (!s.ok()) {
+      Fail(s);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    const int ss = stage_of_device_[src], ds = stage_of_device_[dst];
+    if (kind == kValue && id >= 0 && id < static_cast<int64_t>(M_) * V_) {
+      const int j = static_cast<int>(id / V_), v = static_cast<int>(id % V_);
+      const int from = StageOfNode(view_.value(v).producer);
+      for (int to = 0; to < S_; ++to) {
+        if (DeviceOf(to, j) == dst && DeviceOf(from, j) == src &&
+            std::binary_search(cross_values_[from * S_ + to].begin(),
+                               cross_values_[from * S_ + to].end(), v)) {
+          ++arrived_[ArrivalKey(from, to, j, false)];
+        }
+      }
+      values_[j][v] = t;
+      value_device_[j * V_ + v] = dst;
+    } else if (kind == kPartial && id >= 0 &&
+               id < static_cast<int64_t>(M_) * sums) {
+      const int j = static_cast<int>(id / sums), sm = static_cast<int>(id % sums);
+      const int to = StageOfNode(view_.gradient_sums()[sm].sink);
+      const int from = DeviceOf(ss, j) == src ? ss : -1;
+      if (from < 0 || DeviceOf(to, j) != dst) {
+        failure_ = absl::DataLossError(absl::StrCat(
+            "rank ", RankOf(src), " sent partial gradients this link does not carry"));
+        cv_.notify_all();
+        return;
+      }
+      if (t.numel() > 0) partials_[j][sm * S_ + from] = t;
+      ++arrived_[ArrivalKey(from, to, j, true)];
+    } else if (kind == kAccumulator && id >= 0 && id < V_ && ss == ds) {
+      if (t.numel() > 0) accum_[src][id] = t;
+      ++accum_arrived_[src];
+    } else {
+      failure_ = absl::DataLossError(absl::StrCat(
+          "rank ", RankOf(src), " sent item ", got->first,
+          ", which the link ", cluster_.device(src).name, " -> ",
+          cluster_.device(dst).name, " does not carry"));
+    }
+    cv_.notify_all();
+  }
+}
+
 void TorchStrategyExecutor::Worker(int d, double* busy) {
   if (devices_[d].is_cpu()) at::set_num_threads(options_.threads_per_cpu_device);
   const int s = stage_of_device_[d];
   for (const ReplicaTask& task :
        ReplicaTaskOrder(strategy_, s, replica_of_device_[d])) {
     const int j = task.micro_batch;
-    if (!WaitFor(task.backward ? backward_done_ : forward_done_,
-                 task.backward ? gradient_sources_[s] : forward_sources_[s],
-                 j)) {
-      return;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] {
+        return !failure_.ok() || ReadyLocked(s, j, task.backward);
+      });
+      if (!failure_.ok()) return;
     }
     const auto start = Clock::now();
     absl::Status status = CatchExceptions("", [&] {
       return task.backward ? RunBackward(s, j, d) : RunForward(s, j, d);
     });
     *busy += SecondsSince(start);
+    if (status.ok()) status = SendAfter(s, j, d, task.backward);
     if (!status.ok()) {
       Fail(status);
       return;
@@ -410,20 +616,51 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
 
 void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   const std::vector<int>& replicas = strategy_.stages[s].devices;
+  // The allreduce. Across ranks: this replica's accumulators go to the
+  // first replica of the stage on every other rank (from this worker, the
+  // only sender on d's channels), which files them under d.
+  if (Distributed()) {
+    std::set<int> ranks_done{rank_};
+    for (int q : replicas) {
+      if (!ranks_done.insert(RankOf(q)).second) continue;
+      for (int u : update_[s]) {
+        const int p = view_.node(u).parameter;
+        torch::Tensor t = accum_[d][p];
+        if (!t.defined()) t = torch::empty({0});
+        absl::Status sent = options_.ranks->SendTensor(
+            t, static_cast<int64_t>(p) * kKinds + kAccumulator, RankOf(q),
+            Channel(d, q));
+        if (!sent.ok()) {
+          Fail(absl::Status(sent.code(),
+                            absl::StrCat(sent.message(), " (allreduce ",
+                                         cluster_.device(d).name, " -> ",
+                                         cluster_.device(q).name, ")")));
+          return;
+        }
+      }
+    }
+  }
   {
     std::unique_lock<std::mutex> lock(mu_);
-    ++stage_finished_[s];
+    tasks_done_[d] = 1;
     ++workers_finished_;
     cv_.notify_all();
+    const int params = static_cast<int>(update_[s].size());
     cv_.wait(lock, [&] {
-      return !failure_.ok() ||
-             stage_finished_[s] == static_cast<int>(replicas.size());
+      if (!failure_.ok()) return true;
+      for (int r : replicas) {
+        if (Local(r) ? !tasks_done_[r] : accum_arrived_[r] < params) {
+          return false;
+        }
+      }
+      return true;
     });
     if (!failure_.ok()) return;
   }
-  // The allreduce, as soon as the stage's replicas are done: every replica
-  // sums the replicas' accumulators in replica order on its own device
-  // (the same additions in the same order: the same bits everywhere).
+  // As soon as the stage's replicas are done (overlapping other stages'
+  // tasks), every replica sums the replicas' accumulators in replica order
+  // on its own device: the same additions in the same order, the same bits
+  // everywhere.
   std::vector<torch::Tensor> totals(update_[s].size());
   absl::Status status = CatchExceptions("allreduce: ", [&] {
     torch::NoGradGuard no_grad;
@@ -442,8 +679,8 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     Fail(status);
     return;
   }
-  // Updates once every task of the step has succeeded (a failed step
-  // updates nothing), each device its own replica's parameters.
+  // Updates once every task of this process has succeeded (a failed step
+  // updates nothing here), each device its own replica's parameters.
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] {
@@ -467,49 +704,118 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
 }
 
 absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
-  const int values = static_cast<int>(view_.values().size());
+  const int sums = static_cast<int>(view_.gradient_sums().size());
   failure_ = absl::OkStatus();
   forward_done_.assign(static_cast<size_t>(S_) * M_, 0);
   backward_done_.assign(static_cast<size_t>(S_) * M_, 0);
-  values_.assign(M_, std::vector<torch::Tensor>(values));
-  value_device_.assign(static_cast<size_t>(M_) * values, -1);
-  reads_left_.clear();
+  arrived_.assign(static_cast<size_t>(S_) * S_ * M_ * 2, 0);
+  values_.assign(M_, std::vector<torch::Tensor>(V_));
+  value_device_.assign(static_cast<size_t>(M_) * V_, -1);
+  // Reads by this process's tasks, and one per send to another rank.
+  reads_left_.assign(static_cast<size_t>(M_) * V_, 0);
   for (int j = 0; j < M_; ++j) {
-    reads_left_.insert(reads_left_.end(), forward_reads_.begin(),
-                       forward_reads_.end());
+    for (int b = 0; b < S_; ++b) {
+      if (Local(DeviceOf(b, j))) {
+        for (int v = 0; v < V_; ++v) {
+          reads_left_[j * V_ + v] += forward_reads_[b][v];
+        }
+        continue;
+      }
+      for (int a = 0; a < S_; ++a) {
+        if (!Local(DeviceOf(a, j))) continue;
+        for (int v : cross_values_[a * S_ + b]) ++reads_left_[j * V_ + v];
+      }
+    }
   }
-  sums_.assign(M_, std::vector<torch::Tensor>(view_.gradient_sums().size()));
+  partials_.assign(M_, std::vector<torch::Tensor>(static_cast<size_t>(sums) * S_));
   saved_.assign(M_, std::vector<SavedOp>(graph_.ops().size()));
   seeds_.assign(M_, std::vector<torch::Tensor>(graph_.tensors().size()));
   loss_.assign(M_, 0);
   for (int d = 0; d < D_; ++d) {
     for (torch::Tensor& a : accum_[d]) a = torch::Tensor();
   }
-  stage_finished_.assign(S_, 0);
+  tasks_done_.assign(D_, 0);
+  accum_arrived_.assign(D_, 0);
   workers_finished_ = 0;
   workers_ = 0;
-  for (int d = 0; d < D_; ++d) workers_ += stage_of_device_[d] >= 0;
+  for (int d = 0; d < D_; ++d) workers_ += stage_of_device_[d] >= 0 && Local(d);
   StrategyStepReport report;
   report.busy_seconds.assign(D_, 0);
   const auto start = Clock::now();
-  std::vector<std::thread> workers;
-  for (int d = 0; d < D_; ++d) {
-    if (stage_of_device_[d] < 0) continue;
-    workers.emplace_back(&TorchStrategyExecutor::Worker, this, d,
-                         &report.busy_seconds[d]);
+  int running = 0;
+  std::vector<std::thread> threads;
+  auto spawn = [&](auto body) {
+    ++running;
+    threads.emplace_back([this, body, &running] {
+      body();
+      std::lock_guard<std::mutex> lock(mu_);
+      --running;
+      cv_.notify_all();
+    });
+  };
+  {
+    // Threads start under the lock, so `running` is counted before any
+    // of them can end.
+    std::unique_lock<std::mutex> lock(mu_);
+    for (int d = 0; d < D_; ++d) {
+      if (stage_of_device_[d] < 0 || !Local(d)) continue;
+      double* busy = &report.busy_seconds[d];
+      spawn([this, d, busy] { Worker(d, busy); });
+    }
+    for (const auto& [link, expected] : expected_) {
+      const int src = link.first, dst = link.second, n = expected;
+      spawn([this, src, dst, n] { Receiver(src, dst, n); });
+    }
+    // Distributed: a failure here is published (and this rank's sends and
+    // receives woken); one published elsewhere stops this rank's threads.
+    bool published = false;
+    while (running > 0) {
+      if (Distributed() && !failure_.ok() && !published) {
+        const absl::Status failure = failure_;
+        lock.unlock();
+        options_.ranks->PublishFailure(failure);
+        options_.ranks->AbortPending();
+        lock.lock();
+        published = true;
+        continue;
+      }
+      cv_.wait_for(lock, std::chrono::milliseconds(50));
+      if (Distributed() && failure_.ok() && running > 0) {
+        lock.unlock();
+        std::optional<absl::Status> remote = options_.ranks->PublishedFailure();
+        lock.lock();
+        if (remote.has_value() && failure_.ok()) {
+          failure_ = *remote;
+          cv_.notify_all();
+          lock.unlock();
+          options_.ranks->AbortPending();
+          lock.lock();
+          published = true;
+        }
+      }
+    }
   }
-  for (std::thread& t : workers) t.join();
-  if (!failure_.ok()) {
-    values_.clear();
-    saved_.clear();
-    return failure_;
-  }
+  for (std::thread& t : threads) t.join();
   report.seconds = SecondsSince(start);
   for (double l : loss_) report.loss += l;
-  report.loss /= M_;
   values_.clear();
   saved_.clear();
-  sums_.clear();
+  partials_.clear();
+  if (Distributed()) {
+    StepReport mine;
+    mine.seconds = report.seconds;
+    mine.loss = report.loss;
+    mine.busy_seconds = report.busy_seconds;
+    mine.peak_memory_bytes.assign(D_, 0);
+    absl::StatusOr<StepReport> merged =
+        ExchangeStepReports(*options_.ranks, step_++, mine, failure_);
+    if (!merged.ok()) return merged.status();
+    report.seconds = merged->seconds;
+    report.loss = merged->loss;
+    report.busy_seconds = merged->busy_seconds;
+  }
+  if (!failure_.ok()) return failure_;
+  report.loss /= M_;
   return report;
 }
 
@@ -523,6 +829,11 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(
       if (replica < 0 || replica >= static_cast<int>(replicas.size())) {
         return absl::NotFoundError(absl::StrCat(
             "parameter '", name, "' has ", replicas.size(), " replicas"));
+      }
+      if (!Local(replicas[replica])) {
+        return absl::NotFoundError(absl::StrCat(
+            "parameter '", name, "' replica ", replica, " is on rank ",
+            RankOf(replicas[replica])));
       }
       return params_[replicas[replica]][p].to(torch::kCPU).clone();
     }
@@ -539,6 +850,12 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
     return s;
   }
   if (absl::Status s = CheckRunnable(view.forward()); !s.ok()) return s;
+  if (options.ranks != nullptr &&
+      static_cast<int>(options.rank_of_device.size()) != cluster.num_devices()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank_of_device has ", options.rank_of_device.size(),
+        " entries; the cluster has ", cluster.num_devices(), " devices"));
+  }
   absl::StatusOr<std::vector<torch::Device>> devices = TorchDevices(cluster);
   if (!devices.ok()) return devices.status();
   auto executor = std::make_unique<TorchStrategyExecutor>(

@@ -40,6 +40,20 @@
 //  - Step reports the step's wall time, the mean loss over the
 //    micro-batches (before the update) and each device's busy time.
 //    Memory is not tracked (the placed executor tracks it).
+//  - Distributed (options.ranks set): this process is one rank and runs
+//    only the devices options.rank_of_device gives it. What one process's
+//    workers share goes by the rank group instead, sent by the producing
+//    device's worker on the channel of its device pair: a forward's values
+//    for a later stage's device on another rank, a backward's summed
+//    partial gradients for an earlier stage's, and each replica's
+//    accumulators to the first replica of its stage on every other rank;
+//    each rank then sums all replicas in replica order, as one process
+//    does, so losses and parameters do not depend on the process layout.
+//    A step ends with ExchangeStepReports (loss and busy time summed,
+//    seconds the slowest rank's); a failure is published and stops the
+//    other ranks, naming the rank. Updates wait for this rank's tasks
+//    only: a step that fails on another rank may have updated this one.
+//    Parameter() finds the replicas of this rank only.
 //  - Create fails when the strategy does not fit the view and cluster
 //    (CheckStrategy), a device is not available in this LibTorch, an op
 //    has no kernel, or a starting value cannot be made.

@@ -179,14 +179,20 @@ absl::StatusOr<PlacementOrStrategy> ReadPlacementOrStrategyFile(
     const std::string& path, const Graph& graph, const Cluster& cluster) {
   absl::StatusOr<std::string> json = ReadFileToString(path);
   if (!json.ok()) return json.status();
+  return ParsePlacementOrStrategyJson(*json, path, graph, cluster);
+}
+
+absl::StatusOr<PlacementOrStrategy> ParsePlacementOrStrategyJson(
+    const std::string& json, const std::string& source, const Graph& graph,
+    const Cluster& cluster) {
   proto::Placement file;
-  auto status = google::protobuf::util::JsonStringToMessage(*json, &file);
+  auto status = google::protobuf::util::JsonStringToMessage(json, &file);
   if (!status.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a placement file: ",
+        absl::StrCat(source, ": not a placement file: ",
                      status.message().as_string()));
   }
-  return PlacementOrStrategyFromProto(file, path, graph, cluster);
+  return PlacementOrStrategyFromProto(file, source, graph, cluster);
 }
 
 proto::Placement StrategyToProto(const Strategy& strategy, const Graph& graph,

@@ -63,6 +63,10 @@ absl::StatusOr<PlacementOrStrategy> PlacementOrStrategyFromProto(
     const Graph& graph, const Cluster& cluster);
 absl::StatusOr<PlacementOrStrategy> ReadPlacementOrStrategyFile(
     const std::string& path, const Graph& graph, const Cluster& cluster);
+// The same from a file's text; `source` names it in errors.
+absl::StatusOr<PlacementOrStrategy> ParsePlacementOrStrategyJson(
+    const std::string& json, const std::string& source, const Graph& graph,
+    const Cluster& cluster);
 
 // The file of a strategy: replica 0's assignment plus the strategy.
 proto::Placement StrategyToProto(const Strategy& strategy, const Graph& graph,

@@ -33,44 +33,56 @@ namespace placer {
 
 namespace {
 
-// `run --placement F` where F holds a strategy: the strategy executor, in
-// this process (threads), measured against the strategy simulator.
+// `run --placement F` where F holds a strategy: the strategy executor
+// (threads in this process, or this rank's devices of a distributed run),
+// measured against the strategy simulator. Reports on rank 0.
 int RunStrategy(const LoadedModel& model, const Cluster& cluster,
                 const TrainingView& view, const SimulationContext& context,
-                const Strategy& strategy, const std::string& path) {
-  if (absl::GetFlag(FLAGS_nproc) > 1 || absl::GetFlag(FLAGS_world_size) > 0) {
-    return UsageError(absl::StrCat(
-        path, " holds a strategy, which runs in one process so far: drop "
-              "--nproc and --world-size"));
-  }
+                const Strategy& strategy, const std::string& path,
+                RankSetup& ranks) {
+  const bool report = ranks.rank == 0;
+  const int world = ranks.group != nullptr ? ranks.group->world_size() : 1;
+  auto fail = [&](absl::Status s) {
+    s = FinishRanks(ranks, s);
+    if (!report) {
+      s = absl::Status(s.code(),
+                       absl::StrCat("rank ", ranks.rank, ": ", s.message()));
+    }
+    return Fail(s);
+  };
   absl::StatusOr<StrategySimulation> simulated =
       SimulateStrategy(context, strategy);
   if (!simulated.ok()) {
-    return Fail(absl::InvalidArgumentError(
+    return fail(absl::InvalidArgumentError(
         absl::StrCat(path, ": ", simulated.status().message())));
   }
   ExecutorOptions options;
   options.seed = absl::GetFlag(FLAGS_seed);
   options.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
+  options.ranks = ranks.group;
+  options.rank_of_device = ranks.rank_of_device;
   absl::StatusOr<std::unique_ptr<StrategyExecutor>> executor =
       StrategyExecutor::Create(view, cluster, strategy, options);
-  if (!executor.ok()) return Fail(executor.status());
+  if (!executor.ok()) return fail(executor.status());
   const int steps = absl::GetFlag(FLAGS_steps);
   const int warmup = absl::GetFlag(FLAGS_warmup);
   if (steps < 1 || warmup < 0) {
+    FinishRanks(ranks, absl::InvalidArgumentError("bad --steps"));
     return UsageError("--steps must be at least 1 and --warmup at least 0");
   }
-  const bool json = absl::GetFlag(FLAGS_json);
+  const bool json = absl::GetFlag(FLAGS_json) || !report;
   if (!json) {
-    std::cout << absl::StrFormat("%s on %s (%s: %s), %d warm-up + %d steps\n",
+    std::cout << absl::StrFormat("%s on %s (%s: %s), %d warm-up + %d steps%s\n",
                                  model.source, cluster.name(), path,
-                                 DescribeStrategy(strategy), warmup, steps);
+                                 DescribeStrategy(strategy), warmup, steps,
+                                 world > 1 ? absl::StrCat(", ", world, " ranks")
+                                           : std::string());
   }
   std::vector<double> losses, times;
   std::vector<double> busy(cluster.num_devices(), 0);
   for (int step = 0; step < warmup + steps; ++step) {
     absl::StatusOr<StrategyStepReport> r = (*executor)->Step();
-    if (!r.ok()) return Fail(r.status());
+    if (!r.ok()) return fail(r.status());
     losses.push_back(r->loss);
     if (step >= warmup) {
       times.push_back(r->seconds);
@@ -85,15 +97,21 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
                 << std::flush;
     }
   }
+  executor->reset();
+  if (absl::Status s = FinishRanks(ranks, absl::OkStatus()); !s.ok()) {
+    return fail(s);
+  }
+  if (!report) return 0;
   const double median = Median(times);
   const SimulationResult& sim = simulated->step;
-  if (json) {
+  if (absl::GetFlag(FLAGS_json)) {
     google::protobuf::Struct s;
     auto& f = *s.mutable_fields();
     f["measured_step_seconds"].set_number_value(median);
     f["simulated_step_seconds"].set_number_value(sim.step_seconds);
     f["micro_batches"].set_number_value(strategy.micro_batches);
     f["strategy"].set_string_value(DescribeStrategy(strategy));
+    f["ranks"].set_number_value(world);
     auto* l = f["losses"].mutable_list_value();
     for (double x : losses) l->add_values()->set_number_value(x);
     auto* t = f["step_seconds"].mutable_list_value();
@@ -146,18 +164,33 @@ int RunCommand(const std::vector<std::string>& args) {
     ranks_or = JoinRanks(*cluster, {});
     if (!ranks_or.ok()) return Fail(ranks_or.status());
     absl::StatusOr<std::string> json = (*ranks_or)->group->Get("placer/placement");
-    if (!json.ok()) return Fail(json.status());
-    absl::StatusOr<Placement> p =
-        ParsePlacementJson(*json, "rank 0's placement", model->graph, *cluster);
-    if (!p.ok()) return Fail(p.status());
-    placement = std::move(*p);
+    if (!json.ok()) return Fail(FinishRanks(**ranks_or, json.status()));
+    absl::StatusOr<PlacementOrStrategy> p = ParsePlacementOrStrategyJson(
+        *json, "rank 0's placement", model->graph, *cluster);
+    if (!p.ok()) return Fail(FinishRanks(**ranks_or, p.status()));
+    if (p->strategy) {
+      return RunStrategy(*model, *cluster, view, context, *p->strategy,
+                         "rank 0's strategy", **ranks_or);
+    }
+    placement = std::move(p->placement);
   } else if (!placement_path.empty()) {
     absl::StatusOr<PlacementOrStrategy> p = ReadPlacementOrStrategyFile(
         UserPath(placement_path), model->graph, *cluster);
     if (!p.ok()) return Fail(p.status());
     if (p->strategy) {
+      ranks_or = JoinRanks(*cluster, RerunArguments("run", args));
+      if (!ranks_or.ok()) return Fail(ranks_or.status());
+      if ((*ranks_or)->group != nullptr) {
+        if (absl::Status s = (*ranks_or)->group->Put(
+                "placer/placement",
+                StrategyToJson(*p->strategy, model->graph, *cluster,
+                               {model->source, placement_path, 0}, 0));
+            !s.ok()) {
+          return Fail(FinishRanks(**ranks_or, s));
+        }
+      }
       return RunStrategy(*model, *cluster, view, context, *p->strategy,
-                         placement_path);
+                         placement_path, **ranks_or);
     }
     placement = std::move(p->placement);
     placed_by = placement_path;

@@ -160,6 +160,35 @@ TEST(DistributedRunTest, OneTwoAndFourRanksGiveTheSameLosses) {
   }
 }
 
+// A strategy file (data parallel over 4 devices, 4 micro-batches) runs
+// as ranks too, with one process's losses.
+TEST(DistributedRunTest, AStrategyRunsAsRanksWithOneProcesssLosses) {
+  const std::string cluster = CpuCluster(4);
+  const std::string strategy = TmpFile("data.json");
+  Background place = Start(std::string("place ") + kGnmt + " --cluster " +
+                               cluster + " --parallelism data -o " + strategy,
+                           "place_data");
+  ASSERT_EQ(WaitFor(place, 120), 0) << ReadFile(place.err);
+  std::vector<std::vector<double>> runs;
+  for (int nproc : {1, 2, 4}) {
+    Background b = Start(std::string("run ") + kGnmt + " --cluster " + cluster +
+                             " --placement " + strategy +
+                             " --steps 3 --warmup 0 --json --nproc " +
+                             std::to_string(nproc),
+                         "strategy" + std::to_string(nproc));
+    ASSERT_EQ(WaitFor(b, 240), 0) << ReadFile(b.err);
+    EXPECT_THAT(ReadFile(b.out), HasSubstr("4 replicas"));
+    runs.push_back(Losses(ReadFile(b.out)));
+    ASSERT_EQ(runs.back().size(), 3u) << ReadFile(b.out);
+  }
+  for (size_t r = 1; r < runs.size(); ++r) {
+    for (int s = 0; s < 3; ++s) {
+      EXPECT_NEAR(runs[r][s], runs[0][s], 1e-5 * std::abs(runs[0][s]))
+          << "run " << r << " step " << s + 1;
+    }
+  }
+}
+
 TEST(DistributedRunTest, KillingARankStopsRankZeroNamingIt) {
   Background b = Start(std::string("run ") + kGnmt +
                            " --cluster cpu2 --policy hash --steps 100000"

@@ -1,0 +1,264 @@
+// The strategy executor as ranks of a distributed run: data parallelism and
+// pipelines with replicas, split over 2 and 4 ranks, give the losses and
+// parameters of the same strategy in one process (and so of one device);
+// a stalled rank is named. Ranks are threads of this test, each with its
+// own c10d store connection, Gloo group and executor, over loopback TCP as
+// separate processes would (tests/placer/distributed_run_test runs real
+// processes).
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "graph/onnx_import.h"
+#include "graph/training_view.h"
+#include "profiles/cluster.h"
+#include "runtime/rank_group.h"
+#include "runtime/strategy_executor.h"
+#include "simulator/strategy.h"
+#include "tests/runtime/cpu_cluster.h"
+#include "zoo/zoo.h"
+
+namespace placer {
+namespace {
+
+constexpr int kSteps = 3;
+
+struct RunResult {
+  absl::Status status;
+  std::vector<double> losses;
+  // (name, replica) -> value, from whichever rank holds it.
+  std::map<std::pair<std::string, int>, torch::Tensor> parameters;
+};
+
+std::vector<std::string> ParameterNames(const TrainingView& view) {
+  std::vector<std::string> names;
+  for (const TrainingValue& v : view.values()) {
+    if (v.kind == ValueKind::kParameter) names.push_back(v.name);
+  }
+  return names;
+}
+
+ExecutorOptions Options() {
+  ExecutorOptions o;
+  o.seed = 11;
+  o.learning_rate = 0.01;
+  return o;
+}
+
+void Collect(const TrainingView& view, const Strategy& strategy,
+             StrategyExecutor& e, RunResult* out) {
+  for (const std::string& name : ParameterNames(view)) {
+    for (int k = 0; k < 4; ++k) {
+      absl::StatusOr<torch::Tensor> t = e.Parameter(name, k);
+      if (t.ok()) out->parameters[{name, k}] = *t;
+    }
+  }
+  (void)strategy;
+}
+
+RunResult RunOneProcess(const TrainingView& view, const Cluster& cluster,
+                        const Strategy& strategy) {
+  RunResult result;
+  auto e = StrategyExecutor::Create(view, cluster, strategy, Options());
+  if (!e.ok()) return {e.status()};
+  for (int s = 0; s < kSteps; ++s) {
+    absl::StatusOr<StrategyStepReport> r = (*e)->Step();
+    if (!r.ok()) return {r.status()};
+    result.losses.push_back(r->loss);
+  }
+  Collect(view, strategy, **e, &result);
+  return result;
+}
+
+// `world` ranks, devices in consecutive blocks; `stall_rank` never steps
+// (it keeps its connections open until the others have given up).
+RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
+                   const Strategy& strategy, int world,
+                   double timeout_seconds = 30, int stall_rank = -1) {
+  std::vector<int> process(cluster.num_devices(), -1);
+  absl::StatusOr<std::vector<int>> ranks = RanksOfDevices(process, world);
+  EXPECT_TRUE(ranks.ok()) << ranks.status();
+  std::vector<RunResult> per_rank(world);
+  std::mutex mu;
+  std::condition_variable cv;
+  int port = -1;
+  auto rank_main = [&](int rank) {
+    RankGroupOptions o;
+    o.rank = rank;
+    o.world_size = world;
+    o.timeout_seconds = timeout_seconds;
+    if (rank != 0) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return port >= 0; });
+      o.master_port = port;
+    }
+    auto publish = [&](int p) {
+      std::lock_guard<std::mutex> lock(mu);
+      port = p;
+      cv.notify_all();
+    };
+    if (rank == 0) o.on_listening = publish;
+    RunResult& out = per_rank[rank];
+    absl::StatusOr<std::shared_ptr<RankGroup>> group = RankGroup::Create(o);
+    if (rank == 0 && !group.ok()) publish(0);
+    if (!group.ok()) {
+      out.status = group.status();
+      return;
+    }
+    ExecutorOptions options = Options();
+    options.ranks = *group;
+    options.rank_of_device = *ranks;
+    auto e = StrategyExecutor::Create(view, cluster, strategy, options);
+    if (!e.ok()) {
+      out.status = e.status();
+      return;
+    }
+    for (int s = 0; s < kSteps; ++s) {
+      if (rank == stall_rank) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(
+            static_cast<int>(timeout_seconds * 2500)));
+        out.status = absl::AbortedError("stalled on purpose");
+        return;
+      }
+      absl::StatusOr<StrategyStepReport> r = (*e)->Step();
+      if (!r.ok()) {
+        out.status = r.status();
+        return;
+      }
+      out.losses.push_back(r->loss);
+    }
+    Collect(view, strategy, **e, &out);
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) threads.emplace_back(rank_main, r);
+  for (std::thread& t : threads) t.join();
+  RunResult result;
+  for (int r = 0; r < world; ++r) {
+    if (!per_rank[r].status.ok() && result.status.ok()) {
+      result.status = per_rank[r].status;
+    }
+    if (r > 0 && per_rank[r].status.ok() && per_rank[0].status.ok()) {
+      EXPECT_EQ(per_rank[r].losses, per_rank[0].losses) << "rank " << r;
+    }
+    for (auto& [key, t] : per_rank[r].parameters) {
+      EXPECT_EQ(result.parameters.count(key), 0u)
+          << key.first << " replica " << key.second << " on two ranks";
+      result.parameters[key] = t;
+    }
+  }
+  result.losses = per_rank[0].losses;
+  return result;
+}
+
+void ExpectSame(const RunResult& a, const RunResult& b) {
+  ASSERT_TRUE(a.status.ok()) << a.status;
+  ASSERT_TRUE(b.status.ok()) << b.status;
+  ASSERT_EQ(a.losses.size(), static_cast<size_t>(kSteps));
+  ASSERT_EQ(b.losses.size(), static_cast<size_t>(kSteps));
+  for (int s = 0; s < kSteps; ++s) {
+    EXPECT_NEAR(a.losses[s], b.losses[s],
+                1e-5 * std::max(1.0, std::abs(a.losses[s])))
+        << "step " << s + 1;
+  }
+  EXPECT_NE(a.losses.front(), a.losses.back());  // training moved
+  ASSERT_EQ(a.parameters.size(), b.parameters.size());
+  for (const auto& [key, t] : a.parameters) {
+    auto it = b.parameters.find(key);
+    ASSERT_NE(it, b.parameters.end()) << key.first << " replica " << key.second;
+    EXPECT_TRUE(torch::allclose(t, it->second, 1e-5, 1e-5))
+        << key.first << " replica " << key.second << ": max difference "
+        << (t - it->second).abs().max().item<double>();
+  }
+}
+
+Graph Gnmt2() {
+  zoo::ZooParams p;
+  p.batch_size = 4;
+  p.hidden = 32;
+  p.seq_len = 3;
+  p.vocab = 50;
+  return *ImportOnnxModel(*zoo::BuildZooModel("gnmt2", p), "zoo:gnmt2", {});
+}
+
+Graph Transformer() {
+  ImportOptions o;
+  o.batch_size = 2;
+  o.dim_values = {{"src_len", 6}, {"tgt_len", 5}};
+  absl::StatusOr<Graph> g =
+      ImportOnnxFile("tests/fixtures/transformer.onnx", o);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return *std::move(g);
+}
+
+// Two stages cut after the first `first` groups in topological order of
+// their forward ops, as long as no weight spans the cut (CheckStrategy).
+Strategy TwoStages(const TrainingView& view, const Cluster& cluster,
+                   std::vector<int> first_devices,
+                   std::vector<int> second_devices) {
+  const int groups = view.num_groups();
+  for (int cut = groups / 2; cut < groups; ++cut) {
+    Strategy s;
+    s.stage_of_op.assign(groups, 1);
+    int seen = 0;
+    for (int n : view.topological_order()) {
+      if (view.node(n).kind != NodeKind::kForward) continue;
+      s.stage_of_op[view.node(n).forward_op] = seen++ < cut ? 0 : 1;
+    }
+    s.stages = {{first_devices}, {second_devices}};
+    s.micro_batches = 4;
+    s.schedule = PipelineSchedule::k1F1B;
+    if (CheckStrategy(view, cluster, s).ok()) return s;
+  }
+  ADD_FAILURE() << "no legal cut";
+  return {};
+}
+
+TEST(DistributedStrategyTest, RanksGiveOneProcesssLossesAndParameters) {
+  const Cluster cluster = Cpus(4);
+  std::vector<std::pair<std::string, Graph>> models;
+  models.emplace_back("gnmt2", Gnmt2());
+  models.emplace_back("transformer", Transformer());
+  for (auto& [name, graph] : models) {
+    SCOPED_TRACE(name);
+    TrainingView view = BuildTrainingView(graph);
+    Strategy data;
+    data.stage_of_op.assign(view.num_groups(), 0);
+    data.stages = {{{0, 1, 2, 3}}};
+    data.micro_batches = 4;
+    // Replicas across ranks (allreduce between processes), and stages
+    // across ranks (activations and gradients between processes).
+    Strategy across = TwoStages(view, cluster, {0, 2}, {1, 3});
+    Strategy split = TwoStages(view, cluster, {0, 1}, {2, 3});
+    for (const Strategy* s : {&data, &across, &split}) {
+      SCOPED_TRACE(DescribeStrategy(*s));
+      RunResult one = RunOneProcess(view, cluster, *s);
+      for (int world : {2, 4}) {
+        SCOPED_TRACE(::testing::Message() << world << " ranks");
+        ExpectSame(one, RunRanks(view, cluster, *s, world));
+      }
+    }
+  }
+}
+
+TEST(DistributedStrategyTest, AStalledRankIsNamed) {
+  const Cluster cluster = Cpus(4);
+  Graph graph = Gnmt2();
+  TrainingView view = BuildTrainingView(graph);
+  Strategy data;
+  data.stage_of_op.assign(view.num_groups(), 0);
+  data.stages = {{{0, 1, 2, 3}}};
+  data.micro_batches = 4;
+  RunResult r = RunRanks(view, cluster, data, 2, /*timeout_seconds=*/2,
+                         /*stall_rank=*/1);
+  ASSERT_FALSE(r.status.ok());
+  EXPECT_NE(r.status.message().find("rank 1"), std::string::npos) << r.status;
+}
+
+}  // namespace
+}  // namespace placer
