@@ -40,16 +40,8 @@ void Metadata(google::protobuf::ListValue* events, const std::string& what,
           .set_string_value(name);
 }
 
-}  // namespace
-
-std::string ChromeTraceJson(const SimulationContext& context,
-                            const SimulationResult& result) {
-  const TrainingView& view = context.view();
-  const Cluster& cluster = context.cluster();
-  Struct root;
-  auto* events =
-      (*root.mutable_fields())["traceEvents"].mutable_list_value();
-  (*root.mutable_fields())["displayTimeUnit"].set_string_value("ms");
+void DeviceThreads(const Cluster& cluster,
+                   google::protobuf::ListValue* events) {
   for (int d = 0; d < cluster.num_devices(); ++d) {
     Metadata(events, "process_name", d, 0, cluster.device(d).name);
     Metadata(events, "thread_name", d, 0, "compute");
@@ -60,6 +52,27 @@ std::string ChromeTraceJson(const SimulationContext& context,
       }
     }
   }
+}
+
+void Span(Struct* e, const std::string& category, double start_seconds,
+          double end_seconds) {
+  auto& f = *e->mutable_fields();
+  f["cat"].set_string_value(category);
+  f["ts"].set_number_value(start_seconds * kMicros);
+  f["dur"].set_number_value((end_seconds - start_seconds) * kMicros);
+}
+
+}  // namespace
+
+std::string ChromeTraceJson(const SimulationContext& context,
+                            const SimulationResult& result) {
+  const TrainingView& view = context.view();
+  const Cluster& cluster = context.cluster();
+  Struct root;
+  auto* events =
+      (*root.mutable_fields())["traceEvents"].mutable_list_value();
+  (*root.mutable_fields())["displayTimeUnit"].set_string_value("ms");
+  DeviceThreads(cluster, events);
   for (const ScheduledNode& s : result.schedule) {
     const TrainingNode& node = view.node(s.node);
     Struct* e = AddEvent(events, node.key, "X", s.device, 0);
@@ -82,6 +95,55 @@ std::string ChromeTraceJson(const SimulationContext& context,
     auto& args = *f["args"].mutable_struct_value()->mutable_fields();
     args["bytes"].set_number_value(static_cast<double>(t.bytes));
     args["to"].set_string_value(cluster.device(t.dst).name);
+  }
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(root, &json);
+  return json;
+}
+
+std::string StrategyChromeTraceJson(const SimulationContext& context,
+                                    const Strategy& strategy,
+                                    const StrategySimulation& simulation) {
+  const Cluster& cluster = context.cluster();
+  const int D = cluster.num_devices();
+  Struct root;
+  auto* events =
+      (*root.mutable_fields())["traceEvents"].mutable_list_value();
+  (*root.mutable_fields())["displayTimeUnit"].set_string_value("ms");
+  DeviceThreads(cluster, events);
+  for (const PipelineStage& stage : strategy.stages) {
+    for (int d : stage.devices) {
+      Metadata(events, "thread_name", d, 1 + D, "allreduce");
+    }
+  }
+  for (const StrategyTask& t : simulation.tasks) {
+    const std::string name =
+        t.micro_batch < 0
+            ? absl::StrCat("update s", t.stage)
+            : absl::StrCat(t.backward ? "B s" : "F s", t.stage, " j",
+                           t.micro_batch);
+    Struct* e = AddEvent(events, name, "X", t.device, 0);
+    Span(e, t.micro_batch < 0 ? "update" : t.backward ? "backward" : "forward",
+         t.start_seconds, t.end_seconds);
+  }
+  for (const ScheduledTransfer& t : simulation.step.transfers) {
+    Struct* e = AddEvent(events, "stage transfer", "X", t.src, 1 + t.dst);
+    Span(e, "transfer", t.start_seconds, t.end_seconds);
+    auto& args =
+        *(*e->mutable_fields())["args"].mutable_struct_value()->mutable_fields();
+    args["bytes"].set_number_value(static_cast<double>(t.bytes));
+    args["to"].set_string_value(cluster.device(t.dst).name);
+  }
+  for (size_t b = 0; b < simulation.buckets.size(); ++b) {
+    const StrategyBucket& bucket = simulation.buckets[b];
+    for (int d : strategy.stages[bucket.stage].devices) {
+      Struct* e = AddEvent(events, absl::StrCat("bucket ", b, " s", bucket.stage),
+                           "X", d, 1 + D);
+      Span(e, "allreduce", bucket.start_seconds, bucket.end_seconds);
+      (*(*e->mutable_fields())["args"].mutable_struct_value()->mutable_fields())
+          ["bytes"]
+              .set_number_value(static_cast<double>(bucket.bytes));
+    }
   }
   std::string json;
   (void)google::protobuf::util::MessageToJsonString(root, &json);

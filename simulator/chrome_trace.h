@@ -10,11 +10,21 @@
 #include <string>
 
 #include "simulator/simulator.h"
+#include "simulator/strategy.h"
+#include "simulator/strategy_simulator.h"
 
 namespace placer {
 
 std::string ChromeTraceJson(const SimulationContext& context,
                             const SimulationResult& result);
+
+// A strategy's step: per device, its tasks ("F s0 j3", "B s0 j3",
+// "update s0") on the compute thread, the transfers between stages on a
+// thread per outgoing link, and the stage's allreduced buckets on an
+// "allreduce" thread of every replica.
+std::string StrategyChromeTraceJson(const SimulationContext& context,
+                                    const Strategy& strategy,
+                                    const StrategySimulation& simulation);
 
 }  // namespace placer
 

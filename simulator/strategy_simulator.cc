@@ -414,6 +414,9 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
         const double seconds = AllreduceSeconds(
             context.costs(), cluster, replicas, bytes, strategy.allreduce);
         reduced = ready + seconds;
+        if (options.record_schedule) {
+          out.buckets.push_back({s, bytes, ready, reduced});
+        }
         out.allreduce_seconds += seconds;
         step.bytes_moved += 2 * static_cast<int64_t>(R - 1) * bytes;
         step.transfers_count +=

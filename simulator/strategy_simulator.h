@@ -59,6 +59,14 @@ struct StrategyTask {
   double end_seconds = 0;
 };
 
+// One allreduced bucket of a stage's gradients (record_schedule).
+struct StrategyBucket {
+  int stage = -1;
+  int64_t bytes = 0;
+  double start_seconds = 0;
+  double end_seconds = 0;
+};
+
 struct StrategySimulation {
   // step_seconds, lower_bound_seconds, busy_seconds, peak_memory_bytes,
   // oom (over the devices' capacities), bytes_moved, transfers_count and
@@ -70,7 +78,10 @@ struct StrategySimulation {
   double seconds_per_batch = 0;
   double allreduce_seconds = 0;  // summed over stages and buckets
   std::vector<int> most_in_flight;  // per device
-  std::vector<StrategyTask> tasks;  // with record_schedule
+  // With record_schedule: tasks, buckets, and in step.transfers the
+  // transfers between stages (value and gradient_sum -1).
+  std::vector<StrategyTask> tasks;
+  std::vector<StrategyBucket> buckets;
 };
 
 // Allreduce of `bytes` over `devices` (in ring / heap order) with the cost

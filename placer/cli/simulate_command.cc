@@ -173,16 +173,22 @@ int SimulateCommand(const std::vector<std::string>& args) {
       SimulationContext::Create(view, *cluster, *costs, **order);
   std::string trace_path = absl::GetFlag(FLAGS_trace);
   if (file->strategy) {
-    if (!trace_path.empty()) {
-      return UsageError(
-          "--trace draws op placements; this file holds a strategy");
-    }
+    SimulationOptions options;
+    options.record_schedule = !trace_path.empty();
     absl::StatusOr<StrategySimulation> step =
-        SimulateStrategy(context, *file->strategy);
+        SimulateStrategy(context, *file->strategy, options);
     if (!step.ok()) {
       return Fail(absl::InvalidArgumentError(
           absl::StrCat(absl::GetFlag(FLAGS_placement), ": ",
                        step.status().message())));
+    }
+    if (!trace_path.empty()) {
+      std::ofstream trace(UserPath(trace_path), std::ios::trunc);
+      trace << StrategyChromeTraceJson(context, *file->strategy, *step);
+      if (!trace.flush()) {
+        return Fail(absl::UnavailableError(trace_path + ": cannot write"));
+      }
+      ReportWrote(trace_path, "Chrome trace");
     }
     std::cout << (absl::GetFlag(FLAGS_json)
                       ? StrategyJson(context, *file->strategy, *step)

@@ -752,6 +752,14 @@ TEST(CliTest, PlaceAStrategyThenSimulateIt) {
   EXPECT_EQ(Number(s, "step_seconds"), Number(data, "step_seconds"));
   EXPECT_EQ(Number(s, "micro_batches"), 2);
   EXPECT_GT(Number(s, "allreduce_seconds"), 0);
+  // Its Chrome trace: tasks, and the allreduce on both replicas.
+  const std::string trace = TmpFile("strategy_trace.json");
+  RunResult traced = RunPlacer("simulate zoo:chain --noweights --cluster cpu2 "
+                               "--placement " + file + " --trace " + trace);
+  ASSERT_EQ(traced.exit_code, 0) << traced.out;
+  RunResult read = RunCommand("cat " + trace);
+  EXPECT_THAT(read.out, HasSubstr("\"B s0 j1\""));
+  EXPECT_THAT(read.out, HasSubstr("\"allreduce\""));
 
   // A stage naming a device the cluster lacks: the file and the stage.
   RunResult cat = RunCommand("sed 's#\"/cpu:1\"#\"/cpu:7\"#' " + file +

@@ -4,15 +4,20 @@
 // The model is a chain of four MatMuls, each with its own weight:
 //   x -> A(w1) -> B(w2) -> C(w3) -> D(w4) -> output,  every tensor [4, 4]
 // (64 bytes). One op per stage gives four equal stages.
+#include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
+#include "simulator/chrome_trace.h"
 #include "simulator/simulator.h"
 #include "simulator/strategy.h"
 #include "simulator/strategy_simulator.h"
@@ -206,6 +211,40 @@ TEST(StrategySimulatorTest, EveryBackwardAfterAReplicasFirstAccumulates) {
   // One micro-batch: nothing to add.
   one.micro_batches = 1;
   EXPECT_DOUBLE_EQ(f.Run(one).step.step_seconds, 12 + 4 * 0.5);
+}
+
+TEST(StrategySimulatorTest, TraceShowsTasksTransfersAndBuckets) {
+  // Two stages of two ops, each on two replicas, 4 micro-batches.
+  Fixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
+  Strategy s;
+  s.stage_of_op = {0, 0, 1, 1};
+  s.stages = {{{0, 1}}, {{2, 3}}};
+  s.micro_batches = 4;
+  SimulationOptions record;
+  record.record_schedule = true;
+  absl::StatusOr<StrategySimulation> r =
+      SimulateStrategy(f.context, s, record);
+  ASSERT_TRUE(r.ok()) << r.status();
+  google::protobuf::Struct trace;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                  StrategyChromeTraceJson(f.context, s, *r), &trace)
+                  .ok());
+  std::map<std::string, int> by_category;
+  double last_end = 0;
+  for (const auto& e : trace.fields().at("traceEvents").list_value().values()) {
+    const auto& fields = e.struct_value().fields();
+    if (fields.at("ph").string_value() != "X") continue;
+    ++by_category[fields.at("cat").string_value()];
+    last_end = std::max(last_end, (fields.at("ts").number_value() +
+                                   fields.at("dur").number_value()) / 1e6);
+  }
+  EXPECT_EQ(by_category["forward"], 2 * 4);
+  EXPECT_EQ(by_category["backward"], 2 * 4);
+  EXPECT_EQ(by_category["update"], 4);  // one per replica
+  EXPECT_EQ(by_category["transfer"], 4 + 4);  // activations, gradients
+  // One bucket per stage (64-byte weights), on each of its replicas.
+  EXPECT_EQ(by_category["allreduce"], 2 * 2);
+  EXPECT_NEAR(last_end, r->step.step_seconds, 1e-9);
 }
 
 TEST(StrategySimulatorTest, RingAllreduceMatchesTheAlphaBetaFormula) {
