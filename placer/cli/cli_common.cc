@@ -240,7 +240,7 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                          "parallelism", "micro_batches"}})},
         {"bench", join({model, policy,
                         {"models", "clusters", "policies", "out_dir", "json"}})},
-        {"profile", join({model, {"cluster", "devices", "repeats",
+        {"profile", join({model, ranks, {"cluster", "devices", "repeats",
                                   "reference_steps", "warmup", "threads",
                                   "budget", "o", "json"}})},
         {"run", join({model, policy, costs, ranks,

@@ -1,10 +1,15 @@
 // placer profile [MODEL] --cluster C [--devices cpu,gpu]
-//   [--reference-steps 5] -o PROFILE
+//   [--reference-steps 5] [--nproc N [--world-size W] ...] -o PROFILE
 // Op-by-op timings of the model's nodes and the links between devices,
 // overlaid (unless --reference-steps 0) with the node and link times
-// measured inside the steps of a reference placement.
+// measured inside the steps of a reference placement. As ranks (--nproc,
+// --world-size and `placer worker`, as for run), the links between
+// devices of different ranks are measured over the ranks' transport
+// (runtime/link_probe.h) and replace the in-process ones; rank 0 writes
+// the profile.
 #include <algorithm>
 #include <iostream>
+#include <map>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +22,8 @@
 #include "placer/model_source.h"
 #include "profiles/cluster.h"
 #include "profiles/measured_cost_model.h"
+#include "placer/cli/ranks.h"
+#include "runtime/link_probe.h"
 #include "runtime/profiler.h"
 #include "runtime/executor.h"
 #include "runtime/measurement.h"
@@ -74,6 +81,37 @@ int ProfileCommand(const std::vector<std::string>& args) {
   options.threads = absl::GetFlag(FLAGS_threads);
   options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
   options.kinds = std::move(kinds);
+
+  // As ranks: the links between them first (every rank takes part), then
+  // rank 0 goes on alone.
+  std::map<std::pair<std::string, std::string>, MeasuredLink> rank_links;
+  int ranks_joined = 1;
+  if (absl::GetFlag(FLAGS_nproc) > 1 || absl::GetFlag(FLAGS_world_size) > 0 ||
+      absl::GetFlag(FLAGS_rank) > 0) {
+    absl::StatusOr<std::unique_ptr<RankSetup>> ranks =
+        JoinRanks(*cluster, RerunArguments("profile", args));
+    if (!ranks.ok()) return Fail(ranks.status());
+    RankSetup& setup = **ranks;
+    if (setup.group != nullptr) {
+      ranks_joined = setup.group->world_size();
+      absl::StatusOr<std::map<std::pair<std::string, std::string>, MeasuredLink>>
+          measured = MeasureLinksAcrossRanks(
+              *setup.group, *cluster, setup.rank_of_device, options,
+              [](const std::string& line) {
+                std::cerr << "profile: " << line << "\n";
+              });
+      absl::Status status = FinishRanks(setup, measured.status());
+      if (!status.ok()) {
+        if (setup.rank > 0) {
+          status = absl::Status(status.code(), absl::StrCat("rank ", setup.rank,
+                                                            ": ", status.message()));
+        }
+        return Fail(status);
+      }
+      if (setup.rank > 0) return 0;
+      rank_links = *std::move(measured);
+    }
+  }
   absl::StatusOr<ProfileReport> report = ProfileDevices(
       view ? &*view : nullptr, *cluster, options,
       [](const std::string& line) { std::cerr << "profile: " << line << "\n"; });
@@ -108,6 +146,12 @@ int ProfileCommand(const std::vector<std::string>& args) {
       reference_note = absl::StrFormat(
           "; overlaid with %d steps of a reference placement", reference_steps);
     }
+  }
+  for (auto& [pair, link] : rank_links) report->profile.links[pair] = link;
+  if (!rank_links.empty()) {
+    absl::StrAppend(&reference_note, "; ", rank_links.size(),
+                    " links between the ", ranks_joined,
+                    " ranks measured over their transport");
   }
   if (absl::Status s = SaveProfile(report->profile, UserPath(out)); !s.ok()) {
     return Fail(s);

@@ -189,6 +189,22 @@ TEST(DistributedRunTest, AStrategyRunsAsRanksWithOneProcesssLosses) {
   }
 }
 
+// profile as 2 ranks: the links between the ranks' devices are measured
+// over the transport and written (rank 0), the other rank exits cleanly.
+TEST(DistributedRunTest, ProfileMeasuresTheLinksBetweenRanks) {
+  const std::string profile = TmpFile("ranks_profile.pbtxt");
+  Background b = Start("profile --cluster " + CpuCluster(2) +
+                           " --nproc 2 --repeats 2 --warmup 1 -o " + profile,
+                       "profile_ranks");
+  ASSERT_EQ(WaitFor(b, 240), 0) << ReadFile(b.err);
+  EXPECT_THAT(ReadFile(b.err), HasSubstr("2 links between the 2 ranks"));
+  EXPECT_THAT(ReadFile(b.err), HasSubstr("/cpu:0 -> /cpu:1 (ranks 0 -> 1)"));
+  EXPECT_THAT(ReadFile(b.err), HasSubstr("/cpu:1 -> /cpu:0 (ranks 1 -> 0)"));
+  const std::string text = ReadFile(profile);
+  EXPECT_THAT(text, HasSubstr("src: \"/cpu:0\""));
+  EXPECT_THAT(text, HasSubstr("src: \"/cpu:1\""));
+}
+
 TEST(DistributedRunTest, KillingARankStopsRankZeroNamingIt) {
   Background b = Start(std::string("run ") + kGnmt +
                            " --cluster cpu2 --policy hash --steps 100000"
