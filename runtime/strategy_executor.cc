@@ -237,7 +237,7 @@ absl::Status TorchStrategyExecutor::Init() {
         std::set<int> ranks_done{RankOf(r)};
         for (int q : strategy_.stages[s].devices) {
           if (ranks_done.insert(RankOf(q)).second) {
-            expect(r, q, static_cast<int>(update_[s].size()));
+            if (!update_[s].empty()) expect(r, q, 1);  // one flat bucket
           }
         }
       }
@@ -571,8 +571,22 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
       }
       if (t.numel() > 0) partials_[j][sm * S_ + from] = t;
       ++arrived_[ArrivalKey(from, to, j, true)];
-    } else if (kind == kAccumulator && id >= 0 && id < V_ && ss == ds) {
-      if (t.numel() > 0) accum_[src][id] = t;
+    } else if (kind == kAccumulator && id == ss && ss == ds) {
+      // A replica's bucket: its accumulators in the stage's update order.
+      int64_t at = 0;
+      for (int u : update_[ss]) {
+        const int p = view_.node(u).parameter;
+        const std::vector<int64_t>& shape = graph_.tensor(p).shape;
+        const int64_t n = graph_.tensor(p).num_elements();
+        if (at + n > t.numel()) break;
+        accum_[src][p] = t.narrow(0, at, n).reshape(shape);
+        at += n;
+      }
+      if (at != t.numel()) {
+        failure_ = absl::DataLossError(absl::StrCat(
+            "rank ", RankOf(src), " sent a gradient bucket of ", t.numel(),
+            " elements for stage ", ss, ", which has ", at, " (or more)"));
+      }
       ++accum_arrived_[src];
     } else {
       failure_ = absl::DataLossError(absl::StrCat(
@@ -616,27 +630,38 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
 
 void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   const std::vector<int>& replicas = strategy_.stages[s].devices;
-  // The allreduce. Across ranks: this replica's accumulators go to the
-  // first replica of the stage on every other rank (from this worker, the
-  // only sender on d's channels), which files them under d.
-  if (Distributed()) {
+  // The allreduce. Across ranks: this replica's accumulators, flattened
+  // into one bucket (as DDP's buckets; one message instead of one per
+  // parameter, whose small writes stalled on TCP for milliseconds each),
+  // go to the first replica of the stage on every other rank (from this
+  // worker, the only sender on d's channels), which files them under d.
+  if (Distributed() && !update_[s].empty()) {
     std::set<int> ranks_done{rank_};
+    torch::Tensor bucket;
     for (int q : replicas) {
       if (!ranks_done.insert(RankOf(q)).second) continue;
-      for (int u : update_[s]) {
-        const int p = view_.node(u).parameter;
-        torch::Tensor t = accum_[d][p];
-        if (!t.defined()) t = torch::empty({0});
-        absl::Status sent = options_.ranks->SendTensor(
-            t, static_cast<int64_t>(p) * kKinds + kAccumulator, RankOf(q),
-            Channel(d, q));
-        if (!sent.ok()) {
-          Fail(absl::Status(sent.code(),
-                            absl::StrCat(sent.message(), " (allreduce ",
-                                         cluster_.device(d).name, " -> ",
-                                         cluster_.device(q).name, ")")));
-          return;
+      absl::Status sent = CatchExceptions("allreduce: ", [&] {
+        if (!bucket.defined()) {
+          std::vector<torch::Tensor> flat;
+          for (int u : update_[s]) {
+            const int p = view_.node(u).parameter;
+            const torch::Tensor& g = accum_[d][p];
+            flat.push_back(g.defined() ? g.reshape({-1})
+                                       : torch::zeros({params_[d][p].numel()},
+                                                      params_[d][p].options()));
+          }
+          bucket = torch::cat(flat);
         }
+        return options_.ranks->SendTensor(
+            bucket, static_cast<int64_t>(s) * kKinds + kAccumulator,
+            RankOf(q), Channel(d, q));
+      });
+      if (!sent.ok()) {
+        Fail(absl::Status(sent.code(),
+                          absl::StrCat(sent.message(), " (allreduce ",
+                                       cluster_.device(d).name, " -> ",
+                                       cluster_.device(q).name, ")")));
+        return;
       }
     }
   }
@@ -645,11 +670,11 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     tasks_done_[d] = 1;
     ++workers_finished_;
     cv_.notify_all();
-    const int params = static_cast<int>(update_[s].size());
     cv_.wait(lock, [&] {
       if (!failure_.ok()) return true;
       for (int r : replicas) {
-        if (Local(r) ? !tasks_done_[r] : accum_arrived_[r] < params) {
+        if (Local(r) ? !tasks_done_[r]
+                     : !update_[s].empty() && accum_arrived_[r] < 1) {
           return false;
         }
       }
@@ -779,8 +804,11 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
         published = true;
         continue;
       }
-      cv_.wait_for(lock, std::chrono::milliseconds(50));
-      if (Distributed() && failure_.ok() && running > 0) {
+      // The store is asked only after 50 ms without news from this
+      // rank's threads (a rank that waits on another one).
+      const bool quiet = cv_.wait_for(lock, std::chrono::milliseconds(50)) ==
+                         std::cv_status::timeout;
+      if (Distributed() && quiet && failure_.ok() && running > 0) {
         lock.unlock();
         std::optional<absl::Status> remote = options_.ranks->PublishedFailure();
         lock.lock();

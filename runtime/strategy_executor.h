@@ -46,7 +46,8 @@
 //    device's worker on the channel of its device pair: a forward's values
 //    for a later stage's device on another rank, a backward's summed
 //    partial gradients for an earlier stage's, and each replica's
-//    accumulators to the first replica of its stage on every other rank;
+//    accumulators, flattened into one bucket, to the first replica of its
+//    stage on every other rank;
 //    each rank then sums all replicas in replica order, as one process
 //    does, so losses and parameters do not depend on the process layout.
 //    A step ends with ExchangeStepReports (loss and busy time summed,
