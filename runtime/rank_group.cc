@@ -1,5 +1,6 @@
 #include "runtime/rank_group.h"
 
+#include <cstring>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -20,6 +21,11 @@ namespace {
 constexpr char kFailureKey[] = "placer/failure";
 constexpr int kHeaderWords = 16;  // id, dtype, rank, then up to 13 dims
 constexpr int kMaxDims = kHeaderWords - 3;
+// A tensor of at most this many bytes rides in its header's message: one
+// message instead of two (a placed zoo:chain step as 2 ranks, all values
+// tiny: 3.7 ms with two messages each, 2.3 ms with one).
+constexpr int64_t kInlineBytes = 4096;
+constexpr int64_t kHeaderBytes = kHeaderWords * 8 + kInlineBytes;
 
 std::string FirstLine(const std::string& message) {
   size_t end = message.find('\n');
@@ -252,19 +258,26 @@ absl::Status RankGroup::SendTensor(const torch::Tensor& tensor, int64_t id,
           "a tensor of rank ", data.dim(), " cannot be sent (at most ",
           kMaxDims, " dims)"));
     }
-    header[0] = torch::zeros({kHeaderWords}, torch::kLong);
-    auto h = header[0].accessor<int64_t, 1>();
+    header[0] = torch::zeros({kHeaderBytes}, torch::kByte);
+    int64_t* h = reinterpret_cast<int64_t*>(header[0].data_ptr<uint8_t>());
     h[0] = id;
     h[1] = static_cast<int64_t>(data.scalar_type());
     h[2] = data.dim();
     for (int64_t k = 0; k < data.dim(); ++k) h[3 + k] = data.size(k);
+    const int64_t bytes = data.numel() * data.element_size();
+    if (bytes <= kInlineBytes && bytes > 0) {
+      std::memcpy(header[0].data_ptr<uint8_t>() + kHeaderWords * 8,
+                  data.data_ptr(), bytes);
+    }
   } catch (const std::exception& e) {
     return TorchErrorStatus(e, "preparing a send: ");
   }
   try {
     c10::intrusive_ptr<c10d::Work> w = impl_->group->send(header, dst_rank, channel);
     if (absl::Status s = impl_->Wait(w, about); !s.ok()) return s;
-    if (data.numel() == 0) return absl::OkStatus();
+    if (data.numel() * data.element_size() <= kInlineBytes) {
+      return absl::OkStatus();
+    }
     std::vector<at::Tensor> payload{data};
     w = impl_->group->send(payload, dst_rank, channel);
     return impl_->Wait(w, about);
@@ -277,10 +290,11 @@ absl::StatusOr<std::pair<int64_t, torch::Tensor>> RankGroup::RecvTensor(
     int src_rank, int channel) {
   const std::string about = absl::StrCat("rank ", src_rank);
   try {
-    std::vector<at::Tensor> header{torch::zeros({kHeaderWords}, torch::kLong)};
+    std::vector<at::Tensor> header{torch::zeros({kHeaderBytes}, torch::kByte)};
     c10::intrusive_ptr<c10d::Work> w = impl_->group->recv(header, src_rank, channel);
     if (absl::Status s = impl_->Wait(w, about); !s.ok()) return s;
-    auto h = header[0].accessor<int64_t, 1>();
+    const int64_t* h =
+        reinterpret_cast<const int64_t*>(header[0].data_ptr<uint8_t>());
     const int64_t dims = h[2];
     if (dims < 0 || dims > kMaxDims || h[1] < 0 ||
         h[1] >= static_cast<int64_t>(c10::ScalarType::NumOptions)) {
@@ -291,10 +305,14 @@ absl::StatusOr<std::pair<int64_t, torch::Tensor>> RankGroup::RecvTensor(
     for (int64_t k = 0; k < dims; ++k) shape.push_back(h[3 + k]);
     torch::Tensor data = torch::empty(
         shape, torch::TensorOptions().dtype(static_cast<c10::ScalarType>(h[1])));
-    if (data.numel() > 0) {
+    const int64_t bytes = data.numel() * data.element_size();
+    if (bytes > kInlineBytes) {
       std::vector<at::Tensor> payload{data};
       w = impl_->group->recv(payload, src_rank, channel);
       if (absl::Status s = impl_->Wait(w, about); !s.ok()) return s;
+    } else if (bytes > 0) {
+      std::memcpy(data.data_ptr(), header[0].data_ptr<uint8_t>() + kHeaderWords * 8,
+                  bytes);
     }
     return std::make_pair(h[0], data);
   } catch (const std::exception& e) {

@@ -11,7 +11,8 @@
 //    rank joined twice).
 //  - SendTensor/RecvTensor move one tensor between two ranks on a channel
 //    (a tag): a fixed header (id, dtype, shape) and then the data, so the
-//    receiver needs to know neither the order nor the shapes in advance.
+//    receiver needs to know neither the order nor the shapes in advance;
+//    data of at most 4 KiB rides in the header's message (one write).
 //    Per channel and pair of ranks, messages arrive in the order sent.
 //    Tensors travel through host memory (Gloo's send/recv are CPU only);
 //    RecvTensor returns a CPU tensor. A peer that is gone, or silent for

@@ -632,7 +632,7 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   const std::vector<int>& replicas = strategy_.stages[s].devices;
   // The allreduce. Across ranks: this replica's accumulators, flattened
   // into one bucket (as DDP's buckets; one message instead of one per
-  // parameter, whose small writes stalled on TCP for milliseconds each),
+  // parameter, each of which cost milliseconds),
   // go to the first replica of the stage on every other rank (from this
   // worker, the only sender on d's channels), which files them under d.
   if (Distributed() && !update_[s].empty()) {

@@ -1,6 +1,7 @@
-// Links between ranks measured over their transport (runtime/link_probe.h):
-// ranks are threads of this test, each with its own c10d store connection
-// and Gloo group, over loopback TCP as separate processes would.
+// Links between ranks measured over their transport (runtime/link_probe.h),
+// and the transport's messages themselves (runtime/rank_group.h): ranks
+// are threads of this test, each with its own c10d store connection and
+// Gloo group, over loopback TCP as separate processes would.
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -96,6 +97,76 @@ TEST(LinkProbeTest, ARankThatNeverAnswersIsNamed) {
   EXPECT_NE(got[0].status().message().find("/cpu:0 -> /cpu:1"),
             std::string::npos)
       << got[0].status();
+}
+
+// Tensors of every size class (empty, inline in the header's message up
+// to 4 KiB, in a second message past it), dtypes and ranks arrive whole,
+// with their ids, in the order sent.
+TEST(RankGroupTest, TensorsArriveWholeAroundTheInlineLimit) {
+  std::vector<torch::Tensor> sent = {
+      torch::empty({0}),
+      torch::arange(7, torch::kLong),
+      torch::randn({1024}),          // 4096 bytes: inline
+      torch::randn({1025}),          // 4100 bytes: a second message
+      torch::randn({3, 5, 7}).to(torch::kDouble),
+      torch::randint(0, 255, {70000}, torch::kByte),
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  int port = -1;
+  std::vector<std::pair<int64_t, torch::Tensor>> received;
+  absl::Status failure;
+  auto rank_main = [&](int rank) {
+    RankGroupOptions o;
+    o.rank = rank;
+    o.world_size = 2;
+    o.timeout_seconds = 10;
+    if (rank == 1) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return port >= 0; });
+      o.master_port = port;
+    } else {
+      o.on_listening = [&](int p) {
+        std::lock_guard<std::mutex> lock(mu);
+        port = p;
+        cv.notify_all();
+      };
+    }
+    absl::StatusOr<std::shared_ptr<RankGroup>> group = RankGroup::Create(o);
+    if (!group.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      failure = group.status();
+      if (port < 0) port = 0;
+      cv.notify_all();
+      return;
+    }
+    for (size_t k = 0; k < sent.size(); ++k) {
+      if (rank == 0) {
+        absl::Status s = (*group)->SendTensor(sent[k], 100 + k, 1, 3);
+        if (!s.ok()) failure = s;
+      } else {
+        absl::StatusOr<std::pair<int64_t, torch::Tensor>> r =
+            (*group)->RecvTensor(0, 3);
+        if (!r.ok()) {
+          failure = r.status();
+          return;
+        }
+        received.push_back(*r);
+      }
+    }
+  };
+  std::thread a(rank_main, 0), b(rank_main, 1);
+  a.join();
+  b.join();
+  ASSERT_TRUE(failure.ok()) << failure;
+  ASSERT_EQ(received.size(), sent.size());
+  for (size_t k = 0; k < sent.size(); ++k) {
+    SCOPED_TRACE(k);
+    EXPECT_EQ(received[k].first, static_cast<int64_t>(100 + k));
+    EXPECT_EQ(received[k].second.scalar_type(), sent[k].scalar_type());
+    EXPECT_EQ(received[k].second.sizes(), sent[k].sizes());
+    EXPECT_TRUE(torch::equal(received[k].second, sent[k]));
+  }
 }
 
 }  // namespace
