@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/runtime/cpu_cluster.h"
+#include "tests/runtime/rank_threads.h"
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
@@ -80,28 +81,9 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
   absl::StatusOr<std::vector<int>> ranks = RanksOfDevices(process, world);
   EXPECT_TRUE(ranks.ok()) << ranks.status();
   std::vector<RunResult> per_rank(world);
-  std::mutex mu;
-  std::condition_variable cv;
-  int port = -1;
-  auto rank_main = [&](int rank) {
-    RankGroupOptions o;
-    o.rank = rank;
-    o.world_size = world;
-    o.timeout_seconds = timeout_seconds;
-    if (rank != 0) {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return port >= 0; });
-      o.master_port = port;
-    }
+  RunRankThreads(world, timeout_seconds, [&](int rank,
+                                             absl::StatusOr<std::shared_ptr<RankGroup>> group) {
     RunResult& out = per_rank[rank];
-    auto publish = [&](int p) {
-      std::lock_guard<std::mutex> lock(mu);
-      port = p;
-      cv.notify_all();
-    };
-    if (rank == 0) o.on_listening = publish;
-    absl::StatusOr<std::shared_ptr<RankGroup>> group = RankGroup::Create(o);
-    if (rank == 0 && !group.ok()) publish(0);
     if (!group.ok()) {
       out.status = group.status();
       return;
@@ -136,10 +118,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
       absl::StatusOr<torch::Tensor> t = (*e)->Resident(name);
       if (t.ok()) out.parameters[name] = *t;
     }
-  };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) threads.emplace_back(rank_main, r);
-  for (std::thread& t : threads) t.join();
+  });
   for (int r = 0; r < world; ++r) {
     if (!per_rank[r].status.ok() && result.status.ok()) {
       result.status = per_rank[r].status;

@@ -15,6 +15,7 @@
 #include "runtime/link_probe.h"
 #include "runtime/rank_group.h"
 #include "tests/runtime/cpu_cluster.h"
+#include "tests/runtime/rank_threads.h"
 
 namespace placer {
 namespace {
@@ -28,31 +29,12 @@ std::vector<absl::StatusOr<Links>> Probe(const Cluster& cluster, int world,
   std::vector<int> process(cluster.num_devices(), -1);
   std::vector<int> ranks = *RanksOfDevices(process, world);
   std::vector<absl::StatusOr<Links>> out(world, Links{});
-  std::mutex mu;
-  std::condition_variable cv;
-  int port = -1;
   ProfilerOptions options;
   options.warmup = 1;
   options.repeats = 3;
   options.max_link_bytes = 1 << 20;
-  auto rank_main = [&](int rank) {
-    RankGroupOptions o;
-    o.rank = rank;
-    o.world_size = world;
-    o.timeout_seconds = 2;
-    if (rank != 0) {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return port >= 0; });
-      o.master_port = port;
-    }
-    auto publish = [&](int p) {
-      std::lock_guard<std::mutex> lock(mu);
-      port = p;
-      cv.notify_all();
-    };
-    if (rank == 0) o.on_listening = publish;
-    absl::StatusOr<std::shared_ptr<RankGroup>> group = RankGroup::Create(o);
-    if (rank == 0 && !group.ok()) publish(0);
+  RunRankThreads(world, 2, [&](int rank,
+                               absl::StatusOr<std::shared_ptr<RankGroup>> group) {
     if (!group.ok()) {
       out[rank] = group.status();
       return;
@@ -63,10 +45,7 @@ std::vector<absl::StatusOr<Links>> Probe(const Cluster& cluster, int world,
     }
     out[rank] = MeasureLinksAcrossRanks(**group, cluster, ranks, options,
                                         [](const std::string&) {});
-  };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) threads.emplace_back(rank_main, r);
-  for (std::thread& t : threads) t.join();
+  });
   return out;
 }
 
@@ -111,53 +90,36 @@ TEST(RankGroupTest, TensorsArriveWholeAroundTheInlineLimit) {
       torch::randn({3, 5, 7}).to(torch::kDouble),
       torch::randint(0, 255, {70000}, torch::kByte),
   };
-  std::mutex mu;
-  std::condition_variable cv;
-  int port = -1;
   std::vector<std::pair<int64_t, torch::Tensor>> received;
   absl::Status failure;
-  auto rank_main = [&](int rank) {
-    RankGroupOptions o;
-    o.rank = rank;
-    o.world_size = 2;
-    o.timeout_seconds = 10;
-    if (rank == 1) {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return port >= 0; });
-      o.master_port = port;
-    } else {
-      o.on_listening = [&](int p) {
-        std::lock_guard<std::mutex> lock(mu);
-        port = p;
-        cv.notify_all();
-      };
-    }
-    absl::StatusOr<std::shared_ptr<RankGroup>> group = RankGroup::Create(o);
+  std::mutex mu;
+  RunRankThreads(2, 10, [&](int rank,
+                            absl::StatusOr<std::shared_ptr<RankGroup>> group) {
     if (!group.ok()) {
       std::lock_guard<std::mutex> lock(mu);
       failure = group.status();
-      if (port < 0) port = 0;
-      cv.notify_all();
       return;
     }
     for (size_t k = 0; k < sent.size(); ++k) {
       if (rank == 0) {
         absl::Status s = (*group)->SendTensor(sent[k], 100 + k, 1, 3);
-        if (!s.ok()) failure = s;
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          failure = s;
+          return;
+        }
       } else {
         absl::StatusOr<std::pair<int64_t, torch::Tensor>> r =
             (*group)->RecvTensor(0, 3);
         if (!r.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
           failure = r.status();
           return;
         }
         received.push_back(*r);
       }
     }
-  };
-  std::thread a(rank_main, 0), b(rank_main, 1);
-  a.join();
-  b.join();
+  });
   ASSERT_TRUE(failure.ok()) << failure;
   ASSERT_EQ(received.size(), sent.size());
   for (size_t k = 0; k < sent.size(); ++k) {
