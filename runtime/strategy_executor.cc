@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -30,8 +31,17 @@ namespace {
 using Clock = SteadyClock;
 
 // What a message between ranks carries: its id's low bits say the kind.
-enum MessageKind { kValue = 0, kPartial = 1, kAccumulator = 2 };
-constexpr int kKinds = 3;
+// A stage's values (or partial gradients) for another stage's device on
+// another rank go packed, one index message and one data message per
+// stage pair and micro-batch (one message per value cost milliseconds
+// each); a replica's accumulators as one flat bucket.
+enum MessageKind { kPacked = 0, kAccumulator = 1 };
+constexpr int kKinds = 2;
+// Index words: count, from stage, to stage, micro-batch, backward; then
+// per item: its value (or sum), dtype, rank (-1: undefined), 8 dims.
+constexpr int kIndexHead = 5;
+constexpr int kMaxPackedDims = 8;
+constexpr int kItemWords = 3 + kMaxPackedDims;
 
 class TorchStrategyExecutor : public StrategyExecutor {
  public:
@@ -223,10 +233,11 @@ absl::Status TorchStrategyExecutor::Init() {
     for (int j = 0; j < M_; ++j) {
       for (int a = 0; a < S_; ++a) {
         for (int b = 0; b < S_; ++b) {
+          // Packed: an index and a data message per direction.
           expect(DeviceOf(a, j), DeviceOf(b, j),
-                 static_cast<int>(cross_values_[a * S_ + b].size()));
+                 cross_values_[a * S_ + b].empty() ? 0 : 2);
           expect(DeviceOf(a, j), DeviceOf(b, j),
-                 static_cast<int>(cross_sums_[a * S_ + b].size()));
+                 cross_sums_[a * S_ + b].empty() ? 0 : 2);
         }
       }
     }
@@ -478,32 +489,64 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
     if (Local(dst)) continue;
     const std::vector<int>& items =
         (backward ? cross_sums_ : cross_values_)[s * S_ + to];
-    for (int item : items) {
-      torch::Tensor t;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (backward) {
-          t = partials_[j][item * S_ + s];
-        } else {
-          t = values_[j][item];
+    if (items.empty()) continue;
+    std::vector<torch::Tensor> parts;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (int item : items) {
+        parts.push_back(backward ? partials_[j][item * S_ + s]
+                                 : values_[j][item]);
+      }
+    }
+    absl::Status sent = CatchExceptions("sending: ", [&]() -> absl::Status {
+      torch::Tensor index = torch::zeros(
+          {kIndexHead + kItemWords * static_cast<int64_t>(items.size())},
+          torch::kLong);
+      int64_t* w = index.data_ptr<int64_t>();
+      w[0] = static_cast<int64_t>(items.size());
+      w[1] = s;
+      w[2] = to;
+      w[3] = j;
+      w[4] = backward ? 1 : 0;
+      int64_t total = 0;
+      for (size_t k = 0; k < items.size(); ++k) {
+        int64_t* it = w + kIndexHead + kItemWords * k;
+        it[0] = items[k];
+        if (!parts[k].defined()) {  // no gradient flowed
+          it[2] = -1;
+          continue;
         }
+        parts[k] = parts[k].to(torch::kCPU).contiguous();
+        if (parts[k].dim() > kMaxPackedDims) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "a tensor of rank ", parts[k].dim(), " crosses ranks (at most ",
+              kMaxPackedDims, ")"));
+        }
+        it[1] = static_cast<int64_t>(parts[k].scalar_type());
+        it[2] = parts[k].dim();
+        for (int64_t x = 0; x < parts[k].dim(); ++x) it[3 + x] = parts[k].size(x);
+        total += parts[k].numel() * parts[k].element_size();
       }
-      // An undefined partial (no gradient flowed) goes as an empty tensor.
-      if (!t.defined()) t = torch::empty({0});
-      const int64_t id =
-          static_cast<int64_t>(backward ? j * static_cast<int64_t>(
-                                              view_.gradient_sums().size()) +
-                                              item
-                                        : j * static_cast<int64_t>(V_) + item) *
-              kKinds +
-          (backward ? kPartial : kValue);
-      absl::Status sent =
-          options_.ranks->SendTensor(t, id, RankOf(dst), Channel(d, dst));
-      if (!sent.ok()) {
-        return absl::Status(
-            sent.code(), absl::StrCat(sent.message(), " (", cluster_.device(d).name,
-                                      " -> ", cluster_.device(dst).name, ")"));
+      torch::Tensor data = torch::empty({total}, torch::kByte);
+      int64_t at = 0;
+      for (const torch::Tensor& t : parts) {
+        if (!t.defined()) continue;
+        const int64_t bytes = t.numel() * t.element_size();
+        std::memcpy(data.data_ptr<uint8_t>() + at, t.data_ptr(), bytes);
+        at += bytes;
       }
+      if (absl::Status st = options_.ranks->SendTensor(index, kPacked,
+                                                       RankOf(dst), Channel(d, dst));
+          !st.ok()) {
+        return st;
+      }
+      return options_.ranks->SendTensor(data, kPacked, RankOf(dst),
+                                        Channel(d, dst));
+    });
+    if (!sent.ok()) {
+      return absl::Status(
+          sent.code(), absl::StrCat(sent.message(), " (", cluster_.device(d).name,
+                                    " -> ", cluster_.device(dst).name, ")"));
     }
   }
   // A send counts as a read; a partial buffer sent is done with here.
@@ -523,79 +566,135 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
 
 void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
   const int sums = static_cast<int>(view_.gradient_sums().size());
-  for (int k = 0; k < expected; ++k) {
+  auto receive = [&]() -> absl::StatusOr<std::pair<int64_t, torch::Tensor>> {
     absl::StatusOr<std::pair<int64_t, torch::Tensor>> got =
         options_.ranks->RecvTensor(RankOf(src), Channel(src, dst));
     if (!got.ok()) {
-      Fail(absl::Status(got.status().code(),
-                        absl::StrCat(got.status().message(), " (",
-                                     cluster_.device(src).name, " -> ",
-                                     cluster_.device(dst).name, ")")));
+      return absl::Status(got.status().code(),
+                          absl::StrCat(got.status().message(), " (",
+                                       cluster_.device(src).name, " -> ",
+                                       cluster_.device(dst).name, ")"));
+    }
+    return got;
+  };
+  auto foreign = [&](int64_t what) {
+    return absl::DataLossError(absl::StrCat(
+        "rank ", RankOf(src), " sent item ", what, ", which the link ",
+        cluster_.device(src).name, " -> ", cluster_.device(dst).name,
+        " does not carry"));
+  };
+  const int ss = stage_of_device_[src], ds = stage_of_device_[dst];
+  int k = 0;
+  while (k < expected) {
+    absl::StatusOr<std::pair<int64_t, torch::Tensor>> got = receive();
+    if (!got.ok()) {
+      Fail(got.status());
       return;
     }
-    const int64_t id = got->first / kKinds;
-    const int kind = static_cast<int>(got->first % kKinds);
-    torch::Tensor t = got->second;
-    absl::Status s = CatchExceptions("receiving: ", [&] {
-      if (t.numel() > 0 || t.dim() != 1) t = t.to(devices_[dst]);
-      return absl::OkStatus();
-    });
-    if (!s.ok()) {
-      Fail(s);
-      return;
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    const int ss = stage_of_device_[src], ds = stage_of_device_[dst];
-    if (kind == kValue && id >= 0 && id < static_cast<int64_t>(M_) * V_) {
-      const int j = static_cast<int>(id / V_), v = static_cast<int>(id % V_);
-      const int from = StageOfNode(view_.value(v).producer);
-      for (int to = 0; to < S_; ++to) {
-        if (DeviceOf(to, j) == dst && DeviceOf(from, j) == src &&
-            std::binary_search(cross_values_[from * S_ + to].begin(),
-                               cross_values_[from * S_ + to].end(), v)) {
-          ++arrived_[ArrivalKey(from, to, j, false)];
+    ++k;
+    if (got->first == static_cast<int64_t>(ss) * kKinds + kAccumulator &&
+        ss == ds) {
+      // A replica's bucket: its accumulators in the stage's update order.
+      torch::Tensor t = got->second;
+      absl::Status status = CatchExceptions("receiving: ", [&]() -> absl::Status {
+        t = t.to(devices_[dst]);
+        int64_t at = 0;
+        std::vector<std::pair<int, torch::Tensor>> parts;
+        for (int u : update_[ss]) {
+          const int p = view_.node(u).parameter;
+          const int64_t n = graph_.tensor(p).num_elements();
+          if (at + n > t.numel()) break;
+          parts.emplace_back(p, t.narrow(0, at, n).reshape(graph_.tensor(p).shape));
+          at += n;
         }
-      }
-      values_[j][v] = t;
-      value_device_[j * V_ + v] = dst;
-    } else if (kind == kPartial && id >= 0 &&
-               id < static_cast<int64_t>(M_) * sums) {
-      const int j = static_cast<int>(id / sums), sm = static_cast<int>(id % sums);
-      const int to = StageOfNode(view_.gradient_sums()[sm].sink);
-      const int from = DeviceOf(ss, j) == src ? ss : -1;
-      if (from < 0 || DeviceOf(to, j) != dst) {
-        failure_ = absl::DataLossError(absl::StrCat(
-            "rank ", RankOf(src), " sent partial gradients this link does not carry"));
+        if (at != t.numel()) {
+          return absl::DataLossError(absl::StrCat(
+              "rank ", RankOf(src), " sent a gradient bucket of ", t.numel(),
+              " elements for stage ", ss, ", which has ", at, " (or more)"));
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto& [p, g] : parts) accum_[src][p] = std::move(g);
+        ++accum_arrived_[src];
         cv_.notify_all();
+        return absl::OkStatus();
+      });
+      if (!status.ok()) {
+        Fail(status);
         return;
       }
-      if (t.numel() > 0) partials_[j][sm * S_ + from] = t;
-      ++arrived_[ArrivalKey(from, to, j, true)];
-    } else if (kind == kAccumulator && id == ss && ss == ds) {
-      // A replica's bucket: its accumulators in the stage's update order.
-      int64_t at = 0;
-      for (int u : update_[ss]) {
-        const int p = view_.node(u).parameter;
-        const std::vector<int64_t>& shape = graph_.tensor(p).shape;
-        const int64_t n = graph_.tensor(p).num_elements();
-        if (at + n > t.numel()) break;
-        accum_[src][p] = t.narrow(0, at, n).reshape(shape);
-        at += n;
-      }
-      if (at != t.numel()) {
-        failure_ = absl::DataLossError(absl::StrCat(
-            "rank ", RankOf(src), " sent a gradient bucket of ", t.numel(),
-            " elements for stage ", ss, ", which has ", at, " (or more)"));
-      }
-      ++accum_arrived_[src];
-    } else {
-      failure_ = absl::DataLossError(absl::StrCat(
-          "rank ", RankOf(src), " sent item ", got->first,
-          ", which the link ", cluster_.device(src).name, " -> ",
-          cluster_.device(dst).name, " does not carry"));
+      continue;
     }
-    cv_.notify_all();
+    if (got->first != kPacked || got->second.dim() != 1 ||
+        got->second.scalar_type() != torch::kLong ||
+        got->second.numel() < kIndexHead || k >= expected) {
+      Fail(foreign(got->first));
+      return;
+    }
+    // A stage pair's packed values (or partial gradients) of a micro-batch:
+    // the index, then the data.
+    const torch::Tensor index = got->second;
+    absl::StatusOr<std::pair<int64_t, torch::Tensor>> data = receive();
+    if (!data.ok()) {
+      Fail(data.status());
+      return;
+    }
+    ++k;
+    absl::Status status = CatchExceptions("receiving: ", [&]() -> absl::Status {
+      const int64_t* w = index.data_ptr<int64_t>();
+      const int64_t count = w[0];
+      const int from = static_cast<int>(w[1]), to = static_cast<int>(w[2]);
+      const int j = static_cast<int>(w[3]);
+      const bool backward = w[4] != 0;
+      if (from < 0 || from >= S_ || to < 0 || to >= S_ || j < 0 || j >= M_ ||
+          DeviceOf(from, j) != src || DeviceOf(to, j) != dst ||
+          index.numel() != kIndexHead + kItemWords * count ||
+          count != static_cast<int64_t>(
+                       (backward ? cross_sums_ : cross_values_)[from * S_ + to]
+                           .size())) {
+        return foreign(w[0]);
+      }
+      const std::vector<int>& expected_items =
+          (backward ? cross_sums_ : cross_values_)[from * S_ + to];
+      const torch::Tensor bytes = data->second;
+      int64_t at = 0;
+      std::vector<torch::Tensor> parts(count);
+      for (int64_t x = 0; x < count; ++x) {
+        const int64_t* it = w + kIndexHead + kItemWords * x;
+        if (it[0] != expected_items[x]) return foreign(it[0]);
+        if (it[2] < 0) continue;  // undefined
+        if (it[2] > kMaxPackedDims || it[1] < 0 ||
+            it[1] >= static_cast<int64_t>(c10::ScalarType::NumOptions)) {
+          return foreign(it[0]);
+        }
+        std::vector<int64_t> shape(it + 3, it + 3 + it[2]);
+        torch::Tensor t = torch::empty(
+            shape, torch::TensorOptions().dtype(static_cast<c10::ScalarType>(it[1])));
+        const int64_t n = t.numel() * t.element_size();
+        if (at + n > bytes.numel()) return foreign(it[0]);
+        std::memcpy(t.data_ptr(), bytes.data_ptr<uint8_t>() + at, n);
+        at += n;
+        parts[x] = t.to(devices_[dst]);
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      for (int64_t x = 0; x < count; ++x) {
+        const int item = expected_items[x];
+        if (backward) {
+          if (parts[x].defined()) partials_[j][item * S_ + from] = parts[x];
+        } else {
+          values_[j][item] = parts[x];
+          value_device_[j * V_ + item] = dst;
+        }
+      }
+      arrived_[ArrivalKey(from, to, j, backward)] += static_cast<int>(count);
+      cv_.notify_all();
+      return absl::OkStatus();
+    });
+    if (!status.ok()) {
+      Fail(status);
+      return;
+    }
   }
+  (void)sums;
 }
 
 void TorchStrategyExecutor::Worker(int d, double* busy) {

@@ -45,7 +45,8 @@
 //    workers share goes by the rank group instead, sent by the producing
 //    device's worker on the channel of its device pair: a forward's values
 //    for a later stage's device on another rank, a backward's summed
-//    partial gradients for an earlier stage's, and each replica's
+//    partial gradients for an earlier stage's (each packed: one index and
+//    one data message per stage pair and micro-batch), and each replica's
 //    accumulators, flattened into one bucket, to the first replica of its
 //    stage on every other rank;
 //    each rank then sums all replicas in replica order, as one process
