@@ -4,9 +4,12 @@
 #
 #   bash scripts/calibrate_ranks.sh MODEL...    (after bazel build //placer)
 #
-# Per model: a reference run of `hash` (it cuts many edges, so every link
-# direction carries work) as 2 ranks writes a profile of the node and link
-# times measured inside its steps (--profile-out); then every heuristic and
+# Per model, the profile: with REFERENCE=hash (the default) a run of `hash`
+# (it cuts many edges, so every link direction carries work) as 2 ranks
+# writes the node and link times measured inside its steps
+# (--profile-out); with REFERENCE=profile, `placer profile --nproc 2`
+# (node times op by op and inside one process's reference steps, the links
+# between the ranks measured over their transport). Then every heuristic and
 # search policy's placement runs as 2 ranks and is simulated with that
 # profile. Prints one line per placement (model, policy, measured and
 # simulated median step), then per model and over all: the median of
@@ -26,9 +29,15 @@ results="$OUT/results.txt"
 for model in "$@"; do
   tag=$(echo "$model" | tr ':=,/' '____')
   profile="$OUT/$tag.pbtxt"
-  if ! "$BIN/placer/placer" run "$model" --cluster "$CLUSTER" --policy hash \
-      --steps "$STEPS" --warmup 2 --nproc "$NPROC" --profile-out "$profile" \
-      > /dev/null 2> "$OUT/$tag.reference.err"; then
+  if [ "${REFERENCE:-hash}" = profile ]; then
+    reference=("$BIN/placer/placer" profile "$model" --cluster "$CLUSTER"
+               --nproc "$NPROC" -o "$profile")
+  else
+    reference=("$BIN/placer/placer" run "$model" --cluster "$CLUSTER"
+               --policy hash --steps "$STEPS" --warmup 2 --nproc "$NPROC"
+               --profile-out "$profile")
+  fi
+  if ! "${reference[@]}" > /dev/null 2> "$OUT/$tag.reference.err"; then
     cat "$OUT/$tag.reference.err" >&2
     continue
   fi

@@ -31,7 +31,7 @@ std::vector<absl::StatusOr<Links>> Probe(const Cluster& cluster, int world,
   std::vector<absl::StatusOr<Links>> out(world, Links{});
   ProfilerOptions options;
   options.warmup = 1;
-  options.repeats = 3;
+  options.repeats = 5;
   // Up to 16 MiB: enough growth with size to fit a bandwidth even under
   // a sanitizer (with 1 MiB, ASan's per-message cost hid it).
   options.max_link_bytes = 16 << 20;
