@@ -5,7 +5,11 @@
 // with momentum) from the same weights, in the same process and run. Run:
 //   bazel run //benchmarks:executor_benchmark
 // The ratio BM_Executor/N / BM_TorchNn/N is the overhead (target: <= 1.15)
-// at width N.
+// at width N. BM_StrategyOneDevice/N/M runs the same model as a strategy
+// on the same device (runtime/strategy_executor.h), M micro-batches a
+// step: its time / M over BM_Executor/N is the strategy executor's
+// overhead per micro-batch (0.98-1.03 on 2026-11-24; on GNMT-2 it was
+// 1.35x before it kept freed host memory, docs/parallelism.md).
 // Both use one intra-op thread and the same host settings
 // (base/host_setup.h).
 #include <map>
@@ -16,6 +20,8 @@
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
 #include "runtime/executor.h"
+#include "runtime/strategy_executor.h"
+#include "simulator/strategy.h"
 #include "base/host_setup.h"
 #include "zoo/zoo.h"
 
@@ -101,6 +107,36 @@ void BM_Executor(benchmark::State& state) {
   state.counters["nodes"] = static_cast<double>(s.view.nodes().size());
 }
 BENCHMARK(BM_Executor)->Arg(1024)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_StrategyOneDevice(benchmark::State& state) {
+  Setup& s = Get(state.range(0));
+  Strategy one;
+  one.stage_of_op.assign(s.view.num_groups(), 0);
+  one.stages = {{{0}}};
+  one.micro_batches = static_cast<int>(state.range(1));
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
+      StrategyExecutor::Create(s.view, s.cluster, one);
+  if (!e.ok()) {
+    state.SkipWithError(std::string(e.status().message()).c_str());
+    return;
+  }
+  for (auto _ : state) {
+    absl::StatusOr<StrategyStepReport> r = (*e)->Step();
+    if (!r.ok()) {
+      state.SkipWithError(std::string(r.status().message()).c_str());
+      break;
+    }
+    state.counters["loss"] = r->loss;
+  }
+  state.counters["micro_batches"] = static_cast<double>(one.micro_batches);
+}
+BENCHMARK(BM_StrategyOneDevice)
+    ->Args({1024, 1})
+    ->Args({1024, 4})
+    ->Args({256, 1})
+    ->Args({256, 4})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace placer
