@@ -7,9 +7,9 @@
 // worker calls it); a no-op with the reference BLAS. KeepFreedHostMemory
 // makes glibc's malloc keep freed memory for reuse instead of returning it
 // to the system (no mmap per large tensor, no heap trimming, in every
-// per-thread arena): without it
-// every fresh 8 MB gradient costs thousands of page faults, which on these
-// machines made an SGD update 30x slower inside a step than in isolation.
+// per-thread arena): without it every fresh 8 MB gradient costs thousands
+// of page faults, which on these machines made an SGD update 30x slower
+// inside a step than in isolation.
 // Both are idempotent.
 #ifndef PLACER_BASE_HOST_SETUP_H_
 #define PLACER_BASE_HOST_SETUP_H_

@@ -5,17 +5,6 @@
 namespace placer {
 namespace {
 
-double RooflineAccumulateSeconds(const TrainingView& view, int update_node,
-                                 const Device& device) {
-  const int p = view.node(update_node).parameter;
-  const double elements =
-      static_cast<double>(view.forward().tensor(p).num_elements());
-  const double bytes = static_cast<double>(view.value(p).bytes);
-  return device.op_overhead_seconds +
-         std::max(elements / device.peak_flops,
-                  3 * bytes / device.memory_bandwidth);
-}
-
 class RooflineCostModel : public CostModel {
  public:
   double NodeSeconds(const TrainingView& view, int node,
@@ -37,14 +26,20 @@ class RooflineCostModel : public CostModel {
     return view.node(node).cost.status != CostStatus::kExact;
   }
 
+  // The buffer and the gradient read, the buffer written.
   double AccumulateSeconds(const TrainingView& view, int update_node,
                            const Device& device) const override {
-    return RooflineAccumulateSeconds(view, update_node, device);
+    const int p = view.node(update_node).parameter;
+    const double elements =
+        static_cast<double>(view.forward().tensor(p).num_elements());
+    const double bytes = static_cast<double>(view.value(p).bytes);
+    return device.op_overhead_seconds +
+           std::max(elements / device.peak_flops,
+                    3 * bytes / device.memory_bandwidth);
   }
 };
 
 }  // namespace
-
 
 std::unique_ptr<CostModel> NewRooflineCostModel() {
   return std::make_unique<RooflineCostModel>();

@@ -35,12 +35,11 @@ class CostModel {
                                    const Device& device) const = 0;
 };
 
-
 // Roofline: op_overhead_seconds + max(flops / peak_flops,
 // bytes_accessed / memory_bandwidth); transfers: latency + bytes /
 // bandwidth; accumulation: op_overhead_seconds + max(elements /
-// peak_flops, 3 x bytes / memory_bandwidth) of the parameter. Guesses: nodes whose
-// cost status is not kExact.
+// peak_flops, 3 x bytes / memory_bandwidth) of the parameter. Guesses:
+// nodes whose cost status is not kExact.
 std::unique_ptr<CostModel> NewRooflineCostModel();
 
 }  // namespace placer

@@ -1,7 +1,7 @@
 #include "runtime/rank_group.h"
 
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <set>
 #include <thread>
 

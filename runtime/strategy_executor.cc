@@ -33,8 +33,9 @@ using Clock = SteadyClock;
 // What a message between ranks carries: its id's low bits say the kind.
 // A stage's values (or partial gradients) for another stage's device on
 // another rank go packed, one index message and one data message per
-// stage pair and micro-batch (one message per value cost milliseconds
-// each); a replica's accumulators as one flat bucket.
+// stage pair and micro-batch (GNMT-2's 2-stage pipeline as two processes:
+// 0.131 s a step with a message per value, 0.112 s packed); a replica's
+// accumulators as one flat bucket.
 enum MessageKind { kPacked = 0, kAccumulator = 1 };
 constexpr int kKinds = 2;
 // Index words: count, from stage, to stage, micro-batch, backward; then
@@ -565,7 +566,6 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
 }
 
 void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
-  const int sums = static_cast<int>(view_.gradient_sums().size());
   auto receive = [&]() -> absl::StatusOr<std::pair<int64_t, torch::Tensor>> {
     absl::StatusOr<std::pair<int64_t, torch::Tensor>> got =
         options_.ranks->RecvTensor(RankOf(src), Channel(src, dst));
@@ -694,7 +694,6 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
       return;
     }
   }
-  (void)sums;
 }
 
 void TorchStrategyExecutor::Worker(int d, double* busy) {
@@ -730,10 +729,10 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
 void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   const std::vector<int>& replicas = strategy_.stages[s].devices;
   // The allreduce. Across ranks: this replica's accumulators, flattened
-  // into one bucket (as DDP's buckets; one message instead of one per
-  // parameter, each of which cost milliseconds),
-  // go to the first replica of the stage on every other rank (from this
-  // worker, the only sender on d's channels), which files them under d.
+  // into one bucket as DDP's (a 2-replica zoo:chain step as two processes:
+  // 9 ms with a message per parameter, 1.4-2.8 ms with one), go to the
+  // first replica of the stage on every other rank (from this worker, the
+  // only sender on d's channels), which files them under d.
   if (Distributed() && !update_[s].empty()) {
     std::set<int> ranks_done{rank_};
     torch::Tensor bucket;

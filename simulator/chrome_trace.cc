@@ -54,12 +54,25 @@ void DeviceThreads(const Cluster& cluster,
   }
 }
 
-void Span(Struct* e, const std::string& category, double start_seconds,
-          double end_seconds) {
-  auto& f = *e->mutable_fields();
+// A complete event on (pid, tid); returns its args to fill.
+google::protobuf::Map<std::string, Value>& Span(
+    google::protobuf::ListValue* events, const std::string& name, int pid,
+    int tid, const std::string& category, double start_seconds,
+    double end_seconds) {
+  auto& f = *AddEvent(events, name, "X", pid, tid)->mutable_fields();
   f["cat"].set_string_value(category);
   f["ts"].set_number_value(start_seconds * kMicros);
   f["dur"].set_number_value((end_seconds - start_seconds) * kMicros);
+  return *f["args"].mutable_struct_value()->mutable_fields();
+}
+
+// On the sender's thread for the receiver.
+void TransferSpan(google::protobuf::ListValue* events, const std::string& name,
+                  const Cluster& cluster, const ScheduledTransfer& t) {
+  auto& args = Span(events, name, t.src, 1 + t.dst, "transfer",
+                    t.start_seconds, t.end_seconds);
+  args["bytes"].set_number_value(static_cast<double>(t.bytes));
+  args["to"].set_string_value(cluster.device(t.dst).name);
 }
 
 }  // namespace
@@ -75,26 +88,14 @@ std::string ChromeTraceJson(const SimulationContext& context,
   DeviceThreads(cluster, events);
   for (const ScheduledNode& s : result.schedule) {
     const TrainingNode& node = view.node(s.node);
-    Struct* e = AddEvent(events, node.key, "X", s.device, 0);
-    auto& f = *e->mutable_fields();
-    f["cat"].set_string_value(KindName(node.kind));
-    f["ts"].set_number_value(s.start_seconds * kMicros);
-    f["dur"].set_number_value((s.end_seconds - s.start_seconds) * kMicros);
-    auto& args = *f["args"].mutable_struct_value()->mutable_fields();
+    auto& args = Span(events, node.key, s.device, 0, KindName(node.kind),
+                      s.start_seconds, s.end_seconds);
     args["flops"].set_number_value(node.cost.flops);
     args["bytes_accessed"].set_number_value(
         static_cast<double>(node.cost.bytes_accessed));
   }
   for (const ScheduledTransfer& t : result.transfers) {
-    Struct* e = AddEvent(events, TransferName(view, t), "X", t.src,
-                         1 + t.dst);
-    auto& f = *e->mutable_fields();
-    f["cat"].set_string_value("transfer");
-    f["ts"].set_number_value(t.start_seconds * kMicros);
-    f["dur"].set_number_value((t.end_seconds - t.start_seconds) * kMicros);
-    auto& args = *f["args"].mutable_struct_value()->mutable_fields();
-    args["bytes"].set_number_value(static_cast<double>(t.bytes));
-    args["to"].set_string_value(cluster.device(t.dst).name);
+    TransferSpan(events, TransferName(view, t), cluster, t);
   }
   std::string json;
   (void)google::protobuf::util::MessageToJsonString(root, &json);
@@ -122,27 +123,19 @@ std::string StrategyChromeTraceJson(const SimulationContext& context,
             ? absl::StrCat("update s", t.stage)
             : absl::StrCat(t.backward ? "B s" : "F s", t.stage, " j",
                            t.micro_batch);
-    Struct* e = AddEvent(events, name, "X", t.device, 0);
-    Span(e, t.micro_batch < 0 ? "update" : t.backward ? "backward" : "forward",
+    Span(events, name, t.device, 0,
+         t.micro_batch < 0 ? "update" : t.backward ? "backward" : "forward",
          t.start_seconds, t.end_seconds);
   }
   for (const ScheduledTransfer& t : simulation.step.transfers) {
-    Struct* e = AddEvent(events, "stage transfer", "X", t.src, 1 + t.dst);
-    Span(e, "transfer", t.start_seconds, t.end_seconds);
-    auto& args =
-        *(*e->mutable_fields())["args"].mutable_struct_value()->mutable_fields();
-    args["bytes"].set_number_value(static_cast<double>(t.bytes));
-    args["to"].set_string_value(cluster.device(t.dst).name);
+    TransferSpan(events, "stage transfer", cluster, t);
   }
   for (size_t b = 0; b < simulation.buckets.size(); ++b) {
     const StrategyBucket& bucket = simulation.buckets[b];
     for (int d : strategy.stages[bucket.stage].devices) {
-      Struct* e = AddEvent(events, absl::StrCat("bucket ", b, " s", bucket.stage),
-                           "X", d, 1 + D);
-      Span(e, "allreduce", bucket.start_seconds, bucket.end_seconds);
-      (*(*e->mutable_fields())["args"].mutable_struct_value()->mutable_fields())
-          ["bytes"]
-              .set_number_value(static_cast<double>(bucket.bytes));
+      Span(events, absl::StrCat("bucket ", b, " s", bucket.stage), d, 1 + D,
+           "allreduce", bucket.start_seconds, bucket.end_seconds)["bytes"]
+          .set_number_value(static_cast<double>(bucket.bytes));
     }
   }
   std::string json;
