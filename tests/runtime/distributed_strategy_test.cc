@@ -1,15 +1,14 @@
 // The strategy executor as ranks of a distributed run: data parallelism and
 // pipelines with replicas, split over 2 and 4 ranks, give the losses and
-// parameters of the same strategy in one process (and so of one device);
+// parameters of the same strategy in one process (and so of one device),
+// for zoo models and PyTorch exports (training mode, opsets 13 and 17);
 // a stalled rank is named. Ranks are threads of this test, each with its
 // own c10d store connection, Gloo group and executor, over loopback TCP as
 // separate processes would (tests/placer/distributed_run_test runs real
 // processes).
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,15 +51,13 @@ ExecutorOptions Options() {
   return o;
 }
 
-void Collect(const TrainingView& view, const Strategy& strategy,
-             StrategyExecutor& e, RunResult* out) {
+void Collect(const TrainingView& view, StrategyExecutor& e, RunResult* out) {
   for (const std::string& name : ParameterNames(view)) {
     for (int k = 0; k < 4; ++k) {
       absl::StatusOr<torch::Tensor> t = e.Parameter(name, k);
       if (t.ok()) out->parameters[{name, k}] = *t;
     }
   }
-  (void)strategy;
 }
 
 RunResult RunOneProcess(const TrainingView& view, const Cluster& cluster,
@@ -73,7 +70,7 @@ RunResult RunOneProcess(const TrainingView& view, const Cluster& cluster,
     if (!r.ok()) return {r.status()};
     result.losses.push_back(r->loss);
   }
-  Collect(view, strategy, **e, &result);
+  Collect(view, **e, &result);
   return result;
 }
 
@@ -115,7 +112,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
       }
       out.losses.push_back(r->loss);
     }
-    Collect(view, strategy, **e, &out);
+    Collect(view, **e, &out);
   });
   RunResult result;
   for (int r = 0; r < world; ++r) {
@@ -175,6 +172,14 @@ Graph Transformer() {
   return *std::move(g);
 }
 
+// A PyTorch export in training mode (tests/fixtures/export_torch_models.py).
+Graph TrainingExport(const std::string& name) {
+  absl::StatusOr<Graph> g =
+      ImportOnnxFile("tests/fixtures/numerics/" + name + ".onnx", {});
+  EXPECT_TRUE(g.ok()) << g.status();
+  return *std::move(g);
+}
+
 // Two stages cut after the first `first` groups in topological order of
 // their forward ops, as long as no weight spans the cut (CheckStrategy).
 Strategy TwoStages(const TrainingView& view, const Cluster& cluster,
@@ -203,6 +208,10 @@ TEST(DistributedStrategyTest, RanksGiveOneProcesssLossesAndParameters) {
   std::vector<std::pair<std::string, Graph>> models;
   models.emplace_back("gnmt2", Gnmt2());
   models.emplace_back("transformer", Transformer());
+  // Training-mode exports at two opsets: BatchNorm with its statistics
+  // outputs, and an LSTM.
+  models.emplace_back("bn_cnn.op13", TrainingExport("bn_cnn.op13"));
+  models.emplace_back("lstm.op17", TrainingExport("lstm.op17"));
   for (auto& [name, graph] : models) {
     SCOPED_TRACE(name);
     TrainingView view = BuildTrainingView(graph);

@@ -173,6 +173,14 @@ TEST(StrategyExecutorTest, PipelinesAndReplicasMatchOneDevice) {
   models.push_back({"gnmt2", Gnmt2()});
   models.push_back({"transformer", Transformer()});
   models.push_back({"resnet50", ResNet50()});
+  // PyTorch exports in training mode (tests/fixtures/export_torch_models.py)
+  // at two opsets: BatchNorm with its statistics outputs, an LSTM.
+  for (const char* name : {"bn_cnn.op13", "lstm.op17"}) {
+    absl::StatusOr<Graph> g = ImportOnnxFile(
+        std::string("tests/fixtures/numerics/") + name + ".onnx", {});
+    ASSERT_TRUE(g.ok()) << g.status();
+    models.push_back({name, *std::move(g)});
+  }
   for (Model& m : models) {
     SCOPED_TRACE(m.name);
     TrainingView view = BuildTrainingView(m.graph);
