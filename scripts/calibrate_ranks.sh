@@ -59,26 +59,9 @@ for model in "$@"; do
 done
 python3 - "$results" <<'EOF'
 import sys, statistics
+sys.path.insert(0, "scripts")
+from calibration_stats import spearman
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-def ranks(xs):
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    r = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return r
-def spearman(a, b):
-    ra, rb = ranks(a), ranks(b)
-    ma, mb = statistics.mean(ra), statistics.mean(rb)
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    va = sum((x - ma) ** 2 for x in ra) ** 0.5
-    vb = sum((y - mb) ** 2 for y in rb) ** 0.5
-    return cov / (va * vb) if va > 0 and vb > 0 else float('nan')
 def summary(name, rs):
     m = [float(r[2]) for r in rs]
     s = [float(r[3]) for r in rs]

@@ -56,27 +56,13 @@ sim, meas = r["simulated_step_seconds"], r["measured_step_seconds"]
 print("| %s | %.4f | %.4f | %+.1f%% |" % (r["strategy"], sim, meas, 100 * (sim - meas) / meas))
 ' | tee -a "$dir/rows"
 done
-python3 - "$dir/rows" <<'PY'
+python3 - "$dir/rows" "$(dirname "$0")" <<'PY'
 import re, statistics, sys
+sys.path.insert(0, sys.argv[2])
+from calibration_stats import spearman
 rows = [l.split("|") for l in open(sys.argv[1])]
 sim = [float(r[2]) for r in rows]
 meas = [float(r[3]) for r in rows]
 errs = [abs(float(re.findall(r"([+-][0-9.]+)%", r[4])[0])) for r in rows]
-def ranks(xs):
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    r = [0.0] * len(xs)
-    i = 0
-    while i < len(order):  # ties share their mean rank
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2
-        i = j + 1
-    return r
-rs, rm = ranks(sim), ranks(meas)
-ms, mm = statistics.mean(rs), statistics.mean(rm)
-cov = sum((a - ms) * (b - mm) for a, b in zip(rs, rm))
-rho = cov / (sum((a - ms) ** 2 for a in rs) * sum((b - mm) ** 2 for b in rm)) ** 0.5
-print("\nmedian |error| %.1f%% over %d strategies (max %.1f%%), Spearman rho %.3f" % (statistics.median(errs), len(errs), max(errs), rho))
+print("\nmedian |error| %.1f%% over %d strategies (max %.1f%%), Spearman rho %.3f" % (statistics.median(errs), len(errs), max(errs), spearman(sim, meas)))
 PY
