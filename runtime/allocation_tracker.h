@@ -61,11 +61,17 @@ class ThreadAllocationReporter : public c10::MemoryReportingInfoBase {
  public:
   ThreadAllocationReporter(AllocationTracker* tracker, int device)
       : tracker_(tracker), device_(device) {}
+  // LibTorch 1.x passes the totals as int64_t, 2.x as size_t: the one the
+  // base class declares is the override (hence no `override` here).
   void reportMemoryUsage(void* ptr, int64_t alloc_size, int64_t, int64_t,
-                         c10::Device) override {
+                         c10::Device) {
     tracker_->Record(ptr, alloc_size, device_);
   }
-  bool memoryProfilingEnabled() const override { return true; }
+  void reportMemoryUsage(void* ptr, int64_t alloc_size, size_t, size_t,
+                         c10::Device) {
+    tracker_->Record(ptr, alloc_size, device_);
+  }
+  bool memoryProfilingEnabled() const { return true; }
 
  private:
   AllocationTracker* tracker_;

@@ -25,7 +25,6 @@
 #include <unordered_map>
 
 #include <c10/core/Allocator.h>
-#include <c10/core/DeviceGuard.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 
 #include "absl/strings/str_cat.h"
@@ -311,6 +310,11 @@ absl::Status TorchExecutor::Init() {
       targets_[out] = targets_[out].to(devices_[device_of_node_[producer]]);
     }
   }
+  // Made on each GPU's default stream: whole before the workers read it on
+  // theirs.
+  for (int d = 0; d < num_devices_; ++d) {
+    if (Local(d)) Synchronize(devices_[d]);
+  }
   copies_.assign(static_cast<size_t>(values) * num_devices_, torch::Tensor());
   uses_.assign(static_cast<size_t>(values) * num_devices_, 0);
   pending_.assign(n, 0);
@@ -450,6 +454,9 @@ bool TorchExecutor::Accumulate(int sum, int device,
     buffer = buffer + partial;
     sum_owned_[slot] = 1;
   }
+  // Workers add on their own streams: done before the next one adds, or
+  // the buffer is sent, on another.
+  Synchronize(devices_[device]);
   return true;
 }
 
@@ -522,9 +529,9 @@ void TorchExecutor::SentLocked(const LinkItem& item, int src) {
 void TorchExecutor::DeviceWorker(int d) {
   auto reporting = ReportAllocations(d);
   if (devices_[d].is_cpu()) at::set_num_threads(options_.threads_per_cpu_device);
-  // A GPU's worker makes its device current (LibTorch's handles need it).
-  std::optional<c10::DeviceGuard> current;
-  if (!devices_[d].is_cpu()) current.emplace(devices_[d]);
+  // A GPU's worker makes its device current (LibTorch's handles need it)
+  // and queues its nodes on a stream of its own.
+  OwnStreams streams({devices_[d]});
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     device_cv_[d]->wait(
@@ -611,12 +618,8 @@ void TorchExecutor::DeviceWorker(int d) {
 
 void TorchExecutor::LinkWorker(int src, int dst) {
   auto reporting = ReportAllocations(dst);
-  std::optional<c10::DeviceGuard> current;
-  if (!devices_[dst].is_cpu()) {
-    current.emplace(devices_[dst]);
-  } else if (!devices_[src].is_cpu()) {
-    current.emplace(devices_[src]);
-  }
+  // Copies on a stream of the link's own on each GPU end.
+  OwnStreams streams({devices_[dst], devices_[src]});
   LinkQueue& queue = links_.at({src, dst});
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
@@ -638,6 +641,7 @@ void TorchExecutor::LinkWorker(int src, int dst) {
       copy = devices_[dst].is_cpu() && devices_[src].is_cpu()
                  ? t.clone()
                  : t.to(devices_[dst], /*non_blocking=*/false, /*copy=*/true);
+      Synchronize(devices_[src]);
       Synchronize(devices_[dst]);
     } catch (const std::exception& e) {
       s = TorchErrorStatus(e, absl::StrCat("copying '", view_.value(v).name,
@@ -904,6 +908,7 @@ void TorchExecutor::WaitForStepLocked(std::unique_lock<std::mutex>& lock) {
 }
 
 void TorchExecutor::SendWorker(int src, int dst) {
+  OwnStreams streams({devices_[src]});  // a GPU value leaves through the host
   LinkQueue& queue = links_.at({src, dst});
   const int rank = options_.rank_of_device[dst];
   std::unique_lock<std::mutex> lock(mu_);
@@ -950,8 +955,7 @@ void TorchExecutor::SendWorker(int src, int dst) {
 
 void TorchExecutor::RecvWorker(int src, int dst) {
   auto reporting = ReportAllocations(dst);
-  std::optional<c10::DeviceGuard> current;
-  if (!devices_[dst].is_cpu()) current.emplace(devices_[dst]);
+  OwnStreams streams({devices_[dst]});
   const std::pair<int, int> link{src, dst};
   LinkQueue& queue = links_.at(link);
   const int rank = options_.rank_of_device[src];

@@ -196,6 +196,7 @@ absl::StatusOr<MeasuredLink> MeasureCopies(
     const torch::Device& src, const torch::Device& dst,
     const ProfilerOptions& o,
     const std::function<void(const std::string&)>& progress) {
+  OwnStreams streams({dst, src});  // as a link worker's
   MeasuredLink link;
   for (int64_t bytes = 1; bytes <= o.max_link_bytes; bytes *= 4) {
     torch::Tensor from = torch::ones({bytes}, torch::dtype(torch::kByte).device(src));
@@ -207,6 +208,7 @@ absl::StatusOr<MeasuredLink> MeasureCopies(
                                    : from.to(dst, /*non_blocking=*/false,
                                              /*copy=*/true);
           Synchronize(dst);
+          Synchronize(src);
           return timer.Seconds();
         });
     if (!t.ok()) return t.status();

@@ -3,6 +3,8 @@
 #include <map>
 #include <string>
 
+#include <c10/core/impl/VirtualGuardImpl.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace placer {
@@ -34,8 +36,22 @@ absl::StatusOr<std::vector<torch::Device>> TorchDevices(
   return devices;
 }
 
+OwnStreams::OwnStreams(std::initializer_list<torch::Device> devices) {
+  std::vector<c10::Stream> streams;
+  for (const torch::Device& d : devices) {
+    if (d.is_cpu()) continue;
+    c10::impl::VirtualGuardImpl impl(d.type());
+    streams.push_back(impl.getStreamFromGlobalPool(d));
+  }
+  if (streams.empty()) return;
+  device_.emplace(streams.front().device());
+  streams_.emplace(streams);
+}
+
 void Synchronize(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+  if (!device.is_cuda()) return;
+  c10::impl::VirtualGuardImpl impl(device.type());
+  impl.getStream(device).synchronize();
 }
 
 }  // namespace placer
