@@ -1,5 +1,6 @@
 #include "profiles/measured_cost_model.h"
 
+#include <cmath>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -28,13 +29,15 @@ class MeasuredCostModel : public CostModel {
 
   double TransferSeconds(int64_t bytes, const Cluster& cluster, int src,
                          int dst) const override {
+    const double handoffs = 2 * profile_.handoff_seconds;
     auto it = profile_.links.find(
         {cluster.device(src).name, cluster.device(dst).name});
     if (it == profile_.links.end()) {
-      return fallback_->TransferSeconds(bytes, cluster, src, dst);
+      return handoffs + fallback_->TransferSeconds(bytes, cluster, src, dst);
     }
     const LinkParams& fit = it->second.fit;
-    return fit.latency_seconds + static_cast<double>(bytes) / fit.bandwidth;
+    return handoffs + fit.latency_seconds +
+           static_cast<double>(bytes) / fit.bandwidth;
   }
 
   bool IsGuess(const TrainingView& view, int node) const override {
@@ -94,6 +97,12 @@ absl::StatusOr<MeasuredProfile> ProfileFromProto(const proto::Profile& message,
                                                  const std::string& source) {
   MeasuredProfile p;
   p.source = message.source();
+  if (!(message.handoff_seconds() >= 0) ||
+      !std::isfinite(message.handoff_seconds())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": handoff_seconds must be finite and >= 0"));
+  }
+  p.handoff_seconds = message.handoff_seconds();
   for (int i = 0; i < message.ops_size(); ++i) {
     const proto::OpTiming& t = message.ops(i);
     if (!(t.seconds() >= 0) || t.signature().empty() ||
@@ -125,6 +134,7 @@ absl::StatusOr<MeasuredProfile> ProfileFromProto(const proto::Profile& message,
 proto::Profile ProfileToProto(const MeasuredProfile& p) {
   proto::Profile message;
   message.set_source(p.source);
+  message.set_handoff_seconds(p.handoff_seconds);
   for (const auto& [key, value] : p.ops) {
     proto::OpTiming* t = message.add_ops();
     t->set_signature(key.first);
@@ -165,6 +175,7 @@ MeasuredProfile MergeProfiles(MeasuredProfile base,
                               const MeasuredProfile& overlay) {
   for (const auto& [key, timing] : overlay.ops) base.ops[key] = timing;
   for (const auto& [key, link] : overlay.links) base.links[key] = link;
+  if (overlay.handoff_seconds > 0) base.handoff_seconds = overlay.handoff_seconds;
   base.source = base.source.empty()
                     ? overlay.source
                     : base.source + "; overlaid with " + overlay.source;

@@ -2,6 +2,11 @@
 // and per-link fits, falling back to another model (the roofline) where a
 // node or link was not measured.
 //
+// A transfer costs the link's fit (or the fallback's) plus two thread
+// hand-offs of the profile (the copying worker's wake, then the reader's):
+// what the executor pays per transfer beyond the copy, which for small
+// values is most of it.
+//
 // Contract: a measured value always wins over the fallback; IsGuess is
 // false for measured nodes and the fallback's answer otherwise. Profiles
 // are files in protobuf text (.pbtxt) or JSON (.json) of
@@ -40,6 +45,9 @@ struct MeasuredProfile {
   std::map<std::pair<std::string, DeviceKind>, std::pair<double, int>> ops;
   // (src name, dst name) -> fit
   std::map<std::pair<std::string, std::string>, MeasuredLink> links;
+  // The executor's thread hand-off measured in steps (profile.proto); 0
+  // when not measured.
+  double handoff_seconds = 0;
 };
 
 // Fits seconds = latency + bytes / bandwidth by least squares weighted by
@@ -48,8 +56,8 @@ struct MeasuredProfile {
 absl::StatusOr<LinkParams> FitLink(const std::vector<LinkSample>& samples);
 
 // `base` with every op timing and link of `overlay` replacing or adding to
-// its own (e.g. times measured inside training steps over times measured
-// one op at a time).
+// its own, and overlay's hand-off where it measured one (e.g. times
+// measured inside training steps over times measured one op at a time).
 MeasuredProfile MergeProfiles(MeasuredProfile base,
                               const MeasuredProfile& overlay);
 

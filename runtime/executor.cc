@@ -79,10 +79,23 @@ class TorchExecutor : public Executor {
     int value = -1;  // a value, or for a gradient sum the first partial
     int sum = -1;    // the gradient sum whose buffer goes, or -1
   };
+  // A worker waiting for work, and when another thread gave it some: the
+  // hand-off lasts until the worker starts on it (StepReport's
+  // handoff_seconds). Under mu_.
+  struct Idle {
+    bool waiting = false;
+    std::optional<Clock::time_point> given;
+    void Given() {
+      if (waiting && !given) given = Clock::now();
+    }
+  };
   struct LinkQueue {
     std::deque<LinkItem> values;
     std::condition_variable cv;
+    Idle idle;
   };
+  // After a worker's wait: the hand-off that woke it, if one did.
+  void WokenLocked(Idle& idle);
   size_t SumSlot(int sum, int device) const {
     return static_cast<size_t>(sum) * num_devices_ + device;
   }
@@ -187,6 +200,7 @@ class TorchExecutor : public Executor {
   // One per device worker, one per link (in LinkQueue), one for Step: each
   // completion wakes only the threads that have new work.
   std::vector<std::unique_ptr<std::condition_variable>> device_cv_;
+  std::vector<Idle> device_idle_;
   std::condition_variable done_cv_;
   bool stop_ = false;
   bool running_ = false;
@@ -323,6 +337,7 @@ absl::Status TorchExecutor::Init() {
   for (int d = 0; d < num_devices_; ++d) {
     device_cv_.push_back(std::make_unique<std::condition_variable>());
   }
+  device_idle_.assign(num_devices_, Idle());
   for (int v = 0; v < values; ++v) {
     int src = view_.value(v).producer >= 0
                   ? device_of_node_[view_.value(v).producer]
@@ -422,6 +437,7 @@ void TorchExecutor::SendLocked(int value, int src, int dst, int64_t bytes) {
     ++sends_pending_;
   }
   LinkQueue& queue = links_.at({src, dst});
+  queue.idle.Given();
   queue.values.push_back({value, -1});
   queue.cv.notify_one();
 }
@@ -433,6 +449,7 @@ void TorchExecutor::SendSumLocked(int sum, int src, int dst) {
     ++sends_pending_;
   }
   LinkQueue& queue = links_.at({src, dst});
+  queue.idle.Given();
   queue.values.push_back({partials_.first[SumSlot(sum, src)], sum});
   queue.cv.notify_one();
 }
@@ -486,8 +503,17 @@ void TorchExecutor::AddBytesLocked(int d, int64_t bytes, int node) {
   }
 }
 
+void TorchExecutor::WokenLocked(Idle& idle) {
+  idle.waiting = false;
+  if (!idle.given) return;
+  report_.handoff_seconds.push_back(
+      std::chrono::duration<double>(Clock::now() - *idle.given).count());
+  idle.given.reset();
+}
+
 void TorchExecutor::ReadyLocked(int node) {
   int d = device_of_node_[node];
+  device_idle_[d].Given();
   ready_[d].push({priority_[node], key_rank_[node], node});
   device_cv_[d]->notify_one();
 }
@@ -534,9 +560,11 @@ void TorchExecutor::DeviceWorker(int d) {
   OwnStreams streams({devices_[d]});
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
+    device_idle_[d].waiting = true;
     device_cv_[d]->wait(
         lock, [&] { return stop_ || (running_ && !ready_[d].empty()); });
     if (stop_) return;
+    WokenLocked(device_idle_[d]);
     int node = std::get<2>(ready_[d].top());
     ready_[d].pop();
     if (!failure_.ok()) continue;
@@ -623,9 +651,11 @@ void TorchExecutor::LinkWorker(int src, int dst) {
   LinkQueue& queue = links_.at({src, dst});
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
+    queue.idle.waiting = true;
     queue.cv.wait(
         lock, [&] { return stop_ || (running_ && !queue.values.empty()); });
     if (stop_) return;
+    WokenLocked(queue.idle);
     const LinkItem item = queue.values.front();
     queue.values.pop_front();
     if (!failure_.ok()) continue;
@@ -913,9 +943,11 @@ void TorchExecutor::SendWorker(int src, int dst) {
   const int rank = options_.rank_of_device[dst];
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
+    queue.idle.waiting = true;
     queue.cv.wait(
         lock, [&] { return stop_ || (running_ && !queue.values.empty()); });
     if (stop_) return;
+    WokenLocked(queue.idle);
     const LinkItem item = queue.values.front();
     queue.values.pop_front();
     if (!failure_.ok()) {

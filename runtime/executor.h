@@ -135,6 +135,11 @@ struct StepReport {
   std::vector<double> busy_seconds;        // per device: time in kernels
   std::vector<double> node_seconds;        // per view node
   std::vector<MeasuredTransfer> transfers;
+  // Each time a worker waiting for work was given some by another thread
+  // (a value to copy, a node made ready by an arrival or another device):
+  // seconds until it started on it. A transfer costs two (the link's
+  // worker, then the reader's), on top of the copy; this rank's only.
+  std::vector<double> handoff_seconds;
 };
 
 class Executor {

@@ -9,11 +9,12 @@
 // into the cost model's profile format (profiles/profile.proto): per node
 // signature and device kind, the median over the nodes that share it; per
 // device pair, a latency/bandwidth fit of the transfers' medians by size
-// (pairs with fewer than two sizes are left out). OverlayStepMeasurement
-// measures a reference placement (RandomRuns: seeded, so that every device
-// and link carries work) and overlays those in-step times on a profile:
-// what a node costs inside a step (dispatch, bookkeeping, workers sharing
-// the host) and op-by-op timing misses. NewExecutorEvaluator is the
+// (pairs with fewer than two sizes are left out); the thread hand-off
+// (StepReport::handoff_seconds: a mean without the 5% at each end).
+// OverlayStepMeasurement measures a reference placement (RandomRuns:
+// seeded, so that every device and link carries work) and overlays those
+// in-step times on a profile: what a node costs inside a step (dispatch,
+// bookkeeping, workers sharing the host) and op-by-op timing misses. NewExecutorEvaluator is the
 // StepEvaluator that measures: one executor per placement.
 #ifndef PLACER_RUNTIME_MEASUREMENT_H_
 #define PLACER_RUNTIME_MEASUREMENT_H_
@@ -47,6 +48,7 @@ struct Measurement {
   std::vector<double> busy_seconds;    // per device, median
   std::vector<double> node_seconds;    // per node, median
   std::vector<MeasuredTransfer> transfers;  // of the measured steps
+  std::vector<double> handoff_seconds;      // of the measured steps
 };
 
 // `progress` (may be empty) is called after each step.

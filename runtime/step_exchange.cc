@@ -125,6 +125,7 @@ absl::StatusOr<StepReport> ExchangeStepReports(RankGroup& ranks, int step,
     }
   }
   for (int i = 0; i < nodes; ++i) merged.node_seconds.push_back(total[k++]);
+  merged.handoff_seconds = mine.handoff_seconds;  // this rank's threads
   return merged;
 }
 

@@ -144,7 +144,9 @@ int ProfileCommand(const std::vector<std::string>& args) {
       if (!overlaid.ok()) return Fail(overlaid.status());
       report->profile = std::move(*overlaid);
       reference_note = absl::StrFormat(
-          "; overlaid with %d steps of a reference placement", reference_steps);
+          "; overlaid with %d steps of a reference placement (thread "
+          "hand-off %.1f us)",
+          reference_steps, 1e6 * report->profile.handoff_seconds);
     }
   }
   for (auto& [pair, link] : rank_links) report->profile.links[pair] = link;

@@ -107,18 +107,47 @@ TEST(MeasuredCostModelTest, MeasurementsWinAndTheRestFallsBack) {
                    roofline->TransferSeconds(1000, cluster, 1, 0));
 }
 
+// Every transfer pays two hand-offs on top of the link: measured links
+// and fallen-back ones alike; an overlay's measured hand-off wins, an
+// unmeasured one (0) keeps the base's.
+TEST(MeasuredCostModelTest, TransfersPayTwoHandoffs) {
+  Cluster cluster = *LoadCluster("cpu2");
+  MeasuredProfile p;
+  p.links[{"/cpu:0", "/cpu:1"}] = {{1e-3, 1e6}, {}};
+  p.handoff_seconds = 2.5e-5;
+  std::unique_ptr<CostModel> roofline = NewRooflineCostModel();
+  std::unique_ptr<CostModel> measured =
+      NewMeasuredCostModel(p, NewRooflineCostModel());
+  EXPECT_DOUBLE_EQ(measured->TransferSeconds(1000, cluster, 0, 1),
+                   5e-5 + 1e-3 + 1e-3);
+  EXPECT_DOUBLE_EQ(measured->TransferSeconds(1000, cluster, 1, 0),
+                   5e-5 + roofline->TransferSeconds(1000, cluster, 1, 0));
+  MeasuredProfile unmeasured;
+  EXPECT_DOUBLE_EQ(MergeProfiles(p, unmeasured).handoff_seconds, 2.5e-5);
+  MeasuredProfile overlay;
+  overlay.handoff_seconds = 4e-5;
+  EXPECT_DOUBLE_EQ(MergeProfiles(p, overlay).handoff_seconds, 4e-5);
+}
+
 TEST(MeasuredCostModelTest, SaveLoadRoundTripAndErrors) {
   MeasuredProfile p;
   p.source = "test";
   p.ops[{"forward Relu(float32[2]){}", DeviceKind::kGpu}] = {1.5e-6, 7};
   p.links[{"a", "b"}] = {{1e-6, 2e9}, {{1, 1e-6}, {1000, 1.5e-6}}};
+  p.handoff_seconds = 3e-5;
   for (const char* name : {"p.pbtxt", "p.json"}) {
     ASSERT_TRUE(SaveProfile(p, Tmp(name)).ok());
     absl::StatusOr<MeasuredProfile> back = LoadProfile(Tmp(name));
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ(back->ops, p.ops);
     EXPECT_EQ(back->links.at({"a", "b"}).samples.size(), 2u);
+    EXPECT_DOUBLE_EQ(back->handoff_seconds, 3e-5);
   }
+  FILE* negative = fopen(Tmp("negative.pbtxt").c_str(), "w");
+  fputs("source: \"x\"\nhandoff_seconds: -1e-6\n", negative);
+  fclose(negative);
+  EXPECT_THAT(LoadProfile(Tmp("negative.pbtxt")).status().message(),
+              HasSubstr("negative.pbtxt: handoff_seconds must be finite"));
   FILE* f = fopen(Tmp("bad.pbtxt").c_str(), "w");
   fputs("source: \"x\"\nops { signatur: \"y\" }\n", f);
   fclose(f);

@@ -486,6 +486,32 @@ TEST(ExecutorTest, MeasurementFollowsTheProtocolAndBecomesAProfile) {
     EXPECT_TRUE(profile.ops.count({NodeSignature(m->view, i), DeviceKind::kCpu}))
         << m->view.node(i).key;
   }
+  // Round robin over two devices: values cross, so workers are woken. At
+  // most one hand-off per node and per transfer of the 3 measured steps,
+  // each shorter than its step; the profile's is their trimmed mean.
+  const size_t nodes = m->view.nodes().size();
+  ASSERT_FALSE(r->handoff_seconds.empty());
+  EXPECT_LE(r->handoff_seconds.size(), 3 * nodes + r->transfers.size());
+  const double longest_step =
+      *std::max_element(r->step_times.begin(), r->step_times.end());
+  for (double h : r->handoff_seconds) {
+    EXPECT_GT(h, 0);
+    EXPECT_LT(h, longest_step);
+  }
+  EXPECT_DOUBLE_EQ(profile.handoff_seconds,
+                   TrimmedMean(r->handoff_seconds, 0.05));
+}
+
+TEST(StatisticsTest, TrimmedMeanLeavesOutBothEnds) {
+  EXPECT_EQ(TrimmedMean({}, 0.05), 0);
+  // 20 values: 5% is one at each end.
+  std::vector<double> v(18, 1.0);
+  v.push_back(0.0);
+  v.push_back(1000.0);
+  EXPECT_DOUBLE_EQ(TrimmedMean(v, 0.05), 1.0);
+  EXPECT_DOUBLE_EQ(TrimmedMean(v, 0.0), 1018.0 / 20);
+  // Fewer than 20: nothing left out.
+  EXPECT_DOUBLE_EQ(TrimmedMean({1, 2, 6}, 0.05), 3.0);
 }
 
 TEST(ExecutorTest, EvaluatorsMeasureOrSimulateAndNameOutOfMemory) {
