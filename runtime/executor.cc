@@ -120,6 +120,9 @@ class TorchExecutor : public Executor {
   void SendWorker(int src, int dst);
   void RecvWorker(int src, int dst);
   bool Local(int d) const { return local_[d] != 0; }
+  bool SameHost(int a, int b) const {
+    return cluster_.device(a).host == cluster_.device(b).host;
+  }
   bool Distributed() const { return options_.ranks != nullptr; }
   int Channel(int src, int dst) const { return 1 + src * num_devices_ + dst; }
   absl::Status LinkError(const absl::Status& s, int src, int dst) const {
@@ -978,7 +981,12 @@ void TorchExecutor::SendWorker(int src, int dst) {
       MaybeDoneLocked();
       continue;
     }
-    report_.transfers.push_back({item.value, src, dst, Bytes(t), seconds});
+    // Timed by the receiver where the two clocks are one (the whole
+    // transfer: both ranks' threads and the transport); by the sender
+    // otherwise (until its send completes).
+    if (!SameHost(src, dst)) {
+      report_.transfers.push_back({item.value, src, dst, Bytes(t), seconds});
+    }
     t = torch::Tensor();
     SentLocked(item, src);
     MaybeDoneLocked();
@@ -1002,8 +1010,9 @@ void TorchExecutor::RecvWorker(int src, int dst) {
     });
     if (stop_) return;
     lock.unlock();
+    Clock::time_point sent_at;
     absl::StatusOr<std::pair<int64_t, torch::Tensor>> got =
-        options_.ranks->RecvTensor(rank, Channel(src, dst));
+        options_.ranks->RecvTensor(rank, Channel(src, dst), &sent_at);
     absl::Status s = got.status();
     int value = -1, sum = -1;
     torch::Tensor copy;
@@ -1031,6 +1040,8 @@ void TorchExecutor::RecvWorker(int src, int dst) {
         return absl::OkStatus();
       });
     }
+    // From the sender's start to here, its clock being this one's.
+    const double seconds = SecondsSince(sent_at);
     bool added = false;
     if (s.ok() && sum >= 0) {
       s = CatchExceptions("accumulating gradients: ", [&] {
@@ -1045,6 +1056,9 @@ void TorchExecutor::RecvWorker(int src, int dst) {
     if (!failure_.ok()) {
       MaybeDoneLocked();
       continue;
+    }
+    if (SameHost(src, dst)) {
+      report_.transfers.push_back({value, src, dst, Bytes(copy), seconds});
     }
     // Counted on dst from its arrival: this rank cannot see when the
     // sender queued it.

@@ -11,7 +11,8 @@
 //    rank joined twice).
 //  - SendTensor/RecvTensor move one tensor between two ranks on a channel
 //    (a tag): a fixed header (id, dtype, shape) and then the data, so the
-//    receiver needs to know neither the order nor the shapes in advance;
+//    receiver needs to know neither the order nor the shapes in advance,
+//    and the header carries the sender's clock at the start of the send;
 //    data of at most 4 KiB rides in the header's message (one write).
 //    Per channel and pair of ranks, messages arrive in the order sent.
 //    Tensors travel through host memory (Gloo's send/recv are CPU only);
@@ -28,6 +29,7 @@
 #ifndef PLACER_RUNTIME_RANK_GROUP_H_
 #define PLACER_RUNTIME_RANK_GROUP_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -95,9 +97,12 @@ class RankGroup {
 
   absl::Status SendTensor(const torch::Tensor& tensor, int64_t id,
                           int dst_rank, int channel);
-  // The id and tensor of the next message from src_rank on `channel`.
-  absl::StatusOr<std::pair<int64_t, torch::Tensor>> RecvTensor(int src_rank,
-                                                               int channel);
+  // The id and tensor of the next message from src_rank on `channel`;
+  // with `sent_at`, when the sender began sending it (its steady clock:
+  // comparable with this process's only on the same host).
+  absl::StatusOr<std::pair<int64_t, torch::Tensor>> RecvTensor(
+      int src_rank, int channel,
+      std::chrono::steady_clock::time_point* sent_at = nullptr);
 
   absl::Status SumAcrossRanks(std::vector<double>* values);
   absl::Status MaxAcrossRanks(std::vector<double>* values);

@@ -2,6 +2,7 @@
 // and the transport's messages themselves (runtime/rank_group.h): ranks
 // are threads of this test, each with its own c10d store connection and
 // Gloo group, over loopback TCP as separate processes would.
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -93,8 +94,10 @@ TEST(RankGroupTest, TensorsArriveWholeAroundTheInlineLimit) {
       torch::randint(0, 255, {70000}, torch::kByte),
   };
   std::vector<std::pair<int64_t, torch::Tensor>> received;
+  std::vector<std::chrono::steady_clock::time_point> sent_at, received_at;
   absl::Status failure;
   std::mutex mu;
+  const auto before = std::chrono::steady_clock::now();
   RunRankThreads(2, 10, [&](int rank,
                             absl::StatusOr<std::shared_ptr<RankGroup>> group) {
     if (!group.ok()) {
@@ -111,8 +114,11 @@ TEST(RankGroupTest, TensorsArriveWholeAroundTheInlineLimit) {
           return;
         }
       } else {
+        std::chrono::steady_clock::time_point at;
         absl::StatusOr<std::pair<int64_t, torch::Tensor>> r =
-            (*group)->RecvTensor(0, 3);
+            (*group)->RecvTensor(0, 3, &at);
+        sent_at.push_back(at);
+        received_at.push_back(std::chrono::steady_clock::now());
         if (!r.ok()) {
           std::lock_guard<std::mutex> lock(mu);
           failure = r.status();
@@ -130,6 +136,10 @@ TEST(RankGroupTest, TensorsArriveWholeAroundTheInlineLimit) {
     EXPECT_EQ(received[k].second.scalar_type(), sent[k].scalar_type());
     EXPECT_EQ(received[k].second.sizes(), sent[k].sizes());
     EXPECT_TRUE(torch::equal(received[k].second, sent[k]));
+    // The sender's clock at the start of its send (one process: one
+    // clock), in order, before the receipt.
+    EXPECT_GE(sent_at[k], k == 0 ? before : sent_at[k - 1]);
+    EXPECT_LE(sent_at[k], received_at[k]);
   }
 }
 
