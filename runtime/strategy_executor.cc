@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -698,6 +699,11 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
 
 void TorchStrategyExecutor::Worker(int d, double* busy) {
   if (devices_[d].is_cpu()) at::set_num_threads(options_.threads_per_cpu_device);
+  // A GPU's worker makes its device current and queues on its default
+  // stream, which orders its tasks with the copies other workers make to
+  // and from it; it waits for each task, so that busy times are real.
+  std::optional<c10::DeviceGuard> current;
+  if (!devices_[d].is_cpu()) current.emplace(devices_[d]);
   const int s = stage_of_device_[d];
   for (const ReplicaTask& task :
        ReplicaTaskOrder(strategy_, s, replica_of_device_[d])) {
@@ -711,7 +717,9 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
     }
     const auto start = Clock::now();
     absl::Status status = CatchExceptions("", [&] {
-      return task.backward ? RunBackward(s, j, d) : RunForward(s, j, d);
+      absl::Status ran = task.backward ? RunBackward(s, j, d) : RunForward(s, j, d);
+      Synchronize(devices_[d]);
+      return ran;
     });
     *busy += SecondsSince(start);
     if (status.ok()) status = SendAfter(s, j, d, task.backward);
@@ -820,6 +828,7 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
       momentum_[d][p].mul_(options_.momentum).add_(totals[i]);
       params_[d][p].add_(momentum_[d][p], -options_.learning_rate);
     }
+    Synchronize(devices_[d]);
     return absl::OkStatus();
   });
   *busy += SecondsSince(start);
