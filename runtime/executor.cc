@@ -94,8 +94,23 @@ class TorchExecutor : public Executor {
     std::condition_variable cv;
     Idle idle;
   };
-  // After a worker's wait: the hand-off that woke it, if one did.
-  void WokenLocked(Idle& idle);
+  // A worker's wait on `cv` until it has work (`has_work()` while a step
+  // runs) or stop_; false on stop_. Records the hand-off that woke it, if
+  // another thread did.
+  template <typename HasWork>
+  bool WaitForWorkLocked(std::unique_lock<std::mutex>& lock,
+                         std::condition_variable& cv, Idle& idle,
+                         HasWork has_work) {
+    idle.waiting = true;
+    cv.wait(lock, [&] { return stop_ || (running_ && has_work()); });
+    if (stop_) return false;
+    idle.waiting = false;
+    if (idle.given) {
+      report_.handoff_seconds.push_back(SecondsSince(*idle.given));
+      idle.given.reset();
+    }
+    return true;
+  }
   size_t SumSlot(int sum, int device) const {
     return static_cast<size_t>(sum) * num_devices_ + device;
   }
@@ -506,14 +521,6 @@ void TorchExecutor::AddBytesLocked(int d, int64_t bytes, int node) {
   }
 }
 
-void TorchExecutor::WokenLocked(Idle& idle) {
-  idle.waiting = false;
-  if (!idle.given) return;
-  report_.handoff_seconds.push_back(
-      std::chrono::duration<double>(Clock::now() - *idle.given).count());
-  idle.given.reset();
-}
-
 void TorchExecutor::ReadyLocked(int node) {
   int d = device_of_node_[node];
   device_idle_[d].Given();
@@ -563,11 +570,10 @@ void TorchExecutor::DeviceWorker(int d) {
   OwnStreams streams({devices_[d]});
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    device_idle_[d].waiting = true;
-    device_cv_[d]->wait(
-        lock, [&] { return stop_ || (running_ && !ready_[d].empty()); });
-    if (stop_) return;
-    WokenLocked(device_idle_[d]);
+    if (!WaitForWorkLocked(lock, *device_cv_[d], device_idle_[d],
+                           [&] { return !ready_[d].empty(); })) {
+      return;
+    }
     int node = std::get<2>(ready_[d].top());
     ready_[d].pop();
     if (!failure_.ok()) continue;
@@ -654,11 +660,10 @@ void TorchExecutor::LinkWorker(int src, int dst) {
   LinkQueue& queue = links_.at({src, dst});
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    queue.idle.waiting = true;
-    queue.cv.wait(
-        lock, [&] { return stop_ || (running_ && !queue.values.empty()); });
-    if (stop_) return;
-    WokenLocked(queue.idle);
+    if (!WaitForWorkLocked(lock, queue.cv, queue.idle,
+                           [&] { return !queue.values.empty(); })) {
+      return;
+    }
     const LinkItem item = queue.values.front();
     queue.values.pop_front();
     if (!failure_.ok()) continue;
@@ -946,11 +951,10 @@ void TorchExecutor::SendWorker(int src, int dst) {
   const int rank = options_.rank_of_device[dst];
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    queue.idle.waiting = true;
-    queue.cv.wait(
-        lock, [&] { return stop_ || (running_ && !queue.values.empty()); });
-    if (stop_) return;
-    WokenLocked(queue.idle);
+    if (!WaitForWorkLocked(lock, queue.cv, queue.idle,
+                           [&] { return !queue.values.empty(); })) {
+      return;
+    }
     const LinkItem item = queue.values.front();
     queue.values.pop_front();
     if (!failure_.ok()) {
