@@ -37,10 +37,12 @@ absl::StatusOr<std::string> ZooOverrides(const std::string& spec,
       params->vocab = value;
     } else if (key == "image_size" || key == "image-size") {
       params->image_size = value;
+    } else if (key == "seed") {
+      params->seed = static_cast<uint64_t>(value);
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "zoo:", spec, ": unknown size '", key,
-          "' (batch, layers, seq_len, hidden, vocab, image_size)"));
+          "' (batch, layers, seq_len, hidden, vocab, image_size, seed)"));
     }
   }
   return parts[0];

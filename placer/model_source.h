@@ -1,7 +1,7 @@
 // Resolves a MODEL argument of the CLI: a path to an ONNX file, or
 // "zoo:NAME" for a model built by the zoo with the given parameters, which
 // "zoo:NAME:batch=8,hidden=256,..." overrides (batch, layers, seq_len,
-// hidden, vocab, image_size).
+// hidden, vocab, image_size, seed).
 //
 // Contract: the returned Graph is fully imported (shapes resolved, costs
 // computed); errors name the file or the zoo model.

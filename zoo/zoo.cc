@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -53,6 +54,73 @@ onnx::ModelProto BuildWide(const ZooParams& p) {
   }
   std::string sum = b.Node("Sum", "sum", branches);
   b.Output(sum, onnx::TensorProto::FLOAT, {p.batch_size, h});
+  return b.Finish();
+}
+
+// A seeded random layered DAG (training graphs for the RL placer that no
+// one designed): `layers` layers of `seq_len` nodes each. A node
+// concatenates the output of a random node of the layer below with that of
+// a random node of any earlier layer (the input x for the first layer),
+// multiplies by its own weight to a width of hidden/2, hidden or 2·hidden
+// (drawn) and applies Relu. The last layer's outputs are concatenated and
+// classified into `vocab` classes. The seed draws the structure (and the
+// weights); every seed has 3·layers·seq_len + 3 ops.
+onnx::ModelProto BuildRandomDag(const ZooParams& p) {
+  OnnxBuilder b("random_dag", p.seed, p.weights);
+  std::mt19937_64 rng(p.seed);
+  auto draw = [&](int64_t n) {
+    return static_cast<int64_t>(
+        std::uniform_int_distribution<uint64_t>(0, n - 1)(rng));
+  };
+  const int64_t widths[] = {std::max<int64_t>(1, p.hidden / 2), p.hidden,
+                            2 * p.hidden};
+  std::string x = b.Input("x", {p.batch_size, p.hidden});
+  struct Out {
+    std::string name;
+    int64_t width;
+  };
+  std::vector<std::vector<Out>> layers;
+  for (int64_t l = 0; l < p.layers; ++l) {
+    // The layer below's nodes in a drawn order: each is some node's first
+    // input, so every node's output reaches the loss.
+    std::vector<int64_t> below(p.seq_len);
+    for (int64_t i = 0; i < p.seq_len; ++i) below[i] = i;
+    for (int64_t i = p.seq_len - 1; i > 0; --i) {
+      std::swap(below[i], below[draw(i + 1)]);
+    }
+    std::vector<Out> layer;
+    for (int64_t i = 0; i < p.seq_len; ++i) {
+      Out a{x, p.hidden}, c{x, p.hidden};
+      if (l > 0) {
+        a = layers[l - 1][below[i]];
+        const std::vector<Out>& earlier = layers[draw(l)];
+        c = earlier[draw(p.seq_len)];
+      }
+      const std::string pre = absl::StrCat("l", l, "/n", i);
+      const int64_t in = a.width + c.width, out = widths[draw(3)];
+      std::string joined = b.Node("Concat", pre + "/concat", {a.name, c.name},
+                                  {IntAttr("axis", 1)});
+      std::string y = b.Node("MatMul", pre + "/matmul",
+                             {joined, b.Weight(pre + ".w", {in, out}, in)});
+      layer.push_back({b.Node("Relu", pre + "/relu", {y}), out});
+    }
+    layers.push_back(std::move(layer));
+  }
+  std::vector<std::string> last;
+  int64_t width = 0;
+  for (const Out& o : layers.empty() ? std::vector<Out>{{x, p.hidden}}
+                                     : layers.back()) {
+    last.push_back(o.name);
+    width += o.width;
+  }
+  std::string top = b.Node("Concat", "head/concat", last, {IntAttr("axis", 1)});
+  std::string logits =
+      b.Node("MatMul", "head/matmul",
+             {top, b.Weight("head.w", {width, p.vocab}, width)});
+  std::string labels = b.IntInput("labels", {p.batch_size});
+  std::string loss =
+      b.Node("SoftmaxCrossEntropyLoss", "loss", {logits, labels});
+  b.Output(loss, onnx::TensorProto::FLOAT, {});
   return b.Finish();
 }
 
@@ -110,6 +178,16 @@ const std::vector<ZooModel>& ZooModels() {
         BuildDiamond);
     add("wide", "toy: parallel MatMul+Relu branches joined by a Sum", toy,
         BuildWide);
+    ZooParams dag;
+    dag.batch_size = 64;
+    dag.layers = 8;
+    dag.seq_len = 4;
+    dag.hidden = 1024;
+    dag.vocab = 1000;
+    add("random_dag",
+        "seeded random layered DAG: layers x seq_len Concat+MatMul+Relu "
+        "nodes of drawn widths (seed: the structure)",
+        dag, BuildRandomDag);
     return m;
   }();
   return *models;

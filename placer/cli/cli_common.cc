@@ -130,6 +130,10 @@ ABSL_FLAG(double, max_kl, 0.01,
           "train: largest policy change per step (mean KL divergence per "
           "device choice); a step over it is halved; 0: no limit.");
 ABSL_FLAG(int32_t, groups, 32, "train: the Grouper's number of groups.");
+ABSL_FLAG(int32_t, sage_layers, 0,
+          "train: GraphSAGE layers embedding the units before the Grouper "
+          "and the Placer (0: the features alone).");
+ABSL_FLAG(int32_t, sage_hidden, 64, "train: the width of each GraphSAGE layer.");
 ABSL_FLAG(bool, memory_mask, true,
           "train: the Placer closes devices that a group would overflow.");
 ABSL_FLAG(placer::FlagSeconds, checkpoint_every, placer::FlagSeconds{60},
@@ -255,7 +259,7 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                          "samples", "samples_per_step", "warm_start",
                          "imitation_steps", "joint", "learning_rate",
                          "entropy", "entropy_target", "max_kl", "groups",
-                         "memory_mask", "checkpoint_every", "reward", "steps",
+                         "sage_layers", "sage_hidden", "memory_mask", "checkpoint_every", "reward", "steps",
                          "warmup", "threads", "o", "json"}})},
         {"serve", Flags{"listen", "max_ops", "max_placing", "max_request_mb",
                         "max_searches", "max_threads", "state_dir"}},

@@ -74,6 +74,8 @@ ABSL_DECLARE_FLAG(double, entropy);
 ABSL_DECLARE_FLAG(double, entropy_target);
 ABSL_DECLARE_FLAG(double, max_kl);
 ABSL_DECLARE_FLAG(int32_t, groups);
+ABSL_DECLARE_FLAG(int32_t, sage_layers);
+ABSL_DECLARE_FLAG(int32_t, sage_hidden);
 ABSL_DECLARE_FLAG(bool, memory_mask);
 ABSL_DECLARE_FLAG(placer::FlagSeconds, checkpoint_every);
 ABSL_DECLARE_FLAG(std::string, reward);

@@ -336,9 +336,15 @@ int PlaceCommand(const std::vector<std::string>& args) {
   double last_shown = -1e9;
   bool shown = false;
   options.progress_interval_seconds = tty ? 0.5 : 10;
+  std::string last_stage;
   options.on_progress = [&](const SearchProgress& p) {
-    if (!tty && p.elapsed_seconds - last_shown < 10) return;
+    // A new stage is always shown (the rl policy's last one says whether
+    // the heuristic floor is the answer); otherwise every 10 s in a log.
+    if (!tty && p.elapsed_seconds - last_shown < 10 && p.stage == last_stage) {
+      return;
+    }
     last_shown = p.elapsed_seconds;
+    last_stage = p.stage;
     shown = true;
     std::cerr << (tty ? "\r" : "")
               << absl::StrFormat(

@@ -52,9 +52,13 @@ std::string Clock(double seconds) {
 class ProgressLine {
  public:
   explicit ProgressLine(const std::vector<std::string>& names)
-      : names_(names), tty_(isatty(STDERR_FILENO) == 1) {}
+      : names_(names),
+        tty_(isatty(STDERR_FILENO) == 1),
+        greedy_(names.size(), 0) {}
   void Show(const RlCurveRow& row, double fraction, bool force) {
-    if (row.greedy_seconds > 0) greedy_ = row.greedy_seconds;
+    // The row's task's last greedy score (several tasks take turns).
+    double& greedy = greedy_[row.task];
+    if (row.greedy_seconds > 0) greedy = row.greedy_seconds;
     auto now = std::chrono::steady_clock::now();
     double since = std::chrono::duration<double>(now - last_).count();
     if (!force && since < (tty_ ? 0.25 : 10)) return;
@@ -74,8 +78,8 @@ class ProgressLine {
                          ? absl::StrFormat("%.6f s", row.batch_mean_seconds)
                          : std::string("-"),
                      row.invalid,
-                     greedy_ > 0 ? absl::StrFormat("%.6f s", greedy_)
-                                 : std::string("-"),
+                     greedy > 0 ? absl::StrFormat("%.6f s", greedy)
+                                : std::string("-"),
                      row.distinct_placements, row.entropy_per_choice)
               << (tty_ ? "" : "\n") << std::flush;
   }
@@ -86,7 +90,7 @@ class ProgressLine {
  private:
   const std::vector<std::string>& names_;
   bool tty_;
-  double greedy_ = 0;
+  std::vector<double> greedy_;  // per task
   std::chrono::steady_clock::time_point last_{};
 };
 
@@ -133,6 +137,8 @@ int TrainCommand(const std::vector<std::string>& args) {
   to.entropy_target = absl::GetFlag(FLAGS_entropy_target);
   to.max_kl_per_choice = absl::GetFlag(FLAGS_max_kl);
   to.model.groups = absl::GetFlag(FLAGS_groups);
+  to.model.sage_layers = absl::GetFlag(FLAGS_sage_layers);
+  to.model.sage_hidden = absl::GetFlag(FLAGS_sage_hidden);
   to.model.memory_mask = absl::GetFlag(FLAGS_memory_mask);
   to.warm_start = absl::GetFlag(FLAGS_warm_start);
   to.imitation_steps = absl::GetFlag(FLAGS_imitation_steps);

@@ -93,6 +93,8 @@ absl::Status WriteRlCheckpoint(const std::string& dir,
                   c10::IValue(int64_t{m.device_embedding}));
     archive.write("model.logit_clip", c10::IValue(m.logit_clip));
     archive.write("model.temperature", c10::IValue(m.temperature));
+    archive.write("model.sage_layers", c10::IValue(int64_t{m.sage_layers}));
+    archive.write("model.sage_hidden", c10::IValue(int64_t{m.sage_hidden}));
     torch::serialize::OutputArchive model_archive, optimizer_archive;
     model.save(model_archive);
     optimizer.save(optimizer_archive);
@@ -186,6 +188,12 @@ absl::StatusOr<RlModelOptions> RlCheckpointReader::ModelOptions() {
         m.logit_clip = v.toDouble();
         archive_.read("model.temperature", v);
         m.temperature = v.toDouble();
+        // Checkpoints made before the encoder existed have none.
+        if (archive_.try_read("model.sage_layers", v)) {
+          m.sage_layers = static_cast<int>(v.toInt());
+          archive_.read("model.sage_hidden", v);
+          m.sage_hidden = static_cast<int>(v.toInt());
+        }
         return m;
       });
   if (!read.ok()) return read;
@@ -194,6 +202,8 @@ absl::StatusOr<RlModelOptions> RlCheckpointReader::ModelOptions() {
   if (!within(m.groups, 1 << 12) || !within(m.grouper_hidden, 1 << 13) ||
       !within(m.placer_hidden, 1 << 13) ||
       !within(m.device_embedding, 1 << 13) ||
+      !(m.sage_layers >= 0 && m.sage_layers <= 16) ||
+      !within(m.sage_hidden, 1 << 13) ||
       !(m.logit_clip > 0 && m.logit_clip < 1e6) ||
       !(m.temperature > 0 && m.temperature < 1e6)) {
     return absl::DataLossError(absl::StrCat(

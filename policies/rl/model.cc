@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace placer {
@@ -72,9 +73,16 @@ std::vector<float> ClosedDevices(const std::vector<float>& group_memory,
 }  // namespace
 
 std::string RlModelOptions::Describe() const {
-  return absl::StrFormat("g=%d gh=%d ph=%d de=%d clip=%g t=%g mm=%d", groups,
-                         grouper_hidden, placer_hidden, device_embedding,
-                         logit_clip, temperature, memory_mask ? 1 : 0);
+  std::string s = absl::StrFormat(
+      "g=%d gh=%d ph=%d de=%d clip=%g t=%g mm=%d", groups, grouper_hidden,
+      placer_hidden, device_embedding, logit_clip, temperature,
+      memory_mask ? 1 : 0);
+  // Without an encoder the words are those of the checkpoints made before
+  // it existed, which therefore still load.
+  if (sage_layers > 0) {
+    absl::StrAppendFormat(&s, " sage=%dx%d", sage_layers, sage_hidden);
+  }
+  return s;
 }
 
 RlGraphTensors::RlGraphTensors(const RlGraph& g, int groups) : graph(&g) {
@@ -93,6 +101,21 @@ RlGraphTensors::RlGraphTensors(const RlGraph& g, int groups) : graph(&g) {
   std::vector<int64_t> wide(structural_group.begin(), structural_group.end());
   structure = torch::one_hot(torch::tensor(wide, torch::kLong), groups)
                   .to(torch::kFloat);
+  std::vector<int64_t> src, dst;
+  std::vector<float> degree(n, 0);
+  for (const RlLink& link : g.links) {
+    src.push_back(link.a);
+    dst.push_back(link.b);
+    src.push_back(link.b);
+    dst.push_back(link.a);
+    ++degree[link.a];
+    ++degree[link.b];
+  }
+  for (float& x : degree) x = x > 0 ? 1.0f / x : 0.0f;
+  neighbour_src = torch::tensor(src, torch::kLong);
+  neighbour_dst = torch::tensor(dst, torch::kLong);
+  inverse_degree =
+      torch::from_blob(degree.data(), {n, 1}, torch::kFloat).clone();
 }
 
 std::vector<int> RlBatch::DeviceOfUnit(int row) const {
@@ -111,11 +134,17 @@ HierarchicalPlacerImpl::HierarchicalPlacerImpl(int features, int devices,
   const int gh = options.grouper_hidden;
   const int h = options.placer_hidden;
   const int e = options.device_embedding;
+  const int sh = options.sage_layers > 0 ? options.sage_hidden : 0;
+  for (int k = 0; k < options.sage_layers; ++k) {
+    sage_.push_back(register_module(
+        absl::StrCat("sage", k),
+        torch::nn::Linear(2 * (k == 0 ? features : sh), sh)));
+  }
   grouper_hidden_ = register_module("grouper_hidden",
-                                    torch::nn::Linear(features + g, gh));
+                                    torch::nn::Linear(features + sh + g, gh));
   grouper_out_ = register_module("grouper_out", torch::nn::Linear(gh, g));
   group_embed_ = register_module("group_embed",
-                                 torch::nn::Linear(features + 3 + g, h));
+                                 torch::nn::Linear(features + 3 + g + sh, h));
   encoder_ = register_module(
       "encoder", torch::nn::LSTM(torch::nn::LSTMOptions(h, h)
                                      .bidirectional(true)
@@ -150,6 +179,20 @@ torch::Tensor HierarchicalPlacerImpl::Clip(const torch::Tensor& x) const {
   return clipped / options_.temperature;
 }
 
+torch::Tensor HierarchicalPlacerImpl::Encode(const RlGraphTensors& graph) {
+  torch::Tensor h = graph.features;
+  if (sage_.empty()) return h.new_zeros({h.size(0), 0});
+  for (torch::nn::Linear& layer : sage_) {
+    torch::Tensor mean =
+        torch::zeros_like(h).index_add_(
+            0, graph.neighbour_dst, h.index_select(0, graph.neighbour_src)) *
+        graph.inverse_degree;
+    h = torch::relu(layer(torch::cat({h, mean}, 1)));
+    h = h / h.norm(2, 1, /*keepdim=*/true).clamp_min(1e-6);
+  }
+  return h;
+}
+
 RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
                                     RlSampleMode mode, double noise_stddev,
                                     std::mt19937_64& rng,
@@ -165,9 +208,10 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
 
   // Grouper. The noise (one draw per step, shared by the batch's rows)
   // and the log-probabilities are per unit; rows gather their choices.
+  torch::Tensor embedding = Encode(graph);  // [n, sh]
   torch::Tensor logits =
       Clip(grouper_out_(torch::relu(grouper_hidden_(
-          torch::cat({graph.features, graph.structure}, 1)))));
+          torch::cat({graph.features, embedding, graph.structure}, 1)))));
   if (noisy && draw_groups) logits = logits + Noise({n, g}, noise_stddev, rng);
   torch::Tensor group_logp = torch::log_softmax(logits, 1);  // [n, g]
   if (mode == RlSampleMode::kGiven) {
@@ -250,6 +294,18 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
                            adjacency_t},
                           1)
                    .view({k, g, features_ + 3 + g});
+  }
+  if (embedding.size(1) > 0) {
+    // Each group's mean member embedding; differentiable, so the device
+    // choices' log-probabilities train the encoder.
+    torch::Tensor counts =
+        torch::zeros({k * g}, torch::kFloat)
+            .index_add_(0, slot, torch::ones({k * n}, torch::kFloat));
+    torch::Tensor sums =
+        torch::zeros({k * g, embedding.size(1)}, torch::kFloat)
+            .index_add_(0, slot, embedding.repeat({k, 1}));
+    torch::Tensor means = sums / counts.clamp_min(1).unsqueeze(1);
+    embed_in = torch::cat({embed_in, means.view({k, g, -1})}, 2);
   }
   torch::Tensor mask =
       torch::from_blob(nonempty.data(), {k, g}, torch::kFloat).clone();

@@ -1,11 +1,16 @@
 // HierarchicalPlacer: the Grouper + Placer network of Mirhoseini et al.,
 // "A Hierarchical Model for Device Placement" (ICLR 2018), in LibTorch.
 //
-// Contract: the Grouper is a feed-forward network over each unit's features
-// (RlGraph rows) and its structural group (one-hot) giving a softmax over
-// `groups` groups. The Placer embeds each group (the mean of its members'
-// features, its share of units, compute and memory, and its row of the
-// group-to-group byte adjacency),
+// Contract: with sage_layers > 0, a GraphSAGE encoder (Hamilton et al.
+// 2017, as in GDP) first embeds every unit: layer k maps [h ; mean of h over
+// the unit's neighbours (units exchanging bytes with it)] through a linear
+// map and a ReLU to sage_hidden numbers, each row scaled to unit length.
+// The Grouper is a feed-forward network over each unit's features (RlGraph
+// rows), its embedding and its structural group (one-hot) giving a softmax
+// over `groups` groups. The Placer embeds each group (the mean of its
+// members' features, its share of units, compute and memory, its row of the
+// group-to-group byte adjacency, and the mean of its members' embeddings,
+// through which the Placer's loss trains the encoder),
 // runs a bidirectional LSTM over the groups and an attention decoder that
 // emits one device per group, each step fed the device it chose before.
 // Logits are clipped (C·tanh(x/C)) and divided by the temperature. With
@@ -45,7 +50,12 @@ struct RlModelOptions {
   // The Placer skips devices whose memory the group would overflow, given
   // the groups it already put there (unless the group fits nowhere).
   bool memory_mask = true;
-  // "g=32 gh=64 ph=128 de=16 clip=5 t=1 mm=1": checkpoints must match it.
+  // GraphSAGE layers over the units (0: none, the features alone) and the
+  // width of each.
+  int sage_layers = 0;
+  int sage_hidden = 64;
+  // "g=32 gh=64 ph=128 de=16 clip=5 t=1 mm=1" (and " sage=2x64" with an
+  // encoder): checkpoints must match it.
   std::string Describe() const;
 };
 
@@ -58,6 +68,10 @@ struct RlGraphTensors {
   torch::Tensor structure;        // [N, G] its one-hot
   torch::Tensor compute_fraction; // [N]
   torch::Tensor memory_fraction;  // [N]
+  // Both directions of every link: messages from src[i] to dst[i]; and
+  // 1 / (the unit's neighbour count), 0 without neighbours. [2L], [2L],
+  // [N, 1].
+  torch::Tensor neighbour_src, neighbour_dst, inverse_degree;
 };
 
 enum class RlSampleMode {
@@ -92,6 +106,10 @@ class HierarchicalPlacerImpl : public torch::nn::Module {
               double noise_stddev, std::mt19937_64& rng,
               const RlBatch* given = nullptr, bool sample_groups = true);
 
+  // [N, sage_hidden] unit embeddings (differentiable); [N, 0] without an
+  // encoder.
+  torch::Tensor Encode(const RlGraphTensors& graph);
+
   int features() const { return features_; }
   int devices() const { return devices_; }
   const RlModelOptions& options() const { return options_; }
@@ -109,6 +127,7 @@ class HierarchicalPlacerImpl : public torch::nn::Module {
   torch::nn::Linear attend_encoder_{nullptr}, attend_decoder_{nullptr},
       attend_score_{nullptr};
   torch::nn::Linear device_out_{nullptr};
+  std::vector<torch::nn::Linear> sage_;
 };
 TORCH_MODULE(HierarchicalPlacer);
 

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/stopwatch.h"
 #include "simulator/evaluator.h"
 #include "policies/policy.h"
@@ -85,10 +87,16 @@ class RlPolicy : public PlacementPolicy {
     const RlTaskBest& best = t.best(0);
     if (o.on_progress) {
       const bool learned = best.source == "rl" || best.source == "greedy";
-      o.on_progress({learned ? std::string("rl")
-                             : "rl: the model did not beat the best "
-                               "heuristic; answering with " + best.source,
-                     t.samples(), best.step_seconds, SecondsSince(start)});
+      const double own = t.learned_seconds(0);
+      o.on_progress(
+          {learned ? std::string("rl")
+                   : absl::StrCat("rl: the model's best (",
+                                  own > 0 ? absl::StrFormat("%.6f s", own)
+                                          : std::string("none valid"),
+                                  ") did not beat the best heuristic; "
+                                  "answering with ",
+                                  best.source),
+           t.samples(), best.step_seconds, SecondsSince(start)});
     }
     if (!best.placement) {
       return absl::ResourceExhaustedError(

@@ -69,6 +69,9 @@ struct TaskState {
   double baseline = 0;
   bool has_baseline = false;
   RlTaskBest best;
+  // The model's own best step this run (its samples and greedy
+  // placements, not the heuristic floor); 0: none valid yet.
+  double learned_seconds = 0;
 };
 
 // Groups holding at least one unit in the batch's first sample: the
@@ -175,6 +178,11 @@ struct RlTrainer::State {
   void Consider(int t, const Placement& p, std::optional<double> seconds,
                 const std::string& source) {
     RlTaskBest& b = task_states[t]->best;
+    double& learned = task_states[t]->learned_seconds;
+    if (seconds && (source == "rl" || source == "greedy") &&
+        (learned == 0 || *seconds < learned)) {
+      learned = *seconds;
+    }
     if (seconds && (!b.placement || *seconds < b.step_seconds)) {
       b.placement = p;
       b.step_seconds = *seconds;
@@ -427,6 +435,12 @@ absl::StatusOr<std::unique_ptr<RlTrainer>> RlTrainer::Create(
         "rl: ", options.model.groups, " groups cannot cover ", devices,
         " devices"));
   }
+  if (options.model.sage_layers < 0 || options.model.sage_layers > 16 ||
+      options.model.sage_hidden < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rl: GraphSAGE layers must be 0..16 and their width >= 1 (got ",
+        options.model.sage_layers, " x ", options.model.sage_hidden, ")"));
+  }
   auto s = std::make_unique<State>();
   s->options = options;
   s->entropy_weight = options.entropy_weight;
@@ -659,6 +673,10 @@ absl::Status RlTrainer::LoadModel(const std::string& dir) {
 const std::vector<RlCurveRow>& RlTrainer::curve() const { return s_->curve; }
 const RlTaskBest& RlTrainer::best(int task) const {
   return s_->task_states[task]->best;
+}
+
+double RlTrainer::learned_seconds(int task) const {
+  return s_->task_states[task]->learned_seconds;
 }
 int64_t RlTrainer::samples() const { return s_->samples; }
 double RlTrainer::elapsed_seconds() const { return s_->elapsed_seconds; }

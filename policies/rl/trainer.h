@@ -158,6 +158,9 @@ class RlTrainer {
 
   const std::vector<RlCurveRow>& curve() const;
   const RlTaskBest& best(int task) const;
+  // The best step among the model's own placements (samples and greedy)
+  // since this trainer was made, the heuristic floor left out; 0: none.
+  double learned_seconds(int task) const;
   int64_t samples() const;
   double elapsed_seconds() const;
   std::string CurveCsv() const;

@@ -26,6 +26,7 @@ namespace placer {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 RlTask Task(const Scenario& s, const std::string& name) {
   RlTask t;
@@ -170,6 +171,86 @@ TEST(RlModelTest, MemoryMaskKeepsSamplesWithinTheirDevices) {
   EXPECT_GT(oom[0], 16);
   EXPECT_LT(8 * over[1], over[0]);
   EXPECT_LT(4 * oom[1], oom[0]);
+}
+
+// The GraphSAGE encoder: a unit's embedding after K layers depends on the
+// units within K links of it and on no other (checked through the
+// gradient of one unit's embedding with respect to every unit's features),
+// and the Placer's loss reaches the encoder's weights.
+TEST(RlModelTest, GraphSageEncoderSeesKHopsAndIsTrained) {
+  Scenario s("gnmt2", "p100x4");
+  RlGraph g = BuildRlGraph(s.input(), PolicyOptions{});
+  const int n = g.num_units();
+  std::vector<std::vector<int>> adjacent(n);
+  for (const RlLink& l : g.links) {
+    adjacent[l.a].push_back(l.b);
+    adjacent[l.b].push_back(l.a);
+  }
+  RlModelOptions none;
+  EXPECT_THAT(none.Describe(), Not(HasSubstr("sage")));
+  for (int layers : {1, 2}) {
+    SCOPED_TRACE(absl::StrCat(layers, " layers"));
+    RlModelOptions m;
+    m.groups = 8;
+    m.sage_layers = layers;
+    m.sage_hidden = 16;
+    EXPECT_THAT(m.Describe(), HasSubstr(absl::StrCat("sage=", layers, "x16")));
+    HierarchicalPlacer model(RlGraph::FeatureCount(4), 4, m, /*seed=*/3);
+    RlGraphTensors tensors(g, m.groups);
+    tensors.features.requires_grad_(true);
+    // A unit in the middle of the order, and the hop distance of all.
+    const int u = g.units.order()[n / 2];
+    std::vector<int> hops(n, -1);
+    std::vector<int> frontier = {u};
+    hops[u] = 0;
+    for (int k = 1; k <= layers; ++k) {
+      std::vector<int> next;
+      for (int a : frontier) {
+        for (int b : adjacent[a]) {
+          if (hops[b] < 0) {
+            hops[b] = k;
+            next.push_back(b);
+          }
+        }
+      }
+      frontier = next;
+    }
+    torch::Tensor z = model->Encode(tensors);
+    ASSERT_EQ(z.size(0), n);
+    ASSERT_EQ(z.size(1), 16);
+    z[u].sum().backward();
+    torch::Tensor reach =
+        tensors.features.grad().abs().sum(1).contiguous();
+    const float* r = reach.data_ptr<float>();
+    int near = 0, far = 0, near_seen = 0;
+    for (int a = 0; a < n; ++a) {
+      if (hops[a] >= 0) {
+        ++near;
+        near_seen += r[a] > 0;
+      } else {
+        far += r[a] > 0;
+      }
+    }
+    EXPECT_GT(near, layers);
+    EXPECT_EQ(far, 0) << "units beyond " << layers << " hops reach unit " << u;
+    // ReLU can zero a path; most of the neighbourhood must be seen.
+    EXPECT_GE(2 * near_seen, near);
+
+    // The Placer's log-probabilities reach the encoder's first layer.
+    std::mt19937_64 rng(7);
+    RlGraphTensors fresh(g, m.groups);
+    RlBatch b = model->Run(fresh, 8, RlSampleMode::kSample, 0.0, rng);
+    model->zero_grad();
+    (-b.log_prob.mean()).backward();
+    bool found = false;
+    for (const auto& p : model->named_parameters()) {
+      if (p.key() != "sage0.weight") continue;
+      found = true;
+      ASSERT_TRUE(p.value().grad().defined());
+      EXPECT_GT(p.value().grad().abs().sum().item<float>(), 0);
+    }
+    EXPECT_TRUE(found);
+  }
 }
 
 TEST(RlTrainerTest, SameSeedSameSamplesSameResult) {

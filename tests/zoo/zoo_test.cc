@@ -70,6 +70,40 @@ TEST(ZooTest, WeightsAreRealDeterministicAndSeeded) {
   EXPECT_EQ(m.graph().initializer(0).raw_data().size(), 8u * 8 * 4);
 }
 
+// random_dag: the seed draws the structure (which nodes feed which, and
+// the widths); the same seed builds the same graph; every seed has
+// 3·layers·seq_len + 3 ops, and each node reads the layer below.
+TEST(ZooTest, RandomDagIsSeededAndLayered) {
+  ZooParams p;
+  p.weights = false;
+  p.layers = 5;
+  p.seq_len = 3;
+  p.hidden = 16;
+  auto edges = [&](uint64_t seed) {
+    p.seed = seed;
+    onnx::ModelProto m = *BuildZooModel("random_dag", p);
+    EXPECT_EQ(m.graph().node_size(), 3 * 5 * 3 + 3);
+    std::string inputs;
+    for (const onnx::NodeProto& n : m.graph().node()) {
+      if (n.op_type() != "Concat") continue;
+      if (n.name().rfind("l", 0) == 0 && n.name().rfind("l0/", 0) != 0) {
+        // l<k>/n<i>/concat: its first input is a node of layer k-1.
+        const int k = std::stoi(n.name().substr(1));
+        EXPECT_EQ(n.input(0).rfind(absl::StrCat("l", k - 1, "/"), 0), 0u)
+            << n.name() << " reads " << n.input(0);
+      }
+      for (const std::string& in : n.input()) inputs += in + ",";
+    }
+    for (const onnx::TensorProto& w : m.graph().initializer()) {
+      inputs += absl::StrCat(w.dims(1), ",");
+    }
+    return inputs;
+  };
+  EXPECT_EQ(edges(1), edges(1));
+  EXPECT_NE(edges(1), edges(2));
+  EXPECT_NE(edges(2), edges(3));
+}
+
 TEST(ZooTest, PublishedSizes) {
   ZooParams p;
   p.weights = false;
