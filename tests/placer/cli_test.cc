@@ -489,6 +489,26 @@ TEST(CliTest, JsonEverywhere) {
   google::protobuf::Struct t = Json(train.out);
   EXPECT_EQ(t.fields().at("models").list_value().values_size(), 1);
   EXPECT_EQ(Number(t, "samples"), 16);
+  // With measured rewards the heuristic is measured too, and the model's
+  // best again, so that the two compare in one unit.
+  RunResult measured = RunCommand(
+      "(placer/placer train zoo:chain:batch=4,hidden=8 --cluster cpu2 "
+      "--reward measured --steps 1 --warmup 0 --samples 16 "
+      "--samples_per_step 8 --groups 2 --json 2>/dev/null)");
+  ASSERT_EQ(measured.exit_code, 0) << measured.out;
+  const google::protobuf::Struct m = Json(measured.out);
+  const auto& row = m.fields()
+                        .at("models")
+                        .list_value()
+                        .values(0)
+                        .struct_value()
+                        .fields();
+  for (const char* field :
+       {"rl_step_seconds", "rl_step_seconds_remeasured",
+        "heuristic_step_seconds", "heuristic_step_seconds_measured"}) {
+    ASSERT_TRUE(row.contains(field)) << field << " in " << measured.out;
+    EXPECT_GT(row.at(field).number_value(), 0) << field;
+  }
 }
 
 TEST(CliTest, ZooListNamesEveryModel) {
@@ -496,7 +516,7 @@ TEST(CliTest, ZooListNamesEveryModel) {
   ASSERT_EQ(r.exit_code, 0);
   for (const char* name : {"inception_v3", "resnet50", "gnmt2", "gnmt4",
                            "gnmt8", "rnnlm", "transformer_big", "chain",
-                           "diamond", "wide"}) {
+                           "diamond", "wide", "random_dag"}) {
     EXPECT_THAT(r.out, HasSubstr(name));
   }
 }
