@@ -1,12 +1,14 @@
 // placer calibrate MODEL... --cluster cpu2 [--placements 10] [--steps N]
-//   [--warmup W] [--profile P.pbtxt] [-o results.csv]
+//   [--warmup W] [--rounds R] [--profile P.pbtxt] [-o results.csv]
 // How far the simulator is from real execution: profiles each model on
 // this machine (unless --profile is given), then for each of a set of
 // placements (every heuristic policy, then seeded random ones) measures
 // with the executor and simulates twice: with the op-by-op profile, and
 // with that profile overlaid by the node and link times measured inside
 // the steps of one reference placement that is not among those evaluated
-// (the feedback loop of the product). Prints each, the median relative
+// (the feedback loop of the product). With --rounds R the placements are
+// measured R times in turn (drift on a shared machine then falls on all
+// alike) and each keeps the median of its rounds. Prints each, the median relative
 // error and Spearman's rank correlation, per model and over all.
 #include <algorithm>
 #include <cmath>
@@ -129,6 +131,8 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       LoadUserCluster(cluster_spec.empty() ? "cpu2" : cluster_spec);
   if (!cluster.ok()) return Fail(cluster.status());
   const int wanted = absl::GetFlag(FLAGS_placements);
+  const int rounds = absl::GetFlag(FLAGS_rounds);
+  if (rounds < 1) return UsageError("--rounds must be at least 1");
   std::optional<MeasuredProfile> given;
   if (std::string path = absl::GetFlag(FLAGS_profile); !path.empty()) {
     absl::StatusOr<MeasuredProfile> p = LoadProfile(UserPath(path));
@@ -212,23 +216,55 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     table << absl::StrFormat("%-14s %12s %12s %8s %12s %8s   %s\n",
                                  "placement", "measured s", "simulated s",
                                  "error", "+feedback s", "error", spec);
+    // Simulated first; then measured in `rounds` interleaved rounds (the
+    // machine's drift then falls on every placement alike), each time a
+    // fresh executor; a placement's step is the median of its rounds.
+    std::vector<Row> pending;
     for (auto& [name, placement] : placements) {
       absl::StatusOr<SimulationResult> sim = Simulate(context, placement);
       if (!sim.ok()) return Fail(sim.status());
       absl::StatusOr<SimulationResult> fed_sim = Simulate(fed_context, placement);
       if (!fed_sim.ok()) return Fail(fed_sim.status());
-      absl::StatusOr<std::unique_ptr<Executor>> executor =
-          Executor::Create(view, *cluster, placement, measure.executor);
-      if (!executor.ok()) return Fail(executor.status());
-      absl::StatusOr<Measurement> m = MeasureSteps(**executor, measure);
-      if (StopOnSignal::requested()) break;
-      if (!m.ok()) {
-        table << absl::StrFormat("%-14s failed: %s\n", name,
-                                 m.status().message());
+      pending.push_back(
+          {spec, name, sim->step_seconds, 0, fed_sim->step_seconds});
+    }
+    std::vector<std::vector<double>> measured(placements.size());
+    std::vector<std::string> failed(placements.size());
+    for (int round = 0; round < rounds && !StopOnSignal::requested();
+         ++round) {
+      if (rounds > 1) {
+        std::cerr << absl::StrFormat("calibrate: %s: round %d of %d\n", spec,
+                                     round + 1, rounds);
+      }
+      for (size_t i = 0; i < placements.size(); ++i) {
+        if (!failed[i].empty()) continue;
+        absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(
+            view, *cluster, placements[i].second, measure.executor);
+        if (!executor.ok()) return Fail(executor.status());
+        absl::StatusOr<Measurement> m = MeasureSteps(**executor, measure);
+        if (StopOnSignal::requested()) break;
+        if (!m.ok()) {
+          failed[i] = std::string(m.status().message());
+          continue;
+        }
+        measured[i].push_back(m->step_seconds);
+      }
+    }
+    for (size_t i = 0; i < placements.size(); ++i) {
+      const std::string& name = placements[i].first;
+      if (!failed[i].empty()) {
+        table << absl::StrFormat("%-14s failed: %s\n", name, failed[i]);
         continue;
       }
-      Row row{spec, name, sim->step_seconds, m->step_seconds,
-              fed_sim->step_seconds};
+      // Only placements measured in every round count (a signal may have
+      // stopped the last round part way).
+      if (measured[i].empty() ||
+          (static_cast<int>(measured[i].size()) < rounds &&
+           !StopOnSignal::requested())) {
+        continue;
+      }
+      Row row = pending[i];
+      row.measured = Median(measured[i]);
       table << absl::StrFormat(
           "%-14s %12.6f %12.6f %+7.1f%% %12.6f %+7.1f%%\n", name, row.measured,
           row.simulated, 100 * (row.simulated - row.measured) / row.measured,

@@ -96,6 +96,10 @@ ABSL_FLAG(std::string, profile_out, "",
           "(over --profile's, when given).");
 ABSL_FLAG(int32_t, placements, 10,
           "calibrate: placements measured per model (policies, then random).");
+ABSL_FLAG(int32_t, rounds, 1,
+          "calibrate: measure every placement this many times, interleaved "
+          "(each time a fresh executor, --warmup then --steps steps); a "
+          "placement's step is the median of its rounds.");
 ABSL_FLAG(std::string, checkpoint, "",
           "train: the directory for checkpoints, the learning curve and the "
           "best placements; place --policy rl: the trained model to start "
@@ -252,14 +256,16 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                        "warmup", "threads", "json"}})},
         {"worker", join({ranks})},
         {"calibrate", join({model, policy,
-                            {"cluster", "placements", "steps", "warmup",
-                             "threads", "repeats", "profile", "o", "json"}})},
+                            {"cluster", "placements", "rounds", "steps",
+                             "warmup", "threads", "repeats", "profile", "o",
+                             "json"}})},
         {"train", join({model, costs,
                         {"cluster", "budget", "checkpoint", "resume", "curve",
                          "samples", "samples_per_step", "warm_start",
                          "imitation_steps", "joint", "learning_rate",
                          "entropy", "entropy_target", "max_kl", "groups",
-                         "sage_layers", "sage_hidden", "memory_mask", "checkpoint_every", "reward", "steps",
+                         "sage_layers", "sage_hidden", "memory_mask",
+                         "checkpoint_every", "reward", "steps",
                          "warmup", "threads", "o", "json"}})},
         {"serve", Flags{"listen", "max_ops", "max_placing", "max_request_mb",
                         "max_searches", "max_threads", "state_dir"}},

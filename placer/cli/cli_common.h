@@ -61,6 +61,7 @@ ABSL_DECLARE_FLAG(int32_t, micro_batches);
 ABSL_DECLARE_FLAG(int32_t, steps);
 ABSL_DECLARE_FLAG(std::string, profile_out);
 ABSL_DECLARE_FLAG(int32_t, placements);
+ABSL_DECLARE_FLAG(int32_t, rounds);
 ABSL_DECLARE_FLAG(std::string, checkpoint);
 ABSL_DECLARE_FLAG(bool, resume);
 ABSL_DECLARE_FLAG(std::string, curve);

@@ -366,6 +366,17 @@ TEST(CliTest, CalibrateReportsErrorAndRankCorrelation) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("all models: 4 placements"));
   EXPECT_THAT(r.out, HasSubstr("Spearman rho"));
+  // Interleaved rounds: every placement measured in each, all rows kept.
+  RunResult rounds = RunPlacer(
+      "calibrate zoo:wide:batch=8,hidden=32 --cluster cpu2 --placements 3 "
+      "--steps 1 --warmup 0 --rounds 2 --repeats 1 --budget 1 "
+      "--evaluations 20");
+  ASSERT_EQ(rounds.exit_code, 0) << rounds.out;
+  EXPECT_THAT(rounds.out, HasSubstr("round 2 of 2"));
+  EXPECT_THAT(rounds.out, HasSubstr("all models: 3 placements"));
+  RunResult none = RunPlacer("calibrate zoo:wide --rounds 0");
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_THAT(none.out, HasSubstr("--rounds must be at least 1"));
 }
 
 TEST(CliTest, PlacementFileErrorsNameTheProblem) {
