@@ -8,8 +8,9 @@
 // the steps of one reference placement that is not among those evaluated
 // (the feedback loop of the product). With --rounds R the placements are
 // measured R times in turn (drift on a shared machine then falls on all
-// alike) and each keeps the median of its rounds. Prints each, the median relative
-// error and Spearman's rank correlation, per model and over all.
+// alike) and each keeps the median of its rounds. Prints each (as its last
+// round ends), the median relative error and Spearman's rank correlation,
+// per model and over all.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -229,7 +230,23 @@ int CalibrateCommand(const std::vector<std::string>& args) {
           {spec, name, sim->step_seconds, 0, fed_sim->step_seconds});
     }
     std::vector<std::vector<double>> measured(placements.size());
-    std::vector<std::string> failed(placements.size());
+    // A placement's row, once its rounds are over (after a signal, with the
+    // rounds it was measured in).
+    auto report = [&](size_t i) {
+      if (measured[i].empty()) return;
+      Row row = pending[i];
+      row.measured = Median(measured[i]);
+      table << absl::StrFormat(
+          "%-14s %12.6f %12.6f %+7.1f%% %12.6f %+7.1f%%\n", row.placement,
+          row.measured, row.simulated,
+          100 * (row.simulated - row.measured) / row.measured,
+          row.simulated_feedback,
+          100 * (row.simulated_feedback - row.measured) / row.measured);
+      table.flush();
+      rows.push_back(row);
+      all.push_back(row);
+    };
+    std::vector<bool> done(placements.size(), false);
     for (int round = 0; round < rounds && !StopOnSignal::requested();
          ++round) {
       if (rounds > 1) {
@@ -237,42 +254,28 @@ int CalibrateCommand(const std::vector<std::string>& args) {
                                      round + 1, rounds);
       }
       for (size_t i = 0; i < placements.size(); ++i) {
-        if (!failed[i].empty()) continue;
+        if (done[i]) continue;
         absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(
             view, *cluster, placements[i].second, measure.executor);
         if (!executor.ok()) return Fail(executor.status());
         absl::StatusOr<Measurement> m = MeasureSteps(**executor, measure);
         if (StopOnSignal::requested()) break;
         if (!m.ok()) {
-          failed[i] = std::string(m.status().message());
+          table << absl::StrFormat("%-14s failed: %s\n", placements[i].first,
+                                   m.status().message());
+          done[i] = true;
           continue;
         }
         measured[i].push_back(m->step_seconds);
+        if (round + 1 == rounds) {
+          report(i);
+          done[i] = true;
+        }
       }
     }
+    // Stopped by a signal: the placements measured so far.
     for (size_t i = 0; i < placements.size(); ++i) {
-      const std::string& name = placements[i].first;
-      if (!failed[i].empty()) {
-        table << absl::StrFormat("%-14s failed: %s\n", name, failed[i]);
-        continue;
-      }
-      // Only placements measured in every round count (a signal may have
-      // stopped the last round part way).
-      if (measured[i].empty() ||
-          (static_cast<int>(measured[i].size()) < rounds &&
-           !StopOnSignal::requested())) {
-        continue;
-      }
-      Row row = pending[i];
-      row.measured = Median(measured[i]);
-      table << absl::StrFormat(
-          "%-14s %12.6f %12.6f %+7.1f%% %12.6f %+7.1f%%\n", name, row.measured,
-          row.simulated, 100 * (row.simulated - row.measured) / row.measured,
-          row.simulated_feedback,
-          100 * (row.simulated_feedback - row.measured) / row.measured);
-      table.flush();
-      rows.push_back(row);
-      all.push_back(row);
+      if (!done[i]) report(i);
     }
     summaries += Summary(spec, rows);
     (*per_model.mutable_fields())[spec] = SummaryJson(rows);

@@ -202,8 +202,8 @@ absl::StatusOr<RlModelOptions> RlCheckpointReader::ModelOptions() {
   if (!within(m.groups, 1 << 12) || !within(m.grouper_hidden, 1 << 13) ||
       !within(m.placer_hidden, 1 << 13) ||
       !within(m.device_embedding, 1 << 13) ||
-      !(m.sage_layers >= 0 && m.sage_layers <= 16) ||
-      !within(m.sage_hidden, 1 << 13) ||
+      !(m.sage_layers >= 0 && m.sage_layers <= kMaxSageLayers) ||
+      !within(m.sage_hidden, kMaxSageHidden) ||
       !(m.logit_clip > 0 && m.logit_clip < 1e6) ||
       !(m.temperature > 0 && m.temperature < 1e6)) {
     return absl::DataLossError(absl::StrCat(

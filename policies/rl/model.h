@@ -40,6 +40,9 @@
 
 namespace placer {
 
+inline constexpr int kMaxSageLayers = 8;
+inline constexpr int kMaxSageHidden = 1024;
+
 struct RlModelOptions {
   int groups = 32;
   int grouper_hidden = 64;
@@ -51,7 +54,8 @@ struct RlModelOptions {
   // the groups it already put there (unless the group fits nowhere).
   bool memory_mask = true;
   // GraphSAGE layers over the units (0: none, the features alone) and the
-  // width of each.
+  // width of each, at most kMaxSageLayers x kMaxSageHidden (a damaged
+  // checkpoint must not ask for gigabytes).
   int sage_layers = 0;
   int sage_hidden = 64;
   // "g=32 gh=64 ph=128 de=16 clip=5 t=1 mm=1" (and " sage=2x64" with an

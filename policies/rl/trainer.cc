@@ -435,10 +435,13 @@ absl::StatusOr<std::unique_ptr<RlTrainer>> RlTrainer::Create(
         "rl: ", options.model.groups, " groups cannot cover ", devices,
         " devices"));
   }
-  if (options.model.sage_layers < 0 || options.model.sage_layers > 16 ||
-      options.model.sage_hidden < 1) {
+  if (options.model.sage_layers < 0 ||
+      options.model.sage_layers > kMaxSageLayers ||
+      options.model.sage_hidden < 1 ||
+      options.model.sage_hidden > kMaxSageHidden) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "rl: GraphSAGE layers must be 0..16 and their width >= 1 (got ",
+        "rl: GraphSAGE layers must be 0..", kMaxSageLayers,
+        " and their width 1..", kMaxSageHidden, " (got ",
         options.model.sage_layers, " x ", options.model.sage_hidden, ")"));
   }
   auto s = std::make_unique<State>();

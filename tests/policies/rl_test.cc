@@ -539,6 +539,14 @@ TEST(RlTrainerTest, BadOptionsAreErrors) {
   o.max_kl_per_choice = -1;
   EXPECT_THAT(RlTrainer::Create({Task(s, "a")}, o).status().message(),
               HasSubstr("KL limit must be >= 0"));
+  o = Small(8);
+  o.model.sage_layers = kMaxSageLayers + 1;
+  EXPECT_THAT(RlTrainer::Create({Task(s, "a")}, o).status().message(),
+              HasSubstr("GraphSAGE layers must be 0..8"));
+  o.model.sage_layers = 2;
+  o.model.sage_hidden = kMaxSageHidden + 1;
+  EXPECT_THAT(RlTrainer::Create({Task(s, "a")}, o).status().message(),
+              HasSubstr("width 1..1024"));
 }
 
 }  // namespace
