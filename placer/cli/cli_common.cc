@@ -137,7 +137,12 @@ ABSL_FLAG(int32_t, groups, 32, "train: the Grouper's number of groups.");
 ABSL_FLAG(int32_t, sage_layers, 0,
           "train: GraphSAGE layers embedding the units before the Grouper "
           "and the Placer (0: the features alone).");
-ABSL_FLAG(int32_t, sage_hidden, 64, "train: the width of each GraphSAGE layer.");
+ABSL_FLAG(int32_t, sage_hidden, 64,
+          "train: the width of each GraphSAGE layer.");
+ABSL_FLAG(bool, device_agnostic, false,
+          "train: a Placer for any cluster (each device scored from its own "
+          "numbers), so the checkpoint places on clusters of other sizes "
+          "and kinds.");
 ABSL_FLAG(bool, memory_mask, true,
           "train: the Placer closes devices that a group would overflow.");
 ABSL_FLAG(placer::FlagSeconds, checkpoint_every, placer::FlagSeconds{60},
@@ -264,7 +269,8 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                          "samples", "samples_per_step", "warm_start",
                          "imitation_steps", "joint", "learning_rate",
                          "entropy", "entropy_target", "max_kl", "groups",
-                         "sage_layers", "sage_hidden", "memory_mask",
+                         "sage_layers", "sage_hidden", "device_agnostic",
+                         "memory_mask",
                          "checkpoint_every", "reward", "steps",
                          "warmup", "threads", "o", "json"}})},
         {"serve", Flags{"listen", "max_ops", "max_placing", "max_request_mb",

@@ -95,6 +95,7 @@ absl::Status WriteRlCheckpoint(const std::string& dir,
     archive.write("model.temperature", c10::IValue(m.temperature));
     archive.write("model.sage_layers", c10::IValue(int64_t{m.sage_layers}));
     archive.write("model.sage_hidden", c10::IValue(int64_t{m.sage_hidden}));
+    archive.write("model.device_agnostic", c10::IValue(m.device_agnostic));
     torch::serialize::OutputArchive model_archive, optimizer_archive;
     model.save(model_archive);
     optimizer.save(optimizer_archive);
@@ -193,6 +194,9 @@ absl::StatusOr<RlModelOptions> RlCheckpointReader::ModelOptions() {
           m.sage_layers = static_cast<int>(v.toInt());
           archive_.read("model.sage_hidden", v);
           m.sage_hidden = static_cast<int>(v.toInt());
+        }
+        if (archive_.try_read("model.device_agnostic", v)) {
+          m.device_agnostic = v.toBool();
         }
         return m;
       });

@@ -97,6 +97,50 @@ RlGraph BuildRlGraph(const PolicyInput& input, const PolicyOptions& options) {
     }
   }
 
+  // The devices' own numbers, relative to the cluster's means.
+  g.device_features.assign(static_cast<size_t>(devices) * RlGraph::kDeviceFeatures,
+                           0);
+  {
+    const Cluster& c = input.cluster;
+    std::vector<double> flops(devices), bandwidth(devices), limit(devices),
+        links(devices, 0), slowness(devices, 0);
+    for (int d = 0; d < devices; ++d) {
+      flops[d] = c.device(d).peak_flops;
+      bandwidth[d] = c.device(d).memory_bandwidth;
+      limit[d] = static_cast<double>(MemoryLimit(c, options, d));
+      for (int e = 0; e < devices; ++e) {
+        if (e != d) links[d] += c.link(d, e).bandwidth / (devices - 1);
+      }
+      int counted = 0;
+      for (int a = 0; a < n; ++a) {
+        if (u.min_seconds(a) <= 0) continue;
+        slowness[d] += u.seconds(a, d) / u.min_seconds(a);
+        ++counted;
+      }
+      slowness[d] = counted ? slowness[d] / counted : 1;
+    }
+    auto mean = [](const std::vector<double>& v) {
+      double sum = 0;
+      for (double x : v) sum += x;
+      return v.empty() ? 0.0 : sum / v.size();
+    };
+    auto log_ratio = [](double x, double m) {
+      return static_cast<float>(x > 0 && m > 0 ? std::log(x / m) : 0.0);
+    };
+    const double mf = mean(flops), mb = mean(bandwidth), ml = mean(limit),
+                 mk = mean(links), ms = mean(slowness);
+    for (int d = 0; d < devices; ++d) {
+      float* f = &g.device_features[static_cast<size_t>(d) *
+                                    RlGraph::kDeviceFeatures];
+      f[0] = log_ratio(flops[d], mf);
+      f[1] = log_ratio(bandwidth[d], mb);
+      f[2] = log_ratio(limit[d], ml);
+      f[3] = log_ratio(links[d], mk);
+      f[4] = log_ratio(slowness[d], ms);
+      f[5] = c.device(d).kind == DeviceKind::kGpu ? 1.0f : 0.0f;
+    }
+  }
+
   g.compute_fraction.resize(n);
   g.memory_fraction.resize(n);
   const double total_memory = total_resident + total_activation;

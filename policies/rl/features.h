@@ -10,7 +10,9 @@
 // neighbourhood), a histogram of its members' op types hashed into
 // kOpTypeBuckets buckets (the op-type embedding's input), and per device
 // its time there over its fastest time, minus one. So a model trained on
-// some graphs reads any other graph for the same number of devices.
+// some graphs reads any other graph for the same number of devices; with
+// the device-count-free rows (kAgnosticFeatures) and the devices' own
+// numbers (device_features), any cluster.
 // `links` lists each pair of units that exchange bytes once, with the
 // bytes as a fraction of all such bytes; the placer turns them into
 // group-to-group adjacency. StructuralGroups(G) is the graph's own cut into
@@ -40,10 +42,20 @@ struct RlGraph {
   static int FeatureCount(int devices) {
     return 3 * kBaseFeatures + kOpTypeBuckets + devices;
   }
+  // Device-count-free unit rows (a model that places on any cluster): the
+  // rows above without the per-device columns, plus their least, mean and
+  // largest value.
+  static constexpr int kAgnosticFeatures = 3 * kBaseFeatures + kOpTypeBuckets + 3;
+  // Per device, relative to the cluster's mean (logarithms of ratios):
+  // peak FLOP/s, memory bandwidth, memory limit, the mean bandwidth of its
+  // links out, the units' mean time there over their fastest time; and 1
+  // for a GPU.
+  static constexpr int kDeviceFeatures = 6;
 
   GroupGraph units;
   int num_devices = 0;
   std::vector<float> features;          // num_units x FeatureCount, rows
+  std::vector<float> device_features;   // num_devices x kDeviceFeatures
   std::vector<float> compute_fraction;  // per unit: min seconds / total
   std::vector<float> memory_fraction;   // per unit: bytes / total
   // Per device: the share of the units' bytes (memory_fraction's scale)

@@ -82,6 +82,7 @@ std::string RlModelOptions::Describe() const {
   if (sage_layers > 0) {
     absl::StrAppendFormat(&s, " sage=%dx%d", sage_layers, sage_hidden);
   }
+  if (device_agnostic) s += " any-devices";
   return s;
 }
 
@@ -101,6 +102,23 @@ RlGraphTensors::RlGraphTensors(const RlGraph& g, int groups) : graph(&g) {
   std::vector<int64_t> wide(structural_group.begin(), structural_group.end());
   structure = torch::one_hot(torch::tensor(wide, torch::kLong), groups)
                   .to(torch::kFloat);
+  // The rows without their per-device columns, and those columns' least,
+  // mean and largest value.
+  constexpr int kShared = RlGraph::kAgnosticFeatures - 3;
+  torch::Tensor speed = features.narrow(1, kShared, width - kShared);
+  agnostic_features =
+      g.num_devices > 0
+          ? torch::cat({features.narrow(1, 0, kShared),
+                        std::get<0>(speed.min(1, /*keepdim=*/true)),
+                        speed.mean(1, /*keepdim=*/true),
+                        std::get<0>(speed.max(1, /*keepdim=*/true))},
+                       1)
+          : torch::zeros({n, RlGraph::kAgnosticFeatures});
+  device_features =
+      torch::from_blob(const_cast<float*>(g.device_features.data()),
+                       {g.num_devices, RlGraph::kDeviceFeatures},
+                       torch::kFloat)
+          .clone();
   std::vector<int64_t> src, dst;
   std::vector<float> degree(n, 0);
   for (const RlLink& link : g.links) {
@@ -129,7 +147,11 @@ std::vector<int> RlBatch::DeviceOfUnit(int row) const {
 HierarchicalPlacerImpl::HierarchicalPlacerImpl(int features, int devices,
                                                RlModelOptions options,
                                                uint64_t seed)
-    : features_(features), devices_(devices), options_(options) {
+    : features_(options.device_agnostic ? RlGraph::kAgnosticFeatures
+                                         : features),
+      devices_(devices),
+      options_(options) {
+  features = features_;
   const int g = options.groups;
   const int gh = options.grouper_hidden;
   const int h = options.placer_hidden;
@@ -150,8 +172,10 @@ HierarchicalPlacerImpl::HierarchicalPlacerImpl(int features, int devices,
                                      .bidirectional(true)
                                      .batch_first(true)));
   decoder_ = register_module("decoder", torch::nn::LSTMCell(e + 2 * h, h));
-  device_embed_ =
-      register_module("device_embed", torch::nn::Embedding(devices + 1, e));
+  if (!options.device_agnostic) {
+    device_embed_ =
+        register_module("device_embed", torch::nn::Embedding(devices + 1, e));
+  }
   attend_encoder_ = register_module(
       "attend_encoder", torch::nn::Linear(torch::nn::LinearOptions(2 * h, h)
                                               .bias(false)));
@@ -160,8 +184,22 @@ HierarchicalPlacerImpl::HierarchicalPlacerImpl(int features, int devices,
   attend_score_ = register_module(
       "attend_score",
       torch::nn::Linear(torch::nn::LinearOptions(h, 1).bias(false)));
-  device_out_ = register_module("device_out",
-                                torch::nn::Linear(3 * h, devices));
+  if (options.device_agnostic) {
+    device_in_ = register_module(
+        "device_in", torch::nn::Linear(RlGraph::kDeviceFeatures, e));
+    no_device_ = register_parameter("no_device", torch::zeros({e}));
+    score_query_ = register_module("score_query", torch::nn::Linear(3 * h, h));
+    score_key_ = register_module("score_key", torch::nn::Linear(e, h));
+    score_state_ = register_module(
+        "score_state",
+        torch::nn::Linear(torch::nn::LinearOptions(3, h).bias(false)));
+    score_out_ = register_module(
+        "score_out",
+        torch::nn::Linear(torch::nn::LinearOptions(h, 1).bias(false)));
+  } else {
+    device_out_ = register_module("device_out",
+                                  torch::nn::Linear(3 * h, devices));
+  }
 
   // Uniform(-0.1, 0.1) from the seed, parameter by parameter in name order.
   std::mt19937_64 rng(seed);
@@ -179,8 +217,13 @@ torch::Tensor HierarchicalPlacerImpl::Clip(const torch::Tensor& x) const {
   return clipped / options_.temperature;
 }
 
+const torch::Tensor& HierarchicalPlacerImpl::Rows(
+    const RlGraphTensors& graph) const {
+  return options_.device_agnostic ? graph.agnostic_features : graph.features;
+}
+
 torch::Tensor HierarchicalPlacerImpl::Encode(const RlGraphTensors& graph) {
-  torch::Tensor h = graph.features;
+  torch::Tensor h = Rows(graph);
   if (sage_.empty()) return h.new_zeros({h.size(0), 0});
   for (torch::nn::Linear& layer : sage_) {
     torch::Tensor mean =
@@ -201,7 +244,10 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
   const RlGraph& rg = *graph.graph;
   const int n = rg.num_units();
   const int g = options_.groups;
-  const int d = devices_;
+  const int d = rg.num_devices;
+  TORCH_CHECK(options_.device_agnostic || d == devices_, "rl: a model for ",
+              devices_, " devices asked to place on ", d);
+  const torch::Tensor& rows = Rows(graph);
   const bool noisy = mode == RlSampleMode::kSample && noise_stddev > 0;
   const bool draw_groups = mode == RlSampleMode::kSample && sample_groups;
   RlBatch out;
@@ -211,7 +257,7 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
   torch::Tensor embedding = Encode(graph);  // [n, sh]
   torch::Tensor logits =
       Clip(grouper_out_(torch::relu(grouper_hidden_(
-          torch::cat({graph.features, embedding, graph.structure}, 1)))));
+          torch::cat({rows, embedding, graph.structure}, 1)))));
   if (noisy && draw_groups) logits = logits + Noise({n, g}, noise_stddev, rng);
   torch::Tensor group_logp = torch::log_softmax(logits, 1);  // [n, g]
   if (mode == RlSampleMode::kGiven) {
@@ -258,6 +304,7 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
   torch::Tensor embed_in;
   std::vector<float> nonempty(static_cast<size_t>(k) * g, 0);
   std::vector<float> group_memory;  // [k * g], fractions of the units' bytes
+  std::vector<float> group_compute;  // [k * g], fractions of their seconds
   {
     torch::NoGradGuard no_grad;
     torch::Tensor ones = torch::ones({k * n}, torch::kFloat);
@@ -265,7 +312,7 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
         torch::zeros({k * g}, torch::kFloat).index_add_(0, slot, ones);
     torch::Tensor sums =
         torch::zeros({k * g, features_}, torch::kFloat)
-            .index_add_(0, slot, graph.features.repeat({k, 1}));
+            .index_add_(0, slot, rows.repeat({k, 1}));
     torch::Tensor means = sums / counts.clamp_min(1).unsqueeze(1);
     torch::Tensor compute =
         torch::zeros({k * g}, torch::kFloat)
@@ -289,6 +336,8 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
     for (int i = 0; i < k * g; ++i) nonempty[i] = c[i] > 0 ? 1.0f : 0.0f;
     const float* m = memory.data_ptr<float>();
     group_memory.assign(m, m + static_cast<size_t>(k) * g);
+    const float* w = compute.data_ptr<float>();
+    group_compute.assign(w, w + static_cast<size_t>(k) * g);
     embed_in = torch::cat({means, (counts / std::max(n, 1)).unsqueeze(1),
                            compute.unsqueeze(1), memory.unsqueeze(1),
                            adjacency_t},
@@ -318,19 +367,54 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
   torch::Tensor hx = torch::zeros({k, hidden});
   torch::Tensor cx = torch::zeros({k, hidden});
   torch::Tensor previous = torch::full({k}, d, torch::kLong);
+  // device_agnostic: each device embedded from its numbers ([d, e]; row d
+  // is "none yet"), and its attention key ([d, H]).
+  torch::Tensor device_table, device_keys;
+  if (options_.device_agnostic) {
+    torch::Tensor embedded = torch::tanh(device_in_(graph.device_features));
+    device_table = torch::cat({embedded, no_device_.unsqueeze(0)}, 0);
+    device_keys = score_key_(embedded);
+  }
   out.device_of_group.assign(k, std::vector<int>(g, 0));
   std::vector<float> used(static_cast<size_t>(k) * d, 0);  // memory per device
+  std::vector<float> busy(static_cast<size_t>(k) * d, 0);  // compute per device
   for (int t = 0; t < g; ++t) {
     torch::Tensor score =
         attend_score_(torch::tanh(keys + attend_decoder_(hx).unsqueeze(1)))
             .squeeze(2);                                          // [k, g]
     torch::Tensor context =
         (torch::softmax(score, 1).unsqueeze(2) * encoded).sum(1); // [k, 2H]
+    torch::Tensor previous_embedded =
+        options_.device_agnostic ? device_table.index_select(0, previous)
+                                 : device_embed_(previous);
     std::tie(hx, cx) = decoder_->forward(
-        torch::cat({device_embed_(previous), context}, 1),
+        torch::cat({previous_embedded, context}, 1),
         std::make_tuple(hx, cx));
-    torch::Tensor step_logits = Clip(device_out_(
-        torch::cat({hx, encoded.select(1, t)}, 1)));              // [k, d]
+    torch::Tensor query = torch::cat({hx, encoded.select(1, t)}, 1);
+    torch::Tensor step_logits;                                    // [k, d]
+    if (options_.device_agnostic) {
+      // Identical devices differ only by what the row put on them so far:
+      // its memory and compute there, and whether it was the last choice
+      // (relabelling devices relabels these too).
+      std::vector<float> state(static_cast<size_t>(k) * d * 3);
+      const int64_t* last = previous.data_ptr<int64_t>();
+      for (int r = 0; r < k; ++r) {
+        for (int x = 0; x < d; ++x) {
+          float* f = &state[(static_cast<size_t>(r) * d + x) * 3];
+          f[0] = used[static_cast<size_t>(r) * d + x];
+          f[1] = busy[static_cast<size_t>(r) * d + x];
+          f[2] = last[r] == x ? 1.0f : 0.0f;
+        }
+      }
+      torch::Tensor state_keys = score_state_(
+          torch::from_blob(state.data(), {k, d, 3}, torch::kFloat).clone());
+      step_logits = Clip(
+          score_out_(torch::tanh(score_query_(query).unsqueeze(1) +
+                                 device_keys.unsqueeze(0) + state_keys))
+              .squeeze(2));
+    } else {
+      step_logits = Clip(device_out_(query));
+    }
     if (noisy) step_logits = step_logits + Noise({k, d}, noise_stddev, rng);
     if (options_.memory_mask) {
       std::vector<float> closed =
@@ -362,6 +446,8 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
       out.device_of_group[r][t] = static_cast<int>(chosen[r]);
       used[static_cast<size_t>(r) * d + chosen[r]] +=
           group_memory[static_cast<size_t>(r) * g + t];
+      busy[static_cast<size_t>(r) * d + chosen[r]] +=
+          group_compute[static_cast<size_t>(r) * g + t];
     }
     previous = torch::tensor(chosen, torch::kLong);
     log_prob = log_prob + step_logp.gather(1, previous.unsqueeze(1))

@@ -58,8 +58,16 @@ struct RlModelOptions {
   // checkpoint must not ask for gigabytes).
   int sage_layers = 0;
   int sage_hidden = 64;
+  // A Placer for any cluster: it reads the device-count-free unit rows and
+  // scores each device from the device's own numbers and from what the
+  // placement put on it so far (memory, compute, whether it was the last
+  // choice) with an attention over the devices, instead of one output per
+  // device of the training cluster; a checkpoint then places on clusters
+  // of other sizes and kinds.
+  bool device_agnostic = false;
   // "g=32 gh=64 ph=128 de=16 clip=5 t=1 mm=1" (and " sage=2x64" with an
-  // encoder): checkpoints must match it.
+  // encoder, " any-devices" when device_agnostic): checkpoints must match
+  // it.
   std::string Describe() const;
 };
 
@@ -72,6 +80,8 @@ struct RlGraphTensors {
   torch::Tensor structure;        // [N, G] its one-hot
   torch::Tensor compute_fraction; // [N]
   torch::Tensor memory_fraction;  // [N]
+  torch::Tensor agnostic_features;  // [N, kAgnosticFeatures]
+  torch::Tensor device_features;    // [D, kDeviceFeatures]
   // Both directions of every link: messages from src[i] to dst[i]; and
   // 1 / (the unit's neighbour count), 0 without neighbours. [2L], [2L],
   // [N, 1].
@@ -102,7 +112,9 @@ class HierarchicalPlacerImpl : public torch::nn::Module {
   HierarchicalPlacerImpl(int features, int devices, RlModelOptions options,
                          uint64_t seed);
 
-  // `noise_stddev`: Gaussian noise added to the logits before sampling
+  // `devices`: the device count of the graphs it places (ignored when
+  // device_agnostic: any). `noise_stddev`: Gaussian noise added to the
+  // logits before sampling
   // (kSample only). For kGiven, `given` holds the k rows to score.
   // `sample_groups` false (kSample only): every row takes the Grouper's
   // most likely groups and log_prob leaves the Grouper out.
@@ -132,6 +144,13 @@ class HierarchicalPlacerImpl : public torch::nn::Module {
       attend_score_{nullptr};
   torch::nn::Linear device_out_{nullptr};
   std::vector<torch::nn::Linear> sage_;
+  // device_agnostic: devices embedded from their numbers, a learned "no
+  // device yet", and an additive attention scoring each device.
+  torch::nn::Linear device_in_{nullptr}, score_query_{nullptr},
+      score_key_{nullptr}, score_state_{nullptr}, score_out_{nullptr};
+  torch::Tensor no_device_;
+  // The unit rows the model reads.
+  const torch::Tensor& Rows(const RlGraphTensors& graph) const;
 };
 TORCH_MODULE(HierarchicalPlacer);
 

@@ -208,7 +208,6 @@ struct RlTrainer::State {
 
   void Imitate() {
     const int g = options.model.groups;
-    const int d = model->devices();
     std::vector<RlBatch> targets(tasks.size());
     std::vector<bool> have(tasks.size(), false);
     std::vector<std::optional<HeuristicWinner>> winners = ConsiderHeuristics();
@@ -217,6 +216,7 @@ struct RlTrainer::State {
       if (!w) continue;
       const RlGraph& rg = task_states[t]->graph;
       const int n = rg.num_units();
+      const int d = rg.num_devices;
       std::vector<int> device_of_unit(n);
       for (int u = 0; u < n; ++u) {
         device_of_unit[u] =
@@ -449,11 +449,18 @@ absl::StatusOr<std::unique_ptr<RlTrainer>> RlTrainer::Create(
   s->entropy_weight = options.entropy_weight;
   s->rng.seed(options.seed);
   for (const RlTask& t : tasks) {
-    if (t.input->cluster.num_devices() != devices) {
+    if (options.model.groups < t.input->cluster.num_devices()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rl: ", options.model.groups, " groups cannot cover ",
+          t.input->cluster.num_devices(), " devices"));
+    }
+    if (!options.model.device_agnostic &&
+        t.input->cluster.num_devices() != devices) {
       return absl::InvalidArgumentError(absl::StrCat(
           "rl: task '", t.name, "' has ", t.input->cluster.num_devices(),
           " devices, the first has ", devices,
-          "; one model places on one device count"));
+          "; one model places on one device count (unless "
+          "--device-agnostic)"));
     }
   }
   s->tasks = std::move(tasks);
@@ -651,8 +658,8 @@ absl::Status RlTrainer::LoadModel(const std::string& dir) {
   const std::string want = absl::StrCat(s_->options.model.Describe(), " ");
   const std::string devices =
       absl::StrCat(" devices=", s_->model->devices(), " ");
-  if (size_t at = config.find(" devices="); at != std::string::npos &&
-      config.find(devices) == std::string::npos) {
+  if (size_t at = config.find(" devices="); !s_->options.model.device_agnostic &&
+      at != std::string::npos && config.find(devices) == std::string::npos) {
     const std::string trained =
         config.substr(at + 9, config.find(' ', at + 9) - (at + 9));
     return absl::FailedPreconditionError(absl::StrCat(

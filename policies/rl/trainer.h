@@ -1,5 +1,6 @@
 // RlTrainer: trains a HierarchicalPlacer with REINFORCE on one or more
-// graphs (tasks), as in Mirhoseini et al. 2018.
+// graphs (tasks), as in Mirhoseini et al. 2018. The tasks share one device
+// count unless the model is device_agnostic (model.h).
 //
 // Contract: each training step takes the next task in turn, draws
 // `samples_per_step` placements, scores them with the task's evaluators

@@ -253,6 +253,67 @@ TEST(RlModelTest, GraphSageEncoderSeesKHopsAndIsTrained) {
   }
 }
 
+// The device-agnostic Placer scores each device from its own numbers, so
+// relabelling a cluster's devices relabels the choices and changes no
+// probability (exact, through teacher forcing), and one model reads
+// clusters of 4, 8 and 3 devices.
+TEST(RlModelTest, DeviceAgnosticPlacerIsEquivariantAndSizeFree) {
+  RlModelOptions m;
+  m.groups = 8;
+  m.device_agnostic = true;
+  EXPECT_THAT(m.Describe(), HasSubstr("any-devices"));
+  HierarchicalPlacer model(RlGraph::FeatureCount(4), 4, m, /*seed=*/3);
+  torch::NoGradGuard no_grad;
+  for (const char* preset : {"p100x4", "v100x8", "cpu1_gpu2"}) {
+    SCOPED_TRACE(preset);
+    Scenario s("gnmt2", preset);
+    RlGraph g = BuildRlGraph(s.input(), PolicyOptions{});
+    const int d = g.num_devices;
+    RlGraphTensors tensors(g, m.groups);
+    std::mt19937_64 rng(11);
+    RlBatch drawn = model->Run(tensors, 8, RlSampleMode::kSample, 0.0, rng);
+    for (int r = 0; r < 8; ++r) {
+      for (int x : drawn.device_of_group[r]) {
+        EXPECT_GE(x, 0);
+        EXPECT_LT(x, d);
+      }
+    }
+    // Relabel: device i becomes d-1-i.
+    RlGraph flipped = g;
+    for (int i = 0; i < d; ++i) {
+      const int j = d - 1 - i;
+      std::copy_n(&g.device_features[i * RlGraph::kDeviceFeatures],
+                  RlGraph::kDeviceFeatures,
+                  &flipped.device_features[j * RlGraph::kDeviceFeatures]);
+      flipped.device_capacity[j] = g.device_capacity[i];
+      for (int u = 0; u < g.num_units(); ++u) {
+        const int w = RlGraph::FeatureCount(d);
+        const int at = w - d;
+        flipped.features[u * w + at + j] = g.features[u * w + at + i];
+      }
+    }
+    RlGraphTensors flipped_tensors(flipped, m.groups);
+    RlBatch given = drawn;
+    for (auto& row : given.device_of_group) {
+      for (int& x : row) x = d - 1 - x;
+    }
+    RlBatch a = model->Run(tensors, 8, RlSampleMode::kGiven, 0.0, rng, &drawn);
+    RlBatch b = model->Run(flipped_tensors, 8, RlSampleMode::kGiven, 0.0, rng,
+                           &given);
+    EXPECT_TRUE(torch::allclose(a.log_prob, b.log_prob, 1e-4, 1e-5))
+        << a.log_prob << " vs " << b.log_prob;
+    // Not a trivial equality: the devices' numbers move the choices.
+    if (std::string(preset) == "cpu1_gpu2") {
+      EXPECT_FALSE(torch::allclose(
+          a.log_prob,
+          model->Run(flipped_tensors, 8, RlSampleMode::kGiven, 0.0, rng,
+                     &drawn)
+              .log_prob,
+          1e-4, 1e-5));
+    }
+  }
+}
+
 TEST(RlTrainerTest, SameSeedSameSamplesSameResult) {
   Scenario s("gnmt2", "p100x4");
   RlTrainerOptions o = Small(96);
@@ -456,6 +517,40 @@ TEST(RlPolicyTest, ZeroShotAndFineTunedPlacementsAreValid) {
   ASSERT_FALSE(wrong.ok());
   EXPECT_THAT(wrong.status().message(),
               HasSubstr("trained for 4 devices; this cluster has 8"));
+}
+
+// A device-agnostic checkpoint trained on 4 P100s places, zero-shot, on
+// 8 V100s and on a CPU with two GPUs (valid placements, never worse than
+// the best heuristic there); the default model refuses (above).
+TEST(RlPolicyTest, DeviceAgnosticCheckpointPlacesOnUnseenClusters) {
+  Scenario train("gnmt2", "p100x4");
+  RlTrainerOptions o;
+  o.model.device_agnostic = true;
+  o.max_samples = 64;
+  o.checkpoint_dir = TempDir("agnostic");
+  std::unique_ptr<RlTrainer> t = Make(train, o);
+  ASSERT_TRUE(t->Train().ok());
+  absl::StatusOr<RlModelOptions> read =
+      RlTrainer::ReadModelOptions(o.checkpoint_dir);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(read->device_agnostic);
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> rl = NewPolicy("rl");
+  ASSERT_TRUE(rl.ok()) << rl.status();
+  for (const char* preset : {"v100x8", "cpu1_gpu2"}) {
+    SCOPED_TRACE(preset);
+    Scenario unseen("gnmt2", preset);
+    PolicyOptions po;
+    po.checkpoint_dir = o.checkpoint_dir;
+    po.max_evaluations = 1;
+    absl::StatusOr<Placement> zero = (*rl)->Place(unseen.input(), po);
+    ASSERT_TRUE(zero.ok()) << zero.status();
+    absl::StatusOr<SimulationResult> r =
+        CheckPlacement(unseen.input(), po, *zero);
+    ASSERT_TRUE(r.ok()) << r.status();
+    absl::StatusOr<HeuristicWinner> h = BestHeuristic(unseen.input(), po);
+    ASSERT_TRUE(h.ok());
+    EXPECT_LE(r->step_seconds, h->step_seconds + 1e-12);
+  }
 }
 
 TEST(RlPolicyTest, WithoutACheckpointNeverWorseThanTheBestHeuristic) {
