@@ -534,6 +534,18 @@ TEST(RlPolicyTest, DeviceAgnosticCheckpointPlacesOnUnseenClusters) {
       RlTrainer::ReadModelOptions(o.checkpoint_dir);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_TRUE(read->device_agnostic);
+  {
+    // Graphs on clusters of 4 and 3 devices train one model in turn.
+    Scenario three("gnmt2", "cpu1_gpu2");
+    RlTrainerOptions mixed = Small(32);
+    mixed.model.device_agnostic = true;
+    absl::StatusOr<std::unique_ptr<RlTrainer>> both = RlTrainer::Create(
+        {Task(train, "four"), Task(three, "three")}, mixed);
+    ASSERT_TRUE(both.ok()) << both.status();
+    ASSERT_TRUE((*both)->Train().ok());
+    EXPECT_GT((*both)->best(0).step_seconds, 0);
+    EXPECT_GT((*both)->best(1).step_seconds, 0);
+  }
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> rl = NewPolicy("rl");
   ASSERT_TRUE(rl.ok()) << rl.status();
   for (const char* preset : {"v100x8", "cpu1_gpu2"}) {
