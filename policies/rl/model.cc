@@ -151,7 +151,7 @@ HierarchicalPlacerImpl::HierarchicalPlacerImpl(int features, int devices,
                                          : features),
       devices_(devices),
       options_(options) {
-  features = features_;
+  features = features_;  // the width of the rows it reads (Rows)
   const int g = options.groups;
   const int gh = options.grouper_hidden;
   const int h = options.placer_hidden;
