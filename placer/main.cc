@@ -28,10 +28,11 @@ Usage:
       choice, each per graph batch (the graph's batch is one micro-batch),
       and writes the fastest per batch (-o: its op placement plus a
       "strategy" object).
-  placer train MODEL... --cluster C [--budget 10s] [--seed N]
+  placer train MODEL... --cluster C[,C2...] [--budget 10s] [--seed N]
       [--checkpoint DIR [--resume]] [--samples N] [--warm-start]
       [--curve F.csv] [-o P.json] [--reward simulated|measured]
-      [--entropy-target 0.4] [--max-kl 0.01]
+      [--entropy-target 0.4] [--max-kl 0.01] [--sage-layers K]
+      [--device-agnostic]
       Trains the hierarchical RL placer (Grouper + Placer, REINFORCE) on
       the models: a progress line with best and mean step time and the
       batch's diversity (distinct placements, entropy per choice); the
@@ -41,6 +42,9 @@ Usage:
       --warm-start imitates the best heuristic first. Exploration cannot
       collapse: the entropy weight adapts toward --entropy-target nats
       per choice, and each step's policy change is held under --max-kl.
+      Several clusters: every model on every cluster (clusters of other
+      device counts need --device-agnostic, whose checkpoint places on any
+      cluster).
       Then `place NEW --policy rl --checkpoint DIR` places a model it
       never saw (--evaluations 1: zero-shot; else fine-tunes for --budget).
   placer bench [--models a,b] [--clusters c,d] [--policies p,q]

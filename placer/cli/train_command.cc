@@ -1,4 +1,4 @@
-// placer train MODEL... --cluster C [--budget 10s] [--checkpoint DIR]
+// placer train MODEL... --cluster C[,C2...] [--budget 10s] [--checkpoint DIR]
 // Trains the hierarchical RL placer on the models (policies/rl/trainer.h).
 #include <unistd.h>
 
@@ -14,6 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "graph/training_view.h"
 #include "google/protobuf/struct.pb.h"
 #include "placer/cli/cli_common.h"
@@ -32,6 +33,7 @@ namespace {
 // One model, loaded and ready to simulate; held at a fixed address (the
 // view, context and input refer to each other).
 struct LoadedTask {
+  const Cluster* cluster = nullptr;
   LoadedModel model;
   TrainingView view;
   std::unique_ptr<CostModel> costs;
@@ -118,14 +120,23 @@ int TrainCommand(const std::vector<std::string>& args) {
   }
   const Reward reward = found->second;
 
-  if (!absl::GetFlag(FLAGS_o).empty() && args.size() != 1) {
-    return UsageError(
-        "-o takes the placement of one model; with several, each model's "
-        "best is written in --checkpoint DIR");
+  // --cluster A[,B...]: every model trains on every cluster (clusters of
+  // different device counts need --device-agnostic; the trainer says so).
+  std::vector<std::unique_ptr<Cluster>> clusters;
+  std::vector<std::string> cluster_specs =
+      absl::StrSplit(absl::GetFlag(FLAGS_cluster), ',', absl::SkipEmpty());
+  for (const std::string& spec : cluster_specs) {
+    absl::StatusOr<Cluster> c = LoadUserCluster(spec);
+    if (!c.ok()) return Fail(c.status());
+    clusters.push_back(std::make_unique<Cluster>(std::move(*c)));
   }
-  absl::StatusOr<Cluster> cluster =
-      LoadUserCluster(absl::GetFlag(FLAGS_cluster));
-  if (!cluster.ok()) return Fail(cluster.status());
+  if (clusters.empty()) return UsageError("train needs --cluster");
+  if (!absl::GetFlag(FLAGS_o).empty() &&
+      args.size() * clusters.size() != 1) {
+    return UsageError(
+        "-o takes the placement of one model on one cluster; with several, "
+        "each one's best is written in --checkpoint DIR");
+  }
 
   RlTrainerOptions to;
   to.seed = absl::GetFlag(FLAGS_seed);
@@ -156,8 +167,17 @@ int TrainCommand(const std::vector<std::string>& args) {
   std::vector<std::unique_ptr<LoadedTask>> loaded;
   std::vector<RlTask> tasks;
   std::vector<std::string> names;
-  for (const std::string& spec : args) {
+  std::vector<std::pair<size_t, std::string>> pairs;  // (cluster, model)
+  for (size_t ci = 0; ci < clusters.size(); ++ci) {
+    for (const std::string& spec : args) pairs.push_back({ci, spec});
+  }
+  for (const auto& [ci, spec] : pairs) {
+    const Cluster* cluster = clusters[ci].get();
+    const std::string name =
+        clusters.size() == 1 ? spec
+                             : absl::StrCat(spec, "@", cluster_specs[ci]);
     auto t = std::make_unique<LoadedTask>();
+    t->cluster = cluster;
     absl::StatusOr<LoadedModel> model = LoadModelFromFlags(spec);
     if (!model.ok()) return Fail(model.status());
     t->model = std::move(*model);
@@ -171,7 +191,7 @@ int TrainCommand(const std::vector<std::string>& args) {
     t->input = std::make_unique<PolicyInput>(
         PolicyInput{t->view, *cluster, *t->costs, *t->context});
     RlTask task;
-    task.name = spec;
+    task.name = name;
     task.input = t->input.get();
     task.options.seed = to.seed;
     const LoadedTask* raw = t.get();
@@ -186,13 +206,13 @@ int TrainCommand(const std::vector<std::string>& args) {
       measure.executor.seed = to.seed;
       measure.executor.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
       measure.executor.priorities = raw->context->priorities();
-      const Cluster* c = &*cluster;
+      const Cluster* c = cluster;
       task.make_evaluator = [raw, c, measure] {
         return NewExecutorEvaluator(raw->view, *c, measure);
       };
     }
     tasks.push_back(std::move(task));
-    names.push_back(spec);
+    names.push_back(name);
     loaded.push_back(std::move(t));
   }
 
@@ -333,7 +353,7 @@ int TrainCommand(const std::vector<std::string>& args) {
     if (!best.placement) continue;
     PlacementInfo info{names[i], "rl", best.step_seconds};
     std::string placement_json = PlacementToJson(
-        *best.placement, loaded[i]->model.graph, *cluster, info);
+        *best.placement, loaded[i]->model.graph, *loaded[i]->cluster, info);
     if (!dir.empty()) {
       files.push_back(
           {absl::StrCat(dir, "/best_", i, ".json"), placement_json});

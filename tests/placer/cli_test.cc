@@ -520,6 +520,22 @@ TEST(CliTest, JsonEverywhere) {
     ASSERT_TRUE(row.contains(field)) << field << " in " << measured.out;
     EXPECT_GT(row.at(field).number_value(), 0) << field;
   }
+  // Several clusters: every model on each; other device counts need a
+  // device-agnostic model, and the error says so.
+  const std::string mixed =
+      "(placer/placer train zoo:chain:batch=4,hidden=8 --cluster "
+      "p100x4,cpu1_gpu2 --samples 16 --samples_per_step 8 --groups 4 --json";
+  RunResult refused = RunCommand(mixed + " 2>&1)");
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.out, HasSubstr("unless --device-agnostic"));
+  RunResult agnostic = RunCommand(mixed + " --device-agnostic 2>/dev/null)");
+  ASSERT_EQ(agnostic.exit_code, 0) << agnostic.out;
+  const google::protobuf::Struct a = Json(agnostic.out);
+  const auto& models = a.fields().at("models").list_value();
+  ASSERT_EQ(models.values_size(), 2);
+  EXPECT_THAT(models.values(1).struct_value().fields().at("model")
+                  .string_value(),
+              HasSubstr("@cpu1_gpu2"));
 }
 
 TEST(CliTest, ZooListNamesEveryModel) {
