@@ -32,7 +32,7 @@ Usage:
       [--checkpoint DIR [--resume]] [--samples N] [--warm-start]
       [--curve F.csv] [-o P.json] [--reward simulated|measured]
       [--entropy-target 0.4] [--max-kl 0.01] [--sage-layers K]
-      [--device-agnostic]
+      [--device-agnostic] [--heuristic-input]
       Trains the hierarchical RL placer (Grouper + Placer, REINFORCE) on
       the models: a progress line with best and mean step time and the
       batch's diversity (distinct placements, entropy per choice); the

@@ -257,7 +257,8 @@ std::vector<int> ParameterFamilies(const TrainingView& view,
 }
 
 std::vector<int> MergeFamilies(const GroupGraph& units,
-                               const std::vector<int>& family, int parts) {
+                               const std::vector<int>& family, int parts,
+                               const std::vector<int>* key) {
   const int n = units.num_units();
   int count = 0;
   for (int f : family) count = std::max(count, f + 1);
@@ -276,11 +277,24 @@ std::vector<int> MergeFamilies(const GroupGraph& units,
   while (static_cast<int>(lightest.size()) > std::max(parts, 1)) {
     const int a = lightest.begin()->second;
     lightest.erase(lightest.begin());
+    // With keys: a group of the same key first (its most bytes, else the
+    // lightest), then any.
+    auto same = [&](int f) { return key == nullptr || (*key)[f] == (*key)[a]; };
     int b = -1;
-    for (const auto& [to, crossing] : bytes[a]) {
-      if (b < 0 || crossing > bytes[a][b]) b = to;
+    for (bool keyed : {true, false}) {
+      for (const auto& [to, crossing] : bytes[a]) {
+        if (keyed && !same(to)) continue;
+        if (b < 0 || crossing > bytes[a][b]) b = to;
+      }
+      if (b < 0) {
+        for (const auto& [s, f] : lightest) {
+          if (keyed && !same(f)) continue;
+          b = f;
+          break;
+        }
+      }
+      if (b >= 0) break;
     }
-    if (b < 0) b = lightest.begin()->second;
     lightest.erase({seconds[b], b});
     seconds[b] += seconds[a];
     lightest.insert({seconds[b], b});

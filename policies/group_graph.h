@@ -101,10 +101,13 @@ std::vector<int> ParameterFamilies(const TrainingView& view,
 // compute (min seconds; ties: the lower id) joins the group it exchanges
 // the most bytes with (ties: the lower id) or, when it has no neighbour,
 // the lightest other group; until `parts` remain. A family is never split,
-// so the layers stay whole. Returns a group per unit, numbered by first
-// unit in topological order.
+// so the layers stay whole. With `key` (one number per family), a family
+// joins a group of its own key while one exists (the same rule among
+// them), so groups mix keys only when `parts` is fewer than the keys.
+// Returns a group per unit, numbered by first unit in topological order.
 std::vector<int> MergeFamilies(const GroupGraph& units,
-                               const std::vector<int>& family, int parts);
+                               const std::vector<int>& family, int parts,
+                               const std::vector<int>* key = nullptr);
 
 }  // namespace placer
 

@@ -143,6 +143,10 @@ ABSL_FLAG(bool, device_agnostic, false,
           "train: a Placer for any cluster (each device scored from its own "
           "numbers), so the checkpoint places on clusters of other sizes "
           "and kinds.");
+ABSL_FLAG(bool, heuristic_input, false,
+          "train: the Placer reads the best heuristic's placement (each "
+          "group's device logits gain a learned weight times the share of "
+          "its compute the heuristic put on each device).");
 ABSL_FLAG(bool, memory_mask, true,
           "train: the Placer closes devices that a group would overflow.");
 ABSL_FLAG(placer::FlagSeconds, checkpoint_every, placer::FlagSeconds{60},
@@ -270,7 +274,7 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                          "imitation_steps", "joint", "learning_rate",
                          "entropy", "entropy_target", "max_kl", "groups",
                          "sage_layers", "sage_hidden", "device_agnostic",
-                         "memory_mask",
+                         "heuristic_input", "memory_mask",
                          "checkpoint_every", "reward", "steps",
                          "warmup", "threads", "o", "json"}})},
         {"serve", Flags{"listen", "max_ops", "max_placing", "max_request_mb",

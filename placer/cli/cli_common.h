@@ -78,6 +78,7 @@ ABSL_DECLARE_FLAG(int32_t, groups);
 ABSL_DECLARE_FLAG(int32_t, sage_layers);
 ABSL_DECLARE_FLAG(int32_t, sage_hidden);
 ABSL_DECLARE_FLAG(bool, device_agnostic);
+ABSL_DECLARE_FLAG(bool, heuristic_input);
 ABSL_DECLARE_FLAG(bool, memory_mask);
 ABSL_DECLARE_FLAG(placer::FlagSeconds, checkpoint_every);
 ABSL_DECLARE_FLAG(std::string, reward);

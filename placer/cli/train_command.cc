@@ -151,6 +151,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   to.model.sage_layers = absl::GetFlag(FLAGS_sage_layers);
   to.model.sage_hidden = absl::GetFlag(FLAGS_sage_hidden);
   to.model.device_agnostic = absl::GetFlag(FLAGS_device_agnostic);
+  to.model.heuristic_input = absl::GetFlag(FLAGS_heuristic_input);
   to.model.memory_mask = absl::GetFlag(FLAGS_memory_mask);
   to.warm_start = absl::GetFlag(FLAGS_warm_start);
   to.imitation_steps = absl::GetFlag(FLAGS_imitation_steps);

@@ -96,6 +96,7 @@ absl::Status WriteRlCheckpoint(const std::string& dir,
     archive.write("model.sage_layers", c10::IValue(int64_t{m.sage_layers}));
     archive.write("model.sage_hidden", c10::IValue(int64_t{m.sage_hidden}));
     archive.write("model.device_agnostic", c10::IValue(m.device_agnostic));
+    archive.write("model.heuristic_input", c10::IValue(m.heuristic_input));
     torch::serialize::OutputArchive model_archive, optimizer_archive;
     model.save(model_archive);
     optimizer.save(optimizer_archive);
@@ -197,6 +198,9 @@ absl::StatusOr<RlModelOptions> RlCheckpointReader::ModelOptions() {
         }
         if (archive_.try_read("model.device_agnostic", v)) {
           m.device_agnostic = v.toBool();
+        }
+        if (archive_.try_read("model.heuristic_input", v)) {
+          m.heuristic_input = v.toBool();
         }
         return m;
       });

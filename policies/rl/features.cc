@@ -218,7 +218,20 @@ RlGraph BuildRlGraph(const PolicyInput& input, const PolicyOptions& options) {
 }
 
 std::vector<int> RlGraph::StructuralGroups(int groups) const {
-  return MergeFamilies(units, family, groups);
+  if (static_cast<int>(start_device.size()) != num_units()) {
+    return MergeFamilies(units, family, groups);
+  }
+  // Each family cut by start device, merged within a device first.
+  std::map<std::pair<int, int>, int> ids;
+  std::vector<int> cut(num_units());
+  std::vector<int> key;
+  for (int u = 0; u < num_units(); ++u) {
+    auto [at, added] = ids.try_emplace({family[u], start_device[u]},
+                                       static_cast<int>(ids.size()));
+    if (added) key.push_back(start_device[u]);
+    cut[u] = at->second;
+  }
+  return MergeFamilies(units, cut, groups, &key);
 }
 
 Placement RlGraph::Expand(const std::vector<int>& device_of_unit) const {

@@ -19,7 +19,8 @@
 // G groups that keeps each layer whole (parameter families, merged by
 // MergeFamilies): the Grouper reads it as a one-hot input and starts from
 // it, since no per-unit number tells an LSTM layer's time steps from the
-// next layer's.
+// next layer's. `start_device`, when set, is a start placement the Placer
+// reads (RlModelOptions::heuristic_input).
 #ifndef PLACER_POLICIES_RL_FEATURES_H_
 #define PLACER_POLICIES_RL_FEATURES_H_
 
@@ -65,12 +66,18 @@ struct RlGraph {
   std::vector<RlLink> links;
   std::vector<int> pinned_device;       // per unit; -1: free
   std::vector<int> family;              // per unit: ParameterFamilies
+  // Per unit, the device a start placement gives it (the best heuristic's,
+  // for a model with heuristic_input; RlModelOptions); empty: none.
+  std::vector<int> start_device;
 
   int num_units() const { return units.num_units(); }
   // Expands a device per unit into a placement of every op, pinned ops on
   // their devices.
   Placement Expand(const std::vector<int>& device_of_unit) const;
-  // A group in [0, groups) per unit, numbered by topological order.
+  // A group in [0, groups) per unit, numbered by topological order. With
+  // a start placement, the families are first cut by start device and
+  // merged within a device while there are more groups than devices, so
+  // the groups can hold the start placement exactly.
   std::vector<int> StructuralGroups(int groups) const;
 };
 

@@ -83,6 +83,7 @@ std::string RlModelOptions::Describe() const {
     absl::StrAppendFormat(&s, " sage=%dx%d", sage_layers, sage_hidden);
   }
   if (device_agnostic) s += " any-devices";
+  if (heuristic_input) s += " heuristic-input";
   return s;
 }
 
@@ -118,6 +119,19 @@ RlGraphTensors::RlGraphTensors(const RlGraph& g, int groups) : graph(&g) {
       torch::from_blob(const_cast<float*>(g.device_features.data()),
                        {g.num_devices, RlGraph::kDeviceFeatures},
                        torch::kFloat)
+          .clone();
+  std::vector<float> start(static_cast<size_t>(n) * g.num_devices, 0);
+  if (static_cast<int>(g.start_device.size()) == n) {
+    for (int u = 0; u < n; ++u) {
+      const int x = g.start_device[u];
+      if (x >= 0 && x < g.num_devices) {
+        start[static_cast<size_t>(u) * g.num_devices + x] =
+            static_cast<float>(g.units.min_seconds(u)) + 1e-12f;
+      }
+    }
+  }
+  start_seconds =
+      torch::from_blob(start.data(), {n, g.num_devices}, torch::kFloat)
           .clone();
   std::vector<int64_t> src, dst;
   std::vector<float> degree(n, 0);
@@ -200,6 +214,9 @@ HierarchicalPlacerImpl::HierarchicalPlacerImpl(int features, int devices,
     device_out_ = register_module("device_out",
                                   torch::nn::Linear(3 * h, devices));
   }
+  if (options.heuristic_input) {
+    start_weight_ = register_parameter("start_weight", torch::zeros({1}));
+  }
 
   // Uniform(-0.1, 0.1) from the seed, parameter by parameter in name order.
   std::mt19937_64 rng(seed);
@@ -209,6 +226,7 @@ HierarchicalPlacerImpl::HierarchicalPlacerImpl(int features, int devices,
     float* data = p.value().data_ptr<float>();
     for (int64_t i = 0; i < p.value().numel(); ++i) data[i] = uniform(rng);
   }
+  if (options.heuristic_input) start_weight_.fill_(kStartWeight);
 }
 
 torch::Tensor HierarchicalPlacerImpl::Clip(const torch::Tensor& x) const {
@@ -262,6 +280,11 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
   torch::Tensor group_logp = torch::log_softmax(logits, 1);  // [n, g]
   if (mode == RlSampleMode::kGiven) {
     out.group_of_unit = given->group_of_unit;
+  } else if (options_.heuristic_input && !draw_groups) {
+    // The structural groups themselves (cut by start device), not the
+    // Grouper's learned copy of them, which on an unseen graph can mix
+    // what the start placement keeps apart.
+    out.group_of_unit.assign(k, graph.structural_group);
   } else {
     torch::Tensor chooser =
         (draw_groups ? group_logp.exp() : logits).detach().contiguous();
@@ -305,6 +328,7 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
   std::vector<float> nonempty(static_cast<size_t>(k) * g, 0);
   std::vector<float> group_memory;  // [k * g], fractions of the units' bytes
   std::vector<float> group_compute;  // [k * g], fractions of their seconds
+  torch::Tensor start_share;  // [k, g, d]: heuristic_input's shares
   {
     torch::NoGradGuard no_grad;
     torch::Tensor ones = torch::ones({k * n}, torch::kFloat);
@@ -338,6 +362,13 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
     group_memory.assign(m, m + static_cast<size_t>(k) * g);
     const float* w = compute.data_ptr<float>();
     group_compute.assign(w, w + static_cast<size_t>(k) * g);
+    if (options_.heuristic_input) {
+      torch::Tensor on = torch::zeros({k * g, d}, torch::kFloat)
+                             .index_add_(0, slot,
+                                         graph.start_seconds.repeat({k, 1}));
+      start_share = (on / on.sum(1, /*keepdim=*/true).clamp_min(1e-30))
+                        .view({k, g, d});
+    }
     embed_in = torch::cat({means, (counts / std::max(n, 1)).unsqueeze(1),
                            compute.unsqueeze(1), memory.unsqueeze(1),
                            adjacency_t},
@@ -414,6 +445,9 @@ RlBatch HierarchicalPlacerImpl::Run(const RlGraphTensors& graph, int k,
               .squeeze(2));
     } else {
       step_logits = Clip(device_out_(query));
+    }
+    if (options_.heuristic_input) {
+      step_logits = step_logits + start_weight_ * start_share.select(1, t);
     }
     if (noisy) step_logits = step_logits + Noise({k, d}, noise_stddev, rng);
     if (options_.memory_mask) {

@@ -13,7 +13,9 @@
 // through which the Placer's loss trains the encoder),
 // runs a bidirectional LSTM over the groups and an attention decoder that
 // emits one device per group, each step fed the device it chose before.
-// Logits are clipped (C·tanh(x/C)) and divided by the temperature. With
+// Logits are clipped (C·tanh(x/C)) and divided by the temperature; with
+// heuristic_input they then gain w times the share of the group's compute
+// that the start placement puts on each device. With
 // memory_mask, a device is closed to a group when the memory its groups so
 // far (memory_fraction sums) plus this group's would pass its
 // device_capacity, unless the group fits on no device; the choice is drawn
@@ -42,6 +44,7 @@ namespace placer {
 
 inline constexpr int kMaxSageLayers = 8;
 inline constexpr int kMaxSageHidden = 1024;
+inline constexpr double kStartWeight = 4;
 
 struct RlModelOptions {
   int groups = 32;
@@ -65,9 +68,21 @@ struct RlModelOptions {
   // device of the training cluster; a checkpoint then places on clusters
   // of other sizes and kinds.
   bool device_agnostic = false;
+  // The Placer reads a start placement, as Placeto's state holds the
+  // current placement: each group's device logits gain w times the share
+  // of the group's compute (its units' fastest seconds) that the start
+  // placement (RlGraph::start_device: the trainer gives the best
+  // heuristic's) puts on each device; w is one learned number, so it
+  // carries to any graph and cluster. It starts at kStartWeight: the first
+  // samples follow the start placement (about 95% of choices on 4
+  // devices) and training learns where to leave it. Unless the Grouper is
+  // sampled, the groups are then the structural groups themselves (cut by
+  // start device, so they can hold the start placement exactly). Without
+  // a start placement the term is zero.
+  bool heuristic_input = false;
   // "g=32 gh=64 ph=128 de=16 clip=5 t=1 mm=1" (and " sage=2x64" with an
-  // encoder, " any-devices" when device_agnostic): checkpoints must match
-  // it.
+  // encoder, " any-devices" when device_agnostic, " heuristic-input"):
+  // checkpoints must match it.
   std::string Describe() const;
 };
 
@@ -82,6 +97,9 @@ struct RlGraphTensors {
   torch::Tensor memory_fraction;  // [N]
   torch::Tensor agnostic_features;  // [N, kAgnosticFeatures]
   torch::Tensor device_features;    // [D, kDeviceFeatures]
+  // [N, D]: a unit's fastest seconds in its start device's column, zeros
+  // elsewhere and without a start placement.
+  torch::Tensor start_seconds;
   // Both directions of every link: messages from src[i] to dst[i]; and
   // 1 / (the unit's neighbour count), 0 without neighbours. [2L], [2L],
   // [N, 1].
@@ -149,6 +167,8 @@ class HierarchicalPlacerImpl : public torch::nn::Module {
   torch::nn::Linear device_in_{nullptr}, score_query_{nullptr},
       score_key_{nullptr}, score_state_{nullptr}, score_out_{nullptr};
   torch::Tensor no_device_;
+  // heuristic_input: w, the weight of the start placement's shares.
+  torch::Tensor start_weight_;
   // The unit rows the model reads.
   const torch::Tensor& Rows(const RlGraphTensors& graph) const;
 };

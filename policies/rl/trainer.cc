@@ -72,7 +72,23 @@ struct TaskState {
   // The model's own best step this run (its samples and greedy
   // placements, not the heuristic floor); 0: none valid yet.
   double learned_seconds = 0;
+  // BestHeuristic's answer, once asked (heuristic_known); nullopt where no
+  // heuristic placed the graph.
+  bool heuristic_known = false;
+  std::optional<HeuristicWinner> heuristic;
 };
+
+// The best heuristic placement of `task`, computed once per task state.
+const std::optional<HeuristicWinner>& KnownHeuristic(const RlTask& task,
+                                                     TaskState& state) {
+  if (!state.heuristic_known) {
+    absl::StatusOr<HeuristicWinner> w =
+        BestHeuristic(*task.input, task.options);
+    if (w.ok()) state.heuristic = std::move(*w);
+    state.heuristic_known = true;
+  }
+  return state.heuristic;
+}
 
 // Groups holding at least one unit in the batch's first sample: the
 // Placer's device choices that count (empty groups are masked out).
@@ -195,13 +211,13 @@ struct RlTrainer::State {
   std::vector<std::optional<HeuristicWinner>> ConsiderHeuristics() {
     std::vector<std::optional<HeuristicWinner>> out(tasks.size());
     for (size_t t = 0; t < tasks.size(); ++t) {
-      absl::StatusOr<HeuristicWinner> w =
-          BestHeuristic(*tasks[t].input, tasks[t].options);
-      if (!w.ok()) continue;
+      const std::optional<HeuristicWinner>& w =
+          KnownHeuristic(tasks[t], *task_states[t]);
+      if (!w) continue;
       std::vector<std::optional<double>> s =
           Score(static_cast<int>(t), {w->placement});
       Consider(static_cast<int>(t), w->placement, s[0], w->policy);
-      out[t] = std::move(*w);
+      out[t] = *w;
     }
     return out;
   }
@@ -468,10 +484,27 @@ absl::StatusOr<std::unique_ptr<RlTrainer>> RlTrainer::Create(
   // failure (out of memory): a status like any other.
   try {
     for (size_t i = 0; i < s->tasks.size(); ++i) {
-      s->task_states.push_back(std::make_unique<TaskState>(
-          BuildRlGraph(*s->tasks[i].input, s->tasks[i].options),
-          options.model.groups));
+      RlGraph graph = BuildRlGraph(*s->tasks[i].input, s->tasks[i].options);
+      // heuristic_input: the Placer reads the best heuristic's placement
+      // (each unit on the device of its first member op).
+      std::optional<HeuristicWinner> w;
+      if (options.model.heuristic_input) {
+        absl::StatusOr<HeuristicWinner> found =
+            BestHeuristic(*s->tasks[i].input, s->tasks[i].options);
+        if (found.ok()) w = std::move(*found);
+        if (w) {
+          graph.start_device.resize(graph.num_units());
+          for (int u = 0; u < graph.num_units(); ++u) {
+            graph.start_device[u] =
+                w->placement.device_of_op[graph.units.members(u).front()];
+          }
+        }
+      }
+      s->task_states.push_back(
+          std::make_unique<TaskState>(std::move(graph), options.model.groups));
       TaskState& ts = *s->task_states[i];
+      ts.heuristic_known = options.model.heuristic_input;
+      ts.heuristic = std::move(w);
       ts.lower_bound_seconds =
           s->tasks[i].input->simulation.lower_bound_seconds();
       if (!(ts.lower_bound_seconds > 0)) {

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <set>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -314,6 +316,87 @@ TEST(RlModelTest, DeviceAgnosticPlacerIsEquivariantAndSizeFree) {
   }
 }
 
+// heuristic_input: each group's device logits gain w times the share of its
+// compute the start placement puts on each device. With w large the greedy
+// placement puts every group where most of its compute starts; without a
+// start placement w changes nothing; the Placer's loss trains w; and the
+// option is in the model's description (checkpoints must match it).
+TEST(RlModelTest, HeuristicInputPullsGroupsTowardTheStartPlacement) {
+  Scenario s("gnmt2", "p100x4");
+  absl::StatusOr<HeuristicWinner> h = BestHeuristic(s.input(), PolicyOptions{});
+  ASSERT_TRUE(h.ok()) << h.status();
+  RlGraph plain = BuildRlGraph(s.input(), PolicyOptions{});
+  RlGraph started = plain;
+  started.start_device.resize(started.num_units());
+  for (int u = 0; u < started.num_units(); ++u) {
+    started.start_device[u] =
+        h->placement.device_of_op[started.units.members(u).front()];
+  }
+  // The structural groups (the Grouper's prior) hold the start placement
+  // exactly: families are cut by start device and merged within one.
+  std::vector<int> structural = started.StructuralGroups(8);
+  std::map<int, std::set<int>> devices_of;
+  for (int u = 0; u < started.num_units(); ++u) {
+    devices_of[structural[u]].insert(started.start_device[u]);
+  }
+  for (const auto& [group, devices] : devices_of) {
+    EXPECT_EQ(devices.size(), 1u) << "group " << group;
+  }
+  RlModelOptions m;
+  m.groups = 8;
+  m.memory_mask = false;
+  m.heuristic_input = true;
+  EXPECT_THAT(m.Describe(), HasSubstr("heuristic-input"));
+  HierarchicalPlacer model(RlGraph::FeatureCount(4), 4, m, /*seed=*/3);
+  torch::Tensor w = model->named_parameters()["start_weight"];
+  RlGraphTensors with(started, m.groups), without(plain, m.groups);
+  auto greedy = [&](const RlGraphTensors& t) {
+    torch::NoGradGuard no_grad;
+    std::mt19937_64 rng(1);
+    return model->Run(t, 1, RlSampleMode::kGreedy, 0.0, rng);
+  };
+  {
+    torch::NoGradGuard no_grad;
+    w.fill_(0);
+  }
+  RlBatch base = greedy(with);
+  EXPECT_EQ(greedy(without).device_of_group, base.device_of_group);
+  {
+    torch::NoGradGuard no_grad;
+    w.fill_(100);
+  }
+  RlBatch pulled = greedy(with);
+  EXPECT_EQ(greedy(without).device_of_group, base.device_of_group);
+  // Each non-empty group on the device holding most of its compute.
+  std::vector<double> on(8 * 4, 0);
+  for (int u = 0; u < started.num_units(); ++u) {
+    on[pulled.group_of_unit[0][u] * 4 + started.start_device[u]] +=
+        started.units.min_seconds(u) + 1e-12;
+  }
+  int differ = 0;
+  std::set<int> nonempty(pulled.group_of_unit[0].begin(),
+                         pulled.group_of_unit[0].end());
+  for (int group : nonempty) {
+    const double* row = &on[group * 4];
+    EXPECT_EQ(pulled.device_of_group[0][group],
+              std::max_element(row, row + 4) - row)
+        << "group " << group;
+    differ += base.device_of_group[0][group] !=
+              pulled.device_of_group[0][group];
+  }
+  EXPECT_GT(differ, 0);  // w = 0 placed some group elsewhere
+  // The loss reaches w.
+  {
+    torch::NoGradGuard no_grad;
+    w.fill_(0.5);
+  }
+  std::mt19937_64 rng(2);
+  RlBatch drawn = model->Run(with, 4, RlSampleMode::kSample, 0.5, rng);
+  drawn.log_prob.sum().backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_GT(w.grad().abs().item<double>(), 0);
+}
+
 TEST(RlTrainerTest, SameSeedSameSamplesSameResult) {
   Scenario s("gnmt2", "p100x4");
   RlTrainerOptions o = Small(96);
@@ -517,6 +600,62 @@ TEST(RlPolicyTest, ZeroShotAndFineTunedPlacementsAreValid) {
   ASSERT_FALSE(wrong.ok());
   EXPECT_THAT(wrong.status().message(),
               HasSubstr("trained for 4 devices; this cluster has 8"));
+}
+
+// A device-agnostic model reading the best heuristic's placement trains, is
+// checkpointed as such, and places graphs and clusters it never saw: its
+// own zero-shot placement (greedy, no heuristic floor) within 10% of the
+// best heuristic there (docs/rl.md's held-out figures, at test sizes); and
+// through the rl policy, valid and never worse than the heuristic.
+TEST(RlPolicyTest, HeuristicInputCheckpointPlacesZeroShotWithinTenPercent) {
+  Scenario train("gnmt2", "p100x4");
+  RlTrainerOptions o = Small(64);
+  o.model.heuristic_input = true;
+  o.model.device_agnostic = true;
+  o.checkpoint_dir = TempDir("heuristic_input");
+  std::unique_ptr<RlTrainer> t = Make(train, o);
+  ASSERT_TRUE(t->Train().ok());
+  absl::StatusOr<RlModelOptions> read =
+      RlTrainer::ReadModelOptions(o.checkpoint_dir);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(read->heuristic_input);
+
+  const std::pair<const char*, const char*> unseen_cases[] = {
+      {"transformer_big", "p100x4"},
+      {"rnnlm", "v100x8"},
+      {"gnmt4", "cpu1_gpu2"}};
+  for (const auto& [model, preset] : unseen_cases) {
+    SCOPED_TRACE(absl::StrCat(model, " on ", preset));
+    Scenario unseen(model, preset);
+    absl::StatusOr<HeuristicWinner> h =
+        BestHeuristic(unseen.input(), PolicyOptions{});
+    ASSERT_TRUE(h.ok()) << h.status();
+    RlTrainerOptions zo;
+    zo.model = *read;
+    zo.max_samples = 1;
+    absl::StatusOr<std::unique_ptr<RlTrainer>> zero_shot =
+        RlTrainer::Create({Task(unseen, "unseen")}, zo);
+    ASSERT_TRUE(zero_shot.ok()) << zero_shot.status();
+    ASSERT_TRUE((*zero_shot)->LoadModel(o.checkpoint_dir).ok());
+    (*zero_shot)->EvaluateGreedy();
+    const double own = (*zero_shot)->learned_seconds(0);
+    std::printf("%s on %s: zero-shot %.6f s, best heuristic %.6f s (%s)\n",
+                model, preset, own, h->step_seconds, h->policy.c_str());
+    EXPECT_GT(own, 0);
+    EXPECT_LE(own, 1.10 * h->step_seconds);
+
+    absl::StatusOr<std::unique_ptr<PlacementPolicy>> rl = NewPolicy("rl");
+    ASSERT_TRUE(rl.ok()) << rl.status();
+    PolicyOptions po;
+    po.checkpoint_dir = o.checkpoint_dir;
+    po.max_evaluations = 1;
+    absl::StatusOr<Placement> zero = (*rl)->Place(unseen.input(), po);
+    ASSERT_TRUE(zero.ok()) << zero.status();
+    absl::StatusOr<SimulationResult> a =
+        CheckPlacement(unseen.input(), po, *zero);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_LE(a->step_seconds, h->step_seconds + 1e-12);
+  }
 }
 
 // A device-agnostic checkpoint trained on 4 P100s places, zero-shot, on
