@@ -5,19 +5,34 @@
 // into at most kGroups structural groups are dealt to the devices in
 // topological order, each device filled up to its share of the estimated
 // memory (its limit over the sum of the limits), so consecutive layers
-// share a device and few values cross. Then repair, by simulation: while
-// some device is over its limit, every move of a group off the fullest
-// device (peak over limit; or, when none helps, of a contiguous half,
-// quarter or eighth of a group's units there, in topological order: an
-// unrolled layer's run of steps, which share one copy of its weights; then
-// of one of its kUnitMoves largest units), to each other device, is
+// share a device and few values cross. When that deal is over a limit,
+// fills by simulation: the units in family order (each family's units in
+// topological order: an unrolled layer's steps one after another, so a
+// layer too large for one device is cut between two), each device in turn
+// taking the longest run of the rest whose simulated peak there (the rest
+// on the next device) is within a cap times its limit, found by bisection;
+// the cap 1, then up to kBalanceFills lower caps toward the peaks' mean
+// (memory spread evenly, so the work is too). Then the deal is repaired,
+// with half the budget left when a fill is there to fall back on (a
+// repaired deal is often faster: it moves work by step time, and a search
+// from it does better). The answer: the repaired deal when it fits, unless
+// a fill that fits as it is is faster; else that fill; else the fill at
+// cap 1, repaired with the rest of the budget. Repair, by simulation: while
+// some device is over its limit, every move of a group off the
+// fullest device (peak over limit; or, when none helps, of a contiguous
+// half, quarter or eighth of a group's units there, in topological order:
+// an unrolled layer's run of steps, which share one copy of its weights;
+// then of one of its kUnitMoves largest units), to each other device, is
 // simulated. Of the moves that make the fullest device less full
 // (others may fill up to below it: layers shift along the devices step by
 // step), or keep it and lower the total overshoot, the one with the
 // shortest step (ties: the least overshoot, then the first found) is made.
 // It stops when all fit, when no move makes progress, or at the budget.
 // Pinned units never move. Fails with the smallest overshoot it reached:
-// the device, its peak, by how much it is over, after how many moves.
+// the device, its peak, by how much it is over, after how many moves; or,
+// before any search, when a node's inputs and outputs or a parameter's
+// home (it, its optimizer state and its gradient) are over every device's
+// limit, naming it: no placement of whole nodes fits then.
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -35,16 +50,70 @@ using Clock = SteadyClock;
 
 constexpr int kGroups = 64;
 constexpr int kUnitMoves = 32;
+constexpr int kBalanceFills = 3;
 
 struct Judged {
   bool ok = false;
   double step_seconds = 0;
-  int64_t overshoot_bytes = 0;        // summed over devices
-  double worst_ratio = 0;             // max over devices of peak / limit
-  int worst = -1;                     // the device of worst_ratio
-  std::vector<int64_t> over_bytes;    // per device, >= 0
-  std::vector<int64_t> peak_bytes;    // per device
+  int64_t overshoot_bytes = 0;      // summed over devices
+  double worst_ratio = 0;           // max over devices of peak / limit
+  int worst = -1;                   // the device of worst_ratio
+  std::vector<int64_t> over_bytes;  // per device, >= 0
+  std::vector<int64_t> peak_bytes;  // per device
 };
+
+// What no placement of whole nodes can go below, whatever the device: a
+// node's inputs (a gradient sum as one buffer) and outputs are alive while
+// it runs; a parameter's home holds it, its optimizer state and its summed
+// gradient at the update. Fails when one of them is over every device's
+// limit, naming it.
+absl::Status CheckFloor(const PolicyInput& in, const PolicyOptions& o) {
+  const TrainingView& view = in.view;
+  int64_t largest_limit = 0;
+  int largest = -1;
+  for (int d = 0; d < in.cluster.num_devices(); ++d) {
+    if (MemoryLimit(in.cluster, o, d) > largest_limit) {
+      largest_limit = MemoryLimit(in.cluster, o, d);
+      largest = d;
+    }
+  }
+  if (largest < 0) return absl::OkStatus();
+  int64_t need = 0;
+  std::string what;
+  for (int i = 0; i < static_cast<int>(view.nodes().size()); ++i) {
+    const TrainingNode& node = view.node(i);
+    int64_t bytes = 0;
+    for (int v : node.inputs) {
+      if (view.sum_of(v) < 0) bytes += view.value(v).bytes;
+    }
+    for (int sum : view.sums_read_by(i)) {
+      bytes += view.gradient_sums()[sum].bytes;
+    }
+    for (int v : node.outputs) bytes += view.value(v).bytes;
+    if (bytes > need) {
+      need = bytes;
+      what = absl::StrCat("node '", node.key, "' needs ", bytes,
+                          " bytes while it runs (its inputs and outputs)");
+    }
+  }
+  const double state = view.options().optimizer_state_per_parameter_byte;
+  for (const TrainingValue& v : view.values()) {
+    if (v.kind != ValueKind::kParameter) continue;
+    const int64_t bytes =
+        static_cast<int64_t>(static_cast<double>(v.bytes) * (2 + state));
+    if (bytes > need) {
+      need = bytes;
+      what = absl::StrCat("parameter '", v.name, "' needs ", bytes,
+                          " bytes at its home (with its optimizer state and "
+                          "gradient)");
+    }
+  }
+  if (need <= largest_limit) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("memory_first: no placement fits: ", what,
+                   ", over the largest device limit, ", largest_limit,
+                   " bytes on ", in.cluster.device(largest).name));
+}
 
 class MemoryFirstPolicy : public PlacementPolicy {
  public:
@@ -52,10 +121,11 @@ class MemoryFirstPolicy : public PlacementPolicy {
                                   const PolicyOptions& o) override {
     const Clock::time_point start = Clock::now();
     const int devices = in.cluster.num_devices();
+    if (absl::Status floor = CheckFloor(in, o); !floor.ok()) return floor;
     GroupGraph units = PlacementUnits(in, o);
     const int n = units.num_units();
-    std::vector<int> group =
-        MergeFamilies(units, PlacementFamilies(in, o, units), kGroups);
+    const std::vector<int> family = PlacementFamilies(in, o, units);
+    std::vector<int> group = MergeFamilies(units, family, kGroups);
     const int groups =
         n == 0 ? 0 : *std::max_element(group.begin(), group.end()) + 1;
     std::vector<std::vector<int>> members(groups);
@@ -125,9 +195,12 @@ class MemoryFirstPolicy : public PlacementPolicy {
       }
       return j;
     };
+    // The repair of the deal may be held to part of the budget.
+    double until_seconds = o.budget_seconds;
+    int64_t until_evaluations = o.max_evaluations;
     auto more = [&] {
-      return SecondsSince(start) < o.budget_seconds &&
-             (o.max_evaluations <= 0 || evaluations < o.max_evaluations) &&
+      return SecondsSince(start) < until_seconds &&
+             (until_evaluations <= 0 || evaluations < until_evaluations) &&
              !(o.should_stop && o.should_stop());
     };
 
@@ -157,6 +230,81 @@ class MemoryFirstPolicy : public PlacementPolicy {
     };
     Judged current = judge(device_of);
     if (!current.ok) return absl::InternalError("memory_first: bad placement");
+    std::vector<int> fastest;  // the fastest fill that fits
+    Judged fastest_judged;
+    std::vector<std::pair<std::vector<int>, Judged>> starts = {
+        {device_of, current}};
+    if (current.overshoot_bytes > 0 && devices > 1) {
+      // The movable units in family order, topological within a family.
+      std::vector<int> sequence;
+      for (int u : units.order()) {
+        if (pinned[u] < 0) sequence.push_back(u);
+      }
+      std::stable_sort(sequence.begin(), sequence.end(),
+                       [&](int a, int b) { return family[a] < family[b]; });
+      // Device d takes sequence[begin, end) with the rest on d + 1, for the
+      // longest end whose peak on d is within cap times its limit.
+      auto fill = [&](double cap) {
+        std::vector<int> where(n, devices - 1);
+        for (int u = 0; u < n; ++u) {
+          if (pinned[u] >= 0) where[u] = pinned[u];
+        }
+        size_t begin = 0;
+        for (int d = 0; d + 1 < devices && begin < sequence.size(); ++d) {
+          const double allowed =
+              cap * static_cast<double>(MemoryLimit(in.cluster, o, d));
+          auto take = [&](size_t end) {
+            for (size_t k = begin; k < sequence.size(); ++k) {
+              where[sequence[k]] = k < end ? d : d + 1;
+            }
+          };
+          size_t lo = begin, hi = sequence.size();
+          while (lo < hi && more()) {
+            const size_t mid = lo + (hi - lo + 1) / 2;
+            take(mid);
+            Judged j = judge(where);
+            if (j.ok && static_cast<double>(j.peak_bytes[d]) <= allowed) {
+              lo = mid;
+            } else {
+              hi = mid - 1;
+            }
+          }
+          take(lo);
+          begin = lo;
+        }
+        return where;
+      };
+      std::vector<int> packed = fill(1.0);
+      Judged packed_judged = judge(packed);
+      auto keep_if_fastest = [&](std::vector<int> where, Judged j) {
+        if (!j.ok || j.overshoot_bytes > 0) return false;
+        if (fastest.empty() || j.step_seconds < fastest_judged.step_seconds) {
+          fastest = std::move(where);
+          fastest_judged = std::move(j);
+        }
+        return true;
+      };
+      if (keep_if_fastest(packed, packed_judged)) {
+        // Lower caps, from the peaks' sum over the limits' sum (with a 5%
+        // margin) halfway toward 1 each time: the first that fits spreads
+        // the memory.
+        double peaks = 0, limits = 0;
+        for (int e = 0; e < devices; ++e) {
+          peaks += static_cast<double>(packed_judged.peak_bytes[e]);
+          limits += static_cast<double>(MemoryLimit(in.cluster, o, e));
+        }
+        double cap = std::min(1.0, 1.05 * peaks / std::max(1.0, limits));
+        for (int k = 0; k < kBalanceFills && cap < 0.99 && more(); ++k) {
+          std::vector<int> where = fill(cap);
+          Judged j = judge(where);
+          if (keep_if_fastest(std::move(where), std::move(j))) break;
+          cap = (cap + 1) / 2;
+        }
+      }
+      if (fastest.empty() && packed_judged.ok) {
+        starts.emplace_back(std::move(packed), std::move(packed_judged));
+      }
+    }
     // Progress: the fullest device gets less full (others may fill up to
     // below it), or it stays and the overshoot falls.
     auto progress = [&](const Judged& j) {
@@ -176,63 +324,97 @@ class MemoryFirstPolicy : public PlacementPolicy {
         best_where = std::move(where);
       }
     };
-    int moves = 0;
-    while (current.overshoot_bytes > 0 && more()) {
-      const int worst = current.worst;
-      // Phases: whole groups off `worst`; runs of them; its kUnitMoves
-      // largest movable units one by one.
-      size_t groups_end = 0;
-      std::vector<std::vector<int>> sets =
-          sets_on(worst, device_of, &groups_end);
-      std::vector<size_t> phase_end = {groups_end, sets.size()};
-      std::vector<int> largest;
-      for (int u = 0; u < n; ++u) {
-        if (device_of[u] == worst && pinned[u] < 0) largest.push_back(u);
-      }
-      std::sort(largest.begin(), largest.end(), [&](int a, int b) {
-        if (units.memory_bytes(a) != units.memory_bytes(b)) {
-          return units.memory_bytes(a) > units.memory_bytes(b);
+    int moves = 0, closest_moves = 0;
+    bool have_closest = false;  // of all repairs, the least over
+    Judged closest_judged;
+    for (size_t k = 0; k < starts.size(); ++k) {
+      device_of = std::move(starts[k].first);
+      current = std::move(starts[k].second);
+      moves = 0;
+      // The deal, when a fill is there to fall back on, gets half of what
+      // is left.
+      until_seconds = o.budget_seconds;
+      until_evaluations = o.max_evaluations;
+      if (k == 0 && (starts.size() > 1 || !fastest.empty())) {
+        until_seconds = (SecondsSince(start) + o.budget_seconds) / 2;
+        if (o.max_evaluations > 0) {
+          until_evaluations = (evaluations + o.max_evaluations) / 2;
         }
-        return a < b;
-      });
-      if (static_cast<int>(largest.size()) > kUnitMoves) {
-        largest.resize(kUnitMoves);
       }
-      for (int u : largest) sets.push_back({u});
-      phase_end.push_back(sets.size());
+      while (current.overshoot_bytes > 0 && more()) {
+        const int worst = current.worst;
+        // Phases: whole groups off `worst`; runs of them; its kUnitMoves
+        // largest movable units one by one.
+        size_t groups_end = 0;
+        std::vector<std::vector<int>> sets =
+            sets_on(worst, device_of, &groups_end);
+        std::vector<size_t> phase_end = {groups_end, sets.size()};
+        std::vector<int> largest;
+        for (int u = 0; u < n; ++u) {
+          if (device_of[u] == worst && pinned[u] < 0) largest.push_back(u);
+        }
+        std::sort(largest.begin(), largest.end(), [&](int a, int b) {
+          if (units.memory_bytes(a) != units.memory_bytes(b)) {
+            return units.memory_bytes(a) > units.memory_bytes(b);
+          }
+          return a < b;
+        });
+        if (static_cast<int>(largest.size()) > kUnitMoves) {
+          largest.resize(kUnitMoves);
+        }
+        for (int u : largest) sets.push_back({u});
+        phase_end.push_back(sets.size());
 
-      best_where.clear();
-      for (size_t phase = 0; phase < phase_end.size() && best_where.empty() &&
-                             more();
-           ++phase) {
-        size_t begin = phase == 0 ? 0 : phase_end[phase - 1];
-        for (size_t s = begin; s < phase_end[phase] && more(); ++s) {
-          for (int to = 0; to < devices && more(); ++to) {
-            if (to == worst) continue;
-            std::vector<int> where = device_of;
-            for (int u : sets[s]) where[u] = to;
-            Judged j = judge(where);
-            consider(std::move(j), std::move(where));
+        best_where.clear();
+        for (size_t phase = 0;
+             phase < phase_end.size() && best_where.empty() && more();
+             ++phase) {
+          size_t begin = phase == 0 ? 0 : phase_end[phase - 1];
+          for (size_t s = begin; s < phase_end[phase] && more(); ++s) {
+            for (int to = 0; to < devices && more(); ++to) {
+              if (to == worst) continue;
+              std::vector<int> where = device_of;
+              for (int u : sets[s]) where[u] = to;
+              Judged j = judge(where);
+              consider(std::move(j), std::move(where));
+            }
           }
         }
+        if (best_where.empty()) break;
+        device_of = std::move(best_where);
+        current = std::move(best);
+        best_where.clear();
+        ++moves;
       }
-      if (best_where.empty()) break;
-      device_of = std::move(best_where);
-      current = std::move(best);
-      best_where.clear();
-      ++moves;
+      if (current.overshoot_bytes == 0) {
+        if (!fastest.empty() &&
+            fastest_judged.step_seconds < current.step_seconds) {
+          break;
+        }
+        return Checked(in, o, units.Expand(device_of), "memory_first");
+      }
+      if (!have_closest ||
+          current.overshoot_bytes < closest_judged.overshoot_bytes) {
+        have_closest = true;
+        closest_judged = current;
+        closest_moves = moves;
+      }
+      if (!fastest.empty()) break;  // the fill that fits, not a repair
     }
-    if (current.overshoot_bytes > 0) {
-      const int worst = current.worst;
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "memory_first: the smallest overshoot reached leaves ",
-          in.cluster.device(worst).name, " needing ",
-          current.peak_bytes[worst], " bytes, ", current.over_bytes[worst],
-          " over its limit of ", MemoryLimit(in.cluster, o, worst), " (",
-          current.overshoot_bytes, " bytes over on all devices, after ",
-          moves, " repair moves and ", evaluations, " simulations)"));
+    until_seconds = o.budget_seconds;
+    until_evaluations = o.max_evaluations;
+    if (!fastest.empty()) {
+      return Checked(in, o, units.Expand(fastest), "memory_first");
     }
-    return Checked(in, o, units.Expand(device_of), "memory_first");
+    const int worst = closest_judged.worst;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "memory_first: the smallest overshoot reached leaves ",
+        in.cluster.device(worst).name, " needing ",
+        closest_judged.peak_bytes[worst], " bytes, ",
+        closest_judged.over_bytes[worst], " over its limit of ",
+        MemoryLimit(in.cluster, o, worst), " (", closest_judged.overshoot_bytes,
+        " bytes over on all devices, after ", closest_moves,
+        " repair moves and ", evaluations, " simulations)"));
   }
 };
 

@@ -22,9 +22,10 @@ std::unique_ptr<PlacementPolicy> NewMSctPolicy();
 std::unique_ptr<PlacementPolicy> NewMTopoPolicy();
 std::unique_ptr<PlacementPolicy> NewLocalSearchPolicy();
 std::unique_ptr<PlacementPolicy> NewBestPolicy();
-// Memory before speed: layers dealt out by memory share, then repaired by
-// simulation until every device fits (policies/memory_first.cc). What
-// BestHeuristic falls back on when no heuristic fits.
+// Memory before speed: layers dealt out by memory share, else devices
+// filled in turn along the layers by simulation; repaired by simulation
+// until every device fits (policies/memory_first.cc). What BestHeuristic
+// falls back on when no heuristic fits.
 std::unique_ptr<PlacementPolicy> NewMemoryFirstPolicy();
 
 // The heuristic policies' (PolicyKind::kHeuristic) placement with the
@@ -32,7 +33,8 @@ std::unique_ptr<PlacementPolicy> NewMemoryFirstPolicy();
 // it; `after_each` (may be empty) hears, after each heuristic, its name,
 // the best step so far (0: none yet) and the placements evaluated. When no
 // heuristic fits, memory_first is run before giving up; the error then
-// names the smallest overshoot it reached and on which device.
+// names a node or parameter no device can hold, or the smallest overshoot
+// it reached and on which device.
 // What `best` refines and the RL placer warm-starts from.
 struct HeuristicWinner {
   Placement placement;
