@@ -401,8 +401,6 @@ class MemoryFirstPolicy : public PlacementPolicy {
       }
       if (!fastest.empty()) break;  // the fill that fits, not a repair
     }
-    until_seconds = o.budget_seconds;
-    until_evaluations = o.max_evaluations;
     if (!fastest.empty()) {
       return Checked(in, o, units.Expand(fastest), "memory_first");
     }

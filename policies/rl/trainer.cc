@@ -78,13 +78,18 @@ struct TaskState {
   std::optional<HeuristicWinner> heuristic;
 };
 
+// The best heuristic placement of `task`; nullopt where none placed it.
+std::optional<HeuristicWinner> BestHeuristicOrNone(const RlTask& task) {
+  absl::StatusOr<HeuristicWinner> w = BestHeuristic(*task.input, task.options);
+  if (!w.ok()) return std::nullopt;
+  return *std::move(w);
+}
+
 // The best heuristic placement of `task`, computed once per task state.
 const std::optional<HeuristicWinner>& KnownHeuristic(const RlTask& task,
                                                      TaskState& state) {
   if (!state.heuristic_known) {
-    absl::StatusOr<HeuristicWinner> w =
-        BestHeuristic(*task.input, task.options);
-    if (w.ok()) state.heuristic = std::move(*w);
+    state.heuristic = BestHeuristicOrNone(task);
     state.heuristic_known = true;
   }
   return state.heuristic;
@@ -489,9 +494,7 @@ absl::StatusOr<std::unique_ptr<RlTrainer>> RlTrainer::Create(
       // (each unit on the device of its first member op).
       std::optional<HeuristicWinner> w;
       if (options.model.heuristic_input) {
-        absl::StatusOr<HeuristicWinner> found =
-            BestHeuristic(*s->tasks[i].input, s->tasks[i].options);
-        if (found.ok()) w = std::move(*found);
+        w = BestHeuristicOrNone(s->tasks[i]);
         if (w) {
           graph.start_device.resize(graph.num_units());
           for (int u = 0; u < graph.num_units(); ++u) {

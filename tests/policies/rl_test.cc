@@ -602,6 +602,25 @@ TEST(RlPolicyTest, ZeroShotAndFineTunedPlacementsAreValid) {
               HasSubstr("trained for 4 devices; this cluster has 8"));
 }
 
+// The rl policy's zero-shot placement (one evaluation) of `s` from the
+// checkpoint in `checkpoint_dir`: valid, and never slower than the best
+// heuristic there.
+void ExpectZeroShotNoWorseThanTheBestHeuristic(
+    const Scenario& s, const std::string& checkpoint_dir) {
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> rl = NewPolicy("rl");
+  ASSERT_TRUE(rl.ok()) << rl.status();
+  PolicyOptions po;
+  po.checkpoint_dir = checkpoint_dir;
+  po.max_evaluations = 1;
+  absl::StatusOr<Placement> zero = (*rl)->Place(s.input(), po);
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  absl::StatusOr<SimulationResult> r = CheckPlacement(s.input(), po, *zero);
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<HeuristicWinner> h = BestHeuristic(s.input(), po);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_LE(r->step_seconds, h->step_seconds + 1e-12);
+}
+
 // A device-agnostic model reading the best heuristic's placement trains, is
 // checkpointed as such, and places graphs and clusters it never saw: its
 // own zero-shot placement (greedy, no heuristic floor) within 10% of the
@@ -643,18 +662,7 @@ TEST(RlPolicyTest, HeuristicInputCheckpointPlacesZeroShotWithinTenPercent) {
                 model, preset, own, h->step_seconds, h->policy.c_str());
     EXPECT_GT(own, 0);
     EXPECT_LE(own, 1.10 * h->step_seconds);
-
-    absl::StatusOr<std::unique_ptr<PlacementPolicy>> rl = NewPolicy("rl");
-    ASSERT_TRUE(rl.ok()) << rl.status();
-    PolicyOptions po;
-    po.checkpoint_dir = o.checkpoint_dir;
-    po.max_evaluations = 1;
-    absl::StatusOr<Placement> zero = (*rl)->Place(unseen.input(), po);
-    ASSERT_TRUE(zero.ok()) << zero.status();
-    absl::StatusOr<SimulationResult> a =
-        CheckPlacement(unseen.input(), po, *zero);
-    ASSERT_TRUE(a.ok()) << a.status();
-    EXPECT_LE(a->step_seconds, h->step_seconds + 1e-12);
+    ExpectZeroShotNoWorseThanTheBestHeuristic(unseen, o.checkpoint_dir);
   }
 }
 
@@ -685,22 +693,10 @@ TEST(RlPolicyTest, DeviceAgnosticCheckpointPlacesOnUnseenClusters) {
     EXPECT_GT((*both)->best(0).step_seconds, 0);
     EXPECT_GT((*both)->best(1).step_seconds, 0);
   }
-  absl::StatusOr<std::unique_ptr<PlacementPolicy>> rl = NewPolicy("rl");
-  ASSERT_TRUE(rl.ok()) << rl.status();
   for (const char* preset : {"v100x8", "cpu1_gpu2"}) {
     SCOPED_TRACE(preset);
     Scenario unseen("gnmt2", preset);
-    PolicyOptions po;
-    po.checkpoint_dir = o.checkpoint_dir;
-    po.max_evaluations = 1;
-    absl::StatusOr<Placement> zero = (*rl)->Place(unseen.input(), po);
-    ASSERT_TRUE(zero.ok()) << zero.status();
-    absl::StatusOr<SimulationResult> r =
-        CheckPlacement(unseen.input(), po, *zero);
-    ASSERT_TRUE(r.ok()) << r.status();
-    absl::StatusOr<HeuristicWinner> h = BestHeuristic(unseen.input(), po);
-    ASSERT_TRUE(h.ok());
-    EXPECT_LE(r->step_seconds, h->step_seconds + 1e-12);
+    ExpectZeroShotNoWorseThanTheBestHeuristic(unseen, o.checkpoint_dir);
   }
 }
 
