@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/op_costs.h"
+#include "graph/saved_for_backward.h"
 
 namespace placer {
 namespace {
@@ -149,7 +150,18 @@ TrainingView BuildTrainingView(const Graph& graph,
     for (int k = 0; k < static_cast<int>(op.inputs.size()); ++k) {
       int in = op.inputs[k];
       input_needs_grad.push_back(in >= 0 && needs[in] && !IsStateInput(op, k));
-      if (in >= 0) AddUnique(node.inputs, in);  // saved for backward
+    }
+    // What the backward keeps from the forward pass.
+    const SavedTensors saved = SavedForBackward(op);
+    for (int k : saved.inputs) {
+      if (k < static_cast<int>(op.inputs.size()) && op.inputs[k] >= 0) {
+        AddUnique(node.inputs, op.inputs[k]);
+      }
+    }
+    for (int k : saved.outputs) {
+      if (k < static_cast<int>(op.outputs.size()) && op.outputs[k] >= 0) {
+        AddUnique(node.inputs, op.outputs[k]);
+      }
     }
     node.cost = ComputeBackwardCost(op, tensors, input_needs_grad);
     if (op.forward.status == CostStatus::kUnknown) {

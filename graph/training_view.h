@@ -8,9 +8,12 @@
 //    SGD with momentum).
 //  - Values are what flows between nodes, each with one producer (or none:
 //    graph inputs, constants and parameters exist before the step) and its
-//    size in bytes. A backward node reads the forward op's inputs (saved
-//    activations and weights) and the gradients of its outputs, and writes
-//    one partial gradient per input that needs one.
+//    size in bytes. A backward node reads the gradients of its op's outputs
+//    and what the op's backward keeps from the forward pass
+//    (saved_for_backward.h: e.g. a MatMul's inputs, a Relu's output,
+//    nothing of an Add or a Concat), and writes one partial gradient per
+//    input that needs one. A value lives until its last reader, so an
+//    activation only a forward op reads is freed after it, as in PyTorch.
 //  - Gradient sums: the partial gradients of one tensor are all read by one
 //    node, the sink (the producer's backward node, or a parameter's update
 //    node), which reads their sum. As frameworks do (PyTorch's .grad and

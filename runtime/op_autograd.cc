@@ -2,11 +2,47 @@
 
 #include <utility>
 
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/variable.h>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/initial_values.h"
 #include "runtime/torch_ops.h"
 
 namespace placer {
+namespace {
+
+// Hands the op's kernel a tensor that shares `data`'s storage and whose
+// gradient autograd can give back, without the backward graph holding
+// `data` (an autograd leaf would: its AccumulateGrad node keeps it). So only
+// what the kernel's own derivative saves stays alive, as in PyTorch. The
+// gradient is captured at the tap's edge; the tap's backward never runs.
+struct GradientTap : public torch::autograd::Function<GradientTap> {
+  static torch::Tensor forward(torch::autograd::AutogradContext*,
+                               torch::Tensor data, torch::Tensor /*anchor*/) {
+    torch::Tensor alias = torch::empty({0}, data.options());
+    alias.set_(data);
+    return alias;
+  }
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext*, torch::autograd::variable_list) {
+    return {torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// A value owns its bytes, as the training view counts them: a kernel's
+// result that is a strided view (a transpose, an expand) or a part of a
+// larger block (a split, a concat's gradient) is copied, so that it neither
+// keeps a larger block alive nor makes a later kernel keep a contiguous
+// copy of it beside it. Views of a whole block (reshape) stay views.
+torch::Tensor OwnBytes(const torch::Tensor& t) {
+  if (!t.defined() || !t.has_storage()) return t;
+  if (!t.is_contiguous()) return t.contiguous();
+  if (static_cast<size_t>(t.nbytes()) < t.storage().nbytes()) return t.clone();
+  return t;
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<torch::Tensor>> ForwardOp(
     const Graph& graph, const Op& op, std::vector<torch::Tensor> inputs,
@@ -28,17 +64,39 @@ absl::StatusOr<std::vector<torch::Tensor>> ForwardOp(
     return results;
   }
   if (needs_gradient != nullptr) {
-    saved->leaves = MakeGradientLeaves(inputs, *needs_gradient);
+    // One anchor per op call: an empty tensor the taps hang from.
+    torch::Tensor anchor =
+        torch::empty({0}, torch::TensorOptions().requires_grad(true));
+    saved->inputs.assign(inputs.size(), torch::autograd::Edge());
+    saved->input_sizes.assign(inputs.size(), {});
+    saved->input_options.assign(inputs.size(), torch::TensorOptions());
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      if (!inputs[k].defined()) continue;
+      saved->input_sizes[k] = inputs[k].sizes().vec();
+      saved->input_options[k] = inputs[k].options();
+      if (k < needs_gradient->size() && (*needs_gradient)[k] &&
+          inputs[k].is_floating_point()) {
+        inputs[k] = GradientTap::apply(inputs[k].detach(), anchor);
+        saved->inputs[k] = torch::autograd::impl::gradient_edge(inputs[k]);
+      }
+    }
     absl::StatusOr<std::vector<torch::Tensor>> out = RunTorchOp(op, inputs);
     if (!out.ok()) return out.status();
-    saved->outputs = *out;
-    for (const torch::Tensor& t : *out) {
+    saved->outputs.assign(out->size(), torch::autograd::Edge());
+    for (size_t k = 0; k < out->size(); ++k) {
+      const torch::Tensor t = OwnBytes((*out)[k]);
+      if (t.defined() && t.requires_grad()) {
+        saved->outputs[k] = torch::autograd::impl::gradient_edge(t);
+      }
       results.push_back(t.defined() ? t.detach() : t);
     }
     return results;
   }
   torch::NoGradGuard no_grad;
-  return RunTorchOp(op, inputs);
+  absl::StatusOr<std::vector<torch::Tensor>> out = RunTorchOp(op, inputs);
+  if (!out.ok()) return out.status();
+  for (torch::Tensor& t : *out) t = OwnBytes(t);
+  return out;
 }
 
 double OutputLosses(const Graph& graph, const Op& op,
@@ -78,49 +136,52 @@ absl::StatusOr<std::vector<torch::Tensor>> BackwardOp(
     const Graph& graph, const Op& op, SavedOp saved,
     const std::vector<torch::Tensor>& output_gradients,
     const std::vector<int>& tensors) {
-  std::vector<torch::Tensor> outs, grads;
+  torch::autograd::edge_list roots;
+  std::vector<torch::Tensor> grads;
   for (size_t k = 0; k < op.outputs.size() && k < saved.outputs.size(); ++k) {
-    const torch::Tensor& out = saved.outputs[k];
     if (k < output_gradients.size() && output_gradients[k].defined() &&
-        out.defined() && out.requires_grad()) {
-      outs.push_back(out);
+        saved.outputs[k].is_valid()) {
+      roots.push_back(saved.outputs[k]);
       grads.push_back(output_gradients[k]);
     }
   }
-  std::vector<torch::Tensor> wrt;
+  torch::autograd::edge_list wrt;
   std::vector<int> wrt_input;
-  for (size_t k = 0; k < saved.leaves.size(); ++k) {
-    if (saved.leaves[k].defined()) {
-      wrt.push_back(saved.leaves[k]);
+  for (size_t k = 0; k < saved.inputs.size(); ++k) {
+    if (saved.inputs[k].is_valid()) {
+      wrt.push_back(saved.inputs[k]);
       wrt_input.push_back(static_cast<int>(k));
     }
   }
   std::vector<torch::Tensor> input_grads(op.inputs.size());
-  if (!outs.empty() && !wrt.empty()) {
-    std::vector<torch::Tensor> g = torch::autograd::grad(
-        outs, wrt, grads, /*retain_graph=*/false, /*create_graph=*/false,
-        /*allow_unused=*/true);
-    for (size_t j = 0; j < g.size(); ++j) input_grads[wrt_input[j]] = g[j];
+  if (!roots.empty() && !wrt.empty()) {
+    std::vector<torch::Tensor> g =
+        torch::autograd::Engine::get_default_engine().execute(
+            roots, grads, /*keep_graph=*/false, /*create_graph=*/false,
+            /*accumulate_grad=*/false, wrt);
+    for (size_t j = 0; j < g.size(); ++j) {
+      input_grads[wrt_input[j]] = OwnBytes(g[j]);
+    }
   }
   std::vector<torch::Tensor> result;
   for (int t : tensors) {
     torch::Tensor sum;
-    torch::Tensor like;
+    int like = -1;
     for (size_t k = 0; k < op.inputs.size(); ++k) {
       if (op.inputs[k] != t) continue;
-      if (k < saved.leaves.size() && saved.leaves[k].defined()) {
-        like = saved.leaves[k];
+      if (k < saved.inputs.size() && saved.inputs[k].is_valid()) {
+        like = static_cast<int>(k);
       }
       if (input_grads[k].defined()) {
         sum = sum.defined() ? sum + input_grads[k] : input_grads[k];
       }
     }
     if (!sum.defined()) {
-      if (!like.defined()) {
+      if (like < 0) {
         return absl::InternalError(absl::StrCat(
             "no saved input for the gradient of '", graph.tensor(t).name, "'"));
       }
-      sum = torch::zeros_like(like);
+      sum = torch::zeros(saved.input_sizes[like], saved.input_options[like]);
     }
     result.push_back(sum.detach());
   }

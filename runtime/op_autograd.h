@@ -8,8 +8,10 @@
 //    device; undefined for omitted optional inputs). An op whose outputs the
 //    importer folded is not run: its outputs are the folded data, on
 //    `device`. With `needs_gradient` (one flag per op input: the inputs a
-//    backward node wants gradients of), those inputs become autograd leaves
-//    and `saved` keeps them and the outputs with their history; the
+//    backward node wants gradients of), the kernel runs under autograd and
+//    `saved` keeps the op's backward graph: only what the kernel's own
+//    derivative saves stays alive (as in PyTorch, and as the training
+//    view's saved_for_backward.h assumes), not the inputs themselves; the
 //    returned outputs are detached. Without it, the kernel runs without
 //    autograd.
 //  - OutputLosses: for each floating-point graph output among the op's
@@ -26,6 +28,7 @@
 
 #include <vector>
 
+#include <torch/csrc/autograd/edge.h>
 #include <torch/torch.h>
 
 #include "absl/status/statusor.h"
@@ -34,8 +37,14 @@
 namespace placer {
 
 struct SavedOp {
-  std::vector<torch::Tensor> leaves;   // per op input (undefined: no grad)
-  std::vector<torch::Tensor> outputs;  // per op output, with autograd history
+  // Per op input: where autograd hands back its gradient (invalid: none
+  // wanted), and its sizes and options (for a zero gradient).
+  std::vector<torch::autograd::Edge> inputs;
+  std::vector<std::vector<int64_t>> input_sizes;
+  std::vector<torch::TensorOptions> input_options;
+  // Per op output: where its gradient enters the op's backward graph
+  // (invalid: the output has no history).
+  std::vector<torch::autograd::Edge> outputs;
 };
 
 absl::StatusOr<std::vector<torch::Tensor>> ForwardOp(

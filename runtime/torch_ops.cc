@@ -488,16 +488,59 @@ Result LogSoftmax(const Op& op, const Tensors& in) {
                                                in[0].dim()))};
 }
 
+torch::Tensor MeanCrossEntropy(const torch::Tensor& logits,
+                               const torch::Tensor& labels,
+                               int64_t ignore_index) {
+  return torch::nll_loss_nd(torch::log_softmax(logits, 1),
+                            labels.to(torch::kLong), {}, at::Reduction::Mean,
+                            ignore_index);
+}
+
+// Mean cross-entropy whose backward keeps the logits and labels (what the
+// training view says SoftmaxCrossEntropyLoss keeps) and writes the
+// gradient, (softmax - one-hot) x g / (labels not ignored), into one
+// logits-sized buffer: the backward holds what the view counts (the
+// logits and the gradient), not a log-softmax and its gradient beside them.
+struct CrossEntropyKeepingLogits
+    : public torch::autograd::Function<CrossEntropyKeepingLogits> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
+                               torch::Tensor logits, torch::Tensor labels,
+                               int64_t ignore_index) {
+    ctx->save_for_backward({logits, labels});
+    ctx->saved_data["ignore_index"] = ignore_index;
+    return MeanCrossEntropy(logits, labels, ignore_index);
+  }
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext* ctx,
+      torch::autograd::variable_list grads) {
+    torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const int64_t ignore_index = ctx->saved_data["ignore_index"].toInt();
+    torch::Tensor labels = saved[1].to(torch::kLong);
+    torch::Tensor valid = labels != ignore_index;
+    torch::Tensor at = labels.masked_fill(~valid, 0).unsqueeze(1);
+    torch::Tensor g = torch::softmax(saved[0], 1);
+    g.scatter_(1, at, g.gather(1, at) - 1);
+    g.mul_(valid.unsqueeze(1));
+    g.mul_(grads[0] / valid.sum());
+    return {g, torch::Tensor(), torch::Tensor()};
+  }
+};
+
 Result SoftmaxCrossEntropyLoss(const Op& op, const Tensors& in) {
   const AttributeValue* reduction = op.FindAttribute("reduction");
   if (reduction != nullptr && reduction->s != "mean") {
     return Unsupported(op, "reduction " + reduction->s);
   }
   if (Present(in, 2)) return Unsupported(op, "class weights");
+  const int64_t ignore_index = op.IntAttribute("ignore_index", -100);
+  if (op.outputs.size() < 2 && in[0].requires_grad()) {
+    return Tensors{
+        CrossEntropyKeepingLogits::apply(in[0], in[1], ignore_index)};
+  }
   torch::Tensor log_prob = torch::log_softmax(in[0], 1);
-  torch::Tensor loss = torch::nll_loss_nd(
-      log_prob, in[1].to(torch::kLong), {}, at::Reduction::Mean,
-      op.IntAttribute("ignore_index", -100));
+  torch::Tensor loss =
+      torch::nll_loss_nd(log_prob, in[1].to(torch::kLong), {},
+                         at::Reduction::Mean, ignore_index);
   Tensors out{loss};
   if (op.outputs.size() > 1) out.push_back(log_prob);
   return out;

@@ -105,6 +105,21 @@ inline onnx::ModelProto SharedWeightChain() {
   return m;
 }
 
+// What a backward keeps: x[4, 2] -> MatMul W[2, 2] -> y -> Transpose -> t
+// -> Relu -> r, the output. MatMul's backward keeps x and W, Transpose's
+// nothing, Relu's its output r. Every activation is 32 bytes.
+inline onnx::ModelProto MatMulTransposeRelu() {
+  onnx::ModelProto m = EmptyModel();
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {4, 2});
+  AddWeight(g, "w", {2, 2});
+  AddNode(g, "MatMul", "mm", {"x", "w"}, {"y"});
+  AddNode(g, "Transpose", "tr", {"y"}, {"t"});
+  AddNode(g, "Relu", "relu", {"t"}, {"r"});
+  AddOutput(g, "r");
+  return m;
+}
+
 }  // namespace placer::testing
 
 #endif  // PLACER_TESTS_GRAPH_TEST_MODELS_H_

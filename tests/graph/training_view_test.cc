@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "graph/onnx_import.h"
+#include "tests/graph/test_models.h"
 #include "onnx/onnx_pb.h"
 #include "zoo/zoo.h"
 
@@ -105,6 +106,32 @@ void CheckInvariants(const Graph& g, const TrainingView& v) {
   double ratio = v.flops(NodeKind::kBackward) / v.flops(NodeKind::kForward);
   EXPECT_GE(ratio, 1.0);
   EXPECT_LE(ratio, 2.05);
+}
+
+// Backward nodes read what their ops keep: MatMul its inputs, Transpose
+// nothing of the forward pass, Relu its output.
+TEST(TrainingViewTest, BackwardNodesReadWhatTheirOpsKeep) {
+  absl::StatusOr<Graph> g =
+      ImportOnnxModel(testing::MatMulTransposeRelu(), "test", {});
+  ASSERT_TRUE(g.ok()) << g.status();
+  TrainingView v = BuildTrainingView(*g);
+  auto forward_reads = [&](const char* op) {
+    std::set<std::string> names;
+    for (int in : v.node(v.backward_node(g->FindOp(op))).inputs) {
+      if (v.value(in).kind != ValueKind::kGradient) {
+        names.insert(v.value(in).name);
+      }
+    }
+    return names;
+  };
+  EXPECT_EQ(forward_reads("mm"), (std::set<std::string>{"x", "w"}));
+  EXPECT_EQ(forward_reads("tr"), std::set<std::string>{});
+  EXPECT_EQ(forward_reads("relu"), std::set<std::string>{"r"});
+  // y's only reader is the Transpose; t's only reader is the Relu.
+  EXPECT_EQ(v.value(g->FindTensor("y")).consumers,
+            std::vector<int>{g->FindOp("tr")});
+  EXPECT_EQ(v.value(g->FindTensor("t")).consumers,
+            std::vector<int>{g->FindOp("relu")});
 }
 
 TEST(TrainingViewTest, InvariantsOnZooModels) {

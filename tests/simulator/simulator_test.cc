@@ -182,6 +182,25 @@ TEST(SimulatorTest, TrainingStepMemoryPeak) {
   EXPECT_TRUE(tight.Run({}).oom);
 }
 
+// A value lives until its last reader, and a backward reads only what its
+// op keeps (graph/saved_for_backward.h): x -> MatMul W -> y -> Transpose ->
+// t -> Relu -> r, every activation 32 bytes, W 16 (+ momentum 16).
+//   resident 32, x 32: 64; mm writes y: 96; tr writes t: 128, frees y (only
+//   tr read it): 96; relu writes r: 128, frees t (Relu keeps its output,
+//   not its input): 96; grad:relu reads r, writes dt: 128, frees r: 96;
+//   grad:tr writes dy: 128, frees dt: 96; grad:mm reads x, W and dy,
+//   writes dW: 112, frees x and dy. Peak 128.
+// Were every backward to keep its op's inputs, y and t would live to
+// grad:tr and grad:relu: 160 after relu and again at each of them.
+TEST(SimulatorTest, ABackwardKeepsOnlyWhatItsOpNeeds) {
+  Fixture f(testing::MatMulTransposeRelu(), TestCluster(1, 8));
+  SimulationResult r = f.Run({});
+  EXPECT_EQ(r.peak_memory_bytes[0], 128);
+  Fixture tight(testing::MatMulTransposeRelu(),
+                TestCluster(1, 8, /*memory_bytes=*/127));
+  EXPECT_TRUE(tight.Run({}).oom);
+}
+
 // W homed on A (m0 reads it first) and read by m1..m3 on B, at 8 FLOP/s:
 // forward 1 s each (8 FLOPs); backward 2 s (dW and dy) and 1 s for m0 (dW
 // only); the update 3.5 s (4 x 4 + 3 adds x 4 elements). Links: W (16 B)
