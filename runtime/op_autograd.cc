@@ -30,18 +30,6 @@ struct GradientTap : public torch::autograd::Function<GradientTap> {
   }
 };
 
-// A value owns its bytes, as the training view counts them: a kernel's
-// result that is a strided view (a transpose, an expand) or a part of a
-// larger block (a split, a concat's gradient) is copied, so that it neither
-// keeps a larger block alive nor makes a later kernel keep a contiguous
-// copy of it beside it. Views of a whole block (reshape) stay views.
-torch::Tensor OwnBytes(const torch::Tensor& t) {
-  if (!t.defined() || !t.has_storage()) return t;
-  if (!t.is_contiguous()) return t.contiguous();
-  if (static_cast<size_t>(t.nbytes()) < t.storage().nbytes()) return t.clone();
-  return t;
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<torch::Tensor>> ForwardOp(
@@ -84,7 +72,7 @@ absl::StatusOr<std::vector<torch::Tensor>> ForwardOp(
     if (!out.ok()) return out.status();
     saved->outputs.assign(out->size(), torch::autograd::Edge());
     for (size_t k = 0; k < out->size(); ++k) {
-      const torch::Tensor t = OwnBytes((*out)[k]);
+      const torch::Tensor& t = (*out)[k];
       if (t.defined() && t.requires_grad()) {
         saved->outputs[k] = torch::autograd::impl::gradient_edge(t);
       }
@@ -93,10 +81,7 @@ absl::StatusOr<std::vector<torch::Tensor>> ForwardOp(
     return results;
   }
   torch::NoGradGuard no_grad;
-  absl::StatusOr<std::vector<torch::Tensor>> out = RunTorchOp(op, inputs);
-  if (!out.ok()) return out.status();
-  for (torch::Tensor& t : *out) t = OwnBytes(t);
-  return out;
+  return RunTorchOp(op, inputs);
 }
 
 double OutputLosses(const Graph& graph, const Op& op,

@@ -138,8 +138,12 @@ absl::StatusOr<double> TimeBackward(const Graph& g, const Op& op,
     }
     if (outputs.empty()) return 0.0;
     DeviceTimer timer(device);
-    torch::autograd::grad(outputs, wrt, grads, /*retain_graph=*/false,
-                          /*create_graph=*/false, /*allow_unused=*/true);
+    // As the executor keeps them (op_autograd.h): each owning its bytes.
+    for (const torch::Tensor& g : torch::autograd::grad(
+             outputs, wrt, grads, /*retain_graph=*/false,
+             /*create_graph=*/false, /*allow_unused=*/true)) {
+      OwnBytes(g);
+    }
     return timer.Seconds();
   });
 }

@@ -823,13 +823,24 @@ bool HasTorchKernel(absl::string_view domain, absl::string_view op_type) {
   return Kernels().contains(op_type);
 }
 
+torch::Tensor OwnBytes(const torch::Tensor& t) {
+  if (!t.defined() || !t.has_storage()) return t;
+  if (!t.is_contiguous()) return t.contiguous();
+  if (static_cast<size_t>(t.nbytes()) < t.storage().nbytes()) return t.clone();
+  return t;
+}
+
 absl::StatusOr<std::vector<torch::Tensor>> RunTorchOp(
     const Op& op, const std::vector<torch::Tensor>& inputs) {
   if (!HasTorchKernel(op.domain, op.op_type)) {
     return Unsupported(op, "no LibTorch kernel for this op type");
   }
   try {
-    return Kernels().at(op.op_type)(op, inputs);
+    Result results = Kernels().at(op.op_type)(op, inputs);
+    if (results.ok()) {
+      for (torch::Tensor& t : *results) t = OwnBytes(t);
+    }
+    return results;
   } catch (const std::exception& e) {
     return TorchErrorStatus(
         e, absl::StrCat("node '", op.key, "' (", op.op_type, "): "));

@@ -30,8 +30,17 @@ bool HasTorchKernel(absl::string_view domain, absl::string_view op_type);
 // the same list for commands without LibTorch).
 std::vector<std::string> TorchKernelOpTypes();
 
+// Results own their bytes (OwnBytes): what the training view counts.
 absl::StatusOr<std::vector<torch::Tensor>> RunTorchOp(
     const Op& op, const std::vector<torch::Tensor>& inputs);
+
+// A value owns its bytes, as the training view counts them: a result that
+// is a strided view (a transpose, an expand) or a part of a larger block (a
+// split's outputs, a concat's input gradients) is copied, so that it
+// neither keeps a larger block alive nor makes a later kernel keep a
+// contiguous copy of it beside it. Views of a whole block (a reshape) stay
+// views.
+torch::Tensor OwnBytes(const torch::Tensor& t);
 
 // Turns the inputs that get a gradient (needs[k], defined, floating point)
 // into autograd leaves, in place, as the executor runs a forward op whose
