@@ -25,7 +25,8 @@ std::unique_ptr<PlacementPolicy> NewBestPolicy();
 // Memory before speed: layers dealt out by memory share, else devices
 // filled in turn along the layers by simulation; repaired by simulation
 // until every device fits (policies/memory_first.cc). What BestHeuristic
-// falls back on when no heuristic fits.
+// falls back on when no heuristic fits, and looks at when one is over a
+// limit.
 std::unique_ptr<PlacementPolicy> NewMemoryFirstPolicy();
 
 // The heuristic policies' (PolicyKind::kHeuristic) placement with the
@@ -34,7 +35,9 @@ std::unique_ptr<PlacementPolicy> NewMemoryFirstPolicy();
 // the best step so far (0: none yet) and the placements evaluated. When no
 // heuristic fits, memory_first is run before giving up; the error then
 // names a node or parameter no device can hold, or the smallest overshoot
-// it reached and on which device.
+// it reached and on which device. When some fit and some are over a
+// memory limit (a tight cluster), memory_first is also run with a tenth of
+// the budget and wins when faster.
 // What `best` refines and the RL placer warm-starts from.
 struct HeuristicWinner {
   Placement placement;

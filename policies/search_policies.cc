@@ -283,6 +283,7 @@ absl::StatusOr<HeuristicWinner> BestHeuristic(
         after_each) {
   HeuristicWinner winner;
   bool found = false;
+  bool tight = false;  // some heuristic was over a memory limit
   std::string errors;
   for (const PolicyInfo& info : Policies()) {
     if (info.kind != PolicyKind::kHeuristic) continue;
@@ -291,6 +292,7 @@ absl::StatusOr<HeuristicWinner> BestHeuristic(
     if (found && StopRequested(o)) break;
     absl::StatusOr<Placement> p = info.make()->Place(in, o);
     if (!p.ok()) {
+      tight |= p.status().code() == absl::StatusCode::kResourceExhausted;
       absl::StrAppend(&errors, errors.empty() ? "" : "; ", p.status().message());
       continue;
     }
@@ -307,19 +309,29 @@ absl::StatusOr<HeuristicWinner> BestHeuristic(
                  winner.evaluations);
     }
   }
-  if (!found && !StopRequested(o)) {
-    // Memory before speed, before giving up.
-    absl::StatusOr<Placement> p = NewMemoryFirstPolicy()->Place(in, o);
+  if ((!found || tight) && !StopRequested(o)) {
+    // Memory before speed, before giving up; and on a cluster tight enough
+    // that some heuristic was over a limit, a look at what memory_first
+    // finds with a tenth of the budget (its deal, which keeps consecutive
+    // layers together, can beat the heuristics that fit there).
+    PolicyOptions look = o;
+    if (found) {
+      look.budget_seconds = o.budget_seconds / 10;
+      if (o.max_evaluations > 0) {
+        look.max_evaluations = std::max<int64_t>(1, o.max_evaluations / 10);
+      }
+    }
+    absl::StatusOr<Placement> p = NewMemoryFirstPolicy()->Place(in, look);
     if (p.ok()) {
       ++winner.evaluations;
       std::optional<double> step = Evaluate(in, o, *p);
-      if (step) {
+      if (step && (!found || *step < winner.step_seconds)) {
         found = true;
         winner.placement = std::move(*p);
         winner.step_seconds = *step;
         winner.policy = "memory_first";
       }
-    } else {
+    } else if (!found) {
       absl::StrAppend(&errors, "; ", p.status().message());
     }
     if (after_each) {

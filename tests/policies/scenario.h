@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
@@ -32,6 +33,16 @@ struct Scenario {
            zoo::ZooParams p = Small()) {
     p.weights = false;
     graph = *ImportOnnxModel(*zoo::BuildZooModel(model, p), model, {});
+    view = BuildTrainingView(graph);
+    cluster = *LoadCluster(preset);
+    sim = std::make_unique<SimulationContext>(
+        SimulationContext::Create(view, cluster, *costs, *order));
+    input_ = std::make_unique<PolicyInput>(
+        PolicyInput{view, cluster, *costs, *sim});
+  }
+  // An imported graph (a file of tests/fixtures/corpus, say) on a preset.
+  Scenario(Graph imported, const std::string& preset)
+      : graph(std::move(imported)) {
     view = BuildTrainingView(graph);
     cluster = *LoadCluster(preset);
     sim = std::make_unique<SimulationContext>(
