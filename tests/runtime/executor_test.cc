@@ -450,6 +450,48 @@ TEST(ExecutorTest, SimulatedPeakMatchesAllocatedPeak) {
   }
 }
 
+// The same on PyTorch's own training-mode exports (tests/fixtures/corpus),
+// which bring their own op mix: BatchNorm with its statistics outputs,
+// LayerNorm, Dropout, GELU, GRUs. Measured: bert_tiny 0.912x, convnext_tiny
+// 0.960x, densenet121 0.990x, alexnet 0.998x. The GRU model is 0.800x and
+// held to 25%: a recurrent op's backward keeps every step's gate
+// activations, which the training view does not count (it keeps the op's
+// inputs): open.
+TEST(ExecutorTest, SimulatedPeakMatchesAllocatedPeakOnPyTorchExports) {
+  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  std::unique_ptr<ReadyOrder> order = NewTopologicalReadyOrder();
+  for (const char* file :
+       {"bert_tiny.train.op13", "gru.train.op17", "convnext_tiny.train.op13",
+        "densenet121.train.op17", "alexnet.train.op13"}) {
+    SCOPED_TRACE(file);
+    auto m = std::make_unique<Model>();
+    absl::StatusOr<Graph> g = ImportOnnxFile(
+        std::string("tests/fixtures/corpus/") + file + ".onnx", {});
+    ASSERT_TRUE(g.ok()) << g.status();
+    m->graph = std::move(*g);
+    m->view = BuildTrainingView(m->graph);
+    Cluster cpu = Cpus(1);
+    Placement one{std::vector<int>(m->graph.ops().size(), 0)};
+    SimulationContext c = SimulationContext::Create(m->view, cpu, *costs, *order);
+    absl::StatusOr<SimulationResult> sim = Simulate(c, one);
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    ExecutorOptions o;
+    o.measure_allocations = true;
+    auto e = Executor::Create(m->view, cpu, one, o);
+    ASSERT_TRUE(e.ok()) << e.status();
+    absl::StatusOr<StepReport> r = (*e)->Step();
+    ASSERT_TRUE(r.ok()) << r.status();
+    const double simulated = static_cast<double>(sim->peak_memory_bytes[0]);
+    const double allocated = static_cast<double>(r->allocated_peak_bytes[0]);
+    std::printf("%s: simulated %.0f, allocated %.0f (%.3fx)\n", file,
+                simulated, allocated, simulated / allocated);
+    EXPECT_EQ(r->peak_memory_bytes[0], sim->peak_memory_bytes[0]);
+    const double tolerance =
+        std::string(file) == "gru.train.op17" ? 0.25 : 0.10;
+    EXPECT_NEAR(allocated, simulated, tolerance * simulated);
+  }
+}
+
 TEST(ExecutorTest, PeakMemoryIsTracked) {
   zoo::ZooParams p;
   p.batch_size = 8;
