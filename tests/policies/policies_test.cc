@@ -176,9 +176,7 @@ TEST(PoliciesTest, BestFitsWhereverMemoryAllows) {
       if (model.name == "inception_v3") params.image_size = 96;
       Scenario s(model.name, preset, params);
       const int devices = s.cluster.num_devices();
-      SimulationResult one = *Simulate(
-          *s.sim, Placement{std::vector<int>(s.graph.ops().size(), 0)});
-      const int64_t limit = one.peak_memory_bytes[0] / share;
+      const int64_t limit = s.single_device_peak_bytes() / share;
       int64_t least = 0;
       for (int i = 0; i < static_cast<int>(s.view.nodes().size()); ++i) {
         const TrainingNode& n = s.view.node(i);
@@ -248,11 +246,9 @@ TEST(PoliciesTest, BestHeuristicLooksAtMemoryFirstOnATightCluster) {
       "tests/fixtures/corpus/densenet121.train.op17.onnx", {});
   ASSERT_TRUE(g.ok()) << g.status();
   Scenario s(std::move(*g), "p100x4");
-  SimulationResult one = *Simulate(
-      *s.sim, Placement{std::vector<int>(s.graph.ops().size(), 0)});
   PolicyOptions o = Quick();
   o.memory_limit_bytes.assign(s.cluster.num_devices(),
-                              one.peak_memory_bytes[0] / 3);
+                              s.single_device_peak_bytes() / 3);
   int fit = 0, over = 0;
   double fastest = 0;
   for (const char* heuristic : {"single", "expert", "hash", "critical_path",
@@ -279,6 +275,20 @@ TEST(PoliciesTest, BestHeuristicLooksAtMemoryFirstOnATightCluster) {
   EXPECT_TRUE(CheckPlacement(s.input(), o, h->placement).ok());
 }
 
+// Every device limited to 1/share of the model's single-device peak less
+// the default 5% headroom, as `scripts/tight_clusters.sh` clusters are.
+PolicyOptions AtAShareOfThePeak(const Scenario& s, int share,
+                                int64_t evaluations) {
+  PolicyOptions o;
+  o.budget_seconds = 600;
+  o.max_evaluations = evaluations;
+  o.memory_limit_bytes.assign(
+      s.cluster.num_devices(),
+      static_cast<int64_t>(0.95 * static_cast<double>(
+                                      s.single_device_peak_bytes() / share)));
+  return o;
+}
+
 // The zoo's GNMT-2 at its full size on four P100s, each given half of its
 // single-device peak less the default 5% headroom: every heuristic stops
 // over the limit (the softmax's steps fit on no device), memory_first
@@ -291,15 +301,7 @@ TEST(MemoryFirstTest, PlacesGnmt2AtAHalfAndNamesTheNodeThatCannotFit) {
            {"p100x4", 2}, {"p100x4", 3}, {"v100x8", 4}}) {
     SCOPED_TRACE(preset + " at 1/" + std::to_string(share));
     Scenario s("gnmt2", preset, zoo::ZooParams{});  // the zoo's defaults
-    SimulationResult one = *Simulate(
-        *s.sim, Placement{std::vector<int>(s.graph.ops().size(), 0)});
-    PolicyOptions o;
-    o.budget_seconds = 600;
-    o.max_evaluations = 8000;
-    o.memory_limit_bytes.assign(
-        s.cluster.num_devices(),
-        static_cast<int64_t>(0.95 * static_cast<double>(
-                                        one.peak_memory_bytes[0] / share)));
+    PolicyOptions o = AtAShareOfThePeak(s, share, /*evaluations=*/8000);
     absl::StatusOr<Placement> p =
         (*NewPolicy("memory_first"))->Place(s.input(), o);
     if (share == 2) {
@@ -328,15 +330,7 @@ TEST(MemoryFirstTest, PlacesGnmt2AtAHalfAndNamesTheNodeThatCannotFit) {
 // of its own it fits.
 TEST(MemoryFirstTest, SplitsAUnitOverEveryLimitIntoItsGroups) {
   Scenario s("inception_v3", "v100x8", zoo::ZooParams{});
-  SimulationResult one = *Simulate(
-      *s.sim, Placement{std::vector<int>(s.graph.ops().size(), 0)});
-  PolicyOptions o;
-  o.budget_seconds = 600;
-  o.max_evaluations = 20000;
-  o.memory_limit_bytes.assign(
-      s.cluster.num_devices(),
-      static_cast<int64_t>(0.95 * static_cast<double>(
-                                      one.peak_memory_bytes[0] / 4)));
+  PolicyOptions o = AtAShareOfThePeak(s, 4, /*evaluations=*/20000);
   absl::StatusOr<Placement> p =
       (*NewPolicy("memory_first"))->Place(s.input(), o);
   ASSERT_TRUE(p.ok()) << p.status();

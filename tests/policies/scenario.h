@@ -30,16 +30,8 @@ struct Scenario {
   std::unique_ptr<SimulationContext> sim;
 
   Scenario(const std::string& model, const std::string& preset,
-           zoo::ZooParams p = Small()) {
-    p.weights = false;
-    graph = *ImportOnnxModel(*zoo::BuildZooModel(model, p), model, {});
-    view = BuildTrainingView(graph);
-    cluster = *LoadCluster(preset);
-    sim = std::make_unique<SimulationContext>(
-        SimulationContext::Create(view, cluster, *costs, *order));
-    input_ = std::make_unique<PolicyInput>(
-        PolicyInput{view, cluster, *costs, *sim});
-  }
+           zoo::ZooParams p = Small())
+      : Scenario(ImportZoo(model, p), preset) {}
   // An imported graph (a file of tests/fixtures/corpus, say) on a preset.
   Scenario(Graph imported, const std::string& preset)
       : graph(std::move(imported)) {
@@ -65,7 +57,19 @@ struct Scenario {
   }
   const PolicyInput& input() const { return *input_; }
 
+  // The simulated peak of the whole model on device 0.
+  int64_t single_device_peak_bytes() const {
+    return Simulate(*sim,
+                    Placement{std::vector<int>(graph.ops().size(), 0)})
+        ->peak_memory_bytes[0];
+  }
+
  private:
+  static Graph ImportZoo(const std::string& model, zoo::ZooParams p) {
+    p.weights = false;
+    return *ImportOnnxModel(*zoo::BuildZooModel(model, p), model, {});
+  }
+
   std::unique_ptr<PolicyInput> input_;
 };
 
