@@ -23,6 +23,14 @@ class CostModel {
   virtual ~CostModel() = default;
   virtual double NodeSeconds(const TrainingView& view, int node,
                              const Device& device) const = 0;
+  // The node's time on a device that is the only one of its host in use
+  // (devices of one host slow each other down: cores, memory, a GPU's
+  // launching thread, copies); by default NodeSeconds. Only measured
+  // profiles tell the two apart.
+  virtual double AloneNodeSeconds(const TrainingView& view, int node,
+                                  const Device& device) const {
+    return NodeSeconds(view, node, device);
+  }
   // Sending `bytes` from device src to device dst of `cluster`.
   virtual double TransferSeconds(int64_t bytes, const Cluster& cluster,
                                  int src, int dst) const = 0;

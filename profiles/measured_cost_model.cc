@@ -27,6 +27,13 @@ class MeasuredCostModel : public CostModel {
     return fallback_->NodeSeconds(view, node, device);
   }
 
+  double AloneNodeSeconds(const TrainingView& view, int node,
+                          const Device& device) const override {
+    auto it = profile_.alone_ops.find({NodeSignature(view, node), device.kind});
+    if (it != profile_.alone_ops.end()) return it->second;
+    return NodeSeconds(view, node, device);
+  }
+
   double TransferSeconds(int64_t bytes, const Cluster& cluster, int src,
                          int dst) const override {
     const double handoffs = 2 * profile_.handoff_seconds;
@@ -114,6 +121,12 @@ absl::StatusOr<MeasuredProfile> ProfileFromProto(const proto::Profile& message,
     DeviceKind kind =
         t.device_kind() == proto::GPU ? DeviceKind::kGpu : DeviceKind::kCpu;
     p.ops[{t.signature(), kind}] = {t.seconds(), t.repeats()};
+    if (!(t.alone_seconds() >= 0) || !std::isfinite(t.alone_seconds())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": ops[", i, "] (", t.signature(),
+          "): alone_seconds must be finite and >= 0"));
+    }
+    if (t.alone_seconds() > 0) p.alone_ops[{t.signature(), kind}] = t.alone_seconds();
   }
   for (int i = 0; i < message.links_size(); ++i) {
     const proto::LinkFit& l = message.links(i);
@@ -141,6 +154,8 @@ proto::Profile ProfileToProto(const MeasuredProfile& p) {
     t->set_device_kind(ToProto(key.second));
     t->set_seconds(value.first);
     t->set_repeats(value.second);
+    auto alone = p.alone_ops.find(key);
+    if (alone != p.alone_ops.end()) t->set_alone_seconds(alone->second);
   }
   for (const auto& [key, link] : p.links) {
     proto::LinkFit* l = message.add_links();
@@ -174,6 +189,10 @@ absl::Status SaveProfile(const MeasuredProfile& p, const std::string& path) {
 MeasuredProfile MergeProfiles(MeasuredProfile base,
                               const MeasuredProfile& overlay) {
   for (const auto& [key, timing] : overlay.ops) base.ops[key] = timing;
+  for (const auto& [key, seconds] : overlay.alone_ops) {
+    base.alone_ops[key] = seconds;
+    base.ops.try_emplace(key, seconds, 1);
+  }
   for (const auto& [key, link] : overlay.links) base.links[key] = link;
   if (overlay.handoff_seconds > 0) base.handoff_seconds = overlay.handoff_seconds;
   base.source = base.source.empty()

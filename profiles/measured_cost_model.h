@@ -1,6 +1,8 @@
 // A cost model from measurements: per-signature node times per device kind
 // and per-link fits, falling back to another model (the roofline) where a
-// node or link was not measured.
+// node or link was not measured. A node may also have a time measured
+// alone (no other device of its host in use): AloneNodeSeconds answers it,
+// and NodeSeconds (neighbours in use) where it was not measured.
 //
 // A transfer costs the link's fit (or the fallback's) plus two thread
 // hand-offs of the profile (the copying worker's wake, then the reader's):
@@ -43,6 +45,9 @@ struct MeasuredProfile {
   std::string source;
   // (signature, device kind) -> median seconds, repeats
   std::map<std::pair<std::string, DeviceKind>, std::pair<double, int>> ops;
+  // (signature, device kind) -> median seconds inside steps in which no
+  // other device of the host was in use; every key is also in `ops`.
+  std::map<std::pair<std::string, DeviceKind>, double> alone_ops;
   // (src name, dst name) -> fit
   std::map<std::pair<std::string, std::string>, MeasuredLink> links;
   // The executor's thread hand-off measured in steps (profile.proto); 0
@@ -55,9 +60,11 @@ struct MeasuredProfile {
 // timings at two or more distinct sizes.
 absl::StatusOr<LinkParams> FitLink(const std::vector<LinkSample>& samples);
 
-// `base` with every op timing and link of `overlay` replacing or adding to
-// its own, and overlay's hand-off where it measured one (e.g. times
-// measured inside training steps over times measured one op at a time).
+// `base` with every op timing (alone or not) and link of `overlay`
+// replacing or adding to its own, and overlay's hand-off where it measured
+// one (e.g. times measured inside training steps over times measured one op
+// at a time). An alone time whose signature has no other time gives it
+// that one too.
 MeasuredProfile MergeProfiles(MeasuredProfile base,
                               const MeasuredProfile& overlay);
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <set>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "profiles/signature.h"
@@ -88,8 +90,15 @@ MeasuredProfile ProfileFromMeasurement(const TrainingView& view,
     ops[{NodeSignature(view, static_cast<int>(i)), cluster.device(d).kind}]
         .push_back(measurement.node_seconds[i]);
   }
+  // Devices used per host: with one each, no device had a neighbour in
+  // use, and the times are alone times too.
+  std::map<std::string, std::set<int>> used;
+  for (int d : placement.device_of_op) used[cluster.device(d).host].insert(d);
+  bool alone = true;
+  for (const auto& [host, devices] : used) alone &= devices.size() <= 1;
   for (auto& [key, times] : ops) {
     profile.ops[key] = {Median(times), static_cast<int>(times.size())};
+    if (alone) profile.alone_ops[key] = profile.ops[key].first;
   }
   if (!measurement.handoff_seconds.empty()) {
     // A mean, since hand-offs add up along a step's paths, without the 5%
@@ -135,8 +144,48 @@ absl::StatusOr<MeasuredProfile> OverlayStepMeasurement(
   if (!executor.ok()) return executor.status();
   absl::StatusOr<Measurement> m = MeasureSteps(**executor, options);
   if (!m.ok()) return m.status();
-  return MergeProfiles(std::move(base),
-                       ProfileFromMeasurement(view, cluster, reference, *m));
+  MeasuredProfile overlaid = MergeProfiles(
+      std::move(base), ProfileFromMeasurement(view, cluster, reference, *m));
+  // Where a host has devices of more than one kind (a GPU's driving thread
+  // shares the host's cores with the CPU device's threads): each device
+  // kind alone, every node on the first device of that kind, for the times
+  // with no neighbour in use. Hosts of CPU devices only are left as they
+  // are: on cpu2 (2 cores) one placement's step moved by 50% within the
+  // hour, and 5 alone steps added that noise, not information
+  // (docs/runtime.md).
+  std::map<std::string, std::set<DeviceKind>> kinds_on_host;
+  bool mixed_host = false;
+  for (const Device& d : cluster.devices()) {
+    std::set<DeviceKind>& k = kinds_on_host[d.host];
+    k.insert(d.kind);
+    mixed_host |= k.size() > 1;
+  }
+  if (!mixed_host) return overlaid;
+  std::set<DeviceKind> kinds;
+  for (int d = 0; d < cluster.num_devices(); ++d) {
+    if (!kinds.insert(cluster.device(d).kind).second) continue;
+    Placement one{std::vector<int>(reference.device_of_op.size(), d)};
+    absl::StatusOr<std::unique_ptr<Executor>> alone =
+        Executor::Create(view, cluster, one, options.executor);
+    absl::StatusOr<Measurement> a =
+        alone.ok() ? MeasureSteps(**alone, options)
+                   : absl::StatusOr<Measurement>(alone.status());
+    // A model that does not fit one device keeps the times measured beside
+    // others for that kind.
+    if (a.status().code() == absl::StatusCode::kResourceExhausted) continue;
+    if (!a.ok()) {
+      return absl::Status(
+          a.status().code(),
+          absl::StrCat("measuring every node alone on ", cluster.device(d).name,
+                       ": ", a.status().message()));
+    }
+    MeasuredProfile times = ProfileFromMeasurement(view, cluster, one, *a);
+    MeasuredProfile only_alone;
+    only_alone.source = absl::StrCat("every node alone on ", cluster.device(d).name);
+    only_alone.alone_ops = std::move(times.alone_ops);
+    overlaid = MergeProfiles(std::move(overlaid), only_alone);
+  }
+  return overlaid;
 }
 
 std::unique_ptr<StepEvaluator> NewExecutorEvaluator(const TrainingView& view,

@@ -14,7 +14,14 @@
 // OverlayStepMeasurement measures a reference placement (RandomRuns:
 // seeded, so that every device and link carries work) and overlays those
 // in-step times on a profile: what a node costs inside a step (dispatch,
-// bookkeeping, workers sharing the host) and op-by-op timing misses. NewExecutorEvaluator is the
+// bookkeeping, workers sharing the host) and op-by-op timing misses; where a
+// host has devices of more than one kind (CPU and GPU) it also measures
+// each device kind alone (every node on its first device of that kind: the
+// profile's alone times, what a node costs when no other device of the
+// host is in use; a kind the model does not fit alone keeps the shared
+// times). ProfileFromMeasurement records
+// alone times too when the placement uses one device per host.
+// NewExecutorEvaluator is the
 // StepEvaluator that measures: one executor per placement.
 #ifndef PLACER_RUNTIME_MEASUREMENT_H_
 #define PLACER_RUNTIME_MEASUREMENT_H_

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <queue>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -91,15 +92,26 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
   c.costs_ = &costs;
   const int n = c.num_nodes(), d = c.num_devices();
   c.node_seconds_.resize(static_cast<size_t>(n) * d);
+  c.alone_seconds_.resize(static_cast<size_t>(n) * d);
   c.min_seconds_.resize(n);
   c.control_dependents_.assign(n, {});
+  std::vector<std::string> hosts;
+  for (const Device& device : cluster.devices()) {
+    auto it = std::find(hosts.begin(), hosts.end(), device.host);
+    c.host_of_.push_back(static_cast<int>(it - hosts.begin()));
+    if (it == hosts.end()) hosts.push_back(device.host);
+  }
   double flops = 0, min_sum = 0;
+  bool any_alone = false;
   for (int i = 0; i < n; ++i) {
     double best = 0;
     for (int k = 0; k < d; ++k) {
       double s = costs.NodeSeconds(view, i, cluster.device(k));
+      double alone = costs.AloneNodeSeconds(view, i, cluster.device(k));
       c.node_seconds_[static_cast<size_t>(i) * d + k] = s;
-      best = k == 0 ? s : std::min(best, s);
+      c.alone_seconds_[static_cast<size_t>(i) * d + k] = alone;
+      any_alone |= alone != s;
+      best = k == 0 ? std::min(s, alone) : std::min({best, s, alone});
     }
     c.min_seconds_[i] = best;
     min_sum += best;
@@ -109,6 +121,7 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
       c.control_dependents_[p].push_back(i);
     }
   }
+  if (!any_alone) c.alone_seconds_.clear();
   c.key_rank_ = NodeKeyRanks(view);
 
   c.home_group_.assign(view.values().size(), -1);
@@ -225,6 +238,7 @@ class Simulation {
   std::vector<int64_t> memory_, peak_;
   std::vector<double> busy_;
   std::vector<bool> running_;
+  std::vector<char> alone_;  // per device: the only one of its host in use
   std::vector<int> last_on_device_;
   std::vector<double> link_free_;
   std::vector<int> last_on_link_;
@@ -301,7 +315,8 @@ void Simulation::TryStart(int device, double time) {
     cause_[n] = {false, last_on_device_[device]};  // waited for the device
   }
   start_[n] = time;
-  end_[n] = time + c_.node_seconds(n, device);
+  end_[n] = time + (alone_[device] ? c_.alone_node_seconds(n, device)
+                                   : c_.node_seconds(n, device));
   for (int out : view_.node(n).outputs) {
     Allocate(device, view_.value(out).bytes);
   }
@@ -370,6 +385,16 @@ SimulationResult Simulation::Run() {
   peak_.assign(D_, 0);
   busy_.assign(D_, 0);
   running_.assign(D_, false);
+  // A device is alone when no other device of its host runs a node of the
+  // placement.
+  alone_.assign(D_, 0);
+  if (c_.has_alone_times()) {
+    std::vector<int> used_on_host(D_, 0);
+    std::vector<char> used(D_, 0);
+    for (int i = 0; i < n; ++i) used[dev_[i]] = 1;
+    for (int d = 0; d < D_; ++d) used_on_host[c_.host_of(d)] += used[d];
+    for (int d = 0; d < D_; ++d) alone_[d] = used_on_host[c_.host_of(d)] == 1;
+  }
   last_on_device_.assign(D_, -1);
   link_free_.assign(D_ * D_, 0);
   last_on_link_.assign(D_ * D_, -1);

@@ -5,7 +5,11 @@
 //  - One compute queue per device. A node becomes ready when each of its
 //    input values is present on its device and its control inputs are done;
 //    an idle device runs the ready node that the context's ReadyOrder ranks
-//    first (lowest priority value), ties broken by node key.
+//    first (lowest priority value), ties broken by node key. A node takes
+//    the cost model's NodeSeconds, or its AloneNodeSeconds on a device that
+//    is the only one of its host (Device::host) the placement uses: a
+//    device in use slows its host's others down for the whole step (its
+//    threads, its copies), not only while it runs a node.
 //  - A value is sent at most once to each device that needs it, right when
 //    it is produced (parameters: at time 0 from their group's device).
 //    Transfers are serialized per link direction (FIFO) and take the cost
@@ -86,6 +90,19 @@ class SimulationContext {
   double node_seconds(int node, int device) const {
     return node_seconds_[static_cast<size_t>(node) * num_devices() + device];
   }
+  // On a device that is the only one of its host a placement uses
+  // (CostModel::AloneNodeSeconds); node_seconds where the cost model does
+  // not tell the two apart.
+  double alone_node_seconds(int node, int device) const {
+    return alone_seconds_.empty()
+               ? node_seconds(node, device)
+               : alone_seconds_[static_cast<size_t>(node) * num_devices() +
+                                device];
+  }
+  bool has_alone_times() const { return !alone_seconds_.empty(); }
+  // Devices on one host share an index (Device::host; unsaid is one host).
+  int host_of(int device) const { return host_of_[device]; }
+  // The node's fastest time over devices, alone or not.
   double min_node_seconds(int node) const { return min_seconds_[node]; }
   double priority(int node) const { return priority_[node]; }
   const std::vector<double>& priorities() const { return priority_; }
@@ -107,6 +124,8 @@ class SimulationContext {
   const Cluster* cluster_ = nullptr;
   const CostModel* costs_ = nullptr;
   std::vector<double> node_seconds_;
+  std::vector<double> alone_seconds_;  // empty: the same as node_seconds_
+  std::vector<int> host_of_;
   std::vector<double> min_seconds_;
   std::vector<double> priority_;
   std::vector<int> key_rank_;

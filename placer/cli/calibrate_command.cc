@@ -6,7 +6,8 @@
 // with the executor and simulates twice: with the op-by-op profile, and
 // with that profile overlaid by the node and link times measured inside
 // the steps of one reference placement that is not among those evaluated
-// (the feedback loop of the product). With --rounds R the placements are
+// (and, where a host mixes device kinds, of each kind alone: the
+// alone times; runtime/measurement.h) (the feedback loop of the product). With --rounds R the placements are
 // measured R times in turn (drift on a shared machine then falls on all
 // alike) and each keeps the median of its rounds. Prints each (as its last
 // round ends), the median relative error and Spearman's rank correlation,

@@ -2,7 +2,9 @@
 //   [--reference-steps 5] [--nproc N [--world-size W] ...] -o PROFILE
 // Op-by-op timings of the model's nodes and the links between devices,
 // overlaid (unless --reference-steps 0) with the node and link times
-// measured inside the steps of a reference placement. As ranks (--nproc,
+// measured inside the steps of a reference placement, and, where a host has
+// devices of more than one kind, the times of each kind alone (every node
+// on its first device: the profile's alone times). As ranks (--nproc,
 // --world-size and `placer worker`, as for run), the links between
 // devices of different ranks are measured over the ranks' transport
 // (runtime/link_probe.h) and replace the in-process ones; rank 0 writes
@@ -147,6 +149,11 @@ int ProfileCommand(const std::vector<std::string>& args) {
           "; overlaid with %d steps of a reference placement (thread "
           "hand-off %.1f us)",
           reference_steps, 1e6 * report->profile.handoff_seconds);
+      if (!report->profile.alone_ops.empty()) {
+        absl::StrAppend(&reference_note, " and ",
+                        report->profile.alone_ops.size(),
+                        " node signatures' times alone on their device kind");
+      }
     }
   }
   for (auto& [pair, link] : rank_links) report->profile.links[pair] = link;

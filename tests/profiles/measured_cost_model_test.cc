@@ -129,6 +129,53 @@ TEST(MeasuredCostModelTest, TransfersPayTwoHandoffs) {
   EXPECT_DOUBLE_EQ(MergeProfiles(p, overlay).handoff_seconds, 4e-5);
 }
 
+// A time measured alone (no other device of the host busy) answers
+// AloneNodeSeconds; NodeSeconds keeps the shared time; where only the
+// shared time or nothing was measured, both give the same. Alone times
+// survive a save and load, overlay the base's, and give a signature with no
+// other time that one too.
+TEST(MeasuredCostModelTest, AloneTimesWhereMeasured) {
+  Diamond d;
+  Cluster cluster = *LoadCluster("cpu2");
+  const Device& cpu = cluster.device(0);
+  int top = d.graph.FindOp("top"), join = d.graph.FindOp("join");
+  std::string sig = NodeSignature(d.view, top);
+  MeasuredProfile p;
+  p.ops[{sig, DeviceKind::kCpu}] = {0.25, 5};
+  p.alone_ops[{sig, DeviceKind::kCpu}] = 0.125;
+  std::unique_ptr<CostModel> roofline = NewRooflineCostModel();
+  std::unique_ptr<CostModel> m = NewMeasuredCostModel(p, NewRooflineCostModel());
+  EXPECT_DOUBLE_EQ(m->NodeSeconds(d.view, top, cpu), 0.25);
+  EXPECT_DOUBLE_EQ(m->AloneNodeSeconds(d.view, top, cpu), 0.125);
+  EXPECT_DOUBLE_EQ(m->AloneNodeSeconds(d.view, join, cpu),
+                   roofline->NodeSeconds(d.view, join, cpu));
+  EXPECT_DOUBLE_EQ(roofline->AloneNodeSeconds(d.view, join, cpu),
+                   roofline->NodeSeconds(d.view, join, cpu));
+
+  ASSERT_TRUE(SaveProfile(p, Tmp("alone.pbtxt")).ok());
+  absl::StatusOr<MeasuredProfile> back = LoadProfile(Tmp("alone.pbtxt"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->alone_ops, p.alone_ops);
+  EXPECT_EQ(back->ops, p.ops);
+
+  MeasuredProfile overlay;
+  std::string join_sig = NodeSignature(d.view, join);
+  overlay.alone_ops[{sig, DeviceKind::kCpu}] = 0.1;
+  overlay.alone_ops[{join_sig, DeviceKind::kCpu}] = 0.5;
+  MeasuredProfile merged = MergeProfiles(p, overlay);
+  EXPECT_DOUBLE_EQ(merged.alone_ops.at({sig, DeviceKind::kCpu}), 0.1);
+  EXPECT_DOUBLE_EQ(merged.ops.at({sig, DeviceKind::kCpu}).first, 0.25);
+  EXPECT_DOUBLE_EQ(merged.ops.at({join_sig, DeviceKind::kCpu}).first, 0.5);
+
+  FILE* bad = fopen(Tmp("bad_alone.pbtxt").c_str(), "w");
+  fputs("ops { signature: \"s\" device_kind: CPU seconds: 1 "
+        "alone_seconds: -2 }\n", bad);
+  fclose(bad);
+  EXPECT_THAT(LoadProfile(Tmp("bad_alone.pbtxt")).status().message(),
+              HasSubstr("bad_alone.pbtxt: ops[0] (s): alone_seconds must be "
+                        "finite and >= 0"));
+}
+
 TEST(MeasuredCostModelTest, SaveLoadRoundTripAndErrors) {
   MeasuredProfile p;
   p.source = "test";

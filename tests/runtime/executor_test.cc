@@ -552,6 +552,32 @@ TEST(ExecutorTest, MeasurementFollowsTheProtocolAndBecomesAProfile) {
   }
   EXPECT_DOUBLE_EQ(profile.handoff_seconds,
                    TrimmedMean(r->handoff_seconds, 0.05));
+  // Two devices of one host ran side by side: no alone times. On one
+  // device of the two, every time is an alone time too.
+  EXPECT_TRUE(profile.alone_ops.empty());
+  Placement single{std::vector<int>(m->graph.ops().size(), 1)};
+  auto one = Executor::Create(m->view, two, single);
+  ASSERT_TRUE(one.ok()) << one.status();
+  absl::StatusOr<Measurement> alone = MeasureSteps(**one, o);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  MeasuredProfile alone_profile =
+      ProfileFromMeasurement(m->view, two, single, *alone);
+  ASSERT_EQ(alone_profile.alone_ops.size(), alone_profile.ops.size());
+  for (const auto& [key, timing] : alone_profile.ops) {
+    EXPECT_EQ(alone_profile.alone_ops.at(key), timing.first) << key.first;
+  }
+  // The reference steps on a host of CPU devices only: shared times for
+  // every signature, no alone steps (those are measured where a host mixes
+  // device kinds: PlacementAcrossCpuAndGpuMatchesCpuAlone).
+  absl::StatusOr<MeasuredProfile> overlaid =
+      OverlayStepMeasurement(m->view, two, placement, {}, o);
+  ASSERT_TRUE(overlaid.ok()) << overlaid.status();
+  EXPECT_TRUE(overlaid->alone_ops.empty());
+  for (int i = 0; i < static_cast<int>(m->view.nodes().size()); ++i) {
+    EXPECT_TRUE(overlaid->ops.count({NodeSignature(m->view, i),
+                                     DeviceKind::kCpu}))
+        << m->view.node(i).key;
+  }
 }
 
 TEST(StatisticsTest, TrimmedMeanLeavesOutBothEnds) {
@@ -691,6 +717,38 @@ TEST(ExecutorTest, PlacementAcrossCpuAndGpuMatchesCpuAlone) {
     for (const auto& [ra, rb] : ExpectSameTraining(m->graph, **a, **b, 3)) {
       EXPECT_FALSE(rb.transfers.empty());
       EXPECT_GT(rb.busy_seconds[1], 0);  // the GPU ran nodes
+    }
+  }
+}
+
+// A host with a CPU and a GPU: the reference steps also measure each kind
+// alone (every node on /cpu:0, then on /gpu:0), so every node signature
+// has an alone time on both kinds (runtime/measurement.h).
+TEST(ExecutorTest, ReferenceStepsOnACpuAndGpuHostMeasureEachKindAlone) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  absl::StatusOr<Cluster> mixed = ParseCluster(
+      "name: \"cpu_gpu\"\n"
+      "devices { name: \"/cpu:0\" kind: CPU peak_flops: 8e10 "
+      "memory_bandwidth: 1e10 memory_bytes: 8589934592 }\n"
+      "devices { name: \"/gpu:0\" kind: GPU peak_flops: 5e13 "
+      "memory_bandwidth: 2e12 memory_bytes: 8589934592 }\n"
+      "default_link { latency_seconds: 1e-5 bandwidth: 2.5e10 }\n",
+      "cpu_gpu.pbtxt");
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  zoo::ZooParams p;
+  p.batch_size = 8;
+  p.hidden = 32;
+  std::unique_ptr<Model> m = Load("diamond", p);
+  MeasureOptions o;
+  o.steps = 3;
+  o.warmup = 1;
+  absl::StatusOr<MeasuredProfile> overlaid = OverlayStepMeasurement(
+      m->view, *mixed, RoundRobin(m->graph, 2), {}, o);
+  ASSERT_TRUE(overlaid.ok()) << overlaid.status();
+  for (int i = 0; i < static_cast<int>(m->view.nodes().size()); ++i) {
+    for (DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kGpu}) {
+      EXPECT_TRUE(overlaid->alone_ops.count({NodeSignature(m->view, i), kind}))
+          << m->view.node(i).key;
     }
   }
 }
