@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <set>
+#include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -24,6 +26,7 @@
 #include "placer/model_source.h"
 #include "profiles/cluster.h"
 #include "profiles/measured_cost_model.h"
+#include "profiles/signature.h"
 #include "placer/cli/ranks.h"
 #include "runtime/link_probe.h"
 #include "runtime/profiler.h"
@@ -165,19 +168,44 @@ int ProfileCommand(const std::vector<std::string>& args) {
   if (absl::Status s = SaveProfile(report->profile, UserPath(out)); !s.ok()) {
     return Fail(s);
   }
+  // What the written profile leaves to the roofline: node signatures of the
+  // view, on each device kind measured, with no time op by op nor from the
+  // reference steps.
+  std::set<std::pair<std::string, DeviceKind>> wanted;
+  if (view) {
+    std::set<DeviceKind> kinds;
+    for (const Device& d : cluster->devices()) {
+      if (options.kinds.empty() ||
+          std::count(options.kinds.begin(), options.kinds.end(), d.kind) > 0) {
+        kinds.insert(d.kind);
+      }
+    }
+    for (int n = 0; n < static_cast<int>(view->nodes().size()); ++n) {
+      for (DeviceKind kind : kinds) wanted.insert({NodeSignature(*view, n), kind});
+    }
+  }
+  int left = 0;
+  for (const auto& key : wanted) left += report->profile.ops.count(key) == 0;
+  const bool stepped = view && reference_steps > 0 &&
+                       reference_note.find("overlaid") != std::string::npos;
+  std::string over_budget;
+  if (report->signatures_over_budget > 0) {
+    over_budget = absl::StrFormat(
+        " (--budget %s ran out: %s)",
+        AbslUnparseFlag(absl::GetFlag(FLAGS_budget)),
+        stepped ? "timed inside the reference steps only; raise it to time "
+                  "them op by op too"
+                : "raise it to measure them");
+  }
   ReportWrote(
       out, absl::StrFormat(
-               "%d node signatures, %d links measured; %d nodes without a "
-               "LibTorch kernel and %d signatures past the budget fall back "
-               "to the roofline%s; %d failed%s",
+               "%d node signatures, %d links measured op by op; %d nodes "
+               "without a LibTorch kernel; %d signatures past the budget%s; "
+               "%d failed%s; %d of %d node signatures left to the roofline",
                report->measured_signatures, report->profile.links.size(),
                report->nodes_without_kernel, report->signatures_over_budget,
-               report->signatures_over_budget > 0
-                   ? absl::StrFormat(" (--budget %s ran out: raise it to "
-                                     "measure them)",
-                                     AbslUnparseFlag(absl::GetFlag(FLAGS_budget)))
-                   : std::string(),
-               report->failed_signatures, reference_note));
+               over_budget, report->failed_signatures, reference_note, left,
+               wanted.size()));
   if (absl::GetFlag(FLAGS_json)) {
     google::protobuf::Struct s;
     auto& f = *s.mutable_fields();
@@ -189,6 +217,8 @@ int ProfileCommand(const std::vector<std::string>& args) {
     f["signatures_over_budget"].set_number_value(
         report->signatures_over_budget);
     f["failed_signatures"].set_number_value(report->failed_signatures);
+    f["node_signatures"].set_number_value(static_cast<double>(wanted.size()));
+    f["signatures_left_to_roofline"].set_number_value(left);
     auto* failures = f["failures"].mutable_list_value();
     for (const std::string& failure : report->failures) {
       failures->add_values()->set_string_value(failure);

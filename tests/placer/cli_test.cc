@@ -236,6 +236,7 @@ TEST(CliTest, ProfileThenSimulateWithIt) {
   // gradients (left, right); the update (x3).
   EXPECT_THAT(r.out, HasSubstr("6 node signatures, 2 links measured"));
   EXPECT_THAT(r.out, HasSubstr("0 failed"));
+  EXPECT_THAT(r.out, HasSubstr("0 of 6 node signatures left to the roofline"));
   // In-step times of a reference placement overlay the op-by-op ones,
   // unless --reference-steps 0.
   EXPECT_THAT(r.out, HasSubstr("overlaid with 5 steps of a reference placement"));
@@ -244,6 +245,21 @@ TEST(CliTest, ProfileThenSimulateWithIt) {
       "--warmup 0 --reference-steps 0 -o " + TmpFile("op_by_op.pbtxt"));
   ASSERT_EQ(op_by_op.exit_code, 0) << op_by_op.out;
   EXPECT_THAT(op_by_op.out, Not(HasSubstr("reference placement")));
+  EXPECT_THAT(op_by_op.out, HasSubstr("0 of 6 node signatures left to the roofline"));
+  // A budget too small for any op: op by op, all six are left to the
+  // roofline; with the reference steps, every one is timed inside them.
+  const std::string tiny =
+      "profile zoo:diamond --batch 2 --hidden 3 --cluster cpu2 --repeats 1 "
+      "--warmup 0 --budget 0.001 ";
+  RunResult starved =
+      RunPlacer(tiny + "--reference-steps 0 -o " + TmpFile("starved.pbtxt"));
+  ASSERT_EQ(starved.exit_code, 0) << starved.out;
+  EXPECT_THAT(starved.out, HasSubstr("raise it to measure them"));
+  EXPECT_THAT(starved.out, HasSubstr("6 of 6 node signatures left to the roofline"));
+  RunResult stepped = RunPlacer(tiny + "-o " + TmpFile("stepped.pbtxt"));
+  ASSERT_EQ(stepped.exit_code, 0) << stepped.out;
+  EXPECT_THAT(stepped.out, HasSubstr("timed inside the reference steps only"));
+  EXPECT_THAT(stepped.out, HasSubstr("0 of 6 node signatures left to the roofline"));
   std::string placement = TmpFile("diamond_p.json");
   WriteFile(placement, R"({"assignment": {"top": "/cpu:0", "left": "/cpu:0",
       "right": "/cpu:1", "join": "/cpu:0"}})");
