@@ -36,7 +36,9 @@
 // the device, its peak, by how much it is over, after how many moves; or,
 // before any search, when a node's inputs and outputs or a parameter's
 // home (it, its optimizer state and its gradient) are over every device's
-// limit, naming it: no placement of whole nodes fits then.
+// limit, naming it: no placement of whole nodes fits then (a parameter
+// whose home makes one of its several partial gradients: it, its state,
+// the buffer and a second contribution being added).
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -70,7 +72,8 @@ struct Judged {
 // What no placement of whole nodes can go below, whatever the device: a
 // node's inputs (a gradient sum as one buffer) and outputs are alive while
 // it runs; a parameter's home holds it, its optimizer state and its summed
-// gradient at the update. Fails when one of them is over every device's
+// gradient at the update, and a second partial being added into that sum
+// when the home makes one of several. Fails when one of them is over every device's
 // limit, naming it.
 absl::Status CheckFloor(const PolicyInput& in, const PolicyOptions& o) {
   const TrainingView& view = in.view;
@@ -101,16 +104,45 @@ absl::Status CheckFloor(const PolicyInput& in, const PolicyOptions& o) {
                           " bytes while it runs (its inputs and outputs)");
     }
   }
+  // A parameter's home holds it and its optimizer state all step, and its
+  // summed gradient at the update. When the home's own group makes one of
+  // the gradient's partials and there are others (an unrolled layer's
+  // steps, a projection applied at every step), the home's buffer has a
+  // second contribution added into it, its own next partial or another
+  // device's buffer, and the two are alive at once.
   const double state = view.options().optimizer_state_per_parameter_byte;
-  for (const TrainingValue& v : view.values()) {
-    if (v.kind != ValueKind::kParameter) continue;
-    const int64_t bytes =
-        static_cast<int64_t>(static_cast<double>(v.bytes) * (2 + state));
-    if (bytes > need) {
-      need = bytes;
-      what = absl::StrCat("parameter '", v.name, "' needs ", bytes,
-                          " bytes at its home (with its optimizer state and "
-                          "gradient)");
+  const std::vector<GradientSum>& sums = view.gradient_sums();
+  std::vector<int> sum_of_tensor(view.values().size(), -1);
+  for (int s = 0; s < static_cast<int>(sums.size()); ++s) {
+    if (sums[s].tensor >= 0) sum_of_tensor[sums[s].tensor] = s;
+  }
+  for (int g = 0; g < view.num_groups(); ++g) {
+    for (int p : view.group_parameters(g)) {
+      const TrainingValue& v = view.value(p);
+      const int s = sum_of_tensor[p];
+      bool home_adds = false;
+      if (s >= 0 && sums[s].partials.size() >= 2) {
+        for (int node : view.group_nodes(g)) {
+          for (int out : view.node(node).outputs) {
+            home_adds |= view.sum_of(out) == s;
+          }
+        }
+      }
+      const int64_t bytes = static_cast<int64_t>(
+          static_cast<double>(v.bytes) * (home_adds ? 3 + state : 2 + state));
+      if (bytes > need) {
+        need = bytes;
+        what = home_adds
+                   ? absl::StrCat(
+                         "parameter '", v.name, "' needs ", bytes,
+                         " bytes at its home (with its optimizer state, its "
+                         "summed gradient and a second of its ",
+                         sums[s].partials.size(),
+                         " partial gradients being added: its home makes one)")
+                   : absl::StrCat("parameter '", v.name, "' needs ", bytes,
+                                  " bytes at its home (with its optimizer "
+                                  "state and gradient)");
+      }
     }
   }
   if (need <= largest_limit) return absl::OkStatus();
