@@ -8,7 +8,7 @@
 namespace placer {
 namespace {
 
-enum class Keeps { kNothing, kOutput0, kInput0, kInput1 };
+enum class Keeps { kNothing, kOutput0, kInput0, kInput1, kMask };
 
 const absl::flat_hash_map<std::string, Keeps>& Table() {
   static const auto* table = new absl::flat_hash_map<std::string, Keeps>{
@@ -46,6 +46,8 @@ const absl::flat_hash_map<std::string, Keeps>& Table() {
       // index_select keeps its indices; where keeps its condition.
       {"Gather", Keeps::kInput1},
       {"Where", Keeps::kInput0},
+      // native_dropout keeps its mask (bool), the op's second output.
+      {"Dropout", Keeps::kMask},
   };
   return *table;
 }
@@ -83,6 +85,15 @@ SavedTensors SavedForBackward(const Op& op) {
       break;
     case Keeps::kInput1:
       saved.inputs.push_back(1);
+      break;
+    case Keeps::kMask:
+      // Without a mask output the mask is no value of the graph: its
+      // input stands in for it (a float per element, not a byte).
+      if (op.outputs.size() > 1 && op.outputs[1] >= 0) {
+        saved.outputs.push_back(1);
+      } else {
+        saved.inputs.push_back(0);
+      }
       break;
   }
   return saved;

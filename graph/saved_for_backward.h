@@ -12,7 +12,8 @@
 //    nothing; activations whose derivative is written in terms of their
 //    result (Relu, Sigmoid, Tanh, Exp, Sqrt, Reciprocal, Softmax,
 //    LogSoftmax) keep their output; Gather keeps its indices, Where its
-//    condition.
+//    condition; Dropout its mask (its second output, a byte per element;
+//    its input when the op has no mask output).
 //  - Any other op type, including ones in other domains and types this
 //    table does not know, keeps every input: an over-count of memory, never
 //    an under-count.

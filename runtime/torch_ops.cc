@@ -662,10 +662,12 @@ Result Dropout(const Op& op, const Tensors& in) {
   double p = Present(in, 1) ? in[1].item<double>()
                             : (ratio != nullptr ? ratio->f : 0.5);
   bool training = Present(in, 2) && in[2].item<bool>();
-  torch::Tensor mask = training ? torch::bernoulli(torch::full_like(in[0], 1 - p))
-                                : torch::ones_like(in[0]);
-  torch::Tensor y = training ? in[0] * mask / (1 - p) : in[0];
-  return Tensors{y, mask.to(torch::kBool)};
+  if (!training) {
+    return Tensors{in[0], torch::ones_like(in[0], torch::kBool)};
+  }
+  // PyTorch's training-mode dropout: its backward keeps the bool mask.
+  auto [y, mask] = torch::native_dropout(in[0], p, true);
+  return Tensors{y, mask};
 }
 
 Result Cast(const Op& op, const Tensors& in) {

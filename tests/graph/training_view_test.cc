@@ -1,5 +1,6 @@
 #include "graph/training_view.h"
 
+#include <map>
 #include <set>
 
 #include "gtest/gtest.h"
@@ -132,6 +133,48 @@ TEST(TrainingViewTest, BackwardNodesReadWhatTheirOpsKeep) {
             std::vector<int>{g->FindOp("tr")});
   EXPECT_EQ(v.value(g->FindTensor("t")).consumers,
             std::vector<int>{g->FindOp("relu")});
+}
+
+// Dropout in training mode, as PyTorch exports it (ratio and training_mode
+// inputs, the mask a second output): its backward keeps the bool mask, a
+// byte per element, not its float input; without a mask output, its input
+// stands in for the mask (an over-count, never an under-count).
+TEST(TrainingViewTest, DropoutKeepsItsMask) {
+  for (bool mask_output : {true, false}) {
+    SCOPED_TRACE(mask_output ? "with a mask output" : "without");
+    onnx::ModelProto m = testing::EmptyModel(13);
+    auto* graph = m.mutable_graph();
+    testing::AddInput(graph, "x", {4, 2});
+    testing::AddWeight(graph, "w", {2, 8});
+    testing::AddWeight(graph, "ratio", {});
+    auto* training = graph->add_initializer();
+    training->set_name("training_mode");
+    training->set_data_type(onnx::TensorProto::BOOL);
+    training->add_int32_data(1);
+    testing::AddNode(graph, "MatMul", "mm", {"x", "w"}, {"y"});
+    if (mask_output) {
+      testing::AddNode(graph, "Dropout", "drop", {"y", "ratio", "training_mode"},
+                       {"d", "mask"});
+    } else {
+      testing::AddNode(graph, "Dropout", "drop", {"y", "ratio", "training_mode"},
+                       {"d"});
+    }
+    testing::AddOutput(graph, "d");
+    absl::StatusOr<Graph> g = ImportOnnxModel(m, "test", {});
+    ASSERT_TRUE(g.ok()) << g.status();
+    TrainingView v = BuildTrainingView(*g);
+    std::map<std::string, int64_t> kept;
+    for (int in : v.node(v.backward_node(g->FindOp("drop"))).inputs) {
+      if (v.value(in).kind != ValueKind::kGradient) {
+        kept[v.value(in).name] = v.value(in).bytes;
+      }
+    }
+    if (mask_output) {
+      EXPECT_EQ(kept, (std::map<std::string, int64_t>{{"mask", 32}}));
+    } else {
+      EXPECT_EQ(kept, (std::map<std::string, int64_t>{{"y", 128}}));
+    }
+  }
 }
 
 TEST(TrainingViewTest, InvariantsOnZooModels) {
