@@ -41,6 +41,15 @@ class CostModel {
   // gradient accumulation costs per micro-batch after the first.
   virtual double AccumulateSeconds(const TrainingView& view, int update_node,
                                    const Device& device) const = 0;
+  // Adding one partial gradient of the view's gradient sum `sum` into the
+  // buffer its device already holds for that sum (the executor does it on
+  // the device's worker right after the node that made the partial). By
+  // default 0: the roofline does not charge it; a measured profile does
+  // where it timed the addition for the tensor's shape.
+  virtual double PartialAddSeconds(const TrainingView& view, int sum,
+                                   const Device& device) const {
+    return 0;
+  }
 };
 
 // Roofline: op_overhead_seconds + max(flops / peak_flops,

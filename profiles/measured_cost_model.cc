@@ -63,6 +63,14 @@ class MeasuredCostModel : public CostModel {
     return fallback_->AccumulateSeconds(view, update_node, device);
   }
 
+  double PartialAddSeconds(const TrainingView& view, int sum,
+                           const Device& device) const override {
+    auto it =
+        profile_.ops.find({PartialAddSignature(view, sum), device.kind});
+    if (it != profile_.ops.end()) return it->second.first;
+    return fallback_->PartialAddSeconds(view, sum, device);
+  }
+
  private:
   MeasuredProfile profile_;
   std::unique_ptr<CostModel> fallback_;

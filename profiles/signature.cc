@@ -56,6 +56,12 @@ std::string AccumulateSignature(const TrainingView& view, int update_node) {
       TensorSig(view.forward().tensor(view.node(update_node).parameter)));
 }
 
+std::string PartialAddSignature(const TrainingView& view, int sum) {
+  return absl::StrCat(
+      "add ",
+      TensorSig(view.forward().tensor(view.gradient_sums()[sum].tensor)));
+}
+
 std::string NodeSignature(const TrainingView& view, int node) {
   const TrainingNode& n = view.node(node);
   const Graph& g = view.forward();

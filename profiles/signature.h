@@ -21,6 +21,10 @@ std::string NodeSignature(const TrainingView& view, int node);
 // buffer depends on: "accumulate <dtype>[dims]" (CostModel's
 // AccumulateSeconds; measured by `placer profile`).
 std::string AccumulateSignature(const TrainingView& view, int update_node);
+// Adding one partial gradient of gradient sum `sum` into its device's
+// buffer, inside a step: "add <dtype>[dims]" of the forward tensor
+// (CostModel's PartialAddSeconds; measured warm by `placer profile`).
+std::string PartialAddSignature(const TrainingView& view, int sum);
 
 // For a backward node: which inputs of its forward op get a gradient.
 std::vector<bool> InputsNeedingGradient(const TrainingView& view, int node);

@@ -175,7 +175,9 @@ absl::StatusOr<double> TimeUpdate(const Tensor& parameter, int partials,
 // strategy executor does it (in place). Inside a step the buffer was last
 // touched a micro-batch ago, so caches are flushed (64 MiB written) before
 // each run (timed warm, it looked 3x cheaper, 10x for small tensors).
-// `flush`: 16 Mi floats on `device`, written before each run.
+// `flush`: 16 Mi floats on `device`, written before each run; undefined:
+// timed warm, as a partial gradient is added right after the node that
+// made it into a buffer the same worker touched one partial before.
 absl::StatusOr<double> TimeAccumulate(const Tensor& parameter,
                                       const torch::Device& device,
                                       torch::Tensor& flush,
@@ -185,7 +187,7 @@ absl::StatusOr<double> TimeAccumulate(const Tensor& parameter,
   torch::Tensor buffer = torch::randn(parameter.shape, on);
   torch::Tensor g = torch::randn(parameter.shape, on);
   return MedianOfRuns(o.warmup, o.repeats, [&]() -> absl::StatusOr<double> {
-    flush.add_(1);
+    if (flush.defined()) flush.add_(1);
     Synchronize(device);
     DeviceTimer timer(device);
     buffer.add_(g);
@@ -346,6 +348,29 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
   for (const auto& [kind, device] : op_device) {
     std::set<std::string> done;
     torch::Tensor flush;  // for TimeAccumulate, made on first use
+    torch::Tensor warm;   // undefined: TimeAccumulate without a flush
+    // Times adding a gradient of `tensor`'s shape into a buffer, after a
+    // cache flush or warm, and records it as `signature`, or the failure.
+    auto time_addition = [&](const std::string& signature,
+                             const Tensor& tensor, bool flushed) {
+      absl::StatusOr<double> added;
+      try {
+        if (flushed && !flush.defined()) {
+          flush =
+              torch::zeros({16 << 20}, torch::TensorOptions().device(device));
+        }
+        added = TimeAccumulate(tensor, device, flushed ? flush : warm, options);
+      } catch (const std::exception& e) {
+        added = TorchErrorStatus(e, "");
+      }
+      if (added.ok()) {
+        report.profile.ops[{signature, kind}] = {*added, options.repeats};
+      } else {
+        ++report.failed_signatures;
+        report.failures.push_back(absl::StrCat(KindName(kind), " ", signature,
+                                               ": ", added.status().message()));
+      }
+    };
     for (int i = 0; i < n; ++i) {
       if (!has_kernel[i]) continue;
       const TrainingNode& node = view->node(i);
@@ -393,29 +418,27 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
         // What gradient accumulation adds per micro-batch (strategies).
         std::string accumulate = AccumulateSignature(*view, i);
         if (done.insert(accumulate).second) {
-          absl::StatusOr<double> added;
-          try {
-            if (!flush.defined()) {
-              flush = torch::zeros({16 << 20},
-                                   torch::TensorOptions().device(device));
-            }
-            added = TimeAccumulate(g.tensor(node.parameter), device, flush,
-                                   options);
-          } catch (const std::exception& e) {
-            added = TorchErrorStatus(e, "");
-          }
-          if (added.ok()) {
-            report.profile.ops[{accumulate, kind}] = {*added, options.repeats};
-          } else {
-            ++report.failed_signatures;
-            report.failures.push_back(absl::StrCat(
-                KindName(kind), " ", accumulate, ": ", added.status().message()));
-          }
+          time_addition(accumulate, g.tensor(node.parameter), /*flushed=*/true);
         }
       }
       if (report.measured_signatures % 25 == 0) {
         progress(absl::StrFormat("%d signatures measured (%.1f s)",
                                  report.measured_signatures, SecondsSince(start)));
+      }
+    }
+    // What the executor's worker spends adding a partial gradient into the
+    // buffer its device already holds for it (a weight read at every step
+    // of an unrolled layer: one addition per step after the first), once
+    // per shape, warm (the accumulation above flushes the caches first: a
+    // micro-batch ago; here the buffer was touched one partial ago and the
+    // partial was just made; flushed, the small GNMT-2's additions were
+    // charged about 3x what its executor's worker spent on them).
+    for (int s = 0; s < static_cast<int>(view->gradient_sums().size()); ++s) {
+      const GradientSum& sum = view->gradient_sums()[s];
+      if (sum.partials.size() < 2) continue;
+      std::string add = PartialAddSignature(*view, s);
+      if (done.insert(add).second) {
+        time_addition(add, g.tensor(sum.tensor), /*flushed=*/false);
       }
     }
   }

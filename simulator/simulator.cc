@@ -122,6 +122,18 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
     }
   }
   if (!any_alone) c.alone_seconds_.clear();
+  const int sums = static_cast<int>(view.gradient_sums().size());
+  c.add_seconds_.assign(static_cast<size_t>(sums) * d, 0);
+  bool any_add = false;
+  for (int s = 0; s < sums; ++s) {
+    if (view.gradient_sums()[s].partials.size() < 2) continue;
+    for (int k = 0; k < d; ++k) {
+      double add = costs.PartialAddSeconds(view, s, cluster.device(k));
+      c.add_seconds_[static_cast<size_t>(s) * d + k] = add;
+      any_add |= add != 0;
+    }
+  }
+  if (!any_add) c.add_seconds_.clear();
   c.key_rank_ = NodeKeyRanks(view);
 
   c.home_group_.assign(view.values().size(), -1);
@@ -317,6 +329,14 @@ void Simulation::TryStart(int device, double time) {
   start_[n] = time;
   end_[n] = time + (alone_[device] ? c_.alone_node_seconds(n, device)
                                    : c_.node_seconds(n, device));
+  // Partials added into a buffer the device already holds: the device
+  // adds them right after the node.
+  for (int out : view_.node(n).outputs) {
+    const int s = view_.sum_of(out);
+    if (s >= 0 && has_buffer_[SumSlot(s, device)]) {
+      end_[n] += c_.partial_add_seconds(s, device);
+    }
+  }
   for (int out : view_.node(n).outputs) {
     Allocate(device, view_.value(out).bytes);
   }

@@ -19,7 +19,10 @@
 //    gradient sums): when a device has made the last of its partials of a
 //    sum, its one buffer is sent to the sink's device (a single transfer of
 //    the tensor's bytes, however many partials it holds); the sink is ready
-//    when every device's buffer is there.
+//    when every device's buffer is there. A node whose partial is added
+//    into a buffer its device holds when it starts takes the cost model's
+//    PartialAddSeconds more (the add follows the node on its device; an
+//    arriving buffer's add is not charged).
 //  - Memory per device: resident for the whole step are the parameters
 //    homed there times (1 + optimizer state per parameter byte). Every other
 //    value is allocated
@@ -100,6 +103,14 @@ class SimulationContext {
                                 device];
   }
   bool has_alone_times() const { return !alone_seconds_.empty(); }
+  // Adding a partial gradient of gradient sum `sum` into the buffer
+  // `device` holds for it (CostModel::PartialAddSeconds).
+  double partial_add_seconds(int sum, int device) const {
+    return add_seconds_.empty()
+               ? 0
+               : add_seconds_[static_cast<size_t>(sum) * num_devices() +
+                              device];
+  }
   // Devices on one host share an index (Device::host; unsaid is one host).
   int host_of(int device) const { return host_of_[device]; }
   // The node's fastest time over devices, alone or not.
@@ -125,6 +136,7 @@ class SimulationContext {
   const CostModel* costs_ = nullptr;
   std::vector<double> node_seconds_;
   std::vector<double> alone_seconds_;  // empty: the same as node_seconds_
+  std::vector<double> add_seconds_;    // per (sum, device); empty: all 0
   std::vector<int> host_of_;
   std::vector<double> min_seconds_;
   std::vector<double> priority_;

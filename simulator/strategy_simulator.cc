@@ -19,6 +19,11 @@ struct StageModel {
   // Parameters' gradients in the order they become final: the position in
   // `backward` of the node that makes the last partial, and the bytes.
   std::vector<std::pair<int, int64_t>> gradients;
+  // Per backward node (as `backward`): the gradient sums whose partial it
+  // adds into a buffer the replica already holds (made by an earlier node
+  // of the stage, or arrived from a later stage before the backward), as
+  // Simulate charges them.
+  std::vector<std::vector<int>> adds;
 };
 
 struct Plan {
@@ -81,6 +86,27 @@ absl::StatusOr<Plan> MakePlan(const SimulationContext& context,
     for (int p : sum.partials) makers.insert(stage_of_node(view.value(p).producer));
     for (int from : makers) {
       if (from != to) plan.gradient_bytes[to * S + from] += sum.bytes;
+    }
+  }
+  // Partials added into buffers, per stage backward node.
+  for (int s = 0; s < S; ++s) {
+    StageModel& st = plan.stages[s];
+    std::vector<char> held(view.gradient_sums().size(), 0);
+    for (int x = 0; x < static_cast<int>(view.gradient_sums().size()); ++x) {
+      const GradientSum& sum = view.gradient_sums()[x];
+      if (stage_of_node(sum.sink) != s) continue;
+      for (int p : sum.partials) {
+        held[x] |= stage_of_node(view.value(p).producer) > s;
+      }
+    }
+    st.adds.assign(st.backward.size(), {});
+    for (size_t k = 0; k < st.backward.size(); ++k) {
+      for (int out : view.node(st.backward[k]).outputs) {
+        const int x = view.sum_of(out);
+        if (x < 0) continue;
+        if (held[x]) st.adds[k].push_back(x);
+        held[x] = 1;
+      }
     }
   }
   // Parameters' gradients: final after the last of their partials.
@@ -263,7 +289,10 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     for (int k = 0; k < R; ++k) {
       const int d = replicas[k];
       const double f = seconds_of(plan.stages[s].forward, d);
-      const double b = seconds_of(plan.stages[s].backward, d);
+      double b = seconds_of(plan.stages[s].backward, d);
+      for (const std::vector<int>& adds : plan.stages[s].adds) {
+        for (int x : adds) b += context.partial_add_seconds(x, d);
+      }
       // A replica's first backward makes its gradient buffers; every later
       // one adds into them.
       double accumulate = 0;
@@ -388,8 +417,9 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
       last_start[k] = last.start;
       last_end[k] = last.end;
       double t = 0;
-      for (int n : st.backward) {
-        t += context.node_seconds(n, d);
+      for (size_t i = 0; i < st.backward.size(); ++i) {
+        t += context.node_seconds(st.backward[i], d);
+        for (int x : st.adds[i]) t += context.partial_add_seconds(x, d);
         offsets[k].push_back(t);
       }
     }

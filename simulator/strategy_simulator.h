@@ -8,7 +8,9 @@
 //  - Tasks: F(s, j) and B(s, j), the forward and backward nodes of stage s
 //    for micro-batch j, run on the device of s's replica j % replicas and
 //    take the sum of their nodes' times there (one device per replica runs
-//    its nodes one after another); every backward of a replica after its
+//    its nodes one after another) and, as Simulate charges them, of the
+//    partial gradients its nodes add into buffers the replica holds (the
+//    cost model's PartialAddSeconds); every backward of a replica after its
 //    first also adds its gradients into the buffers: the cost model's
 //    AccumulateSeconds for each of the stage's parameters. Each device runs its tasks in the
 //    schedule's order (GPipe: its forwards ascending, then its backwards

@@ -233,6 +233,28 @@ TEST(ProfilerTest, MeasuresEveryNodeSignatureAndTheLink) {
       EXPECT_GT(added->second.first, 0);
     }
   }
+  // Every gradient sum with several partials: its addition, timed warm,
+  // and what the measured model charges for it (top's output is read by
+  // left and right).
+  int sums = 0;
+  std::unique_ptr<CostModel> measured =
+      NewMeasuredCostModel(r->profile, NewRooflineCostModel());
+  for (int s = 0; s < static_cast<int>(d.view.gradient_sums().size()); ++s) {
+    if (d.view.gradient_sums()[s].partials.size() < 2) continue;
+    ++sums;
+    EXPECT_EQ(PartialAddSignature(d.view, s), "add float32[4,8]");
+    auto added =
+        r->profile.ops.find({PartialAddSignature(d.view, s), DeviceKind::kCpu});
+    ASSERT_NE(added, r->profile.ops.end());
+    EXPECT_GT(added->second.first, 0);
+    EXPECT_DOUBLE_EQ(
+        measured->PartialAddSeconds(d.view, s, cluster.device(0)),
+        added->second.first);
+    EXPECT_EQ(NewRooflineCostModel()->PartialAddSeconds(d.view, s,
+                                                        cluster.device(0)),
+              0);
+  }
+  EXPECT_EQ(sums, 1);
   ASSERT_EQ(r->profile.links.size(), 2u);
   const MeasuredLink& link = r->profile.links.begin()->second;
   EXPECT_EQ(link.samples.size(), 11u);  // 1 B .. 1 MiB in x4 steps

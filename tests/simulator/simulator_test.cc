@@ -123,17 +123,11 @@ TEST(SimulatorTest, DiamondAcrossALink) {
   EXPECT_DOUBLE_EQ(r.critical_path[4].start_seconds, 4);
 }
 
-// Devices of one host slow each other: a node takes the roofline
-// (AloneNodeSeconds) on a device that is the only one of its host in use,
-// twice that (NodeSeconds) otherwise.
-class HostContention : public CostModel {
+// The roofline, for test cost models to change one thing of.
+class RooflineBased : public CostModel {
  public:
   double NodeSeconds(const TrainingView& view, int node,
                      const Device& device) const override {
-    return 2 * roofline_->NodeSeconds(view, node, device);
-  }
-  double AloneNodeSeconds(const TrainingView& view, int node,
-                          const Device& device) const override {
     return roofline_->NodeSeconds(view, node, device);
   }
   double TransferSeconds(int64_t bytes, const Cluster& cluster, int src,
@@ -148,8 +142,23 @@ class HostContention : public CostModel {
     return roofline_->AccumulateSeconds(view, update_node, device);
   }
 
- private:
+ protected:
   std::unique_ptr<CostModel> roofline_ = NewRooflineCostModel();
+};
+
+// Devices of one host slow each other: a node takes the roofline
+// (AloneNodeSeconds) on a device that is the only one of its host in use,
+// twice that (NodeSeconds) otherwise.
+class HostContention : public RooflineBased {
+ public:
+  double NodeSeconds(const TrainingView& view, int node,
+                     const Device& device) const override {
+    return 2 * roofline_->NodeSeconds(view, node, device);
+  }
+  double AloneNodeSeconds(const TrainingView& view, int node,
+                          const Device& device) const override {
+    return roofline_->NodeSeconds(view, node, device);
+  }
 };
 
 // b1 -> b2 and c1 read x; d = b2 + c1. Every op 1 s alone, 2 s beside
@@ -316,6 +325,38 @@ TEST(SimulatorTest, PartialGradientsAreSummedWhereTheyAreMade) {
   SimulationResult one = f.Run({});
   EXPECT_EQ(one.bytes_moved, 0);
   EXPECT_EQ(one.peak_memory_bytes[0], 104);
+}
+
+// The roofline, plus 0.5 s for each partial gradient added into a buffer
+// its device already holds.
+class HalfSecondAdds : public RooflineBased {
+ public:
+  double PartialAddSeconds(const TrainingView&, int,
+                           const Device&) const override {
+    return 0.5;
+  }
+};
+
+// The adds take the device's time after the node that made the partial.
+// The placement above: on B, grad:m3's partial of W becomes B's buffer,
+// grad:m2's and grad:m1's are added (+0.5 s each: B's buffer is sent at
+// 11.002, arrives at 11.006 and becomes A's; dy0 at 11.008); on A,
+// grad:m0 [11.008, 12.008] adds its partial into that buffer (+0.5), the
+// update [12.508, 16.008]. On one device: three adds, 1.5 s on a device
+// that is never idle. Memory is as without the adds.
+TEST(SimulatorTest, AddingAPartialIntoABufferTakesTheDevicesTime) {
+  Fixture f(testing::SharedWeightChain(), TestCluster(2, 8));
+  const SimulationResult before = f.Run({{"m1", 1}, {"m2", 1}, {"m3", 1}});
+  const SimulationResult one_before = f.Run({});
+  f.costs = std::make_unique<HalfSecondAdds>();
+  SimulationResult r = f.Run({{"m1", 1}, {"m2", 1}, {"m3", 1}});
+  EXPECT_NEAR(r.step_seconds, 16.008, 1e-9);
+  EXPECT_NEAR(r.busy_seconds[1] - before.busy_seconds[1], 1.0, 1e-9);
+  EXPECT_NEAR(r.busy_seconds[0] - before.busy_seconds[0], 0.5, 1e-9);
+  EXPECT_EQ(r.peak_memory_bytes, before.peak_memory_bytes);
+  SimulationResult one = f.Run({});
+  EXPECT_NEAR(one.step_seconds, one_before.step_seconds + 1.5, 1e-9);
+  EXPECT_EQ(one.peak_memory_bytes, one_before.peak_memory_bytes);
 }
 
 TEST(SimulatorTest, BadPlacementsAreErrors) {

@@ -57,10 +57,17 @@ class ConstantCosts : public CostModel {
   }
   // Per parameter and micro-batch after a replica's first; 0 by default.
   void set_accumulate(double seconds) { accumulate_ = seconds; }
+  double PartialAddSeconds(const TrainingView&, int,
+                           const Device&) const override {
+    return partial_add_;
+  }
+  // Per partial added into a buffer its device holds; 0 by default.
+  void set_partial_add(double seconds) { partial_add_ = seconds; }
 
  private:
   double forward_, backward_, update_, latency_, bandwidth_;
   double accumulate_ = 0;
+  double partial_add_ = 0;
 };
 
 Graph Chain() {
@@ -355,20 +362,48 @@ TEST(StrategySimulatorTest, ErrorsNameWhatIsWrong) {
       << r.status();
 }
 
+// SharedWeightChain (W read by four ops m0..m3) on two devices.
+struct SharedWeight {
+  explicit SharedWeight(const ConstantCosts& c)
+      : graph(*ImportOnnxModel(testing::SharedWeightChain(), "shared", {})),
+        view(BuildTrainingView(graph)),
+        cluster(Devices(2)),
+        costs(c),
+        order(NewCriticalPathReadyOrder()),
+        context(SimulationContext::Create(view, cluster, costs, *order)) {}
+  Graph graph;
+  TrainingView view;
+  Cluster cluster;
+  ConstantCosts costs;
+  std::unique_ptr<ReadyOrder> order;
+  SimulationContext context;
+};
+
+// W read by four ops, all in one stage on one device, each partial after
+// the first added into the buffer (0.25 s each): the strategy's step is
+// Simulate's, 4 forwards + 4 backwards + 3 adds + the update.
+TEST(StrategySimulatorTest, OneStageChargesPartialAddsAsSimulateDoes) {
+  ConstantCosts costs(1, 2, 0.5, 0, 1e300);
+  costs.set_partial_add(0.25);
+  SharedWeight f(costs);
+  Strategy s;
+  s.stage_of_op = {0, 0, 0, 0};
+  s.stages = {{{1}}};
+  absl::StatusOr<StrategySimulation> r = SimulateStrategy(f.context, s);
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<SimulationResult> single =
+      Simulate(f.context, Placement{{1, 1, 1, 1}});
+  ASSERT_TRUE(single.ok());
+  EXPECT_DOUBLE_EQ(single->step_seconds, 4 * 1 + 4 * 2 + 3 * 0.25 + 0.5);
+  EXPECT_DOUBLE_EQ(r->step.step_seconds, single->step_seconds);
+}
+
 TEST(StrategySimulatorTest, AWeightReadInTwoStagesIsRefused) {
-  absl::StatusOr<Graph> graph =
-      ImportOnnxModel(testing::SharedWeightChain(), "shared", {});
-  ASSERT_TRUE(graph.ok());
-  TrainingView view = BuildTrainingView(*graph);
-  Cluster cluster = Devices(2);
-  ConstantCosts costs(1, 1, 0, 0, 1e300);
-  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
-  SimulationContext context =
-      SimulationContext::Create(view, cluster, costs, *order);
+  SharedWeight f(ConstantCosts(1, 1, 0, 0, 1e300));
   Strategy s;
   s.stage_of_op = {0, 0, 1, 1};
   s.stages = {{{0}}, {{1}}};
-  absl::StatusOr<StrategySimulation> r = SimulateStrategy(context, s);
+  absl::StatusOr<StrategySimulation> r = SimulateStrategy(f.context, s);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("parameter 'w' lives in stage 0"),
             std::string::npos)
