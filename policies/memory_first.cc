@@ -73,8 +73,8 @@ struct Judged {
 // node's inputs (a gradient sum as one buffer) and outputs are alive while
 // it runs; a parameter's home holds it, its optimizer state and its summed
 // gradient at the update, and a second partial being added into that sum
-// when the home makes one of several. Fails when one of them is over every device's
-// limit, naming it.
+// when the home makes one of several. Fails when one of them is over every
+// device's limit, naming it.
 absl::Status CheckFloor(const PolicyInput& in, const PolicyOptions& o) {
   const TrainingView& view = in.view;
   int64_t largest_limit = 0;

@@ -153,11 +153,11 @@ TEST(TrainingViewTest, DropoutKeepsItsMask) {
     training->add_int32_data(1);
     testing::AddNode(graph, "MatMul", "mm", {"x", "w"}, {"y"});
     if (mask_output) {
-      testing::AddNode(graph, "Dropout", "drop", {"y", "ratio", "training_mode"},
-                       {"d", "mask"});
+      testing::AddNode(graph, "Dropout", "drop",
+                       {"y", "ratio", "training_mode"}, {"d", "mask"});
     } else {
-      testing::AddNode(graph, "Dropout", "drop", {"y", "ratio", "training_mode"},
-                       {"d"});
+      testing::AddNode(graph, "Dropout", "drop",
+                       {"y", "ratio", "training_mode"}, {"d"});
     }
     testing::AddOutput(graph, "d");
     absl::StatusOr<Graph> g = ImportOnnxModel(m, "test", {});
