@@ -330,11 +330,13 @@ void Simulation::TryStart(int device, double time) {
   end_[n] = time + (alone_[device] ? c_.alone_node_seconds(n, device)
                                    : c_.node_seconds(n, device));
   // Partials added into a buffer the device already holds: the device
-  // adds them right after the node.
-  for (int out : view_.node(n).outputs) {
-    const int s = view_.sum_of(out);
-    if (s >= 0 && has_buffer_[SumSlot(s, device)]) {
-      end_[n] += c_.partial_add_seconds(s, device);
+  // adds them right after the node (none to look for when all cost 0).
+  if (c_.has_partial_adds()) {
+    for (int out : view_.node(n).outputs) {
+      const int s = view_.sum_of(out);
+      if (s >= 0 && has_buffer_[SumSlot(s, device)]) {
+        end_[n] += c_.partial_add_seconds(s, device);
+      }
     }
   }
   for (int out : view_.node(n).outputs) {

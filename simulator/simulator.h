@@ -105,6 +105,7 @@ class SimulationContext {
   bool has_alone_times() const { return !alone_seconds_.empty(); }
   // Adding a partial gradient of gradient sum `sum` into the buffer
   // `device` holds for it (CostModel::PartialAddSeconds).
+  bool has_partial_adds() const { return !add_seconds_.empty(); }
   double partial_add_seconds(int sum, int device) const {
     return add_seconds_.empty()
                ? 0

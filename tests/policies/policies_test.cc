@@ -200,13 +200,9 @@ TEST(PoliciesTest, BestFitsWhereverMemoryAllows) {
           int64_t copies = 3;
           for (const GradientSum& sum : s.view.gradient_sums()) {
             if (sum.tensor != v || sum.partials.size() < 2) continue;
-            for (int node : s.view.group_nodes(group)) {
-              for (int out : s.view.node(node).outputs) {
-                if (std::count(sum.partials.begin(), sum.partials.end(),
-                               out) > 0) {
-                  copies = 4;
-                }
-              }
+            for (int p : sum.partials) {
+              const int maker = s.view.value(p).producer;
+              if (s.view.node(maker).forward_op == group) copies = 4;
             }
           }
           least = std::max(least, copies * s.view.value(v).bytes);
