@@ -5,13 +5,17 @@
 # runs each with the strategy executor and prints a row per strategy, the
 # median absolute error and Spearman's rank correlation.
 # Usage: scripts/calibrate_strategies.sh MODEL [PLACER_BINARY]
+# NPROC=2: the devices run as 2 c10d ranks, and the profile's links between
+# them are measured over that transport (`profile --nproc 2`).
 set -euo pipefail
 model="$1"
 placer="${2:-$(bazel info bazel-bin 2>/dev/null)/placer/placer}"
 steps="${STEPS:-5}"
+ranks=()
+if [ "${NPROC:-1}" != 1 ]; then ranks=(--nproc "$NPROC"); fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-"$placer" profile "$model" --cluster cpu2 -o "$dir/profile.pbtxt" >/dev/null 2>&1
+"$placer" profile "$model" --cluster cpu2 "${ranks[@]}" -o "$dir/profile.pbtxt" >/dev/null 2>&1
 strategies=()
 for mb in 2 4 8; do
   for mode in data pipeline; do
@@ -48,7 +52,8 @@ printf '| strategy | simulated s | measured s | error |\n|---|---:|---:|---:|\n'
 errors=()
 for f in "${strategies[@]}"; do
   "$placer" run "$model" --cluster cpu2 --placement "$f" \
-      --profile "$dir/profile.pbtxt" --steps "$steps" --json 2>/dev/null |
+      --profile "$dir/profile.pbtxt" --steps "$steps" "${ranks[@]}" --json \
+      2>/dev/null |
     python3 -c '
 import json, sys
 r = json.load(sys.stdin)
