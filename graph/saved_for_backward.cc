@@ -1,5 +1,6 @@
 #include "graph/saved_for_backward.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -97,6 +98,68 @@ SavedTensors SavedForBackward(const Op& op) {
       break;
   }
   return saved;
+}
+
+namespace {
+
+// A fused recurrent layer's sizes, from its X and attributes; none (gates
+// 0) for other ops or when X's shape is unknown.
+struct RecurrentShape {
+  int64_t gates = 0;           // LSTM 4, GRU 3, RNN 1
+  int64_t saved_per_step = 0;  // in hidden-sized rows, see the header
+  int64_t rows = 0;            // T x B
+  int64_t directions = 1;
+  int64_t hidden = 0;
+  int64_t element_bytes = 0;
+};
+
+RecurrentShape RecurrentShapeOf(const Op& op,
+                                const std::vector<Tensor>& tensors) {
+  RecurrentShape shape;
+  if (!DefaultDomain(op.domain) || op.inputs.size() < 3 || op.inputs[0] < 0) {
+    return shape;
+  }
+  const int64_t gates = op.op_type == "LSTM"  ? 4
+                        : op.op_type == "GRU" ? 3
+                        : op.op_type == "RNN" ? 1
+                                              : 0;
+  const Tensor& input = tensors[op.inputs[0]];
+  const int64_t hidden = op.IntAttribute("hidden_size", 0);
+  if (gates == 0 || !input.shape_known || input.shape.size() != 3 ||
+      hidden <= 0 || input.num_elements() <= 0 || input.bytes() <= 0) {
+    return shape;
+  }
+  shape.gates = gates;
+  shape.saved_per_step = gates == 1 ? 2 : 7;
+  // X is [T, B, I], or [B, T, I] with layout 1: T x B either way.
+  shape.rows = input.shape[0] * input.shape[1];
+  const AttributeValue* direction = op.FindAttribute("direction");
+  shape.directions =
+      direction != nullptr && direction->s == "bidirectional" ? 2 : 1;
+  shape.hidden = hidden;
+  shape.element_bytes = input.bytes() / input.num_elements();
+  return shape;
+}
+
+}  // namespace
+
+int64_t SavedWorkspaceBytes(const Op& op, const std::vector<Tensor>& tensors) {
+  const RecurrentShape s = RecurrentShapeOf(op, tensors);
+  if (s.gates == 0) return 0;
+  int64_t weights = 0;
+  for (int k : {1, 2}) {
+    if (op.inputs[k] >= 0)
+      weights += std::max<int64_t>(0, tensors[op.inputs[k]].bytes());
+  }
+  return s.saved_per_step * s.rows * s.directions * s.hidden * s.element_bytes +
+         weights;
+}
+
+int64_t ForwardScratchBytes(const Op& op, const std::vector<Tensor>& tensors) {
+  const RecurrentShape s = RecurrentShapeOf(op, tensors);
+  // Bidirectional: each direction's outputs too, before they are joined.
+  const int64_t outputs = s.directions > 1 ? s.directions : 0;
+  return (s.gates + outputs) * s.rows * s.hidden * s.element_bytes;
 }
 
 }  // namespace placer

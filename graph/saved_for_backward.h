@@ -17,9 +17,29 @@
 //  - Any other op type, including ones in other domains and types this
 //    table does not know, keeps every input: an over-count of memory, never
 //    an under-count.
+//  - SavedWorkspaceBytes(op, tensors): what the op's backward keeps that is
+//    neither an input nor an output of the op — the per-step state of a
+//    fused recurrent layer (ONNX LSTM, GRU, RNN), which the kernels the
+//    executor runs (torch::lstm / gru / rnn_tanh on LibTorch's cells,
+//    aten/src/ATen/native/RNN.cpp) save at every step. Per step, direction
+//    and batch row, in units of hidden_size elements: LSTM 7 (the four
+//    gates in place, h_t, c_t and tanh(c_t)); GRU 7 (the three hidden
+//    gates in place, the new gate, h_(t-1), and the copies autograd keeps
+//    of the two tensors multiplied in place); RNN 2 (its activation and
+//    h_(t-1)); plus the gate-reordered copies of W and R the executor
+//    feeds the kernels (runtime/torch_ops.cc), which their matmuls keep.
+//    0 for every other op, and when X's shape is unknown.
+//  - ForwardScratchBytes(op, tensors): what the op's forward allocates and
+//    frees before it ends, when that is more than its steps' share: a fused
+//    recurrent layer's input projections for every step of a direction,
+//    [T, B, gates x hidden] (LibTorch computes them at once, then steps),
+//    and when bidirectional each direction's outputs [T, B, hidden] before
+//    they are joined.
+//    0 for every other op.
 #ifndef PLACER_GRAPH_SAVED_FOR_BACKWARD_H_
 #define PLACER_GRAPH_SAVED_FOR_BACKWARD_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "graph/graph.h"
@@ -32,6 +52,9 @@ struct SavedTensors {
 };
 
 SavedTensors SavedForBackward(const Op& op);
+
+int64_t SavedWorkspaceBytes(const Op& op, const std::vector<Tensor>& tensors);
+int64_t ForwardScratchBytes(const Op& op, const std::vector<Tensor>& tensors);
 
 }  // namespace placer
 

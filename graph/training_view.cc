@@ -125,6 +125,10 @@ TrainingView BuildTrainingView(const Graph& graph,
     for (int out : ops[i].outputs) {
       if (out >= 0) node.outputs.push_back(out);
     }
+    if (has_backward[i]) {
+      node.saved_workspace_bytes = SavedWorkspaceBytes(ops[i], tensors);
+    }
+    node.scratch_bytes = ForwardScratchBytes(ops[i], tensors);
     view.nodes_.push_back(std::move(node));
   }
 

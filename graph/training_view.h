@@ -14,6 +14,12 @@
 //    nothing of an Add or a Concat), and writes one partial gradient per
 //    input that needs one. A value lives until its last reader, so an
 //    activation only a forward op reads is freed after it, as in PyTorch.
+//    What an op's backward keeps beyond its inputs and outputs (a fused
+//    recurrent layer's per-step state: SavedWorkspaceBytes) is its forward
+//    node's saved_workspace_bytes, held on the group's device from the
+//    forward node's start until its backward node ends; what its forward
+//    allocates and frees while it runs (the layer's input projections) is
+//    the node's scratch_bytes.
 //  - Gradient sums: the partial gradients of one tensor are all read by one
 //    node, the sink (the producer's backward node, or a parameter's update
 //    node), which reads their sum. As frameworks do (PyTorch's .grad and
@@ -80,6 +86,12 @@ struct TrainingNode {
   std::vector<int> outputs;         // value indices
   std::vector<int> control_inputs;  // node indices
   int parameter = -1;  // update nodes: the parameter value they update
+  // Forward nodes with a backward node: bytes the op keeps for its backward
+  // that are no value of the view (saved_for_backward.h).
+  int64_t saved_workspace_bytes = 0;
+  // Forward nodes: bytes the op allocates and frees while it runs, beyond
+  // its outputs (saved_for_backward.h's ForwardScratchBytes).
+  int64_t scratch_bytes = 0;
 };
 
 // Optimizer assumptions used for update costs and memory.

@@ -63,6 +63,7 @@ void GroupGraph::Build(const SimulationContext& sim) {
                       static_cast<int64_t>(state * view.value(v).bytes);
     }
     for (int v : view.node(g).outputs) activation_[u] += view.value(v).bytes;
+    activation_[u] += view.node(g).saved_workspace_bytes;
   }
   for (int u = 0; u < units; ++u) {
     min_seconds_[u] = *std::min_element(seconds_.begin() + u * devices_,

@@ -71,7 +71,9 @@ struct Judged {
 
 // What no placement of whole nodes can go below, whatever the device: a
 // node's inputs (a gradient sum as one buffer) and outputs are alive while
-// it runs; a parameter's home holds it, its optimizer state and its summed
+// it runs, with its op's workspace and every parameter of its group (homed
+// on its device) with its optimizer state; a parameter's home holds it,
+// its optimizer state and its summed
 // gradient at the update, and a second partial being added into that sum
 // when the home makes one of several. Fails when one of them is over every
 // device's limit, naming it.
@@ -88,20 +90,41 @@ absl::Status CheckFloor(const PolicyInput& in, const PolicyOptions& o) {
   if (largest < 0) return absl::OkStatus();
   int64_t need = 0;
   std::string what;
+  const double state = view.options().optimizer_state_per_parameter_byte;
   for (int i = 0; i < static_cast<int>(view.nodes().size()); ++i) {
     const TrainingNode& node = view.node(i);
     int64_t bytes = 0;
+    // The group's parameters are resident where the node runs.
+    int64_t resident = 0;
+    for (int p : view.group_parameters(node.forward_op)) {
+      resident += static_cast<int64_t>(
+          static_cast<double>(view.value(p).bytes) * (1 + state));
+    }
+    bytes += resident;
     for (int v : node.inputs) {
-      if (view.sum_of(v) < 0) bytes += view.value(v).bytes;
+      const bool homed_here = view.value(v).kind == ValueKind::kParameter &&
+                              in.simulation.home_group(v) == node.forward_op;
+      if (view.sum_of(v) < 0 && !homed_here) bytes += view.value(v).bytes;
     }
     for (int sum : view.sums_read_by(i)) {
       bytes += view.gradient_sums()[sum].bytes;
     }
     for (int v : node.outputs) bytes += view.value(v).bytes;
+    // An op's saved workspace is held from its forward node's start to its
+    // backward node's end.
+    const int64_t workspace =
+        node.kind == NodeKind::kUpdate
+            ? 0
+            : view.node(node.forward_op).saved_workspace_bytes;
+    bytes += workspace + node.scratch_bytes;
     if (bytes > need) {
       need = bytes;
-      what = absl::StrCat("node '", node.key, "' needs ", bytes,
-                          " bytes while it runs (its inputs and outputs)");
+      what = absl::StrCat(
+          "node '", node.key, "' needs ", bytes,
+          " bytes while it runs (its inputs and outputs",
+          workspace + node.scratch_bytes > 0 ? ", its op's workspace" : "",
+          resident > 0 ? ", its group's parameters with optimizer state" : "",
+          ")");
     }
   }
   // A parameter's home holds it and its optimizer state all step, and its
@@ -110,7 +133,6 @@ absl::Status CheckFloor(const PolicyInput& in, const PolicyOptions& o) {
   // steps, a projection applied at every step), the home's buffer has a
   // second contribution added into it, its own next partial or another
   // device's buffer, and the two are alive at once.
-  const double state = view.options().optimizer_state_per_parameter_byte;
   const std::vector<GradientSum>& sums = view.gradient_sums();
   std::vector<int> sum_of_tensor(view.values().size(), -1);
   for (int s = 0; s < static_cast<int>(sums.size()); ++s) {
@@ -130,7 +152,8 @@ absl::Status CheckFloor(const PolicyInput& in, const PolicyOptions& o) {
       }
       const int64_t bytes = static_cast<int64_t>(
           static_cast<double>(v.bytes) * (home_adds ? 3 + state : 2 + state));
-      if (bytes > need) {
+      // At a tie with a node, the parameter is the plainer reason.
+      if (bytes >= need) {
         need = bytes;
         what = home_adds
                    ? absl::StrCat(

@@ -619,6 +619,16 @@ void TorchExecutor::DeviceWorker(int d) {
       for (size_t k = 0; k < tn.outputs.size(); ++k) {
         AddBytesLocked(d, k < outputs.size() ? Bytes(outputs[k]) : 0, node);
       }
+      // What autograd keeps for the op's backward besides values (a fused
+      // recurrent layer's steps), until that backward has run.
+      if (tn.saved_workspace_bytes > 0) {
+        AddBytesLocked(d, tn.saved_workspace_bytes, node);
+      }
+      // And what it needed only while it ran (counted with the rest).
+      if (tn.scratch_bytes > 0) {
+        AddBytesLocked(d, tn.scratch_bytes, node);
+        live_bytes_[d] -= tn.scratch_bytes;
+      }
       for (int in : tn.inputs) {
         if (view_.sum_of(in) < 0) ReleaseLocked(in, d);
       }
@@ -626,6 +636,9 @@ void TorchExecutor::DeviceWorker(int d) {
         torch::Tensor& buffer = sum_buffer_[SumSlot(sum, d)];
         live_bytes_[d] -= Bytes(buffer);
         buffer = torch::Tensor();
+      }
+      if (tn.kind == NodeKind::kBackward) {
+        live_bytes_[d] -= view_.node(tn.forward_op).saved_workspace_bytes;
       }
       for (size_t k = 0; k < tn.outputs.size(); ++k) {
         int v = tn.outputs[k];

@@ -6,11 +6,11 @@
 //  - One step is the view's dataflow: every node runs on its group's device
 //    when each of its input values is present there (a worker per device,
 //    running the ready node with the lowest priority first, ties by node
-//    key, as the simulator: NodeKeyRanks); a value is copied at most once to each other device that reads
-//    it, right after it is produced (parameters: at the step's start), by a
-//    worker per link direction in FIFO order. This is the simulator's model
-//    (simulator/simulator.h), so measured and simulated steps describe the same
-//    schedule.
+//    key, as the simulator: NodeKeyRanks); a value is copied at most once to
+//    each other device that reads it, right after it is produced (parameters:
+//    at the step's start), by a worker per link direction in FIFO order. This
+//    is the simulator's model (simulator/simulator.h), so measured and
+//    simulated steps describe the same schedule.
 //  - Forward nodes run the op's LibTorch kernel (runtime/torch_ops.h);
 //    tensors the importer folded to constants are taken as they are. The
 //    backward node of an op computes, with autograd over that op alone, the
@@ -40,7 +40,10 @@
 //    last use there; values from their production to their last use there,
 //    a copy from when it is queued on its link, as the simulator counts it;
 //    one buffer per gradient sum and device, a partial added into it freed
-//    at once; a node's outputs all counted before any is freed); a step that goes over a
+//    at once; a node's outputs all counted before any is freed; a forward
+//    node's saved_workspace_bytes from then until its backward node has
+//    run, and its scratch_bytes with its outputs, then freed); a step that
+//    goes over a
 //    device's memory_bytes fails with a ResourceExhausted error naming the
 //    device and the node, never a crash. Kernel errors fail the step with
 //    the node's key. A failed step leaves nothing behind but what its
@@ -63,10 +66,10 @@
 //    store: every rank's StepReport has the run's loss, the slowest rank's
 //    seconds, every device's busy time, peak and node times, and every
 //    rank's transfers (a transfer between ranks timed by its sender, from
-//    the start of its send to its completion). A failing rank publishes its error; the others
-//    abort their step within ~50 ms with that error, which names it; a rank
-//    that dies or stalls is named by the first rank that waits on it
-//    (after at most the group's timeout). After a failed step the ranks'
+//    the start of its send to its completion). A failing rank publishes its
+//    error; the others abort their step within ~50 ms with that error, which
+//    names it; a rank that dies or stalls is named by the first rank that waits
+//    on it (after at most the group's timeout). After a failed step the ranks'
 //    channels are out of step: later steps fail at once (FailedPrecondition).
 #ifndef PLACER_RUNTIME_EXECUTOR_H_
 #define PLACER_RUNTIME_EXECUTOR_H_

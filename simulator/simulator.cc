@@ -342,6 +342,14 @@ void Simulation::TryStart(int device, double time) {
   for (int out : view_.node(n).outputs) {
     Allocate(device, view_.value(out).bytes);
   }
+  // What the op keeps for its backward besides values (a fused recurrent
+  // layer's steps), until its backward node ends.
+  if (view_.node(n).saved_workspace_bytes > 0) {
+    Allocate(device, view_.node(n).saved_workspace_bytes);
+  }
+  if (view_.node(n).scratch_bytes > 0) {
+    Allocate(device, view_.node(n).scratch_bytes);  // until it ends
+  }
   Push(end_[n], EventKind::kNodeFinish, n);
 }
 
@@ -355,6 +363,10 @@ void Simulation::Finish(int n, double time) {
   }
   for (int s : view_.sums_read_by(n)) {
     memory_[d] -= view_.gradient_sums()[s].bytes;  // the summed buffer
+  }
+  memory_[d] -= view_.node(n).scratch_bytes;
+  if (view_.node(n).kind == NodeKind::kBackward) {
+    memory_[d] -= view_.node(view_.node(n).forward_op).saved_workspace_bytes;
   }
   for (int out : view_.node(n).outputs) {
     const TrainingValue& v = view_.value(out);

@@ -38,6 +38,9 @@
 //    already, is added into it and freed. An arriving buffer is likewise
 //    kept or added and freed. A device's buffer lives until it is sent (the
 //    transfer's end) or, on the sink's device, until the sink finishes.
+//    A forward node's saved_workspace_bytes (graph/training_view.h) are
+//    allocated when it starts and freed when its backward node finishes;
+//    a node's scratch_bytes when it starts, freed when it finishes.
 // SimulationContext holds everything that does not depend on the placement
 // (per-device node times, priorities, the lower bound), so a search builds
 // it once and simulates many placements.

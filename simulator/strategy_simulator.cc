@@ -46,6 +46,8 @@ absl::StatusOr<Plan> MakePlan(const SimulationContext& context,
   };
   for (int n : view.topological_order()) {
     StageModel& st = plan.stages[stage_of_node(n)];
+    // What an op keeps for its backward besides values is stashed too.
+    st.stash_bytes += view.node(n).saved_workspace_bytes;
     switch (view.node(n).kind) {
       case NodeKind::kForward: st.forward.push_back(n); break;
       case NodeKind::kBackward: st.backward.push_back(n); break;

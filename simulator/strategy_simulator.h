@@ -12,10 +12,10 @@
 //    partial gradients its nodes add into buffers the replica holds (the
 //    cost model's PartialAddSeconds); every backward of a replica after its
 //    first also adds its gradients into the buffers: the cost model's
-//    AccumulateSeconds for each of the stage's parameters. Each device runs its tasks in the
-//    schedule's order (GPipe: its forwards ascending, then its backwards
-//    descending; 1F1B: min(n, stages - s - 1) warm-up forwards, then one
-//    forward and one backward, then the rest of the backwards), each when
+//    AccumulateSeconds for each of the stage's parameters. Each device runs its
+//    tasks in the schedule's order (GPipe: its forwards ascending, then its
+//    backwards descending; 1F1B: min(n, stages - s - 1) warm-up forwards, then
+//    one forward and one backward, then the rest of the backwards), each when
 //    its inputs are there.
 //  - F(s, j) needs, from every earlier stage a that writes values s reads,
 //    those values' bytes (one transfer per stage pair and micro-batch,
@@ -30,7 +30,8 @@
 //  - Memory of a device of stage s: resident parameters and optimizer state,
 //    plus (when it runs more than one micro-batch) one gradient buffer per
 //    parameter, plus the stash — the activations and inputs s's backward
-//    reads — times the most micro-batches in flight there (forward started,
+//    reads, and its forward nodes' saved_workspace_bytes — times the most
+//    micro-batches in flight there (forward started,
 //    backward not ended), plus what remains of one micro-batch's peak from
 //    Simulate (stage on one device, the rest elsewhere) once its resident
 //    parameters and stash are taken out. With one stage, one replica and

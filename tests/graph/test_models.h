@@ -77,6 +77,39 @@ inline onnx::ModelProto EmptyModel(int opset = 17) {
   return m;
 }
 
+// One fused recurrent layer (ONNX "LSTM", "GRU" or "RNN") over X [steps,
+// batch, input], every weight 0.5, its Y [steps, directions, batch, hidden]
+// the graph's output.
+inline onnx::ModelProto RecurrentLayer(const std::string& type, int64_t steps,
+                                       int64_t batch, int64_t input,
+                                       int64_t hidden, bool bidirectional) {
+  onnx::ModelProto m = EmptyModel();
+  auto* g = m.mutable_graph();
+  const int64_t dirs = bidirectional ? 2 : 1;
+  const int64_t gates = type == "LSTM" ? 4 : type == "GRU" ? 3 : 1;
+  AddInput(g, "x", {steps, batch, input});
+  AddWeight(g, "w", {dirs, gates * hidden, input});
+  AddWeight(g, "r", {dirs, gates * hidden, hidden});
+  AddWeight(g, "b", {dirs, 2 * gates * hidden});
+  onnx::NodeProto* n = AddNode(g, type, "rnn", {"x", "w", "r", "b"}, {"y"});
+  auto* size = n->add_attribute();
+  size->set_name("hidden_size");
+  size->set_type(onnx::AttributeProto::INT);
+  size->set_i(hidden);
+  auto* direction = n->add_attribute();
+  direction->set_name("direction");
+  direction->set_type(onnx::AttributeProto::STRING);
+  direction->set_s(bidirectional ? "bidirectional" : "forward");
+  if (type == "GRU") {  // PyTorch's GRU
+    auto* linear = n->add_attribute();
+    linear->set_name("linear_before_reset");
+    linear->set_type(onnx::AttributeProto::INT);
+    linear->set_i(1);
+  }
+  AddOutput(g, "y");
+  return m;
+}
+
 // x[B, 4] -> MatMul W[4, 8] -> Relu -> y. B is symbolic ("batch").
 inline onnx::ModelProto MatMulRelu() {
   onnx::ModelProto m = EmptyModel();

@@ -177,6 +177,46 @@ TEST(TrainingViewTest, DropoutKeepsItsMask) {
   }
 }
 
+// A fused recurrent layer keeps its steps' state for its backward, which
+// is no value of the view: the forward node's saved_workspace_bytes, per
+// step, direction and batch row 7 x hidden elements for LSTM and GRU, 2
+// for RNN, plus W and R (the executor's gate-reordered copies); and its
+// forward needs scratch_bytes while it runs.
+TEST(TrainingViewTest, FusedRecurrentLayersKeepTheirSteps) {
+  struct Case {
+    std::string type;
+    bool bidirectional;
+    int64_t expected;
+    int64_t scratch;  // one direction's input projections [T, B, gates x
+                      // hidden], and both directions' outputs
+  };
+  // X [3, 2, 5] float, hidden 4: T x B x hidden x 4 bytes = 96 per unit
+  // and direction; W [dirs, gates x 4, 5], R [dirs, gates x 4, 4].
+  for (const Case& c : std::vector<Case>{
+           {"LSTM", false, 7 * 96 + 16 * 5 * 4 + 16 * 4 * 4, 4 * 96},
+           {"GRU", true, 2 * 7 * 96 + 2 * 12 * 5 * 4 + 2 * 12 * 4 * 4,
+            (3 + 2) * 96},
+           {"RNN", false, 2 * 96 + 4 * 5 * 4 + 4 * 4 * 4, 96}}) {
+    SCOPED_TRACE(c.type);
+    absl::StatusOr<Graph> g = ImportOnnxModel(
+        testing::RecurrentLayer(c.type, 3, 2, 5, 4, c.bidirectional), "test",
+        {});
+    ASSERT_TRUE(g.ok()) << g.status();
+    TrainingView v = BuildTrainingView(*g);
+    const int op = g->FindOp("rnn");
+    ASSERT_GE(v.backward_node(op), 0);
+    EXPECT_EQ(v.node(op).saved_workspace_bytes, c.expected);
+    EXPECT_EQ(v.node(op).scratch_bytes, c.scratch);
+    // Nothing else keeps any.
+    for (const TrainingNode& n : v.nodes()) {
+      if (n.kind != NodeKind::kForward || n.forward_op != op) {
+        EXPECT_EQ(n.saved_workspace_bytes, 0) << n.key;
+        EXPECT_EQ(n.scratch_bytes, 0) << n.key;
+      }
+    }
+  }
+}
+
 TEST(TrainingViewTest, InvariantsOnZooModels) {
   zoo::ZooParams small;
   small.batch_size = 2;

@@ -371,6 +371,36 @@ TEST(MemoryFirstTest, NamesAWeightWhoseHomeMustAddTwoPartials) {
   EXPECT_TRUE(CheckPlacement(s.input(), o, *p).ok());
 }
 
+// One fused LSTM layer is one op, so every placement puts its forward,
+// backward, weights and momentum on one device: its single-device peak is
+// every placement's. The floor's node bound counts what is there while the
+// layer's forward runs, its group's parameters with momentum, its steps'
+// saved state and its input projections included, and reaches that peak
+// exactly: a byte less and memory_first names the node at once; at the
+// peak it places.
+TEST(MemoryFirstTest, NamesARecurrentLayerThatFitsNowhere) {
+  absl::StatusOr<Graph> g = ImportOnnxModel(
+      testing::RecurrentLayer("LSTM", 6, 4, 8, 16, false), "lstm", {});
+  ASSERT_TRUE(g.ok()) << g.status();
+  Scenario s(std::move(*g), "cpu2");
+  ASSERT_EQ(s.graph.ops().size(), 1u);
+  absl::StatusOr<SimulationResult> r = Simulate(*s.sim, Placement{{0}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int64_t peak = r->peak_memory_bytes[0];
+  PolicyOptions o = Quick();
+  o.memory_limit_bytes.assign(s.cluster.num_devices(), peak - 1);
+  absl::StatusOr<Placement> p =
+      (*NewPolicy("memory_first"))->Place(s.input(), o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              HasSubstr(absl::StrCat("no placement fits: node 'rnn' needs ",
+                                     peak, " bytes while it runs")))
+      << std::string(p.status().message());
+  o.memory_limit_bytes.assign(s.cluster.num_devices(), peak);
+  p = (*NewPolicy("memory_first"))->Place(s.input(), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+}
+
 // The zoo's Inception-V3 at its full size on eight V100s, each given a
 // quarter of its single-device peak less the default 5% headroom: one
 // placement unit (small groups coarsened into their producers, the stem's)
