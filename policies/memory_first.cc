@@ -34,15 +34,18 @@
 // its own (a coarsened unit can be over every limit where its groups
 // apart are not). Fails with the smallest overshoot the first run reached:
 // the device, its peak, by how much it is over, after how many moves; or,
-// before any search, when a node's inputs and outputs or a parameter's
-// home (it, its optimizer state and its gradient) are over every device's
-// limit, naming it: no placement of whole nodes fits then (a parameter
-// whose home makes one of its several partial gradients: it, its state,
-// the buffer and a second contribution being added).
+// before any search, when what a node needs while it runs (its inputs and
+// outputs, its op's workspace, its group's parameters with their optimizer
+// state) or a parameter's home (it, its optimizer state and its gradient)
+// is over every device's limit, naming it: no placement of whole nodes
+// fits then (a parameter whose home makes one of its several partial
+// gradients: it, its state, the buffer and a second contribution being
+// added).
 #include <algorithm>
 #include <chrono>
 #include <limits>
 #include <numeric>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/stopwatch.h"
@@ -73,10 +76,9 @@ struct Judged {
 // node's inputs (a gradient sum as one buffer) and outputs are alive while
 // it runs, with its op's workspace and every parameter of its group (homed
 // on its device) with its optimizer state; a parameter's home holds it,
-// its optimizer state and its summed
-// gradient at the update, and a second partial being added into that sum
-// when the home makes one of several. Fails when one of them is over every
-// device's limit, naming it.
+// its optimizer state and its summed gradient at the update, and a second
+// partial being added into that sum when the home makes one of several.
+// Fails when one of them is over every device's limit, naming it.
 absl::Status CheckFloor(const PolicyInput& in, const PolicyOptions& o) {
   const TrainingView& view = in.view;
   int64_t largest_limit = 0;
@@ -91,16 +93,18 @@ absl::Status CheckFloor(const PolicyInput& in, const PolicyOptions& o) {
   int64_t need = 0;
   std::string what;
   const double state = view.options().optimizer_state_per_parameter_byte;
-  for (int i = 0; i < static_cast<int>(view.nodes().size()); ++i) {
-    const TrainingNode& node = view.node(i);
-    int64_t bytes = 0;
-    // The group's parameters are resident where the node runs.
-    int64_t resident = 0;
-    for (int p : view.group_parameters(node.forward_op)) {
-      resident += static_cast<int64_t>(
+  // Per group: its parameters with their optimizer state, resident where
+  // its nodes run.
+  std::vector<int64_t> resident(view.num_groups(), 0);
+  for (int g = 0; g < view.num_groups(); ++g) {
+    for (int p : view.group_parameters(g)) {
+      resident[g] += static_cast<int64_t>(
           static_cast<double>(view.value(p).bytes) * (1 + state));
     }
-    bytes += resident;
+  }
+  for (int i = 0; i < static_cast<int>(view.nodes().size()); ++i) {
+    const TrainingNode& node = view.node(i);
+    int64_t bytes = resident[node.forward_op];
     for (int v : node.inputs) {
       const bool homed_here = view.value(v).kind == ValueKind::kParameter &&
                               in.simulation.home_group(v) == node.forward_op;
@@ -123,7 +127,9 @@ absl::Status CheckFloor(const PolicyInput& in, const PolicyOptions& o) {
           "node '", node.key, "' needs ", bytes,
           " bytes while it runs (its inputs and outputs",
           workspace + node.scratch_bytes > 0 ? ", its op's workspace" : "",
-          resident > 0 ? ", its group's parameters with optimizer state" : "",
+          resident[node.forward_op] > 0
+              ? ", its group's parameters with optimizer state"
+              : "",
           ")");
     }
   }
