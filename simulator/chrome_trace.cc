@@ -113,8 +113,10 @@ std::string StrategyChromeTraceJson(const SimulationContext& context,
   (*root.mutable_fields())["displayTimeUnit"].set_string_value("ms");
   DeviceThreads(cluster, events);
   for (const PipelineStage& stage : strategy.stages) {
-    for (int d : stage.devices) {
-      Metadata(events, "thread_name", d, 1 + D, "allreduce");
+    for (int slot = 0; slot < StageWidth(stage); ++slot) {
+      for (int d : SlotDevices(stage, slot)) {
+        Metadata(events, "thread_name", d, 1 + D, "allreduce");
+      }
     }
   }
   for (const StrategyTask& t : simulation.tasks) {
@@ -132,7 +134,7 @@ std::string StrategyChromeTraceJson(const SimulationContext& context,
   }
   for (size_t b = 0; b < simulation.buckets.size(); ++b) {
     const StrategyBucket& bucket = simulation.buckets[b];
-    for (int d : strategy.stages[bucket.stage].devices) {
+    for (int d : SlotDevices(strategy.stages[bucket.stage], bucket.slot)) {
       Span(events, absl::StrCat("bucket ", b, " s", bucket.stage), d, 1 + D,
            "allreduce", bucket.start_seconds, bucket.end_seconds)["bytes"]
           .set_number_value(static_cast<double>(bucket.bytes));

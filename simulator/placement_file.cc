@@ -1,13 +1,14 @@
 #include "simulator/placement_file.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
-#include "simulator/placement.pb.h"
 #include "profiles/proto_io.h"
+#include "simulator/placement.pb.h"
 
 namespace placer {
 
@@ -122,34 +123,66 @@ absl::StatusOr<PlacementOrStrategy> PlacementOrStrategyFromProto(
   };
   const proto::Strategy& message = file.strategy();
   Strategy s;
-  std::vector<int> stage_of_first(cluster.num_devices(), -1);
+  // Replica 0's devices: (stage, slot) of each.
+  std::vector<std::pair<int, int>> slot_of_first(cluster.num_devices(),
+                                                 {-1, -1});
+  auto find = [&](int k, const std::string& name) {
+    const int d = cluster.FindDevice(name);
+    if (d < 0) {
+      return absl::StatusOr<int>(fail(
+          absl::StrCat("stage ", k, " names device '", name,
+                       "', which is not in cluster '", cluster.name(), "'")));
+    }
+    return absl::StatusOr<int>(d);
+  };
   for (int k = 0; k < message.stages_size(); ++k) {
     PipelineStage stage;
     for (const std::string& name : message.stages(k).devices()) {
-      const int d = cluster.FindDevice(name);
-      if (d < 0) {
-        return fail(absl::StrCat("stage ", k, " names device '", name,
-                                 "', which is not in cluster '",
-                                 cluster.name(), "'"));
-      }
-      stage.devices.push_back(d);
+      absl::StatusOr<int> d = find(k, name);
+      if (!d.ok()) return d.status();
+      stage.devices.push_back(*d);
     }
     if (stage.devices.empty()) {
       return fail(absl::StrCat("stage ", k, " has no devices"));
     }
-    stage_of_first[stage.devices[0]] = k;
+    for (const proto::ReplicaDevices& more : message.stages(k).more_devices()) {
+      std::vector<int> devices;
+      for (const std::string& name : more.devices()) {
+        absl::StatusOr<int> d = find(k, name);
+        if (!d.ok()) return d.status();
+        devices.push_back(*d);
+      }
+      stage.more_devices.push_back(std::move(devices));
+    }
+    if (!stage.more_devices.empty() &&
+        stage.more_devices.size() != stage.devices.size()) {
+      return fail(absl::StrCat("stage ", k, " has ", stage.devices.size(),
+                               " replicas but ", stage.more_devices.size(),
+                               " more_devices entries"));
+    }
+    slot_of_first[stage.devices[0]] = {k, 0};
+    if (!stage.more_devices.empty()) {
+      for (size_t i = 0; i < stage.more_devices[0].size(); ++i) {
+        slot_of_first[stage.more_devices[0][i]] = {k, static_cast<int>(i) + 1};
+      }
+    }
     s.stages.push_back(std::move(stage));
   }
   if (s.stages.empty()) return fail("no stages");
+  bool wide = false;
   for (size_t op = 0; op < out.placement.device_of_op.size(); ++op) {
     const int d = out.placement.device_of_op[op];
-    if (stage_of_first[d] < 0) {
+    if (slot_of_first[d].first < 0) {
       return fail(absl::StrCat("op '", graph.op(op).key, "' is on '",
                                cluster.device(d).name,
-                               "', which is no stage's first device"));
+                               "', which is no device of a stage's first "
+                               "replica"));
     }
-    s.stage_of_op.push_back(stage_of_first[d]);
+    s.stage_of_op.push_back(slot_of_first[d].first);
+    s.slot_of_op.push_back(slot_of_first[d].second);
+    wide |= slot_of_first[d].second > 0;
   }
+  if (!wide) s.slot_of_op.clear();
   if (message.micro_batches() < 1) {
     return fail(absl::StrCat("micro_batches is ", message.micro_batches(),
                              "; a step runs at least one"));
@@ -205,6 +238,10 @@ proto::Placement StrategyToProto(const Strategy& strategy, const Graph& graph,
   for (const PipelineStage& stage : strategy.stages) {
     proto::Stage& out = *message.add_stages();
     for (int d : stage.devices) out.add_devices(cluster.device(d).name);
+    for (const std::vector<int>& more : stage.more_devices) {
+      proto::ReplicaDevices& replica = *out.add_more_devices();
+      for (int d : more) replica.add_devices(cluster.device(d).name);
+    }
   }
   message.set_micro_batches(strategy.micro_batches);
   message.set_schedule(ScheduleName(strategy.schedule));

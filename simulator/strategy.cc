@@ -60,31 +60,69 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
   }
   std::vector<int> used(cluster.num_devices(), -1);
   int most_replicas = 0;
+  auto use = [&](int s, int d) -> absl::Status {
+    if (d < 0 || d >= cluster.num_devices()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stage ", s, " names device ", d, "; ", cluster.name(),
+                       " has ", cluster.num_devices()));
+    }
+    if (used[d] >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device ", cluster.device(d).name, " is in stage ", used[d],
+          " and stage ", s, "; a device runs one slot of one stage replica"));
+    }
+    used[d] = s;
+    return absl::OkStatus();
+  };
   for (int s = 0; s < stages; ++s) {
-    const std::vector<int>& devices = strategy.stages[s].devices;
+    const PipelineStage& stage = strategy.stages[s];
     if (ops_in[s] == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("stage ", s, " has no ops"));
     }
-    if (devices.empty()) {
+    if (stage.devices.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("stage ", s, " has no devices"));
     }
-    for (int d : devices) {
-      if (d < 0 || d >= cluster.num_devices()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "stage ", s, " names device ", d, "; ", cluster.name(), " has ",
-            cluster.num_devices()));
-      }
-      if (used[d] >= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "device ", cluster.device(d).name, " is in stage ", used[d],
-            " and stage ", s, "; a device runs one stage replica"));
-      }
-      used[d] = s;
+    if (!stage.more_devices.empty() &&
+        stage.more_devices.size() != stage.devices.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stage ", s, " has ", stage.devices.size(), " replicas but ",
+          stage.more_devices.size(), " lists of their further devices"));
     }
-    most_replicas = std::max(most_replicas,
-                             static_cast<int>(devices.size()));
+    for (size_t k = 0; k < stage.devices.size(); ++k) {
+      if (absl::Status u = use(s, stage.devices[k]); !u.ok()) return u;
+      if (stage.more_devices.empty()) continue;
+      if (stage.more_devices[k].size() != stage.more_devices[0].size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "stage ", s, "'s replica ", k, " has ",
+            1 + stage.more_devices[k].size(), " devices, replica 0 ",
+            1 + stage.more_devices[0].size(),
+            ": every replica of a stage has as many"));
+      }
+      for (int d : stage.more_devices[k]) {
+        if (absl::Status u = use(s, d); !u.ok()) return u;
+      }
+    }
+    most_replicas =
+        std::max(most_replicas, static_cast<int>(stage.devices.size()));
+  }
+  if (!strategy.slot_of_op.empty()) {
+    if (static_cast<int>(strategy.slot_of_op.size()) != ops) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("strategy gives a slot to ", strategy.slot_of_op.size(),
+                       " ops; the model has ", ops));
+    }
+    for (int g = 0; g < ops; ++g) {
+      const int s = strategy.stage_of_op[g];
+      const int slot = strategy.slot_of_op[g];
+      if (slot < 0 || slot >= StageWidth(strategy.stages[s])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("op '", op_key(g), "' is in slot ", slot, " of stage ",
+                         s, ", whose replicas have ",
+                         StageWidth(strategy.stages[s]), " devices"));
+      }
+    }
   }
   if (strategy.micro_batches < most_replicas) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -157,11 +195,36 @@ std::vector<ReplicaTask> ReplicaTaskOrder(const Strategy& strategy, int stage,
   return order;
 }
 
+int StageWidth(const PipelineStage& stage) {
+  return stage.more_devices.empty()
+             ? 1
+             : 1 + static_cast<int>(stage.more_devices[0].size());
+}
+
+int SlotOfOp(const Strategy& strategy, int op) {
+  return strategy.slot_of_op.empty() ? 0 : strategy.slot_of_op[op];
+}
+
+int ReplicaDevice(const PipelineStage& stage, int replica, int slot) {
+  return slot == 0 ? stage.devices[replica]
+                   : stage.more_devices[replica][slot - 1];
+}
+
+std::vector<int> SlotDevices(const PipelineStage& stage, int slot) {
+  std::vector<int> out;
+  for (size_t k = 0; k < stage.devices.size(); ++k) {
+    out.push_back(ReplicaDevice(stage, static_cast<int>(k), slot));
+  }
+  return out;
+}
+
 Placement FirstReplicaPlacement(const Strategy& strategy) {
   Placement p;
   p.device_of_op.reserve(strategy.stage_of_op.size());
-  for (int s : strategy.stage_of_op) {
-    p.device_of_op.push_back(strategy.stages[s].devices[0]);
+  for (size_t g = 0; g < strategy.stage_of_op.size(); ++g) {
+    p.device_of_op.push_back(
+        ReplicaDevice(strategy.stages[strategy.stage_of_op[g]], 0,
+                      SlotOfOp(strategy, static_cast<int>(g))));
   }
   return p;
 }
@@ -169,25 +232,29 @@ Placement FirstReplicaPlacement(const Strategy& strategy) {
 int StrategyDevices(const Strategy& strategy) {
   int n = 0;
   for (const PipelineStage& s : strategy.stages) {
-    n += static_cast<int>(s.devices.size());
+    n += static_cast<int>(s.devices.size()) * StageWidth(s);
   }
   return n;
 }
 
 std::string DescribeStrategy(const Strategy& strategy) {
-  std::vector<int> replicas;
+  std::vector<int> replicas, widths;
+  bool wide = false;
   for (const PipelineStage& s : strategy.stages) {
     replicas.push_back(static_cast<int>(s.devices.size()));
+    widths.push_back(StageWidth(s));
+    wide |= widths.back() > 1;
   }
-  return absl::StrCat(strategy.stages.size(),
-                      strategy.stages.size() == 1 ? " stage x " : " stages x ",
-                      replicas.size() == 1
-                          ? absl::StrCat(replicas[0])
-                          : absl::StrCat("(", absl::StrJoin(replicas, ", "),
-                                         ")"),
-                      " replicas, ", strategy.micro_batches,
-                      " micro-batches, ", ScheduleName(strategy.schedule), ", ",
-                      AllreduceName(strategy.allreduce));
+  auto list = [](const std::vector<int>& v) {
+    return v.size() == 1 ? absl::StrCat(v[0])
+                         : absl::StrCat("(", absl::StrJoin(v, ", "), ")");
+  };
+  return absl::StrCat(
+      strategy.stages.size(),
+      strategy.stages.size() == 1 ? " stage x " : " stages x ", list(replicas),
+      " replicas", wide ? absl::StrCat(" of ", list(widths), " devices") : "",
+      ", ", strategy.micro_batches, " micro-batches, ",
+      ScheduleName(strategy.schedule), ", ", AllreduceName(strategy.allreduce));
 }
 
 }  // namespace placer

@@ -7,20 +7,30 @@
 //    edge goes from a stage to the same or a later one, and every forward
 //    reader of a parameter is in the parameter's stage (a weight lives in
 //    one stage; see CheckStrategy's errors).
-//  - A stage has one device per replica, disjoint across the strategy. The
-//    graph's batch is one micro-batch; a step runs `micro_batches` of them
-//    (a step's global batch is micro_batches times the graph's batch).
-//    Stage s's replica k runs micro-batches j with j % replicas == k
-//    (PipeDream's round robin; with one stage this is data parallelism with
-//    micro_batches / replicas accumulation steps per replica).
+//  - A stage has one device per replica, disjoint across the strategy, or
+//    — op placement inside the stage — `width` devices per replica: each op
+//    of the stage runs on its slot's device (slot_of_op; slot 0 is the
+//    replica's first device). A replica's tasks then run one at a time on
+//    all its devices: each device runs its slot's nodes of the task in the
+//    view's topological order, a node once its inputs made on other slots
+//    are made (its device copies them), and the next task starts once
+//    every slot has ended this one. A weight's readers may be on other
+//    slots of its stage (they copy it). The graph's batch is one micro-batch; a
+//    step runs `micro_batches` of them (a step's global batch is micro_batches
+//    times the graph's batch). Stage s's replica k runs micro-batches j with j
+//    % replicas == k (PipeDream's round robin; with one stage this is data
+//    parallelism with micro_batches / replicas accumulation steps per replica).
 //  - Each replica accumulates its parameters' gradients over its
 //    micro-batches; then the replicas of a stage allreduce them (ring or
 //    tree) in buckets of about `bucket_bytes`, each bucket as soon as every
 //    replica's last backward has made it (DDP's overlap), and each replica
-//    updates its parameters once the last bucket is reduced.
-//  - The op placement of replica 0 (every op on its stage's first device)
-//    is a valid op placement: placement files store it as their assignment
-//    so that readers unaware of strategies still read a placement.
+//    updates its parameters once the last bucket is reduced. With op
+//    placement inside a stage, the devices of one slot allreduce the
+//    gradients of that slot's parameters, each slot by itself.
+//  - The op placement of replica 0 (every op on its slot's device in the
+//    stage's first replica) is a valid op placement: placement files store it
+//    as their assignment so that readers unaware of strategies still read a
+//    placement.
 #ifndef PLACER_SIMULATOR_STRATEGY_H_
 #define PLACER_SIMULATOR_STRATEGY_H_
 
@@ -48,11 +58,19 @@ enum class AllreduceAlgorithm {
 };
 
 struct PipelineStage {
-  std::vector<int> devices;  // one per replica
+  std::vector<int> devices;  // one per replica: the replica's first device
+  // Op placement inside the stage: each replica's devices after its first
+  // (empty: a replica is one device; else one list per replica, all of one
+  // length). Replica k's slot 0 is devices[k], its slot i > 0
+  // more_devices[k][i - 1].
+  std::vector<std::vector<int>> more_devices;
 };
 
 struct Strategy {
   std::vector<int> stage_of_op;  // per forward op
+  // Per forward op: its slot in its stage's replicas; empty: every op in
+  // slot 0 (each replica one device).
+  std::vector<int> slot_of_op;
   std::vector<PipelineStage> stages;
   int micro_batches = 1;
   PipelineSchedule schedule = PipelineSchedule::kGPipe;
@@ -85,13 +103,25 @@ struct ReplicaTask {
 std::vector<ReplicaTask> ReplicaTaskOrder(const Strategy& strategy, int stage,
                                           int replica);
 
-// Every op on its stage's first device (replica 0's placement).
+// Devices per replica of `stage` (1 without op placement inside it).
+int StageWidth(const PipelineStage& stage);
+// Forward op `op`'s slot in its stage (0 when slot_of_op is empty).
+int SlotOfOp(const Strategy& strategy, int op);
+// The device of slot `slot` in replica `replica` of `stage`.
+int ReplicaDevice(const PipelineStage& stage, int replica, int slot);
+// Slot `slot`'s device in every replica of `stage`, in replica order (the
+// devices that allreduce that slot's gradients).
+std::vector<int> SlotDevices(const PipelineStage& stage, int slot);
+
+// Every op on its slot's device in its stage's first replica (replica 0's
+// placement).
 Placement FirstReplicaPlacement(const Strategy& strategy);
 
-// Devices the strategy uses, replicas included.
+// Devices the strategy uses, replicas and slots included.
 int StrategyDevices(const Strategy& strategy);
 
-// "3 stages x (2, 1, 1) replicas, 8 micro-batches, 1f1b, ring".
+// "3 stages x (2, 1, 1) replicas, 8 micro-batches, 1f1b, ring"; with op
+// placement inside a stage "1 stage x 4 replicas of 2 devices, ...".
 std::string DescribeStrategy(const Strategy& strategy);
 
 }  // namespace placer

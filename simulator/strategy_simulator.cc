@@ -1,6 +1,7 @@
 #include "simulator/strategy_simulator.h"
 
 #include <algorithm>
+#include <map>
 #include <queue>
 #include <set>
 #include <utility>
@@ -10,24 +11,41 @@
 namespace placer {
 namespace {
 
-// What a stage is, whatever device runs it.
+// What a node of a wide stage's task reads from another slot: made by the
+// task's node at `made_at` (-1: before the task), copied from `from_slot`.
+struct SlotRead {
+  int made_at = -1;
+  int from_slot = 0;
+  int64_t bytes = 0;
+};
+
+// What a stage is, whatever devices run it. Per slot: what the device of
+// that slot in each replica holds (one slot unless ops are placed inside
+// the stage).
 struct StageModel {
+  int width = 1;
   std::vector<int> forward, backward, update;  // nodes, topological order
-  int64_t parameter_bytes = 0;
-  int64_t stash_bytes = 0;
-  int64_t one_batch_peak_bytes = 0;  // Simulate's, stage alone on a device
-  // Parameters' gradients in the order they become final: the position in
-  // `backward` of the node that makes the last partial, and the bytes.
-  std::vector<std::pair<int, int64_t>> gradients;
+  std::vector<int64_t> parameter_bytes;        // per slot
+  std::vector<int64_t> stash_bytes;            // per slot
+  std::vector<int64_t> one_batch_peak_bytes;   // per slot: Simulate's, the
+                                               // stage alone on replica 0
+  // Per slot, parameters' gradients in the order they become final: the
+  // position in `backward` of the node that makes the last partial, and
+  // the bytes.
+  std::vector<std::vector<std::pair<int, int64_t>>> gradients;
   // Per backward node (as `backward`): the gradient sums whose partial it
-  // adds into a buffer the replica already holds (made by an earlier node
-  // of the stage, or arrived from a later stage before the backward), as
-  // Simulate charges them.
+  // adds into a buffer its device already holds (made by an earlier node
+  // of the stage on that slot, or arrived from a later stage or another
+  // slot), as Simulate charges them.
   std::vector<std::vector<int>> adds;
+  // Wider stages: per forward and backward node (positions as in `forward`
+  // and `backward`), what it reads from other slots.
+  std::vector<std::vector<SlotRead>> forward_reads, backward_reads;
 };
 
 struct Plan {
   std::vector<StageModel> stages;
+  std::vector<int> slot_of_node;
   // [a * S + b]: bytes stage a's forward sends stage b per micro-batch;
   // gradient bytes stage b's backward sends back to a.
   std::vector<int64_t> forward_bytes, gradient_bytes;
@@ -44,80 +62,158 @@ absl::StatusOr<Plan> MakePlan(const SimulationContext& context,
   auto stage_of_node = [&](int n) {
     return strategy.stage_of_op[view.node(n).forward_op];
   };
+  plan.slot_of_node.assign(view.nodes().size(), 0);
+  for (int n = 0; n < static_cast<int>(view.nodes().size()); ++n) {
+    plan.slot_of_node[n] = SlotOfOp(strategy, view.node(n).forward_op);
+  }
+  const std::vector<int>& slot_of = plan.slot_of_node;
+  for (int s = 0; s < S; ++s) {
+    StageModel& st = plan.stages[s];
+    st.width = StageWidth(strategy.stages[s]);
+    st.parameter_bytes.assign(st.width, 0);
+    st.stash_bytes.assign(st.width, 0);
+    st.one_batch_peak_bytes.assign(st.width, 0);
+    st.gradients.assign(st.width, {});
+  }
+  std::vector<int> position(view.nodes().size(), -1);
   for (int n : view.topological_order()) {
     StageModel& st = plan.stages[stage_of_node(n)];
     // What an op keeps for its backward besides values is stashed too.
-    st.stash_bytes += view.node(n).saved_workspace_bytes;
+    st.stash_bytes[slot_of[n]] += view.node(n).saved_workspace_bytes;
     switch (view.node(n).kind) {
-      case NodeKind::kForward: st.forward.push_back(n); break;
-      case NodeKind::kBackward: st.backward.push_back(n); break;
+      case NodeKind::kForward:
+        position[n] = static_cast<int>(st.forward.size());
+        st.forward.push_back(n);
+        break;
+      case NodeKind::kBackward:
+        position[n] = static_cast<int>(st.backward.size());
+        st.backward.push_back(n);
+        break;
       case NodeKind::kUpdate: st.update.push_back(n); break;
     }
   }
+  std::vector<int> group_of_parameter(view.values().size(), -1);
   for (int g = 0; g < view.num_groups(); ++g) {
     for (int v : view.group_parameters(g)) {
-      plan.stages[strategy.stage_of_op[g]].parameter_bytes +=
-          view.value(v).bytes;
+      group_of_parameter[v] = g;
+      plan.stages[strategy.stage_of_op[g]]
+          .parameter_bytes[SlotOfOp(strategy, g)] += view.value(v).bytes;
     }
   }
-  // Values crossing stages, and what each stage's backward keeps alive.
+  for (StageModel& st : plan.stages) {
+    st.forward_reads.assign(st.forward.size(), {});
+    st.backward_reads.assign(st.backward.size(), {});
+  }
+  // Values crossing stages (and slots), and what each stage's backward
+  // keeps alive.
   for (int v = 0; v < static_cast<int>(view.values().size()); ++v) {
     const TrainingValue& value = view.value(v);
     const bool stashable = value.kind == ValueKind::kActivation ||
                            value.kind == ValueKind::kGraphInput;
-    std::set<int> stashed_in;
+    std::set<std::pair<int, int>> stashed_in;
     std::set<int> read_in;
     for (int c : value.consumers) {
       const int s = stage_of_node(c);
       read_in.insert(s);
       if (stashable && view.node(c).kind == NodeKind::kBackward) {
-        stashed_in.insert(s);
+        stashed_in.insert({s, slot_of[c]});
       }
     }
-    for (int s : stashed_in) plan.stages[s].stash_bytes += value.bytes;
+    for (auto [s, slot] : stashed_in) {
+      plan.stages[s].stash_bytes[slot] += value.bytes;
+    }
+    // Forward reads from another slot of the same stage: made in the task
+    // (an activation) or before it (a weight of another slot).
+    const bool weight = value.kind == ValueKind::kParameter;
+    const bool made = value.kind == ValueKind::kActivation &&
+                      value.producer >= 0 &&
+                      view.node(value.producer).kind == NodeKind::kForward;
+    if (weight || made) {
+      int owner_slot = -1, owner_stage = -1;
+      if (made) {
+        owner_slot = slot_of[value.producer];
+        owner_stage = stage_of_node(value.producer);
+      } else if (group_of_parameter[v] >= 0) {
+        owner_slot = SlotOfOp(strategy, group_of_parameter[v]);
+        owner_stage = strategy.stage_of_op[group_of_parameter[v]];
+      }
+      // Copied once per task onto each other slot that reads it: by its
+      // first reader there.
+      std::map<int, int> first_reader;  // slot -> position in `forward`
+      for (int c : value.consumers) {
+        if (view.node(c).kind != NodeKind::kForward ||
+            stage_of_node(c) != owner_stage || slot_of[c] == owner_slot ||
+            owner_slot < 0) {
+          continue;
+        }
+        auto [at, fresh] = first_reader.emplace(slot_of[c], position[c]);
+        if (!fresh) at->second = std::min(at->second, position[c]);
+      }
+      for (auto [slot, reader] : first_reader) {
+        plan.stages[owner_stage].forward_reads[reader].push_back(
+            {made ? position[value.producer] : -1, owner_slot, value.bytes});
+      }
+    }
     if (value.kind != ValueKind::kActivation || value.producer < 0) continue;
     const int from = stage_of_node(value.producer);
     for (int to : read_in) {
       if (to != from) plan.forward_bytes[from * S + to] += value.bytes;
     }
   }
-  // One summed buffer per gradient and stage making partials of it.
+  // One summed buffer per gradient and stage making partials of it; within
+  // a wide stage, the sink copies each other slot's buffer once that
+  // slot's last partial is made.
   for (const GradientSum& sum : view.gradient_sums()) {
     const int to = stage_of_node(sum.sink);
     std::set<int> makers;
-    for (int p : sum.partials) makers.insert(stage_of_node(view.value(p).producer));
+    std::map<int, int> last_on_slot;
+    for (int p : sum.partials) {
+      const int producer = view.value(p).producer;
+      makers.insert(stage_of_node(producer));
+      if (stage_of_node(producer) == to &&
+          slot_of[producer] != slot_of[sum.sink]) {
+        int& last = last_on_slot.emplace(slot_of[producer], -1).first->second;
+        last = std::max(last, position[producer]);
+      }
+    }
     for (int from : makers) {
       if (from != to) plan.gradient_bytes[to * S + from] += sum.bytes;
+    }
+    if (view.node(sum.sink).kind != NodeKind::kBackward) continue;
+    for (auto [slot, last] : last_on_slot) {
+      plan.stages[to].backward_reads[position[sum.sink]].push_back(
+          {last, slot, sum.bytes});
     }
   }
   // Partials added into buffers, per stage backward node.
   for (int s = 0; s < S; ++s) {
     StageModel& st = plan.stages[s];
-    std::vector<char> held(view.gradient_sums().size(), 0);
-    for (int x = 0; x < static_cast<int>(view.gradient_sums().size()); ++x) {
+    const size_t sums = view.gradient_sums().size();
+    std::vector<std::vector<char>> held(st.width, std::vector<char>(sums, 0));
+    for (size_t x = 0; x < sums; ++x) {
       const GradientSum& sum = view.gradient_sums()[x];
       if (stage_of_node(sum.sink) != s) continue;
       for (int p : sum.partials) {
-        held[x] |= stage_of_node(view.value(p).producer) > s;
+        const int producer = view.value(p).producer;
+        held[slot_of[sum.sink]][x] |= stage_of_node(producer) > s ||
+                                      (stage_of_node(producer) == s &&
+                                       slot_of[producer] != slot_of[sum.sink]);
       }
     }
     st.adds.assign(st.backward.size(), {});
     for (size_t k = 0; k < st.backward.size(); ++k) {
+      const int slot = slot_of[st.backward[k]];
       for (int out : view.node(st.backward[k]).outputs) {
         const int x = view.sum_of(out);
         if (x < 0) continue;
-        if (held[x]) st.adds[k].push_back(x);
-        held[x] = 1;
+        if (held[slot][x]) st.adds[k].push_back(x);
+        held[slot][x] = 1;
       }
     }
   }
   // Parameters' gradients: final after the last of their partials.
   for (int s = 0; s < S; ++s) {
     StageModel& st = plan.stages[s];
-    std::vector<int> position(view.nodes().size(), -1);
-    for (int k = 0; k < static_cast<int>(st.backward.size()); ++k) {
-      position[st.backward[k]] = k;
-    }
     for (int u : st.update) {
       int last = -1;
       for (int sum : view.sums_read_by(u)) {
@@ -125,30 +221,77 @@ absl::StatusOr<Plan> MakePlan(const SimulationContext& context,
           last = std::max(last, position[view.value(p).producer]);
         }
       }
-      st.gradients.emplace_back(
+      st.gradients[slot_of[u]].emplace_back(
           last, view.value(view.node(u).parameter).bytes);
     }
-    std::stable_sort(st.gradients.begin(), st.gradients.end(),
-                     [](const auto& a, const auto& b) {
-                       return a.first < b.first;
-                     });
+    for (auto& gradients : st.gradients) {
+      std::stable_sort(
+          gradients.begin(), gradients.end(),
+          [](const auto& a, const auto& b) { return a.first < b.first; });
+    }
   }
-  // One micro-batch's peak: the stage on its first device, the rest on
-  // another one (their values arrive as they would from other stages).
+  // One micro-batch's peak: the stage on its first replica's devices, the
+  // rest on another one (their values arrive as they would from other
+  // stages).
   const int D = context.num_devices();
   for (int s = 0; s < S; ++s) {
-    const int home = strategy.stages[s].devices[0];
-    const int elsewhere = home == 0 ? std::min(1, D - 1) : 0;
+    const PipelineStage& stage = strategy.stages[s];
+    std::vector<char> mine(D, 0);
+    for (int slot = 0; slot < StageWidth(stage); ++slot) {
+      mine[ReplicaDevice(stage, 0, slot)] = 1;
+    }
+    int elsewhere = 0;
+    while (elsewhere < D - 1 && mine[elsewhere]) ++elsewhere;
     Placement p;
     p.device_of_op.resize(strategy.stage_of_op.size());
     for (size_t g = 0; g < p.device_of_op.size(); ++g) {
-      p.device_of_op[g] = strategy.stage_of_op[g] == s ? home : elsewhere;
+      p.device_of_op[g] =
+          strategy.stage_of_op[g] == s
+              ? ReplicaDevice(stage, 0, SlotOfOp(strategy, static_cast<int>(g)))
+              : elsewhere;
     }
     absl::StatusOr<SimulationResult> r = Simulate(context, p);
     if (!r.ok()) return r.status();
-    plan.stages[s].one_batch_peak_bytes = r->peak_memory_bytes[home];
+    for (int slot = 0; slot < StageWidth(stage); ++slot) {
+      plan.stages[s].one_batch_peak_bytes[slot] =
+          r->peak_memory_bytes[ReplicaDevice(stage, 0, slot)];
+    }
   }
   return plan;
+}
+
+// One task of a replica over several devices (Strategy's contract): each
+// node on its slot's device, each device running its nodes in `nodes`'
+// order, a node starting once its device is free and what it reads from
+// other slots has been made, then copying that in (the transfers' seconds
+// on its own device) before it computes. `extra` is added to a node's
+// time (its partial additions). Returns each node's end, from the task's
+// start, and fills each slot's busy seconds.
+std::vector<double> ScheduleWideTask(
+    const SimulationContext& context, const std::vector<int>& nodes,
+    const std::vector<std::vector<SlotRead>>& reads,
+    const std::vector<double>& extra, const std::vector<int>& slot_of_node,
+    const PipelineStage& stage, int replica, std::vector<double>* busy) {
+  const int width = StageWidth(stage);
+  std::vector<double> free(width, 0), end(nodes.size(), 0);
+  busy->assign(width, 0);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const int slot = slot_of_node[nodes[i]];
+    const int device = ReplicaDevice(stage, replica, slot);
+    double start = free[slot], copies = 0;
+    for (const SlotRead& read : reads[i]) {
+      if (read.made_at >= 0) start = std::max(start, end[read.made_at]);
+      copies += context.costs().TransferSeconds(
+          read.bytes, context.cluster(),
+          ReplicaDevice(stage, replica, read.from_slot), device);
+    }
+    const double seconds =
+        copies + context.node_seconds(nodes[i], device) + extra[i];
+    end[i] = start + seconds;
+    free[slot] = end[i];
+    (*busy)[slot] += seconds;
+  }
+  return end;
 }
 
 enum class EventKind { kTaskEnd, kArrival };
@@ -164,9 +307,11 @@ struct Event {
 };
 
 struct Task {
-  int stage = 0, micro_batch = 0, device = 0;
+  int stage = 0, micro_batch = 0, device = 0;  // device: the replica's first
+  int replica = 0;
   bool backward = false;
   double seconds = 0;
+  std::vector<double> slot_busy;  // wide stages: each slot's busy seconds
   int pending = 0;
   double start = -1, end = -1;
 };
@@ -285,22 +430,69 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     return (s * M + j) * 2 + (backward ? 1 : 0);
   };
   std::vector<std::vector<int>> order(D);
+  // Wide stages: each replica's tasks scheduled over its devices, the
+  // nodes' ends (from the task's start) and each slot's busy seconds.
+  struct WideTimes {
+    double forward = 0, backward = 0;  // without accumulation
+    std::vector<double> forward_busy, backward_busy, accumulate;  // per slot
+    std::vector<double> backward_end;  // per backward node
+    std::vector<double> slot_end;      // per slot: its last backward node
+  };
+  std::vector<std::vector<WideTimes>> wide(S);
+  for (int s = 0; s < S; ++s) {
+    const StageModel& st = plan.stages[s];
+    if (st.width == 1) continue;
+    const PipelineStage& stage = strategy.stages[s];
+    for (size_t k = 0; k < stage.devices.size(); ++k) {
+      const int replica = static_cast<int>(k);
+      WideTimes w;
+      std::vector<double> none(st.forward.size(), 0);
+      std::vector<double> ends =
+          ScheduleWideTask(context, st.forward, st.forward_reads, none,
+                           plan.slot_of_node, stage, replica, &w.forward_busy);
+      for (double e : ends) w.forward = std::max(w.forward, e);
+      std::vector<double> adds(st.backward.size(), 0);
+      for (size_t i = 0; i < st.backward.size(); ++i) {
+        const int d =
+            ReplicaDevice(stage, replica, plan.slot_of_node[st.backward[i]]);
+        for (int x : st.adds[i]) adds[i] += context.partial_add_seconds(x, d);
+      }
+      w.backward_end =
+          ScheduleWideTask(context, st.backward, st.backward_reads, adds,
+                           plan.slot_of_node, stage, replica, &w.backward_busy);
+      w.slot_end.assign(st.width, 0);
+      for (size_t i = 0; i < st.backward.size(); ++i) {
+        double& e = w.slot_end[plan.slot_of_node[st.backward[i]]];
+        e = std::max(e, w.backward_end[i]);
+      }
+      w.accumulate.assign(st.width, 0);
+      for (int u : st.update) {
+        const int slot = plan.slot_of_node[u];
+        w.accumulate[slot] += context.costs().AccumulateSeconds(
+            view, u, cluster.device(ReplicaDevice(stage, replica, slot)));
+      }
+      for (double e : w.slot_end) w.backward = std::max(w.backward, e);
+      wide[s].push_back(std::move(w));
+    }
+  }
   for (int s = 0; s < S; ++s) {
     const std::vector<int>& replicas = strategy.stages[s].devices;
     const int R = static_cast<int>(replicas.size());
     for (int k = 0; k < R; ++k) {
       const int d = replicas[k];
-      const double f = seconds_of(plan.stages[s].forward, d);
-      double b = seconds_of(plan.stages[s].backward, d);
-      for (const std::vector<int>& adds : plan.stages[s].adds) {
-        for (int x : adds) b += context.partial_add_seconds(x, d);
-      }
-      // A replica's first backward makes its gradient buffers; every later
-      // one adds into them.
-      double accumulate = 0;
-      for (int u : plan.stages[s].update) {
-        accumulate +=
-            context.costs().AccumulateSeconds(view, u, cluster.device(d));
+      double f = 0, b = 0, accumulate = 0;
+      if (wide[s].empty()) {
+        f = seconds_of(plan.stages[s].forward, d);
+        b = seconds_of(plan.stages[s].backward, d);
+        for (const std::vector<int>& adds : plan.stages[s].adds) {
+          for (int x : adds) b += context.partial_add_seconds(x, d);
+        }
+        // A replica's first backward makes its gradient buffers; every
+        // later one adds into them.
+        for (int u : plan.stages[s].update) {
+          accumulate +=
+              context.costs().AccumulateSeconds(view, u, cluster.device(d));
+        }
       }
       bool first_backward = true;
       for (const ReplicaTask& task : ReplicaTaskOrder(strategy, s, k)) {
@@ -309,8 +501,24 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
         t.stage = s;
         t.micro_batch = j;
         t.device = d;
+        t.replica = k;
         t.backward = task.backward;
-        t.seconds = task.backward ? b + (first_backward ? 0 : accumulate) : f;
+        if (wide[s].empty()) {
+          t.seconds = task.backward ? b + (first_backward ? 0 : accumulate) : f;
+        } else {
+          // A later backward: each slot adds into its buffers after its
+          // last node.
+          const WideTimes& w = wide[s][k];
+          t.slot_busy = task.backward ? w.backward_busy : w.forward_busy;
+          t.seconds = task.backward ? w.backward : w.forward;
+          if (task.backward && !first_backward) {
+            for (int slot = 0; slot < plan.stages[s].width; ++slot) {
+              t.seconds =
+                  std::max(t.seconds, w.slot_end[slot] + w.accumulate[slot]);
+              t.slot_busy[slot] += w.accumulate[slot];
+            }
+          }
+        }
         if (task.backward) first_backward = false;
         for (int other = 0; other < S; ++other) {
           t.pending +=
@@ -325,6 +533,17 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
 
   StrategySimulation out;
   SimulationResult& step = out.step;
+  // Copies between the slots of wide stages' tasks, M of each.
+  for (const StageModel& st : plan.stages) {
+    for (const auto* reads : {&st.forward_reads, &st.backward_reads}) {
+      for (const std::vector<SlotRead>& node : *reads) {
+        for (const SlotRead& read : node) {
+          step.bytes_moved += static_cast<int64_t>(M) * read.bytes;
+          step.transfers_count += M;
+        }
+      }
+    }
+  }
   step.busy_seconds.assign(D, 0);
   step.peak_memory_bytes.assign(D, 0);
   step.inaccurate_nodes = context.inaccurate_nodes();
@@ -378,7 +597,15 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     ++done;
     busy[t.device] = false;
     ++next[t.device];
-    step.busy_seconds[t.device] += t.seconds;
+    if (t.slot_busy.empty()) {
+      step.busy_seconds[t.device] += t.seconds;
+    } else {
+      for (size_t slot = 0; slot < t.slot_busy.size(); ++slot) {
+        step.busy_seconds[ReplicaDevice(strategy.stages[t.stage], t.replica,
+                                        static_cast<int>(slot))] +=
+            t.slot_busy[slot];
+      }
+    }
     if (t.backward) --in_flight[t.device];
     for (int other = 0; other < S; ++other) {
       if (!t.backward && other > t.stage &&
@@ -408,7 +635,8 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
   const double state = 1 + view.options().optimizer_state_per_parameter_byte;
   for (int s = 0; s < S; ++s) {
     const StageModel& st = plan.stages[s];
-    const std::vector<int>& replicas = strategy.stages[s].devices;
+    const PipelineStage& stage = strategy.stages[s];
+    const std::vector<int>& replicas = stage.devices;
     const int R = static_cast<int>(replicas.size());
     // Each replica's last backward: where its gradients become final.
     std::vector<double> last_start(R), last_end(R);
@@ -418,6 +646,10 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
       const Task& last = tasks[order[d].back()];
       last_start[k] = last.start;
       last_end[k] = last.end;
+      if (!wide[s].empty()) {
+        offsets[k] = wide[s][k].backward_end;
+        continue;
+      }
       double t = 0;
       for (size_t i = 0; i < st.backward.size(); ++i) {
         t += context.node_seconds(st.backward[i], d);
@@ -425,62 +657,80 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
         offsets[k].push_back(t);
       }
     }
-    double reduced = 0;
-    if (R > 1) {
-      size_t i = 0;
-      while (i < st.gradients.size()) {
-        int64_t bytes = 0;
-        int position = -1;
-        do {
-          bytes += st.gradients[i].second;
-          position = std::max(position, st.gradients[i].first);
-          ++i;
-        } while (i < st.gradients.size() &&
-                 bytes + st.gradients[i].second <= strategy.bucket_bytes);
-        double ready = reduced;
-        for (int k = 0; k < R; ++k) {
-          ready = std::max(ready, last_start[k] + (position < 0
-                                                       ? 0
-                                                       : offsets[k][position]));
+    // Each slot's devices allreduce that slot's gradients.
+    for (int slot = 0; slot < st.width; ++slot) {
+      const std::vector<std::pair<int, int64_t>>& gradients =
+          st.gradients[slot];
+      const std::vector<int> ring = SlotDevices(stage, slot);
+      double reduced = 0;
+      if (R > 1) {
+        size_t i = 0;
+        while (i < gradients.size()) {
+          int64_t bytes = 0;
+          int position = -1;
+          do {
+            bytes += gradients[i].second;
+            position = std::max(position, gradients[i].first);
+            ++i;
+          } while (i < gradients.size() &&
+                   bytes + gradients[i].second <= strategy.bucket_bytes);
+          double ready = reduced;
+          for (int k = 0; k < R; ++k) {
+            ready =
+                std::max(ready, last_start[k] +
+                                    (position < 0 ? 0 : offsets[k][position]));
+          }
+          const double seconds = AllreduceSeconds(
+              context.costs(), cluster, ring, bytes, strategy.allreduce);
+          reduced = ready + seconds;
+          if (options.record_schedule) {
+            out.buckets.push_back({s, slot, bytes, ready, reduced});
+          }
+          out.allreduce_seconds += seconds;
+          step.bytes_moved += 2 * static_cast<int64_t>(R - 1) * bytes;
+          step.transfers_count +=
+              strategy.allreduce == AllreduceAlgorithm::kRing ? 2 * (R - 1) * R
+                                                              : 2 * (R - 1);
         }
-        const double seconds = AllreduceSeconds(
-            context.costs(), cluster, replicas, bytes, strategy.allreduce);
-        reduced = ready + seconds;
+      }
+      for (int k = 0; k < R; ++k) {
+        const int d = ring[k];
+        const double start = std::max(last_end[k], reduced);
+        double seconds = 0;
+        for (int u : st.update) {
+          if (plan.slot_of_node[u] == slot) {
+            seconds += context.node_seconds(u, d);
+          }
+        }
+        step.busy_seconds[d] += seconds;
+        end = std::max(end, start + seconds);
         if (options.record_schedule) {
-          out.buckets.push_back({s, bytes, ready, reduced});
+          out.tasks.push_back({s, -1, d, false, start, start + seconds});
         }
-        out.allreduce_seconds += seconds;
-        step.bytes_moved += 2 * static_cast<int64_t>(R - 1) * bytes;
-        step.transfers_count +=
-            strategy.allreduce == AllreduceAlgorithm::kRing ? 2 * (R - 1) * R
-                                                            : 2 * (R - 1);
+        const int64_t resident = static_cast<int64_t>(
+            static_cast<double>(st.parameter_bytes[slot]) * state);
+        const int runs = (M - k + R - 1) / R;
+        const int64_t rest = std::max<int64_t>(
+            0, st.one_batch_peak_bytes[slot] - resident - st.stash_bytes[slot]);
+        // A replica's devices run the same tasks: as many in flight.
+        const int in_flight_here = out.most_in_flight[replicas[k]];
+        out.most_in_flight[d] = in_flight_here;
+        step.peak_memory_bytes[d] =
+            resident + (runs > 1 ? st.parameter_bytes[slot] : 0) +
+            in_flight_here * st.stash_bytes[slot] + rest;
+        step.oom |= step.peak_memory_bytes[d] > cluster.device(d).memory_bytes;
       }
-    }
-    for (int k = 0; k < R; ++k) {
-      const int d = replicas[k];
-      const double start = std::max(last_end[k], reduced);
-      const double seconds = seconds_of(st.update, d);
-      step.busy_seconds[d] += seconds;
-      end = std::max(end, start + seconds);
-      if (options.record_schedule) {
-        out.tasks.push_back({s, -1, d, false, start, start + seconds});
-      }
-      const int64_t resident =
-          static_cast<int64_t>(static_cast<double>(st.parameter_bytes) * state);
-      const int runs = (M - k + R - 1) / R;
-      const int64_t rest = std::max<int64_t>(
-          0, st.one_batch_peak_bytes - resident - st.stash_bytes);
-      step.peak_memory_bytes[d] = resident +
-                                  (runs > 1 ? st.parameter_bytes : 0) +
-                                  out.most_in_flight[d] * st.stash_bytes +
-                                  rest;
-      step.oom |= step.peak_memory_bytes[d] > cluster.device(d).memory_bytes;
     }
   }
   if (options.record_schedule) {
     for (const Task& t : tasks) {
-      out.tasks.push_back(
-          {t.stage, t.micro_batch, t.device, t.backward, t.start, t.end});
+      const int width = StageWidth(strategy.stages[t.stage]);
+      for (int slot = 0; slot < width; ++slot) {
+        out.tasks.push_back(
+            {t.stage, t.micro_batch,
+             ReplicaDevice(strategy.stages[t.stage], t.replica, slot),
+             t.backward, t.start, t.end});
+      }
     }
   }
   step.step_seconds = end;

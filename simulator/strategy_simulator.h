@@ -27,16 +27,27 @@
 //    that order, are allreduced one after another on the stage's replicas
 //    (AllreduceSeconds), each once every replica has made it; each replica
 //    then runs its stage's update nodes. The step ends with the last update.
-//  - Memory of a device of stage s: resident parameters and optimizer state,
-//    plus (when it runs more than one micro-batch) one gradient buffer per
-//    parameter, plus the stash — the activations and inputs s's backward
-//    reads, and its forward nodes' saved_workspace_bytes — times the most
-//    micro-batches in flight there (forward started,
-//    backward not ended), plus what remains of one micro-batch's peak from
-//    Simulate (stage on one device, the rest elsewhere) once its resident
-//    parameters and stash are taken out. With one stage, one replica and
-//    one micro-batch the peak and the step are Simulate's exactly (the
-//    whole model on that device).
+//  - A stage whose replicas span several devices (op placement inside the
+//    stage): a task's nodes are scheduled over the replica's devices, each
+//    device running its slot's nodes in the stage's order, a node once its
+//    device is free and the values it reads from other slots of the task
+//    are made, charged the copies of those values (and of weights other
+//    slots hold) on its own device; the task takes until its last node
+//    ends (a later backward: until each slot's accumulation ends), and
+//    occupies the replica as one. Transfers between stages go between the
+//    replicas' first devices. Each slot's devices allreduce that slot's
+//    gradients, as above, and run its updates.
+//  - Memory of a device of stage s (per slot for wide stages: the slot's
+//    parameters, stash and share of the one micro-batch peak): resident
+//    parameters and optimizer state, plus (when it runs more than one
+//    micro-batch) one gradient buffer per parameter, plus the stash — the
+//    activations and inputs s's backward reads, and its forward nodes'
+//    saved_workspace_bytes — times the most micro-batches in flight there
+//    (forward started, backward not ended), plus what remains of one
+//    micro-batch's peak from Simulate (stage on one device, the rest elsewhere)
+//    once its resident parameters and stash are taken out. With one stage, one
+//    replica and one micro-batch the peak and the step are Simulate's exactly
+//    (the whole model on that device).
 //  - bytes_moved: the transfers' bytes plus 2(p-1) x bytes per allreduced
 //    bucket (what ring and tree both put on the wire).
 #ifndef PLACER_SIMULATOR_STRATEGY_SIMULATOR_H_
@@ -65,6 +76,7 @@ struct StrategyTask {
 // One allreduced bucket of a stage's gradients (record_schedule).
 struct StrategyBucket {
   int stage = -1;
+  int slot = 0;  // whose devices reduce it (op placement inside a stage)
   int64_t bytes = 0;
   double start_seconds = 0;
   double end_seconds = 0;

@@ -116,7 +116,10 @@ std::string StrategyText(const SimulationContext& c, const Strategy& strategy,
                         "peak memory", "capacity", "");
   std::vector<int> stage_of(cluster.num_devices(), -1);
   for (size_t k = 0; k < strategy.stages.size(); ++k) {
-    for (int d : strategy.stages[k].devices) stage_of[d] = static_cast<int>(k);
+    const PipelineStage& stage = strategy.stages[k];
+    for (int slot = 0; slot < StageWidth(stage); ++slot) {
+      for (int d : SlotDevices(stage, slot)) stage_of[d] = static_cast<int>(k);
+    }
   }
   for (int d = 0; d < cluster.num_devices(); ++d) {
     const Device& dev = cluster.device(d);

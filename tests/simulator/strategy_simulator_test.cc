@@ -4,6 +4,8 @@
 // The model is a chain of four MatMuls, each with its own weight:
 //   x -> A(w1) -> B(w2) -> C(w3) -> D(w4) -> output,  every tensor [4, 4]
 // (64 bytes). One op per stage gives four equal stages.
+#include "simulator/strategy_simulator.h"
+
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -12,15 +14,15 @@
 
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
-#include "gtest/gtest.h"
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
+#include "gtest/gtest.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
 #include "simulator/chrome_trace.h"
+#include "simulator/placement_file.h"
 #include "simulator/simulator.h"
 #include "simulator/strategy.h"
-#include "simulator/strategy_simulator.h"
 #include "tests/graph/test_models.h"
 
 namespace placer {
@@ -358,6 +360,129 @@ TEST(StrategySimulatorTest, ErrorsNameWhatIsWrong) {
   r = SimulateStrategy(f.context, few);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("every replica needs one"),
+            std::string::npos)
+      << r.status();
+}
+
+// Op placement inside a stage: one stage whose replica is two devices, A
+// and B on the first (slot 0), C and D on the second. f = 1, b = 2,
+// updates 0.5, 64-byte transfers x = 1 ms + 64 us. Forward: A, B, then C
+// copies b in (x) and runs, D: 4f + x. Backward: D', C', then B' copies
+// C''s partial gradient of b in: 4b + x. Each slot's two updates run on
+// its own device: 2u. Simulate's step for the same op placement.
+TEST(StrategySimulatorTest, AStageOverTwoDevicesSchedulesItsNodesOnBoth) {
+  Fixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
+  Strategy s;
+  s.stage_of_op = {0, 0, 0, 0};
+  s.slot_of_op = {0, 0, 1, 1};
+  s.stages = {{{0}, {{1}}}};
+  StrategySimulation r = f.Run(s);
+  const double x = 1e-3 + 64 / 1e6;
+  EXPECT_NEAR(r.step.step_seconds, 4 * 1 + 4 * 2 + 2 * x + 2 * 0.5, 1e-12);
+  absl::StatusOr<SimulationResult> op =
+      Simulate(f.context, Placement{{0, 0, 1, 1}});
+  ASSERT_TRUE(op.ok());
+  EXPECT_NEAR(r.step.step_seconds, op->step_seconds, 1e-12);
+  // Device 0: A, B, A', B' and its copy, 2 updates; device 1 likewise.
+  EXPECT_NEAR(r.step.busy_seconds[0], 2 * 1 + 2 * 2 + x + 2 * 0.5, 1e-12);
+  EXPECT_NEAR(r.step.busy_seconds[1], 2 * 1 + x + 2 * 2 + 2 * 0.5, 1e-12);
+  EXPECT_EQ(FirstReplicaPlacement(s).device_of_op,
+            (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(DescribeStrategy(s),
+            "1 stage x 1 replicas of 2 devices, 1 micro-batches, gpipe, ring");
+}
+
+// Two such replicas (devices 0-1 and 2-3), two micro-batches: each
+// replica runs one (4f + x, then 4b + x); slot 0's gradients (w1 by A',
+// the last backward node) are allreduced between devices 0 and 2 once A'
+// ends, 128 bytes on 2 devices: 2 (1 ms + 64 / 1e6); then slot 0's
+// updates. Slot 1's (w3, w4 final after C') are reduced within the
+// backward; its updates wait for the replica's task to end.
+TEST(StrategySimulatorTest, EachSlotOfAWideStageAllreducesItsOwnGradients) {
+  Fixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
+  Strategy s;
+  s.stage_of_op = {0, 0, 0, 0};
+  s.slot_of_op = {0, 0, 1, 1};
+  s.stages = {{{0, 2}, {{1}, {3}}}};
+  s.micro_batches = 2;
+  SimulationOptions options;
+  options.record_schedule = true;
+  absl::StatusOr<StrategySimulation> r =
+      SimulateStrategy(f.context, s, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double x = 1e-3 + 64 / 1e6;
+  const double reduce = 2 * (1e-3 + 64 / 1e6);
+  EXPECT_NEAR(r->step.step_seconds, 4 + x + 8 + x + reduce + 1, 1e-12);
+  ASSERT_EQ(r->buckets.size(), 2u);
+  EXPECT_EQ(r->buckets[0].slot, 0);
+  EXPECT_EQ(r->buckets[0].bytes, 128);
+  EXPECT_NEAR(r->buckets[0].start_seconds, 4 + x + 8 + x, 1e-12);
+  EXPECT_EQ(r->buckets[1].slot, 1);
+  EXPECT_NEAR(r->buckets[1].start_seconds, 4 + x + 4, 1e-12);
+  EXPECT_NEAR(r->allreduce_seconds, 2 * reduce, 1e-12);
+  EXPECT_EQ(StrategyDevices(s), 4);
+  for (int d = 0; d < 4; ++d) EXPECT_EQ(r->most_in_flight[d], 1) << d;
+}
+
+// The placement file keeps each replica's further devices; `assignment`
+// (replica 0's devices) gives each op its slot.
+TEST(StrategySimulatorTest, AWideStageRoundTripsThroughThePlacementFile) {
+  Fixture f(ConstantCosts(1, 2, 0, 0, 1e300));
+  Strategy s;
+  s.stage_of_op = {0, 0, 0, 0};
+  s.slot_of_op = {0, 1, 1, 0};
+  s.stages = {{{0, 2}, {{1}, {3}}}};
+  s.micro_batches = 4;
+  const std::string json =
+      StrategyToJson(s, f.graph, f.cluster, PlacementInfo{}, 1.0);
+  EXPECT_NE(json.find("more_devices"), std::string::npos) << json;
+  absl::StatusOr<PlacementOrStrategy> read =
+      ParsePlacementOrStrategyJson(json, "s.json", f.graph, f.cluster);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_TRUE(read->strategy.has_value());
+  EXPECT_EQ(read->strategy->stage_of_op, s.stage_of_op);
+  EXPECT_EQ(read->strategy->slot_of_op, s.slot_of_op);
+  EXPECT_EQ(read->strategy->stages[0].devices, s.stages[0].devices);
+  EXPECT_EQ(read->strategy->stages[0].more_devices, s.stages[0].more_devices);
+  EXPECT_EQ(read->placement.device_of_op, (std::vector<int>{0, 1, 1, 0}));
+  // An op on a device of another replica names it.
+  std::string bad = json;
+  const size_t at = bad.find("\"B\": \"/d:1\"");
+  ASSERT_NE(at, std::string::npos) << json;
+  bad.replace(at, 11, "\"B\": \"/d:3\"");
+  read = ParsePlacementOrStrategyJson(bad, "s.json", f.graph, f.cluster);
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("s.json: strategy: op 'B' is on "
+                                         "'/d:3', which is no device of a "
+                                         "stage's first replica"),
+            std::string::npos)
+      << read.status();
+}
+
+TEST(StrategySimulatorTest, WideStageErrorsNameWhatIsWrong) {
+  Fixture f(ConstantCosts(1, 2, 0, 0, 1e300));
+  Strategy s;
+  s.stage_of_op = {0, 0, 0, 0};
+  s.slot_of_op = {0, 0, 2, 1};
+  s.stages = {{{0}, {{1}}}};
+  absl::StatusOr<StrategySimulation> r = SimulateStrategy(f.context, s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(
+                "op 'C' is in slot 2 of stage 0, whose replicas have 2"),
+            std::string::npos)
+      << r.status();
+  s.slot_of_op = {0, 0, 1, 1};
+  s.stages = {{{0, 2}, {{1}, {3, 1}}}};
+  s.micro_batches = 2;
+  r = SimulateStrategy(f.context, s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("replica 1 has 3 devices"),
+            std::string::npos)
+      << r.status();
+  s.stages = {{{0, 2}, {{1}, {0}}}};
+  r = SimulateStrategy(f.context, s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("/d:0 is in stage 0 and stage 0"),
             std::string::npos)
       << r.status();
 }
