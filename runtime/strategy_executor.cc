@@ -76,11 +76,35 @@ class TorchStrategyExecutor : public StrategyExecutor {
     return Distributed() ? options_.rank_of_device[d] : 0;
   }
   bool Local(int d) const { return RankOf(d) == rank_; }
-  // The device that runs stage s's tasks for micro-batch j.
+  // The device that runs stage s's tasks for micro-batch j (a wide
+  // stage's: the replica's first).
   int DeviceOf(int s, int j) const {
     const std::vector<int>& r = strategy_.stages[s].devices;
     return r[j % r.size()];
   }
+  int SlotOfNode(int n) const {
+    return SlotOfOp(strategy_, view_.node(n).forward_op);
+  }
+  // partials_[j][PartialIndex(sum, s, slot)]: the partial gradients of a
+  // sum that stage s's nodes on `slot` made, added up.
+  size_t PartialIndex(int sum, int s, int slot) const {
+    return (static_cast<size_t>(sum) * S_ + s) * W_ + slot;
+  }
+  // The device holding parameter p (value) in replica k of its stage.
+  int ParameterDevice(int p, int k) const {
+    const int g = group_of_parameter_[p];
+    return ReplicaDevice(strategy_.stages[strategy_.stage_of_op[g]], k,
+                         SlotOfOp(strategy_, g));
+  }
+  // Waits (under the lock) until the nodes of micro-batch j that node n
+  // reads from other slots of its task have run; false on a failure.
+  // Adds the wait to waited_seconds_[d].
+  bool WaitForOtherSlots(int n, int j, int d);
+  void MarkNodeDone(int n, int j);
+  // After the task (s, j) has ended on every slot of device d's replica:
+  // the parameters of d's slot whose gradients it completed, into d's
+  // accumulators (only d's worker touches them during the tasks).
+  absl::Status Accumulate(int s, int j, int d);
   int Channel(int src, int dst) const { return 1 + src * D_ + dst; }
   // Arrivals from another rank: stage `from`'s messages for stage `to` and
   // micro-batch j (values forward, partial gradients backward).
@@ -112,12 +136,18 @@ class TorchStrategyExecutor : public StrategyExecutor {
   const ExecutorOptions options_;
   const std::vector<torch::Device> devices_;
   const int S_, M_, D_, V_;
+  int W_ = 1;  // the widest stage's devices per replica
   int rank_ = 0;
   int step_ = 0;
 
   std::vector<std::vector<int>> forward_, backward_, update_;  // per stage
   std::vector<std::vector<int>> forward_sources_, gradient_sources_;
-  std::vector<int> stage_of_device_, replica_of_device_;
+  std::vector<int> stage_of_device_, replica_of_device_, slot_of_device_;
+  std::vector<int> group_of_parameter_;  // per value
+  // Per node of a wide stage: the nodes of its task on other slots it
+  // reads from (values made, partial gradients summed).
+  std::vector<std::vector<int>> waits_for_;
+  std::vector<char> waited_on_;  // per node: in some node's waits_for_
   std::vector<int> value_of_tensor_;
   // [s][v]: how many times stage s's forward nodes read value v (an op
   // reading a tensor twice counts twice).
@@ -141,8 +171,14 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // The step's state.
   std::mutex mu_;
   std::condition_variable cv_;
+  // Waits for nodes of other slots within a wide replica's task.
+  std::condition_variable slots_cv_;
   absl::Status failure_;
   std::vector<char> forward_done_, backward_done_;  // [s * M + j], local
+  // Wide stages: [(s * M + j) * 2 + backward]: slots done with the task.
+  std::vector<int> slots_done_;
+  std::vector<char> node_done_;         // [j * nodes + n]
+  std::vector<double> waited_seconds_;  // per device, in its current task
   std::vector<int> arrived_;                        // [ArrivalKey]
   std::vector<std::vector<torch::Tensor>> values_;  // [j][value]
   std::vector<int> value_device_;                   // [j * values + v]
@@ -221,11 +257,54 @@ absl::Status TorchStrategyExecutor::Init() {
   }
   stage_of_device_.assign(D_, -1);
   replica_of_device_.assign(D_, -1);
+  slot_of_device_.assign(D_, -1);
   for (int s = 0; s < S_; ++s) {
-    for (size_t k = 0; k < strategy_.stages[s].devices.size(); ++k) {
-      stage_of_device_[strategy_.stages[s].devices[k]] = s;
-      replica_of_device_[strategy_.stages[s].devices[k]] = static_cast<int>(k);
+    const PipelineStage& stage = strategy_.stages[s];
+    W_ = std::max(W_, StageWidth(stage));
+    for (size_t k = 0; k < stage.devices.size(); ++k) {
+      for (int slot = 0; slot < StageWidth(stage); ++slot) {
+        const int d = ReplicaDevice(stage, static_cast<int>(k), slot);
+        stage_of_device_[d] = s;
+        replica_of_device_[d] = static_cast<int>(k);
+        slot_of_device_[d] = slot;
+      }
     }
+  }
+  group_of_parameter_.assign(V_, -1);
+  for (int g = 0; g < view_.num_groups(); ++g) {
+    for (int p : view_.group_parameters(g)) group_of_parameter_[p] = g;
+  }
+  // Within a wide stage's task: what each node waits for on other slots.
+  waits_for_.assign(view_.nodes().size(), {});
+  for (int n = 0; n < static_cast<int>(view_.nodes().size()); ++n) {
+    const TrainingNode& node = view_.node(n);
+    if (StageWidth(strategy_.stages[StageOfNode(n)]) == 1) continue;
+    std::set<int> from;
+    if (node.kind == NodeKind::kForward) {
+      for (int v : node.inputs) {
+        const int producer = view_.value(v).producer;
+        if (producer >= 0 && view_.node(producer).kind == NodeKind::kForward &&
+            StageOfNode(producer) == StageOfNode(n) &&
+            SlotOfNode(producer) != SlotOfNode(n)) {
+          from.insert(producer);
+        }
+      }
+    } else if (node.kind == NodeKind::kBackward) {
+      for (int sm : view_.sums_read_by(n)) {
+        for (int p : view_.gradient_sums()[sm].partials) {
+          const int producer = view_.value(p).producer;
+          if (StageOfNode(producer) == StageOfNode(n) &&
+              SlotOfNode(producer) != SlotOfNode(n)) {
+            from.insert(producer);
+          }
+        }
+      }
+    }
+    waits_for_[n].assign(from.begin(), from.end());
+  }
+  waited_on_.assign(view_.nodes().size(), 0);
+  for (const std::vector<int>& from : waits_for_) {
+    for (int p : from) waited_on_[p] = 1;
   }
   // Messages into this rank per step and channel.
   if (Distributed()) {
@@ -288,7 +367,7 @@ absl::Status TorchStrategyExecutor::Init() {
   for (int g = 0; g < view_.num_groups(); ++g) {
     const int s = strategy_.stage_of_op[g];
     for (int p : view_.group_parameters(g)) {
-      for (int d : strategy_.stages[s].devices) {
+      for (int d : SlotDevices(strategy_.stages[s], SlotOfOp(strategy_, g))) {
         if (!Local(d)) continue;
         params_[d][p] = host_[p].to(devices_[d], false, /*copy=*/true);
         momentum_[d][p] = torch::zeros_like(params_[d][p]);
@@ -307,6 +386,7 @@ void TorchStrategyExecutor::Fail(const absl::Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
   if (failure_.ok()) failure_ = status;
   cv_.notify_all();
+  slots_cv_.notify_all();
 }
 
 bool TorchStrategyExecutor::ReadyLocked(int s, int j, bool backward) const {
@@ -327,8 +407,38 @@ bool TorchStrategyExecutor::ReadyLocked(int s, int j, bool backward) const {
   return true;
 }
 
+bool TorchStrategyExecutor::WaitForOtherSlots(int n, int j, int d) {
+  if (waits_for_[n].empty()) return true;
+  const size_t N = view_.nodes().size();
+  const auto start = Clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  slots_cv_.wait(lock, [&] {
+    if (!failure_.ok()) return true;
+    for (int p : waits_for_[n]) {
+      if (!node_done_[j * N + p]) return false;
+    }
+    return true;
+  });
+  waited_seconds_[d] += SecondsSince(start);
+  return failure_.ok();
+}
+
+void TorchStrategyExecutor::MarkNodeDone(int n, int j) {
+  if (!waited_on_[n]) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  node_done_[j * view_.nodes().size() + n] = 1;
+  // Only the workers of a wide replica wait on slots_cv_.
+  slots_cv_.notify_all();
+}
+
 absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
+  const int replica = replica_of_device_[d];
+  // Values and weights made on other devices, copied here once per task.
+  std::map<int, torch::Tensor> copied;
   for (int n : forward_[s]) {
+    if (SlotOfNode(n) != slot_of_device_[d]) continue;
+    if (!WaitForOtherSlots(n, j, d))
+      return absl::OkStatus();  // failed elsewhere
     const TrainingNode& node = view_.node(n);
     const Op& op = graph_.op(node.forward_op);
     std::vector<torch::Tensor> inputs;
@@ -342,7 +452,14 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
         const TrainingValue& value = view_.value(v);
         torch::Tensor in;
         if (value.kind == ValueKind::kParameter) {
-          in = params_[d][v];
+          const int holder = ParameterDevice(v, replica);
+          if (holder == d) {
+            in = params_[d][v];
+          } else {
+            auto [at, fresh] = copied.emplace(v, torch::Tensor());
+            if (fresh) at->second = On(params_[holder][v], holder, d);
+            in = at->second;
+          }
         } else if (value.kind == ValueKind::kGraphInput) {
           in = batches_[j].value[v].to(devices_[d]);
         } else if (value.producer < 0) {
@@ -350,7 +467,13 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
         } else {
           std::lock_guard<std::mutex> lock(mu_);
           torch::Tensor& held = values_[j][v];
-          in = On(held, value_device_[j * V_ + v], d);
+          const int from = value_device_[j * V_ + v];
+          if (from == d || copied.count(v) == 0) {
+            in = On(held, from, d);
+            if (from != d) copied[v] = in;
+          } else {
+            in = copied[v];
+          }
           // Freed after its last read, as a framework frees it (what is
           // not freed early page-faults in fresh memory every step).
           if (--reads_left_[j * V_ + v] == 0) held = torch::Tensor();
@@ -375,18 +498,21 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     }
     const double loss = OutputLosses(graph_, op, *results, targets_[d][j],
                                      1.0 / M_, &seeds_[j]);
-    std::lock_guard<std::mutex> lock(mu_);
-    loss_[j] += loss;
-    for (int v : node.outputs) {
-      const int t = view_.value(v).tensor;
-      for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
-        // Kept while a reader of this process, or a send, needs it.
-        if (op.outputs[k] == t && reads_left_[j * V_ + v] > 0) {
-          values_[j][v] = (*results)[k];
-          value_device_[j * V_ + v] = d;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      loss_[j] += loss;
+      for (int v : node.outputs) {
+        const int t = view_.value(v).tensor;
+        for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
+          // Kept while a reader of this process, or a send, needs it.
+          if (op.outputs[k] == t && reads_left_[j * V_ + v] > 0) {
+            values_[j][v] = (*results)[k];
+            value_device_[j * V_ + v] = d;
+          }
         }
       }
     }
+    MarkNodeDone(n, j);
   }
   return absl::OkStatus();
 }
@@ -394,9 +520,13 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
 absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
   // Tensors are only moved in and out of the shared slots under the lock;
   // the additions run outside it, so that workers do not wait for each
-  // other's arithmetic. A slot [sum * S + s] has one writer: the device
-  // running stage s's micro-batch j.
+  // other's arithmetic. A slot PartialIndex(sum, s, slot) has one writer:
+  // the device running that slot of stage s's micro-batch j.
+  const int my_slot = slot_of_device_[d];
   for (int n : backward_[s]) {
+    if (SlotOfNode(n) != my_slot) continue;
+    if (!WaitForOtherSlots(n, j, d))
+      return absl::OkStatus();  // failed elsewhere
     const TrainingNode& node = view_.node(n);
     const Op& op = graph_.op(node.forward_op);
     std::vector<std::vector<torch::Tensor>> parts(op.outputs.size());
@@ -411,8 +541,11 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
           if (view_.gradient_sums()[sm].tensor != t) continue;
           // This node is the sum's only reader (its sink).
           for (int x = 0; x < S_; ++x) {
-            parts[k].push_back(std::move(partials_[j][sm * S_ + x]));
-            partials_[j][sm * S_ + x] = torch::Tensor();
+            for (int slot = 0; slot < W_; ++slot) {
+              torch::Tensor& part = partials_[j][PartialIndex(sm, x, slot)];
+              parts[k].push_back(std::move(part));
+              part = torch::Tensor();
+            }
           }
         }
       }
@@ -444,27 +577,34 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
       torch::Tensor buffer;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        buffer = std::move(partials_[j][sm * S_ + s]);
-        partials_[j][sm * S_ + s] = torch::Tensor();
+        buffer = std::move(partials_[j][PartialIndex(sm, s, my_slot)]);
+        partials_[j][PartialIndex(sm, s, my_slot)] = torch::Tensor();
       }
       buffer = buffer.defined() ? buffer + (*grads)[k] : (*grads)[k];
       std::lock_guard<std::mutex> lock(mu_);
-      partials_[j][sm * S_ + s] = std::move(buffer);
+      partials_[j][PartialIndex(sm, s, my_slot)] = std::move(buffer);
     }
+    MarkNodeDone(n, j);
   }
+  return absl::OkStatus();
+}
+
+absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
   // Parameters whose sums this backward completed (a weight's readers are
-  // all in its stage): into this device's accumulators (only this worker
-  // touches them during the tasks).
+  // all in its stage, on any of its slots).
   std::vector<std::pair<int, torch::Tensor>> completed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (int u : update_[s]) {
+      if (SlotOfNode(u) != slot_of_device_[d]) continue;
       const int p = view_.node(u).parameter;
       for (int sm : view_.sums_read_by(u)) {
-        torch::Tensor& slot = partials_[j][sm * S_ + s];
-        if (!slot.defined()) continue;
-        completed.emplace_back(p, std::move(slot));
-        slot = torch::Tensor();
+        for (int slot = 0; slot < W_; ++slot) {
+          torch::Tensor& part = partials_[j][PartialIndex(sm, s, slot)];
+          if (!part.defined()) continue;
+          completed.emplace_back(p, std::move(part));
+          part = torch::Tensor();
+        }
       }
     }
   }
@@ -496,7 +636,7 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (int item : items) {
-        parts.push_back(backward ? partials_[j][item * S_ + s]
+        parts.push_back(backward ? partials_[j][PartialIndex(item, s, 0)]
                                  : values_[j][item]);
       }
     }
@@ -557,7 +697,7 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
     if (Local(DeviceOf(to, j))) continue;
     for (int item : (backward ? cross_sums_ : cross_values_)[s * S_ + to]) {
       if (backward) {
-        partials_[j][item * S_ + s] = torch::Tensor();
+        partials_[j][PartialIndex(item, s, 0)] = torch::Tensor();
       } else if (--reads_left_[j * V_ + item] == 0) {
         values_[j][item] = torch::Tensor();
       }
@@ -680,7 +820,9 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
       for (int64_t x = 0; x < count; ++x) {
         const int item = expected_items[x];
         if (backward) {
-          if (parts[x].defined()) partials_[j][item * S_ + from] = parts[x];
+          if (parts[x].defined()) {
+            partials_[j][PartialIndex(item, from, 0)] = parts[x];
+          }
         } else {
           values_[j][item] = parts[x];
           value_device_[j * V_ + item] = dst;
@@ -705,6 +847,7 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
   std::optional<c10::DeviceGuard> current;
   if (!devices_[d].is_cpu()) current.emplace(devices_[d]);
   const int s = stage_of_device_[d];
+  const int width = StageWidth(strategy_.stages[s]);
   for (const ReplicaTask& task :
        ReplicaTaskOrder(strategy_, s, replica_of_device_[d])) {
     const int j = task.micro_batch;
@@ -716,32 +859,64 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
       if (!failure_.ok()) return;
     }
     const auto start = Clock::now();
+    waited_seconds_[d] = 0;
     absl::Status status = CatchExceptions("", [&] {
       absl::Status ran = task.backward ? RunBackward(s, j, d) : RunForward(s, j, d);
       Synchronize(devices_[d]);
       return ran;
     });
-    *busy += SecondsSince(start);
+    // Not busy while it waited for another slot of its replica.
+    *busy += SecondsSince(start) - waited_seconds_[d];
     if (status.ok()) status = SendAfter(s, j, d, task.backward);
     if (!status.ok()) {
       Fail(status);
       return;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    (task.backward ? backward_done_ : forward_done_)[s * M_ + j] = 1;
-    cv_.notify_all();
+    {
+      // The task ends when every slot of the replica has run its part.
+      std::unique_lock<std::mutex> lock(mu_);
+      const size_t key =
+          (static_cast<size_t>(s) * M_ + j) * 2 + (task.backward ? 1 : 0);
+      if (++slots_done_[key] == width) {
+        (task.backward ? backward_done_ : forward_done_)[s * M_ + j] = 1;
+        cv_.notify_all();
+      }
+      cv_.wait(lock,
+               [&] { return !failure_.ok() || slots_done_[key] == width; });
+      if (!failure_.ok()) return;
+    }
+    if (task.backward) {
+      const auto added = Clock::now();
+      status = CatchExceptions("", [&] {
+        absl::Status result = Accumulate(s, j, d);
+        Synchronize(devices_[d]);
+        return result;
+      });
+      *busy += SecondsSince(added);
+      if (!status.ok()) {
+        Fail(status);
+        return;
+      }
+    }
   }
   ReduceAndUpdate(s, d, busy);
 }
 
 void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
-  const std::vector<int>& replicas = strategy_.stages[s].devices;
+  // The devices of d's slot in every replica of the stage, and the
+  // updates of that slot's parameters.
+  const std::vector<int> replicas =
+      SlotDevices(strategy_.stages[s], slot_of_device_[d]);
+  std::vector<int> updates;
+  for (int u : update_[s]) {
+    if (SlotOfNode(u) == slot_of_device_[d]) updates.push_back(u);
+  }
   // The allreduce. Across ranks: this replica's accumulators, flattened
   // into one bucket as DDP's (a 2-replica zoo:chain step as two processes:
   // 9 ms with a message per parameter, 1.4-2.8 ms with one), go to the
   // first replica of the stage on every other rank (from this worker, the
   // only sender on d's channels), which files them under d.
-  if (Distributed() && !update_[s].empty()) {
+  if (Distributed() && !updates.empty()) {
     std::set<int> ranks_done{rank_};
     torch::Tensor bucket;
     for (int q : replicas) {
@@ -749,7 +924,7 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
       absl::Status sent = CatchExceptions("allreduce: ", [&] {
         if (!bucket.defined()) {
           std::vector<torch::Tensor> flat;
-          for (int u : update_[s]) {
+          for (int u : updates) {
             const int p = view_.node(u).parameter;
             const torch::Tensor& g = accum_[d][p];
             flat.push_back(g.defined() ? g.reshape({-1})
@@ -780,7 +955,7 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
       if (!failure_.ok()) return true;
       for (int r : replicas) {
         if (Local(r) ? !tasks_done_[r]
-                     : !update_[s].empty() && accum_arrived_[r] < 1) {
+                     : !updates.empty() && accum_arrived_[r] < 1) {
           return false;
         }
       }
@@ -792,11 +967,11 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   // tasks), every replica sums the replicas' accumulators in replica order
   // on its own device: the same additions in the same order, the same bits
   // everywhere.
-  std::vector<torch::Tensor> totals(update_[s].size());
+  std::vector<torch::Tensor> totals(updates.size());
   absl::Status status = CatchExceptions("allreduce: ", [&] {
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < update_[s].size(); ++i) {
-      const int p = view_.node(update_[s][i]).parameter;
+    for (size_t i = 0; i < updates.size(); ++i) {
+      const int p = view_.node(updates[i]).parameter;
       for (int r : replicas) {
         const torch::Tensor& g = accum_[r][p];
         if (!g.defined()) continue;
@@ -822,9 +997,9 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   const auto start = Clock::now();
   status = CatchExceptions("update: ", [&] {
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < update_[s].size(); ++i) {
+    for (size_t i = 0; i < updates.size(); ++i) {
       if (!totals[i].defined()) continue;
-      const int p = view_.node(update_[s][i]).parameter;
+      const int p = view_.node(updates[i]).parameter;
       momentum_[d][p].mul_(options_.momentum).add_(totals[i]);
       params_[d][p].add_(momentum_[d][p], -options_.learning_rate);
     }
@@ -859,7 +1034,12 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
       }
     }
   }
-  partials_.assign(M_, std::vector<torch::Tensor>(static_cast<size_t>(sums) * S_));
+  partials_.assign(
+      M_, std::vector<torch::Tensor>(static_cast<size_t>(sums) * S_ * W_));
+  slots_done_.assign(static_cast<size_t>(S_) * M_ * 2, 0);
+  waited_seconds_.assign(D_, 0);
+  node_done_.assign(W_ > 1 ? static_cast<size_t>(M_) * view_.nodes().size() : 0,
+                    0);
   saved_.assign(M_, std::vector<SavedOp>(graph_.ops().size()));
   seeds_.assign(M_, std::vector<torch::Tensor>(graph_.tensors().size()));
   loss_.assign(M_, 0);
@@ -922,6 +1102,7 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
         if (remote.has_value() && failure_.ok()) {
           failure_ = *remote;
           cv_.notify_all();
+          slots_cv_.notify_all();
           lock.unlock();
           options_.ranks->AbortPending();
           lock.lock();
@@ -965,12 +1146,13 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(
         return absl::NotFoundError(absl::StrCat(
             "parameter '", name, "' has ", replicas.size(), " replicas"));
       }
-      if (!Local(replicas[replica])) {
-        return absl::NotFoundError(absl::StrCat(
-            "parameter '", name, "' replica ", replica, " is on rank ",
-            RankOf(replicas[replica])));
+      const int d = ParameterDevice(p, replica);
+      if (!Local(d)) {
+        return absl::NotFoundError(absl::StrCat("parameter '", name,
+                                                "' replica ", replica,
+                                                " is on rank ", RankOf(d)));
       }
-      return params_[replicas[replica]][p].to(torch::kCPU).clone();
+      return params_[d][p].to(torch::kCPU).clone();
     }
   }
   return absl::NotFoundError(absl::StrCat("no parameter '", name, "'"));
@@ -985,6 +1167,16 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
     return s;
   }
   if (absl::Status s = CheckRunnable(view.forward()); !s.ok()) return s;
+  if (options.ranks != nullptr) {
+    for (size_t k = 0; k < strategy.stages.size(); ++k) {
+      if (StageWidth(strategy.stages[k]) > 1) {
+        return absl::UnimplementedError(absl::StrCat(
+            "stage ", k, "'s replicas span ", StageWidth(strategy.stages[k]),
+            " devices (op placement inside a stage): such strategies run in "
+            "one process, not as ranks yet"));
+      }
+    }
+  }
   if (options.ranks != nullptr &&
       static_cast<int>(options.rank_of_device.size()) != cluster.num_devices()) {
     return absl::InvalidArgumentError(absl::StrCat(

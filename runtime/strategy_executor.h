@@ -12,6 +12,17 @@
 //    makes partial gradients of its tensors has run that micro-batch's
 //    backward. Values cross devices as copies made by the reader when its
 //    task starts.
+//  - A stage whose replicas span several devices (op placement inside the
+//    stage, Strategy's slots): each device of a replica runs its slot's
+//    nodes of the task, in topological order, one worker per device; a
+//    node waits until the nodes of its task on other slots that make what
+//    it reads (values, partial gradients it sums) have run, and copies
+//    those in (a weight held by another slot too). The task ends when every
+//    slot has run its part; then each device adds the gradients of its
+//    slot's parameters (from every slot's partials) into its accumulators.
+//    Each slot's devices across the replicas sum that slot's
+//    accumulators. Busy time leaves out the waits for other slots. Such
+//    strategies run in one process only (Create refuses them with ranks).
 //  - Micro-batch j's graph inputs and loss targets: DrawHostValues(view,
 //    seed)'s for j = 0 (so one micro-batch on one device is the placed
 //    executor's step, executor.h), DrawBatch(view, seed + j) otherwise; the

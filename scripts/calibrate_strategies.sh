@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measured vs simulated step times of strategies on cpu2 (docs/parallelism.md):
 # profiles MODEL, makes strategies with `place --parallelism` (one device,
-# data parallel, pipelines with GPipe and 1F1B, several micro-batch counts),
+# data parallel, pipelines with GPipe and 1F1B, one stage over both devices
+# with the op placement of `place` inside it, several micro-batch counts),
 # runs each with the strategy executor and prints a row per strategy, the
 # median absolute error and Spearman's rank correlation.
 # Usage: scripts/calibrate_strategies.sh MODEL [PLACER_BINARY]
@@ -17,6 +18,10 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$placer" profile "$model" --cluster cpu2 "${ranks[@]}" -o "$dir/profile.pbtxt" >/dev/null 2>&1
 strategies=()
+# Op placement inside a stage: `place`'s op placement on the two devices as
+# one stage whose replica spans both (WIDE=0 leaves these rows out).
+"$placer" place "$model" --cluster cpu2 --profile "$dir/profile.pbtxt" \
+    -o "$dir/op.json" >/dev/null 2>&1
 for mb in 2 4 8; do
   for mode in data pipeline; do
     f="$dir/$mode-$mb.json"
@@ -47,6 +52,17 @@ d["strategy"]["schedule"] = "1f1b"
 json.dump(d, open(sys.argv[2], "w"))
 PY
   strategies+=("$dir/one-$mb.json")
+  if [ "${WIDE:-1}" = 1 ] && [ "${NPROC:-1}" = 1 ]; then
+    python3 - "$dir/op.json" "$dir/wide-$mb.json" "$mb" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["strategy"] = {"stages": [{"devices": ["/cpu:0"],
+                             "more_devices": [{"devices": ["/cpu:1"]}]}],
+                 "micro_batches": int(sys.argv[3]), "schedule": "1f1b"}
+json.dump(d, open(sys.argv[2], "w"))
+PY
+    strategies+=("$dir/wide-$mb.json")
+  fi
 done
 printf '| strategy | simulated s | measured s | error |\n|---|---:|---:|---:|\n'
 errors=()

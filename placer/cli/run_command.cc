@@ -67,7 +67,8 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
   const int steps = absl::GetFlag(FLAGS_steps);
   const int warmup = absl::GetFlag(FLAGS_warmup);
   if (steps < 1 || warmup < 0) {
-    FinishRanks(ranks, absl::InvalidArgumentError("bad --steps"));
+    // The usage error is what this rank reports, whatever the others did.
+    (void)FinishRanks(ranks, absl::InvalidArgumentError("bad --steps"));
     return UsageError("--steps must be at least 1 and --warmup at least 0");
   }
   const bool json = absl::GetFlag(FLAGS_json) || !report;

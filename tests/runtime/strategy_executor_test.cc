@@ -163,24 +163,31 @@ TEST(StrategyExecutorTest, OneMicroBatchOnOneDeviceIsTheExecutorsStep) {
   ExpectSame(strategy, placed, 1e-6);
 }
 
-TEST(StrategyExecutorTest, PipelinesAndReplicasMatchOneDevice) {
-  const Cluster cluster = Cpus(2);
-  struct Model {
-    std::string name;
-    Graph graph;
-  };
+struct Model {
+  std::string name;
+  Graph graph;
+};
+
+// GNMT-2 and the exported Transformer, then PyTorch's training-mode
+// exports (tests/fixtures/export_torch_models.py) named in `exports`.
+std::vector<Model> Models(const std::vector<std::string>& exports) {
   std::vector<Model> models;
   models.push_back({"gnmt2", Gnmt2()});
   models.push_back({"transformer", Transformer()});
-  models.push_back({"resnet50", ResNet50()});
-  // PyTorch exports in training mode (tests/fixtures/export_torch_models.py)
-  // at two opsets: BatchNorm with its statistics outputs, an LSTM.
-  for (const char* name : {"bn_cnn.op13", "lstm.op17"}) {
+  for (const std::string& name : exports) {
     absl::StatusOr<Graph> g = ImportOnnxFile(
-        std::string("tests/fixtures/numerics/") + name + ".onnx", {});
-    ASSERT_TRUE(g.ok()) << g.status();
-    models.push_back({name, *std::move(g)});
+        "tests/fixtures/numerics/" + name + ".onnx", {});
+    EXPECT_TRUE(g.ok()) << g.status();
+    if (g.ok()) models.push_back({name, *std::move(g)});
   }
+  return models;
+}
+
+TEST(StrategyExecutorTest, PipelinesAndReplicasMatchOneDevice) {
+  const Cluster cluster = Cpus(2);
+  // At two opsets: BatchNorm with its statistics outputs, an LSTM.
+  std::vector<Model> models = Models({"bn_cnn.op13", "lstm.op17"});
+  models.push_back({"resnet50", ResNet50()});
   for (Model& m : models) {
     SCOPED_TRACE(m.name);
     TrainingView view = BuildTrainingView(m.graph);
@@ -209,6 +216,58 @@ TEST(StrategyExecutorTest, PipelinesAndReplicasMatchOneDevice) {
       Strategy s = *pipeline;
       s.schedule = schedule;
       ExpectSame(one, RunStrategy(view, cluster, s), 1e-5);
+    }
+  }
+}
+
+// Op placement inside a stage: every other op (in topological order) on a
+// replica's second device, so that values, weights and partial gradients
+// cross between the slots of a task in both directions.
+std::vector<int> AlternatingSlots(const TrainingView& view) {
+  std::vector<int> slot(view.num_groups(), 0);
+  int i = 0;
+  for (int n : view.topological_order()) {
+    if (view.node(n).kind == NodeKind::kForward) {
+      slot[view.node(n).forward_op] = i++ % 2;
+    }
+  }
+  return slot;
+}
+
+// Two data-parallel replicas of two devices each (4 CPU devices), and a
+// 2-stage pipeline whose first stage spans two devices, give one device's
+// losses and parameters over the same micro-batches.
+TEST(StrategyExecutorTest, StagesOverSeveralDevicesMatchOneDevice) {
+  const Cluster cluster = Cpus(4);
+  std::vector<Model> models = Models({"bn_cnn.op13"});
+  for (Model& m : models) {
+    SCOPED_TRACE(m.name);
+    TrainingView view = BuildTrainingView(m.graph);
+    const int micro_batches = 4;
+    Trajectory one = RunStrategy(view, cluster, OneDevice(view, micro_batches));
+
+    Strategy hybrid = OneDevice(view, micro_batches);
+    hybrid.slot_of_op = AlternatingSlots(view);
+    hybrid.stages = {{{0, 2}, {{1}, {3}}}};
+    ASSERT_EQ(DescribeStrategy(hybrid),
+              "1 stage x 2 replicas of 2 devices, 4 micro-batches, 1f1b, ring");
+    ExpectSame(one, RunStrategy(view, cluster, hybrid), 1e-5);
+
+    absl::StatusOr<Strategy> pipeline =
+        Searched(view, Cpus(2), Parallelism::kPipeline, micro_batches);
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    ASSERT_EQ(pipeline->stages.size(), 2u);
+    Strategy wide = *pipeline;
+    wide.slot_of_op = AlternatingSlots(view);
+    for (int g = 0; g < view.num_groups(); ++g) {
+      if (wide.stage_of_op[g] == 1) wide.slot_of_op[g] = 0;
+    }
+    wide.stages = {{{0}, {{1}}}, {{2}}};
+    for (PipelineSchedule schedule :
+         {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B}) {
+      SCOPED_TRACE(ScheduleName(schedule));
+      wide.schedule = schedule;
+      ExpectSame(one, RunStrategy(view, cluster, wide), 1e-5);
     }
   }
 }
