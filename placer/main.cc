@@ -20,14 +20,15 @@ Usage:
       placement file; --compare runs every policy and prints a table of
       simulated step time, speedup over single, ratio to the lower bound,
       peak memory, bytes moved and placement time.
-      --parallelism pipeline|data|auto also searches strategies: pipeline
-      stages over micro-batches (GPipe/1F1B), data-parallel replicas with
-      ring/tree allreduce, and stages with replicas (auto), up to
-      --max-micro-batches 32 per step; it prints one device, the op
-      placement, the best data-parallel and pipeline strategies and auto's
-      choice, each per graph batch (the graph's batch is one micro-batch),
-      and writes the fastest per batch (-o: its op placement plus a
-      "strategy" object).
+      --parallelism pipeline|data|hybrid|auto also searches strategies:
+      pipeline stages over micro-batches (GPipe/1F1B), data-parallel
+      replicas with ring/tree allreduce, replicas of an op placement by
+      --policy over several devices (hybrid), and stages with replicas
+      (auto), --micro-batches M per step (default one per device); it
+      prints one device, the op placement, the best data-parallel,
+      pipeline and hybrid strategies and auto's choice, each per graph
+      batch (the graph's batch is one micro-batch), and writes the fastest
+      per batch (-o: its op placement plus a "strategy" object).
   placer train MODEL... --cluster C[,C2...] [--budget 10s] [--seed N]
       [--checkpoint DIR [--resume]] [--samples N] [--warm-start]
       [--curve F.csv] [-o P.json] [--reward simulated|measured]

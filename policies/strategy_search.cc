@@ -4,8 +4,11 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <memory>
+#include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "simulator/memory_check.h"
@@ -238,6 +241,37 @@ Strategy ToStrategy(const TrainingView& view, const Chunks& c,
   return s;
 }
 
+// The whole model placed by `policy` on `devices` of the cluster (a
+// cluster of those alone): per forward op, the index in `devices` of its
+// device.
+absl::StatusOr<std::vector<int>> PlaceOnDevices(
+    const PolicyInput& input, const PolicyOptions& options,
+    const std::string& policy, const std::vector<int>& devices,
+    const std::vector<int64_t>& limits, double budget_seconds) {
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> made = NewPolicy(policy);
+  if (!made.ok()) return made.status();
+  const Cluster part = input.cluster.Subset(devices);
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  SimulationContext context =
+      SimulationContext::Create(input.view, part, input.costs, *order);
+  PolicyInput inside{input.view, part, input.costs, context};
+  PolicyOptions o;
+  o.seed = options.seed;
+  o.budget_seconds = budget_seconds;
+  o.max_evaluations = options.max_evaluations;
+  o.memory_headroom = options.memory_headroom;
+  for (int d : devices) o.memory_limit_bytes.push_back(limits[d]);
+  for (const auto& [op, device] : options.pinned) {
+    auto at = std::find(devices.begin(), devices.end(), device);
+    if (at != devices.end())
+      o.pinned[op] = static_cast<int>(at - devices.begin());
+  }
+  o.should_stop = options.should_stop;
+  absl::StatusOr<Placement> placed = (*made)->Place(inside, o);
+  if (!placed.ok()) return placed.status();
+  return placed->device_of_op;
+}
+
 }  // namespace
 
 std::string ParallelismName(Parallelism parallelism) {
@@ -245,19 +279,22 @@ std::string ParallelismName(Parallelism parallelism) {
     case Parallelism::kModel: return "model";
     case Parallelism::kPipeline: return "pipeline";
     case Parallelism::kData: return "data";
+    case Parallelism::kHybrid:
+      return "hybrid";
     case Parallelism::kAuto: return "auto";
   }
   return "?";
 }
 
 absl::StatusOr<Parallelism> ParseParallelism(const std::string& name) {
-  for (Parallelism p : {Parallelism::kAuto, Parallelism::kModel,
-                        Parallelism::kPipeline, Parallelism::kData}) {
+  for (Parallelism p :
+       {Parallelism::kAuto, Parallelism::kModel, Parallelism::kPipeline,
+        Parallelism::kData, Parallelism::kHybrid}) {
     if (ParallelismName(p) == name) return p;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown parallelism '", name,
-                   "'; known: auto, model, pipeline, data"));
+                   "'; known: auto, model, pipeline, data, hybrid"));
 }
 
 std::vector<int> IdenticalDevicePool(const Cluster& cluster) {
@@ -297,6 +334,18 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
         "' has no two identical devices to pipeline or replicate over"));
   }
   const int P = static_cast<int>(pool.size());
+  if (search.parallelism == Parallelism::kHybrid) {
+    if (search.inside_policy.empty()) {
+      return absl::InvalidArgumentError(
+          "hybrid parallelism needs a policy to place ops inside a replica");
+    }
+    if (P < 4) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cluster '", input.cluster.name(), "' has ", P,
+          " identical devices; hybrid parallelism needs four (two replicas "
+          "of two)"));
+    }
+  }
   const Chunks chunks = MakeChunks(input.simulation, pool[0]);
   const std::vector<int64_t> limits = MemoryLimits(input.cluster, options);
   const auto started = std::chrono::steady_clock::now();
@@ -320,11 +369,15 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   int64_t least_over = std::numeric_limits<int64_t>::max();
   absl::Status over_status;
   double last_progress = -1e9;
-  auto consider = [&](const Strategy& s) {
+  // Simulates `s` and keeps it when it fits and is the fastest so far;
+  // `peaks` (when given) gets each device's peak.
+  auto consider = [&](const Strategy& s,
+                      std::vector<int64_t>* peaks = nullptr) {
     absl::StatusOr<StrategySimulation> r =
         SimulateStrategy(input.simulation, s);
     ++best.evaluations;
     if (!r.ok()) return;
+    if (peaks != nullptr) *peaks = r->step.peak_memory_bytes;
     absl::Status memory =
         CheckMemory(input.cluster, r->step.peak_memory_bytes, limits);
     if (!memory.ok()) {
@@ -359,7 +412,7 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   // Each partition with each schedule (when it has stages to pipeline)
   // and allreduce (when it has replicas), 1F1B and ring first.
   for (int m : counts) {
-    if (stop()) break;
+    if (stop() || search.parallelism == Parallelism::kHybrid) break;
     for (const Partition& part :
          Partitions(input, chunks, pool, m, search.parallelism)) {
       if (stop()) break;
@@ -383,6 +436,126 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       }
     }
   }
+  // Wide candidates: replicas of an op placement over w devices.
+  absl::Status inside_status;
+  const bool wide = search.parallelism == Parallelism::kHybrid ||
+                    (search.parallelism == Parallelism::kAuto &&
+                     !search.inside_policy.empty());
+  const int widths = std::max(0, P / 2 - 1);
+  std::vector<int> pool_position(input.cluster.num_devices(), -1);
+  for (int i = 0; i < P; ++i) pool_position[pool[i]] = i;
+  for (int w = 2; wide && w <= P / 2 && !stop(); ++w) {
+    const int replicas = P / w;
+    if (replicas > micro_batches) continue;
+    const std::vector<int> first(pool.begin(), pool.begin() + w);
+    // Each group of w pool devices acts as one device of a narrower pool
+    // (its first): a strategy over those is widened to the groups' devices
+    // that the op placement uses, each op in its slot.
+    std::vector<int> groups;
+    for (int k = 0; k < replicas; ++k) groups.push_back(pool[k * w]);
+    std::vector<int> slot_of_index, slots;
+    auto widen = [&](const Strategy& narrow) {
+      Strategy s = narrow;
+      s.slot_of_op = slots;
+      for (PipelineStage& stage : s.stages) {
+        PipelineStage spread;
+        for (int v : stage.devices) {
+          const int base = pool_position[v];
+          std::vector<int> devices;
+          for (int i = 0; i < w; ++i) {
+            if (slot_of_index[i] >= 0) devices.push_back(pool[base + i]);
+          }
+          spread.devices.push_back(devices[0]);
+          spread.more_devices.emplace_back(devices.begin() + 1, devices.end());
+        }
+        stage = std::move(spread);
+      }
+      return s;
+    };
+    Strategy hybrid;
+    hybrid.stage_of_op.assign(input.view.num_groups(), 0);
+    hybrid.stages = {{groups}};
+    hybrid.micro_batches = micro_batches;
+    hybrid.schedule = PipelineSchedule::k1F1B;
+    // The policy places one micro-batch; what the strategy adds on a
+    // device (gradient buffers, micro-batches in flight) can push it over
+    // its limit: then it places again with that device's limit lowered by
+    // the overshoot, at most three times.
+    std::vector<int64_t> inside_limits = limits;
+    bool placed_ok = false;
+    for (int attempt = 0; attempt < 3 && !stop(); ++attempt) {
+      const double share =
+          std::max(0.0, options.budget_seconds - elapsed()) / (3.0 * widths);
+      absl::StatusOr<std::vector<int>> placed = PlaceOnDevices(
+          input, options, search.inside_policy, first, inside_limits, share);
+      if (!placed.ok()) {
+        if (inside_status.ok()) {
+          inside_status =
+              absl::Status(placed.status().code(),
+                           absl::StrCat("placing ops inside a replica of ", w,
+                                        " devices (", search.inside_policy,
+                                        "): ", placed.status().message()));
+        }
+        break;
+      }
+      // Slots: the devices the placement uses, in pool order.
+      slot_of_index.assign(w, -1);
+      for (int i : *placed) slot_of_index[i] = 0;
+      int width = 0;
+      for (int i = 0; i < w; ++i) {
+        if (slot_of_index[i] == 0) slot_of_index[i] = width++;
+      }
+      if (width < 2) break;  // one device: data parallelism's candidates
+      slots.clear();
+      for (int i : *placed) slots.push_back(slot_of_index[i]);
+      placed_ok = true;
+      bool over = false;
+      for (AllreduceAlgorithm algorithm :
+           {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree}) {
+        Strategy s = widen(hybrid);
+        s.allreduce = algorithm;
+        std::vector<int64_t> peaks;
+        consider(s, &peaks);
+        if (peaks.empty() || algorithm != AllreduceAlgorithm::kRing) continue;
+        for (int i = 0; i < w; ++i) {
+          int64_t most = 0;
+          for (int k = 0; k < replicas; ++k) {
+            const int d = pool[k * w + i];
+            most = std::max(most, peaks[d] - limits[d]);
+          }
+          if (most > 0) {
+            inside_limits[first[i]] -= most;
+            over = true;
+          }
+        }
+      }
+      if (!over) break;
+    }
+    // auto: pipelines (and stages with replicas) over the groups, each
+    // stage with the same op placement inside.
+    if (!placed_ok || search.parallelism != Parallelism::kAuto) continue;
+    for (const Partition& part :
+         Partitions(input, chunks, groups, micro_batches, Parallelism::kAuto)) {
+      if (stop()) break;
+      if (part.replicas.size() < 2) continue;  // the hybrid above
+      const int most =
+          *std::max_element(part.replicas.begin(), part.replicas.end());
+      if (most > micro_batches) continue;
+      const Strategy shape =
+          ToStrategy(input.view, chunks, groups, part, micro_batches);
+      for (PipelineSchedule schedule :
+           {PipelineSchedule::k1F1B, PipelineSchedule::kGPipe}) {
+        for (AllreduceAlgorithm algorithm :
+             {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree}) {
+          if (algorithm == AllreduceAlgorithm::kTree && most < 2) continue;
+          Strategy s = widen(shape);
+          s.schedule = schedule;
+          s.allreduce = algorithm;
+          consider(s);
+        }
+      }
+    }
+  }
   if (options.on_progress) {
     options.on_progress({"strategies", best.evaluations,
                          found ? best.simulation.step.step_seconds : 0,
@@ -390,6 +563,7 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   }
   if (!found) {
     if (!over_status.ok()) return over_status;
+    if (!inside_status.ok()) return inside_status;
     return absl::NotFoundError(absl::StrCat(
         "no ", ParallelismName(search.parallelism),
         " strategy found within the budget (", best.evaluations,

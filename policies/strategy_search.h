@@ -7,8 +7,7 @@
 //  - Devices: the largest set of identical devices of the cluster (by their
 //    summed peak FLOP/s; ties: the set with the lowest device index), in
 //    cluster order, at most 32; stages take them in order. A stage's
-//    replicas run one device each (op placement inside a stage is not
-//    searched here).
+//    replicas run one device each, except in auto's wide candidates below.
 //  - Cuts: only between forward ops in the view's topological order where
 //    no weight has readers on both sides, coarsened to at most 32 chunks of
 //    about equal compute. For each micro-batch count and stage count, a
@@ -19,13 +18,30 @@
 //    stages or more) and ring and tree allreduce (when it has replicas).
 //    Every candidate runs the same micro-batches per step; auto's
 //    candidates include data's and pipeline's, so it is never worse.
+//  - Wide candidates (hybrid and auto; auto only when inside_policy is
+//    set): for each width w
+//    from 2 to P / 2, the policy places the whole model on the pool's first
+//    w devices (a cluster of those alone, Cluster::Subset; a share of the
+//    budget), and P / w replicas of that op placement (replica k on pool
+//    devices k w .. k w + w - 1, each op on the same slot) make one stage,
+//    simulated with ring and tree allreduce: data parallelism over
+//    model-parallel replicas. The policy places one micro-batch: when the
+//    strategy takes a device over its limit, the width is placed again
+//    with that device's limit lowered by the overshoot (at most three
+//    times). auto also takes the dynamic program's partitions with two
+//    stages or more over the P / w groups (each group as one device) and
+//    gives every stage the same op placement inside: pipelines whose
+//    stages span w devices. A width whose placement uses one device is
+//    data parallelism, already a candidate; a width the policy fails on
+//    is skipped (its error is the answer's when nothing else is found).
 //  - The answer is the simulated strategy with the least seconds per graph
 //    batch whose every device peaks within MemoryLimits(options); ties:
 //    the one found first. Deterministic: no randomness, and the candidates
 //    are enumerated in a fixed order; the search stops early (with the best
 //    so far) at the budget or when should_stop says so.
 //  - Errors: InvalidArgument for parallelism kModel (that is the op
-//    placement policies' job) or a cluster without two identical devices;
+//    placement policies' job), kHybrid without inside_policy, or a cluster
+//    without two identical devices (hybrid: four);
 //    ResourceExhausted when no candidate fits, naming the smallest
 //    overshoot.
 #ifndef PLACER_POLICIES_STRATEGY_SEARCH_H_
@@ -45,11 +61,12 @@ enum class Parallelism {
   kModel,     // op placement only (one micro-batch, no replicas)
   kPipeline,  // two or more stages, one replica each
   kData,      // one stage, every device a replica
+  kHybrid,    // one stage: replicas of an op placement over devices
   kAuto,      // any of the above, and stages with replicas
 };
 
 std::string ParallelismName(Parallelism parallelism);
-// "auto", "model", "pipeline", "data".
+// "auto", "model", "pipeline", "data", "hybrid".
 absl::StatusOr<Parallelism> ParseParallelism(const std::string& name);
 
 struct StrategySearchOptions {
@@ -58,6 +75,10 @@ struct StrategySearchOptions {
   // the graph's batch, the same for every strategy compared. 0: one per
   // device of the pool (plain data parallelism's global batch).
   int micro_batches = 0;
+  // hybrid and auto: the op placement policy (a registered name,
+  // NewPolicy) that places ops inside wide stages; empty: no wide
+  // candidates (an error for hybrid).
+  std::string inside_policy;
 };
 
 struct StrategyChoice {

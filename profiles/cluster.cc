@@ -110,6 +110,24 @@ int Cluster::FindDevice(absl::string_view name) const {
   return -1;
 }
 
+Cluster Cluster::Subset(const std::vector<int>& devices) const {
+  Cluster c;
+  std::vector<std::string> names;
+  for (int d : devices) {
+    c.devices_.push_back(devices_[d]);
+    names.push_back(devices_[d].name);
+  }
+  c.name_ = absl::StrCat(name_, "[", absl::StrJoin(names, ","), "]");
+  const size_t n = devices.size();
+  c.links_.resize(n * n);
+  for (size_t a = 0; a < n; ++a) {
+    for (size_t b = 0; b < n; ++b) {
+      c.links_[a * n + b] = links_[devices[a] * devices_.size() + devices[b]];
+    }
+  }
+  return c;
+}
+
 double Cluster::total_peak_flops() const {
   double total = 0;
   for (const Device& d : devices_) total += d.peak_flops;

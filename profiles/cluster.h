@@ -64,6 +64,10 @@ class Cluster {
     return links_[src * devices_.size() + dst];
   }
   double total_peak_flops() const;
+  // These devices (indices here, distinct) alone, in that order, with the
+  // links between them: what a search placing ops on part of the cluster
+  // hands a policy. Its name says which devices: "p100x4[/gpu:0,/gpu:1]".
+  Cluster Subset(const std::vector<int>& devices) const;
 
  private:
   std::string name_;

@@ -81,9 +81,10 @@ ABSL_FLAG(std::string, policy, "best",
 ABSL_FLAG(bool, compare, false, "place: run and compare every policy.");
 ABSL_FLAG(std::string, parallelism, "model",
           "place: model (op placement only), pipeline (stages over "
-          "micro-batches), data (replicas with allreduce) or auto (the "
-          "fastest per graph batch of op placement, data, pipeline and "
-          "stages with replicas).");
+          "micro-batches), data (replicas with allreduce), hybrid (replicas "
+          "of an op placement by --policy over several devices) or auto "
+          "(the fastest per graph batch of op placement, data, pipeline, "
+          "hybrid and stages with replicas).");
 ABSL_FLAG(int32_t, micro_batches, 0,
           "place --parallelism: micro-batches per step, the same for every "
           "row compared (a step's global batch is that many times the "

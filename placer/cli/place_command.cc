@@ -1,5 +1,5 @@
 // placer place MODEL --cluster C [--policy P | --compare]
-//     [--parallelism model|pipeline|data|auto] [-o P.json]
+//     [--parallelism model|pipeline|data|hybrid|auto] [-o P.json]
 #include <unistd.h>
 
 #include <fstream>
@@ -91,7 +91,7 @@ std::string Json(const std::vector<PolicyRun>& rows, double single_seconds,
   return ReportJson(s);
 }
 
-// --parallelism pipeline|data|auto: one row per candidate, compared per
+// --parallelism pipeline|data|hybrid|auto: one row per candidate, compared per
 // graph batch (the graph's batch is one micro-batch).
 struct StrategyRow {
   std::string name;  // single, the op policy, data, pipeline, auto
@@ -143,13 +143,16 @@ StrategyRow OneDevice(const PolicyInput& input, int micro_batches) {
   return row;
 }
 
+// auto's wide candidates place ops inside a replica with `policy`.
 StrategyRow FromSearch(Parallelism mode, const PolicyInput& input,
-                       const PolicyOptions& options, int micro_batches) {
+                       const PolicyOptions& options, int micro_batches,
+                       const std::string& policy) {
   StrategyRow row;
   row.name = ParallelismName(mode);
   StrategySearchOptions search;
   search.parallelism = mode;
   search.micro_batches = micro_batches;
+  search.inside_policy = policy;
   const auto started = absl::Now();
   absl::StatusOr<StrategyChoice> choice =
       SearchStrategy(input, options, search);
@@ -226,7 +229,7 @@ std::string StrategyJson(const std::vector<StrategyRow>& rows,
 
 int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
                         const Cluster& cluster, const PolicyInput& input,
-                        const PolicyOptions& options,
+                        const PolicyOptions& options, const std::string& policy,
                         const std::function<const PolicyRun&()>& op_policy) {
   const std::vector<int> pool = IdenticalDevicePool(cluster);
   if (pool.size() < 2) {
@@ -245,12 +248,13 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
     rows.push_back(
         FromPolicy(op_policy(), input.simulation, micro_batches));
     for (Parallelism m : {Parallelism::kData, Parallelism::kPipeline,
-                          Parallelism::kAuto}) {
+                          Parallelism::kHybrid, Parallelism::kAuto}) {
+      if (m == Parallelism::kHybrid && pool.size() < 4) continue;
       if (StopOnSignal::requested()) break;
-      rows.push_back(FromSearch(m, input, options, micro_batches));
+      rows.push_back(FromSearch(m, input, options, micro_batches, policy));
     }
   } else {
-    rows.push_back(FromSearch(mode, input, options, micro_batches));
+    rows.push_back(FromSearch(mode, input, options, micro_batches, policy));
   }
   // The fastest per batch; ties: the earlier row (the simpler strategy).
   const StrategyRow* chosen = nullptr;
@@ -370,10 +374,9 @@ int PlaceCommand(const std::vector<std::string>& args) {
       return UsageError("--compare compares op placement policies; drop it "
                         "or --parallelism");
     }
-    return PlaceWithStrategies(*parallelism, *model, *cluster, input,
-                               options, [&]() -> const PolicyRun& {
-                                 return run_once(policy);
-                               });
+    return PlaceWithStrategies(
+        *parallelism, *model, *cluster, input, options, policy,
+        [&]() -> const PolicyRun& { return run_once(policy); });
   }
   const PolicyRun single = run_once(kSpeedupBaselinePolicy);
   std::vector<PolicyRun> rows;

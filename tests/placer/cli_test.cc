@@ -852,7 +852,7 @@ TEST(CliTest, PlaceAStrategyThenSimulateIt) {
   EXPECT_EQ(Number(Json(ranks.out.substr(ranks.out.find('{'))), "ranks"), 2);
 
   RunResult unknown = RunPlacer(
-      "place zoo:chain --noweights --cluster cpu2 --parallelism hybrid");
+      "place zoo:chain --noweights --cluster cpu2 --parallelism tensor");
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_THAT(unknown.out, HasSubstr("known: auto, model, pipeline, data"));
 }

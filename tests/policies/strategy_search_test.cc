@@ -1,15 +1,17 @@
 // The strategy search: what each parallelism mode may return, memory
 // limits, determinism, and the headline on a zoo model (ResNet-50
 // on four P100s runs at least 3x one device per sample as data parallel).
+#include "policies/strategy_search.h"
+
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
+#include "gtest/gtest.h"
 #include "policies/policy.h"
-#include "policies/strategy_search.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
 #include "simulator/simulator.h"
@@ -22,11 +24,14 @@ namespace placer {
 namespace {
 
 // A chain of eight MatMuls [rows, width] x [width, width]: every op has a
-// weight of width^2 floats.
-Graph Chain(int64_t rows, int64_t width) {
+// weight of width^2 floats. `biased`: a bias added after the first MatMul
+// and after the last, a weight read at both ends that leaves only the cuts
+// next to the ends.
+Graph Chain(int64_t rows, int64_t width, bool biased = false) {
   onnx::ModelProto m = testing::EmptyModel();
   auto* g = m.mutable_graph();
   testing::AddInput(g, "x", {rows, width});
+  if (biased) testing::AddWeight(g, "b", {width});
   std::string in = "x";
   for (int i = 0; i < 8; ++i) {
     const std::string w = "w" + std::to_string(i);
@@ -34,6 +39,11 @@ Graph Chain(int64_t rows, int64_t width) {
     testing::AddWeight(g, w, {width, width});
     testing::AddNode(g, "MatMul", "m" + std::to_string(i), {in, w}, {out});
     in = out;
+    if (biased && (i == 0 || i == 7)) {
+      testing::AddNode(g, "Add", "bias" + std::to_string(i), {in, "b"},
+                       {in + "b"});
+      in += "b";
+    }
   }
   testing::AddOutput(g, in);
   absl::StatusOr<Graph> graph = ImportOnnxModel(m, "chain", {});
@@ -51,10 +61,12 @@ struct Scenario {
         context(SimulationContext::Create(view, cluster, *costs, *order)),
         input{view, cluster, *costs, context} {}
   absl::StatusOr<StrategyChoice> Search(Parallelism mode, int micro_batches,
-                                        PolicyOptions options = {}) {
+                                        PolicyOptions options = {},
+                                        const std::string& inside = "") {
     StrategySearchOptions search;
     search.parallelism = mode;
     search.micro_batches = micro_batches;
+    search.inside_policy = inside;
     return SearchStrategy(input, options, search);
   }
   Graph graph;
@@ -106,6 +118,26 @@ TEST(StrategySearchTest, SameInputsSameStrategy) {
   EXPECT_EQ(DescribeStrategy(a->strategy), DescribeStrategy(b->strategy));
   EXPECT_EQ(a->strategy.stage_of_op, b->strategy.stage_of_op);
   EXPECT_EQ(a->simulation.step.step_seconds, b->simulation.step.step_seconds);
+  // With op placement inside replicas (the policy bounded by evaluations,
+  // not time): the same hybrid twice, and auto no slower than it.
+  PolicyOptions options;
+  options.budget_seconds = 60;
+  options.max_evaluations = 100;
+  absl::StatusOr<StrategyChoice> h =
+      s.Search(Parallelism::kHybrid, 8, options, "best");
+  absl::StatusOr<StrategyChoice> h2 =
+      s.Search(Parallelism::kHybrid, 8, options, "best");
+  absl::StatusOr<StrategyChoice> wide =
+      s.Search(Parallelism::kAuto, 8, options, "best");
+  ASSERT_TRUE(h.ok() && h2.ok() && wide.ok()) << h.status();
+  EXPECT_GE(StageWidth(h->strategy.stages[0]), 2);
+  EXPECT_EQ(DescribeStrategy(h->strategy), DescribeStrategy(h2->strategy));
+  EXPECT_EQ(h->strategy.slot_of_op, h2->strategy.slot_of_op);
+  EXPECT_EQ(h->simulation.step.step_seconds, h2->simulation.step.step_seconds);
+  EXPECT_LE(wide->simulation.seconds_per_batch,
+            h->simulation.seconds_per_batch);
+  EXPECT_LE(wide->simulation.seconds_per_batch,
+            a->simulation.seconds_per_batch);
 }
 
 TEST(StrategySearchTest, MemoryLimitsPushWeightsApart) {
@@ -128,6 +160,55 @@ TEST(StrategySearchTest, MemoryLimitsPushWeightsApart) {
             std::string::npos)
       << d.status();
   EXPECT_NE(d.status().message().find("/gpu:"), std::string::npos);
+}
+
+TEST(StrategySearchTest, WhereNothingElseFitsReplicasOfAnOpPlacementDo) {
+  // Eight 16 MiB weights with momentum (256 MiB) and a bias read at both
+  // ends (the only cuts isolate the first or last MatMul) on four P100s
+  // limited to 240 MiB: one device and data parallelism cannot hold the
+  // weights, nor can a pipeline's stage of seven; two replicas of an op
+  // placement over two devices (each holding about half the weights, plus
+  // a gradient buffer for its two micro-batches) fit.
+  Scenario s(Chain(64, 2048, /*biased=*/true), "p100x4");
+  PolicyOptions options;
+  options.budget_seconds = 5;
+  options.max_evaluations = 200;
+  options.memory_limit_bytes.assign(4, int64_t{240} << 20);
+  EXPECT_EQ(s.Search(Parallelism::kData, 4, options).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_FALSE(s.Search(Parallelism::kPipeline, 4, options).ok());
+  absl::StatusOr<StrategyChoice> h =
+      s.Search(Parallelism::kHybrid, 4, options, "best");
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->strategy.stages.size(), 1u);
+  EXPECT_EQ(h->strategy.stages[0].devices.size(), 2u);
+  EXPECT_EQ(StageWidth(h->strategy.stages[0]), 2)
+      << DescribeStrategy(h->strategy);
+  // Both slots run ops: the model is split, not copied.
+  std::vector<int> ops_on(2, 0);
+  for (int slot : h->strategy.slot_of_op) ++ops_on[slot];
+  EXPECT_GT(ops_on[0], 0);
+  EXPECT_GT(ops_on[1], 0);
+  // auto sees the hybrid, and pipelines whose stages span two devices.
+  absl::StatusOr<StrategyChoice> a =
+      s.Search(Parallelism::kAuto, 4, options, "best");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_LE(a->simulation.seconds_per_batch, h->simulation.seconds_per_batch);
+  int widest = 1;
+  for (const PipelineStage& stage : a->strategy.stages) {
+    widest = std::max(widest, StageWidth(stage));
+  }
+  EXPECT_EQ(widest, 2) << DescribeStrategy(a->strategy);
+  for (const StrategyChoice* c : {&*h, &*a}) {
+    for (int64_t peak : c->simulation.step.peak_memory_bytes) {
+      EXPECT_LE(peak, int64_t{240} << 20) << DescribeStrategy(c->strategy);
+    }
+  }
+  // Without a policy for the inside, auto finds nothing that fits, and
+  // hybrid is refused.
+  EXPECT_FALSE(s.Search(Parallelism::kAuto, 4, options).ok());
+  EXPECT_EQ(s.Search(Parallelism::kHybrid, 4, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(StrategySearchTest, ResNet50OnFourP100sIsThreeTimesOneDevice) {

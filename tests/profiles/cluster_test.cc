@@ -59,6 +59,33 @@ TEST(ClusterTest, TextAndJsonWithLinkOverrides) {
                    2e-5 + 1e6 / 5e8);
 }
 
+// A search placing ops on part of a cluster hands the policy these
+// devices alone, in the order given, with the links between them.
+TEST(ClusterTest, ASubsetKeepsItsDevicesAndLinks) {
+  const char* text = R"(
+    name: "three"
+    devices { name: "a" kind: GPU peak_flops: 1e12 memory_bandwidth: 1e11
+              memory_bytes: 1000 }
+    devices { name: "b" kind: GPU peak_flops: 2e12 memory_bandwidth: 1e11
+              memory_bytes: 2000 }
+    devices { name: "c" kind: CPU peak_flops: 1e11 memory_bandwidth: 1e10
+              memory_bytes: 3000 }
+    default_link { latency_seconds: 1e-5 bandwidth: 1e9 }
+    links { src: "c" dst: "a" latency_seconds: 2e-5 bandwidth: 5e8 })";
+  absl::StatusOr<Cluster> c = ParseCluster(text, "three.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const Cluster part = c->Subset({2, 0});
+  EXPECT_EQ(part.name(), "three[c,a]");
+  ASSERT_EQ(part.num_devices(), 2);
+  EXPECT_EQ(part.device(0).name, "c");
+  EXPECT_EQ(part.device(0).memory_bytes, 3000);
+  EXPECT_EQ(part.device(1).name, "a");
+  EXPECT_DOUBLE_EQ(part.link(0, 1).bandwidth, 5e8);  // c -> a
+  EXPECT_DOUBLE_EQ(part.link(0, 1).latency_seconds, 2e-5);
+  EXPECT_DOUBLE_EQ(part.link(1, 0).bandwidth, 1e9);  // a -> c: the default
+  EXPECT_EQ(part.FindDevice("b"), -1);
+}
+
 TEST(ClusterTest, WhereDevicesLive) {
   const std::string two =
       "devices { name: \"a\" kind: CPU peak_flops: 1 memory_bandwidth: 1 "
