@@ -263,8 +263,9 @@ absl::StatusOr<std::vector<int>> PlaceOnDevices(
   for (int d : devices) o.memory_limit_bytes.push_back(limits[d]);
   for (const auto& [op, device] : options.pinned) {
     auto at = std::find(devices.begin(), devices.end(), device);
-    if (at != devices.end())
+    if (at != devices.end()) {
       o.pinned[op] = static_cast<int>(at - devices.begin());
+    }
   }
   o.should_stop = options.should_stop;
   absl::StatusOr<Placement> placed = (*made)->Place(inside, o);
@@ -279,8 +280,7 @@ std::string ParallelismName(Parallelism parallelism) {
     case Parallelism::kModel: return "model";
     case Parallelism::kPipeline: return "pipeline";
     case Parallelism::kData: return "data";
-    case Parallelism::kHybrid:
-      return "hybrid";
+    case Parallelism::kHybrid: return "hybrid";
     case Parallelism::kAuto: return "auto";
   }
   return "?";

@@ -437,8 +437,9 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
   std::map<int, torch::Tensor> copied;
   for (int n : forward_[s]) {
     if (SlotOfNode(n) != slot_of_device_[d]) continue;
-    if (!WaitForOtherSlots(n, j, d))
+    if (!WaitForOtherSlots(n, j, d)) {
       return absl::OkStatus();  // failed elsewhere
+    }
     const TrainingNode& node = view_.node(n);
     const Op& op = graph_.op(node.forward_op);
     std::vector<torch::Tensor> inputs;
@@ -525,8 +526,9 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
   const int my_slot = slot_of_device_[d];
   for (int n : backward_[s]) {
     if (SlotOfNode(n) != my_slot) continue;
-    if (!WaitForOtherSlots(n, j, d))
+    if (!WaitForOtherSlots(n, j, d)) {
       return absl::OkStatus();  // failed elsewhere
+    }
     const TrainingNode& node = view_.node(n);
     const Op& op = graph_.op(node.forward_op);
     std::vector<std::vector<torch::Tensor>> parts(op.outputs.size());
