@@ -610,16 +610,23 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
       }
     }
   }
+  std::set<int> made_here;  // buffers that are this call's first part
   for (auto& [p, g] : completed) {
     if (g.device() != devices_[d]) g = g.to(devices_[d]);
     // The first micro-batch's gradient becomes the buffer; later ones are
     // added in place (PyTorch's AccumulateGrad; the strategy simulator
-    // charges the cost model's AccumulateSeconds for each).
+    // charges the cost model's AccumulateSeconds for each). A wide stage's
+    // second slot part of the same micro-batch is added out of place: the
+    // first part may be a tensor its backward op also handed elsewhere.
     torch::Tensor& acc = accum_[d][p];
-    if (acc.defined()) {
-      acc.add_(g);
-    } else {
+    if (!acc.defined()) {
       acc = g;
+      made_here.insert(p);
+    } else if (made_here.count(p) > 0) {
+      acc = acc + g;
+      made_here.erase(p);
+    } else {
+      acc.add_(g);
     }
   }
   return absl::OkStatus();
