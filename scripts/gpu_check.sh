@@ -4,14 +4,18 @@
 # scripts/gpu_bundle.sh), run the runtime's tests (the CPU+GPU placement
 # against the CPU alone among them), then simulated against measured with
 # CPU+GPU placements for the three calibration models (placer profile, then
-# placer calibrate with that profile). Everything goes to OUT_DIR (default
-# $OUT, else /tmp/gpu_check): the logs, the profiles, one CSV per model.
+# placer calibrate with that profile); then the same placement of GNMT-2
+# as threads and as 2 ranks (a GPU value crossing ranks goes through the
+# host), and the ranks calibration of scripts/calibrate_ranks.sh on this
+# host's cores (cpu2, REFERENCE=profile; RANKS=0 skips both). Everything
+# goes to OUT_DIR (default $OUT, else /tmp/gpu_check): the logs, the
+# profiles, one CSV per model, ranks/results.txt.
 #
 #   bash scripts/gpu_check.sh [MODEL ...]      # default: the three below
 #
 # Each stage has a time limit (seconds: BUILD_S, TESTS_S, PROFILE_S,
-# CALIBRATE_S) so that a lent machine's minutes are not lost to a hang; a
-# stage over its limit is reported and the script goes on.
+# CALIBRATE_S, RANKS_S) so that a lent machine's minutes are not lost to a
+# hang; a stage over its limit is reported and the script goes on.
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT_DIR:-${OUT:-/tmp/gpu_check}}
@@ -56,4 +60,31 @@ for model in "${models[@]}"; do
       --profile "$out/profile_$name.pbtxt" -o "$out/calibration_$name.csv"
   tail -6 "$out/calibrate_$name.log"
 done
+if [ "${RANKS:-1}" != 0 ]; then
+  gnmt=zoo:gnmt2:batch=32,hidden=512,seq_len=6,vocab=4000
+  for n in 1 2; do
+    timeout 60 build/placer_torch run "$gnmt" --cluster "$cluster" \
+      --policy hash --steps 5 --warmup 1 --threads 8 --nproc "$n" --json \
+      > "$out/gpu_ranks_$n.json" 2> "$out/gpu_ranks_$n.err"
+    echo "run cpu+gpu hash, $n rank(s): exit $?" | tee -a "$out/summary.txt"
+  done
+  python3 - "$out/gpu_ranks_1.json" "$out/gpu_ranks_2.json" <<'EOF2' |
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+worst = max(abs(x - y) / abs(x) for x, y in zip(a["losses"], b["losses"]))
+print(f"cpu+gpu as 2 ranks: losses within {worst:.2g} (relative) of threads; "
+      f"step {a['measured_step_seconds']:.4f} s threads, "
+      f"{b['measured_step_seconds']:.4f} s ranks")
+EOF2
+    tee -a "$out/summary.txt"
+  # placer run --nproc execs placer_torch from placer's folder.
+  bin=$(mktemp -d)
+  mkdir -p "$bin/placer"
+  ln -sf "$PWD/build/placer" "$PWD/build/placer_torch" "$bin/placer/"
+  stage "calibrate ranks" "${RANKS_S:-240}" "$out/calibrate_ranks.log" \
+    env REFERENCE=profile BIN="$bin" OUT="$out/ranks" \
+    bash scripts/calibrate_ranks.sh \
+    zoo:gnmt2:batch=16,hidden=256,seq_len=4,vocab=1000 "$gnmt"
+  tail -3 "$out/calibrate_ranks.log"
+fi
 cat "$out/summary.txt"

@@ -1,13 +1,14 @@
 // placer calibrate MODEL... --cluster cpu2 [--placements 10] [--steps N]
 //   [--warmup W] [--rounds R] [--profile P.pbtxt] [-o results.csv]
 // How far the simulator is from real execution: profiles each model on
-// this machine (unless --profile is given), then for each of a set of
-// placements (every heuristic policy, then seeded random ones) measures
-// with the executor and simulates twice: with the op-by-op profile, and
-// with that profile overlaid by the node and link times measured inside
-// the steps of one reference placement that is not among those evaluated
-// (and, where a host mixes device kinds, of each kind alone: the
-// alone times; runtime/measurement.h) (the feedback loop of the product). With --rounds R the placements are
+// this machine as `placer profile` does (unless --profile is given: op by
+// op, then inside reference steps), then for each of a set of placements
+// (every heuristic policy, then seeded random ones) measures with the
+// executor and simulates twice: with that profile, and with it overlaid by
+// the node and link times measured inside the steps of one more reference
+// placement that is not among those evaluated (and, where a host mixes
+// device kinds, of each kind alone: the alone times; runtime/measurement.h)
+// (the feedback loop of the product). With --rounds R the placements are
 // measured R times in turn (drift on a shared machine then falls on all
 // alike) and each keeps the median of its rounds. Prints each (as its last
 // round ends), the median relative error and Spearman's rank correlation,
@@ -41,7 +42,7 @@ namespace {
 struct Row {
   std::string model;
   std::string placement;
-  double simulated = 0;           // with the op-by-op profile
+  double simulated = 0;  // with the profile
   double measured = 0;
   double simulated_feedback = 0;  // profile + one measured reference run
 };
@@ -96,9 +97,9 @@ std::string Summary(const std::string& what, const std::vector<Row>& rows) {
   }
   return absl::StrFormat(
       "%s: %d placements\n"
-      "  op-by-op profile:               median |sim-meas|/meas %5.1f%%, "
+      "  profile:                         median |sim-meas|/meas %5.1f%%, "
       "Spearman rho %.3f\n"
-      "  + one measured reference step:  median |sim-meas|/meas %5.1f%%, "
+      "  + a reference placement's steps: median |sim-meas|/meas %5.1f%%, "
       "Spearman rho %.3f\n",
       what, rows.size(), 100 * MedianRelativeError(rows, false),
       SpearmanRho(s, m), 100 * MedianRelativeError(rows, true),
