@@ -306,6 +306,52 @@ absl::Status TorchStrategyExecutor::Init() {
   for (const std::vector<int>& from : waits_for_) {
     for (int p : from) waited_on_[p] = 1;
   }
+  // Across ranks, a wide replica runs in one process (its slots share
+  // values and partials through memory) and a wide stage exchanges values
+  // with other stages within a rank only; its slots' allreduce may cross
+  // ranks.
+  if (Distributed()) {
+    for (int s = 0; s < S_; ++s) {
+      const PipelineStage& stage = strategy_.stages[s];
+      if (StageWidth(stage) == 1) continue;
+      for (size_t k = 0; k < stage.devices.size(); ++k) {
+        for (int slot = 1; slot < StageWidth(stage); ++slot) {
+          const int d = ReplicaDevice(stage, static_cast<int>(k), slot);
+          if (RankOf(d) != RankOf(stage.devices[k])) {
+            return absl::UnimplementedError(absl::StrCat(
+                "stage ", s, "'s replica ", k, " spans ranks ",
+                RankOf(stage.devices[k]), " and ", RankOf(d), " (",
+                cluster_.device(stage.devices[k]).name, ", ",
+                cluster_.device(d).name,
+                "): a replica whose ops are placed over several devices "
+                "runs in one rank"));
+          }
+        }
+      }
+    }
+    for (int a = 0; a < S_; ++a) {
+      for (int b = 0; b < S_; ++b) {
+        if (StageWidth(strategy_.stages[a]) == 1 &&
+            StageWidth(strategy_.stages[b]) == 1) {
+          continue;
+        }
+        if (cross_values_[a * S_ + b].empty() &&
+            cross_sums_[a * S_ + b].empty()) {
+          continue;
+        }
+        for (int j = 0; j < M_; ++j) {
+          if (RankOf(DeviceOf(a, j)) != RankOf(DeviceOf(b, j))) {
+            return absl::UnimplementedError(absl::StrCat(
+                "stages ", a, " and ", b, " exchange micro-batch ", j,
+                "'s values between ranks ", RankOf(DeviceOf(a, j)), " and ",
+                RankOf(DeviceOf(b, j)),
+                "; a stage whose ops are placed over several devices "
+                "exchanges values within its rank only"));
+          }
+        }
+      }
+    }
+  }
   // Messages into this rank per step and channel.
   if (Distributed()) {
     auto expect = [&](int src, int dst, int count) {
@@ -322,14 +368,21 @@ absl::Status TorchStrategyExecutor::Init() {
         }
       }
     }
-    // Accumulators: every replica to the first replica of its stage on
-    // each other rank.
+    // Accumulators: every replica's device of a slot with parameters to
+    // the first replica's device of that slot on each other rank.
     for (int s = 0; s < S_; ++s) {
-      for (int r : strategy_.stages[s].devices) {
-        std::set<int> ranks_done{RankOf(r)};
-        for (int q : strategy_.stages[s].devices) {
-          if (ranks_done.insert(RankOf(q)).second) {
-            if (!update_[s].empty()) expect(r, q, 1);  // one flat bucket
+      const PipelineStage& stage = strategy_.stages[s];
+      for (int slot = 0; slot < StageWidth(stage); ++slot) {
+        bool updates = false;
+        for (int u : update_[s]) updates |= SlotOfNode(u) == slot;
+        if (!updates) continue;
+        const std::vector<int> devices = SlotDevices(stage, slot);
+        for (int r : devices) {
+          std::set<int> ranks_done{RankOf(r)};
+          for (int q : devices) {
+            if (ranks_done.insert(RankOf(q)).second) {
+              expect(r, q, 1);  // one flat bucket
+            }
           }
         }
       }
@@ -744,13 +797,15 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
     ++k;
     if (got->first == static_cast<int64_t>(ss) * kKinds + kAccumulator &&
         ss == ds) {
-      // A replica's bucket: its accumulators in the stage's update order.
+      // A replica's bucket: its accumulators of src's slot, in the stage's
+      // update order.
       torch::Tensor t = got->second;
       absl::Status status = CatchExceptions("receiving: ", [&]() -> absl::Status {
         t = t.to(devices_[dst]);
         int64_t at = 0;
         std::vector<std::pair<int, torch::Tensor>> parts;
         for (int u : update_[ss]) {
+          if (SlotOfNode(u) != slot_of_device_[src]) continue;
           const int p = view_.node(u).parameter;
           const int64_t n = graph_.tensor(p).num_elements();
           if (at + n > t.numel()) break;
@@ -1176,16 +1231,6 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
     return s;
   }
   if (absl::Status s = CheckRunnable(view.forward()); !s.ok()) return s;
-  if (options.ranks != nullptr) {
-    for (size_t k = 0; k < strategy.stages.size(); ++k) {
-      if (StageWidth(strategy.stages[k]) > 1) {
-        return absl::UnimplementedError(absl::StrCat(
-            "stage ", k, "'s replicas span ", StageWidth(strategy.stages[k]),
-            " devices (op placement inside a stage): such strategies run in "
-            "one process, not as ranks yet"));
-      }
-    }
-  }
   if (options.ranks != nullptr &&
       static_cast<int>(options.rank_of_device.size()) != cluster.num_devices()) {
     return absl::InvalidArgumentError(absl::StrCat(

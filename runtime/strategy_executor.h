@@ -21,8 +21,11 @@
 //    slot has run its part; then each device adds the gradients of its
 //    slot's parameters (from every slot's partials) into its accumulators.
 //    Each slot's devices across the replicas sum that slot's
-//    accumulators. Busy time leaves out the waits for other slots. Such
-//    strategies run in one process only (Create refuses them with ranks).
+//    accumulators. Busy time leaves out the waits for other slots. As
+//    ranks, each such replica runs within one rank and such a stage
+//    exchanges values with other stages within a rank only (Create
+//    refuses other layouts, naming the stage); its slots' sums may cross
+//    ranks.
 //  - Micro-batch j's graph inputs and loss targets: DrawHostValues(view,
 //    seed)'s for j = 0 (so one micro-batch on one device is the placed
 //    executor's step, executor.h), DrawBatch(view, seed + j) otherwise; the
@@ -59,7 +62,8 @@
 //    partial gradients for an earlier stage's (each packed: one index and
 //    one data message per stage pair and micro-batch), and each replica's
 //    accumulators, flattened into one bucket, to the first replica of its
-//    stage on every other rank;
+//    stage on every other rank (in a wide stage: per slot, to that slot's
+//    device of the first replica on every other rank);
 //    each rank then sums all replicas in replica order, as one process
 //    does, so losses and parameters do not depend on the process layout.
 //    A step ends with ExchangeStepReports (loss and busy time summed,

@@ -1,11 +1,11 @@
-// The strategy executor as ranks of a distributed run: data parallelism and
-// pipelines with replicas, split over 2 and 4 ranks, give the losses and
-// parameters of the same strategy in one process (and so of one device),
-// for zoo models and PyTorch exports (training mode, opsets 13 and 17);
-// a stalled rank is named. Ranks are threads of this test, each with its
-// own c10d store connection, Gloo group and executor, over loopback TCP as
-// separate processes would (tests/placer/distributed_run_test runs real
-// processes).
+// The strategy executor as ranks of a distributed run: data parallelism,
+// pipelines with replicas and replicas over several devices, split over
+// ranks, give the losses and parameters of the same strategy in one
+// process (and so of one device), for zoo models and PyTorch exports
+// (training mode, opsets 13 and 17); a stalled rank is named. Ranks are
+// threads of this test, each with its own c10d store connection, Gloo
+// group and executor, over loopback TCP as separate processes would
+// (tests/placer/distributed_run_test runs real processes).
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -232,6 +232,52 @@ TEST(DistributedStrategyTest, RanksGiveOneProcesssLossesAndParameters) {
       }
     }
   }
+}
+
+// Two replicas of two devices each, every other op of the model on the
+// second (values, weights and partial gradients cross slots both ways).
+Strategy WideReplicas(const TrainingView& view) {
+  Strategy s;
+  s.stage_of_op.assign(view.num_groups(), 0);
+  s.slot_of_op.assign(view.num_groups(), 0);
+  int seen = 0;
+  for (int n : view.topological_order()) {
+    if (view.node(n).kind != NodeKind::kForward) continue;
+    s.slot_of_op[view.node(n).forward_op] = seen++ % 2;
+  }
+  PipelineStage stage;
+  stage.devices = {0, 2};
+  stage.more_devices = {{1}, {3}};
+  s.stages = {stage};
+  s.micro_batches = 4;
+  return s;
+}
+
+// A replica's devices in one rank each, the slots' allreduce between the
+// ranks: one process's losses and parameters. A replica split over ranks
+// is refused, naming it.
+TEST(DistributedStrategyTest, ReplicasOverSeveralDevicesRunOnePerRank) {
+  const Cluster cluster = Cpus(4);
+  std::vector<std::pair<std::string, Graph>> models;
+  models.emplace_back("gnmt2", Gnmt2());
+  models.emplace_back("transformer", Transformer());
+  models.emplace_back("bn_cnn.op13", TrainingExport("bn_cnn.op13"));
+  for (auto& [name, graph] : models) {
+    SCOPED_TRACE(name);
+    TrainingView view = BuildTrainingView(graph);
+    const Strategy wide = WideReplicas(view);
+    ASSERT_TRUE(CheckStrategy(view, cluster, wide).ok());
+    ExpectSame(RunOneProcess(view, cluster, wide),
+               RunRanks(view, cluster, wide, 2));
+  }
+  Graph graph = Gnmt2();
+  TrainingView view = BuildTrainingView(graph);
+  RunResult split = RunRanks(view, cluster, WideReplicas(view), 4);
+  EXPECT_EQ(split.status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(split.status.message().find("stage 0's replica 0 spans ranks 0 "
+                                        "and 1 (/cpu:0, /cpu:1)"),
+            std::string::npos)
+      << split.status;
 }
 
 TEST(DistributedStrategyTest, AStalledRankIsNamed) {
