@@ -38,6 +38,10 @@ struct StageModel {
   // of the stage on that slot, or arrived from a later stage or another
   // slot), as Simulate charges them.
   std::vector<std::vector<int>> adds;
+  // Wide stages, per slot: the parameters' gradient sums whose buffers
+  // from several slots that slot's device adds up after each task beyond
+  // what `adds` charges (one entry per addition).
+  std::vector<std::vector<int>> merges;
   // Wider stages: per forward and backward node (positions as in `forward`
   // and `backward`), what it reads from other slots.
   std::vector<std::vector<SlotRead>> forward_reads, backward_reads;
@@ -208,6 +212,29 @@ absl::StatusOr<Plan> MakePlan(const SimulationContext& context,
         if (x < 0) continue;
         if (held[slot][x]) st.adds[k].push_back(x);
         held[slot][x] = 1;
+      }
+    }
+    // The sink adds up one buffer per (stage, slot) that made partials:
+    // parts - 1 additions, of which the above charged one where its own
+    // slot made partials too (the first of them, into a buffer held).
+    st.merges.assign(st.width, {});
+    for (size_t x = 0; x < sums; ++x) {
+      const GradientSum& sum = view.gradient_sums()[x];
+      if (stage_of_node(sum.sink) != s) continue;
+      std::set<std::pair<int, int>> parts;
+      for (int p : sum.partials) {
+        const int producer = view.value(p).producer;
+        parts.insert({stage_of_node(producer), slot_of[producer]});
+      }
+      const bool own = parts.count({s, slot_of[sum.sink]}) > 0;
+      const int extra = static_cast<int>(parts.size()) - 1 -
+                        (own && parts.size() >= 2 ? 1 : 0);
+      for (int e = 0; e < extra; ++e) {
+        if (view.node(sum.sink).kind == NodeKind::kBackward) {
+          st.adds[position[sum.sink]].push_back(static_cast<int>(x));
+        } else {
+          st.merges[slot_of[sum.sink]].push_back(static_cast<int>(x));
+        }
       }
     }
   }
@@ -434,7 +461,10 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
   // nodes' ends (from the task's start) and each slot's busy seconds.
   struct WideTimes {
     double forward = 0, backward = 0;  // without accumulation
-    std::vector<double> forward_busy, backward_busy, accumulate;  // per slot
+    // Per slot: busy in the tasks; adding gradients into the accumulators
+    // (after a replica's first backward), and adding up other slots'
+    // buffers (after every backward).
+    std::vector<double> forward_busy, backward_busy, accumulate, merge;
     std::vector<double> backward_end;  // per backward node
     std::vector<double> slot_end;      // per slot: its last backward node
   };
@@ -471,6 +501,13 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
         w.accumulate[slot] += context.costs().AccumulateSeconds(
             view, u, cluster.device(ReplicaDevice(stage, replica, slot)));
       }
+      w.merge.assign(st.width, 0);
+      for (int slot = 0; slot < st.width; ++slot) {
+        for (int x : st.merges[slot]) {
+          w.merge[slot] += context.partial_add_seconds(
+              x, ReplicaDevice(stage, replica, slot));
+        }
+      }
       for (double e : w.slot_end) w.backward = std::max(w.backward, e);
       wide[s].push_back(std::move(w));
     }
@@ -506,17 +543,22 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
         if (wide[s].empty()) {
           t.seconds = task.backward ? b + (first_backward ? 0 : accumulate) : f;
         } else {
-          // A later backward: each slot adds into its buffers after its
-          // last node.
+          // A backward: once every slot has run its part (as the
+          // executor's workers wait for each other), each slot adds up its
+          // parameters' buffers from other slots and (after the first)
+          // adds them into its accumulators.
           const WideTimes& w = wide[s][k];
           t.slot_busy = task.backward ? w.backward_busy : w.forward_busy;
           t.seconds = task.backward ? w.backward : w.forward;
-          if (task.backward && !first_backward) {
+          if (task.backward) {
+            double most = 0;
             for (int slot = 0; slot < plan.stages[s].width; ++slot) {
-              t.seconds =
-                  std::max(t.seconds, w.slot_end[slot] + w.accumulate[slot]);
-              t.slot_busy[slot] += w.accumulate[slot];
+              const double after =
+                  w.merge[slot] + (first_backward ? 0 : w.accumulate[slot]);
+              most = std::max(most, after);
+              t.slot_busy[slot] += after;
             }
+            t.seconds += most;
           }
         }
         if (task.backward) first_backward = false;

@@ -33,8 +33,12 @@
 //    device is free and the values it reads from other slots of the task
 //    are made, charged the copies of those values (and of weights other
 //    slots hold) on its own device; the task takes until its last node
-//    ends (a later backward: until each slot's accumulation ends), and
-//    occupies the replica as one. Transfers between stages go between the
+//    ends and, for a backward, then until each slot has added up its
+//    parameters' gradient buffers from several slots (one addition per
+//    buffer beyond the one a node already added into: PartialAddSeconds)
+//    and, after the replica's first backward, added them into its
+//    accumulators (as the executor's workers do once every slot is done);
+//    it occupies the replica as one. Transfers between stages go between the
 //    replicas' first devices. Each slot's devices allreduce that slot's
 //    gradients, as above, and run its updates.
 //  - Memory of a device of stage s (per slot for wide stages: the slot's

@@ -489,10 +489,10 @@ TEST(StrategySimulatorTest, WideStageErrorsNameWhatIsWrong) {
 
 // SharedWeightChain (W read by four ops m0..m3) on two devices.
 struct SharedWeight {
-  explicit SharedWeight(const ConstantCosts& c)
+  explicit SharedWeight(const ConstantCosts& c, int devices = 2)
       : graph(*ImportOnnxModel(testing::SharedWeightChain(), "shared", {})),
         view(BuildTrainingView(graph)),
-        cluster(Devices(2)),
+        cluster(Devices(devices)),
         costs(c),
         order(NewCriticalPathReadyOrder()),
         context(SimulationContext::Create(view, cluster, costs, *order)) {}
@@ -521,6 +521,29 @@ TEST(StrategySimulatorTest, OneStageChargesPartialAddsAsSimulateDoes) {
   ASSERT_TRUE(single.ok());
   EXPECT_DOUBLE_EQ(single->step_seconds, 4 * 1 + 4 * 2 + 3 * 0.25 + 0.5);
   EXPECT_DOUBLE_EQ(r->step.step_seconds, single->step_seconds);
+}
+
+// W (held on slot 0) read by m0..m3 on slots 0, 1, 2, 1 of one replica
+// over three devices; free copies, 0.25 s per addition. Forward 4 x 1;
+// backward m3', m2', m1' (+ 0.25: slot 1's second partial), m0' (+ 0.25:
+// its partial meets other slots'), then, as in the executor, slot 0 adds
+// up the three slots' buffers (2 additions, one charged in m0': + 0.25)
+// once every slot is done; then the update: 4 + 8.5 + 0.25 + 0.5.
+TEST(StrategySimulatorTest, AWideSlotAddsUpEveryOtherSlotsBuffer) {
+  ConstantCosts costs(1, 2, 0.5, 0, 1e300);
+  costs.set_partial_add(0.25);
+  SharedWeight f(costs, 3);
+  Strategy s;
+  s.stage_of_op = {0, 0, 0, 0};
+  s.slot_of_op = {0, 1, 2, 1};
+  s.stages = {{{0}, {{1, 2}}}};
+  absl::StatusOr<StrategySimulation> r = SimulateStrategy(f.context, s);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(r->step.step_seconds, 4 + 8.5 + 0.25 + 0.5);
+  // Device 0: m0, m0' + its addition, the merge, the update.
+  EXPECT_DOUBLE_EQ(r->step.busy_seconds[0], 1 + 2.25 + 0.25 + 0.5);
+  EXPECT_DOUBLE_EQ(r->step.busy_seconds[1], 2 + 4.25);
+  EXPECT_DOUBLE_EQ(r->step.busy_seconds[2], 1 + 2);
 }
 
 TEST(StrategySimulatorTest, AWeightReadInTwoStagesIsRefused) {
