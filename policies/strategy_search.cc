@@ -297,6 +297,17 @@ absl::StatusOr<Parallelism> ParseParallelism(const std::string& name) {
                    "'; known: auto, model, pipeline, data, hybrid"));
 }
 
+const std::vector<int>* InsidePlacements::Find(const std::string& policy,
+                                               int width) const {
+  auto it = placed_.find({policy, width});
+  return it == placed_.end() ? nullptr : &it->second;
+}
+
+void InsidePlacements::Keep(const std::string& policy, int width,
+                            std::vector<int> placed) {
+  placed_[{policy, width}] = std::move(placed);
+}
+
 std::vector<int> IdenticalDevicePool(const Cluster& cluster) {
   using Key = std::tuple<int, double, double, int64_t, double>;
   std::map<Key, std::vector<int>> groups;
@@ -483,33 +494,22 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
     // the overshoot, at most three times.
     std::vector<int64_t> inside_limits = limits;
     bool placed_ok = false;
-    for (int attempt = 0; attempt < 3 && !stop(); ++attempt) {
-      const double share =
-          std::max(0.0, options.budget_seconds - elapsed()) / (3.0 * widths);
-      absl::StatusOr<std::vector<int>> placed = PlaceOnDevices(
-          input, options, search.inside_policy, first, inside_limits, share);
-      if (!placed.ok()) {
-        if (inside_status.ok()) {
-          inside_status =
-              absl::Status(placed.status().code(),
-                           absl::StrCat("placing ops inside a replica of ", w,
-                                        " devices (", search.inside_policy,
-                                        "): ", placed.status().message()));
-        }
-        break;
-      }
+    // Takes an op placement over `first` (per forward op, the index of its
+    // device): its slots, and the replicas of it as candidates; false when
+    // it uses one device; sets *over when the ring candidate overshoots a
+    // device's limit (and lowers that device's inside limit).
+    auto take = [&](const std::vector<int>& placed, bool* over) {
       // Slots: the devices the placement uses, in pool order.
       slot_of_index.assign(w, -1);
-      for (int i : *placed) slot_of_index[i] = 0;
+      for (int i : placed) slot_of_index[i] = 0;
       int width = 0;
       for (int i = 0; i < w; ++i) {
         if (slot_of_index[i] == 0) slot_of_index[i] = width++;
       }
-      if (width < 2) break;  // one device: data parallelism's candidates
+      if (width < 2) return false;  // one device: data parallelism's
       slots.clear();
-      for (int i : *placed) slots.push_back(slot_of_index[i]);
-      placed_ok = true;
-      bool over = false;
+      for (int i : placed) slots.push_back(slot_of_index[i]);
+      *over = false;
       for (AllreduceAlgorithm algorithm :
            {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree}) {
         Strategy s = widen(hybrid);
@@ -525,10 +525,42 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
           }
           if (most > 0) {
             inside_limits[first[i]] -= most;
-            over = true;
+            *over = true;
           }
         }
       }
+      return true;
+    };
+    const auto reused =
+        search.inside_placements == nullptr
+            ? nullptr
+            : search.inside_placements->Find(search.inside_policy, w);
+    if (reused != nullptr) {
+      bool over = false;
+      placed_ok = take(*reused, &over);
+    }
+    for (int attempt = 0; reused == nullptr && attempt < 3 && !stop();
+         ++attempt) {
+      const double share =
+          std::max(0.0, options.budget_seconds - elapsed()) / (3.0 * widths);
+      absl::StatusOr<std::vector<int>> placed = PlaceOnDevices(
+          input, options, search.inside_policy, first, inside_limits, share);
+      if (!placed.ok()) {
+        if (inside_status.ok()) {
+          inside_status =
+              absl::Status(placed.status().code(),
+                           absl::StrCat("placing ops inside a replica of ", w,
+                                        " devices (", search.inside_policy,
+                                        "): ", placed.status().message()));
+        }
+        break;
+      }
+      if (search.inside_placements != nullptr) {
+        search.inside_placements->Keep(search.inside_policy, w, *placed);
+      }
+      bool over = false;
+      if (!take(*placed, &over)) break;
+      placed_ok = true;
       if (!over) break;
     }
     // auto: pipelines (and stages with replicas) over the groups, each

@@ -34,6 +34,9 @@
 //    stages span w devices. A width whose placement uses one device is
 //    data parallelism, already a candidate; a width the policy fails on
 //    is skipped (its error is the answer's when nothing else is found).
+//    With inside_placements, a width's placement kept there (an earlier
+//    search's, same policy) is taken as it is, without placing or
+//    retrying, and the placements this search makes are kept there.
 //  - The answer is the simulated strategy with the least seconds per graph
 //    batch whose every device peaks within MemoryLimits(options); ties:
 //    the one found first. Deterministic: no randomness, and the candidates
@@ -47,7 +50,9 @@
 #ifndef PLACER_POLICIES_STRATEGY_SEARCH_H_
 #define PLACER_POLICIES_STRATEGY_SEARCH_H_
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -69,6 +74,20 @@ std::string ParallelismName(Parallelism parallelism);
 // "auto", "model", "pipeline", "data", "hybrid".
 absl::StatusOr<Parallelism> ParseParallelism(const std::string& name);
 
+// The op placements a search made inside wide replicas (per policy and
+// width: the last one it tried), for a later search over the same input,
+// options and cluster to take instead of placing again (`place
+// --parallelism auto` searches hybrid, then auto).
+class InsidePlacements {
+ public:
+  // nullptr when none was kept.
+  const std::vector<int>* Find(const std::string& policy, int width) const;
+  void Keep(const std::string& policy, int width, std::vector<int> placed);
+
+ private:
+  std::map<std::pair<std::string, int>, std::vector<int>> placed_;
+};
+
 struct StrategySearchOptions {
   Parallelism parallelism = Parallelism::kAuto;
   // Micro-batches per step: a step's global batch is micro_batches times
@@ -79,6 +98,9 @@ struct StrategySearchOptions {
   // NewPolicy) that places ops inside wide stages; empty: no wide
   // candidates (an error for hybrid).
   std::string inside_policy;
+  // Not owned; when set, wide candidates take the placements kept there
+  // (no retry) and keep the ones this search makes.
+  InsidePlacements* inside_placements = nullptr;
 };
 
 struct StrategyChoice {

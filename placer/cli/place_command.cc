@@ -143,16 +143,18 @@ StrategyRow OneDevice(const PolicyInput& input, int micro_batches) {
   return row;
 }
 
-// auto's wide candidates place ops inside a replica with `policy`.
+// auto's wide candidates place ops inside a replica with `policy`, taking
+// the placements kept in `inside` (an earlier row's) where it has them.
 StrategyRow FromSearch(Parallelism mode, const PolicyInput& input,
                        const PolicyOptions& options, int micro_batches,
-                       const std::string& policy) {
+                       const std::string& policy, InsidePlacements* inside) {
   StrategyRow row;
   row.name = ParallelismName(mode);
   StrategySearchOptions search;
   search.parallelism = mode;
   search.micro_batches = micro_batches;
   search.inside_policy = policy;
+  search.inside_placements = inside;
   const auto started = absl::Now();
   absl::StatusOr<StrategyChoice> choice =
       SearchStrategy(input, options, search);
@@ -244,6 +246,8 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
   if (micro_batches == 0) micro_batches = static_cast<int>(pool.size());
   std::vector<StrategyRow> rows;
   rows.push_back(OneDevice(input, micro_batches));
+  // The hybrid row's op placements inside replicas, reused by auto's.
+  InsidePlacements inside;
   if (mode == Parallelism::kAuto) {
     rows.push_back(
         FromPolicy(op_policy(), input.simulation, micro_batches));
@@ -251,10 +255,12 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
                           Parallelism::kHybrid, Parallelism::kAuto}) {
       if (m == Parallelism::kHybrid && pool.size() < 4) continue;
       if (StopOnSignal::requested()) break;
-      rows.push_back(FromSearch(m, input, options, micro_batches, policy));
+      rows.push_back(
+          FromSearch(m, input, options, micro_batches, policy, &inside));
     }
   } else {
-    rows.push_back(FromSearch(mode, input, options, micro_batches, policy));
+    rows.push_back(
+        FromSearch(mode, input, options, micro_batches, policy, &inside));
   }
   // The fastest per batch; ties: the earlier row (the simpler strategy).
   const StrategyRow* chosen = nullptr;

@@ -62,11 +62,13 @@ struct Scenario {
         input{view, cluster, *costs, context} {}
   absl::StatusOr<StrategyChoice> Search(Parallelism mode, int micro_batches,
                                         PolicyOptions options = {},
-                                        const std::string& inside = "") {
+                                        const std::string& inside = "",
+                                        InsidePlacements* kept = nullptr) {
     StrategySearchOptions search;
     search.parallelism = mode;
     search.micro_batches = micro_batches;
     search.inside_policy = inside;
+    search.inside_placements = kept;
     return SearchStrategy(input, options, search);
   }
   Graph graph;
@@ -138,6 +140,47 @@ TEST(StrategySearchTest, SameInputsSameStrategy) {
             h->simulation.seconds_per_batch);
   EXPECT_LE(wide->simulation.seconds_per_batch,
             a->simulation.seconds_per_batch);
+}
+
+// `place --parallelism auto` searches hybrid, then auto: auto takes the
+// op placements hybrid made inside replicas (the same answer as placing
+// them again, when the policy is bounded by evaluations), and a kept
+// placement is what a search uses.
+TEST(StrategySearchTest, InsidePlacementsAreTakenFromAnEarlierSearch) {
+  Scenario s(Chain(256, 1024), "v100x8");
+  PolicyOptions options;
+  options.budget_seconds = 60;
+  options.max_evaluations = 100;
+  InsidePlacements kept;
+  ASSERT_TRUE(s.Search(Parallelism::kHybrid, 8, options, "best", &kept).ok());
+  for (int w = 2; w <= 4; ++w) {
+    EXPECT_NE(kept.Find("best", w), nullptr) << w;
+  }
+  EXPECT_EQ(kept.Find("heft", 2), nullptr);
+  absl::StatusOr<StrategyChoice> again =
+      s.Search(Parallelism::kAuto, 8, options, "best");
+  absl::StatusOr<StrategyChoice> taken =
+      s.Search(Parallelism::kAuto, 8, options, "best", &kept);
+  ASSERT_TRUE(again.ok() && taken.ok());
+  EXPECT_EQ(DescribeStrategy(taken->strategy),
+            DescribeStrategy(again->strategy));
+  EXPECT_EQ(taken->strategy.slot_of_op, again->strategy.slot_of_op);
+  EXPECT_EQ(taken->simulation.step.step_seconds,
+            again->simulation.step.step_seconds);
+  // Every other op on the second of two devices; wider placements on one
+  // device only (data parallelism's): the hybrid is that placement's.
+  InsidePlacements planted;
+  const int ops = static_cast<int>(s.graph.ops().size());
+  std::vector<int> alternate(ops), first(ops, 0);
+  for (int i = 0; i < ops; ++i) alternate[i] = i % 2;
+  planted.Keep("best", 2, alternate);
+  planted.Keep("best", 3, first);
+  planted.Keep("best", 4, first);
+  absl::StatusOr<StrategyChoice> h =
+      s.Search(Parallelism::kHybrid, 8, options, "best", &planted);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->strategy.slot_of_op, alternate);
+  EXPECT_EQ(h->strategy.stages[0].devices.size(), 4u);
 }
 
 TEST(StrategySearchTest, MemoryLimitsPushWeightsApart) {
