@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "placer/cli/cli_common.h"
+#include "placer/cli/host_cores.h"
 
 extern char** environ;
 
@@ -129,6 +130,12 @@ absl::StatusOr<std::unique_ptr<RankSetup>> JoinRanks(
         absl::StrCat("cluster ", cluster.name(), ": ", ranks.status().message()));
   }
   setup->rank_of_device = *ranks;
+  if (rank == 0) {
+    const std::string warning =
+        BusyCoresWarning(cluster, *ranks, nproc, absl::GetFlag(FLAGS_threads),
+                         static_cast<int>(std::thread::hardware_concurrency()));
+    if (!warning.empty()) std::cerr << "placer: " << warning << "\n";
+  }
 
   RankGroupOptions options;
   options.master_host = master->first;
