@@ -307,9 +307,8 @@ absl::Status TorchStrategyExecutor::Init() {
     for (int p : from) waited_on_[p] = 1;
   }
   // Across ranks, a wide replica runs in one process (its slots share
-  // values and partials through memory) and a wide stage exchanges values
-  // with other stages within a rank only; its slots' allreduce may cross
-  // ranks.
+  // values and partials through memory); its first device sends what its
+  // tasks make for other ranks, and its slots' allreduce may cross ranks.
   if (Distributed()) {
     for (int s = 0; s < S_; ++s) {
       const PipelineStage& stage = strategy_.stages[s];
@@ -325,28 +324,6 @@ absl::Status TorchStrategyExecutor::Init() {
                 cluster_.device(d).name,
                 "): a replica whose ops are placed over several devices "
                 "runs in one rank"));
-          }
-        }
-      }
-    }
-    for (int a = 0; a < S_; ++a) {
-      for (int b = 0; b < S_; ++b) {
-        if (StageWidth(strategy_.stages[a]) == 1 &&
-            StageWidth(strategy_.stages[b]) == 1) {
-          continue;
-        }
-        if (cross_values_[a * S_ + b].empty() &&
-            cross_sums_[a * S_ + b].empty()) {
-          continue;
-        }
-        for (int j = 0; j < M_; ++j) {
-          if (RankOf(DeviceOf(a, j)) != RankOf(DeviceOf(b, j))) {
-            return absl::UnimplementedError(absl::StrCat(
-                "stages ", a, " and ", b, " exchange micro-batch ", j,
-                "'s values between ranks ", RankOf(DeviceOf(a, j)), " and ",
-                RankOf(DeviceOf(b, j)),
-                "; a stage whose ops are placed over several devices "
-                "exchanges values within its rank only"));
           }
         }
       }
@@ -698,8 +675,18 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (int item : items) {
-        parts.push_back(backward ? partials_[j][PartialIndex(item, s, 0)]
-                                 : values_[j][item]);
+        if (!backward) {
+          parts.push_back(values_[j][item]);
+          continue;
+        }
+        // A wide stage's slots' partials, added up here in slot order.
+        torch::Tensor sum;
+        for (int slot = 0; slot < W_; ++slot) {
+          const torch::Tensor& part = partials_[j][PartialIndex(item, s, slot)];
+          if (!part.defined()) continue;
+          sum = sum.defined() ? sum + part.to(sum.device()) : part;
+        }
+        parts.push_back(sum);
       }
     }
     absl::Status sent = CatchExceptions("sending: ", [&]() -> absl::Status {
@@ -759,7 +746,9 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
     if (Local(DeviceOf(to, j))) continue;
     for (int item : (backward ? cross_sums_ : cross_values_)[s * S_ + to]) {
       if (backward) {
-        partials_[j][PartialIndex(item, s, 0)] = torch::Tensor();
+        for (int slot = 0; slot < W_; ++slot) {
+          partials_[j][PartialIndex(item, s, slot)] = torch::Tensor();
+        }
       } else if (--reads_left_[j * V_ + item] == 0) {
         values_[j][item] = torch::Tensor();
       }
@@ -931,7 +920,9 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
     });
     // Not busy while it waited for another slot of its replica.
     *busy += SecondsSince(start) - waited_seconds_[d];
-    if (status.ok()) status = SendAfter(s, j, d, task.backward);
+    // A wide replica's task is sent on by its first device once every
+    // slot is done (below); others' as soon as it ends.
+    if (status.ok() && width == 1) status = SendAfter(s, j, d, task.backward);
     if (!status.ok()) {
       Fail(status);
       return;
@@ -948,6 +939,13 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
       cv_.wait(lock,
                [&] { return !failure_.ok() || slots_done_[key] == width; });
       if (!failure_.ok()) return;
+    }
+    if (width > 1 && slot_of_device_[d] == 0) {
+      status = SendAfter(s, j, d, task.backward);
+      if (!status.ok()) {
+        Fail(status);
+        return;
+      }
     }
     if (task.backward) {
       const auto added = Clock::now();

@@ -22,10 +22,11 @@
 //    slot's parameters (from every slot's partials) into its accumulators.
 //    Each slot's devices across the replicas sum that slot's
 //    accumulators. Busy time leaves out the waits for other slots. As
-//    ranks, each such replica runs within one rank and such a stage
-//    exchanges values with other stages within a rank only (Create
-//    refuses other layouts, naming the stage); its slots' sums may cross
-//    ranks.
+//    ranks, each such replica runs within one rank (Create refuses one
+//    split over ranks, naming the stage); what its task makes for another
+//    rank's stage is sent by its first device once every slot is done
+//    (partial gradients of one sum from several slots added up first, in
+//    slot order), and its slots' sums may cross ranks.
 //  - Micro-batch j's graph inputs and loss targets: DrawHostValues(view,
 //    seed)'s for j = 0 (so one micro-batch on one device is the placed
 //    executor's step, executor.h), DrawBatch(view, seed + j) otherwise; the

@@ -253,6 +253,20 @@ Strategy WideReplicas(const TrainingView& view) {
   return s;
 }
 
+// Every other forward op of each stage of `s` that spans two devices on
+// its second slot.
+void AlternateSlots(const TrainingView& view, Strategy* s) {
+  s->slot_of_op.assign(view.num_groups(), 0);
+  std::vector<int> seen(s->stages.size(), 0);
+  for (int n : view.topological_order()) {
+    if (view.node(n).kind != NodeKind::kForward) continue;
+    const int op = view.node(n).forward_op;
+    const int stage = s->stage_of_op[op];
+    if (StageWidth(s->stages[stage]) < 2) continue;
+    s->slot_of_op[op] = seen[stage]++ % 2;
+  }
+}
+
 // A replica's devices in one rank each, the slots' allreduce between the
 // ranks: one process's losses and parameters. A replica split over ranks
 // is refused, naming it.
@@ -278,6 +292,40 @@ TEST(DistributedStrategyTest, ReplicasOverSeveralDevicesRunOnePerRank) {
                                         "and 1 (/cpu:0, /cpu:1)"),
             std::string::npos)
       << split.status;
+}
+
+// Pipelines whose stages span two devices of a rank each, values and
+// gradients crossing ranks between the stages (sent by a wide replica's
+// first device, its slots' partials added up): one process's losses and
+// parameters; and a wide stage feeding two replicas on the other rank.
+TEST(DistributedStrategyTest, WideStagesExchangeValuesAcrossRanks) {
+  const Cluster cluster = Cpus(4);
+  std::vector<std::pair<std::string, Graph>> models;
+  models.emplace_back("gnmt2", Gnmt2());
+  models.emplace_back("transformer", Transformer());
+  models.emplace_back("bn_cnn.op13", TrainingExport("bn_cnn.op13"));
+  for (auto& [name, graph] : models) {
+    SCOPED_TRACE(name);
+    TrainingView view = BuildTrainingView(graph);
+    Strategy wide = TwoStages(view, cluster, {0}, {2});
+    wide.stages[0].more_devices = {{1}};
+    wide.stages[1].more_devices = {{3}};
+    AlternateSlots(view, &wide);
+    Strategy mixed = TwoStages(view, cluster, {0}, {2, 3});
+    mixed.stages[0].more_devices = {{1}};
+    AlternateSlots(view, &mixed);
+    for (Strategy* s : {&wide, &mixed}) {
+      ASSERT_TRUE(CheckStrategy(view, cluster, *s).ok())
+          << CheckStrategy(view, cluster, *s);
+      SCOPED_TRACE(DescribeStrategy(*s));
+      for (PipelineSchedule schedule :
+           {PipelineSchedule::k1F1B, PipelineSchedule::kGPipe}) {
+        s->schedule = schedule;
+        ExpectSame(RunOneProcess(view, cluster, *s),
+                   RunRanks(view, cluster, *s, 2));
+      }
+    }
+  }
 }
 
 TEST(DistributedStrategyTest, AStalledRankIsNamed) {
