@@ -267,16 +267,22 @@ void AlternateSlots(const TrainingView& view, Strategy* s) {
   }
 }
 
+// The models the wide-replica tests run: the zoo's GNMT-2, PyTorch's
+// exported Transformer and the training-mode BatchNorm CNN (opset 13).
+std::vector<std::pair<std::string, Graph>> WideTestModels() {
+  std::vector<std::pair<std::string, Graph>> models;
+  models.emplace_back("gnmt2", Gnmt2());
+  models.emplace_back("transformer", Transformer());
+  models.emplace_back("bn_cnn.op13", TrainingExport("bn_cnn.op13"));
+  return models;
+}
+
 // A replica's devices in one rank each, the slots' allreduce between the
 // ranks: one process's losses and parameters. A replica split over ranks
 // is refused, naming it.
 TEST(DistributedStrategyTest, ReplicasOverSeveralDevicesRunOnePerRank) {
   const Cluster cluster = Cpus(4);
-  std::vector<std::pair<std::string, Graph>> models;
-  models.emplace_back("gnmt2", Gnmt2());
-  models.emplace_back("transformer", Transformer());
-  models.emplace_back("bn_cnn.op13", TrainingExport("bn_cnn.op13"));
-  for (auto& [name, graph] : models) {
+  for (auto& [name, graph] : WideTestModels()) {
     SCOPED_TRACE(name);
     TrainingView view = BuildTrainingView(graph);
     const Strategy wide = WideReplicas(view);
@@ -300,11 +306,7 @@ TEST(DistributedStrategyTest, ReplicasOverSeveralDevicesRunOnePerRank) {
 // parameters; and a wide stage feeding two replicas on the other rank.
 TEST(DistributedStrategyTest, WideStagesExchangeValuesAcrossRanks) {
   const Cluster cluster = Cpus(4);
-  std::vector<std::pair<std::string, Graph>> models;
-  models.emplace_back("gnmt2", Gnmt2());
-  models.emplace_back("transformer", Transformer());
-  models.emplace_back("bn_cnn.op13", TrainingExport("bn_cnn.op13"));
-  for (auto& [name, graph] : models) {
+  for (auto& [name, graph] : WideTestModels()) {
     SCOPED_TRACE(name);
     TrainingView view = BuildTrainingView(graph);
     Strategy wide = TwoStages(view, cluster, {0}, {2});
