@@ -671,25 +671,33 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
     const std::vector<int>& items =
         (backward ? cross_sums_ : cross_values_)[s * S_ + to];
     if (items.empty()) continue;
-    std::vector<torch::Tensor> parts;
+    // Per item: the value, or the stage's partials of the sum per slot.
+    std::vector<std::vector<torch::Tensor>> slot_parts;
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (int item : items) {
+        slot_parts.emplace_back();
         if (!backward) {
-          parts.push_back(values_[j][item]);
+          slot_parts.back().push_back(values_[j][item]);
           continue;
         }
-        // A wide stage's slots' partials, added up here in slot order.
-        torch::Tensor sum;
         for (int slot = 0; slot < W_; ++slot) {
-          const torch::Tensor& part = partials_[j][PartialIndex(item, s, slot)];
+          slot_parts.back().push_back(
+              partials_[j][PartialIndex(item, s, slot)]);
+        }
+      }
+    }
+    absl::Status sent = CatchExceptions("sending: ", [&]() -> absl::Status {
+      // A wide stage's slots' partials, added up here in slot order.
+      std::vector<torch::Tensor> parts;
+      for (const std::vector<torch::Tensor>& of_item : slot_parts) {
+        torch::Tensor sum;
+        for (const torch::Tensor& part : of_item) {
           if (!part.defined()) continue;
           sum = sum.defined() ? sum + part.to(sum.device()) : part;
         }
         parts.push_back(sum);
       }
-    }
-    absl::Status sent = CatchExceptions("sending: ", [&]() -> absl::Status {
       torch::Tensor index = torch::zeros(
           {kIndexHead + kItemWords * static_cast<int64_t>(items.size())},
           torch::kLong);
