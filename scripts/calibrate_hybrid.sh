@@ -41,7 +41,8 @@ for M in "${models[@]}"; do
   for np in 1 2; do
     timeout 300 "$P" profile "$M" --cluster "$C" --nproc "$np" \
       -o "$OUT/${n}_p$np.pbtxt" > "$OUT/${n}_p$np.log" 2>&1 ||
-      { echo "$n: profile --nproc $np failed (see $OUT/${n}_p$np.log)"; continue 2; }
+      { echo "$n: profile --nproc $np failed (see $OUT/${n}_p$np.log)"
+        continue 2; }
   done
   for mb in 4 8; do
     for mode in hybrid data; do
@@ -60,7 +61,8 @@ import json, sys
 try:
     d = json.load(open(sys.argv[1]))
 except ValueError:
-    sys.exit(print(sys.argv[2] + ": failed (see the .err beside " + sys.argv[1] + ")"))
+    print("%s: failed (see the .err beside %s)" % (sys.argv[2], sys.argv[1]))
+    sys.exit(0)
 s, m = d["simulated_step_seconds"], d["measured_step_seconds"]
 print("%s: %s  simulated %.4f measured %.4f  %+.1f%%  loss %.6f"
       % (sys.argv[2], d.get("strategy", ""), s, m, 100 * (s - m) / m,

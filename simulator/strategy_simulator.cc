@@ -218,6 +218,8 @@ absl::StatusOr<Plan> MakePlan(const SimulationContext& context,
     // parts - 1 additions, of which the above charged one where its own
     // slot made partials too (the first of them, into a buffer held).
     st.merges.assign(st.width, {});
+    // One stage of one slot: every sum has one buffer at most.
+    if (S == 1 && st.width == 1) continue;
     for (size_t x = 0; x < sums; ++x) {
       const GradientSum& sum = view.gradient_sums()[x];
       if (stage_of_node(sum.sink) != s) continue;
