@@ -4,7 +4,7 @@
 // keep every core of the host busy, each thread wake-up on a transfer's
 // path (the link's sender, Gloo's loop threads, the receiver) waits for a
 // core, and steps take longer than simulated (docs/runtime.md, "Processes
-// and hosts": 2-3x on two cores).
+// and hosts": 2-4x on two cores).
 //
 // Contract: the busy threads are, over the devices of ranks 0 ..
 // local_ranks - 1, threads_per_cpu_device per CPU device and one per GPU
