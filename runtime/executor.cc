@@ -8,24 +8,23 @@
 // tracking (allocation_tracker.h) are their own files.
 #include "runtime/executor.h"
 
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <queue>
-#include <tuple>
 #include <random>
 #include <thread>
-
+#include <tuple>
 #include <unordered_map>
-
-#include <c10/core/Allocator.h>
-#include <c10/util/ThreadLocalDebugInfo.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -34,6 +33,7 @@
 #include "base/torch_status.h"
 #include "profiles/signature.h"
 #include "runtime/allocation_tracker.h"
+#include "runtime/cpu_cores.h"
 #include "runtime/executor_ops.h"
 #include "runtime/initial_values.h"
 #include "runtime/op_autograd.h"
@@ -192,6 +192,9 @@ class TorchExecutor : public Executor {
   const TrainingView& view_;
   const Graph& graph_;
   const Cluster cluster_;  // a copy: small, and callers pass temporaries
+  // Per device, the cores its worker runs on (pin_cpu_devices); empty:
+  // unpinned.
+  std::vector<std::vector<int>> cores_;
   ExecutorOptions options_;
   std::vector<torch::Device> devices_;
   const int num_devices_;
@@ -397,6 +400,11 @@ absl::Status TorchExecutor::Init() {
 void TorchExecutor::StartWorkers() {
   SetBlasThreads(options_.threads_per_cpu_device);
   KeepFreedHostMemory();
+  if (options_.pin_cpu_devices) {
+    absl::StatusOr<std::vector<std::vector<int>>> cores = CpuDeviceCores(
+        cluster_, options_.threads_per_cpu_device, AllowedCores());
+    if (cores.ok()) cores_ = std::move(*cores);
+  }
   for (int d = 0; d < num_devices_; ++d) {
     if (Local(d)) threads_.emplace_back([this, d] { DeviceWorker(d); });
   }
@@ -564,6 +572,7 @@ void TorchExecutor::SentLocked(const LinkItem& item, int src) {
 
 void TorchExecutor::DeviceWorker(int d) {
   auto reporting = ReportAllocations(d);
+  if (!cores_.empty()) (void)PinThisThread(cores_[d]);  // else as before
   if (devices_[d].is_cpu()) at::set_num_threads(options_.threads_per_cpu_device);
   // A GPU's worker makes its device current (LibTorch's handles need it)
   // and queues its nodes on a stream of its own.

@@ -99,6 +99,9 @@ struct ExecutorOptions {
   // Intra-op threads of each CPU device's worker (LibTorch's, and
   // OpenBLAS's, whose thread count is process-wide: the executor sets it).
   int threads_per_cpu_device = 1;
+  // Run each CPU device's worker on cores of its own (runtime/cpu_cores.h)
+  // where the process may use enough of them; else leave it unpinned.
+  bool pin_cpu_devices = false;
   // Ready-queue priorities per node (lower first), e.g. the simulation
   // context's; empty: the view's topological order.
   std::vector<double> priorities;

@@ -16,6 +16,7 @@
 #include "base/torch_status.h"
 #include "graph/op_costs.h"
 #include "profiles/signature.h"
+#include "runtime/cpu_cores.h"
 #include "runtime/executor.h"
 #include "runtime/torch_devices.h"
 #include "runtime/torch_ops.h"
@@ -280,6 +281,7 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
   // first of each kind times that kind's ops.
   std::vector<std::optional<torch::Device>> torch_devices(cluster.num_devices());
   std::map<DeviceKind, torch::Device> op_device;
+  std::map<DeviceKind, int> first_of_kind;  // cluster device
   const bool gpus = std::count(kinds.begin(), kinds.end(), DeviceKind::kGpu) > 0;
   std::vector<torch::Device> mapped;
   if (gpus) {
@@ -292,6 +294,7 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
     if (std::count(kinds.begin(), kinds.end(), k) == 0) continue;
     torch_devices[d] = gpus ? mapped[d] : torch::Device(torch::kCPU);
     op_device.emplace(k, *torch_devices[d]);
+    first_of_kind.emplace(k, d);
   }
   std::string names;
   for (DeviceKind k : kinds) {
@@ -345,7 +348,15 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
                     HasTorchKernel(op.domain, op.op_type);
     report.nodes_without_kernel += !has_kernel[i];
   }
+  std::vector<std::vector<int>> cores;
+  if (options.pin_cores) {
+    absl::StatusOr<std::vector<std::vector<int>>> c =
+        CpuDeviceCores(cluster, options.threads, AllowedCores());
+    if (c.ok()) cores = std::move(*c);
+  }
   for (const auto& [kind, device] : op_device) {
+    ScopedPin pin(cores.empty() ? std::vector<int>{}
+                                : cores[first_of_kind.at(kind)]);
     std::set<std::string> done;
     torch::Tensor flush;  // for TimeAccumulate, made on first use
     torch::Tensor warm;   // undefined: TimeAccumulate without a flush

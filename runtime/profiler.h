@@ -31,6 +31,10 @@ struct ProfilerOptions {
   int warmup = 2;
   int repeats = 5;
   int threads = 1;
+  // Time CPU ops on the first CPU device's cores, as a pinned executor
+  // runs that device (runtime/cpu_cores.h; unpinned when the process may
+  // not use enough cores).
+  bool pin_cores = false;
   double budget_seconds = 600;
   int64_t max_link_bytes = int64_t{256} << 20;
   // Kinds to measure; empty: every kind the cluster has.

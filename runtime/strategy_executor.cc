@@ -20,6 +20,7 @@
 #include "base/stopwatch.h"
 #include "base/torch_status.h"
 #include "profiles/signature.h"
+#include "runtime/cpu_cores.h"
 #include "runtime/initial_values.h"
 #include "runtime/op_autograd.h"
 #include "runtime/rank_group.h"
@@ -118,6 +119,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   }
   // Whether task (s, j) of the given direction has every input here.
   bool ReadyLocked(int s, int j, bool backward) const;
+  // options_.before_node (tests' fault injection), its error naming the
+  // node.
+  absl::Status BeforeNode(const TrainingNode& node);
   absl::Status RunForward(int s, int j, int d);
   absl::Status RunBackward(int s, int j, int d);
   // After a task on local device d: what other ranks need from it.
@@ -132,6 +136,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   const TrainingView& view_;
   const Graph& graph_;
   const Cluster& cluster_;
+  // Per device, the cores its worker runs on (pin_cpu_devices); empty:
+  // unpinned.
+  std::vector<std::vector<int>> cores_;
   const Strategy strategy_;
   const ExecutorOptions options_;
   const std::vector<torch::Device> devices_;
@@ -409,6 +416,11 @@ absl::Status TorchStrategyExecutor::Init() {
   // heap for reuse instead of page-faulting in fresh memory every step, so
   // the profile's node times hold here.
   KeepFreedHostMemory();
+  if (options_.pin_cpu_devices) {
+    absl::StatusOr<std::vector<std::vector<int>>> cores = CpuDeviceCores(
+        cluster_, options_.threads_per_cpu_device, AllowedCores());
+    if (cores.ok()) cores_ = std::move(*cores);
+  }
   return absl::OkStatus();
 }
 
@@ -461,6 +473,14 @@ void TorchStrategyExecutor::MarkNodeDone(int n, int j) {
   slots_cv_.notify_all();
 }
 
+absl::Status TorchStrategyExecutor::BeforeNode(const TrainingNode& node) {
+  if (!options_.before_node) return absl::OkStatus();
+  absl::Status s = options_.before_node(node);
+  if (s.ok()) return s;
+  return absl::Status(s.code(),
+                      absl::StrCat("'", node.key, "': ", s.message()));
+}
+
 absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
   const int replica = replica_of_device_[d];
   // Values and weights made on other devices, copied here once per task.
@@ -471,6 +491,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
       return absl::OkStatus();  // failed elsewhere
     }
     const TrainingNode& node = view_.node(n);
+    if (absl::Status b = BeforeNode(node); !b.ok()) return b;
     const Op& op = graph_.op(node.forward_op);
     std::vector<torch::Tensor> inputs;
     if (!AllOutputsFolded(graph_, op)) {
@@ -560,6 +581,7 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
       return absl::OkStatus();  // failed elsewhere
     }
     const TrainingNode& node = view_.node(n);
+    if (absl::Status b = BeforeNode(node); !b.ok()) return b;
     const Op& op = graph_.op(node.forward_op);
     std::vector<std::vector<torch::Tensor>> parts(op.outputs.size());
     {
@@ -901,6 +923,7 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
 }
 
 void TorchStrategyExecutor::Worker(int d, double* busy) {
+  if (!cores_.empty()) (void)PinThisThread(cores_[d]);  // else as before
   if (devices_[d].is_cpu()) at::set_num_threads(options_.threads_per_cpu_device);
   // A GPU's worker makes its device current and queues on its default
   // stream, which orders its tasks with the copies other workers make to

@@ -101,7 +101,8 @@ struct StrategyStepReport {
 class StrategyExecutor {
  public:
   // `view` (and its graph) must outlive the executor. Uses the options'
-  // learning_rate, momentum, seed and threads_per_cpu_device.
+  // learning_rate, momentum, seed, threads_per_cpu_device,
+  // pin_cpu_devices and before_node.
   static absl::StatusOr<std::unique_ptr<StrategyExecutor>> Create(
       const TrainingView& view, const Cluster& cluster,
       const Strategy& strategy, const ExecutorOptions& options = {});

@@ -57,7 +57,7 @@ for model in "${models[@]}"; do
   stage "calibrate $name" "${CALIBRATE_S:-120}" "$out/calibrate_$name.log" \
     build/placer_torch calibrate "$model" --cluster "$cluster" --placements 10 \
       --steps 10 --warmup 2 --budget 2 --evaluations 100 --threads 8 \
-      --profile "$out/profile_$name.pbtxt" -o "$out/calibration_$name.csv"
+      --rounds 1 --profile "$out/profile_$name.pbtxt" -o "$out/calibration_$name.csv"
   tail -6 "$out/calibrate_$name.log"
 done
 if [ "${RANKS:-1}" != 0 ]; then

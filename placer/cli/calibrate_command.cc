@@ -12,29 +12,35 @@
 // measured R times in turn (drift on a shared machine then falls on all
 // alike) and each keeps the median of its rounds. Prints each (as its last
 // round ends), the median relative error and Spearman's rank correlation,
-// per model and over all.
+// per model and over all; with several rounds also how well the rounds
+// rank the placements against each other (the measurement's own noise: the
+// most rank agreement a simulator can be expected to show).
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "graph/training_view.h"
+#include "absl/strings/str_join.h"
+#include "base/statistics.h"
 #include "google/protobuf/struct.pb.h"
+#include "graph/training_view.h"
 #include "placer/cli/cli_common.h"
+#include "placer/cli/ranks.h"
 #include "placer/json_report.h"
 #include "placer/model_source.h"
 #include "placer/policy_run.h"
-#include "simulator/simulator.h"
 #include "policies/policy.h"
 #include "profiles/measured_cost_model.h"
-#include "runtime/profiler.h"
 #include "profiles/proto_io.h"
 #include "runtime/executor.h"
 #include "runtime/measurement.h"
+#include "runtime/profiler.h"
+#include "simulator/simulator.h"
 
 namespace placer {
 namespace {
@@ -45,38 +51,47 @@ struct Row {
   double simulated = 0;  // with the profile
   double measured = 0;
   double simulated_feedback = 0;  // profile + one measured reference run
+  std::vector<double> rounds;     // the measured step of each round
 };
 
-std::vector<double> Ranks(const std::vector<double>& x) {
-  std::vector<int> idx(x.size());
-  for (size_t i = 0; i < x.size(); ++i) idx[i] = static_cast<int>(i);
-  std::sort(idx.begin(), idx.end(), [&](int a, int b) { return x[a] < x[b]; });
-  std::vector<double> rank(x.size());
-  for (size_t i = 0; i < idx.size();) {
-    size_t j = i;
-    while (j + 1 < idx.size() && x[idx[j + 1]] == x[idx[i]]) ++j;
-    for (size_t k = i; k <= j; ++k) rank[idx[k]] = 0.5 * (i + j) + 1;
-    i = j + 1;
+// How well the measurement ranks the rows itself: Spearman's rho between
+// two rounds' measurements of the same placements, the mean over every
+// pair of rounds (rows measured in both). With noise that reorders
+// near-ties from one round to the next, no simulator's rank order can agree
+// with the measured one much better than the rounds agree with each other.
+// Empty when fewer than two rounds or three rows.
+std::optional<double> RoundsRho(const std::vector<Row>& rows) {
+  size_t rounds = 0;
+  for (const Row& r : rows) rounds = std::max(rounds, r.rounds.size());
+  double sum = 0;
+  int pairs = 0;
+  for (size_t a = 0; a < rounds; ++a) {
+    for (size_t b = a + 1; b < rounds; ++b) {
+      std::vector<double> x, y;
+      for (const Row& r : rows) {
+        if (r.rounds.size() > b) {
+          x.push_back(r.rounds[a]);
+          y.push_back(r.rounds[b]);
+        }
+      }
+      if (x.size() < 3) continue;
+      sum += SpearmanRho(x, y);
+      ++pairs;
+    }
   }
-  return rank;
+  if (pairs == 0) return std::nullopt;
+  return sum / pairs;
 }
 
-// Spearman's rho: Pearson's correlation of the ranks (ties averaged).
-double SpearmanRho(const std::vector<double>& a, const std::vector<double>& b) {
-  std::vector<double> ra = Ranks(a), rb = Ranks(b);
-  const double n = static_cast<double>(a.size());
-  double ma = 0, mb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ma += ra[i] / n;
-    mb += rb[i] / n;
+// The median over rows of (slowest round - fastest round) / median round.
+double MedianRoundsSpread(const std::vector<Row>& rows) {
+  std::vector<double> spread;
+  for (const Row& r : rows) {
+    if (r.rounds.size() < 2) continue;
+    auto [lo, hi] = std::minmax_element(r.rounds.begin(), r.rounds.end());
+    spread.push_back((*hi - *lo) / Median(r.rounds));
   }
-  double cov = 0, va = 0, vb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    cov += (ra[i] - ma) * (rb[i] - mb);
-    va += (ra[i] - ma) * (ra[i] - ma);
-    vb += (rb[i] - mb) * (rb[i] - mb);
-  }
-  return va > 0 && vb > 0 ? cov / std::sqrt(va * vb) : 0;
+  return Median(std::move(spread));
 }
 
 double MedianRelativeError(const std::vector<Row>& rows, bool feedback) {
@@ -95,7 +110,7 @@ std::string Summary(const std::string& what, const std::vector<Row>& rows) {
     f.push_back(r.simulated_feedback);
     m.push_back(r.measured);
   }
-  return absl::StrFormat(
+  std::string out = absl::StrFormat(
       "%s: %d placements\n"
       "  profile:                         median |sim-meas|/meas %5.1f%%, "
       "Spearman rho %.3f\n"
@@ -104,6 +119,13 @@ std::string Summary(const std::string& what, const std::vector<Row>& rows) {
       what, rows.size(), 100 * MedianRelativeError(rows, false),
       SpearmanRho(s, m), 100 * MedianRelativeError(rows, true),
       SpearmanRho(f, m));
+  if (std::optional<double> rho = RoundsRho(rows)) {
+    absl::StrAppendFormat(&out,
+                          "  the rounds against each other:   median "
+                          "(max-min)/median %5.1f%%, Spearman rho %.3f\n",
+                          100 * MedianRoundsSpread(rows), *rho);
+  }
+  return out;
 }
 
 // Summary's figures as a JSON object.
@@ -122,6 +144,10 @@ google::protobuf::Value SummaryJson(const std::vector<Row>& rows) {
   e["median_relative_error_with_feedback"].set_number_value(
       MedianRelativeError(rows, true));
   e["spearman_rho_with_feedback"].set_number_value(SpearmanRho(f, m));
+  if (std::optional<double> rho = RoundsRho(rows)) {
+    e["rounds_spearman_rho"].set_number_value(*rho);
+    e["rounds_median_spread"].set_number_value(MedianRoundsSpread(rows));
+  }
   return v;
 }
 
@@ -133,6 +159,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   absl::StatusOr<Cluster> cluster =
       LoadUserCluster(cluster_spec.empty() ? "cpu2" : cluster_spec);
   if (!cluster.ok()) return Fail(cluster.status());
+  NoteUnpinnedCpuDevices(*cluster);
   const int wanted = absl::GetFlag(FLAGS_placements);
   const int rounds = absl::GetFlag(FLAGS_rounds);
   if (rounds < 1) return UsageError("--rounds must be at least 1");
@@ -147,6 +174,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   measure.warmup = absl::GetFlag(FLAGS_warmup);
   measure.executor.seed = absl::GetFlag(FLAGS_seed);
   measure.executor.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
+  measure.executor.pin_cpu_devices = absl::GetFlag(FLAGS_pin_cores);
 
   std::vector<Row> all;
   std::string summaries;
@@ -167,6 +195,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     } else {
       ProfilerOptions po;
       po.threads = measure.executor.threads_per_cpu_device;
+      po.pin_cores = measure.executor.pin_cpu_devices;
       po.repeats = absl::GetFlag(FLAGS_repeats);
       absl::StatusOr<ProfileReport> report =
           ProfileDevices(&view, *cluster, po, [&](const std::string& line) {
@@ -238,6 +267,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       if (measured[i].empty()) return;
       Row row = pending[i];
       row.measured = Median(measured[i]);
+      row.rounds = measured[i];
       table << absl::StrFormat(
           "%-14s %12.6f %12.6f %+7.1f%% %12.6f %+7.1f%%\n", row.placement,
           row.measured, row.simulated,
@@ -302,6 +332,8 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       e["simulated_seconds"].set_number_value(r.simulated);
       e["simulated_with_feedback_seconds"].set_number_value(
           r.simulated_feedback);
+      auto* rounds = e["measured_rounds_seconds"].mutable_list_value();
+      for (double t : r.rounds) rounds->add_values()->set_number_value(t);
     }
     std::cout << ReportJson(report);
   } else {
@@ -310,11 +342,14 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   if (std::string out = absl::GetFlag(FLAGS_o); !out.empty()) {
     std::string csv =
         "model,placement,measured_seconds,simulated_seconds,"
-        "simulated_with_feedback_seconds\n";
+        "simulated_with_feedback_seconds,measured_rounds_seconds\n";
     for (const Row& r : all) {
-      absl::StrAppendFormat(&csv, "\"%s\",%s,%.9g,%.9g,%.9g\n", r.model,
-                            r.placement, r.measured, r.simulated,
-                            r.simulated_feedback);
+      absl::StrAppendFormat(
+          &csv, "\"%s\",%s,%.9g,%.9g,%.9g,%s\n", r.model, r.placement,
+          r.measured, r.simulated, r.simulated_feedback,
+          absl::StrJoin(r.rounds, ";", [](std::string* out, double t) {
+            absl::StrAppendFormat(out, "%.9g", t);
+          }));
     }
     if (absl::Status s = WriteFileAtomically(UserPath(out), csv); !s.ok()) {
       return Fail(s);

@@ -64,6 +64,11 @@ ABSL_FLAG(int32_t, reference_steps, 5,
           "link times overlay the op-by-op ones; 0: op-by-op only.");
 ABSL_FLAG(int32_t, warmup, 2, "profile, run, calibrate: discarded warm-up runs (steps for run).");
 ABSL_FLAG(int32_t, threads, 1, "profile, run, calibrate: threads per CPU device.");
+ABSL_FLAG(bool, pin_cores, true,
+          "profile, run, calibrate, train: run each CPU device on --threads "
+          "cores of its own (the next ones of those the process may use: "
+          "taskset picks which), so that where a placement's devices run "
+          "does not vary from run to run; off, the system moves them.");
 ABSL_FLAG(placer::FlagSeconds, budget, placer::FlagSeconds{10},
           "Time budget: seconds, or with a unit (90s, 10m, 1h) (place: for "
           "searches; train: for training; profile: for measuring).");
@@ -97,10 +102,11 @@ ABSL_FLAG(std::string, profile_out, "",
           "(over --profile's, when given).");
 ABSL_FLAG(int32_t, placements, 10,
           "calibrate: placements measured per model (policies, then random).");
-ABSL_FLAG(int32_t, rounds, 1,
+ABSL_FLAG(int32_t, rounds, 3,
           "calibrate: measure every placement this many times, interleaved "
           "(each time a fresh executor, --warmup then --steps steps); a "
-          "placement's step is the median of its rounds.");
+          "placement's step is the median of its rounds, and the summary "
+          "says how well the rounds agree.");
 ABSL_FLAG(std::string, checkpoint, "",
           "train: the directory for checkpoints, the learning curve and the "
           "best placements; place --policy rl: the trained model to start "
@@ -260,15 +266,15 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                         {"models", "clusters", "policies", "out_dir", "json"}})},
         {"profile", join({model, ranks, {"cluster", "devices", "repeats",
                                   "reference_steps", "warmup", "threads",
-                                  "budget", "o", "json"}})},
+                                  "pin_cores", "budget", "o", "json"}})},
         {"run", join({model, policy, costs, ranks,
                       {"cluster", "placement", "profile_out", "steps",
-                       "warmup", "threads", "json"}})},
+                       "warmup", "threads", "pin_cores", "json"}})},
         {"worker", join({ranks})},
         {"calibrate", join({model, policy,
                             {"cluster", "placements", "rounds", "steps",
-                             "warmup", "threads", "repeats", "profile", "o",
-                             "json"}})},
+                             "warmup", "threads", "pin_cores", "repeats",
+                             "profile", "o", "json"}})},
         {"train", join({model, costs,
                         {"cluster", "budget", "checkpoint", "resume", "curve",
                          "samples", "samples_per_step", "warm_start",
@@ -277,7 +283,7 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                          "sage_layers", "sage_hidden", "device_agnostic",
                          "heuristic_input", "memory_mask",
                          "checkpoint_every", "reward", "steps",
-                         "warmup", "threads", "o", "json"}})},
+                         "warmup", "threads", "pin_cores", "o", "json"}})},
         {"serve", Flags{"listen", "max_ops", "max_placing", "max_request_mb",
                         "max_searches", "max_threads", "state_dir"}},
         {"remote", join({{"server", "deadline", "step_seconds",

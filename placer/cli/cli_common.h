@@ -51,6 +51,7 @@ ABSL_DECLARE_FLAG(int32_t, repeats);
 ABSL_DECLARE_FLAG(int32_t, reference_steps);
 ABSL_DECLARE_FLAG(int32_t, warmup);
 ABSL_DECLARE_FLAG(int32_t, threads);
+ABSL_DECLARE_FLAG(bool, pin_cores);
 ABSL_DECLARE_FLAG(placer::FlagSeconds, budget);
 ABSL_DECLARE_FLAG(int64_t, evaluations);
 ABSL_DECLARE_FLAG(double, memory_headroom);

@@ -1,6 +1,7 @@
 #include "placer/cli/host_cores.h"
 
 #include "absl/strings/str_cat.h"
+#include "runtime/cpu_cores.h"
 
 namespace placer {
 
@@ -28,6 +29,15 @@ std::string BusyCoresWarning(const Cluster& cluster,
       " cores: the ranks' send and receive threads will wait for cores, "
       "and steps will take longer than simulated (docs/runtime.md, "
       "\"Processes and hosts\")");
+}
+
+std::string UnpinnedNote(const Cluster& cluster, int threads_per_cpu_device,
+                         const std::vector<int>& allowed_cores) {
+  absl::StatusOr<std::vector<std::vector<int>>> cores =
+      CpuDeviceCores(cluster, threads_per_cpu_device, allowed_cores);
+  if (cores.ok()) return "";
+  return absl::StrCat("note: CPU devices run unpinned (--pin_cores): ",
+                      cores.status().message());
 }
 
 }  // namespace placer

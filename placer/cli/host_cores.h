@@ -11,6 +11,10 @@
 // (its worker launches and waits). With two or more local ranks and at
 // least as many busy threads as `cores`, returns a one-line warning
 // naming the counts; otherwise "".
+//
+// UnpinnedNote: where CPU devices are to be pinned (--pin_cores) but the
+// process may not use a core per CPU device thread (runtime/cpu_cores.h),
+// a one-line note that they run unpinned, and why; otherwise "".
 #ifndef PLACER_PLACER_CLI_HOST_CORES_H_
 #define PLACER_PLACER_CLI_HOST_CORES_H_
 
@@ -25,6 +29,9 @@ std::string BusyCoresWarning(const Cluster& cluster,
                              const std::vector<int>& rank_of_device,
                              int local_ranks, int threads_per_cpu_device,
                              int cores);
+
+std::string UnpinnedNote(const Cluster& cluster, int threads_per_cpu_device,
+                         const std::vector<int>& allowed_cores);
 
 }  // namespace placer
 

@@ -55,6 +55,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
   absl::StatusOr<Cluster> cluster =
       LoadUserCluster(cluster_spec.empty() ? "cpu2" : cluster_spec);
   if (!cluster.ok()) return Fail(cluster.status());
+  NoteUnpinnedCpuDevices(*cluster);
 
   std::optional<LoadedModel> model;
   std::optional<TrainingView> view;
@@ -84,6 +85,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
   options.repeats = absl::GetFlag(FLAGS_repeats);
   options.warmup = absl::GetFlag(FLAGS_warmup);
   options.threads = absl::GetFlag(FLAGS_threads);
+  options.pin_cores = absl::GetFlag(FLAGS_pin_cores);
   options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
   options.kinds = std::move(kinds);
 
@@ -140,6 +142,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
       measure.warmup = absl::GetFlag(FLAGS_warmup);
       measure.executor.seed = absl::GetFlag(FLAGS_seed);
       measure.executor.threads_per_cpu_device = options.threads;
+      measure.executor.pin_cpu_devices = options.pin_cores;
       Placement reference = RandomRuns(model->graph, cluster->num_devices(),
                                        ~absl::GetFlag(FLAGS_seed));
       std::cerr << "profile: " << reference_steps

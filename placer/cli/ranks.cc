@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "placer/cli/cli_common.h"
 #include "placer/cli/host_cores.h"
+#include "runtime/cpu_cores.h"
 
 extern char** environ;
 
@@ -91,6 +92,13 @@ std::vector<std::string> RerunArguments(
     }
   }
   return out;
+}
+
+void NoteUnpinnedCpuDevices(const Cluster& cluster) {
+  if (!absl::GetFlag(FLAGS_pin_cores) || absl::GetFlag(FLAGS_rank) > 0) return;
+  const std::string note =
+      UnpinnedNote(cluster, absl::GetFlag(FLAGS_threads), AllowedCores());
+  if (!note.empty()) std::cerr << "placer: " << note << "\n";
 }
 
 RankSetup::~RankSetup() {

@@ -51,6 +51,10 @@ absl::Status FinishRanks(RankSetup& setup, absl::Status status);
 // The command line this process would be started with to rerun the
 // command: `command`, `positional`, then every placer flag not at its
 // default, except the ranks' own.
+// Rank 0's note on stderr where --pin_cores cannot give each CPU device of
+// `cluster` cores of its own (host_cores.h UnpinnedNote).
+void NoteUnpinnedCpuDevices(const Cluster& cluster);
+
 std::vector<std::string> RerunArguments(const std::string& command,
                                         const std::vector<std::string>& positional);
 

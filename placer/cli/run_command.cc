@@ -59,6 +59,7 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
   ExecutorOptions options;
   options.seed = absl::GetFlag(FLAGS_seed);
   options.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
+  options.pin_cpu_devices = absl::GetFlag(FLAGS_pin_cores);
   options.ranks = ranks.group;
   options.rank_of_device = ranks.rank_of_device;
   absl::StatusOr<std::unique_ptr<StrategyExecutor>> executor =
@@ -147,6 +148,7 @@ int RunCommand(const std::vector<std::string>& args) {
   absl::StatusOr<Cluster> cluster =
       LoadUserCluster(cluster_spec.empty() ? "cpu2" : cluster_spec);
   if (!cluster.ok()) return Fail(cluster.status());
+  NoteUnpinnedCpuDevices(*cluster);
 
   TrainingView view = BuildTrainingView(model->graph);
   if (absl::Status s = CheckRunnable(model->graph); !s.ok()) return Fail(s);
@@ -227,6 +229,7 @@ int RunCommand(const std::vector<std::string>& args) {
   options.warmup = absl::GetFlag(FLAGS_warmup);
   options.executor.seed = absl::GetFlag(FLAGS_seed);
   options.executor.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
+  options.executor.pin_cpu_devices = absl::GetFlag(FLAGS_pin_cores);
   options.executor.priorities = context.priorities();
   options.executor.ranks = ranks.group;
   options.executor.rank_of_device = ranks.rank_of_device;

@@ -15,17 +15,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "graph/training_view.h"
 #include "google/protobuf/struct.pb.h"
+#include "graph/training_view.h"
 #include "placer/cli/cli_common.h"
+#include "placer/cli/ranks.h"
 #include "placer/json_report.h"
-#include "simulator/evaluator.h"
-#include "simulator/placement_file.h"
-#include "simulator/simulator.h"
 #include "policies/policies.h"
 #include "policies/rl/trainer.h"
 #include "profiles/proto_io.h"
 #include "runtime/measurement.h"
+#include "simulator/evaluator.h"
+#include "simulator/placement_file.h"
+#include "simulator/simulator.h"
 
 namespace placer {
 namespace {
@@ -206,6 +207,8 @@ int TrainCommand(const std::vector<std::string>& args) {
       measure.warmup = absl::GetFlag(FLAGS_warmup);
       measure.executor.seed = to.seed;
       measure.executor.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
+      measure.executor.pin_cpu_devices = absl::GetFlag(FLAGS_pin_cores);
+      NoteUnpinnedCpuDevices(*cluster);
       measure.executor.priorities = raw->context->priorities();
       const Cluster* c = cluster;
       task.make_evaluator = [raw, c, measure] {

@@ -378,7 +378,8 @@ TEST(CliTest, FlagsThatChangeNothingSaySo) {
 TEST(CliTest, CalibrateReportsErrorAndRankCorrelation) {
   RunResult r = RunPlacer(
       "calibrate zoo:wide:batch=8,hidden=32 --cluster cpu2 --placements 4 "
-      "--steps 2 --warmup 1 --repeats 1 --budget 1 --evaluations 20");
+      "--steps 2 --warmup 1 --rounds 1 --repeats 1 --budget 1 "
+      "--evaluations 20");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("all models: 4 placements"));
   EXPECT_THAT(r.out, HasSubstr("Spearman rho"));
@@ -390,9 +391,29 @@ TEST(CliTest, CalibrateReportsErrorAndRankCorrelation) {
   ASSERT_EQ(rounds.exit_code, 0) << rounds.out;
   EXPECT_THAT(rounds.out, HasSubstr("round 2 of 2"));
   EXPECT_THAT(rounds.out, HasSubstr("all models: 3 placements"));
+  // With two rounds, how well they rank the placements against each other.
+  EXPECT_THAT(rounds.out, HasSubstr("the rounds against each other"));
+  EXPECT_THAT(r.out, Not(HasSubstr("the rounds against each other")));
   RunResult none = RunPlacer("calibrate zoo:wide --rounds 0");
   EXPECT_NE(none.exit_code, 0);
   EXPECT_THAT(none.out, HasSubstr("--rounds must be at least 1"));
+}
+
+// CPU devices run on cores of their own unless the process may not use a
+// core for each (taskset here): then they run unpinned, and it is said.
+TEST(CliTest, CpuDevicesWithoutCoresOfTheirOwnAreNoted) {
+  const std::string run =
+      "placer/placer run zoo:chain:batch=4,hidden=8 --cluster cpu2 "
+      "--steps 1 --warmup 0";
+  RunResult one_core = RunCommand("taskset -c 0 " + run);
+  ASSERT_EQ(one_core.exit_code, 0) << one_core.out;
+  EXPECT_THAT(one_core.out,
+              HasSubstr("CPU devices run unpinned (--pin_cores): 2 CPU "
+                        "devices x 1 thread(s) need 2 cores and this process "
+                        "may use 1"));
+  RunResult asked_not = RunCommand("taskset -c 0 " + run + " --nopin_cores");
+  ASSERT_EQ(asked_not.exit_code, 0) << asked_not.out;
+  EXPECT_THAT(asked_not.out, Not(HasSubstr("unpinned")));
 }
 
 TEST(CliTest, PlacementFileErrorsNameTheProblem) {
@@ -503,12 +524,22 @@ TEST(CliTest, JsonEverywhere) {
   RunResult calibrate = RunCommand(
       "(placer/placer calibrate zoo:chain:batch=4,hidden=8 --cluster cpu2 "
       "--placements 2 --steps 1 --warmup 0 --repeats 1 --budget 1 "
-      "--evaluations 5 --json 2>/dev/null)");
+      "--evaluations 5 --json 2>/dev/null)");  // three rounds: the default
   ASSERT_EQ(calibrate.exit_code, 0) << calibrate.out;
   google::protobuf::Struct c = Json(calibrate.out);
   EXPECT_EQ(c.fields().at("rows").list_value().values_size(), 2);
   EXPECT_TRUE(c.fields().at("all").struct_value().fields().contains(
       "spearman_rho"));
+  EXPECT_EQ(c.fields()
+                .at("rows")
+                .list_value()
+                .values(0)
+                .struct_value()
+                .fields()
+                .at("measured_rounds_seconds")
+                .list_value()
+                .values_size(),
+            3);
   RunResult train = RunCommand(
       "(placer/placer train zoo:chain:batch=4,hidden=8 --cluster cpu2 "
       "--samples 16 --samples_per_step 8 --groups 2 --json 2>/dev/null)");

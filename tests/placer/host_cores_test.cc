@@ -46,5 +46,17 @@ TEST(HostCoresTest, RanksFillingTheCoresAreWarnedAbout) {
   EXPECT_NE(BusyCoresWarning(cluster, {0, 1, 2}, 2, 1, 2), "");
 }
 
+TEST(HostCoresTest, CpuDevicesWithoutCoresOfTheirOwnAreNoted) {
+  const Cluster cluster = CpusAndGpu();  // two CPU devices and a GPU
+  EXPECT_EQ(UnpinnedNote(cluster, 1, {0, 1}), "");
+  EXPECT_EQ(UnpinnedNote(cluster, 2, {0, 1, 2, 3}), "");
+  const std::string note = UnpinnedNote(cluster, 2, {0, 1, 2});
+  EXPECT_NE(note.find("CPU devices run unpinned (--pin_cores): 2 CPU "
+                      "devices x 2 thread(s) need 4 cores and this process "
+                      "may use 3"),
+            std::string::npos)
+      << note;
+}
+
 }  // namespace
 }  // namespace placer

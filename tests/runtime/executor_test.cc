@@ -8,19 +8,22 @@
 #include <cmath>
 #include <iostream>
 #include <map>
+#include <mutex>
+#include <set>
 #include <string>
 
-#include "gtest/gtest.h"
-#include "tests/runtime/cpu_cluster.h"
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
+#include "gtest/gtest.h"
 #include "profiles/cluster.h"
+#include "profiles/cost_model.h"
+#include "profiles/signature.h"
+#include "runtime/cpu_cores.h"
 #include "runtime/measurement.h"
 #include "runtime/torch_ops.h"
 #include "simulator/evaluator.h"
-#include "profiles/cost_model.h"
-#include "profiles/signature.h"
 #include "tests/graph/test_models.h"
+#include "tests/runtime/cpu_cluster.h"
 #include "zoo/zoo.h"
 
 namespace placer {
@@ -339,6 +342,42 @@ TEST(ExecutorTest, AStepSucceedsAfterAFailedOne) {
   }
 }
 
+// With pin_cpu_devices each CPU device's worker runs on a core of its own
+// (runtime/cpu_cores.h): every node on /cpu:k sees only the k-th core the
+// process may use; unpinned, every core.
+TEST(ExecutorTest, PinnedCpuDevicesRunOnCoresOfTheirOwn) {
+  const std::vector<int> allowed = AllowedCores();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs two cores";
+  zoo::ZooParams p;
+  p.batch_size = 4;
+  p.hidden = 16;
+  p.seq_len = 3;
+  std::unique_ptr<Model> m = Load("gnmt2", p);
+  const Placement placement = RoundRobin(m->graph, 2);
+  for (bool pin : {true, false}) {
+    std::mutex mu;
+    std::set<std::pair<int, std::vector<int>>> seen;  // device, its cores
+    ExecutorOptions options;
+    options.pin_cpu_devices = pin;
+    options.before_node = [&](const TrainingNode& node) {
+      const int d = placement.device_of_op[node.forward_op];
+      std::vector<int> cores = AllowedCores();
+      std::lock_guard<std::mutex> lock(mu);
+      seen.insert({d, std::move(cores)});
+      return absl::OkStatus();
+    };
+    auto e = Executor::Create(m->view, Cpus(2), placement, options);
+    ASSERT_TRUE(e.ok()) << e.status();
+    ASSERT_TRUE((*e)->Step().ok());
+    const std::set<std::pair<int, std::vector<int>>> want =
+        pin ? std::set<std::pair<int, std::vector<int>>>{{0, {allowed[0]}},
+                                                         {1, {allowed[1]}}}
+            : std::set<std::pair<int, std::vector<int>>>{{0, allowed},
+                                                         {1, allowed}};
+    EXPECT_EQ(seen, want) << "pinned: " << pin;
+  }
+}
+
 // The simulator's hand-computed case (tests/simulator/simulator_test.cc,
 // PartialGradientsAreSummedWhereTheyAreMade): W homed on device 0, read by
 // m1..m3 on device 1. The executor sends one 16-byte buffer of W's partial
@@ -602,18 +641,6 @@ TEST(ExecutorTest, MeasurementFollowsTheProtocolAndBecomesAProfile) {
                                      DeviceKind::kCpu}))
         << m->view.node(i).key;
   }
-}
-
-TEST(StatisticsTest, TrimmedMeanLeavesOutBothEnds) {
-  EXPECT_EQ(TrimmedMean({}, 0.05), 0);
-  // 20 values: 5% is one at each end.
-  std::vector<double> v(18, 1.0);
-  v.push_back(0.0);
-  v.push_back(1000.0);
-  EXPECT_DOUBLE_EQ(TrimmedMean(v, 0.05), 1.0);
-  EXPECT_DOUBLE_EQ(TrimmedMean(v, 0.0), 1018.0 / 20);
-  // Fewer than 20: nothing left out.
-  EXPECT_DOUBLE_EQ(TrimmedMean({1, 2, 6}, 0.05), 3.0);
 }
 
 TEST(ExecutorTest, EvaluatorsMeasureOrSimulateAndNameOutOfMemory) {

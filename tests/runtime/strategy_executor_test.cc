@@ -2,19 +2,23 @@
 // data-parallel replicas on two CPU devices give the losses and parameters
 // of one device accumulating the same micro-batches; one micro-batch on one
 // device is the placed executor's step exactly.
+#include "runtime/strategy_executor.h"
+
 #include <cmath>
 #include <map>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
+#include "gtest/gtest.h"
 #include "policies/strategy_search.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
+#include "runtime/cpu_cores.h"
 #include "runtime/executor.h"
-#include "runtime/strategy_executor.h"
 #include "simulator/simulator.h"
 #include "simulator/strategy.h"
 #include "tests/runtime/cpu_cluster.h"
@@ -218,6 +222,51 @@ TEST(StrategyExecutorTest, PipelinesAndReplicasMatchOneDevice) {
       ExpectSame(one, RunStrategy(view, cluster, s), 1e-5);
     }
   }
+}
+
+// As the placed executor's (executor_test): with pin_cpu_devices each
+// replica's worker runs on a core of its own, and before_node runs on it;
+// a failure there names the node.
+TEST(StrategyExecutorTest, PinnedReplicasRunOnCoresOfTheirOwn) {
+  const std::vector<int> allowed = AllowedCores();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs two cores";
+  const Cluster cluster = Cpus(2);
+  const Graph graph = Gnmt2();  // outlives the view
+  TrainingView view = BuildTrainingView(graph);
+  absl::StatusOr<Strategy> data =
+      Searched(view, cluster, Parallelism::kData, 2);
+  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_EQ(data->stages[0].devices.size(), 2u);
+  for (bool pin : {true, false}) {
+    std::mutex mu;
+    std::set<std::vector<int>> seen;
+    ExecutorOptions options;
+    options.pin_cpu_devices = pin;
+    options.before_node = [&](const TrainingNode&) {
+      std::vector<int> cores = AllowedCores();
+      std::lock_guard<std::mutex> lock(mu);
+      seen.insert(std::move(cores));
+      return absl::OkStatus();
+    };
+    auto e = StrategyExecutor::Create(view, cluster, *data, options);
+    ASSERT_TRUE(e.ok()) << e.status();
+    ASSERT_TRUE((*e)->Step().ok());
+    const std::set<std::vector<int>> want =
+        pin ? std::set<std::vector<int>>{{allowed[0]}, {allowed[1]}}
+            : std::set<std::vector<int>>{allowed};
+    EXPECT_EQ(seen, want) << "pinned: " << pin;
+  }
+  ExecutorOptions faulty;
+  faulty.before_node = [](const TrainingNode& node) {
+    return node.kind == NodeKind::kBackward ? absl::InternalError("injected")
+                                            : absl::OkStatus();
+  };
+  auto e = StrategyExecutor::Create(view, cluster, *data, faulty);
+  ASSERT_TRUE(e.ok()) << e.status();
+  absl::StatusOr<StrategyStepReport> failed = (*e)->Step();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("': injected"), std::string::npos)
+      << failed.status();
 }
 
 // Op placement inside a stage: every other op (in topological order) on a
