@@ -3,7 +3,6 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include <cerrno>
 #include <cstring>
 #include <map>
 #include <string>

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -173,6 +174,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   for (size_t ci = 0; ci < clusters.size(); ++ci) {
     for (const std::string& spec : args) pairs.push_back({ci, spec});
   }
+  std::set<const Cluster*> noted;  // said once per cluster
   for (const auto& [ci, spec] : pairs) {
     const Cluster* cluster = clusters[ci].get();
     const std::string name =
@@ -208,7 +210,7 @@ int TrainCommand(const std::vector<std::string>& args) {
       measure.executor.seed = to.seed;
       measure.executor.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
       measure.executor.pin_cpu_devices = absl::GetFlag(FLAGS_pin_cores);
-      NoteUnpinnedCpuDevices(*cluster);
+      if (noted.insert(cluster).second) NoteUnpinnedCpuDevices(*cluster);
       measure.executor.priorities = raw->context->priorities();
       const Cluster* c = cluster;
       task.make_evaluator = [raw, c, measure] {

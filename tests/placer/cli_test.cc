@@ -414,6 +414,16 @@ TEST(CliTest, CpuDevicesWithoutCoresOfTheirOwnAreNoted) {
   RunResult asked_not = RunCommand("taskset -c 0 " + run + " --nopin_cores");
   ASSERT_EQ(asked_not.exit_code, 0) << asked_not.out;
   EXPECT_THAT(asked_not.out, Not(HasSubstr("unpinned")));
+  // train measures every model on the cluster: said once, not per model.
+  RunResult train = RunCommand(
+      "taskset -c 0 placer/placer train zoo:chain:batch=4,hidden=8 "
+      "zoo:diamond --cluster cpu2 --reward measured --steps 1 --warmup 0 "
+      "--samples 8 --samples_per_step 8 --groups 2 --json");
+  ASSERT_EQ(train.exit_code, 0) << train.out;
+  const std::string note = "CPU devices run unpinned";
+  size_t first = train.out.find(note);
+  ASSERT_NE(first, std::string::npos) << train.out;
+  EXPECT_EQ(train.out.find(note, first + 1), std::string::npos) << train.out;
 }
 
 TEST(CliTest, PlacementFileErrorsNameTheProblem) {
