@@ -8,6 +8,7 @@
 // (placer/cli/ranks.h), rank 0 chooses the placement and sends it; every
 // rank runs its devices; rank 0 reports.
 #include <iostream>
+#include <map>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,38 @@
 namespace placer {
 
 namespace {
+
+// One direction of a link in one step: copies, bytes, seconds copying.
+struct LinkLoad {
+  double copies = 0;
+  double bytes = 0;
+  double seconds = 0;
+};
+
+// Per device pair that carried a copy, measured (the mean over the
+// measured steps) and simulated (the step simulated).
+std::map<std::pair<int, int>, std::pair<LinkLoad, LinkLoad>> LinkLoads(
+    const Measurement& m, int steps, const SimulationResult& sim) {
+  std::map<std::pair<int, int>, std::pair<LinkLoad, LinkLoad>> loads;
+  for (const MeasuredTransfer& t : m.transfers) {
+    LinkLoad& l = loads[{t.src, t.dst}].first;
+    l.copies += 1;
+    l.bytes += static_cast<double>(t.bytes);
+    l.seconds += t.seconds;
+  }
+  for (auto& [pair, load] : loads) {
+    load.first.copies /= steps;
+    load.first.bytes /= steps;
+    load.first.seconds /= steps;
+  }
+  for (const ScheduledTransfer& t : sim.transfers) {
+    LinkLoad& l = loads[{t.src, t.dst}].second;
+    l.copies += 1;
+    l.bytes += static_cast<double>(t.bytes);
+    l.seconds += t.end_seconds - t.start_seconds;
+  }
+  return loads;
+}
 
 // `run --placement F` where F holds a strategy: the strategy executor
 // (threads in this process, or this rank's devices of a distributed run),
@@ -279,6 +312,21 @@ int RunCommand(const std::vector<std::string>& args) {
       peak[cluster->device(d).name].set_number_value(
           static_cast<double>(m->peak_memory_bytes[d]));
     }
+    if (world == 1) {
+      auto* links = f["links"].mutable_list_value();
+      for (const auto& [pair, load] :
+           LinkLoads(*m, options.steps, *simulated)) {
+        auto& e = *links->add_values()->mutable_struct_value()->mutable_fields();
+        e["src"].set_string_value(cluster->device(pair.first).name);
+        e["dst"].set_string_value(cluster->device(pair.second).name);
+        e["copies"].set_number_value(load.first.copies);
+        e["bytes"].set_number_value(load.first.bytes);
+        e["seconds"].set_number_value(load.first.seconds);
+        e["simulated_copies"].set_number_value(load.second.copies);
+        e["simulated_bytes"].set_number_value(load.second.bytes);
+        e["simulated_seconds"].set_number_value(load.second.seconds);
+      }
+    }
     std::cout << ReportJson(s);
   } else {
     std::cout << absl::StrFormat(
@@ -295,6 +343,24 @@ int RunCommand(const std::vector<std::string>& args) {
           m->busy_seconds[d], simulated->busy_seconds[d],
           HumanBytes(m->peak_memory_bytes[d]),
           HumanBytes(simulated->peak_memory_bytes[d]));
+    }
+    // Copies between devices per step (a rank sees only its own).
+    auto loads = LinkLoads(*m, options.steps, *simulated);
+    if (world == 1 && !loads.empty()) {
+      std::cout << absl::StrFormat("%-22s %8s %8s %10s %10s %10s %10s\n",
+                                   "link (per step)", "copies", "sim",
+                                   "bytes", "sim bytes", "copy s",
+                                   "sim copy s");
+      for (const auto& [pair, load] : loads) {
+        std::cout << absl::StrFormat(
+            "%-22s %8.1f %8.0f %10s %10s %10.6f %10.6f\n",
+            absl::StrCat(cluster->device(pair.first).name, " -> ",
+                         cluster->device(pair.second).name),
+            load.first.copies, load.second.copies,
+            HumanBytes(static_cast<int64_t>(load.first.bytes)),
+            HumanBytes(static_cast<int64_t>(load.second.bytes)),
+            load.first.seconds, load.second.seconds);
+      }
     }
   }
   if (std::string out = absl::GetFlag(FLAGS_profile_out); !out.empty()) {

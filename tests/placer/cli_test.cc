@@ -305,6 +305,20 @@ TEST(CliTest, RunTrainsAPlacementAndWritesAProfile) {
   // The same batch every step: the loss falls.
   const auto& losses = s.fields().at("losses").list_value();
   EXPECT_LT(losses.values(3).number_value(), losses.values(0).number_value());
+  // Each direction between the devices carries what the simulator moves:
+  // as many copies and bytes per step.
+  const auto& links = s.fields().at("links").list_value();
+  ASSERT_EQ(links.values_size(), 2) << json;
+  for (const auto& v : links.values()) {
+    const google::protobuf::Struct& l = v.struct_value();
+    EXPECT_NE(l.fields().at("src").string_value(),
+              l.fields().at("dst").string_value());
+    EXPECT_GE(Number(l, "copies"), 1);
+    EXPECT_EQ(Number(l, "copies"), Number(l, "simulated_copies")) << json;
+    EXPECT_EQ(Number(l, "bytes"), Number(l, "simulated_bytes")) << json;
+    EXPECT_GT(Number(l, "seconds"), 0);
+    EXPECT_GT(Number(l, "simulated_seconds"), 0);
+  }
   // The profile it wrote drives the simulator.
   RunResult sim = RunPlacer(
       "simulate zoo:diamond --batch 8 --hidden 16 --cluster cpu2 --json "
