@@ -316,7 +316,8 @@ int RunCommand(const std::vector<std::string>& args) {
       auto* links = f["links"].mutable_list_value();
       for (const auto& [pair, load] :
            LinkLoads(*m, options.steps, *simulated)) {
-        auto& e = *links->add_values()->mutable_struct_value()->mutable_fields();
+        auto& e =
+            *links->add_values()->mutable_struct_value()->mutable_fields();
         e["src"].set_string_value(cluster->device(pair.first).name);
         e["dst"].set_string_value(cluster->device(pair.second).name);
         e["copies"].set_number_value(load.first.copies);
@@ -348,9 +349,8 @@ int RunCommand(const std::vector<std::string>& args) {
     auto loads = LinkLoads(*m, options.steps, *simulated);
     if (world == 1 && !loads.empty()) {
       std::cout << absl::StrFormat("%-22s %8s %8s %10s %10s %10s %10s\n",
-                                   "link (per step)", "copies", "sim",
-                                   "bytes", "sim bytes", "copy s",
-                                   "sim copy s");
+                                   "link (per step)", "copies", "sim", "bytes",
+                                   "sim bytes", "copy s", "sim copy s");
       for (const auto& [pair, load] : loads) {
         std::cout << absl::StrFormat(
             "%-22s %8.1f %8.0f %10s %10s %10.6f %10.6f\n",
