@@ -2,9 +2,10 @@
 //   [--warmup W] [--profile P.pbtxt] [--profile-out FILE] [--json]
 //   [--nproc N [--world-size W] [--master HOST:PORT] [--rank-timeout 30s]]
 // Trains the model under the placement on this machine's devices and
-// prints measured against simulated step time, the loss per step and the
-// memory per device. --profile-out writes the node and link times measured
-// in the steps (over --profile's, when given). With more than one rank
+// prints measured against simulated step time, the loss per step, the
+// memory per device and (one process) the copies per link. --profile-out
+// writes the node and link times measured in the steps (over --profile's,
+// when given). With more than one rank
 // (placer/cli/ranks.h), rank 0 chooses the placement and sends it; every
 // rank runs its devices; rank 0 reports.
 #include <iostream>
