@@ -14,10 +14,8 @@
 // round ends), the median relative error and Spearman's rank correlation,
 // per model and over all; with several rounds also how well the rounds
 // rank the placements against each other (the measurement's own noise: the
-// most rank agreement a simulator can be expected to show).
-#include <algorithm>
-#include <cmath>
-#include <fstream>
+// most rank agreement a simulator can be expected to show) and how well the
+// simulator ranks each round on its own (calibration_summary.h).
 #include <iostream>
 #include <optional>
 #include <set>
@@ -29,6 +27,7 @@
 #include "base/statistics.h"
 #include "google/protobuf/struct.pb.h"
 #include "graph/training_view.h"
+#include "placer/cli/calibration_summary.h"
 #include "placer/cli/cli_common.h"
 #include "placer/cli/ranks.h"
 #include "placer/json_report.h"
@@ -43,116 +42,6 @@
 #include "simulator/simulator.h"
 
 namespace placer {
-namespace {
-
-struct Row {
-  std::string model;
-  std::string placement;
-  double simulated = 0;  // with the profile
-  double measured = 0;
-  double simulated_feedback = 0;  // profile + one measured reference run
-  std::vector<double> rounds;     // the measured step of each round
-};
-
-// How well the measurement ranks the rows itself: Spearman's rho between
-// two rounds' measurements of the same placements, the mean over every
-// pair of rounds (rows measured in both). With noise that reorders
-// near-ties from one round to the next, no simulator's rank order can agree
-// with the measured one much better than the rounds agree with each other.
-// Empty when fewer than two rounds or three rows.
-std::optional<double> RoundsRho(const std::vector<Row>& rows) {
-  size_t rounds = 0;
-  for (const Row& r : rows) rounds = std::max(rounds, r.rounds.size());
-  double sum = 0;
-  int pairs = 0;
-  for (size_t a = 0; a < rounds; ++a) {
-    for (size_t b = a + 1; b < rounds; ++b) {
-      std::vector<double> x, y;
-      for (const Row& r : rows) {
-        if (r.rounds.size() > b) {
-          x.push_back(r.rounds[a]);
-          y.push_back(r.rounds[b]);
-        }
-      }
-      if (x.size() < 3) continue;
-      sum += SpearmanRho(x, y);
-      ++pairs;
-    }
-  }
-  if (pairs == 0) return std::nullopt;
-  return sum / pairs;
-}
-
-// The median over rows of (slowest round - fastest round) / median round.
-double MedianRoundsSpread(const std::vector<Row>& rows) {
-  std::vector<double> spread;
-  for (const Row& r : rows) {
-    if (r.rounds.size() < 2) continue;
-    auto [lo, hi] = std::minmax_element(r.rounds.begin(), r.rounds.end());
-    spread.push_back((*hi - *lo) / Median(r.rounds));
-  }
-  return Median(std::move(spread));
-}
-
-double MedianRelativeError(const std::vector<Row>& rows, bool feedback) {
-  std::vector<double> e;
-  for (const Row& r : rows) {
-    double sim = feedback ? r.simulated_feedback : r.simulated;
-    e.push_back(std::abs(sim - r.measured) / r.measured);
-  }
-  return Median(std::move(e));
-}
-
-std::string Summary(const std::string& what, const std::vector<Row>& rows) {
-  std::vector<double> s, f, m;
-  for (const Row& r : rows) {
-    s.push_back(r.simulated);
-    f.push_back(r.simulated_feedback);
-    m.push_back(r.measured);
-  }
-  std::string out = absl::StrFormat(
-      "%s: %d placements\n"
-      "  profile:                         median |sim-meas|/meas %5.1f%%, "
-      "Spearman rho %.3f\n"
-      "  + a reference placement's steps: median |sim-meas|/meas %5.1f%%, "
-      "Spearman rho %.3f\n",
-      what, rows.size(), 100 * MedianRelativeError(rows, false),
-      SpearmanRho(s, m), 100 * MedianRelativeError(rows, true),
-      SpearmanRho(f, m));
-  if (std::optional<double> rho = RoundsRho(rows)) {
-    absl::StrAppendFormat(&out,
-                          "  the rounds against each other:   median "
-                          "(max-min)/median %5.1f%%, Spearman rho %.3f\n",
-                          100 * MedianRoundsSpread(rows), *rho);
-  }
-  return out;
-}
-
-// Summary's figures as a JSON object.
-google::protobuf::Value SummaryJson(const std::vector<Row>& rows) {
-  std::vector<double> s, f, m;
-  for (const Row& r : rows) {
-    s.push_back(r.simulated);
-    f.push_back(r.simulated_feedback);
-    m.push_back(r.measured);
-  }
-  google::protobuf::Value v;
-  auto& e = *v.mutable_struct_value()->mutable_fields();
-  e["placements"].set_number_value(static_cast<double>(rows.size()));
-  e["median_relative_error"].set_number_value(MedianRelativeError(rows, false));
-  e["spearman_rho"].set_number_value(SpearmanRho(s, m));
-  e["median_relative_error_with_feedback"].set_number_value(
-      MedianRelativeError(rows, true));
-  e["spearman_rho_with_feedback"].set_number_value(SpearmanRho(f, m));
-  if (std::optional<double> rho = RoundsRho(rows)) {
-    e["rounds_spearman_rho"].set_number_value(*rho);
-    e["rounds_median_spread"].set_number_value(MedianRoundsSpread(rows));
-  }
-  return v;
-}
-
-}  // namespace
-
 int CalibrateCommand(const std::vector<std::string>& args) {
   if (args.empty()) return UsageError("calibrate takes one or more MODELs");
   std::string cluster_spec = absl::GetFlag(FLAGS_cluster);
@@ -176,7 +65,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   measure.executor.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
   measure.executor.pin_cpu_devices = absl::GetFlag(FLAGS_pin_cores);
 
-  std::vector<Row> all;
+  std::vector<CalibrationRow> all;
   std::string summaries;
   // With --json the table is progress on stderr and the report is JSON.
   const bool json = absl::GetFlag(FLAGS_json);
@@ -244,14 +133,14 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       }
     }
 
-    std::vector<Row> rows;
+    std::vector<CalibrationRow> rows;
     table << absl::StrFormat("%-14s %12s %12s %8s %12s %8s   %s\n",
                                  "placement", "measured s", "simulated s",
                                  "error", "+feedback s", "error", spec);
-    // Simulated first; then measured in `rounds` interleaved rounds (the
+    // Simulated first; then measured in `rounds` rounds in turn (the
     // machine's drift then falls on every placement alike), each time a
     // fresh executor; a placement's step is the median of its rounds.
-    std::vector<Row> pending;
+    std::vector<CalibrationRow> pending;
     for (auto& [name, placement] : placements) {
       absl::StatusOr<SimulationResult> sim = Simulate(context, placement);
       if (!sim.ok()) return Fail(sim.status());
@@ -265,7 +154,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     // rounds it was measured in).
     auto report = [&](size_t i) {
       if (measured[i].empty()) return;
-      Row row = pending[i];
+      CalibrationRow row = pending[i];
       row.measured = Median(measured[i]);
       row.rounds = measured[i];
       table << absl::StrFormat(
@@ -324,7 +213,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     *f["models"].mutable_struct_value() = per_model;
     f["all"] = SummaryJson(all);
     auto* list = f["rows"].mutable_list_value();
-    for (const Row& r : all) {
+    for (const CalibrationRow& r : all) {
       auto& e = *list->add_values()->mutable_struct_value()->mutable_fields();
       e["model"].set_string_value(r.model);
       e["placement"].set_string_value(r.placement);
@@ -343,7 +232,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     std::string csv =
         "model,placement,measured_seconds,simulated_seconds,"
         "simulated_with_feedback_seconds,measured_rounds_seconds\n";
-    for (const Row& r : all) {
+    for (const CalibrationRow& r : all) {
       absl::StrAppendFormat(
           &csv, "\"%s\",%s,%.9g,%.9g,%.9g,%s\n", r.model, r.placement,
           r.measured, r.simulated, r.simulated_feedback,

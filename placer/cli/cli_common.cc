@@ -103,10 +103,11 @@ ABSL_FLAG(std::string, profile_out, "",
 ABSL_FLAG(int32_t, placements, 10,
           "calibrate: placements measured per model (policies, then random).");
 ABSL_FLAG(int32_t, rounds, 3,
-          "calibrate: measure every placement this many times, interleaved "
-          "(each time a fresh executor, --warmup then --steps steps); a "
-          "placement's step is the median of its rounds, and the summary "
-          "says how well the rounds agree.");
+          "calibrate: measure every placement this many times, in rounds "
+          "that take the placements in turn (each time a fresh executor, "
+          "--warmup then --steps steps); a placement's step is the median "
+          "of its rounds, and the summary says how well the rounds agree "
+          "with each other and with the simulator one at a time.");
 ABSL_FLAG(std::string, checkpoint, "",
           "train: the directory for checkpoints, the learning curve and the "
           "best placements; place --policy rl: the trained model to start "

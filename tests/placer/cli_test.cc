@@ -397,7 +397,7 @@ TEST(CliTest, CalibrateReportsErrorAndRankCorrelation) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("all models: 4 placements"));
   EXPECT_THAT(r.out, HasSubstr("Spearman rho"));
-  // Interleaved rounds: every placement measured in each, all rows kept.
+  // Rounds in turn: every placement measured in each, all rows kept.
   RunResult rounds = RunPlacer(
       "calibrate zoo:wide:batch=8,hidden=32 --cluster cpu2 --placements 3 "
       "--steps 1 --warmup 0 --rounds 2 --repeats 1 --budget 1 "
@@ -408,6 +408,9 @@ TEST(CliTest, CalibrateReportsErrorAndRankCorrelation) {
   // With two rounds, how well they rank the placements against each other.
   EXPECT_THAT(rounds.out, HasSubstr("the rounds against each other"));
   EXPECT_THAT(r.out, Not(HasSubstr("the rounds against each other")));
+  // And how well the simulator ranks each round on its own.
+  EXPECT_THAT(rounds.out, HasSubstr("+ reference against each round"));
+  EXPECT_THAT(r.out, Not(HasSubstr("against each round")));
   RunResult none = RunPlacer("calibrate zoo:wide --rounds 0");
   EXPECT_NE(none.exit_code, 0);
   EXPECT_THAT(none.out, HasSubstr("--rounds must be at least 1"));
