@@ -56,7 +56,7 @@ Usage:
       (a preset such as p100x4, or a .pbtxt/.json file): step time, lower
       bound, bytes moved, peak memory per device, out-of-memory verdict.
   placer profile [MODEL] --cluster cpu2 [--devices cpu,gpu]
-      [--reference-steps 5] [--nproc N] -o PROFILE.pbtxt
+      [--reference-steps 5] [--nproc N] [--resume] -o PROFILE.pbtxt
       Measures with LibTorch on this machine: each distinct node of MODEL's
       training step (forward, backward, update) on each device kind, and
       copies of 1 B..256 MiB between the cluster's devices; then overlays
@@ -64,7 +64,8 @@ Usage:
       placement (0 steps: op-by-op only). `simulate --profile` uses it.
       With --nproc N (or --world-size and `placer worker`), the links
       between devices of different ranks are measured over the ranks'
-      transport (Gloo send/recv round trips).
+      transport (Gloo send/recv round trips). Ctrl-C writes what was
+      timed; --resume (same -o) keeps it and measures the rest.
   placer run MODEL --cluster cpu2 (--placement P.json | --policy P)
       [--steps 10 --warmup 2] [--profile P.pbtxt] [--profile-out F.pbtxt]
       Trains MODEL under the placement with LibTorch on this machine's

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/host_setup.h"
@@ -315,11 +316,26 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
       "placer profile --devices ", names, ", ", options.threads,
       " thread(s) per CPU, ", options.warmup, " warm-up, median of ",
       options.repeats);
+  const auto resume_ops =
+      options.resume ? options.resume->ops : decltype(report.profile.ops){};
+  if (options.resume &&
+      !absl::StartsWith(options.resume->source, report.profile.source)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "profile: the profile to resume was measured as '",
+        options.resume->source, "', this run measures as '",
+        report.profile.source,
+        "': resume with the same --devices, --threads, --warmup and "
+        "--repeats, or start a new profile"));
+  }
 
   // Links: one fit per pair of torch devices (every pair of CPU devices
   // shares the CPU-to-CPU fit), recorded for every ordered pair of
   // measured cluster devices.
   std::map<std::pair<std::string, std::string>, MeasuredLink> fits;
+  auto stopping = [&] {
+    report.stopped = report.stopped || (options.stop && options.stop());
+    return report.stopped;
+  };
   for (int a = 0; a < cluster.num_devices(); ++a) {
     for (int b = 0; b < cluster.num_devices(); ++b) {
       if (a == b || !torch_devices[a] || !torch_devices[b]) continue;
@@ -327,6 +343,7 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
                                               torch_devices[b]->str()};
       auto it = fits.find(key);
       if (it == fits.end()) {
+        if (stopping()) continue;
         absl::StatusOr<MeasuredLink> link = MeasureCopies(
             *torch_devices[a], *torch_devices[b], options, progress);
         if (!link.ok()) return link.status();
@@ -336,7 +353,10 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
           it->second;
     }
   }
-  if (view == nullptr) return report;
+  if (view == nullptr) {
+    if (report.stopped) absl::StrAppend(&report.profile.source, "; stopped");
+    return report;
+  }
 
   const Graph& g = view->forward();
   const int n = static_cast<int>(view->nodes().size());
@@ -362,8 +382,16 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
     torch::Tensor warm;   // undefined: TimeAccumulate without a flush
     // Times adding a gradient of `tensor`'s shape into a buffer, after a
     // cache flush or warm, and records it as `signature`, or the failure.
-    auto time_addition = [&](const std::string& signature,
-                             const Tensor& tensor, bool flushed) {
+    // True when `signature`'s timing is kept from `resume` (copied).
+    auto kept = [&](const std::string& signature) {
+      auto it = resume_ops.find({signature, kind});
+      if (it == resume_ops.end()) return false;
+      report.profile.ops[it->first] = it->second;
+      return true;
+    };
+    auto time_addition = [&](const std::string& signature, const Tensor& tensor,
+                             bool flushed) {
+      if (kept(signature) || stopping()) return;
       absl::StatusOr<double> added;
       try {
         if (flushed && !flush.defined()) {
@@ -388,6 +416,23 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
       const Op& op = g.op(node.forward_op);
       std::string sig = NodeSignature(*view, i);
       if (!done.insert(sig).second) continue;
+      if (kept(sig)) {
+        ++report.resumed_signatures;
+        // An update's accumulation is a signature of its own: kept too, or
+        // timed if the stopped run did not reach it.
+        if (node.kind == NodeKind::kUpdate) {
+          std::string accumulate = AccumulateSignature(*view, i);
+          if (done.insert(accumulate).second) {
+            time_addition(accumulate, g.tensor(node.parameter),
+                          /*flushed=*/true);
+          }
+        }
+        continue;
+      }
+      if (stopping()) {
+        ++report.signatures_stopped;
+        continue;
+      }
       if (SecondsSince(start) > options.budget_seconds) {
         ++report.signatures_over_budget;
         continue;
@@ -452,6 +497,10 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
         time_addition(add, g.tensor(sum.tensor), /*flushed=*/false);
       }
     }
+  }
+  if (report.stopped) {
+    absl::StrAppend(&report.profile.source, "; stopped with ",
+                    report.signatures_stopped, " node signatures not measured");
   }
   return report;
 }

@@ -13,10 +13,19 @@
 // was not measured is counted, and the cost model falls back to the
 // roofline for it. Nothing is invented. A GPU kind needs a CUDA LibTorch
 // that sees the cluster's GPUs (an error naming the device otherwise).
+// Stopping and resuming: `stop` is asked before each link fit and each
+// timing; once it says true nothing more is measured, the rest is counted
+// (signatures_stopped) and the report is marked stopped. The op timings of
+// `resume` (a stopped run's profile) that the view's nodes use are kept as
+// they are and not timed again (resumed_signatures); links are measured
+// anew. A `resume` measured with other settings (its source does not begin
+// with this run's: other kinds, threads, warm-up or repeats) is a
+// FailedPrecondition naming both.
 #ifndef PLACER_RUNTIME_PROFILER_H_
 #define PLACER_RUNTIME_PROFILER_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +48,10 @@ struct ProfilerOptions {
   int64_t max_link_bytes = int64_t{256} << 20;
   // Kinds to measure; empty: every kind the cluster has.
   std::vector<DeviceKind> kinds;
+  // Empty: never stops.
+  std::function<bool()> stop;
+  // An earlier run's profile whose op timings to keep.
+  std::optional<MeasuredProfile> resume;
 };
 
 struct ProfileReport {
@@ -48,6 +61,9 @@ struct ProfileReport {
   int signatures_over_budget = 0;
   int failed_signatures = 0;     // kernel errors (listed in `failures`)
   std::vector<std::string> failures;
+  int resumed_signatures = 0;  // kept from `resume`, not timed again
+  int signatures_stopped = 0;  // not reached: `stop` said so first
+  bool stopped = false;
 };
 
 // `view` may be null (links only). `progress` receives one line per step.

@@ -113,7 +113,9 @@ ABSL_FLAG(std::string, checkpoint, "",
           "best placements; place --policy rl: the trained model to start "
           "from.");
 ABSL_FLAG(bool, resume, false,
-          "train: go on from the checkpoint in --checkpoint.");
+          "train: go on from the checkpoint in --checkpoint; profile: go "
+          "on from the -o file a stopped profile wrote (its op timings "
+          "kept, the rest measured).");
 ABSL_FLAG(std::string, curve, "",
           "train: also write the learning curve (CSV) here.");
 ABSL_FLAG(int64_t, samples, 0,
@@ -267,7 +269,8 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                         {"models", "clusters", "policies", "out_dir", "json"}})},
         {"profile", join({model, ranks, {"cluster", "devices", "repeats",
                                   "reference_steps", "warmup", "threads",
-                                  "pin_cores", "budget", "o", "json"}})},
+                                  "pin_cores", "budget", "o", "resume",
+                                  "json"}})},
         {"run", join({model, policy, costs, ranks,
                       {"cluster", "placement", "profile_out", "steps",
                        "warmup", "threads", "pin_cores", "json"}})},

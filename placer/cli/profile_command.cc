@@ -1,5 +1,6 @@
 // placer profile [MODEL] --cluster C [--devices cpu,gpu]
-//   [--reference-steps 5] [--nproc N [--world-size W] ...] -o PROFILE
+//   [--reference-steps 5] [--nproc N [--world-size W] ...] [--resume]
+//   -o PROFILE
 // Op-by-op timings of the model's nodes and the links between devices,
 // overlaid (unless --reference-steps 0) with the node and link times
 // measured inside the steps of a reference placement, and, where a host has
@@ -8,7 +9,9 @@
 // --world-size and `placer worker`, as for run), the links between
 // devices of different ranks are measured over the ranks' transport
 // (runtime/link_probe.h) and replace the in-process ones; rank 0 writes
-// the profile.
+// the profile. SIGINT or SIGTERM while timing ops stops it there: what was
+// measured is written (no reference steps), exit 130, and `--resume` with
+// the same -o keeps those timings and measures the rest.
 #include <algorithm>
 #include <iostream>
 #include <map>
@@ -34,6 +37,20 @@
 #include "runtime/measurement.h"
 
 namespace placer {
+
+namespace {
+
+// A stop signal that came after the ops were timed (during the reference
+// steps, which run to their end): the profile written is whole; 130 says
+// the command was interrupted all the same.
+int StoppedLate() {
+  if (!StopOnSignal::requested()) return 0;
+  std::cerr << "profile: stopped by signal during the reference steps, "
+               "which were finished: the profile is whole\n";
+  return 130;
+}
+
+}  // namespace
 
 int ProfileCommand(const std::vector<std::string>& args) {
   if (args.size() > 1) return UsageError("profile takes at most one MODEL");
@@ -119,10 +136,38 @@ int ProfileCommand(const std::vector<std::string>& args) {
       rank_links = *std::move(measured);
     }
   }
+  if (absl::GetFlag(FLAGS_resume)) {
+    absl::StatusOr<MeasuredProfile> earlier = LoadProfile(UserPath(out));
+    if (!earlier.ok()) {
+      return Fail(
+          absl::Status(earlier.status().code(),
+                       absl::StrCat("--resume: ", earlier.status().message())));
+    }
+    options.resume = std::move(*earlier);
+  }
+  // Ctrl-C: what was timed so far is written, to be resumed.
+  StopOnSignal stop_on_signal;
+  options.stop = [] { return StopOnSignal::requested(); };
   absl::StatusOr<ProfileReport> report = ProfileDevices(
       view ? &*view : nullptr, *cluster, options,
       [](const std::string& line) { std::cerr << "profile: " << line << "\n"; });
   if (!report.ok()) return Fail(report.status());
+  if (report->stopped) {
+    if (absl::Status s = SaveProfile(report->profile, UserPath(out)); !s.ok()) {
+      return Fail(s);
+    }
+    ReportWrote(
+        out, absl::StrFormat(
+                 "stopped by signal: %d node signatures measured%s, %d not "
+                 "reached, no reference steps; the same command with --resume "
+                 "measures the rest",
+                 report->measured_signatures,
+                 options.resume ? absl::StrCat(", ", report->resumed_signatures,
+                                               " kept from the profile resumed")
+                                : "",
+                 report->signatures_stopped));
+    return 130;
+  }
   // In-step times of a reference placement: what a node costs inside the
   // executor's steps, which op-by-op timing misses.
   std::string reference_note;
@@ -204,11 +249,16 @@ int ProfileCommand(const std::vector<std::string>& args) {
       out, absl::StrFormat(
                "%d node signatures, %d links measured op by op; %d nodes "
                "without a LibTorch kernel; %d signatures past the budget%s; "
-               "%d failed%s; %d of %d node signatures left to the roofline",
+               "%d failed%s%s; %d of %d node signatures left to the roofline",
                report->measured_signatures, report->profile.links.size(),
                report->nodes_without_kernel, report->signatures_over_budget,
-               over_budget, report->failed_signatures, reference_note, left,
-               wanted.size()));
+               over_budget, report->failed_signatures, reference_note,
+               options.resume
+                   ? absl::StrCat("; ", report->resumed_signatures,
+                                  " node signatures kept from the profile "
+                                  "resumed")
+                   : "",
+               left, wanted.size()));
   if (absl::GetFlag(FLAGS_json)) {
     google::protobuf::Struct s;
     auto& f = *s.mutable_fields();
@@ -220,6 +270,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
     f["signatures_over_budget"].set_number_value(
         report->signatures_over_budget);
     f["failed_signatures"].set_number_value(report->failed_signatures);
+    f["resumed_signatures"].set_number_value(report->resumed_signatures);
     f["node_signatures"].set_number_value(static_cast<double>(wanted.size()));
     f["signatures_left_to_roofline"].set_number_value(left);
     auto* failures = f["failures"].mutable_list_value();
@@ -227,12 +278,12 @@ int ProfileCommand(const std::vector<std::string>& args) {
       failures->add_values()->set_string_value(failure);
     }
     std::cout << ReportJson(s);
-    return 0;
+    return StoppedLate();
   }
   for (const std::string& f : report->failures) {
     std::cout << "  failed: " << f << "\n";
   }
-  return 0;
+  return StoppedLate();
 }
 
 }  // namespace placer

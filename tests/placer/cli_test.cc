@@ -225,6 +225,71 @@ TEST(CliTest, SimulateAPlacementFile) {
   EXPECT_GT(t.fields().at("traceEvents").list_value().values_size(), 11);
 }
 
+// Ctrl-C while ops are timed writes what was measured, marked stopped;
+// --resume with the same -o keeps those timings and measures the rest.
+TEST(CliTest, ProfileStoppedBySignalIsResumed) {
+  const std::string out = TmpFile("stopped_profile.pbtxt");
+  const std::string log = TmpFile("stopped_profile.log");
+  const std::string pid_file = TmpFile("stopped_profile.pid");
+  const std::string rc_file = TmpFile("stopped_profile.rc");
+  RunCommand("rm -f " + out + " " + pid_file + " " + rc_file);
+  // zoo:gnmt2 op by op takes minutes (its last signatures are slow).
+  const std::string profile =
+      "placer/placer profile zoo:gnmt2 --cluster cpu2 --repeats 1 "
+      "--warmup 0 -o " +
+      out;
+  RunCommand("(" + profile + " --budget 10m >" + log + " 2>&1 & echo $! >" +
+             pid_file + "; wait $!; echo $? >" + rc_file + ") >/dev/null &");
+  for (int i = 0; i < 600 && RunCommand("grep -q '25 signatures' " + log +
+                                        " && test -s " + pid_file)
+                                     .exit_code != 0;
+       ++i) {
+    usleep(100000);
+  }
+  const int pid = std::atoi(RunCommand("cat " + pid_file).out.c_str());
+  ASSERT_GT(pid, 0);
+  RunCommand("kill -INT " + std::to_string(pid));
+  int waited = 0;
+  for (; waited < 400 && RunCommand("test -s " + rc_file).exit_code != 0;
+       ++waited) {
+    usleep(50000);
+  }
+  if (waited >= 400) RunCommand("kill -9 " + std::to_string(pid));
+  ASSERT_LT(waited, 400) << "still running 20 s after SIGINT";
+  EXPECT_EQ(std::atoi(RunCommand("cat " + rc_file).out.c_str()), 130);
+  const std::string text = RunCommand("cat " + log).out;
+  const std::string said = "stopped by signal: ";
+  const size_t at = text.find(said);
+  ASSERT_NE(at, std::string::npos) << text;
+  const int measured = std::atoi(text.c_str() + at + said.size());
+  EXPECT_GE(measured, 25) << text;
+  EXPECT_THAT(text, HasSubstr("the same command with --resume"));
+  EXPECT_THAT(RunCommand("grep source " + out).out, HasSubstr("; stopped"));
+  // Resumed: what it measured is kept; the rest is timed, as far as a
+  // one-second budget goes, and the profile is written whole.
+  RunResult resumed =
+      RunCommand(profile.substr(0, profile.find(" -o")) +
+                 " --budget 1 --reference-steps 0 --resume -o " + out);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_THAT(resumed.out,
+              HasSubstr(std::to_string(measured) +
+                        " node signatures kept from the profile resumed"));
+  EXPECT_THAT(RunCommand("grep source " + out).out, Not(HasSubstr("stopped")));
+  // Nothing to resume, or a profile measured otherwise: clear errors.
+  RunResult missing =
+      RunPlacer("profile zoo:diamond --cluster cpu2 --resume -o " +
+                TmpFile("no_such_profile.pbtxt"));
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_THAT(missing.out, HasSubstr("--resume: "));
+  EXPECT_THAT(missing.out, HasSubstr("no_such_profile.pbtxt"));
+  RunResult other = RunPlacer(
+      "profile zoo:gnmt2 --cluster cpu2 --repeats 2 "
+      "--budget 1 --resume -o " +
+      out);
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_THAT(other.out, HasSubstr("resume with the same"));
+}
+
 TEST(CliTest, ProfileThenSimulateWithIt) {
   std::string profile = TmpFile("profile.pbtxt");
   RunResult r = RunPlacer("profile zoo:diamond --batch 2 --hidden 3 "

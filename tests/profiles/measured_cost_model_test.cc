@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "graph/onnx_import.h"
@@ -18,6 +19,7 @@ namespace placer {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string Tmp(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
@@ -266,6 +268,66 @@ TEST(ProfilerTest, MeasuresEveryNodeSignatureAndTheLink) {
   for (int n = 0; n < static_cast<int>(d.view.nodes().size()); ++n) {
     EXPECT_FALSE(m->IsGuess(d.view, n));
   }
+}
+
+// A profile stopped part way keeps what it measured and says what it did
+// not reach; resumed from it, the rest is measured and what it had is kept
+// as it was, so that stopping and resuming covers every signature once.
+TEST(ProfilerTest, StopsWhenAskedAndResumesWhereItStopped) {
+  Diamond d;
+  Cluster cluster = *LoadCluster("cpu2");
+  auto quiet = [](const std::string&) {};
+  ProfilerOptions o = QuickOptions();
+  absl::StatusOr<ProfileReport> full =
+      ProfileDevices(&d.view, cluster, o, quiet);
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_EQ(full->measured_signatures, 6);
+  EXPECT_FALSE(full->stopped);
+
+  // Asked before the link fit and each timing: stop at the fourth ask.
+  int asks = 0;
+  o.stop = [&] { return ++asks >= 4; };
+  absl::StatusOr<ProfileReport> stopped =
+      ProfileDevices(&d.view, cluster, o, quiet);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_TRUE(stopped->stopped);
+  EXPECT_GT(stopped->measured_signatures, 0);
+  EXPECT_GT(stopped->signatures_stopped, 0);
+  EXPECT_EQ(stopped->measured_signatures + stopped->signatures_stopped, 6);
+  EXPECT_EQ(stopped->profile.links.size(), 2u);  // the link came first
+  EXPECT_THAT(
+      stopped->profile.source,
+      HasSubstr(absl::StrCat("; stopped with ", stopped->signatures_stopped,
+                             " node signatures not measured")));
+  EXPECT_LT(stopped->profile.ops.size(), full->profile.ops.size());
+
+  o.stop = nullptr;
+  o.resume = stopped->profile;
+  absl::StatusOr<ProfileReport> resumed =
+      ProfileDevices(&d.view, cluster, o, quiet);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_FALSE(resumed->stopped);
+  EXPECT_EQ(resumed->resumed_signatures, stopped->measured_signatures);
+  EXPECT_EQ(resumed->measured_signatures, stopped->signatures_stopped);
+  EXPECT_THAT(resumed->profile.source, Not(HasSubstr("stopped")));
+  // Every op timing the whole run has, once; the stopped run's unchanged.
+  EXPECT_EQ(resumed->profile.ops.size(), full->profile.ops.size());
+  for (const auto& [key, value] : full->profile.ops) {
+    EXPECT_EQ(resumed->profile.ops.count(key), 1u) << key.first;
+  }
+  for (const auto& [key, value] : stopped->profile.ops) {
+    ASSERT_EQ(resumed->profile.ops.count(key), 1u) << key.first;
+    EXPECT_EQ(resumed->profile.ops.at(key), value) << key.first;
+  }
+
+  // A profile measured with other settings is not resumed.
+  o.repeats = 4;
+  absl::StatusOr<ProfileReport> other =
+      ProfileDevices(&d.view, cluster, o, quiet);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other.status().message(), HasSubstr("median of 3"));
+  EXPECT_THAT(other.status().message(), HasSubstr("median of 4"));
 }
 
 // Kinds are measured only where asked (or where the cluster has them); a
