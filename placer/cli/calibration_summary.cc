@@ -87,8 +87,24 @@ std::optional<AgainstRounds> SimulatedAgainstRounds(
   return AgainstRounds{sum / counted, Median(std::move(errors))};
 }
 
+std::optional<Pick> SimulatorsPick(const std::vector<CalibrationRow>& rows) {
+  if (rows.empty()) return std::nullopt;
+  auto first = [](const CalibrationRow* a, const CalibrationRow* b,
+                  double CalibrationRow::*by) {
+    return a->*by != b->*by ? a->*by < b->*by : a->placement < b->placement;
+  };
+  const CalibrationRow* pick = &rows[0];
+  const CalibrationRow* fastest = &rows[0];
+  for (const CalibrationRow& r : rows) {
+    if (first(&r, pick, &CalibrationRow::simulated_feedback)) pick = &r;
+    if (first(&r, fastest, &CalibrationRow::measured)) fastest = &r;
+  }
+  return Pick{pick->placement, fastest->placement,
+              pick->measured / fastest->measured - 1};
+}
+
 std::string Summary(const std::string& what,
-                    const std::vector<CalibrationRow>& rows) {
+                    const std::vector<CalibrationRow>& rows, bool one_model) {
   std::vector<double> s, f, m;
   for (const CalibrationRow& r : rows) {
     s.push_back(r.simulated);
@@ -116,10 +132,19 @@ std::string Summary(const std::string& what,
                           "|sim-meas|/meas %5.1f%%, Spearman rho %.3f\n",
                           100 * one->median_relative_error, one->spearman_rho);
   }
+  std::optional<Pick> pick = SimulatorsPick(rows);
+  if (one_model && pick) {
+    absl::StrAppendFormat(&out,
+                          "  + reference's pick:               %s, measured "
+                          "%.1f%% above the fastest (%s)\n",
+                          pick->placement, 100 * pick->measured_over_fastest,
+                          pick->fastest_measured);
+  }
   return out;
 }
 
-google::protobuf::Value SummaryJson(const std::vector<CalibrationRow>& rows) {
+google::protobuf::Value SummaryJson(const std::vector<CalibrationRow>& rows,
+                                    bool one_model) {
   std::vector<double> s, f, m;
   for (const CalibrationRow& r : rows) {
     s.push_back(r.simulated);
@@ -143,6 +168,13 @@ google::protobuf::Value SummaryJson(const std::vector<CalibrationRow>& rows) {
         one->spearman_rho);
     e["each_round_median_relative_error_with_feedback"].set_number_value(
         one->median_relative_error);
+  }
+  std::optional<Pick> pick = SimulatorsPick(rows);
+  if (one_model && pick) {
+    e["pick_with_feedback"].set_string_value(pick->placement);
+    e["fastest_measured"].set_string_value(pick->fastest_measured);
+    e["pick_measured_over_fastest"].set_number_value(
+        pick->measured_over_fastest);
   }
   return v;
 }

@@ -15,8 +15,13 @@
 // alike: each ranks one round against something else, so where the
 // simulator's is the higher, the simulator ranks a round as well as
 // another round of the same measurement does. Both are empty with fewer
-// than two rounds (one round's rho is the summary's own). Summary renders
-// the figures as calibrate's text; SummaryJson as a JSON object.
+// than two rounds (one round's rho is the summary's own). SimulatorsPick is
+// what a search that trusted the simulator would get: the placement
+// simulated fastest (+ reference steps; ties broken by name) and how much
+// slower it measured than the placement measured fastest (0 when it is
+// that one); empty without rows. Summary renders the figures as
+// calibrate's text; SummaryJson as a JSON object; with one_model false
+// (rows of several models pooled) they leave out the pick.
 #ifndef PLACER_PLACER_CLI_CALIBRATION_SUMMARY_H_
 #define PLACER_PLACER_CLI_CALIBRATION_SUMMARY_H_
 
@@ -52,9 +57,17 @@ struct AgainstRounds {
 std::optional<AgainstRounds> SimulatedAgainstRounds(
     const std::vector<CalibrationRow>& rows);
 
+struct Pick {
+  std::string placement;             // simulated fastest
+  std::string fastest_measured;      // measured fastest
+  double measured_over_fastest = 0;  // its measured step / the fastest - 1
+};
+std::optional<Pick> SimulatorsPick(const std::vector<CalibrationRow>& rows);
+
 std::string Summary(const std::string& what,
-                    const std::vector<CalibrationRow>& rows);
-google::protobuf::Value SummaryJson(const std::vector<CalibrationRow>& rows);
+                    const std::vector<CalibrationRow>& rows, bool one_model);
+google::protobuf::Value SummaryJson(const std::vector<CalibrationRow>& rows,
+                                    bool one_model);
 
 }  // namespace placer
 

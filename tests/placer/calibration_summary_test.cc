@@ -61,12 +61,14 @@ TEST(CalibrationSummaryTest, OneRoundHasNoRoundFigures) {
                                       Row("c", 3, {4})};
   EXPECT_FALSE(RoundsRho(rows).has_value());
   EXPECT_FALSE(SimulatedAgainstRounds(rows).has_value());
-  std::string text = Summary("m", rows);
+  std::string text = Summary("m", rows, /*one_model=*/true);
   EXPECT_THAT(text, HasSubstr("m: 3 placements"));
   EXPECT_THAT(text, Not(HasSubstr("against each round")));
   EXPECT_THAT(text, Not(HasSubstr("the rounds against each other")));
-  EXPECT_EQ(SummaryJson(rows).struct_value().fields().count(
-                "each_round_spearman_rho_with_feedback"),
+  EXPECT_EQ(SummaryJson(rows, true)
+                .struct_value()
+                .fields()
+                .count("each_round_spearman_rho_with_feedback"),
             0u);
 }
 
@@ -82,18 +84,47 @@ TEST(CalibrationSummaryTest, RowsMissingARoundAreLeftOutOfIt) {
 }
 
 TEST(CalibrationSummaryTest, SummaryShowsBothRoundFigures) {
-  std::string text = Summary("all models", ThreeRounds());
+  std::string text = Summary("all models", ThreeRounds(), false);
   EXPECT_THAT(text, HasSubstr("the rounds against each other:   median "
                               "(max-min)/median  60.0%, Spearman rho 0.667"));
   EXPECT_THAT(text, HasSubstr("+ reference against each round:  median "
                               "|sim-meas|/meas   9.1%, Spearman rho 0.833"));
-  const google::protobuf::Value value = SummaryJson(ThreeRounds());
+  const google::protobuf::Value value = SummaryJson(ThreeRounds(), false);
   const auto& json = value.struct_value().fields();
   EXPECT_THAT(json.at("each_round_spearman_rho_with_feedback").number_value(),
               DoubleNear(5.0 / 6, 1e-12));
   EXPECT_THAT(
       json.at("each_round_median_relative_error_with_feedback").number_value(),
       DoubleNear(1.0 / 11, 1e-12));
+}
+
+// What a search trusting the simulator would get: its fastest placement
+// (a tie broken by name), measured against the fastest measured.
+TEST(CalibrationSummaryTest, SimulatorsPickMeasuredAgainstTheFastest) {
+  std::vector<CalibrationRow> rows = {
+      Row("z", 1.0, {1.5}), Row("x", 1.0, {1.2}), Row("y", 1.1, {1.0})};
+  std::optional<Pick> pick = SimulatorsPick(rows);
+  ASSERT_TRUE(pick.has_value());
+  EXPECT_EQ(pick->placement, "x");
+  EXPECT_EQ(pick->fastest_measured, "y");
+  EXPECT_NEAR(pick->measured_over_fastest, 0.2, 1e-12);
+  EXPECT_THAT(Summary("m", rows, /*one_model=*/true),
+              HasSubstr("+ reference's pick:               x, measured 20.0% "
+                        "above the fastest (y)"));
+  // Pooled over models, a pick means nothing: left out.
+  EXPECT_THAT(Summary("all models", rows, /*one_model=*/false),
+              Not(HasSubstr("pick")));
+  const google::protobuf::Value one = SummaryJson(rows, true);
+  EXPECT_EQ(one.struct_value().fields().at("pick_with_feedback").string_value(),
+            "x");
+  EXPECT_EQ(SummaryJson(rows, false)
+                .struct_value()
+                .fields()
+                .count("pick_with_feedback"),
+            0u);
+  // The simulator's pick measured fastest: 0.
+  EXPECT_EQ(SimulatorsPick(ThreeRounds())->measured_over_fastest, 0);
+  EXPECT_FALSE(SimulatorsPick({}).has_value());
 }
 
 }  // namespace

@@ -462,6 +462,8 @@ TEST(CliTest, CalibrateReportsErrorAndRankCorrelation) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("all models: 4 placements"));
   EXPECT_THAT(r.out, HasSubstr("Spearman rho"));
+  // Per model, what a search trusting the simulator would have picked.
+  EXPECT_THAT(r.out, HasSubstr("+ reference's pick:"));
   // Rounds in turn: every placement measured in each, all rows kept.
   RunResult rounds = RunPlacer(
       "calibrate zoo:wide:batch=8,hidden=32 --cluster cpu2 --placements 3 "
