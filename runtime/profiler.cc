@@ -318,8 +318,10 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
       options.repeats);
   const auto resume_ops =
       options.resume ? options.resume->ops : decltype(report.profile.ops){};
-  if (options.resume &&
-      !absl::StartsWith(options.resume->source, report.profile.source)) {
+  // Its source is this run's, then nothing or "; ..." (overlays, a stop).
+  if (options.resume && options.resume->source != report.profile.source &&
+      !absl::StartsWith(options.resume->source,
+                        absl::StrCat(report.profile.source, ";"))) {
     return absl::FailedPreconditionError(absl::StrCat(
         "profile: the profile to resume was measured as '",
         options.resume->source, "', this run measures as '",

@@ -166,6 +166,16 @@ int ProfileCommand(const std::vector<std::string>& args) {
                                                " kept from the profile resumed")
                                 : "",
                  report->signatures_stopped));
+    if (absl::GetFlag(FLAGS_json)) {
+      google::protobuf::Struct s;
+      auto& f = *s.mutable_fields();
+      f["profile"].set_string_value(out);
+      f["stopped"].set_bool_value(true);
+      f["measured_signatures"].set_number_value(report->measured_signatures);
+      f["resumed_signatures"].set_number_value(report->resumed_signatures);
+      f["signatures_stopped"].set_number_value(report->signatures_stopped);
+      std::cout << ReportJson(s);
+    }
     return 130;
   }
   // In-step times of a reference placement: what a node costs inside the
@@ -271,6 +281,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
         report->signatures_over_budget);
     f["failed_signatures"].set_number_value(report->failed_signatures);
     f["resumed_signatures"].set_number_value(report->resumed_signatures);
+    f["stopped"].set_bool_value(false);
     f["node_signatures"].set_number_value(static_cast<double>(wanted.size()));
     f["signatures_left_to_roofline"].set_number_value(left);
     auto* failures = f["failures"].mutable_list_value();

@@ -328,6 +328,16 @@ TEST(ProfilerTest, StopsWhenAskedAndResumesWhereItStopped) {
   EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(other.status().message(), HasSubstr("median of 3"));
   EXPECT_THAT(other.status().message(), HasSubstr("median of 4"));
+  // "median of 3" begins "median of 30" too: settings are whole words.
+  o.repeats = 3;
+  o.resume->source =
+      "placer profile --devices cpu, 1 thread(s) per CPU, 1 warm-up, median "
+      "of 30";
+  EXPECT_EQ(ProfileDevices(&d.view, cluster, o, quiet).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  o.resume->source += "; stopped with 2 node signatures not measured";
+  EXPECT_EQ(ProfileDevices(&d.view, cluster, o, quiet).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 // Kinds are measured only where asked (or where the cluster has them); a
