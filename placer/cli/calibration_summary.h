@@ -7,9 +7,9 @@
 // median over rows; rank agreement is Spearman's rho (base/statistics.h).
 // RoundsRho is the mean over every pair of rounds of rho between the two
 // rounds' measurements (rows measured in both; pairs with fewer than three
-// such rows left out): the measurement's own rank agreement. Simulated-
-// AgainstRounds compares the simulator (with the reference steps) with
-// each round on its own, as RoundsRho compares the rounds: the mean over
+// such rows left out): the measurement's own rank agreement.
+// SimulatedAgainstRounds compares the simulator (with the reference steps)
+// with each round on its own, as RoundsRho compares the rounds: the mean over
 // rounds of rho (rounds with fewer than three rows left out) and the
 // median over every (row, round) of the relative error. The two rhos are
 // alike: each ranks one round against something else, so where the
