@@ -19,6 +19,13 @@ size_t MostRounds(const std::vector<CalibrationRow>& rows) {
   return rounds;
 }
 
+std::vector<double> Column(const std::vector<CalibrationRow>& rows,
+                           double CalibrationRow::*field) {
+  std::vector<double> column;
+  for (const CalibrationRow& r : rows) column.push_back(r.*field);
+  return column;
+}
+
 }  // namespace
 
 double MedianRelativeError(const std::vector<CalibrationRow>& rows,
@@ -105,12 +112,10 @@ std::optional<Pick> SimulatorsPick(const std::vector<CalibrationRow>& rows) {
 
 std::string Summary(const std::string& what,
                     const std::vector<CalibrationRow>& rows, bool one_model) {
-  std::vector<double> s, f, m;
-  for (const CalibrationRow& r : rows) {
-    s.push_back(r.simulated);
-    f.push_back(r.simulated_feedback);
-    m.push_back(r.measured);
-  }
+  const std::vector<double> s = Column(rows, &CalibrationRow::simulated);
+  const std::vector<double> f =
+      Column(rows, &CalibrationRow::simulated_feedback);
+  const std::vector<double> m = Column(rows, &CalibrationRow::measured);
   std::string out = absl::StrFormat(
       "%s: %d placements\n"
       "  profile:                         median |sim-meas|/meas %5.1f%%, "
@@ -145,12 +150,10 @@ std::string Summary(const std::string& what,
 
 google::protobuf::Value SummaryJson(const std::vector<CalibrationRow>& rows,
                                     bool one_model) {
-  std::vector<double> s, f, m;
-  for (const CalibrationRow& r : rows) {
-    s.push_back(r.simulated);
-    f.push_back(r.simulated_feedback);
-    m.push_back(r.measured);
-  }
+  const std::vector<double> s = Column(rows, &CalibrationRow::simulated);
+  const std::vector<double> f =
+      Column(rows, &CalibrationRow::simulated_feedback);
+  const std::vector<double> m = Column(rows, &CalibrationRow::measured);
   google::protobuf::Value v;
   auto& e = *v.mutable_struct_value()->mutable_fields();
   e["placements"].set_number_value(static_cast<double>(rows.size()));

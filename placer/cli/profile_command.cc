@@ -40,13 +40,14 @@ namespace placer {
 
 namespace {
 
-// A stop signal that came after the ops were timed (during the reference
-// steps, which run to their end): the profile written is whole; 130 says
-// the command was interrupted all the same.
-int StoppedLate() {
+// 130 after a stop signal. One that came after the ops were timed (during
+// the reference steps, which run to their end) left the profile whole.
+int ExitCode(bool stopped_timing_ops) {
   if (!StopOnSignal::requested()) return 0;
-  std::cerr << "profile: stopped by signal during the reference steps, "
-               "which were finished: the profile is whole\n";
+  if (!stopped_timing_ops) {
+    std::cerr << "profile: stopped by signal during the reference steps, "
+                 "which were finished: the profile is whole\n";
+  }
   return 130;
 }
 
@@ -152,36 +153,15 @@ int ProfileCommand(const std::vector<std::string>& args) {
       view ? &*view : nullptr, *cluster, options,
       [](const std::string& line) { std::cerr << "profile: " << line << "\n"; });
   if (!report.ok()) return Fail(report.status());
-  if (report->stopped) {
-    if (absl::Status s = SaveProfile(report->profile, UserPath(out)); !s.ok()) {
-      return Fail(s);
-    }
-    ReportWrote(
-        out, absl::StrFormat(
-                 "stopped by signal: %d node signatures measured%s, %d not "
-                 "reached, no reference steps; the same command with --resume "
-                 "measures the rest",
-                 report->measured_signatures,
-                 options.resume ? absl::StrCat(", ", report->resumed_signatures,
-                                               " kept from the profile resumed")
-                                : "",
-                 report->signatures_stopped));
-    if (absl::GetFlag(FLAGS_json)) {
-      google::protobuf::Struct s;
-      auto& f = *s.mutable_fields();
-      f["profile"].set_string_value(out);
-      f["stopped"].set_bool_value(true);
-      f["measured_signatures"].set_number_value(report->measured_signatures);
-      f["resumed_signatures"].set_number_value(report->resumed_signatures);
-      f["signatures_stopped"].set_number_value(report->signatures_stopped);
-      std::cout << ReportJson(s);
-    }
-    return 130;
-  }
   // In-step times of a reference placement: what a node costs inside the
   // executor's steps, which op-by-op timing misses.
   std::string reference_note;
-  if (view && reference_steps > 0) {
+  if (report->stopped) {
+    reference_note = absl::StrCat(
+        "; stopped by signal before ", report->signatures_stopped,
+        " node signatures, no reference steps (the same command with "
+        "--resume measures the rest)");
+  } else if (view && reference_steps > 0) {
     bool every_kind = true;
     for (const Device& d : cluster->devices()) {
       every_kind &= options.kinds.empty() ||
@@ -281,7 +261,8 @@ int ProfileCommand(const std::vector<std::string>& args) {
         report->signatures_over_budget);
     f["failed_signatures"].set_number_value(report->failed_signatures);
     f["resumed_signatures"].set_number_value(report->resumed_signatures);
-    f["stopped"].set_bool_value(false);
+    f["stopped"].set_bool_value(report->stopped);
+    f["signatures_stopped"].set_number_value(report->signatures_stopped);
     f["node_signatures"].set_number_value(static_cast<double>(wanted.size()));
     f["signatures_left_to_roofline"].set_number_value(left);
     auto* failures = f["failures"].mutable_list_value();
@@ -289,12 +270,12 @@ int ProfileCommand(const std::vector<std::string>& args) {
       failures->add_values()->set_string_value(failure);
     }
     std::cout << ReportJson(s);
-    return StoppedLate();
+    return ExitCode(report->stopped);
   }
   for (const std::string& f : report->failures) {
     std::cout << "  failed: " << f << "\n";
   }
-  return StoppedLate();
+  return ExitCode(report->stopped);
 }
 
 }  // namespace placer

@@ -258,12 +258,14 @@ TEST(CliTest, ProfileStoppedBySignalIsResumed) {
   ASSERT_LT(waited, 400) << "still running 20 s after SIGINT";
   EXPECT_EQ(std::atoi(RunCommand("cat " + rc_file).out.c_str()), 130);
   const std::string text = RunCommand("cat " + log).out;
-  const std::string said = "stopped by signal: ";
+  EXPECT_THAT(text, HasSubstr("stopped by signal before "));
+  EXPECT_THAT(text, HasSubstr("the same command with --resume"));
+  // "wrote OUT: N node signatures, ...": N measured before the stop.
+  const std::string said = "wrote " + out + ": ";
   const size_t at = text.find(said);
   ASSERT_NE(at, std::string::npos) << text;
   const int measured = std::atoi(text.c_str() + at + said.size());
   EXPECT_GE(measured, 25) << text;
-  EXPECT_THAT(text, HasSubstr("the same command with --resume"));
   EXPECT_THAT(RunCommand("grep source " + out).out, HasSubstr("; stopped"));
   // Resumed: what it measured is kept; the rest is timed, as far as a
   // one-second budget goes, and the profile is written whole.
