@@ -86,14 +86,20 @@ Usage:
       (every heuristic policy, then seeded random ones): relative error of
       the simulator and Spearman's rank correlation.
   placer serve [--listen 127.0.0.1:50051] [--state-dir DIR]
+      [--tls-cert C.pem --tls-key K.pem [--tls-ca CA.pem]] [--access FILE]
       The placement service over gRPC (placer/service/service.proto): Place,
       Simulate, Train (streamed progress), GetPlacement by fingerprint,
-      ReportMeasurement; health and reflection services; --max-searches 2,
-      --max-placing 128, --max-threads 128, --max-request-mb 256. Loopback
-      unless --listen opens it; with --state-dir the cache and measurements
-      survive restarts.
+      ReportMeasurement; health and reflection services; --max-searches 2
+      (1 per client), --max-placing 128 (32 per client), --max-threads 128,
+      --max-request-mb 256, --max-state-mb 1024. Loopback unless --listen
+      opens it, and then only over TLS (or with --insecure); --access names
+      the clients, their roles and tokens; with --state-dir the cache and
+      measurements survive restarts.
+  placer token NAME --roles read,place,train,report
+      A new bearer token for a client, and its line for serve --access.
   placer remote place|train|simulate MODEL --cluster C [--policy P ...]
       [--server HOST:PORT] [--deadline S] [-o P.json]
+      [--tls-ca CA.pem [--token-file F] [--tls-cert C.pem --tls-key K.pem]]
   placer remote get FINGERPRINT | remote report FINGERPRINT --step-seconds a,b
       The same as RPCs to a placer serve (default 127.0.0.1:50051).
   placer zoo list
@@ -116,6 +122,7 @@ int main(int argc, char** argv) {
 #if PLACER_WITH_SERVICE
                          {"remote", placer::RemoteCommand},
                          {"serve", placer::ServeCommand},
+                         {"token", placer::TokenCommand},
 #endif
                          {"simulate", placer::SimulateCommand},
                          {"zoo", placer::ZooCommand}},

@@ -163,6 +163,7 @@ int PlaceCommand(const std::vector<std::string>& args);
 int BenchCommand(const std::vector<std::string>& args);
 int ServeCommand(const std::vector<std::string>& args);
 int RemoteCommand(const std::vector<std::string>& args);
+int TokenCommand(const std::vector<std::string>& args);
 int TrainCommand(const std::vector<std::string>& args);
 int WorkerCommand(const std::vector<std::string>& args);
 

@@ -3,19 +3,22 @@
 #include <iostream>
 #include <optional>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "graph/constant_folding.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
-#include "graph/constant_folding.h"
 #include "onnx/onnx_pb.h"
 #include "placer/cli/cli_common.h"
 #include "placer/json_report.h"
+#include "placer/service/credentials.h"
 #include "placer/service/service.grpc.pb.h"
 #include "profiles/cluster.h"
 #include "profiles/cluster.pb.h"
@@ -33,11 +36,58 @@ ABSL_FLAG(bool, send_weights, false,
           "only, which is all placement needs).");
 ABSL_FLAG(bool, use_reported_profiles, false,
           "remote: simulate with the profiles reported to the server for "
-          "the cluster.");
+          "the cluster (by clients the server lets report).");
+ABSL_FLAG(std::vector<std::string>, profile_clients, {},
+          "remote: with --use-reported-profiles, only the profiles these "
+          "clients reported (comma-separated).");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "remote: the name the server's certificate carries, when it is "
+          "not the host in --server.");
+ABSL_FLAG(std::string, token_file, "",
+          "remote: a file holding the bearer token to send (needs --tls-ca); "
+          "default: the PLACER_TOKEN environment variable, if set.");
+
+ABSL_DECLARE_FLAG(std::string, tls_ca);
+ABSL_DECLARE_FLAG(std::string, tls_cert);
+ABSL_DECLARE_FLAG(std::string, tls_key);
 
 namespace placer {
 namespace {
 
+// The channel to --server, over TLS with a token or client certificate as
+// the flags say.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ChannelFromFlags() {
+  ClientTlsFiles tls;
+  tls.ca = UserPath(absl::GetFlag(FLAGS_tls_ca));
+  tls.certificate = UserPath(absl::GetFlag(FLAGS_tls_cert));
+  tls.private_key = UserPath(absl::GetFlag(FLAGS_tls_key));
+  tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
+  std::string token;
+  if (std::string path = UserPath(absl::GetFlag(FLAGS_token_file));
+      !path.empty()) {
+    absl::StatusOr<std::string> text = ReadFileToString(path);
+    if (!text.ok()) return text.status();
+    token = std::string(absl::StripAsciiWhitespace(*text));
+    if (token.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": --token-file is empty"));
+    }
+  } else if (const char* env = std::getenv("PLACER_TOKEN");
+             env != nullptr && *env != '\0') {
+    token = std::string(absl::StripAsciiWhitespace(env));
+  }
+  grpc::ChannelArguments arguments;
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      NewChannelCredentials(tls, token, &arguments);
+  if (!credentials.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        credentials.status().message(),
+        tls.enabled() ? ""
+                      : " (--tls-ca; the token may come from PLACER_TOKEN)"));
+  }
+  return grpc::CreateCustomChannel(absl::GetFlag(FLAGS_server), *credentials,
+                                   arguments);
+}
 
 absl::Status FromGrpc(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
@@ -136,6 +186,9 @@ absl::StatusOr<proto::PlaceRequest> PlaceRequestFromFlags(
   o->set_budget_seconds(absl::GetFlag(FLAGS_budget).seconds);
   o->set_max_evaluations(absl::GetFlag(FLAGS_evaluations));
   o->set_use_reported_profiles(absl::GetFlag(FLAGS_use_reported_profiles));
+  for (const std::string& c : absl::GetFlag(FLAGS_profile_clients)) {
+    o->add_profile_clients(c);
+  }
   return request;
 }
 
@@ -241,9 +294,10 @@ int RemoteCommand(const std::vector<std::string>& args) {
       "FINGERPRINT, remote report FINGERPRINT --step-seconds a,b";
   if (args.empty()) return UsageError(usage);
   const std::string& verb = args[0];
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = ChannelFromFlags();
+  if (!channel.ok()) return Fail(channel.status());
   std::unique_ptr<proto::PlacementService::Stub> stub =
-      proto::PlacementService::NewStub(grpc::CreateChannel(
-          absl::GetFlag(FLAGS_server), grpc::InsecureChannelCredentials()));
+      proto::PlacementService::NewStub(*channel);
   grpc::ClientContext context;
   SetDeadline(&context);
 
@@ -309,6 +363,9 @@ int RemoteCommand(const std::vector<std::string>& args) {
           path, ": not a placement file: ", s.message().as_string())));
     }
     request.set_use_reported_profiles(absl::GetFlag(FLAGS_use_reported_profiles));
+    for (const std::string& c : absl::GetFlag(FLAGS_profile_clients)) {
+      request.add_profile_clients(c);
+    }
     proto::SimulateResponse response;
     if (absl::Status s =
             FromGrpc(stub->Simulate(&context, request, &response));

@@ -58,23 +58,6 @@ absl::Status CheckFingerprint(const std::string& fp) {
       "' is not 64 lower-case hex digits (a Place answer's fingerprint)"));
 }
 
-// The model's cost model: the roofline, or the cluster's reported profiles
-// over it. `digest` names the profile used.
-absl::StatusOr<std::unique_ptr<CostModel>> CostsFor(
-    const PlacementStore& store, const std::string& cluster_name,
-    bool use_reported_profiles, std::string* digest) {
-  if (!use_reported_profiles) return NewRooflineCostModel();
-  auto profile = store.Profile(cluster_name);
-  if (!profile) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "use_reported_profiles: no profile was reported for cluster '",
-        cluster_name, "' (ReportMeasurement with a profile first)"));
-  }
-  if (digest != nullptr) *digest = profile->second;
-  return NewMeasuredCostModel(std::move(profile->first),
-                              NewRooflineCostModel());
-}
-
 // A request that runs out of memory fails alone: the allocation failure
 // becomes its status and the server goes on serving.
 absl::Status OutOfMemory() {
@@ -95,26 +78,53 @@ auto OutOfMemoryAsStatus(F compute) -> decltype(compute()) {
 }  // namespace
 
 PlacementServiceImpl::PlacementServiceImpl(PlacementStore* store,
+                                           const AccessControl* access,
                                            ServiceOptions options)
-    : store_(store), options_(std::move(options)) {}
+    : store_(store),
+      access_(access),
+      options_(std::move(options)),
+      limits_(options_.clients) {}
 
-bool PlacementServiceImpl::AcquireSlot(grpc::ServerContextBase* context,
-                                       Clock::time_point deadline) {
-  auto free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return searches_running_ < options_.max_concurrent_searches;
-  };
-  absl::MutexLock lock(&mu_);
-  // Wakes at least every 50 ms to notice a client that went away.
-  while (!mu_.AwaitWithTimeout(absl::Condition(&free), absl::Milliseconds(50))) {
-    if (context->IsCancelled() || Clock::now() >= deadline) return false;
-  }
-  ++searches_running_;
-  return true;
+absl::StatusOr<Client> PlacementServiceImpl::Admit(
+    const grpc::ServerContextBase& context, Role role, const char* method) {
+  absl::StatusOr<Client> client = access_->Authorize(context, role, method);
+  if (!client.ok()) return client.status();
+  if (absl::Status s = limits_.AdmitCall(client->name); !s.ok()) return s;
+  return client;
 }
 
-void PlacementServiceImpl::ReleaseSlot() {
-  absl::MutexLock lock(&mu_);
-  --searches_running_;
+absl::StatusOr<std::unique_ptr<CostModel>> PlacementServiceImpl::CostsFor(
+    const std::string& cluster_name, bool use_reported_profiles,
+    const google::protobuf::RepeatedPtrField<std::string>& profile_clients,
+    std::string* digest) const {
+  if (!use_reported_profiles) return NewRooflineCostModel();
+  // Profiles count only from clients the access file (as it is now) lets
+  // report; without one, every client may.
+  std::shared_ptr<const AccessPolicy> policy = access_->policy();
+  auto accept = [&](const std::string& client) {
+    if (policy != nullptr && !policy->RolesOf(client).Has(Role::kReport)) {
+      return false;
+    }
+    return profile_clients.empty() ||
+           std::find(profile_clients.begin(), profile_clients.end(), client) !=
+               profile_clients.end();
+  };
+  auto profile = store_->Profile(cluster_name, accept);
+  if (!profile) {
+    const size_t reported = store_->ProfileClients(cluster_name).size();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "use_reported_profiles: no profile was reported for cluster '",
+        cluster_name, "'",
+        profile_clients.empty() ? " by a client with the report role"
+                                : " by the profile_clients named (with the "
+                                  "report role)",
+        reported > 0
+            ? absl::StrCat(" (", reported, " reporting clients were not taken)")
+            : " (ReportMeasurement with a profile first)"));
+  }
+  if (digest != nullptr) *digest = profile->second;
+  return NewMeasuredCostModel(std::move(profile->first),
+                              NewRooflineCostModel());
 }
 
 absl::StatusOr<PlacementServiceImpl::Prepared> PlacementServiceImpl::Prepare(
@@ -133,8 +143,8 @@ absl::StatusOr<PlacementServiceImpl::Prepared> PlacementServiceImpl::Prepare(
   }
   std::string digest;
   absl::StatusOr<std::unique_ptr<CostModel>> costs =
-      CostsFor(*store_, p.cluster.name(), p.options.use_reported_profiles(),
-               &digest);
+      CostsFor(p.cluster.name(), p.options.use_reported_profiles(),
+               p.options.profile_clients(), &digest);
   if (!costs.ok()) return costs.status();
   p.costs = std::move(*costs);
   p.fingerprint =
@@ -143,8 +153,9 @@ absl::StatusOr<PlacementServiceImpl::Prepared> PlacementServiceImpl::Prepare(
 }
 
 absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::Compute(
-    grpc::ServerContextBase* context, const proto::PlaceRequest& request,
-    const Prepared& prepared, double progress_interval_seconds,
+    grpc::ServerContextBase* context, const std::string& client,
+    const proto::PlaceRequest& request, const Prepared& prepared,
+    double progress_interval_seconds,
     const std::function<void(const SearchProgress&)>& progress) {
   const Clock::time_point arrived = Clock::now();
   const Clock::time_point deadline = context->deadline();
@@ -162,13 +173,16 @@ absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::Compute(
           ? deadline
           : deadline - std::max<Clock::duration>(
                            std::chrono::milliseconds(20), left / 10);
-  if (!AcquireSlot(context, stop_at)) {
+  if (!limits_.AcquireSearch(client, stop_at,
+                             [context] { return context->IsCancelled(); })) {
     if (context->IsCancelled()) return absl::CancelledError("client went away");
-    return absl::DeadlineExceededError(absl::StrCat(
-        "no search slot came free before the deadline (",
-        options_.max_concurrent_searches, " searches running)"));
+    return absl::DeadlineExceededError(
+        absl::StrCat("no search slot came free before the deadline (at most ",
+                     options_.clients.max_searches, " searches at once, ",
+                     options_.clients.max_searches_per_client, " for client '",
+                     client, "')"));
   }
-  absl::Cleanup release = [this] { ReleaseSlot(); };
+  absl::Cleanup release = [this, &client] { limits_.ReleaseSearch(client); };
 
   absl::StatusOr<LoadedModel> model =
       LoadModelSpec(request.model(), options_.limits);
@@ -230,6 +244,11 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::Place(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<Client> client = Admit(*context, Role::kPlace, "Place");
+  if (!client.ok()) {
+    reactor->Finish(ToGrpc(client.status()));
+    return reactor;
+  }
   auto parsed = std::make_shared<proto::PlaceRequest>();
   if (!ParseByteBuffer(*request, parsed.get())) {
     reactor->Finish(ToGrpc(
@@ -254,29 +273,21 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::Place(
   }
   // Not cached: the work runs on a thread of its own, so that gRPC's
   // callback threads keep answering; at most max_placing at once.
-  {
-    absl::MutexLock lock(&mu_);
-    if (placing_ >= options_.max_placing) {
-      reactor->Finish(ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
-          "server busy: ", placing_, " placements queued or running; retry "
-          "later"))));
-      return reactor;
-    }
-    ++placing_;
+  if (absl::Status s = limits_.StartPlacing(client->name); !s.ok()) {
+    reactor->Finish(ToGrpc(s));
+    return reactor;
   }
   auto shared = std::make_shared<Prepared>(std::move(*prepared));
-  std::thread([this, context, reactor, response, parsed, shared] {
+  std::thread([this, context, reactor, response, parsed, shared,
+               name = client->name] {
     absl::StatusOr<proto::PlaceResponse> r = OutOfMemoryAsStatus(
-        [&] { return Compute(context, *parsed, *shared, 0, {}); });
+        [&] { return Compute(context, name, *parsed, *shared, 0, {}); });
     grpc::Status status = ToGrpc(r.status());
     if (r.ok()) {
       *response = SharedBytes(
           std::make_shared<const std::string>(r->SerializeAsString()));
     }
-    {
-      absl::MutexLock lock(&mu_);
-      --placing_;
-    }
+    limits_.EndPlacing(name);
     // Last: after Finish the call, and with it this service, may go away.
     reactor->Finish(status);
   }).detach();
@@ -286,6 +297,8 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::Place(
 grpc::Status PlacementServiceImpl::Train(
     grpc::ServerContext* context, const proto::TrainRequest* request,
     grpc::ServerWriter<proto::TrainUpdate>* writer) {
+  absl::StatusOr<Client> client = Admit(*context, Role::kTrain, "Train");
+  if (!client.ok()) return ToGrpc(client.status());
   if (!(request->progress_interval_seconds() >= 0)) {
     return ToGrpc(absl::InvalidArgumentError(
         "progress_interval_seconds: must be >= 0"));
@@ -311,7 +324,7 @@ grpc::Status PlacementServiceImpl::Train(
     r->ParseFromString(*answer);
   } else {
     r = OutOfMemoryAsStatus([&] {
-      return Compute(context, request->place(), *prepared,
+      return Compute(context, client->name, request->place(), *prepared,
                      request->progress_interval_seconds(), progress);
     });
   }
@@ -325,6 +338,8 @@ grpc::Status PlacementServiceImpl::Train(
 grpc::Status PlacementServiceImpl::Simulate(
     grpc::ServerContext* context, const proto::SimulateRequest* request,
     proto::SimulateResponse* response) {
+  absl::StatusOr<Client> client = Admit(*context, Role::kRead, "Simulate");
+  if (!client.ok()) return ToGrpc(client.status());
   try {
     return SimulateOrThrow(context, request, response);
   } catch (const std::bad_alloc&) {
@@ -340,8 +355,16 @@ grpc::Status PlacementServiceImpl::SimulateOrThrow(
       ResolveClusterSpec(request->cluster());
   if (!resolved.ok()) return ToGrpc(resolved.status());
   const Cluster* cluster = &resolved->cluster;
-  absl::StatusOr<std::unique_ptr<CostModel>> costs = CostsFor(
-      *store_, cluster->name(), request->use_reported_profiles(), nullptr);
+  if (absl::Status s = NormalizeProfileClients(request->profile_clients(),
+                                               request->use_reported_profiles(),
+                                               "profile_clients")
+                           .status();
+      !s.ok()) {
+    return ToGrpc(s);
+  }
+  absl::StatusOr<std::unique_ptr<CostModel>> costs =
+      CostsFor(cluster->name(), request->use_reported_profiles(),
+               request->profile_clients(), nullptr);
   if (!costs.ok()) return ToGrpc(costs.status());
   absl::StatusOr<LoadedModel> model =
       LoadModelSpec(request->model(), options_.limits);
@@ -379,6 +402,11 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::GetPlacement(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<Client> client = Admit(*context, Role::kRead, "GetPlacement");
+  if (!client.ok()) {
+    reactor->Finish(ToGrpc(client.status()));
+    return reactor;
+  }
   proto::GetPlacementRequest parsed;
   if (!ParseByteBuffer(*request, &parsed)) {
     reactor->Finish(ToGrpc(absl::InvalidArgumentError(
@@ -405,7 +433,9 @@ grpc::Status PlacementServiceImpl::ReportMeasurement(
     grpc::ServerContext* context,
     const proto::ReportMeasurementRequest* request,
     proto::ReportMeasurementResponse* response) {
-  (void)context;
+  absl::StatusOr<Client> client =
+      Admit(*context, Role::kReport, "ReportMeasurement");
+  if (!client.ok()) return ToGrpc(client.status());
   if (absl::Status s = CheckFingerprint(request->fingerprint()); !s.ok()) {
     return ToGrpc(s);
   }
@@ -439,10 +469,11 @@ grpc::Status PlacementServiceImpl::ReportMeasurement(
     profile = std::move(*p);
   }
   absl::StatusOr<proto::StoredPlacement> updated = store_->AddMeasurement(
-      request->fingerprint(), steps, request->source());
+      request->fingerprint(), steps, request->source(), client->name);
   if (!updated.ok()) return ToGrpc(updated.status());
   if (profile) {
-    if (absl::Status s = store_->AddProfile(entry->cluster_name(), *profile);
+    if (absl::Status s =
+            store_->AddProfile(entry->cluster_name(), *profile, client->name);
         !s.ok()) {
       return ToGrpc(s);
     }

@@ -4,11 +4,14 @@
 //
 // Contract: a request is checked before any work (errors as gRPC status
 // codes naming the field); Place and Train answer from the store when the
-// fingerprint is there, else take one of `max_concurrent_searches` slots
+// fingerprint is there, else take one of the search slots (client_limits.h)
 // (waiting for one no longer than the deadline allows), import, place and
 // simulate. Searches stop shortly before the request's deadline, or when
 // the client goes away, and answer with the best placement found so far,
-// marked `stopped_at_deadline` and not cached. Handlers are thread-safe.
+// marked `stopped_at_deadline` and not cached. Every call is first
+// authorized (authorization.h: UNAUTHENTICATED, PERMISSION_DENIED) and
+// admitted by the client's share of the server (client_limits.h:
+// RESOURCE_EXHAUSTED). Handlers are thread-safe.
 #ifndef PLACER_PLACER_SERVICE_PLACEMENT_SERVICE_H_
 #define PLACER_PLACER_SERVICE_PLACEMENT_SERVICE_H_
 
@@ -17,7 +20,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "placer/service/authorization.h"
+#include "placer/service/client_limits.h"
 #include "placer/service/placement_store.h"
 #include "placer/service/service.grpc.pb.h"
 #include "placer/service/service_requests.h"
@@ -28,9 +32,8 @@ namespace placer {
 
 struct ServiceOptions {
   RequestLimits limits;
-  int max_concurrent_searches = 2;
-  // Uncached Place calls waiting for a search slot or searching.
-  int max_placing = 128;
+  // Search slots and uncached Place calls, in all and per client.
+  ClientLimitOptions clients;
 };
 
 // GetPlacement and Place are callback methods over raw bytes: a cached
@@ -42,8 +45,9 @@ class PlacementServiceImpl final
           proto::PlacementService::WithRawCallbackMethod_GetPlacement<
               proto::PlacementService::Service>> {
  public:
-  // `store` outlives the service.
-  PlacementServiceImpl(PlacementStore* store, ServiceOptions options);
+  // `store` and `access` outlive the service.
+  PlacementServiceImpl(PlacementStore* store, const AccessControl* access,
+                       ServiceOptions options);
 
   grpc::ServerUnaryReactor* Place(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
@@ -72,25 +76,33 @@ class PlacementServiceImpl final
     std::string fingerprint;
   };
   absl::StatusOr<Prepared> Prepare(const proto::PlaceRequest& request) const;
-  // Places an uncached request and stores the answer unless the deadline
-  // cut the search short; `progress` (may be empty) hears the search.
+  // The caller, allowed `role` and within its call rate.
+  absl::StatusOr<Client> Admit(const grpc::ServerContextBase& context,
+                               Role role, const char* method);
+  // The cost model of a request: the roofline, or over it the profiles
+  // reported for the cluster by clients that hold the report role (and are
+  // among `profile_clients` when it is not empty). `digest` names them.
+  absl::StatusOr<std::unique_ptr<CostModel>> CostsFor(
+      const std::string& cluster_name, bool use_reported_profiles,
+      const google::protobuf::RepeatedPtrField<std::string>& profile_clients,
+      std::string* digest) const;
+  // Places an uncached request for `client` and stores the answer unless
+  // the deadline cut the search short; `progress` (may be empty) hears the
+  // search.
   absl::StatusOr<proto::PlaceResponse> Compute(
-      grpc::ServerContextBase* context, const proto::PlaceRequest& request,
-      const Prepared& prepared, double progress_interval_seconds,
+      grpc::ServerContextBase* context, const std::string& client,
+      const proto::PlaceRequest& request, const Prepared& prepared,
+      double progress_interval_seconds,
       const std::function<void(const SearchProgress&)>& progress);
-  // Waits for a search slot until `deadline`; false when none came.
-  bool AcquireSlot(grpc::ServerContextBase* context, Clock::time_point deadline);
-  void ReleaseSlot();
   // Simulate's work; Simulate turns an allocation failure into its status.
   grpc::Status SimulateOrThrow(grpc::ServerContext* context,
                                const proto::SimulateRequest* request,
                                proto::SimulateResponse* response);
 
   PlacementStore* const store_;
+  const AccessControl* const access_;
   const ServiceOptions options_;
-  absl::Mutex mu_;
-  int searches_running_ ABSL_GUARDED_BY(mu_) = 0;
-  int placing_ ABSL_GUARDED_BY(mu_) = 0;  // uncached Place calls
+  ClientLimits limits_;
 };
 
 }  // namespace placer

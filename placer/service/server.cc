@@ -13,26 +13,51 @@ namespace placer {
 
 absl::StatusOr<std::unique_ptr<PlacementServer>> PlacementServer::Start(
     const ServerOptions& options) {
+  const ClientLimitOptions& clients = options.service.clients;
   if (options.max_threads < 2 || options.max_request_bytes < 1024 ||
-      options.service.max_concurrent_searches < 1 ||
-      options.service.max_placing < 1) {
+      clients.max_searches < 1 || clients.max_searches_per_client < 1 ||
+      clients.max_placing < 1 || clients.max_placing_per_client < 1 ||
+      !(clients.max_calls_per_second_per_client >= 0)) {
     return absl::InvalidArgumentError(
         "server options: max_threads >= 2, max_request_bytes >= 1024, "
-        "max_concurrent_searches >= 1 and max_placing >= 1");
+        "max_searches, max_searches_per_client, max_placing and "
+        "max_placing_per_client >= 1, max_calls_per_second_per_client >= 0");
   }
+  if (!options.tls.enabled() && !options.allow_insecure_network &&
+      !IsLoopbackAddress(options.address)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        options.address,
+        " is reachable from other machines: serve it over TLS (a server "
+        "certificate and key), or allow plaintext there explicitly"));
+  }
+  if (!options.access_file.empty() && !options.tls.enabled()) {
+    return absl::FailedPreconditionError(
+        "an access file needs TLS: bearer tokens and client certificates "
+        "travel only over TLS");
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      NewServerCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
   std::unique_ptr<PlacementServer> s(new PlacementServer());
+  absl::StatusOr<std::unique_ptr<AccessControl>> access =
+      AccessControl::Open(options.access_file);
+  if (!access.ok()) return access.status();
+  s->access_ = std::move(*access);
+  s->tls_ = options.tls.enabled();
+  if (s->tls_) {
+    (*credentials)->SetAuthMetadataProcessor(s->access_->NewProcessor());
+  }
   absl::StatusOr<std::unique_ptr<PlacementStore>> store =
-      PlacementStore::Open(options.state_dir);
+      PlacementStore::Open(options.state_dir, options.store);
   if (!store.ok()) return store.status();
   s->store_ = std::move(*store);
-  s->service_ = std::make_unique<PlacementServiceImpl>(s->store_.get(),
-                                                       options.service);
+  s->service_ = std::make_unique<PlacementServiceImpl>(
+      s->store_.get(), s->access_.get(), options.service);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(),
-                           &s->port_);
+  builder.AddListeningPort(options.address, *credentials, &s->port_);
   // gRPC sets SO_REUSEPORT by default, which lets a second server bind the
   // same port and the kernel split calls between the two: one server per
   // port, so a port in use is an error.

@@ -1,7 +1,5 @@
 #include "placer/service/service_requests.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -9,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/sha256.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "graph/onnx_import.h"
@@ -42,20 +41,6 @@ std::string DeviceNames(const Cluster& cluster) {
 }
 
 }  // namespace
-
-std::string Sha256Hex(absl::string_view bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(),
-             nullptr);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) {
-    hex.push_back(kHex[digest[i] >> 4]);
-    hex.push_back(kHex[digest[i] & 15]);
-  }
-  return hex;
-}
 
 bool IsFingerprint(absl::string_view s) {
   return s.size() == 64 &&
@@ -184,7 +169,28 @@ absl::StatusOr<proto::PlaceOptions> NormalizeOptions(
   if (options.max_evaluations() < 0) {
     return Invalid("options.max_evaluations", "is negative");
   }
+  absl::StatusOr<std::vector<std::string>> clients = NormalizeProfileClients(
+      options.profile_clients(), options.use_reported_profiles(),
+      "options.profile_clients");
+  if (!clients.ok()) return clients.status();
+  options.clear_profile_clients();
+  for (std::string& c : *clients) options.add_profile_clients(std::move(c));
   return options;
+}
+
+absl::StatusOr<std::vector<std::string>> NormalizeProfileClients(
+    const google::protobuf::RepeatedPtrField<std::string>& clients,
+    bool use_reported_profiles, const std::string& field) {
+  if (!clients.empty() && !use_reported_profiles) {
+    return Invalid(field, "is set only with use_reported_profiles");
+  }
+  std::vector<std::string> sorted(clients.begin(), clients.end());
+  for (const std::string& c : sorted) {
+    if (c.empty()) return Invalid(field, "an empty client name");
+  }
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  return sorted;
 }
 
 absl::StatusOr<PolicyOptions> ToPolicyOptions(

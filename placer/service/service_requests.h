@@ -13,14 +13,16 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/sha256.h"
 #include "placer/model_source.h"
 #include "placer/service/service.pb.h"
-#include "simulator/simulator.h"
 #include "policies/policy.h"
 #include "profiles/cluster.h"
+#include "simulator/simulator.h"
 
 namespace placer {
 
@@ -29,8 +31,6 @@ struct RequestLimits {
   double max_budget_seconds = 3600;  // options.budget_seconds
 };
 
-// Lower-case hex SHA-256 of `bytes`.
-std::string Sha256Hex(absl::string_view bytes);
 // Whether `s` has the form of a fingerprint (64 lower-case hex digits).
 bool IsFingerprint(absl::string_view s);
 
@@ -55,6 +55,12 @@ std::string ModelName(const proto::ModelSpec& spec);
 // checked against the limits; the policy must be registered.
 absl::StatusOr<proto::PlaceOptions> NormalizeOptions(
     proto::PlaceOptions options, const RequestLimits& limits);
+
+// A request's profile_clients, sorted and without repeats; INVALID_ARGUMENT
+// naming `field` for an empty name or a list without use_reported_profiles.
+absl::StatusOr<std::vector<std::string>> NormalizeProfileClients(
+    const google::protobuf::RepeatedPtrField<std::string>& clients,
+    bool use_reported_profiles, const std::string& field);
 
 // PolicyOptions for a loaded model: device and node names resolved.
 absl::StatusOr<PolicyOptions> ToPolicyOptions(const proto::PlaceOptions& options,

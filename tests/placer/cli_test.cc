@@ -1,7 +1,5 @@
-// One binary of the command line's end-to-end checks (each test runs placer
-// as a user would); over 600 lines because the commands are many, not
-// because the file holds a second idea.
-// Runs the placer binary as a user would and checks what it prints.
+// The command line's end-to-end checks: each test runs placer as a user
+// would and checks what it prints (serve and remote: serve_cli_test.cc).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,53 +17,18 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/placer/run_placer.h"
 
 namespace {
 
+using ::placer::test::Json;
+using ::placer::test::Number;
+using ::placer::test::RunCommand;
+using ::placer::test::RunPlacer;
+using ::placer::test::RunResult;
+using ::placer::test::TmpFile;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-struct RunResult {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr
-};
-
-RunResult RunCommand(const std::string& shell_command) {
-  std::string command = shell_command + " 2>&1";
-  RunResult r;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    r.out.append(buffer.data(), n);
-  }
-  int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-RunResult RunPlacer(const std::string& args) {
-  return RunCommand("placer/placer " + args);
-}
-
-google::protobuf::Struct Json(const std::string& text) {
-  google::protobuf::Struct s;
-  auto status = google::protobuf::util::JsonStringToMessage(text, &s);
-  EXPECT_TRUE(status.ok()) << text;
-  return s;
-}
-
-double Number(const google::protobuf::Struct& s, const std::string& key) {
-  auto it = s.fields().find(key);
-  EXPECT_NE(it, s.fields().end()) << key;
-  return it == s.fields().end() ? -1 : it->second.number_value();
-}
-
-std::string TmpFile(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-}
 
 TEST(CliTest, InspectZooModelAsJson) {
   RunResult r = RunPlacer("inspect zoo:diamond --batch 2 --hidden 3 --json");
@@ -163,7 +126,7 @@ TEST(CliTest, EachCommandsHelpShowsItsOwnUsageAndFlags) {
   std::set<std::string> covered;
   for (const char* c : {"inspect", "zoo", "simulate", "place", "bench",
                         "profile", "run", "worker", "calibrate", "train",
-                        "serve", "remote"}) {
+                        "serve", "remote", "token"}) {
     RunResult r = RunPlacer(std::string(c) + " --help");
     EXPECT_EQ(r.exit_code, 0) << c;
     EXPECT_THAT(r.out, HasSubstr(std::string("placer ") + c)) << c;
@@ -689,125 +652,6 @@ TEST(CliTest, ZooListNamesEveryModel) {
                            "diamond", "wide", "random_dag"}) {
     EXPECT_THAT(r.out, HasSubstr(name));
   }
-}
-
-}  // namespace
-
-namespace {
-
-// Starts `placer serve` in the background; returns its pid and address.
-std::pair<int, std::string> StartServe(const std::string& state_dir,
-                                       const std::string& log) {
-  RunResult r = RunCommand("placer/placer serve --listen 127.0.0.1:0 "
-                           "--state-dir " + state_dir + " >/dev/null 2>" + log +
-                           " & echo $!");
-  int pid = std::atoi(r.out.c_str());
-  for (int i = 0; i < 200; ++i) {
-    RunResult l = RunCommand("cat " + log);
-    size_t at = l.out.find("listening on ");
-    if (at != std::string::npos) {
-      std::string rest = l.out.substr(at + 13);
-      return {pid, rest.substr(0, rest.find(' '))};
-    }
-    usleep(50000);
-  }
-  return {pid, ""};
-}
-
-TEST(CliTest, ServeThenRemotePlaceTrainSimulateGetAcrossARestart) {
-  std::string dir = TmpFile("serve_state");
-  std::string log = TmpFile("serve.log");
-  RunCommand("rm -rf " + dir);
-  auto [pid, address] = StartServe(dir, log);
-  ASSERT_FALSE(address.empty()) << RunCommand("cat " + log).out;
-  const std::string model =
-      " zoo:gnmt2:batch=8,seq_len=4,hidden=64,vocab=100 --cluster p100x4"
-      " --evaluations 50 --server " + address;
-  std::string out = TmpFile("remote.json");
-  RunResult placed = RunPlacer("remote place" + model + " -o " + out);
-  ASSERT_EQ(placed.exit_code, 0) << placed.out;
-  EXPECT_THAT(placed.out, HasSubstr("placed in"));
-  std::string fp = placed.out.substr(placed.out.find("fingerprint ") + 12, 64);
-  RunResult sim = RunPlacer("remote simulate" + model + " --placement " + out);
-  ASSERT_EQ(sim.exit_code, 0) << sim.out;
-  EXPECT_THAT(sim.out, HasSubstr("simulated step"));
-  // One JSON shape per report: remote simulate prints what local simulate
-  // does (numbers, device maps), and remote place's row has local place's
-  // row's fields.
-  const std::string local_model =
-      " zoo:gnmt2:batch=8,seq_len=4,hidden=64,vocab=100 --cluster p100x4";
-  google::protobuf::Struct remote_sim = Json(
-      RunPlacer("remote simulate" + model + " --placement " + out + " --json").out);
-  google::protobuf::Struct local_sim = Json(
-      RunPlacer("simulate" + local_model + " --placement " + out + " --json").out);
-  for (const char* key : {"step_seconds", "lower_bound_seconds", "bytes_moved",
-                          "out_of_memory", "estimated_nodes",
-                          "peak_memory_bytes", "busy_seconds"}) {
-    ASSERT_TRUE(remote_sim.fields().count(key)) << key;
-    ASSERT_TRUE(local_sim.fields().count(key)) << key;
-    EXPECT_EQ(remote_sim.fields().at(key).kind_case(),
-              local_sim.fields().at(key).kind_case())
-        << key;
-  }
-  EXPECT_DOUBLE_EQ(Number(remote_sim, "step_seconds"),
-                   Number(local_sim, "step_seconds"));
-  EXPECT_DOUBLE_EQ(Number(remote_sim, "bytes_moved"),
-                   Number(local_sim, "bytes_moved"));
-  EXPECT_EQ(remote_sim.fields().at("peak_memory_bytes").struct_value().fields_size(), 4);
-  // A strategy file: the service simulates the strategy, as simulate does.
-  std::string strategy = TmpFile("remote_strategy.json");
-  ASSERT_EQ(RunCommand("(placer/placer place" + local_model +
-                       " --parallelism data -o " + strategy + ") >/dev/null")
-                .exit_code,
-            0);
-  google::protobuf::Struct remote_strategy = Json(
-      RunPlacer("remote simulate" + model + " --placement " + strategy +
-                " --json").out);
-  google::protobuf::Struct local_strategy = Json(
-      RunPlacer("simulate" + local_model + " --placement " + strategy +
-                " --json").out);
-  for (const char* key : {"step_seconds", "seconds_per_batch",
-                          "micro_batches", "allreduce_seconds"}) {
-    EXPECT_DOUBLE_EQ(Number(remote_strategy, key),
-                     Number(local_strategy, key))
-        << key;
-  }
-  EXPECT_EQ(Number(local_strategy, "micro_batches"), 4);
-  google::protobuf::Struct remote_place =
-      Json(RunPlacer("remote place" + model + " --json").out);
-  google::protobuf::Struct local_place =  // stdout only (progress: stderr)
-      Json(RunCommand("(placer/placer place" + local_model +
-                      " --evaluations 50 --json 2>/dev/null)")
-               .out);
-  const auto& remote_row =
-      remote_place.fields().at("results").list_value().values(0).struct_value();
-  const auto& local_row =
-      local_place.fields().at("results").list_value().values(0).struct_value();
-  for (const auto& [key, value] : local_row.fields()) {
-    if (key == "speedup_over_single") continue;  // local --compare's baseline
-    EXPECT_TRUE(remote_row.fields().count(key)) << key;
-  }
-  EXPECT_TRUE(remote_row.fields().count("fingerprint"));
-  RunResult train = RunPlacer("remote train" + model + " --policy local_search --seed 3");
-  ASSERT_EQ(train.exit_code, 0) << train.out;
-  EXPECT_THAT(train.out, HasSubstr("evaluations  best"));
-  RunResult bad = RunPlacer("remote place" + model + " --policy sorcery");
-  EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_THAT(bad.out, HasSubstr("INVALID_ARGUMENT"));
-  EXPECT_THAT(bad.out, HasSubstr("unknown policy 'sorcery'"));
-
-  RunCommand("kill -TERM " + std::to_string(pid));
-  for (int i = 0; i < 100 && RunCommand("kill -0 " + std::to_string(pid)).exit_code == 0; ++i) {
-    usleep(50000);
-  }
-  EXPECT_THAT(RunCommand("cat " + log).out, HasSubstr("signal 15"));
-  auto [pid2, address2] = StartServe(dir, log);
-  ASSERT_FALSE(address2.empty());
-  EXPECT_THAT(RunCommand("cat " + log).out, HasSubstr("2 cached placements"));
-  RunResult got = RunPlacer("remote get " + fp + " --server " + address2);
-  EXPECT_EQ(got.exit_code, 0) << got.out;
-  EXPECT_THAT(got.out, HasSubstr("cached"));
-  RunCommand("kill -TERM " + std::to_string(pid2));
 }
 
 }  // namespace

@@ -294,8 +294,8 @@ TEST_F(ServiceTest, PlacesAWeightStrippedModel) {
 // cached answers are served meanwhile.
 TEST_F(ServiceTest, BoundedSearchesQueueThenRefuse) {
   ServerOptions options;
-  options.service.max_concurrent_searches = 1;
-  options.service.max_placing = 2;
+  options.service.clients.max_searches = 1;
+  options.service.clients.max_placing = 2;
   StartServer("", options);
   proto::PlaceResponse cached;
   ASSERT_TRUE(Place(SmallRequest("expert"), &cached).ok());
