@@ -1,18 +1,24 @@
 // Load test of the placement service: many concurrent clients asking for
 // cached placements over loopback gRPC, against the gRPC health check (a
-// call that does no work) under the same load as the baseline.
+// call that does no work) under the same load as the baseline; each in
+// plaintext and over TLS with a bearer token checked on every call.
 //
 //   bazel run //benchmarks:service_load_benchmark
 //
-// One server in this process (state in memory); GNMT-4 (6,618 forward ops)
-// placed once on p100x4, so each cached answer carries the whole placement
+// Two servers in this process (state in memory): one plaintext, one with
+// TLS (certificates made at start, EC P-256) and an access file whose
+// client holds the read and place roles. GNMT-4 (6,618 forward ops) placed
+// once on each on p100x4, so each cached answer carries the whole placement
 // (about 230 KB). Each benchmark runs `clients` threads over 4 channels,
 // each making `calls` calls, closed loop or paced at an offered rate;
 // counters are latency percentiles in ms over every call, calls per second,
 // and calls that failed (they must be 0).
+#include <stdlib.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -22,43 +28,94 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
+#include "placer/service/access_policy.h"
+#include "placer/service/credentials.h"
 #include "placer/service/server.h"
 #include "placer/service/service.grpc.pb.h"
+#include "tests/placer/test_certificates.h"
 
 namespace placer {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Fixture {
+enum Security { kPlaintext = 0, kTlsToken = 1 };
+
+struct Server {
   std::unique_ptr<PlacementServer> server;
   std::string address;
-  proto::PlaceRequest request;
   std::string fingerprint;
+  ClientTlsFiles tls;  // not enabled for plaintext
+  std::string token;
 };
+
+struct Fixture {
+  Server servers[2];  // by Security
+  proto::PlaceRequest request;
+  std::unique_ptr<test::TestCertificateAuthority> ca;
+};
+
+std::shared_ptr<grpc::Channel> NewChannel(const Server& s,
+                                          grpc::ChannelArguments args) {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      NewChannelCredentials(s.tls, s.token, &args);
+  if (!credentials.ok()) {
+    fprintf(stderr, "credentials: %s\n",
+            std::string(credentials.status().message()).c_str());
+    std::abort();
+  }
+  return grpc::CreateCustomChannel(s.address, *credentials, args);
+}
+
+void StartAndPlace(Server& s, ServerOptions options,
+                   const proto::PlaceRequest& request) {
+  options.address = "127.0.0.1:0";
+  absl::StatusOr<std::unique_ptr<PlacementServer>> started =
+      PlacementServer::Start(options);
+  if (!started.ok()) {
+    fprintf(stderr, "server: %s\n",
+            std::string(started.status().message()).c_str());
+    std::abort();
+  }
+  s.server = std::move(*started);
+  s.address = absl::StrCat("127.0.0.1:", s.server->port());
+  auto stub =
+      proto::PlacementService::NewStub(NewChannel(s, grpc::ChannelArguments()));
+  grpc::ClientContext context;
+  proto::PlaceResponse response;
+  grpc::Status status = stub->Place(&context, request, &response);
+  if (!status.ok()) {
+    fprintf(stderr, "placing failed: %s\n", status.error_message().c_str());
+    std::abort();
+  }
+  s.fingerprint = response.fingerprint();
+  fprintf(stderr, "placed gnmt4 (%zu bytes of response) as %s%s\n",
+          response.ByteSizeLong(), s.fingerprint.c_str(),
+          s.tls.enabled() ? " over TLS with a token" : "");
+}
 
 Fixture& Shared() {
   static Fixture* f = [] {
     auto* f = new Fixture;
-    ServerOptions options;
-    options.address = "127.0.0.1:0";
-    f->server = std::move(*PlacementServer::Start(options));
-    f->address = absl::StrCat("127.0.0.1:", f->server->port());
     f->request.mutable_model()->set_zoo("gnmt4");
     f->request.mutable_cluster()->set_preset("p100x4");
     f->request.mutable_options()->set_policy("m_etf");
-    auto stub = proto::PlacementService::NewStub(grpc::CreateChannel(
-        f->address, grpc::InsecureChannelCredentials()));
-    grpc::ClientContext context;
-    proto::PlaceResponse response;
-    grpc::Status s = stub->Place(&context, f->request, &response);
-    if (!s.ok()) {
-      fprintf(stderr, "placing failed: %s\n", s.error_message().c_str());
-      std::abort();
-    }
-    f->fingerprint = response.fingerprint();
-    fprintf(stderr, "placed gnmt4 (%zu bytes of response) as %s\n",
-            response.ByteSizeLong(), f->fingerprint.c_str());
+    StartAndPlace(f->servers[kPlaintext], ServerOptions(), f->request);
+
+    char dir_template[] = "/tmp/placer_load_XXXXXX";
+    const std::string dir = mkdtemp(dir_template);
+    f->ca = std::make_unique<test::TestCertificateAuthority>(dir, "ca");
+    test::PemFiles pem = f->ca->IssueServer("server");
+    Server& secure = f->servers[kTlsToken];
+    secure.token = *NewToken();
+    std::ofstream(dir + "/access")
+        << "bench read,place " << TokenCredential(secure.token) << "\n";
+    secure.tls.ca = f->ca->ca_file();
+    ServerOptions options;
+    options.tls.certificate = pem.certificate;
+    options.tls.private_key = pem.private_key;
+    options.access_file = dir + "/access";
+    StartAndPlace(secure, options, f->request);
     return f;
   }();
   return *f;
@@ -110,19 +167,20 @@ void BM_Load(benchmark::State& state) {
   const int clients = static_cast<int>(state.range(1));
   const int calls = static_cast<int>(state.range(2));
   const double rate = static_cast<double>(state.range(3));
+  const Security security = static_cast<Security>(state.range(4));
+  const Server& server = f.servers[security];
   constexpr int kChannels = 4;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int c = 0; c < kChannels; ++c) {
     grpc::ChannelArguments args;
     args.SetInt("grpc.channel_id", c);  // distinct connections
     args.SetMaxReceiveMessageSize(64 << 20);
-    channels.push_back(grpc::CreateCustomChannel(
-        f.address, grpc::InsecureChannelCredentials(), args));
+    channels.push_back(NewChannel(server, args));
   }
   std::string request_bytes;
   if (call == kGetPlacement) {
     proto::GetPlacementRequest get;
-    get.set_fingerprint(f.fingerprint);
+    get.set_fingerprint(server.fingerprint);
     request_bytes = get.SerializeAsString();
   } else if (call == kCachedPlace) {
     request_bytes = f.request.SerializeAsString();
@@ -174,25 +232,29 @@ void BM_Load(benchmark::State& state) {
     state.counters["calls_per_s"] = all.size() / seconds;
     state.counters["failed"] = failed;
   }
-  state.SetLabel(call == kHealth         ? "health check (baseline)"
-                 : call == kGetPlacement ? "GetPlacement"
-                                         : "Place, cached");
+  state.SetLabel(
+      absl::StrCat(call == kHealth         ? "health check (baseline)"
+                   : call == kGetPlacement ? "GetPlacement"
+                                           : "Place, cached",
+                   security == kTlsToken ? ", TLS + token" : ", plaintext"));
+}
+
+// Each load in plaintext, then over TLS with a token, one after the other.
+void Loads(benchmark::internal::Benchmark* b) {
+  // Closed loop: saturation throughput and latency; paced: 64 clients
+  // together offering 500 calls per second, then four times that.
+  for (int64_t rate : {0, 500, 2000}) {
+    for (int64_t security : {kPlaintext, kTlsToken}) {
+      for (int64_t call : {kHealth, kGetPlacement, kCachedPlace}) {
+        b->Args({call, 64, rate == 0 ? 300 : 40, rate, security});
+      }
+    }
+  }
 }
 
 BENCHMARK(BM_Load)
-    ->ArgNames({"call", "clients", "calls", "rate"})
-    // Closed loop: saturation throughput and latency.
-    ->Args({kHealth, 64, 300, 0})
-    ->Args({kGetPlacement, 64, 300, 0})
-    ->Args({kCachedPlace, 64, 300, 0})
-    // Paced: 64 clients together offering 500 calls per second.
-    ->Args({kHealth, 64, 40, 500})
-    ->Args({kGetPlacement, 64, 40, 500})
-    ->Args({kCachedPlace, 64, 40, 500})
-    // Four times that.
-    ->Args({kHealth, 64, 40, 2000})
-    ->Args({kGetPlacement, 64, 40, 2000})
-    ->Args({kCachedPlace, 64, 40, 2000})
+    ->ArgNames({"call", "clients", "calls", "rate", "tls"})
+    ->Apply(Loads)
     ->Iterations(1)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
