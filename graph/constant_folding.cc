@@ -340,6 +340,57 @@ Result FoldConcat(const Op& op, const std::vector<FoldInput>& in) {
   return One(std::move(v));
 }
 
+// Split along `axis` by the sizes of input 1 (or the `split` attribute,
+// before opset 13), else into as many equal parts as the node has outputs
+// (the last smaller when they do not divide, as opset 18 defines).
+Result FoldSplit(const Op& op, const std::vector<FoldInput>& in) {
+  if (!AllConstant(in, 1) || op.outputs.empty()) return std::nullopt;
+  const FoldedValue& data = *in[0].value;
+  const int64_t rank = static_cast<int64_t>(data.dims.size());
+  const int64_t axis = NormalizeAxis(op.IntAttribute("axis", 0), rank);
+  if (axis < 0 || axis >= rank) return std::nullopt;
+  const int64_t parts = static_cast<int64_t>(op.outputs.size());
+  std::vector<int64_t> sizes;
+  if (in.size() > 1 && in[1].value != nullptr) {
+    sizes = *IntList(in[1]);
+  } else if (const AttributeValue* a = op.FindAttribute("split")) {
+    sizes = a->ints;
+  } else {
+    const int64_t each = (data.dims[axis] + parts - 1) / parts;
+    for (int64_t k = 0, left = data.dims[axis]; k < parts; ++k) {
+      sizes.push_back(std::min(each, left));
+      left -= sizes.back();
+    }
+  }
+  int64_t total = 0;
+  for (int64_t size : sizes) {
+    if (size < 0) return std::nullopt;
+    total += size;
+  }
+  if (static_cast<int64_t>(sizes.size()) != parts || total != data.dims[axis]) {
+    return std::nullopt;
+  }
+  const int64_t outer = Product({data.dims.begin(), data.dims.begin() + axis});
+  const int64_t inner =
+      Product({data.dims.begin() + axis + 1, data.dims.end()});
+  std::vector<FoldedValue> out;
+  int64_t start = 0;
+  for (int64_t size : sizes) {
+    std::vector<int64_t> dims = data.dims;
+    dims[axis] = size;
+    FoldedValue v = MakeLike(data.dtype, dims);
+    int64_t o = 0;
+    for (int64_t a = 0; a < outer; ++a) {
+      for (int64_t b = 0; b < size * inner; ++b) {
+        SetFrom(v, o++, data, (a * data.dims[axis] + start) * inner + b);
+      }
+    }
+    out.push_back(std::move(v));
+    start += size;
+  }
+  return out;
+}
+
 Result FoldSlice(const Op& op, const std::vector<FoldInput>& in) {
   if (!AllConstant(in, 1)) return std::nullopt;
   const FoldedValue& data = *in[0].value;
@@ -639,6 +690,7 @@ const absl::flat_hash_map<std::string, FoldFn>& FoldTable() {
       {"Squeeze", FoldSqueeze},
       {"Concat", FoldConcat},
       {"Slice", FoldSlice},
+      {"Split", FoldSplit},
       {"Reshape", FoldReshape},
       {"Expand", FoldExpand},
       {"Range", FoldRange},

@@ -14,18 +14,20 @@
 #include <unordered_map>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "graph/constant_folding.h"
-#include "graph/op_costs.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/wire_format_lite.h"
+#include "graph/constant_folding.h"
+#include "graph/op_costs.h"
+#include "graph/shape_rules.h"
 #include "onnx/defs/schema.h"
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
@@ -295,7 +297,15 @@ class Importer {
   absl::Status InferAndFold(const Graph& graph);
   absl::Status RunShapeInference(int error_mode);
   void CollectShapes();
+  // Fixes the outputs of `op` that inference left symbolic by shape_rules.h;
+  // true when it fixed one (inference then runs again).
+  bool ApplyShapeRule(const Graph& graph, const Op& op,
+                      const std::vector<FoldInput>& inputs);
   absl::Status ApplyShapes(Graph& graph);
+  // For errors: the known shapes of an op's inputs, and what a suspect
+  // Reshape upstream of op `op` does.
+  std::string InputShapes(const Graph& graph, const Op& op) const;
+  std::string ZeroCopyReshapeHint(const Graph& graph, int op) const;
 
   const onnx::ModelProto& model_;
   onnx::ModelProto* owned_;
@@ -307,6 +317,9 @@ class Importer {
   onnx::ModelProto inference_;
   absl::flat_hash_map<std::string, ShapeInfo> shapes_;
   absl::flat_hash_map<std::string, FoldedValue> constants_;
+  // Shapes shape_rules.h fixed where ONNX's inference left dims symbolic,
+  // given back to each inference round as value_info.
+  std::map<std::string, onnx::ValueInfoProto> ruled_;
   std::vector<bool> folded_;  // per node
 };
 
@@ -551,6 +564,9 @@ absl::Status Importer::PrepareInferenceModel() {
 
 absl::Status Importer::RunShapeInference(int error_mode) {
   inference_.mutable_graph()->clear_value_info();
+  for (const auto& [name, info] : ruled_) {
+    *inference_.mutable_graph()->add_value_info() = info;
+  }
   // No data propagation: ONNX 1.12's propagation dereferences the type of
   // an input that inference left untyped (a SEGV inside libonnx, found by
   // fuzzing: an LSTM whose weights were damaged, read by a Squeeze;
@@ -633,6 +649,9 @@ absl::Status Importer::InferAndFold(const Graph& graph) {
           inputs.push_back(fi);
         }
         if (any_known) result = FoldNode(op, inputs);
+        if (!result && any_known && ApplyShapeRule(graph, op, inputs)) {
+          changed = true;
+        }
       }
       if (!result || result->size() < op.outputs.size()) continue;
       folded_[i] = true;
@@ -667,6 +686,94 @@ absl::Status Importer::InferAndFold(const Graph& graph) {
     ig->mutable_node()->Swap(&kept);
   }
   return Error("shape folding did not converge");
+}
+
+bool Importer::ApplyShapeRule(const Graph& graph, const Op& op,
+                              const std::vector<FoldInput>& inputs) {
+  bool unknown = false;
+  for (int out : op.outputs) {
+    if (out < 0) continue;
+    auto s = shapes_.find(graph.tensor(out).name);
+    unknown |= s == shapes_.end() || !s->second.fully_known();
+  }
+  if (!unknown) return false;
+  std::optional<std::vector<std::vector<int64_t>>> shapes =
+      InferOutputShapes(op, inputs);
+  if (!shapes || shapes->size() < op.outputs.size()) return false;
+  bool added = false;
+  for (size_t k = 0; k < op.outputs.size(); ++k) {
+    if (op.outputs[k] < 0) continue;
+    const std::string& name = graph.tensor(op.outputs[k]).name;
+    auto s = shapes_.find(name);
+    if (s == shapes_.end() || s->second.dtype == DataType::kUndefined ||
+        s->second.fully_known() || ruled_.count(name) > 0) {
+      continue;
+    }
+    onnx::ValueInfoProto info;
+    info.set_name(name);
+    auto* tensor = info.mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(
+        static_cast<int32_t>(DataTypeToOnnx(s->second.dtype)));
+    for (int64_t d : (*shapes)[k])
+      tensor->mutable_shape()->add_dim()->set_dim_value(d);
+    ruled_[name] = std::move(info);
+    added = true;
+  }
+  return added;
+}
+
+std::string Importer::InputShapes(const Graph& graph, const Op& op) const {
+  std::vector<std::string> known;
+  for (int in : op.inputs) {
+    if (in < 0) continue;
+    auto s = shapes_.find(graph.tensor(in).name);
+    known.push_back(
+        s != shapes_.end() && s->second.fully_known()
+            ? absl::StrCat("[", absl::StrJoin(s->second.known, ","), "]")
+            : "?");
+  }
+  return absl::StrCat("; its inputs are ", absl::StrJoin(known, " and "));
+}
+
+std::string Importer::ZeroCopyReshapeHint(const Graph& graph, int op) const {
+  // The nearest Reshape upstream whose constant shape copies dims by 0 from
+  // an input of another rank: what torch.onnx (1.13) writes for
+  // repeat_interleave once it has lost a static shape.
+  std::vector<int> stack = {op};
+  absl::flat_hash_set<int> seen = {op};
+  while (!stack.empty()) {
+    const Op& o = graph.op(stack.back());
+    stack.pop_back();
+    if (o.op_type == "Reshape" && o.inputs.size() == 2 &&
+        o.IntAttribute("allowzero", 0) == 0) {
+      auto shape = constants_.find(graph.tensor(o.inputs[1]).name);
+      auto input = shapes_.find(graph.tensor(o.inputs[0]).name);
+      if (shape != constants_.end() && input != shapes_.end() &&
+          input->second.has_shape &&
+          input->second.dims.size() != shape->second.ints.size() &&
+          absl::c_linear_search(shape->second.ints, 0)) {
+        return absl::StrCat(
+            ". Upstream, node '", o.key,
+            "' (Reshape) copies dims by 0 from "
+            "an input of rank ",
+            input->second.dims.size(),
+            " into a shape of "
+            "rank ",
+            shape->second.ints.size(),
+            ", which does not keep the dims it means to: torch.onnx (1.13) "
+            "writes this for repeat_interleave on a tensor whose static shape "
+            "it lost, so the file does not compute the model's shapes. "
+            "Exporting the repeat as expand + reshape (Hugging Face's "
+            "repeat_kv) avoids it");
+      }
+    }
+    for (int in : o.inputs) {
+      if (in < 0) continue;
+      const int p = graph.tensor(in).producer;
+      if (p >= 0 && seen.insert(p).second) stack.push_back(p);
+    }
+  }
+  return "";
 }
 
 absl::Status Importer::ApplyShapes(Graph& graph) {
@@ -767,7 +874,8 @@ absl::Status Importer::ApplyShapes(Graph& graph) {
       }
       return Error(absl::StrCat("unresolved shape: tensor '", t.name,
                                 "' written by ", DescribeOp(graph, i), ": ",
-                                what, hint));
+                                what, InputShapes(graph, op), hint,
+                                ZeroCopyReshapeHint(graph, i)));
     }
   }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "graph/einsum.h"
 
 namespace placer {
 namespace {
@@ -144,30 +145,13 @@ double RecurrentFlops(const Op& op, const OpShapes& s, double gate_elementwise) 
 double EinsumFlops(const Op& op, const OpShapes& s, double) {
   const AttributeValue* eq = op.FindAttribute("equation");
   if (eq == nullptr) return 0;
-  std::string lhs = eq->s.substr(0, eq->s.find("->"));
-  std::map<char, double> extent;
-  int operand = 0;
-  size_t pos = 0;
-  for (size_t i = 0; i <= lhs.size(); ++i) {
-    if (i == lhs.size() || lhs[i] == ',') {
-      std::string term;
-      for (size_t j = pos; j < i; ++j) {
-        if (std::isalpha(static_cast<unsigned char>(lhs[j]))) term += lhs[j];
-      }
-      const auto& shape = s.input_shape(operand);
-      // Letters align with the trailing dims (after any ellipsis).
-      size_t offset = shape.size() >= term.size() ? shape.size() - term.size()
-                                                  : 0;
-      for (size_t j = 0; j < term.size() && offset + j < shape.size(); ++j) {
-        extent[term[j]] = static_cast<double>(shape[offset + j]);
-      }
-      ++operand;
-      pos = i + 1;
-    }
+  absl::StatusOr<EinsumEquation> equation = ParseEinsum(eq->s);
+  if (!equation.ok()) return 0;
+  std::vector<std::vector<int64_t>> shapes;
+  for (size_t k = 0; k < op.inputs.size(); ++k) {
+    shapes.push_back(s.input_shape(static_cast<int>(k)));
   }
-  double points = 1;
-  for (const auto& [c, n] : extent) points *= n;
-  return 2 * points;
+  return 2 * EinsumPoints(*equation, shapes).value_or(0);
 }
 
 struct Entry {
