@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/torch_ops.h"
@@ -71,28 +72,102 @@ torch::Tensor InitState(const Graph& g, int tensor) {
   return torch::Tensor();
 }
 
+namespace {
+
+// Whether `op` passes the values of its input `position` on unchanged (only
+// their layout, type width or count changes), so that what its outputs
+// feed says what the input may hold.
+bool PassesValuesOn(const Op& op, int position) {
+  if (!op.domain.empty()) return false;
+  static const absl::flat_hash_set<std::string> kLayout = {
+      "Reshape",   "Flatten", "Squeeze", "Unsqueeze", "Identity",
+      "Transpose", "Expand",  "Slice",   "Tile"};
+  if (op.op_type == "Cast") {
+    return !IsFloatingPoint(DataTypeFromOnnx(op.IntAttribute("to", 0))) &&
+           DataTypeFromOnnx(op.IntAttribute("to", 0)) != DataType::kBool;
+  }
+  if (op.op_type == "Concat") return true;
+  return kLayout.contains(op.op_type) && position == 0;
+}
+
+// Calls `visit(op, position)` for every use of the tensor's values, through
+// the ops that pass them on.
+template <typename Visit>
+void ForEachValueUse(const Graph& g, int tensor, Visit visit) {
+  std::vector<int> stack = {tensor};
+  absl::flat_hash_set<int> seen = {tensor};
+  while (!stack.empty()) {
+    const int t = stack.back();
+    stack.pop_back();
+    for (int c : g.tensor(t).consumers) {
+      const Op& op = g.op(c);
+      for (int k = 0; k < static_cast<int>(op.inputs.size()); ++k) {
+        if (op.inputs[k] != t) continue;
+        if (PassesValuesOn(op, k)) {
+          for (int out : op.outputs) {
+            if (out >= 0 && seen.insert(out).second) stack.push_back(out);
+          }
+        } else {
+          visit(op, k);
+        }
+      }
+    }
+  }
+}
+
+// The size of dim `axis` of input `k` of `op`, or 0.
+int64_t DimOf(const Graph& g, const Op& op, size_t k, int64_t axis) {
+  if (k >= op.inputs.size() || op.inputs[k] < 0) return 0;
+  const Tensor& t = g.tensor(op.inputs[k]);
+  const int64_t rank = static_cast<int64_t>(t.shape.size());
+  if (axis < 0) axis += rank;
+  if (!t.shape_known || axis < 0 || axis >= rank) return 0;
+  return t.shape[axis];
+}
+
+}  // namespace
+
 int64_t IndexBound(const Graph& g, int tensor) {
   int64_t bound = 0;
-  for (int c : g.tensor(tensor).consumers) {
-    const Op& op = g.op(c);
+  ForEachValueUse(g, tensor, [&](const Op& op, int position) {
     int64_t b = 0;
-    if (op.op_type == "Gather" && op.inputs.size() > 1 &&
-        op.inputs[1] == tensor) {
-      const Tensor& table = g.tensor(op.inputs[0]);
-      int64_t axis = op.IntAttribute("axis", 0);
-      if (axis < 0) axis += static_cast<int64_t>(table.shape.size());
-      if (table.shape_known && axis >= 0 &&
-          axis < static_cast<int64_t>(table.shape.size())) {
-        b = table.shape[axis];
-      }
-    } else if (op.op_type == "SoftmaxCrossEntropyLoss" &&
-               op.inputs.size() > 1 && op.inputs[1] == tensor) {
-      const Tensor& scores = g.tensor(op.inputs[0]);
-      if (scores.shape_known && scores.shape.size() >= 2) b = scores.shape[1];
+    if (position == 1 &&
+        (op.op_type == "Gather" || op.op_type == "GatherElements")) {
+      b = DimOf(g, op, 0, op.IntAttribute("axis", 0));
+    } else if (position == 1 && (op.op_type == "SoftmaxCrossEntropyLoss" ||
+                                 op.op_type == "NegativeLogLikelihoodLoss")) {
+      b = DimOf(g, op, 0, 1);
     }
     if (b > 0) bound = bound == 0 ? b : std::min(bound, b);
-  }
+  });
   return bound;
+}
+
+bool IsMaskInput(const Graph& g, int tensor) {
+  bool mask = false;
+  ForEachValueUse(g, tensor, [&](const Op& op, int) {
+    static const absl::flat_hash_set<std::string> kMaskUses = {
+        "Equal", "Not", "Less",  "Greater", "LessOrEqual", "GreaterOrEqual",
+        "Cast",  "Mul", "Where", "And",     "Or",          "Sub"};
+    if (op.domain.empty() && kMaskUses.contains(op.op_type)) mask = true;
+  });
+  return mask;
+}
+
+torch::Tensor DrawMask(const std::vector<int64_t>& shape,
+                       torch::ScalarType type, torch::Generator& gen) {
+  torch::Tensor mask = torch::ones(shape, torch::TensorOptions().dtype(type));
+  if (shape.size() < 2 || shape.back() < 2) return mask;
+  const int64_t rows = shape[0];
+  const int64_t length = shape.back();
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t padded =
+        torch::randint(0, length / 2 + 1, {1}, gen).item<int64_t>();
+    if (padded > 0) {
+      mask.select(0, r).narrow(-1, length - padded, padded).fill_(0);
+    }
+  }
+  return mask;
 }
 
 absl::StatusOr<HostValues> DrawHostValues(const TrainingView& view,
@@ -128,14 +203,18 @@ absl::StatusOr<HostValues> DrawHostValues(const TrainingView& view,
         host = torch::randn(t.shape, gen, torch::TensorOptions().dtype(type));
       } else {
         int64_t bound = IndexBound(graph, value.tensor);
-        if (bound <= 0) {
+        if (bound > 0) {
+          host = torch::randint(0, bound, t.shape, gen,
+                                torch::TensorOptions().dtype(type));
+        } else if (IsMaskInput(graph, value.tensor)) {
+          host = DrawMask(t.shape, type, gen);
+        } else {
           errors.push_back(absl::StrCat(
               "graph input '", t.name, "' (", DataTypeName(t.dtype),
-              ") feeds no Gather or loss, so its valid values are unknown"));
+              ") reaches no Gather, loss or comparison (through Reshape, "
+              "Cast and the like), so its valid values are unknown"));
           continue;
         }
-        host = torch::randint(0, bound, t.shape, gen,
-                              torch::TensorOptions().dtype(type));
       }
     } else if (torch::Tensor state = InitState(graph, value.tensor);
                state.defined()) {

@@ -40,18 +40,30 @@ torch::Tensor InitParameter(const Graph& g, const Tensor& t,
 torch::Tensor InitState(const Graph& g, int tensor);
 
 // The exclusive upper bound of the values an integer graph input may take,
-// from what its consumers accept (Gather's table, a loss's classes); 0 when
-// no consumer says.
+// from what its values reach through ops that only move or cast them
+// (Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Expand, Slice, Tile,
+// Concat, Identity, Cast to an integer type): Gather's or GatherElements'
+// table, a loss's classes; 0 when nothing says.
 int64_t IndexBound(const Graph& g, int tensor);
+
+// Whether an integer graph input is a mask: its values reach (the same
+// way) a comparison, a Cast to bool or a real type, Mul, Sub, Where, And
+// or Or.
+bool IsMaskInput(const Graph& g, int tensor);
+
+// A padding mask as tokenizers make them: ones, with each row (dim 0)
+// padded at its end (the last dim) by zeros over up to half its length.
+torch::Tensor DrawMask(const std::vector<int64_t>& shape,
+                       torch::ScalarType type, torch::Generator& gen);
 
 // What a step starts from, on the host, drawn as the executors draw it:
 // one generator seeded `seed`; for each view value without a producer, in
 // view order: folded data as it is, a parameter by InitParameter, a
 // floating graph input normal, an integer one uniform below its
-// IndexBound, state by InitState; then, for each floating graph output that
-// is not a scalar, a loss target (class indices for [batch, classes], else
-// normal). FailedPrecondition listing every value that cannot be made
-// (no data or shape, an integer input with no bound).
+// IndexBound or, for a mask input, by DrawMask, state by InitState; then, for
+// each floating graph output that is not a scalar, a loss target (class indices
+// for [batch, classes], else normal). FailedPrecondition listing every value
+// that cannot be made (no data or shape, an integer input with no bound).
 struct HostValues {
   std::vector<torch::Tensor> value;   // per view value; undefined if produced
   std::vector<torch::Tensor> target;  // per graph tensor; undefined if none

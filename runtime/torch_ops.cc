@@ -1,6 +1,7 @@
 // Over 600 lines, one idea: the table of LibTorch kernels, one per ONNX op
 // type the executor runs, each a few lines that follow the ONNX operator
-// spec; the dispatch and the helpers they share sit with them.
+// spec; the dispatch and the helpers they share sit with them (image and
+// indexing kernels: torch_ops_image.cc, torch_ops_indexing.cc).
 #include "runtime/torch_ops.h"
 
 #include <algorithm>
@@ -10,13 +11,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/torch_kernel.h"
 
 namespace placer {
-namespace {
-
-using Tensors = std::vector<torch::Tensor>;
-using Result = absl::StatusOr<Tensors>;
-using Kernel = Result (*)(const Op&, const Tensors&);
+namespace kernels {
 
 absl::Status Unsupported(const Op& op, const std::string& what) {
   return absl::UnimplementedError(absl::StrCat(
@@ -34,6 +32,18 @@ std::vector<int64_t> IntsOf(const torch::Tensor& t) {
 }
 
 int64_t Axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+}  // namespace kernels
+
+namespace {
+
+using kernels::Axis;
+using kernels::IntsOf;
+using kernels::Kernel;
+using kernels::Present;
+using kernels::Result;
+using kernels::Tensors;
+using kernels::Unsupported;
 
 // Axes from input k (opset >= 13) or the "axes" attribute.
 std::vector<int64_t> AxesOf(const Op& op, const Tensors& in, size_t k) {
@@ -57,6 +67,8 @@ torch::Tensor ErfF(const torch::Tensor& x) { return torch::erf(x); }
 torch::Tensor AbsF(const torch::Tensor& x) { return torch::abs(x); }
 torch::Tensor ReciprocalF(const torch::Tensor& x) { return torch::reciprocal(x); }
 torch::Tensor IdentityF(const torch::Tensor& x) { return x; }
+torch::Tensor SinF(const torch::Tensor& x) { return torch::sin(x); }
+torch::Tensor CosF(const torch::Tensor& x) { return torch::cos(x); }
 
 Result Add(const Op&, const Tensors& in) { return Tensors{in[0] + in[1]}; }
 Result Sub(const Op&, const Tensors& in) { return Tensors{in[0] - in[1]}; }
@@ -691,76 +703,83 @@ Result Shape(const Op& op, const Tensors& in) {
   return Tensors{torch::tensor(dims, torch::kLong)};
 }
 
-const absl::flat_hash_map<std::string, Kernel>& Kernels() {
-  static const auto* kernels = new absl::flat_hash_map<std::string, Kernel>{
-      {"Relu", Unary<ReluF>},
-      {"Sigmoid", Unary<SigmoidF>},
-      {"Tanh", Unary<TanhF>},
-      {"Exp", Unary<ExpF>},
-      {"Log", Unary<LogF>},
-      {"Sqrt", Unary<SqrtF>},
-      {"Neg", Unary<NegF>},
-      {"Erf", Unary<ErfF>},
-      {"Abs", Unary<AbsF>},
-      {"Reciprocal", Unary<ReciprocalF>},
-      {"Identity", Unary<IdentityF>},
-      {"Add", Add},
-      {"Sub", Sub},
-      {"Mul", Mul},
-      {"Div", Div},
-      {"Pow", Pow},
-      {"Sum", Sum},
-      {"MatMul", MatMul},
-      {"Gemm", Gemm},
-      {"Conv", Conv},
-      {"BatchNormalization", BatchNormalization},
-      {"LayerNormalization", LayerNormalization},
-      {"HardSigmoid", HardSigmoid},
-      {"HardSwish", HardSwish},
-      {"Pad", Pad},
-      {"LSTM", Recurrent},
-      {"GRU", Recurrent},
-      {"RNN", Recurrent},
-      {"Einsum", Einsum},
-      {"Gelu", Gelu},
-      {"MaxPool", MaxPool},
-      {"AveragePool", AveragePool},
-      {"GlobalAveragePool", GlobalAveragePool},
-      {"Flatten", Flatten},
-      {"Reshape", Reshape},
-      {"Transpose", Transpose},
-      {"Concat", Concat},
-      {"Split", Split},
-      {"Squeeze", Squeeze},
-      {"Unsqueeze", Unsqueeze},
-      {"Gather", Gather},
-      {"Softmax", Softmax},
-      {"LogSoftmax", LogSoftmax},
-      {"SoftmaxCrossEntropyLoss", SoftmaxCrossEntropyLoss},
-      {"Dropout", Dropout},
-      {"Cast", Cast},
-      {"Where", Where},
-      {"Shape", Shape},
-      {"Slice", Slice},
-      {"ReduceMean", Reduce<0>},
-      {"ReduceSum", Reduce<1>},
-      {"ReduceMax", Reduce<2>},
-      {"ReduceMin", Reduce<3>},
-      {"Trilu", Trilu},
-      {"Expand", Expand},
-      {"Equal", Equal},
-      {"Less", Less},
-      {"Greater", Greater},
-      {"Not", Not},
-      {"Max", Max},
-      {"Min", Min},
-      {"Clip", Clip},
-      {"LeakyRelu", LeakyRelu},
-      {"ConstantOfShape", ConstantOfShape},
-      {"Range", Range},
-      {"Tile", Tile},
-  };
-  return *kernels;
+const kernels::KernelTable& Kernels() {
+  static const auto* table = [] {
+    auto* table = new kernels::KernelTable{
+        {"Relu", Unary<ReluF>},
+        {"Sigmoid", Unary<SigmoidF>},
+        {"Tanh", Unary<TanhF>},
+        {"Exp", Unary<ExpF>},
+        {"Log", Unary<LogF>},
+        {"Sqrt", Unary<SqrtF>},
+        {"Neg", Unary<NegF>},
+        {"Erf", Unary<ErfF>},
+        {"Abs", Unary<AbsF>},
+        {"Reciprocal", Unary<ReciprocalF>},
+        {"Identity", Unary<IdentityF>},
+        {"Add", Add},
+        {"Sub", Sub},
+        {"Mul", Mul},
+        {"Div", Div},
+        {"Pow", Pow},
+        {"Sum", Sum},
+        {"MatMul", MatMul},
+        {"Gemm", Gemm},
+        {"Conv", Conv},
+        {"BatchNormalization", BatchNormalization},
+        {"LayerNormalization", LayerNormalization},
+        {"HardSigmoid", HardSigmoid},
+        {"HardSwish", HardSwish},
+        {"Pad", Pad},
+        {"LSTM", Recurrent},
+        {"GRU", Recurrent},
+        {"RNN", Recurrent},
+        {"Einsum", Einsum},
+        {"Gelu", Gelu},
+        {"MaxPool", MaxPool},
+        {"AveragePool", AveragePool},
+        {"GlobalAveragePool", GlobalAveragePool},
+        {"Flatten", Flatten},
+        {"Reshape", Reshape},
+        {"Transpose", Transpose},
+        {"Concat", Concat},
+        {"Split", Split},
+        {"Squeeze", Squeeze},
+        {"Unsqueeze", Unsqueeze},
+        {"Gather", Gather},
+        {"Softmax", Softmax},
+        {"LogSoftmax", LogSoftmax},
+        {"SoftmaxCrossEntropyLoss", SoftmaxCrossEntropyLoss},
+        {"Dropout", Dropout},
+        {"Cast", Cast},
+        {"Where", Where},
+        {"Shape", Shape},
+        {"Slice", Slice},
+        {"ReduceMean", Reduce<0>},
+        {"ReduceSum", Reduce<1>},
+        {"ReduceMax", Reduce<2>},
+        {"ReduceMin", Reduce<3>},
+        {"Trilu", Trilu},
+        {"Expand", Expand},
+        {"Equal", Equal},
+        {"Less", Less},
+        {"Greater", Greater},
+        {"Not", Not},
+        {"Max", Max},
+        {"Min", Min},
+        {"Clip", Clip},
+        {"LeakyRelu", LeakyRelu},
+        {"ConstantOfShape", ConstantOfShape},
+        {"Range", Range},
+        {"Tile", Tile},
+        {"Sin", Unary<SinF>},
+        {"Cos", Unary<CosF>},
+    };
+    kernels::AddImageKernels(*table);
+    kernels::AddIndexingKernels(*table);
+    return table;
+  }();
+  return *table;
 }
 
 }  // namespace

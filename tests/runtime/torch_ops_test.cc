@@ -3,31 +3,16 @@
 
 #include <cmath>
 
-#include "runtime/executor_ops.h"
-
 #include "gtest/gtest.h"
+#include "runtime/executor_ops.h"
+#include "tests/runtime/kernel_op.h"
 
 namespace placer {
 namespace {
 
-Op MakeOp(const std::string& type, int inputs, int outputs) {
-  Op op;
-  op.key = type;
-  op.op_type = type;
-  for (int i = 0; i < inputs; ++i) op.inputs.push_back(i);
-  for (int i = 0; i < outputs; ++i) op.outputs.push_back(inputs + i);
-  return op;
-}
-
-void SetInts(Op& op, const std::string& name, std::vector<int64_t> v) {
-  op.attributes[name].kind = AttributeValue::Kind::kInts;
-  op.attributes[name].ints = std::move(v);
-}
-
-void SetInt(Op& op, const std::string& name, int64_t v) {
-  op.attributes[name].kind = AttributeValue::Kind::kInt;
-  op.attributes[name].i = v;
-}
+using test::MakeOp;
+using test::SetInt;
+using test::SetInts;
 
 TEST(TorchOpsTest, GemmWithTransposeAndBias) {
   Op op = MakeOp("Gemm", 3, 1);
