@@ -163,6 +163,37 @@ TEST(OnnxImportTest, UnknownOpIsKeptAndFlagged) {
 
 // --- Malformed input: each error names the file and the culprit. ---
 
+// torch.onnx 1.13's repeat_interleave after torch.outer: a Reshape whose
+// 0s copy the wrong dims (tests/fixtures/corpus/modern_models.py). The
+// file does not compute the model's shapes; the error says where and why.
+TEST(OnnxImportErrorTest, WrongRepeatInterleaveExportIsNamed) {
+  for (const char* opset : {"14", "17"}) {
+    absl::StatusOr<Graph> g = ImportOnnxFile(
+        std::string("tests/fixtures/corpus/llama_repeat_interleave.train.op") +
+            opset + ".onnx",
+        {});
+    ASSERT_FALSE(g.ok());
+    const std::string message(g.status().message());
+    EXPECT_THAT(message, HasSubstr("'/blocks.0/attention/MatMul' (MatMul"));
+    EXPECT_THAT(message,
+                HasSubstr("its inputs are [2,4,16,16] and [2,32,16,2]"));
+    EXPECT_THAT(message, HasSubstr("node '/blocks.0/attention/Reshape_4' "
+                                   "(Reshape) copies dims by 0 from an input "
+                                   "of rank 5 into a shape of rank 4"));
+    EXPECT_THAT(message, HasSubstr("repeat_interleave"));
+  }
+  // The same model with Hugging Face's repeat_kv imports (its rotary
+  // frequencies an Einsum, whose dims ONNX's inference leaves symbolic).
+  absl::StatusOr<Graph> llama =
+      ImportOnnxFile("tests/fixtures/corpus/llama.train.op17.onnx", {});
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  for (const Op& op : llama->ops()) {
+    if (op.op_type != "Einsum") continue;
+    EXPECT_EQ(llama->tensor(op.outputs[0]).shape,
+              (std::vector<int64_t>{16, 8}));
+  }
+}
+
 TEST(OnnxImportErrorTest, NotAProtobuf) {
   absl::StatusOr<Graph> g = ImportString("this is plainly not a protobuf\xff");
   ASSERT_FALSE(g.ok());

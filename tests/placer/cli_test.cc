@@ -395,6 +395,37 @@ TEST(CliTest, PlaceThenRunTrainingModeExports) {
   }
 }
 
+// The model families of today, with their loss in the graph: integer
+// targets through a Reshape, an int64 attention mask and token types,
+// GroupNorm/Resize/ConvTranspose, top-k routing. Placed on two CPUs and
+// trained three steps.
+TEST(CliTest, PlaceThenRunTheModelsOfToday) {
+  for (const char* family :
+       {"llama", "llama_moe", "gpt2", "unet", "bert_masked"}) {
+    const std::string file =
+        std::string("tests/fixtures/corpus/") + family + ".train.op17.onnx";
+    SCOPED_TRACE(file);
+    std::string placement = TmpFile("today_p.json");
+    RunResult placed = RunPlacer(
+        "place " + file + " --cluster cpu2 --policy m_etf -o " + placement);
+    ASSERT_EQ(placed.exit_code, 0) << placed.out;
+    RunResult r = RunPlacer("run " + file +
+                            " --cluster cpu2 --steps 3 "
+                            "--warmup 0 --json --placement " +
+                            placement);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    google::protobuf::Struct s = Json(r.out.substr(0, r.out.find('\n')));
+    const auto& losses = s.fields().at("losses").list_value();
+    ASSERT_EQ(losses.values_size(), 3);
+    for (const auto& l : losses.values()) {
+      EXPECT_TRUE(std::isfinite(l.number_value()));
+      EXPECT_GT(l.number_value(), 0);
+    }
+    // Training lowers the loss of a fixed batch.
+    EXPECT_LT(losses.values(2).number_value(), losses.values(0).number_value());
+  }
+}
+
 // Flags that would change nothing are errors that say why.
 TEST(CliTest, FlagsThatChangeNothingSaySo) {
   const std::string fixed = "tests/fixtures/corpus/resnet18.train.op17.onnx";

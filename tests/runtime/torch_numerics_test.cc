@@ -133,5 +133,15 @@ INSTANTIATE_TEST_SUITE_P(
                                          "transformer"),
                        ::testing::Values(13, 17)));
 
+// The models of today, with their loss in the graph
+// (tests/fixtures/corpus/modern_models.py): a Llama-style decoder, its
+// mixture-of-experts variant, a diffusion UNet, a BERT encoder with an int64
+// attention mask.
+INSTANTIATE_TEST_SUITE_P(
+    ModelsOfToday, TorchNumericsTest,
+    ::testing::Combine(::testing::Values("llama", "llama_moe", "unet",
+                                         "bert_masked"),
+                       ::testing::Values(14, 17)));
+
 }  // namespace
 }  // namespace placer
