@@ -69,6 +69,9 @@ struct TensorData {
   DataType dtype = DataType::kUndefined;
   std::vector<int64_t> dims;
   std::string raw;
+  // Where the file keeps the bytes when they are external data (the
+  // location, relative to the model's directory) and `raw` was not read.
+  std::string external_location;
 };
 
 // The attribute kinds placer uses. Graph and sparse-tensor attributes are

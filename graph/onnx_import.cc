@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <limits>
 #include <set>
 #include <unordered_map>
@@ -97,7 +98,12 @@ std::shared_ptr<TensorData> ToTensorData(const onnx::TensorProto& t) {
   auto data = std::make_shared<TensorData>();
   data->dtype = DataTypeFromOnnx(t.data_type());
   data->dims.assign(t.dims().begin(), t.dims().end());
-  if (IsExternal(t)) return data;
+  if (IsExternal(t)) {
+    for (const onnx::StringStringEntryProto& e : t.external_data()) {
+      if (e.key() == "location") data->external_location = e.value();
+    }
+    return data;
+  }
   if (t.has_raw_data()) {
     data->raw = t.raw_data();
     return data;
@@ -1048,6 +1054,56 @@ absl::StatusOr<Graph> ImportOnnxBytes(const std::string& bytes,
   return ImportOnnxModel(std::move(model), source, options);
 }
 
+namespace {
+
+// Reads the bytes of a small external tensor (what folding and the
+// executor need: masks, shape constants; never weights) from its file
+// beside the model, honouring offset and length. A missing or short file
+// leaves the tensor external: commands that need its values then say so,
+// naming the location; those that need only dims go on.
+void LoadSmallExternal(const std::string& dir, onnx::TensorProto* t) {
+  if (!IsExternal(*t)) return;
+  const int64_t elements =
+      ElementCount(absl::MakeConstSpan(t->dims().data(), t->dims().size()));
+  const int64_t width = DataTypeBytes(DataTypeFromOnnx(t->data_type()));
+  if (elements > kMaxFoldedElements || width <= 0) return;
+  std::string location;
+  int64_t offset = 0, length = elements * width;
+  for (const onnx::StringStringEntryProto& e : t->external_data()) {
+    if (e.key() == "location") location = e.value();
+    if (e.key() == "offset") offset = std::atoll(e.value().c_str());
+    if (e.key() == "length") length = std::atoll(e.value().c_str());
+  }
+  if (location.empty() || location.find("..") != std::string::npos ||
+      location[0] == '/' || length != elements * width || offset < 0) {
+    return;
+  }
+  std::ifstream in(dir + "/" + location, std::ios::binary);
+  if (!in || !in.seekg(offset)) return;
+  std::string bytes(length, '\0');
+  if (!in.read(bytes.data(), length)) return;
+  t->clear_external_data();
+  t->set_data_location(onnx::TensorProto::DEFAULT);
+  t->set_raw_data(std::move(bytes));
+}
+
+void LoadSmallExternalData(const std::string& path, onnx::ModelProto* model) {
+  const size_t slash = path.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : path.substr(0, slash);
+  onnx::GraphProto* g = model->mutable_graph();
+  for (onnx::TensorProto& t : *g->mutable_initializer()) {
+    LoadSmallExternal(dir, &t);
+  }
+  for (onnx::NodeProto& node : *g->mutable_node()) {
+    for (onnx::AttributeProto& a : *node.mutable_attribute()) {
+      if (a.has_t()) LoadSmallExternal(dir, a.mutable_t());
+    }
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<Graph> ImportOnnxFile(const std::string& path,
                                      const ImportOptions& options) {
   // Parsed straight from the file: no file-sized string beside the parsed
@@ -1080,6 +1136,7 @@ absl::StatusOr<Graph> ImportOnnxFile(const std::string& path,
         " bytes do not parse as an ONNX ModelProto (the file is truncated "
         "or is not a protobuf)"));
   }
+  LoadSmallExternalData(path, &model);
   return ImportOnnxModel(std::move(model), path, options);
 }
 

@@ -6,7 +6,11 @@
 //    exporters emit (Shape -> Gather -> Concat -> Reshape and friends) by
 //    evaluating them, re-running inference until every shape resolves.
 //  - Initializers stored as external data are sized from their dims; their
-//    contents are not read.
+//    contents are not read, except, from a file (ImportOnnxFile), small
+//    tensors (at most kMaxFoldedElements elements: masks and shape
+//    constants, never weights) read from beside the model. A missing or
+//    short data file leaves them unread, with their location kept
+//    (TensorData::external_location) for the error of whatever needs them.
 //  - Every error names the file and, where there is one, the node (by key,
 //    type and index) or the tensor and dim: not a protobuf, truncated file,
 //    cycle, undefined input, duplicate output name, unresolved shape, empty

@@ -13,6 +13,7 @@ const std::vector<std::string>& ExecutorOpTypes() {
       "Cast",
       "Clip",
       "Concat",
+      "Constant",
       "ConstantOfShape",
       "Conv",
       "ConvTranspose",

@@ -692,6 +692,28 @@ Result Where(const Op&, const Tensors& in) {
   return Tensors{torch::where(in[0].to(torch::kBool), in[1], in[2])};
 }
 
+// A Constant the importer did not fold (over its size limit, or external
+// data it could not read): its value, or the reason it has none.
+Result Constant(const Op& op, const Tensors&) {
+  for (const auto& [name, a] : op.attributes) {
+    if (a.kind == AttributeValue::Kind::kTensor && a.tensor != nullptr) {
+      absl::StatusOr<torch::Tensor> t = TensorFromData(*a.tensor);
+      if (!t.ok()) return Unsupported(op, std::string(t.status().message()));
+      return Tensors{*t};
+    }
+    if (name == "value_float") {
+      return Tensors{torch::tensor(static_cast<float>(a.f))};
+    }
+    if (name == "value_int") return Tensors{torch::tensor(a.i, torch::kLong)};
+    if (name == "value_floats") {
+      return Tensors{torch::tensor(a.floats, torch::kDouble).to(torch::kFloat)};
+    }
+    if (name == "value_ints")
+      return Tensors{torch::tensor(a.ints, torch::kLong)};
+  }
+  return Unsupported(op, "no value attribute");
+}
+
 Result Shape(const Op& op, const Tensors& in) {
   int64_t rank = in[0].dim();
   int64_t start = std::clamp(Axis(op.IntAttribute("start", 0), rank),
@@ -772,6 +794,7 @@ const kernels::KernelTable& Kernels() {
         {"ConstantOfShape", ConstantOfShape},
         {"Range", Range},
         {"Tile", Tile},
+        {"Constant", Constant},
         {"Sin", Unary<SinF>},
         {"Cos", Unary<CosF>},
     };
@@ -812,6 +835,11 @@ absl::StatusOr<torch::Tensor> TensorFromData(const TensorData& data) {
         "tensor type ", DataTypeName(data.dtype), " is not supported"));
   }
   if (static_cast<int64_t>(data.raw.size()) != n * width) {
+    if (!data.external_location.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "its values are external data '", data.external_location,
+          "', which is not beside the model (or is shorter than the tensor)"));
+    }
     return absl::FailedPreconditionError(
         "tensor data not loaded (external data?)");
   }

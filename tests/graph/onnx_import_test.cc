@@ -1,13 +1,14 @@
 #include "graph/onnx_import.h"
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "graph/training_view.h"
+#include "gtest/gtest.h"
 #include "onnx/onnx_pb.h"
 #include "tests/graph/test_models.h"
 #include "zoo/onnx_builder.h"
@@ -57,6 +58,62 @@ TEST(OnnxImportTest, ImportsShapesCostsAndKeys) {
   EXPECT_DOUBLE_EQ(g->op(1).forward.flops, 24);
   EXPECT_EQ(g->parameter_bytes(), 4 * 8 * 4);
   EXPECT_EQ(g->tensor(g->FindTensor("w")).kind, TensorKind::kParameter);
+}
+
+// A model with its tensors in external data, as exports over 2 GB come: the
+// small one (a mask-sized constant) is read from beside the model, the
+// weight never is; without the data files everything still imports, and
+// the small tensor keeps its location for the error of what needs it.
+TEST(OnnxImportTest, SmallExternalTensorsAreReadFromBesideTheModel) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp");
+  onnx::ModelProto m = EmptyModel();
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, 4});
+  auto external = [&](const std::string& name, int64_t rows, int64_t cols,
+                      const std::string& location) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(rows);
+    t->add_dims(cols);
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* e = t->add_external_data();
+    e->set_key("location");
+    e->set_value(location);
+  };
+  external("bias", 2, 4, "bias.bin");
+  external("w", 4, 300 * 300, "w.bin");  // over the folding limit: a weight
+  AddNode(g, "Add", "add", {"x", "bias"}, {"h"});
+  AddNode(g, "MatMul", "mm", {"h", "w"}, {"y"});
+  AddOutput(g, "y");
+  const std::string path = dir + "/external.onnx";
+  {
+    std::ofstream out(path, std::ios::binary);
+    m.SerializeToOstream(&out);
+    std::vector<float> bias = {1, 2, 3, 4, 5, 6, 7, 8};
+    std::ofstream(dir + "/bias.bin", std::ios::binary)
+        .write(reinterpret_cast<const char*>(bias.data()), 32);
+  }
+  absl::StatusOr<Graph> read = ImportOnnxFile(path, {});
+  ASSERT_TRUE(read.ok()) << read.status();
+  const Tensor& bias = read->tensor(read->FindTensor("bias"));
+  ASSERT_EQ(bias.data->raw.size(), 32u);
+  float last = 0;
+  std::memcpy(&last, bias.data->raw.data() + 28, 4);
+  EXPECT_EQ(last, 8.0f);
+  const Tensor& w = read->tensor(read->FindTensor("w"));
+  EXPECT_TRUE(w.data->raw.empty());
+  EXPECT_EQ(w.data->external_location, "w.bin");
+  EXPECT_EQ(w.bytes(), 4 * 90000 * 4);
+
+  std::remove((dir + "/bias.bin").c_str());
+  absl::StatusOr<Graph> without = ImportOnnxFile(path, {});
+  ASSERT_TRUE(without.ok()) << without.status();
+  const Tensor& missing = without->tensor(without->FindTensor("bias"));
+  EXPECT_TRUE(missing.data->raw.empty());
+  EXPECT_EQ(missing.data->external_location, "bias.bin");
+  EXPECT_EQ(missing.shape, (std::vector<int64_t>{2, 4}));
 }
 
 TEST(OnnxImportTest, NodeKeysFallBackToIndexForEmptyOrDuplicateNames) {
