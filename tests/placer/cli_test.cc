@@ -364,65 +364,53 @@ TEST(CliTest, RunTrainsAPlacementAndWritesAProfile) {
   EXPECT_THAT(missing.out, HasSubstr("left"));
 }
 
+// Places `model` (a file and its flags) with m_etf on cpu2, trains it
+// `steps` steps, and returns the losses, each checked finite and positive.
+std::vector<double> PlaceThenRun(const std::string& model, int steps) {
+  std::string placement = TmpFile("place_then_run.json");
+  RunResult placed = RunPlacer("place " + model +
+                               " --cluster cpu2 --policy m_etf -o " + placement);
+  EXPECT_EQ(placed.exit_code, 0) << placed.out;
+  RunResult r = RunPlacer("run " + model + " --cluster cpu2 --steps " +
+                          std::to_string(steps) +
+                          " --warmup 0 --json --placement " + placement);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  if (r.exit_code != 0) return {};
+  google::protobuf::Struct s = Json(r.out.substr(0, r.out.find('\n')));
+  EXPECT_GT(Number(s, "measured_step_seconds"), 0);
+  std::vector<double> losses;
+  for (const auto& l : s.fields().at("losses").list_value().values()) {
+    EXPECT_TRUE(std::isfinite(l.number_value()));
+    EXPECT_GT(l.number_value(), 0);
+    losses.push_back(l.number_value());
+  }
+  EXPECT_EQ(static_cast<int>(losses.size()), steps);
+  return losses;
+}
+
 // Users' models as PyTorch exports them for training: place, then train
 // the placement on this machine's two CPU devices (issue 18).
 TEST(CliTest, PlaceThenRunTrainingModeExports) {
-  struct Case {
-    std::string file, shape;
-  };
-  for (const Case& c :
-       {Case{"tests/fixtures/corpus/resnet50.train.op13.onnx",
-             "input=4x3x64x64"},
-        Case{"tests/fixtures/corpus/lstm.train.op17.onnx", "tokens=4x16"}}) {
-    SCOPED_TRACE(c.file);
-    std::string placement = TmpFile("torch_export_p.json");
-    std::string model = c.file + " --input-shape " + c.shape;
-    RunResult placed = RunPlacer("place " + model +
-                                 " --cluster cpu2 --policy m_etf -o " +
-                                 placement);
-    ASSERT_EQ(placed.exit_code, 0) << placed.out;
-    RunResult r = RunPlacer("run " + model + " --cluster cpu2 --steps 5 "
-                            "--warmup 0 --json --placement " + placement);
-    ASSERT_EQ(r.exit_code, 0) << r.out;
-    google::protobuf::Struct s = Json(r.out.substr(0, r.out.find('\n')));
-    const auto& losses = s.fields().at("losses").list_value();
-    ASSERT_EQ(losses.values_size(), 5);
-    for (const auto& l : losses.values()) {
-      EXPECT_TRUE(std::isfinite(l.number_value()));
-      EXPECT_GT(l.number_value(), 0);
-    }
-    EXPECT_GT(Number(s, "measured_step_seconds"), 0);
-  }
+  SCOPED_TRACE("resnet50");
+  PlaceThenRun("tests/fixtures/corpus/resnet50.train.op13.onnx "
+               "--input-shape input=4x3x64x64", 5);
+  SCOPED_TRACE("lstm");
+  PlaceThenRun("tests/fixtures/corpus/lstm.train.op17.onnx "
+               "--input-shape tokens=4x16", 5);
 }
 
 // The model families of today, with their loss in the graph: integer
 // targets through a Reshape, an int64 attention mask and token types,
 // GroupNorm/Resize/ConvTranspose, top-k routing. Placed on two CPUs and
-// trained three steps.
+// trained three steps: the loss of the fixed batch goes down.
 TEST(CliTest, PlaceThenRunTheModelsOfToday) {
   for (const char* family :
        {"llama", "llama_moe", "gpt2", "unet", "bert_masked"}) {
-    const std::string file =
-        std::string("tests/fixtures/corpus/") + family + ".train.op17.onnx";
-    SCOPED_TRACE(file);
-    std::string placement = TmpFile("today_p.json");
-    RunResult placed = RunPlacer(
-        "place " + file + " --cluster cpu2 --policy m_etf -o " + placement);
-    ASSERT_EQ(placed.exit_code, 0) << placed.out;
-    RunResult r = RunPlacer("run " + file +
-                            " --cluster cpu2 --steps 3 "
-                            "--warmup 0 --json --placement " +
-                            placement);
-    ASSERT_EQ(r.exit_code, 0) << r.out;
-    google::protobuf::Struct s = Json(r.out.substr(0, r.out.find('\n')));
-    const auto& losses = s.fields().at("losses").list_value();
-    ASSERT_EQ(losses.values_size(), 3);
-    for (const auto& l : losses.values()) {
-      EXPECT_TRUE(std::isfinite(l.number_value()));
-      EXPECT_GT(l.number_value(), 0);
-    }
-    // Training lowers the loss of a fixed batch.
-    EXPECT_LT(losses.values(2).number_value(), losses.values(0).number_value());
+    SCOPED_TRACE(family);
+    std::vector<double> losses = PlaceThenRun(
+        std::string("tests/fixtures/corpus/") + family + ".train.op17.onnx", 3);
+    ASSERT_EQ(losses.size(), 3u);
+    EXPECT_LT(losses[2], losses[0]);
   }
 }
 
