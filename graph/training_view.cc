@@ -223,9 +223,10 @@ TrainingView BuildTrainingView(const Graph& graph,
     double k = static_cast<double>(partials[t].size());
     node.cost.flops =
         options.update_flops_per_element * elements + (k - 1) * elements;
-    // Partial gradients read; weight and momentum read and written.
-    node.cost.bytes_accessed =
-        static_cast<int64_t>(k + 4) * view.values_[t].bytes;
+    // Partial gradients read; weight and optimizer state read and written.
+    node.cost.bytes_accessed = static_cast<int64_t>(
+        (k + 2 + 2 * options.optimizer_state_per_parameter_byte) *
+        static_cast<double>(view.values_[t].bytes));
     node.cost.status = CostStatus::kExact;
     update_order.push_back(static_cast<int>(view.nodes_.size()));
     view.nodes_.push_back(std::move(node));
@@ -260,6 +261,25 @@ TrainingView BuildTrainingView(const Graph& graph,
   view.topo_.insert(view.topo_.end(), update_order.begin(),
                     update_order.end());
   return view;
+}
+
+TrainingOptions TrainingOptionsFor(Optimizer optimizer) {
+  TrainingOptions options;
+  switch (optimizer) {
+    case Optimizer::kSgd:
+      options.update_flops_per_element = 2;
+      options.optimizer_state_per_parameter_byte = 0;
+      break;
+    case Optimizer::kMomentum:
+      options.update_flops_per_element = 4;
+      options.optimizer_state_per_parameter_byte = 1;
+      break;
+    case Optimizer::kAdam:
+      options.update_flops_per_element = 16;
+      options.optimizer_state_per_parameter_byte = 2;
+      break;
+  }
+  return options;
 }
 
 }  // namespace placer

@@ -103,6 +103,16 @@ struct TrainingOptions {
   double optimizer_state_per_parameter_byte = 1;
 };
 
+// The optimizers users train with, as their update costs and state:
+//   kSgd       w -= lr * g: 2 FLOPs per element, no state.
+//   kMomentum  v = mu * v + g; w -= lr * v: 4 FLOPs, one state tensor.
+//   kAdam      AdamW (torch.optim.AdamW): m and v (4 + 3 FLOPs), their bias
+//              corrections (2), sqrt(v) + eps (2), m / that (1), decoupled
+//              weight decay and the step (4): 16 FLOPs, two state tensors
+//              of the parameter's type.
+enum class Optimizer { kSgd, kMomentum, kAdam };
+TrainingOptions TrainingOptionsFor(Optimizer optimizer);
+
 class TrainingView {
  public:
   const Graph& forward() const { return *graph_; }

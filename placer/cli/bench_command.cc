@@ -87,7 +87,9 @@ int BenchCommand(const std::vector<std::string>& args) {
     absl::StatusOr<LoadedModel> model =
         LoadModel(source, *import_options, zoo_params);
     if (!model.ok()) return Fail(model.status());
-    TrainingView view = BuildTrainingView(model->graph);
+    absl::StatusOr<TrainingOptions> training = TrainingOptionsFromFlags();
+    if (!training.ok()) return Fail(training.status());
+    TrainingView view = BuildTrainingView(model->graph, *training);
     for (const std::string& cluster_spec : absl::GetFlag(FLAGS_clusters)) {
       absl::StatusOr<Cluster> cluster = LoadUserCluster(cluster_spec);
       if (!cluster.ok()) return Fail(cluster.status());

@@ -24,6 +24,11 @@
 #include "profiles/measured_cost_model.h"
 
 ABSL_FLAG(bool, json, false, "Print one JSON object instead of tables.");
+ABSL_FLAG(std::string, optimizer, "momentum",
+          "The optimizer the step trains with, for update costs and memory: "
+          "sgd (no state), momentum (one state tensor per parameter), adam "
+          "(AdamW: two); simulate, place and bench. run, profile, calibrate "
+          "and train execute momentum only.");
 ABSL_FLAG(int64_t, batch, 0,
           "Batch size: fixes the first dim of every graph input whose first "
           "dim is symbolic; for zoo models, the batch they are built with.");
@@ -260,48 +265,95 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
     return new std::map<std::string, Flags>{
         {"inspect", join({model, {"json"}})},
         {"zoo", join({model, {"o", "json"}})},
-        {"simulate", join({model, costs,
-                           {"cluster", "placement", "trace", "order", "json"}})},
-        {"place", join({model, policy, costs,
+        {"simulate", join({model,
+                           costs,
+                           {"cluster", "placement", "trace", "order", "json",
+                            "optimizer"}})},
+        {"place", join({model,
+                        policy,
+                        costs,
                         {"cluster", "compare", "o", "checkpoint", "json",
-                         "parallelism", "micro_batches"}})},
-        {"bench", join({model, policy,
-                        {"models", "clusters", "policies", "out_dir", "json"}})},
-        {"profile", join({model, ranks, {"cluster", "devices", "repeats",
-                                  "reference_steps", "warmup", "threads",
-                                  "pin_cores", "budget", "o", "resume",
-                                  "json"}})},
-        {"run", join({model, policy, costs, ranks,
-                      {"cluster", "placement", "profile_out", "steps",
-                       "warmup", "threads", "pin_cores", "json"}})},
+                         "parallelism", "micro_batches", "optimizer"}})},
+        {"bench", join({model,
+                        policy,
+                        {"models", "clusters", "policies", "out_dir", "json",
+                         "optimizer"}})},
+        {"profile", join({model,
+                          ranks,
+                          {"cluster", "devices", "repeats", "reference_steps",
+                           "warmup", "threads", "pin_cores", "budget", "o",
+                           "resume", "json", "optimizer"}})},
+        {"run", join({model,
+                      policy,
+                      costs,
+                      ranks,
+                      {"cluster", "placement", "profile_out", "steps", "warmup",
+                       "threads", "pin_cores", "json", "optimizer"}})},
         {"worker", join({ranks})},
-        {"calibrate", join({model, policy,
-                            {"cluster", "placements", "rounds", "steps",
-                             "warmup", "threads", "pin_cores", "repeats",
-                             "profile", "o", "json"}})},
-        {"train", join({model, costs,
-                        {"cluster", "budget", "checkpoint", "resume", "curve",
-                         "samples", "samples_per_step", "warm_start",
-                         "imitation_steps", "joint", "learning_rate",
-                         "entropy", "entropy_target", "max_kl", "groups",
-                         "sage_layers", "sage_hidden", "device_agnostic",
-                         "heuristic_input", "memory_mask",
-                         "checkpoint_every", "reward", "steps",
-                         "warmup", "threads", "pin_cores", "o", "json"}})},
-        {"serve", join({{"listen", "max_ops", "max_placing",
-                         "max_request_mb", "max_searches", "max_threads",
-                         "state_dir", "max_searches_per_client",
-                         "max_placing_per_client",
-                         "max_calls_per_second_per_client", "max_state_mb",
-                         "tls_cert", "tls_key", "tls_ca", "access",
-                         "insecure"}})},
+        {"calibrate",
+         join({model,
+               policy,
+               {"cluster", "placements", "rounds", "steps", "warmup", "threads",
+                "pin_cores", "repeats", "profile", "o", "json", "optimizer"}})},
+        {"train", join({model,
+                        costs,
+                        {"cluster",
+                         "budget",
+                         "checkpoint",
+                         "resume",
+                         "curve",
+                         "samples",
+                         "samples_per_step",
+                         "warm_start",
+                         "imitation_steps",
+                         "joint",
+                         "learning_rate",
+                         "entropy",
+                         "entropy_target",
+                         "max_kl",
+                         "groups",
+                         "sage_layers",
+                         "sage_hidden",
+                         "device_agnostic",
+                         "heuristic_input",
+                         "memory_mask",
+                         "checkpoint_every",
+                         "reward",
+                         "steps",
+                         "warmup",
+                         "threads",
+                         "pin_cores",
+                         "o",
+                         "json",
+                         "optimizer"}})},
+        {"serve",
+         join({{"listen", "max_ops", "max_placing", "max_request_mb",
+                "max_searches", "max_threads", "state_dir",
+                "max_searches_per_client", "max_placing_per_client",
+                "max_calls_per_second_per_client", "max_state_mb", "tls_cert",
+                "tls_key", "tls_ca", "access", "insecure"}})},
         {"token", Flags{"roles"}},
-        {"remote", join({{"server", "deadline", "step_seconds",
-                          "send_weights", "use_reported_profiles",
-                          "profile_clients", "cluster", "policy", "budget",
-                          "evaluations", "seed", "placement", "profile", "o",
-                          "json", "batch", "input_shape", "tls_ca",
-                          "tls_cert", "tls_key", "tls_server_name",
+        {"remote", join({{"server",
+                          "deadline",
+                          "step_seconds",
+                          "send_weights",
+                          "use_reported_profiles",
+                          "profile_clients",
+                          "cluster",
+                          "policy",
+                          "budget",
+                          "evaluations",
+                          "seed",
+                          "placement",
+                          "profile",
+                          "o",
+                          "json",
+                          "batch",
+                          "input_shape",
+                          "tls_ca",
+                          "tls_cert",
+                          "tls_key",
+                          "tls_server_name",
                           "token_file"}})},
     };
   }();
@@ -355,6 +407,23 @@ int UsageError(const std::string& message) {
   std::fprintf(stderr, "placer: %s\nRun `placer --help` for usage.\n",
                message.c_str());
   return 2;
+}
+
+absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
+  const std::string name = absl::GetFlag(FLAGS_optimizer);
+  if (name == "sgd") return TrainingOptionsFor(Optimizer::kSgd);
+  if (name == "momentum") return TrainingOptionsFor(Optimizer::kMomentum);
+  if (name == "adam") return TrainingOptionsFor(Optimizer::kAdam);
+  return absl::InvalidArgumentError(
+      absl::StrCat("--optimizer '", name, "': expected sgd, momentum or adam"));
+}
+
+absl::Status CheckExecutedOptimizer() {
+  if (absl::GetFlag(FLAGS_optimizer) == "momentum") return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--optimizer ", absl::GetFlag(FLAGS_optimizer),
+      ": the executor trains with SGD with momentum only; other optimizers "
+      "are planned for (simulate, place, bench, inspect), not run"));
 }
 
 PolicyOptions PolicyOptionsFromFlags() {

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "graph/onnx_import.h"
+#include "graph/training_view.h"
 #include "placer/model_source.h"
 #include "policies/policy.h"
 #include "profiles/cluster.h"
@@ -127,6 +128,11 @@ void ReportWrote(const std::string& path, const std::string& detail = "");
 zoo::ZooParams ZooParamsFromFlags();
 // --seed, --budget, --evaluations and --memory-headroom as PolicyOptions.
 PolicyOptions PolicyOptionsFromFlags();
+// --optimizer's update costs and state; INVALID_ARGUMENT naming the flag.
+absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags();
+// For the commands that execute steps: OK for momentum, else an error
+// saying the executor runs momentum only.
+absl::Status CheckExecutedOptimizer();
 // A preset name, or a cluster file relative to the user's directory.
 absl::StatusOr<Cluster> LoadUserCluster(const std::string& spec);
 // The roofline model, or the --profile measurements over it.

@@ -327,7 +327,9 @@ int PlaceCommand(const std::vector<std::string>& args) {
                                    parallelism.status().message()));
   }
 
-  TrainingView view = BuildTrainingView(model->graph);
+  absl::StatusOr<TrainingOptions> training = TrainingOptionsFromFlags();
+  if (!training.ok()) return Fail(training.status());
+  TrainingView view = BuildTrainingView(model->graph, *training);
   absl::StatusOr<std::unique_ptr<CostModel>> made = CostModelFromFlags();
   if (!made.ok()) return Fail(made.status());
   std::unique_ptr<CostModel> costs = std::move(*made);

@@ -173,6 +173,7 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
 }  // namespace
 
 int RunCommand(const std::vector<std::string>& args) {
+  if (absl::Status s = CheckExecutedOptimizer(); !s.ok()) return Fail(s);
   if (args.size() != 1) return UsageError("run takes one MODEL");
   std::string placement_path = absl::GetFlag(FLAGS_placement);
   std::string policy = absl::GetFlag(FLAGS_policy);

@@ -168,7 +168,9 @@ int SimulateCommand(const std::vector<std::string>& args) {
   absl::StatusOr<std::unique_ptr<ReadyOrder>> order = ReadyOrderFromFlag();
   if (!order.ok()) return Fail(order.status());
 
-  TrainingView view = BuildTrainingView(model->graph);
+  absl::StatusOr<TrainingOptions> training = TrainingOptionsFromFlags();
+  if (!training.ok()) return Fail(training.status());
+  TrainingView view = BuildTrainingView(model->graph, *training);
   absl::StatusOr<std::unique_ptr<CostModel>> made = CostModelFromFlags();
   if (!made.ok()) return Fail(made.status());
   std::unique_ptr<CostModel> costs = std::move(*made);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -412,6 +413,47 @@ TEST(CliTest, PlaceThenRunTheModelsOfToday) {
     ASSERT_EQ(losses.size(), 3u);
     EXPECT_LT(losses[2], losses[0]);
   }
+}
+
+// --optimizer: AdamW's two state tensors per parameter against momentum's
+// one and SGD's none, on one device: the peaks differ by exactly the
+// parameter bytes. Commands that execute steps refuse what they cannot run.
+TEST(CliTest, OptimizerStateIsInThePeakMemory) {
+  const std::string model =
+      " zoo:gnmt2:batch=8,seq_len=4,hidden=64,vocab=100 --cluster p100x4";
+  const std::string placement = TmpFile("optimizer_single.json");
+  ASSERT_EQ(
+      RunPlacer("place" + model + " --policy single -o " + placement).exit_code,
+      0);
+  const double parameter_bytes = Number(
+      Json(RunPlacer("inspect zoo:gnmt2:batch=8,seq_len=4,hidden=64,vocab=100"
+                     " --json")
+               .out),
+      "parameter_bytes");
+  ASSERT_GT(parameter_bytes, 0);
+  std::map<std::string, double> peak;
+  for (const char* optimizer : {"sgd", "momentum", "adam"}) {
+    RunResult r = RunPlacer("simulate" + model + " --placement " + placement +
+                            " --json --optimizer " + optimizer);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    peak[optimizer] = Json(r.out)
+                          .fields()
+                          .at("peak_memory_bytes")
+                          .struct_value()
+                          .fields()
+                          .at("/gpu:0")
+                          .number_value();
+  }
+  EXPECT_EQ(peak["momentum"] - peak["sgd"], parameter_bytes);
+  EXPECT_EQ(peak["adam"] - peak["momentum"], parameter_bytes);
+  RunResult bad = RunPlacer("simulate" + model + " --placement " + placement +
+                            " --optimizer lion");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.out, HasSubstr("--optimizer 'lion': expected sgd"));
+  RunResult run = RunPlacer("run" + model + " --placement " + placement +
+                            " --optimizer adam");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.out, HasSubstr("SGD with momentum only"));
 }
 
 // Flags that would change nothing are errors that say why.
