@@ -86,10 +86,6 @@ bool ParseModelWithExactWeights(google::protobuf::io::ZeroCopyInputStream* raw,
   return WalkMessage(in, kModelGraph, model, read_graph);
 }
 
-bool IsExternal(const onnx::TensorProto& t) {
-  return t.data_location() == onnx::TensorProto::EXTERNAL;
-}
-
 // Reads the bytes of a small external tensor (what folding and the
 // executor need: masks, shape constants; never weights) from its file
 // beside the model, honouring offset and length. A missing or short file
@@ -137,6 +133,10 @@ void LoadSmallExternalData(const std::string& path, onnx::ModelProto* model) {
 }
 
 }  // namespace
+
+bool IsExternal(const onnx::TensorProto& t) {
+  return t.data_location() == onnx::TensorProto::EXTERNAL;
+}
 
 absl::StatusOr<onnx::ModelProto> ReadOnnxFile(const std::string& path) {
   // Parsed straight from the file: no file-sized string beside the parsed

@@ -22,6 +22,9 @@ namespace placer {
 
 absl::StatusOr<onnx::ModelProto> ReadOnnxFile(const std::string& path);
 
+// Whether a tensor's bytes are in an external data file.
+bool IsExternal(const onnx::TensorProto& t);
+
 }  // namespace placer
 
 #endif  // PLACER_GRAPH_ONNX_FILE_H_

@@ -82,10 +82,6 @@ void AppendRaw(std::string* raw, T value) {
   raw->append(bytes, sizeof(T));
 }
 
-bool IsExternal(const onnx::TensorProto& t) {
-  return t.data_location() == onnx::TensorProto::EXTERNAL;
-}
-
 // Converts an initializer or attribute tensor to raw little-endian bytes.
 // External data is left unloaded (empty raw).
 std::shared_ptr<TensorData> ToTensorData(const onnx::TensorProto& t) {
