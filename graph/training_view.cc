@@ -23,6 +23,41 @@ void AddUnique(std::vector<int>& list, int x) {
   if (std::find(list.begin(), list.end(), x) == list.end()) list.push_back(x);
 }
 
+// Per op: the lower-precision copies of initializers (weights, constants)
+// that its backward keeps. As torch.autocast's cast cache makes one copy
+// per weight per forward pass, a weight is charged once, to the first op
+// (in topological order) with a backward that saves it: that op's backward
+// runs last among the weight's readers, so the copy is counted for as long
+// as any of them keeps it.
+std::vector<int64_t> CastCopyBytes(const Graph& graph,
+                                   const std::vector<Tensor>& tensors,
+                                   const std::vector<bool>& has_backward,
+                                   int64_t element_bytes) {
+  std::vector<int64_t> bytes(graph.ops().size(), 0);
+  std::vector<bool> charged(tensors.size(), false);
+  for (int i : graph.topological_order()) {
+    const Op& op = graph.op(i);
+    if (!has_backward[i] ||
+        AutocastClassOf(op) != AutocastClass::kLowerPrecision) {
+      continue;
+    }
+    for (int k : SavedForBackward(op).inputs) {
+      if (k >= static_cast<int>(op.inputs.size()) || op.inputs[k] < 0) continue;
+      const int in = op.inputs[k];
+      const Tensor& t = tensors[in];
+      const bool initializer =
+          t.kind == TensorKind::kParameter || t.kind == TensorKind::kConstant;
+      if (!initializer || charged[in] || t.dtype != DataType::kFloat32 ||
+          t.num_elements() <= 0) {
+        continue;
+      }
+      charged[in] = true;
+      bytes[i] += t.num_elements() * element_bytes;
+    }
+  }
+  return bytes;
+}
+
 }  // namespace
 
 double TrainingView::flops(NodeKind kind) const {
@@ -60,7 +95,11 @@ TrainingView BuildTrainingView(const Graph& graph,
   TrainingView view;
   view.graph_ = &graph;
   view.options_ = options;
-  const std::vector<Tensor>& tensors = graph.tensors();
+  // The tensors' types as the step computes them (graph/autocast.h).
+  const bool autocast = options.precision != Precision::kFp32;
+  std::vector<Tensor> retyped;
+  if (autocast) retyped = AutocastTensors(graph, options.precision);
+  const std::vector<Tensor>& tensors = autocast ? retyped : graph.tensors();
   const std::vector<Op>& ops = graph.ops();
   const int n = static_cast<int>(ops.size());
   const int num_tensors = static_cast<int>(tensors.size());
@@ -112,6 +151,13 @@ TrainingView BuildTrainingView(const Graph& graph,
     }
   }
 
+  std::vector<int64_t> cast_copy_bytes(n, 0);
+  if (autocast) {
+    cast_copy_bytes =
+        CastCopyBytes(graph, tensors, has_backward,
+                      DataTypeBytes(ComputeType(options.precision)));
+  }
+
   // Forward nodes: node i is op i.
   for (int i = 0; i < n; ++i) {
     TrainingNode node;
@@ -119,6 +165,12 @@ TrainingView BuildTrainingView(const Graph& graph,
     node.kind = NodeKind::kForward;
     node.forward_op = i;
     node.cost = ops[i].forward;
+    const bool lower =
+        autocast && AutocastClassOf(ops[i]) == AutocastClass::kLowerPrecision;
+    if (lower) node.compute_precision = options.precision;
+    if (autocast && ops[i].forward.status != CostStatus::kUnknown) {
+      node.cost = ComputeForwardCost(ops[i], tensors);
+    }
     for (int in : ops[i].inputs) {
       if (in >= 0) AddUnique(node.inputs, in);
     }
@@ -126,7 +178,8 @@ TrainingView BuildTrainingView(const Graph& graph,
       if (out >= 0) node.outputs.push_back(out);
     }
     if (has_backward[i]) {
-      node.saved_workspace_bytes = SavedWorkspaceBytes(ops[i], tensors);
+      node.saved_workspace_bytes =
+          SavedWorkspaceBytes(ops[i], tensors) + cast_copy_bytes[i];
     }
     node.scratch_bytes = ForwardScratchBytes(ops[i], tensors);
     view.nodes_.push_back(std::move(node));
@@ -167,6 +220,7 @@ TrainingView BuildTrainingView(const Graph& graph,
         AddUnique(node.inputs, op.outputs[k]);
       }
     }
+    node.compute_precision = view.nodes_[i].compute_precision;
     node.cost = ComputeBackwardCost(op, tensors, input_needs_grad);
     if (op.forward.status == CostStatus::kUnknown) {
       node.cost.status = CostStatus::kUnknown;
@@ -263,8 +317,21 @@ TrainingView BuildTrainingView(const Graph& graph,
   return view;
 }
 
+absl::string_view OptimizerName(Optimizer optimizer) {
+  switch (optimizer) {
+    case Optimizer::kSgd:
+      return "sgd";
+    case Optimizer::kMomentum:
+      return "momentum";
+    case Optimizer::kAdam:
+      return "adam";
+  }
+  return "momentum";
+}
+
 TrainingOptions TrainingOptionsFor(Optimizer optimizer) {
   TrainingOptions options;
+  options.optimizer = optimizer;
   switch (optimizer) {
     case Optimizer::kSgd:
       options.update_flops_per_element = 2;

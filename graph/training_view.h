@@ -5,11 +5,12 @@
 //  - Nodes: every forward op; one backward node per forward op through which
 //    a gradient flows to a parameter (key "grad:<op key>"); one update node
 //    per parameter that receives a gradient (key "update:<tensor name>",
-//    SGD with momentum).
+//    the options' optimizer).
 //  - Values are what flows between nodes, each with one producer (or none:
 //    graph inputs, constants and parameters exist before the step) and its
-//    size in bytes. A backward node reads the gradients of its op's outputs
-//    and what the op's backward keeps from the forward pass
+//    size in bytes (at the options' precision: graph/autocast.h's types,
+//    which also give the nodes' costs). A backward node reads the gradients of
+//    its op's outputs and what the op's backward keeps from the forward pass
 //    (saved_for_backward.h: e.g. a MatMul's inputs, a Relu's output,
 //    nothing of an Add or a Concat), and writes one partial gradient per
 //    input that needs one. A value lives until its last reader, so an
@@ -19,7 +20,10 @@
 //    node's saved_workspace_bytes, held on the group's device from the
 //    forward node's start until its backward node ends; what its forward
 //    allocates and frees while it runs (the layer's input projections) is
-//    the node's scratch_bytes.
+//    the node's scratch_bytes. Below fp32, the lower-precision copy of a
+//    parameter or constant that lower-precision ops save (one per weight
+//    and step, as autocast's cast cache keeps it) is in the
+//    saved_workspace_bytes of the first such op in topological order.
 //  - Gradient sums: the partial gradients of one tensor are all read by one
 //    node, the sink (the producer's backward node, or a parameter's update
 //    node), which reads their sum. As frameworks do (PyTorch's .grad and
@@ -45,6 +49,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+#include "graph/autocast.h"
 #include "graph/graph.h"
 
 namespace placer {
@@ -92,15 +98,9 @@ struct TrainingNode {
   // Forward nodes: bytes the op allocates and frees while it runs, beyond
   // its outputs (saved_for_backward.h's ForwardScratchBytes).
   int64_t scratch_bytes = 0;
-};
-
-// Optimizer assumptions used for update costs and memory.
-struct TrainingOptions {
-  // FLOPs per parameter element of the update (SGD with momentum:
-  // v = mu * v + g; w -= lr * v).
-  double update_flops_per_element = 4;
-  // Optimizer state bytes per parameter byte (momentum: 1).
-  double optimizer_state_per_parameter_byte = 1;
+  // The precision its FLOPs run at: the step's for the forward and
+  // backward nodes of autocast's lower-precision ops, else kFp32.
+  Precision compute_precision = Precision::kFp32;
 };
 
 // The optimizers users train with, as their update costs and state:
@@ -111,6 +111,23 @@ struct TrainingOptions {
 //              weight decay and the step (4): 16 FLOPs, two state tensors
 //              of the parameter's type.
 enum class Optimizer { kSgd, kMomentum, kAdam };
+// "sgd", "momentum", "adam".
+absl::string_view OptimizerName(Optimizer optimizer);
+
+// How the step trains: the optimizer (update costs and state) and the
+// precision of its compute (graph/autocast.h: activations, their gradients
+// and the lower-precision ops' costs; parameters, their gradients and the
+// optimizer state stay in the file's type).
+struct TrainingOptions {
+  Optimizer optimizer = Optimizer::kMomentum;
+  // FLOPs per parameter element of the update (SGD with momentum:
+  // v = mu * v + g; w -= lr * v).
+  double update_flops_per_element = 4;
+  // Optimizer state bytes per parameter byte (momentum: 1).
+  double optimizer_state_per_parameter_byte = 1;
+  Precision precision = Precision::kFp32;
+};
+
 TrainingOptions TrainingOptionsFor(Optimizer optimizer);
 
 class TrainingView {

@@ -57,6 +57,12 @@ absl::StatusOr<Cluster> Cluster::FromProto(const proto::Cluster& m,
     if (d.memory_bytes() <= 0) {
       return Invalid(source, where + ": memory_bytes must be positive");
     }
+    if (!(d.bf16_peak_flops() >= 0) || !(d.fp16_peak_flops() >= 0)) {
+      return Invalid(source,
+                     where +
+                         ": bf16_peak_flops and fp16_peak_flops must be "
+                         ">= 0 (0: no tensor cores for that type)");
+    }
     if (!(d.op_overhead_seconds() >= 0)) {
       return Invalid(source, where + ": op_overhead_seconds must be >= 0");
     }
@@ -68,12 +74,11 @@ absl::StatusOr<Cluster> Cluster::FromProto(const proto::Cluster& m,
       return Invalid(source, absl::StrCat(where, ": a host of ", d.host().size(),
                                           " bytes; at most ", kMaxNameBytes));
     }
-    c.devices_.push_back({d.name(),
-                          d.kind() == proto::GPU ? DeviceKind::kGpu
-                                                 : DeviceKind::kCpu,
-                          d.peak_flops(), d.memory_bandwidth(),
-                          d.memory_bytes(), d.op_overhead_seconds(),
-                          d.has_process() ? d.process() : -1, d.host()});
+    c.devices_.push_back(
+        {d.name(), d.kind() == proto::GPU ? DeviceKind::kGpu : DeviceKind::kCpu,
+         d.peak_flops(), d.memory_bandwidth(), d.memory_bytes(),
+         d.op_overhead_seconds(), d.has_process() ? d.process() : -1, d.host(),
+         d.bf16_peak_flops(), d.fp16_peak_flops()});
   }
   const int n = c.num_devices();
   if (n > 1) {
@@ -126,6 +131,13 @@ Cluster Cluster::Subset(const std::vector<int>& devices) const {
     }
   }
   return c;
+}
+
+double Device::PeakFlops(Precision precision) const {
+  const double tensor_cores = precision == Precision::kBf16   ? bf16_peak_flops
+                              : precision == Precision::kFp16 ? fp16_peak_flops
+                                                              : 0;
+  return tensor_cores > 0 ? tensor_cores : peak_flops;
 }
 
 double Cluster::total_peak_flops() const {

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "graph/autocast.h"
 
 namespace placer {
 
@@ -41,6 +42,12 @@ struct Device {
   // runtime/rank_group.h RanksOfDevices); the host it is on, "" unsaid.
   int process = -1;
   std::string host;
+  // Tensor-core FLOP/s at bf16 and fp16; 0: none (peak_flops applies).
+  double bf16_peak_flops = 0;
+  double fp16_peak_flops = 0;
+
+  // FLOP/s of a node computing at `precision` (graph/autocast.h).
+  double PeakFlops(Precision precision) const;
 };
 
 struct LinkParams {

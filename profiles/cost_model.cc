@@ -9,11 +9,12 @@ class RooflineCostModel : public CostModel {
  public:
   double NodeSeconds(const TrainingView& view, int node,
                      const Device& device) const override {
-    const OpCost& c = view.node(node).cost;
+    const TrainingNode& n = view.node(node);
+    const OpCost& c = n.cost;
     return device.op_overhead_seconds +
-           std::max(c.flops / device.peak_flops,
-                    static_cast<double>(c.bytes_accessed) /
-                        device.memory_bandwidth);
+           std::max(
+               c.flops / device.PeakFlops(n.compute_precision),
+               static_cast<double>(c.bytes_accessed) / device.memory_bandwidth);
   }
 
   double TransferSeconds(int64_t bytes, const Cluster& cluster, int src,

@@ -52,7 +52,8 @@ class CostModel {
   }
 };
 
-// Roofline: op_overhead_seconds + max(flops / peak_flops,
+// Roofline: op_overhead_seconds + max(flops / the device's PeakFlops at the
+// node's compute_precision (tensor cores for autocast's lower-precision ops),
 // bytes_accessed / memory_bandwidth); transfers: latency + bytes /
 // bandwidth; accumulation: op_overhead_seconds + max(elements /
 // peak_flops, 3 x bytes / memory_bandwidth) of the parameter. Guesses:

@@ -206,10 +206,11 @@ class TorchExecutor : public Executor {
   std::vector<std::vector<int>> consumer_devices_;  // per value, distinct
   std::vector<int> home_;                       // per value: resident device or -1
   std::vector<torch::Tensor> resident_;         // per value x device
-  std::vector<torch::Tensor> momentum_;         // per value (parameters)
+  std::vector<std::unique_ptr<ParameterUpdate>> updates_;  // per value
   std::vector<torch::Tensor> seed_grad_;        // per tensor: loss gradient
   std::vector<torch::Tensor> targets_;          // per tensor: labels/targets
   std::vector<std::vector<bool>> needs_gradient_;  // per op, by input
+  StepPrecision precision_;  // the view's, as ForwardOp casts
   std::vector<std::vector<int>> control_dependents_;
   std::vector<int64_t> resident_bytes_;         // per device
   // Per (gradient sum, device): the partials made there, the first of them.
@@ -273,6 +274,7 @@ absl::Status TorchExecutor::Init() {
   } else if (static_cast<int>(priority_.size()) != n) {
     return absl::InvalidArgumentError("executor: priorities must cover every node");
   }
+  precision_ = StepPrecisionFor(graph_, view_.options().precision);
   needs_gradient_.assign(graph_.ops().size(), {});
   for (size_t op = 0; op < graph_.ops().size(); ++op) {
     int backward = view_.backward_node(static_cast<int>(op));
@@ -312,7 +314,8 @@ absl::Status TorchExecutor::Init() {
   }
 
   resident_.assign(static_cast<size_t>(values) * num_devices_, torch::Tensor());
-  momentum_.assign(values, torch::Tensor());
+  updates_.clear();
+  updates_.resize(values);
   resident_bytes_.assign(num_devices_, 0);
   seed_grad_.assign(graph_.tensors().size(), torch::Tensor());
   absl::StatusOr<HostValues> drawn = DrawHostValues(view_, options_.seed);
@@ -325,8 +328,11 @@ absl::Status TorchExecutor::Init() {
       if (d < 0 || !Local(d)) continue;  // no group reads it, or another rank's
       torch::Tensor w = host.to(devices_[d]);
       resident_[static_cast<size_t>(v) * num_devices_ + d] = w;
-      momentum_[v] = torch::zeros_like(w);
-      resident_bytes_[d] += 2 * Bytes(w);
+      const Optimizer optimizer = view_.options().optimizer;
+      updates_[v] =
+          std::make_unique<ParameterUpdate>(optimizer, options_.update, w);
+      resident_bytes_[d] +=
+          Bytes(w) + ParameterUpdate::StateBytes(optimizer, w);
     } else {
       for (int d : consumer_devices_[v]) {
         if (!Local(d)) continue;
@@ -762,7 +768,7 @@ absl::Status TorchExecutor::RunForward(int i, std::vector<torch::Tensor>* output
   }
   const bool backward = view_.backward_node(node.forward_op) >= 0;
   absl::StatusOr<std::vector<torch::Tensor>> results =
-      ForwardOp(graph_, op, std::move(inputs), devices_[d],
+      ForwardOp(graph_, op, std::move(inputs), devices_[d], precision_,
                 backward ? &needs_gradient_[node.forward_op] : nullptr,
                 &saved_[node.forward_op]);
   if (!results.ok()) return results.status();
@@ -825,9 +831,7 @@ absl::Status TorchExecutor::RunUpdate(int i) {
     if (g.defined()) sum = sum.defined() ? sum + g : g;
   }
   if (!sum.defined()) return absl::OkStatus();
-  torch::Tensor& w = resident_[static_cast<size_t>(p) * num_devices_ + d];
-  momentum_[p].mul_(options_.momentum).add_(sum);
-  w.add_(momentum_[p], -options_.learning_rate);
+  updates_[p]->Apply(sum);
   return absl::OkStatus();
 }
 
@@ -1167,6 +1171,11 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
   absl::StatusOr<std::vector<torch::Device>> devices =
       TorchDevices(cluster, local);
   if (!devices.ok()) return devices.status();
+  if (absl::Status s = CheckStepPrecision(view.options().precision, cluster,
+                                          *devices, local);
+      !s.ok()) {
+    return s;
+  }
   auto executor = std::make_unique<TorchExecutor>(
       view, cluster, placement, options, std::move(*devices), std::move(local));
   // Init copies every parameter to its device: LibTorch throws there on

@@ -15,8 +15,9 @@
 //    tensors the importer folded to constants are taken as they are. The
 //    backward node of an op computes, with autograd over that op alone, the
 //    partial gradients of its inputs from its outputs' summed gradients;
-//    update nodes apply SGD with momentum (v = mu v + g, w -= lr v) to the
-//    parameter on its home device.
+//    update nodes apply the view's optimizer (runtime/parameter_update.h:
+//    torch::optim's SGD, SGD with momentum, AdamW) to the parameter on its
+//    home device.
 //  - Partial gradients are accumulated where they are made (the view's
 //    gradient sums, graph/training_view.h): per device, the first partial
 //    becomes the buffer and later ones are added into it (outside the
@@ -36,10 +37,10 @@
 //    +-1/sqrt(fan-in) for matrices and kernels; normalization scales and
 //    vectors that multiply 1; other vectors 0).
 //  - Memory per device is tracked as the simulator counts it (resident
-//    parameters and momentum; inputs and constants where read, until their
-//    last use there; values from their production to their last use there,
-//    a copy from when it is queued on its link, as the simulator counts it;
-//    one buffer per gradient sum and device, a partial added into it freed
+//    parameters and their optimizer state; inputs and constants where read,
+//    until their last use there; values from their production to their last use
+//    there, a copy from when it is queued on its link, as the simulator counts
+//    it; one buffer per gradient sum and device, a partial added into it freed
 //    at once; a node's outputs all counted before any is freed; a forward
 //    node's saved_workspace_bytes from then until its backward node has
 //    run, and its scratch_bytes with its outputs, then freed); a step that
@@ -74,18 +75,19 @@
 #ifndef PLACER_RUNTIME_EXECUTOR_H_
 #define PLACER_RUNTIME_EXECUTOR_H_
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
-
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
+#include "runtime/parameter_update.h"
 #include "runtime/rank_group.h"
 #include "runtime/torch_devices.h"
 #include "simulator/placement.h"
@@ -93,8 +95,9 @@
 namespace placer {
 
 struct ExecutorOptions {
-  double learning_rate = 0.01;
-  double momentum = 0.9;
+  // The update nodes' optimizer settings; which optimizer is the view's
+  // (TrainingOptions::optimizer).
+  UpdateHyperparameters update;
   uint64_t seed = 1;
   // Intra-op threads of each CPU device's worker (LibTorch's, and
   // OpenBLAS's, whose thread count is process-wide: the executor sets it).

@@ -32,10 +32,73 @@ struct GradientTap : public torch::autograd::Function<GradientTap> {
 
 }  // namespace
 
+StepPrecision StepPrecisionFor(const Graph& graph, Precision precision) {
+  StepPrecision step;
+  step.precision = precision;
+  if (precision == Precision::kFp32) return step;
+  for (const Tensor& t : AutocastTensors(graph, precision)) {
+    step.tensor_types.push_back(t.dtype);
+  }
+  return step;
+}
+
+absl::Status CheckStepPrecision(Precision precision, const Cluster& cluster,
+                                const std::vector<torch::Device>& devices,
+                                const std::vector<char>& local) {
+  if (precision != Precision::kFp16) return absl::OkStatus();
+  for (size_t d = 0; d < devices.size(); ++d) {
+    if (!local.empty() && !local[d]) continue;
+    if (devices[d].is_cpu()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "precision fp16: device '", cluster.device(static_cast<int>(d)).name,
+          "' runs on the CPU, where LibTorch has no fp16 matrix products; "
+          "CPUs run bf16"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The kernel under the step's precision: inputs cast for the op's autocast
+// class, outputs to their step types.
+absl::StatusOr<std::vector<torch::Tensor>> RunAtPrecision(
+    const Op& op, std::vector<torch::Tensor> inputs,
+    const StepPrecision& precision) {
+  if (precision.tensor_types.empty()) return RunTorchOp(op, inputs);
+  const AutocastClass kind = AutocastClassOf(op);
+  if (kind == AutocastClass::kLowerPrecision || kind == AutocastClass::kFp32) {
+    const torch::ScalarType type =
+        kind == AutocastClass::kFp32
+            ? torch::kFloat
+            : ToTorchType(ComputeType(precision.precision));
+    for (torch::Tensor& t : inputs) {
+      if (t.defined() && t.is_floating_point() &&
+          t.scalar_type() != torch::kDouble && t.scalar_type() != type) {
+        t = t.to(type);
+      }
+    }
+  }
+  absl::StatusOr<std::vector<torch::Tensor>> out = RunTorchOp(op, inputs);
+  if (!out.ok()) return out.status();
+  for (size_t k = 0; k < out->size() && k < op.outputs.size(); ++k) {
+    torch::Tensor& t = (*out)[k];
+    const int tensor = op.outputs[k];
+    if (tensor < 0 || !t.defined() || !t.is_floating_point()) continue;
+    const DataType want = precision.tensor_types[tensor];
+    if (IsFloatingPoint(want) && t.scalar_type() != ToTorchType(want)) {
+      t = t.to(ToTorchType(want));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<torch::Tensor>> ForwardOp(
     const Graph& graph, const Op& op, std::vector<torch::Tensor> inputs,
-    const torch::Device& device, const std::vector<bool>* needs_gradient,
-    SavedOp* saved) {
+    const torch::Device& device, const StepPrecision& precision,
+    const std::vector<bool>* needs_gradient, SavedOp* saved) {
   std::vector<torch::Tensor> results;
   // Folded outputs stand for the op (the importer folds nothing computed
   // from weights, so no gradient flows through such an op).
@@ -68,7 +131,8 @@ absl::StatusOr<std::vector<torch::Tensor>> ForwardOp(
         saved->inputs[k] = torch::autograd::impl::gradient_edge(inputs[k]);
       }
     }
-    absl::StatusOr<std::vector<torch::Tensor>> out = RunTorchOp(op, inputs);
+    absl::StatusOr<std::vector<torch::Tensor>> out =
+        RunAtPrecision(op, std::move(inputs), precision);
     if (!out.ok()) return out.status();
     saved->outputs.assign(out->size(), torch::autograd::Edge());
     for (size_t k = 0; k < out->size(); ++k) {
@@ -81,7 +145,7 @@ absl::StatusOr<std::vector<torch::Tensor>> ForwardOp(
     return results;
   }
   torch::NoGradGuard no_grad;
-  return RunTorchOp(op, inputs);
+  return RunAtPrecision(op, std::move(inputs), precision);
 }
 
 double OutputLosses(const Graph& graph, const Op& op,

@@ -13,7 +13,11 @@
 //    derivative saves stays alive (as in PyTorch, and as the training
 //    view's saved_for_backward.h assumes), not the inputs themselves; the
 //    returned outputs are detached. Without it, the kernel runs without
-//    autograd.
+//    autograd. Below fp32 (`precision`), as torch.autocast does: the
+//    floating-point inputs of a lower-precision op are cast to the step's
+//    type and those of an fp32 op to fp32 (the casts inside autograd, so a
+//    weight's gradient comes back in its own type), and each output is
+//    cast to its type in precision.tensor_types.
 //  - OutputLosses: for each floating-point graph output among the op's
 //    outputs, its loss (a scalar output as it is; else cross-entropy
 //    against an int64 target, or half the MSE against a float target) is
@@ -26,13 +30,15 @@
 #ifndef PLACER_RUNTIME_OP_AUTOGRAD_H_
 #define PLACER_RUNTIME_OP_AUTOGRAD_H_
 
-#include <vector>
-
 #include <torch/csrc/autograd/edge.h>
 #include <torch/torch.h>
 
+#include <vector>
+
 #include "absl/status/statusor.h"
+#include "graph/autocast.h"
 #include "graph/graph.h"
+#include "profiles/cluster.h"
 
 namespace placer {
 
@@ -47,10 +53,26 @@ struct SavedOp {
   std::vector<torch::autograd::Edge> outputs;
 };
 
+// The step's precision as ForwardOp applies it: autocast by the rules of
+// graph/autocast.h (one set of rules for the simulator's sizes and costs and
+// for the executors). At kFp32 tensor_types is empty and nothing is cast.
+struct StepPrecision {
+  Precision precision = Precision::kFp32;
+  std::vector<DataType> tensor_types;  // per graph tensor
+};
+StepPrecision StepPrecisionFor(const Graph& graph, Precision precision);
+// OK when every device of `cluster` that this process drives (`devices`,
+// TorchDevices' answer; placeholders included) can compute at `precision`:
+// fp16 needs CUDA (LibTorch's CPU kernels have no fp16 matrix products);
+// INVALID_ARGUMENT naming the first device that cannot.
+absl::Status CheckStepPrecision(Precision precision, const Cluster& cluster,
+                                const std::vector<torch::Device>& devices,
+                                const std::vector<char>& local = {});
+
 absl::StatusOr<std::vector<torch::Tensor>> ForwardOp(
     const Graph& graph, const Op& op, std::vector<torch::Tensor> inputs,
-    const torch::Device& device, const std::vector<bool>* needs_gradient,
-    SavedOp* saved);
+    const torch::Device& device, const StepPrecision& precision,
+    const std::vector<bool>* needs_gradient, SavedOp* saved);
 
 // `targets` and `seed_gradients` are indexed by graph tensor.
 double OutputLosses(const Graph& graph, const Op& op,

@@ -151,12 +151,14 @@ absl::StatusOr<double> TimeBackward(const Graph& g, const Op& op,
 }
 
 absl::StatusOr<double> TimeUpdate(const Tensor& parameter, int partials,
+                                  Optimizer optimizer,
                                   const torch::Device& device,
                                   const ProfilerOptions& o) {
   torch::NoGradGuard no_grad;
   auto on = torch::TensorOptions().device(device);
   torch::Tensor w = torch::randn(parameter.shape, on);
-  torch::Tensor v = torch::zeros(parameter.shape, on);
+  // The executor's update (ExecutorOptions' defaults).
+  ParameterUpdate update(optimizer, ExecutorOptions().update, w);
   std::vector<torch::Tensor> g;
   for (int k = 0; k < std::max(1, partials); ++k) {
     g.push_back(torch::randn(parameter.shape, on));
@@ -165,10 +167,7 @@ absl::StatusOr<double> TimeUpdate(const Tensor& parameter, int partials,
     DeviceTimer timer(device);
     torch::Tensor sum = g[0];
     for (size_t k = 1; k < g.size(); ++k) sum = sum + g[k];
-    // The executor's update (ExecutorOptions' defaults).
-    const ExecutorOptions sgd;
-    v.mul_(sgd.momentum).add_(sum);
-    w.add_(v, -sgd.learning_rate);
+    update.Apply(sum);
     return timer.Seconds();
   });
 }
@@ -458,7 +457,7 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
           case NodeKind::kUpdate:
             seconds = TimeUpdate(g.tensor(node.parameter),
                                  static_cast<int>(node.inputs.size()) - 1,
-                                 device, options);
+                                 view->options().optimizer, device, options);
             break;
         }
       } catch (const std::exception& e) {  // e.g. CUDA out of memory

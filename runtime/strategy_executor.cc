@@ -166,6 +166,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // rank.
   std::map<std::pair<int, int>, int> expected_;
   std::vector<std::vector<bool>> needs_gradient_;  // per op
+  StepPrecision precision_;  // the view's, as ForwardOp casts
   std::vector<torch::Tensor> host_;                // constants, per value
   std::vector<HostValues> batches_;                // per micro-batch
   // [device][micro-batch][tensor]: loss targets on the devices that run
@@ -173,7 +174,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<std::vector<std::vector<torch::Tensor>>> targets_;
   // Per device, per value: parameters, momentum, gradient accumulators
   // (for another rank's replica: its accumulators as received).
-  std::vector<std::vector<torch::Tensor>> params_, momentum_, accum_;
+  std::vector<std::vector<torch::Tensor>> params_, accum_;
+  std::vector<std::vector<std::unique_ptr<ParameterUpdate>>> updates_;
 
   // The step's state.
   std::mutex mu_;
@@ -372,6 +374,7 @@ absl::Status TorchStrategyExecutor::Init() {
       }
     }
   }
+  precision_ = StepPrecisionFor(graph_, view_.options().precision);
   needs_gradient_.assign(graph_.ops().size(), {});
   for (size_t op = 0; op < graph_.ops().size(); ++op) {
     const int backward = view_.backward_node(static_cast<int>(op));
@@ -399,7 +402,9 @@ absl::Status TorchStrategyExecutor::Init() {
     }
   }
   params_.assign(D_, std::vector<torch::Tensor>(V_));
-  momentum_.assign(D_, std::vector<torch::Tensor>(V_));
+  updates_.clear();
+  updates_.resize(D_);
+  for (auto& per_value : updates_) per_value.resize(V_);
   accum_.assign(D_, std::vector<torch::Tensor>(V_));
   for (int g = 0; g < view_.num_groups(); ++g) {
     const int s = strategy_.stage_of_op[g];
@@ -407,7 +412,8 @@ absl::Status TorchStrategyExecutor::Init() {
       for (int d : SlotDevices(strategy_.stages[s], SlotOfOp(strategy_, g))) {
         if (!Local(d)) continue;
         params_[d][p] = host_[p].to(devices_[d], false, /*copy=*/true);
-        momentum_[d][p] = torch::zeros_like(params_[d][p]);
+        updates_[d][p] = std::make_unique<ParameterUpdate>(
+            view_.options().optimizer, options_.update, params_[d][p]);
       }
     }
   }
@@ -540,7 +546,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     }
     const bool backward = view_.backward_node(node.forward_op) >= 0;
     absl::StatusOr<std::vector<torch::Tensor>> results =
-        ForwardOp(graph_, op, std::move(inputs), devices_[d],
+        ForwardOp(graph_, op, std::move(inputs), devices_[d], precision_,
                   backward ? &needs_gradient_[node.forward_op] : nullptr,
                   &saved_[j][node.forward_op]);
     if (!results.ok()) {
@@ -1093,8 +1099,7 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     for (size_t i = 0; i < updates.size(); ++i) {
       if (!totals[i].defined()) continue;
       const int p = view_.node(updates[i]).parameter;
-      momentum_[d][p].mul_(options_.momentum).add_(totals[i]);
-      params_[d][p].add_(momentum_[d][p], -options_.learning_rate);
+      updates_[d][p]->Apply(totals[i]);
     }
     Synchronize(devices_[d]);
     return absl::OkStatus();
@@ -1268,6 +1273,11 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
   }
   absl::StatusOr<std::vector<torch::Device>> devices = TorchDevices(cluster);
   if (!devices.ok()) return devices.status();
+  if (absl::Status s =
+          CheckStepPrecision(view.options().precision, cluster, *devices);
+      !s.ok()) {
+    return s;
+  }
   auto executor = std::make_unique<TorchStrategyExecutor>(
       view, cluster, strategy, options, *std::move(devices));
   absl::Status init =

@@ -40,8 +40,8 @@
 //  - When the replicas of a stage have run all their tasks, each of them
 //    sums the replicas' accumulators in replica order on its own device
 //    (the allreduce; every replica gets the same bits), overlapping the
-//    other stages' remaining tasks. Each replica then applies SGD with
-//    momentum (v = mu v + g; w -= lr v) to its parameters once every task
+//    other stages' remaining tasks. Each replica then applies the view's
+//    optimizer (runtime/parameter_update.h) to its parameters once every task
 //    of the step has succeeded: a step that fails in a task (a kernel
 //    error, named with its node and micro-batch) updates nothing. Unlike
 //    the simulator, the allreduce does not overlap the stage's own last
@@ -101,7 +101,7 @@ struct StrategyStepReport {
 class StrategyExecutor {
  public:
   // `view` (and its graph) must outlive the executor. Uses the options'
-  // learning_rate, momentum, seed, threads_per_cpu_device,
+  // update (with the view's optimizer), seed, threads_per_cpu_device,
   // pin_cpu_devices and before_node.
   static absl::StatusOr<std::unique_ptr<StrategyExecutor>> Create(
       const TrainingView& view, const Cluster& cluster,

@@ -101,7 +101,7 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
     c.host_of_.push_back(static_cast<int>(it - hosts.begin()));
     if (it == hosts.end()) hosts.push_back(device.host);
   }
-  double flops = 0, min_sum = 0;
+  double flops_at[3] = {0, 0, 0}, min_sum = 0;  // flops per Precision
   bool any_alone = false;
   for (int i = 0; i < n; ++i) {
     double best = 0;
@@ -115,7 +115,8 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
     }
     c.min_seconds_[i] = best;
     min_sum += best;
-    flops += view.node(i).cost.flops;
+    flops_at[static_cast<int>(view.node(i).compute_precision)] +=
+        view.node(i).cost.flops;
     c.inaccurate_nodes_ += costs.IsGuess(view, i);
     for (int p : view.node(i).control_inputs) {
       c.control_dependents_[p].push_back(i);
@@ -145,8 +146,18 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
       UpwardRanks(view, c.min_seconds_, c.control_dependents_);
   double path = 0;
   for (double r : ranks) path = std::max(path, r);
-  c.lower_bound_seconds_ = std::max(
-      {flops / cluster.total_peak_flops(), min_sum / d, path});
+  // The cluster's whole compute at each precision's rate.
+  double flops_seconds = 0;
+  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+    const double at = flops_at[static_cast<int>(p)];
+    if (at == 0) continue;
+    double rate = 0;
+    for (const Device& device : cluster.devices()) {
+      rate += device.PeakFlops(p);
+    }
+    flops_seconds += at / rate;
+  }
+  c.lower_bound_seconds_ = std::max({flops_seconds, min_sum / d, path});
   c.priority_ = order.Priorities(c);
   return c;
 }

@@ -45,7 +45,7 @@
 
 namespace placer {
 int CalibrateCommand(const std::vector<std::string>& args) {
-  if (absl::Status s = CheckExecutedOptimizer(); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckMeasuredStepDefaults(); !s.ok()) return Fail(s);
   if (args.empty()) return UsageError("calibrate takes one or more MODELs");
   std::string cluster_spec = absl::GetFlag(FLAGS_cluster);
   absl::StatusOr<Cluster> cluster =

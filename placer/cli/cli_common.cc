@@ -27,8 +27,14 @@ ABSL_FLAG(bool, json, false, "Print one JSON object instead of tables.");
 ABSL_FLAG(std::string, optimizer, "momentum",
           "The optimizer the step trains with, for update costs and memory: "
           "sgd (no state), momentum (one state tensor per parameter), adam "
-          "(AdamW: two); simulate, place and bench. run, profile, calibrate "
-          "and train execute momentum only.");
+          "(AdamW: two); simulate, place, bench and run. profile, calibrate "
+          "and train measure momentum steps only.");
+ABSL_FLAG(std::string, precision, "fp32",
+          "The step's compute precision, as torch.autocast trains: fp32, "
+          "bf16 or fp16 (matrix products at that precision on the devices' "
+          "tensor-core rates, activations stored in it; weights, gradients "
+          "and optimizer state fp32); simulate, place, bench and run (on "
+          "CPUs: bf16).");
 ABSL_FLAG(int64_t, batch, 0,
           "Batch size: fixes the first dim of every graph input whose first "
           "dim is symbolic; for zoo models, the batch they are built with.");
@@ -268,27 +274,29 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
         {"simulate", join({model,
                            costs,
                            {"cluster", "placement", "trace", "order", "json",
-                            "optimizer"}})},
-        {"place", join({model,
-                        policy,
-                        costs,
-                        {"cluster", "compare", "o", "checkpoint", "json",
-                         "parallelism", "micro_batches", "optimizer"}})},
+                            "optimizer", "precision"}})},
+        {"place",
+         join({model,
+               policy,
+               costs,
+               {"cluster", "compare", "o", "checkpoint", "json", "parallelism",
+                "micro_batches", "optimizer", "precision"}})},
         {"bench", join({model,
                         policy,
                         {"models", "clusters", "policies", "out_dir", "json",
-                         "optimizer"}})},
+                         "optimizer", "precision"}})},
         {"profile", join({model,
                           ranks,
                           {"cluster", "devices", "repeats", "reference_steps",
                            "warmup", "threads", "pin_cores", "budget", "o",
                            "resume", "json", "optimizer"}})},
-        {"run", join({model,
-                      policy,
-                      costs,
-                      ranks,
-                      {"cluster", "placement", "profile_out", "steps", "warmup",
-                       "threads", "pin_cores", "json", "optimizer"}})},
+        {"run",
+         join({model,
+               policy,
+               costs,
+               ranks,
+               {"cluster", "placement", "profile_out", "steps", "warmup",
+                "threads", "pin_cores", "json", "optimizer", "precision"}})},
         {"worker", join({ranks})},
         {"calibrate",
          join({model,
@@ -411,19 +419,46 @@ int UsageError(const std::string& message) {
 
 absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
   const std::string name = absl::GetFlag(FLAGS_optimizer);
-  if (name == "sgd") return TrainingOptionsFor(Optimizer::kSgd);
-  if (name == "momentum") return TrainingOptionsFor(Optimizer::kMomentum);
-  if (name == "adam") return TrainingOptionsFor(Optimizer::kAdam);
-  return absl::InvalidArgumentError(
-      absl::StrCat("--optimizer '", name, "': expected sgd, momentum or adam"));
+  TrainingOptions options;
+  if (name == "sgd") {
+    options = TrainingOptionsFor(Optimizer::kSgd);
+  } else if (name == "momentum") {
+    options = TrainingOptionsFor(Optimizer::kMomentum);
+  } else if (name == "adam") {
+    options = TrainingOptionsFor(Optimizer::kAdam);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--optimizer '", name, "': expected sgd, momentum or adam"));
+  }
+  absl::StatusOr<Precision> precision =
+      ParsePrecision(absl::GetFlag(FLAGS_precision));
+  if (!precision.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", precision.status().message()));
+  }
+  options.precision = *precision;
+  if (options.precision != Precision::kFp32 &&
+      !absl::GetFlag(FLAGS_profile).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--precision ", PrecisionName(options.precision), " with --profile ",
+        absl::GetFlag(FLAGS_profile),
+        ": profiles hold fp32 measurements; plan this precision from the "
+        "cluster's rates (leave --profile out)"));
+  }
+  return options;
 }
 
-absl::Status CheckExecutedOptimizer() {
-  if (absl::GetFlag(FLAGS_optimizer) == "momentum") return absl::OkStatus();
+absl::Status CheckMeasuredStepDefaults() {
+  if (absl::GetFlag(FLAGS_optimizer) == "momentum" &&
+      absl::GetFlag(FLAGS_precision) == "fp32") {
+    return absl::OkStatus();
+  }
   return absl::InvalidArgumentError(absl::StrCat(
-      "--optimizer ", absl::GetFlag(FLAGS_optimizer),
-      ": the executor trains with SGD with momentum only; other optimizers "
-      "are planned for (simulate, place, bench, inspect), not run"));
+      "--optimizer ", absl::GetFlag(FLAGS_optimizer), " --precision ",
+      absl::GetFlag(FLAGS_precision),
+      ": profiles (profile, calibrate, train, run --profile-out) are "
+      "measured from fp32 steps with momentum only (simulate, place, bench "
+      "and run take the others)"));
 }
 
 PolicyOptions PolicyOptionsFromFlags() {

@@ -128,11 +128,13 @@ void ReportWrote(const std::string& path, const std::string& detail = "");
 zoo::ZooParams ZooParamsFromFlags();
 // --seed, --budget, --evaluations and --memory-headroom as PolicyOptions.
 PolicyOptions PolicyOptionsFromFlags();
-// --optimizer's update costs and state; INVALID_ARGUMENT naming the flag.
+// --optimizer and --precision as TrainingOptions; INVALID_ARGUMENT naming
+// the flag (also for a precision below fp32 with --profile's fp32
+// measurements).
 absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags();
-// For the commands that execute steps: OK for momentum, else an error
-// saying the executor runs momentum only.
-absl::Status CheckExecutedOptimizer();
+// For the commands that measure steps into profiles and rewards (profile,
+// calibrate, train): OK for momentum at fp32, else an error naming them.
+absl::Status CheckMeasuredStepDefaults();
 // A preset name, or a cluster file relative to the user's directory.
 absl::StatusOr<Cluster> LoadUserCluster(const std::string& spec);
 // The roofline model, or the --profile measurements over it.

@@ -54,7 +54,7 @@ int ExitCode(bool stopped_timing_ops) {
 }  // namespace
 
 int ProfileCommand(const std::vector<std::string>& args) {
-  if (absl::Status s = CheckExecutedOptimizer(); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckMeasuredStepDefaults(); !s.ok()) return Fail(s);
   if (args.size() > 1) return UsageError("profile takes at most one MODEL");
   std::vector<DeviceKind> kinds;
   for (absl::string_view name :

@@ -173,7 +173,14 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
 }  // namespace
 
 int RunCommand(const std::vector<std::string>& args) {
-  if (absl::Status s = CheckExecutedOptimizer(); !s.ok()) return Fail(s);
+  absl::StatusOr<TrainingOptions> training = TrainingOptionsFromFlags();
+  if (!training.ok()) return Fail(training.status());
+  if (!absl::GetFlag(FLAGS_profile_out).empty()) {
+    if (absl::Status s = CheckMeasuredStepDefaults(); !s.ok()) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--profile-out: ", s.message())));
+    }
+  }
   if (args.size() != 1) return UsageError("run takes one MODEL");
   std::string placement_path = absl::GetFlag(FLAGS_placement);
   std::string policy = absl::GetFlag(FLAGS_policy);
@@ -185,7 +192,7 @@ int RunCommand(const std::vector<std::string>& args) {
   if (!cluster.ok()) return Fail(cluster.status());
   NoteUnpinnedCpuDevices(*cluster);
 
-  TrainingView view = BuildTrainingView(model->graph);
+  TrainingView view = BuildTrainingView(model->graph, *training);
   if (absl::Status s = CheckRunnable(model->graph); !s.ok()) return Fail(s);
   absl::StatusOr<std::unique_ptr<CostModel>> costs = CostModelFromFlags();
   if (!costs.ok()) return Fail(costs.status());

@@ -101,7 +101,7 @@ class ProgressLine {
 }  // namespace
 
 int TrainCommand(const std::vector<std::string>& args) {
-  if (absl::Status s = CheckExecutedOptimizer(); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckMeasuredStepDefaults(); !s.ok()) return Fail(s);
   if (args.empty()) return UsageError("train takes one or more MODELs");
   if (absl::GetFlag(FLAGS_cluster).empty()) {
     return UsageError("train needs --cluster");

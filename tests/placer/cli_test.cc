@@ -415,9 +415,19 @@ TEST(CliTest, PlaceThenRunTheModelsOfToday) {
   }
 }
 
+// A simulate --json report's peak on /gpu:0.
+double PeakOfGpu0(const google::protobuf::Struct& report) {
+  return report.fields()
+      .at("peak_memory_bytes")
+      .struct_value()
+      .fields()
+      .at("/gpu:0")
+      .number_value();
+}
+
 // --optimizer: AdamW's two state tensors per parameter against momentum's
 // one and SGD's none, on one device: the peaks differ by exactly the
-// parameter bytes. Commands that execute steps refuse what they cannot run.
+// parameter bytes. Commands that measure profiles refuse other steps.
 TEST(CliTest, OptimizerStateIsInThePeakMemory) {
   const std::string model =
       " zoo:gnmt2:batch=8,seq_len=4,hidden=64,vocab=100 --cluster p100x4";
@@ -436,13 +446,7 @@ TEST(CliTest, OptimizerStateIsInThePeakMemory) {
     RunResult r = RunPlacer("simulate" + model + " --placement " + placement +
                             " --json --optimizer " + optimizer);
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    peak[optimizer] = Json(r.out)
-                          .fields()
-                          .at("peak_memory_bytes")
-                          .struct_value()
-                          .fields()
-                          .at("/gpu:0")
-                          .number_value();
+    peak[optimizer] = PeakOfGpu0(Json(r.out));
   }
   EXPECT_EQ(peak["momentum"] - peak["sgd"], parameter_bytes);
   EXPECT_EQ(peak["adam"] - peak["momentum"], parameter_bytes);
@@ -450,10 +454,63 @@ TEST(CliTest, OptimizerStateIsInThePeakMemory) {
                             " --optimizer lion");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_THAT(bad.out, HasSubstr("--optimizer 'lion': expected sgd"));
-  RunResult run = RunPlacer("run" + model + " --placement " + placement +
-                            " --optimizer adam");
-  EXPECT_EQ(run.exit_code, 1);
-  EXPECT_THAT(run.out, HasSubstr("SGD with momentum only"));
+  RunResult profile = RunPlacer("profile" + model + " --optimizer adam");
+  EXPECT_EQ(profile.exit_code, 1);
+  EXPECT_THAT(profile.out, HasSubstr("fp32 steps with momentum only"));
+}
+
+// --precision bf16: the matrix products at h100x8's tensor-core rate and
+// the activations at two bytes make the simulated step faster and its peak
+// lower; run trains it on CPUs (the loss falls); fp16 on a CPU, and a
+// profile's fp32 measurements under bf16, are errors that say so.
+TEST(CliTest, Bf16IsPlannedAtTensorCoreRatesAndRunsOnCpus) {
+  const std::string model =
+      " zoo:transformer_big:batch=32,seq_len=64,hidden=512,vocab=1000,"
+      "layers=2 --cluster h100x8";
+  const std::string placement = TmpFile("precision_single.json");
+  ASSERT_EQ(
+      RunPlacer("place" + model + " --policy single -o " + placement).exit_code,
+      0);
+  std::map<std::string, google::protobuf::Struct> simulated;
+  for (const char* precision : {"fp32", "bf16"}) {
+    RunResult r = RunPlacer("simulate" + model + " --placement " + placement +
+                            " --json --precision " + precision);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    simulated[precision] = Json(r.out);
+  }
+  EXPECT_LT(Number(simulated["bf16"], "step_seconds"),
+            0.6 * Number(simulated["fp32"], "step_seconds"));
+  EXPECT_LT(PeakOfGpu0(simulated["bf16"]), PeakOfGpu0(simulated["fp32"]));
+  const std::string llama = "tests/fixtures/corpus/llama.train.op17.onnx";
+  const std::string llama_placement = TmpFile("precision_llama.json");
+  ASSERT_EQ(RunPlacer("place " + llama + " --cluster cpu2 --policy m_etf -o " +
+                      llama_placement)
+                .exit_code,
+            0);
+  RunResult run = RunPlacer("run " + llama +
+                            " --cluster cpu2 --steps 3 --warmup 0 --json "
+                            "--precision bf16 --optimizer adam --placement " +
+                            llama_placement);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const google::protobuf::Struct report =
+      Json(run.out.substr(0, run.out.find('\n')));
+  std::vector<double> losses;
+  for (const auto& l : report.fields().at("losses").list_value().values()) {
+    losses.push_back(l.number_value());
+  }
+  ASSERT_EQ(losses.size(), 3u);
+  EXPECT_LT(losses[2], losses[0]);
+  RunResult fp16 = RunPlacer("run " + llama +
+                             " --cluster cpu2 --steps 1 --precision fp16 "
+                             "--placement " +
+                             llama_placement);
+  EXPECT_EQ(fp16.exit_code, 1);
+  EXPECT_THAT(fp16.out, HasSubstr("'/cpu:0' runs on the CPU"));
+  RunResult profiled =
+      RunPlacer("simulate" + model + " --placement " + placement +
+                " --precision bf16 --profile " + TmpFile("absent_profile.pb"));
+  EXPECT_EQ(profiled.exit_code, 1);
+  EXPECT_THAT(profiled.out, HasSubstr("profiles hold fp32 measurements"));
 }
 
 // Flags that would change nothing are errors that say why.

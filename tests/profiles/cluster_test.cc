@@ -59,6 +59,26 @@ TEST(ClusterTest, TextAndJsonWithLinkOverrides) {
                    2e-5 + 1e6 / 5e8);
 }
 
+// Tensor-core rates per precision; a device without one computes at its
+// peak_flops, and a negative rate names the device.
+TEST(ClusterTest, PeakFlopsPerPrecision) {
+  Cluster h100 = *LoadCluster("h100x8");
+  EXPECT_DOUBLE_EQ(h100.device(0).PeakFlops(Precision::kFp32), 6.7e13);
+  EXPECT_DOUBLE_EQ(h100.device(0).PeakFlops(Precision::kBf16), 9.89e14);
+  EXPECT_DOUBLE_EQ(h100.device(0).PeakFlops(Precision::kFp16), 9.89e14);
+  Cluster v100 = *LoadCluster("v100x4");
+  EXPECT_DOUBLE_EQ(v100.device(0).PeakFlops(Precision::kBf16), 1.57e13);
+  EXPECT_DOUBLE_EQ(v100.device(0).PeakFlops(Precision::kFp16), 1.25e14);
+  absl::StatusOr<Cluster> bad = ParseCluster(R"(
+    name: "bad"
+    devices { name: "g" kind: GPU peak_flops: 1e12 memory_bandwidth: 1e11
+              memory_bytes: 1000 bf16_peak_flops: -1 })",
+                                             "bad.pbtxt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("bad.pbtxt"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("bf16_peak_flops"));
+}
+
 // A search placing ops on part of a cluster hands the policy these
 // devices alone, in the order given, with the links between them.
 TEST(ClusterTest, ASubsetKeepsItsDevicesAndLinks) {

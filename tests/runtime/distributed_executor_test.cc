@@ -57,8 +57,8 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
   // order: ~7e-9 after 2 steps); the fixture ResNet-50 (no normalization,
   // weights seeded) amplifies that ~1e3-fold per step at lr 0.05, past
   // 1e-5 by step 5; at 0.01 all three models stay within 1e-5.
-  base.learning_rate = 0.01;
-  base.momentum = 0.9;
+  base.update.learning_rate = 0.01;
+  base.update.momentum = 0.9;
   base.seed = 7;
   RunResult result;
   if (world == 0) {

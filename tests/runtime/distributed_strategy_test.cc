@@ -47,7 +47,7 @@ std::vector<std::string> ParameterNames(const TrainingView& view) {
 ExecutorOptions Options() {
   ExecutorOptions o;
   o.seed = 11;
-  o.learning_rate = 0.01;
+  o.update.learning_rate = 0.01;
   return o;
 }
 

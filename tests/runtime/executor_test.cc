@@ -131,7 +131,7 @@ TEST(ExecutorTest, TrainingLowersTheLoss) {
     std::unique_ptr<Model> m = Load(s.name, s.params);
     Cluster two = Cpus(2);
     ExecutorOptions o;
-    o.learning_rate = 0.1;
+    o.update.learning_rate = 0.1;
     auto e = Executor::Create(m->view, two, RoundRobin(m->graph, 2), o);
     ASSERT_TRUE(e.ok()) << e.status();
     double first = 0, last = 0;
@@ -206,7 +206,7 @@ TEST(ExecutorTest, GradientsMatchAutogradOverTheWholeGraph) {
     SCOPED_TRACE(s.name);
     std::unique_ptr<Model> m = Load(s.name, s.params);
     ExecutorOptions o;
-    o.learning_rate = 1.0;
+    o.update.learning_rate = 1.0;
     auto e = Executor::Create(m->view, Cpus(2), RoundRobin(m->graph, 2), o);
     ASSERT_TRUE(e.ok()) << e.status();
     std::map<std::string, torch::Tensor> expected =
@@ -245,8 +245,8 @@ TEST(ExecutorTest, PyTorchExportsRunAndMatchAutograd) {
     ASSERT_TRUE(g.ok()) << g.status();
     TrainingView view = BuildTrainingView(*g);
     ExecutorOptions o;
-    o.learning_rate = 1.0;
-    o.momentum = 0;
+    o.update.learning_rate = 1.0;
+    o.update.momentum = 0;
     Placement one{std::vector<int>(g->ops().size(), 0)};
     auto a = Executor::Create(view, Cpus(1), one, o);
     auto b = Executor::Create(view, Cpus(3), RoundRobin(*g, 3), o);
@@ -730,7 +730,7 @@ TEST(ExecutorTest, PlacementAcrossCpuAndGpuMatchesCpuAlone) {
       // against float64 autograd instead: no further from it than a few
       // times the CPU's own float32 gradients are.
       ExecutorOptions o;
-      o.learning_rate = 1.0;
+      o.update.learning_rate = 1.0;
       auto e = Executor::Create(m->view, *mixed,
                                 RoundRobin(m->graph, 1 + gpus), o);
       ASSERT_TRUE(e.ok()) << e.status();

@@ -82,8 +82,8 @@ void ExpectMatchesPyTorch(const std::string& name, int opset, int devices) {
     placement.device_of_op[op] = k++ % devices;
   }
   ExecutorOptions options;
-  options.learning_rate = 0.5;
-  options.momentum = 0;
+  options.update.learning_rate = 0.5;
+  options.update.momentum = 0;
   absl::StatusOr<std::unique_ptr<Executor>> executor =
       Executor::Create(view, Cpus(devices), placement, options);
   ASSERT_TRUE(executor.ok()) << executor.status();

@@ -1,0 +1,154 @@
+#include "graph/autocast.h"
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+
+namespace placer {
+namespace {
+
+const absl::flat_hash_map<absl::string_view, AutocastClass>& ClassTable() {
+  static const auto* table =
+      new absl::flat_hash_map<absl::string_view, AutocastClass>{
+          {"Conv", AutocastClass::kLowerPrecision},
+          {"ConvTranspose", AutocastClass::kLowerPrecision},
+          {"MatMul", AutocastClass::kLowerPrecision},
+          {"Gemm", AutocastClass::kLowerPrecision},
+          {"Einsum", AutocastClass::kLowerPrecision},
+          {"LSTM", AutocastClass::kLowerPrecision},
+          {"GRU", AutocastClass::kLowerPrecision},
+          {"RNN", AutocastClass::kLowerPrecision},
+          {"PRelu", AutocastClass::kLowerPrecision},
+          {"Softmax", AutocastClass::kFp32},
+          {"LogSoftmax", AutocastClass::kFp32},
+          {"LayerNormalization", AutocastClass::kFp32},
+          {"GroupNormalization", AutocastClass::kFp32},
+          {"InstanceNormalization", AutocastClass::kFp32},
+          {"Exp", AutocastClass::kFp32},
+          {"Log", AutocastClass::kFp32},
+          {"Pow", AutocastClass::kFp32},
+          {"Reciprocal", AutocastClass::kFp32},
+          {"Softplus", AutocastClass::kFp32},
+          {"Acos", AutocastClass::kFp32},
+          {"Asin", AutocastClass::kFp32},
+          {"Cosh", AutocastClass::kFp32},
+          {"Sinh", AutocastClass::kFp32},
+          {"Tan", AutocastClass::kFp32},
+          {"ReduceSum", AutocastClass::kFp32},
+          {"ReduceSumSquare", AutocastClass::kFp32},
+          {"ReduceProd", AutocastClass::kFp32},
+          {"ReduceLogSum", AutocastClass::kFp32},
+          {"ReduceLogSumExp", AutocastClass::kFp32},
+          {"ReduceL1", AutocastClass::kFp32},
+          {"ReduceL2", AutocastClass::kFp32},
+          {"CumSum", AutocastClass::kFp32},
+          {"SoftmaxCrossEntropyLoss", AutocastClass::kFp32},
+          {"NegativeLogLikelihoodLoss", AutocastClass::kFp32},
+          {"Cast", AutocastClass::kKeep},
+          {"CastLike", AutocastClass::kKeep},
+          {"Shape", AutocastClass::kKeep},
+          {"Size", AutocastClass::kKeep},
+          {"Range", AutocastClass::kKeep},
+          {"ConstantOfShape", AutocastClass::kKeep},
+          {"Constant", AutocastClass::kKeep},
+          {"EyeLike", AutocastClass::kKeep},
+          {"RandomNormal", AutocastClass::kKeep},
+          {"RandomNormalLike", AutocastClass::kKeep},
+          {"RandomUniform", AutocastClass::kKeep},
+          {"RandomUniformLike", AutocastClass::kKeep},
+      };
+  return *table;
+}
+
+// fp32 is wider than either 16-bit type; a step has only one of those.
+DataType Wider(DataType a, DataType b) {
+  if (a == DataType::kUndefined) return b;
+  if (b == DataType::kUndefined) return a;
+  if (a == DataType::kFloat64 || b == DataType::kFloat64) {
+    return DataType::kFloat64;
+  }
+  if (a == DataType::kFloat32 || b == DataType::kFloat32) {
+    return DataType::kFloat32;
+  }
+  return a;
+}
+
+bool IsInitializer(const Tensor& t) {
+  return t.kind == TensorKind::kParameter || t.kind == TensorKind::kConstant;
+}
+
+}  // namespace
+
+absl::string_view PrecisionName(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+  }
+  return "fp32";
+}
+
+absl::StatusOr<Precision> ParsePrecision(absl::string_view text) {
+  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+    if (text == PrecisionName(p)) return p;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("precision '", text, "': expected fp32, bf16 or fp16"));
+}
+
+DataType ComputeType(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32:
+      return DataType::kFloat32;
+    case Precision::kBf16:
+      return DataType::kBFloat16;
+    case Precision::kFp16:
+      return DataType::kFloat16;
+  }
+  return DataType::kFloat32;
+}
+
+AutocastClass AutocastClassOf(const Op& op) {
+  if (!op.domain.empty() && op.domain != "ai.onnx") {
+    return AutocastClass::kPromote;
+  }
+  auto it = ClassTable().find(op.op_type);
+  return it == ClassTable().end() ? AutocastClass::kPromote : it->second;
+}
+
+std::vector<Tensor> AutocastTensors(const Graph& graph, Precision precision) {
+  std::vector<Tensor> tensors = graph.tensors();
+  if (precision == Precision::kFp32) return tensors;
+  const DataType lower = ComputeType(precision);
+  for (int i : graph.topological_order()) {
+    const Op& op = graph.op(i);
+    const AutocastClass kind = AutocastClassOf(op);
+    if (kind == AutocastClass::kKeep) continue;
+    DataType type = DataType::kFloat32;
+    if (kind == AutocastClass::kLowerPrecision) type = lower;
+    if (kind == AutocastClass::kPromote) {
+      DataType from_activations = DataType::kUndefined;
+      DataType from_all = DataType::kUndefined;
+      for (int in : op.inputs) {
+        if (in < 0 || !IsFloatingPoint(tensors[in].dtype)) continue;
+        from_all = Wider(from_all, tensors[in].dtype);
+        if (!IsInitializer(tensors[in])) {
+          from_activations = Wider(from_activations, tensors[in].dtype);
+        }
+      }
+      type = from_activations != DataType::kUndefined ? from_activations
+                                                      : from_all;
+      if (type == DataType::kUndefined) continue;
+    }
+    for (int out : op.outputs) {
+      if (out >= 0 && graph.tensor(out).dtype == DataType::kFloat32) {
+        tensors[out].dtype = type;
+      }
+    }
+  }
+  return tensors;
+}
+
+}  // namespace placer

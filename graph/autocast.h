@@ -1,0 +1,55 @@
+// Mixed precision as frameworks train with it: torch.autocast (and AMP)
+// run a step's matrix products at a lower precision while the weights, their
+// gradients and the optimizer state stay fp32. This file says, for a graph
+// exported in fp32, which ops run at the lower precision and what type each
+// tensor then has; the training view (training_view.h) sizes values and
+// costs from it, the cost model rates the lower-precision nodes at the
+// device's tensor-core FLOP/s, and the executor runs the same ops under
+// LibTorch's autocast.
+//
+// Contract (torch.autocast's CUDA op lists, 1.13, mapped to ONNX ops):
+//  - kLowerPrecision ops (Conv, ConvTranspose, MatMul, Gemm, Einsum, LSTM,
+//    GRU, RNN, PRelu) compute at the step's precision and write it.
+//  - kFp32 ops (Softmax, LogSoftmax, the normalizations that torch lists
+//    as fp32 — LayerNormalization, GroupNormalization and the
+//    InstanceNormalization torch exports GroupNorm as —, Exp, Log, Pow,
+//    Reciprocal, Softplus, sums and products, CumSum, the losses) write fp32.
+//  - kKeep ops (Cast, CastLike, Shape, Size, Range, generators) write the
+//    type the file says.
+//  - Every other op writes the widest floating-point type among its inputs
+//    that are activations or graph inputs (initializers do not widen: a
+//    Linear's bias Add after a bf16 MatMul stays bf16, as torch's fused
+//    linear does); with no such input, among all of its inputs.
+//  Only tensors the file types float32 change; parameters, graph inputs and
+//  constants keep their type (fp32 master weights), so parameter gradients
+//  and the optimizer stay fp32. At kFp32 nothing changes.
+#ifndef PLACER_GRAPH_AUTOCAST_H_
+#define PLACER_GRAPH_AUTOCAST_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/graph.h"
+
+namespace placer {
+
+enum class Precision { kFp32, kBf16, kFp16 };
+
+// "fp32", "bf16", "fp16".
+absl::string_view PrecisionName(Precision precision);
+// Parses a PrecisionName; INVALID_ARGUMENT naming `text` otherwise.
+absl::StatusOr<Precision> ParsePrecision(absl::string_view text);
+// The type lower-precision ops compute in: kFloat32, kBFloat16, kFloat16.
+DataType ComputeType(Precision precision);
+
+enum class AutocastClass { kLowerPrecision, kFp32, kKeep, kPromote };
+AutocastClass AutocastClassOf(const Op& op);
+
+// The graph's tensors with the types they have under autocast at
+// `precision` (a copy of graph.tensors(), only dtypes changed).
+std::vector<Tensor> AutocastTensors(const Graph& graph, Precision precision);
+
+}  // namespace placer
+
+#endif  // PLACER_GRAPH_AUTOCAST_H_

@@ -1,0 +1,68 @@
+#include "runtime/parameter_update.h"
+
+#include <string>
+#include <utility>
+
+namespace placer {
+
+ParameterUpdate::ParameterUpdate(Optimizer optimizer,
+                                 const UpdateHyperparameters& hyper,
+                                 torch::Tensor weight)
+    : weight_(std::move(weight)) {
+  std::vector<torch::Tensor> parameters = {weight_};
+  // The state torch::optim would make at the first step, made now (the
+  // key is the one its step looks up): a step's memory is then the same
+  // from the first step on, as the simulator counts it.
+  const std::string key = c10::guts::to_string(weight_.unsafeGetTensorImpl());
+  switch (optimizer) {
+    case Optimizer::kSgd:
+      optimizer_ = std::make_unique<torch::optim::SGD>(
+          parameters, torch::optim::SGDOptions(hyper.learning_rate));
+      break;
+    case Optimizer::kMomentum:
+      optimizer_ = std::make_unique<torch::optim::SGD>(
+          parameters, torch::optim::SGDOptions(hyper.learning_rate)
+                          .momentum(hyper.momentum));
+      {
+        auto state = std::make_unique<torch::optim::SGDParamState>();
+        state->momentum_buffer(torch::zeros_like(weight_));
+        optimizer_->state()[key] = std::move(state);
+      }
+      break;
+    case Optimizer::kAdam:
+      optimizer_ = std::make_unique<torch::optim::AdamW>(
+          parameters, torch::optim::AdamWOptions(hyper.learning_rate)
+                          .weight_decay(hyper.weight_decay));
+      {
+        auto state = std::make_unique<torch::optim::AdamWParamState>();
+        state->step(0);
+        state->exp_avg(torch::zeros_like(weight_));
+        state->exp_avg_sq(torch::zeros_like(weight_));
+        optimizer_->state()[key] = std::move(state);
+      }
+      break;
+  }
+}
+
+void ParameterUpdate::Apply(const torch::Tensor& gradient) {
+  torch::NoGradGuard no_grad;
+  weight_.mutable_grad() = gradient.to(weight_.scalar_type());
+  optimizer_->step();
+  weight_.mutable_grad() = torch::Tensor();
+}
+
+int64_t ParameterUpdate::StateBytes(Optimizer optimizer,
+                                    const torch::Tensor& weight) {
+  const int64_t bytes = weight.numel() * weight.element_size();
+  switch (optimizer) {
+    case Optimizer::kSgd:
+      return 0;
+    case Optimizer::kMomentum:
+      return bytes;
+    case Optimizer::kAdam:
+      return 2 * bytes;
+  }
+  return 0;
+}
+
+}  // namespace placer
