@@ -318,7 +318,8 @@ absl::Status TorchExecutor::Init() {
   updates_.resize(values);
   resident_bytes_.assign(num_devices_, 0);
   seed_grad_.assign(graph_.tensors().size(), torch::Tensor());
-  absl::StatusOr<HostValues> drawn = DrawHostValues(view_, options_.seed);
+  absl::StatusOr<HostValues> drawn =
+      DrawHostValues(view_, options_.seed, options_.input_values);
   if (!drawn.ok()) return drawn.status();
   for (int v = 0; v < values; ++v) {
     const torch::Tensor& host = drawn->value[v];

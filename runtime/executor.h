@@ -79,6 +79,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -87,6 +88,7 @@
 #include "absl/strings/string_view.h"
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
+#include "runtime/input_values.h"
 #include "runtime/parameter_update.h"
 #include "runtime/rank_group.h"
 #include "runtime/torch_devices.h"
@@ -95,6 +97,9 @@
 namespace placer {
 
 struct ExecutorOptions {
+  // Graph inputs whose values the user gave (runtime/input_values.h), by
+  // name; the others are drawn (initial_values.h).
+  std::map<std::string, InputValues> input_values;
   // The update nodes' optimizer settings; which optimizer is the view's
   // (TrainingOptions::optimizer).
   UpdateHyperparameters update;

@@ -170,9 +170,24 @@ torch::Tensor DrawMask(const std::vector<int64_t>& shape,
   return mask;
 }
 
-absl::StatusOr<HostValues> DrawHostValues(const TrainingView& view,
-                                          uint64_t seed) {
+absl::StatusOr<HostValues> DrawHostValues(
+    const TrainingView& view, uint64_t seed,
+    const std::map<std::string, InputValues>& given) {
   const Graph& graph = view.forward();
+  for (const auto& [name, spec] : given) {
+    const int t = graph.FindTensor(name);
+    if (t < 0 || graph.tensor(t).kind != TensorKind::kGraphInput ||
+        Folded(graph.tensor(t))) {
+      std::vector<std::string> inputs;
+      for (int in : graph.inputs()) {
+        if (!Folded(graph.tensor(in))) inputs.push_back(graph.tensor(in).name);
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input-values names '", name,
+                       "', which is no graph input; the inputs are ",
+                       absl::StrJoin(inputs, ", ")));
+    }
+  }
   const int values = static_cast<int>(view.values().size());
   torch::Generator gen = at::detail::createCPUGenerator(seed);
   HostValues out;
@@ -197,6 +212,13 @@ absl::StatusOr<HostValues> DrawHostValues(const TrainingView& view,
       continue;
     } else if (value.kind == ValueKind::kParameter) {
       host = InitParameter(graph, t, gen);
+    } else if (auto it = given.find(t.name);
+               value.kind == ValueKind::kGraphInput && it != given.end()) {
+      absl::StatusOr<torch::Tensor> made = MakeInputValues(
+          t, it->second,
+          IsFloatingPoint(t.dtype) ? 0 : IndexBound(graph, value.tensor), gen);
+      if (!made.ok()) return made.status();
+      host = *std::move(made);
     } else if (value.kind == ValueKind::kGraphInput) {
       torch::ScalarType type = ToTorchType(t.dtype);
       if (IsFloatingPoint(t.dtype)) {
@@ -212,7 +234,9 @@ absl::StatusOr<HostValues> DrawHostValues(const TrainingView& view,
           errors.push_back(absl::StrCat(
               "graph input '", t.name, "' (", DataTypeName(t.dtype),
               ") reaches no Gather, loss or comparison (through Reshape, "
-              "Cast and the like), so its valid values are unknown"));
+              "Cast and the like), so its valid values are unknown: give "
+              "them with --input-values ",
+              t.name, "=range:LO:HI (or value:V, mask, file:PATH)"));
           continue;
         }
       }
@@ -245,8 +269,10 @@ absl::StatusOr<HostValues> DrawHostValues(const TrainingView& view,
   return out;
 }
 
-absl::StatusOr<HostValues> DrawBatch(const TrainingView& view, uint64_t seed) {
-  absl::StatusOr<HostValues> drawn = DrawHostValues(view, seed);
+absl::StatusOr<HostValues> DrawBatch(
+    const TrainingView& view, uint64_t seed,
+    const std::map<std::string, InputValues>& given) {
+  absl::StatusOr<HostValues> drawn = DrawHostValues(view, seed, given);
   if (!drawn.ok()) return drawn;
   for (int v = 0; v < static_cast<int>(view.values().size()); ++v) {
     if (view.value(v).kind != ValueKind::kGraphInput) {

@@ -10,14 +10,17 @@
 #ifndef PLACER_RUNTIME_INITIAL_VALUES_H_
 #define PLACER_RUNTIME_INITIAL_VALUES_H_
 
-#include <cstdint>
-#include <vector>
-
 #include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
 #include "graph/training_view.h"
+#include "runtime/input_values.h"
 
 namespace placer {
 
@@ -68,13 +71,20 @@ struct HostValues {
   std::vector<torch::Tensor> value;   // per view value; undefined if produced
   std::vector<torch::Tensor> target;  // per graph tensor; undefined if none
 };
-absl::StatusOr<HostValues> DrawHostValues(const TrainingView& view,
-                                          uint64_t seed);
+// `given`: graph inputs by name whose values the user gave
+// (runtime/input_values.h), drawn from the same generator in their turn
+// instead of by the rules above; a name that is no graph input is an
+// INVALID_ARGUMENT listing the inputs.
+absl::StatusOr<HostValues> DrawHostValues(
+    const TrainingView& view, uint64_t seed,
+    const std::map<std::string, InputValues>& given = {});
 
 // Another batch for the same step shape: the graph inputs and targets of
 // DrawHostValues(view, seed) (its parameters and constants are drawn and
 // dropped, so batches differ only by seed).
-absl::StatusOr<HostValues> DrawBatch(const TrainingView& view, uint64_t seed);
+absl::StatusOr<HostValues> DrawBatch(
+    const TrainingView& view, uint64_t seed,
+    const std::map<std::string, InputValues>& given = {});
 
 }  // namespace placer
 

@@ -381,12 +381,14 @@ absl::Status TorchStrategyExecutor::Init() {
     if (backward >= 0) needs_gradient_[op] = InputsNeedingGradient(view_, backward);
   }
 
-  absl::StatusOr<HostValues> first = DrawHostValues(view_, options_.seed);
+  absl::StatusOr<HostValues> first =
+      DrawHostValues(view_, options_.seed, options_.input_values);
   if (!first.ok()) return first.status();
   host_ = first->value;
   batches_.push_back(*first);
   for (int j = 1; j < M_; ++j) {
-    absl::StatusOr<HostValues> batch = DrawBatch(view_, options_.seed + j);
+    absl::StatusOr<HostValues> batch =
+        DrawBatch(view_, options_.seed + j, options_.input_values);
     if (!batch.ok()) return batch.status();
     batches_.push_back(*std::move(batch));
   }

@@ -41,6 +41,11 @@ ABSL_FLAG(int64_t, batch, 0,
 ABSL_FLAG(std::vector<std::string>, input_shape, {},
           "Full shapes of named graph inputs, NAME=D0xD1x..., comma "
           "separated (e.g. input=32x3x224x224).");
+ABSL_FLAG(std::vector<std::string>, input_values, {},
+          "run: values of named graph inputs, NAME=SPEC comma separated; "
+          "SPEC is range:LO:HI (uniform; integers LO..HI-1), value:V, mask "
+          "(a padding mask) or file:PATH (numbers, row-major). Integer "
+          "inputs that reach no Gather, loss or comparison need one.");
 ABSL_FLAG(std::vector<std::string>, dim, {},
           "Values of symbolic dims by name, NAME=VALUE, comma separated "
           "(e.g. seq_len=128).");
@@ -290,13 +295,13 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                           {"cluster", "devices", "repeats", "reference_steps",
                            "warmup", "threads", "pin_cores", "budget", "o",
                            "resume", "json", "optimizer"}})},
-        {"run",
-         join({model,
-               policy,
-               costs,
-               ranks,
-               {"cluster", "placement", "profile_out", "steps", "warmup",
-                "threads", "pin_cores", "json", "optimizer", "precision"}})},
+        {"run", join({model,
+                      policy,
+                      costs,
+                      ranks,
+                      {"cluster", "placement", "profile_out", "steps", "warmup",
+                       "threads", "pin_cores", "json", "optimizer", "precision",
+                       "input_values"}})},
         {"worker", join({ranks})},
         {"calibrate",
          join({model,

@@ -34,6 +34,7 @@ ABSL_DECLARE_FLAG(bool, json);
 ABSL_DECLARE_FLAG(int64_t, batch);
 ABSL_DECLARE_FLAG(std::vector<std::string>, input_shape);
 ABSL_DECLARE_FLAG(std::vector<std::string>, dim);
+ABSL_DECLARE_FLAG(std::vector<std::string>, input_values);
 ABSL_DECLARE_FLAG(int64_t, layers);
 ABSL_DECLARE_FLAG(int64_t, seq_len);
 ABSL_DECLARE_FLAG(int64_t, hidden);

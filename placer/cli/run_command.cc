@@ -35,6 +35,21 @@ namespace placer {
 
 namespace {
 
+// --input-values, by input name; files relative to the user's directory.
+absl::StatusOr<std::map<std::string, InputValues>> InputValuesFromFlags() {
+  std::map<std::string, InputValues> given;
+  for (const std::string& entry : absl::GetFlag(FLAGS_input_values)) {
+    absl::StatusOr<std::pair<std::string, InputValues>> parsed =
+        ParseInputValues(entry, UserPath("."));
+    if (!parsed.ok()) return parsed.status();
+    if (!given.emplace(parsed->first, parsed->second).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input-values gives '", parsed->first, "' twice"));
+    }
+  }
+  return given;
+}
+
 // One direction of a link in one step: copies, bytes, seconds copying.
 struct LinkLoad {
   double copies = 0;
@@ -91,6 +106,10 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
         absl::StrCat(path, ": ", simulated.status().message())));
   }
   ExecutorOptions options;
+  absl::StatusOr<std::map<std::string, InputValues>> given =
+      InputValuesFromFlags();
+  if (!given.ok()) return fail(given.status());
+  options.input_values = *std::move(given);
   options.seed = absl::GetFlag(FLAGS_seed);
   options.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
   options.pin_cpu_devices = absl::GetFlag(FLAGS_pin_cores);
@@ -270,6 +289,10 @@ int RunCommand(const std::vector<std::string>& args) {
   options.steps = absl::GetFlag(FLAGS_steps);
   options.warmup = absl::GetFlag(FLAGS_warmup);
   options.executor.seed = absl::GetFlag(FLAGS_seed);
+  absl::StatusOr<std::map<std::string, InputValues>> given =
+      InputValuesFromFlags();
+  if (!given.ok()) return Fail(given.status());
+  options.executor.input_values = *std::move(given);
   options.executor.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
   options.executor.pin_cpu_devices = absl::GetFlag(FLAGS_pin_cores);
   options.executor.priorities = context.priorities();
