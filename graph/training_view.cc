@@ -329,6 +329,14 @@ absl::string_view OptimizerName(Optimizer optimizer) {
   return "momentum";
 }
 
+absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view text) {
+  for (Optimizer o : {Optimizer::kSgd, Optimizer::kMomentum, Optimizer::kAdam}) {
+    if (text == OptimizerName(o)) return o;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "optimizer '", text, "': expected sgd, momentum or adam"));
+}
+
 TrainingOptions TrainingOptionsFor(Optimizer optimizer) {
   TrainingOptions options;
   options.optimizer = optimizer;

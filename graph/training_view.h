@@ -49,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "graph/autocast.h"
 #include "graph/graph.h"
@@ -113,6 +114,8 @@ struct TrainingNode {
 enum class Optimizer { kSgd, kMomentum, kAdam };
 // "sgd", "momentum", "adam".
 absl::string_view OptimizerName(Optimizer optimizer);
+// Parses an OptimizerName; INVALID_ARGUMENT naming `text` otherwise.
+absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view text);
 
 // How the step trains: the optimizer (update costs and state) and the
 // precision of its compute (graph/autocast.h: activations, their gradients

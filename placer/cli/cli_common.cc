@@ -423,18 +423,13 @@ int UsageError(const std::string& message) {
 }
 
 absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
-  const std::string name = absl::GetFlag(FLAGS_optimizer);
-  TrainingOptions options;
-  if (name == "sgd") {
-    options = TrainingOptionsFor(Optimizer::kSgd);
-  } else if (name == "momentum") {
-    options = TrainingOptionsFor(Optimizer::kMomentum);
-  } else if (name == "adam") {
-    options = TrainingOptionsFor(Optimizer::kAdam);
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--optimizer '", name, "': expected sgd, momentum or adam"));
+  absl::StatusOr<Optimizer> optimizer =
+      ParseOptimizer(absl::GetFlag(FLAGS_optimizer));
+  if (!optimizer.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", optimizer.status().message()));
   }
+  TrainingOptions options = TrainingOptionsFor(*optimizer);
   absl::StatusOr<Precision> precision =
       ParsePrecision(absl::GetFlag(FLAGS_precision));
   if (!precision.ok()) {

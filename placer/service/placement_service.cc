@@ -134,6 +134,11 @@ absl::StatusOr<PlacementServiceImpl::Prepared> PlacementServiceImpl::Prepare(
       NormalizeOptions(request.options(), options_.limits);
   if (!options.ok()) return options.status();
   p.options = std::move(*options);
+  absl::StatusOr<TrainingOptions> training =
+      ToTrainingOptions(*p.options.mutable_training(),
+                        p.options.use_reported_profiles(), "options.training");
+  if (!training.ok()) return training.status();
+  p.training = *training;
   absl::StatusOr<ResolvedCluster> cluster = ResolveClusterSpec(request.cluster());
   if (!cluster.ok()) return cluster.status();
   p.cluster = std::move(cluster->cluster);
@@ -207,7 +212,7 @@ absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::Compute(
     policy_options->progress_interval_seconds = progress_interval_seconds;
   }
 
-  TrainingView view = BuildTrainingView(model->graph);
+  TrainingView view = BuildTrainingView(model->graph, prepared.training);
   std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
   SimulationContext simulation =
       SimulationContext::Create(view, cluster, *prepared.costs, *order);
@@ -362,6 +367,10 @@ grpc::Status PlacementServiceImpl::SimulateOrThrow(
       !s.ok()) {
     return ToGrpc(s);
   }
+  proto::TrainingSpec spec = request->training();
+  absl::StatusOr<TrainingOptions> training = ToTrainingOptions(
+      spec, request->use_reported_profiles(), "training");
+  if (!training.ok()) return ToGrpc(training.status());
   absl::StatusOr<std::unique_ptr<CostModel>> costs =
       CostsFor(cluster->name(), request->use_reported_profiles(),
                request->profile_clients(), nullptr);
@@ -372,7 +381,7 @@ grpc::Status PlacementServiceImpl::SimulateOrThrow(
   absl::StatusOr<PlacementOrStrategy> placement = PlacementOrStrategyFromProto(
       request->placement(), "placement", model->graph, *cluster);
   if (!placement.ok()) return ToGrpc(placement.status());
-  TrainingView view = BuildTrainingView(model->graph);
+  TrainingView view = BuildTrainingView(model->graph, *training);
   std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
   SimulationContext simulation =
       SimulationContext::Create(view, *cluster, **costs, *order);

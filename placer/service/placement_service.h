@@ -71,6 +71,7 @@ class PlacementServiceImpl final
   // A request checked, with what it resolves to and its fingerprint.
   struct Prepared {
     proto::PlaceOptions options;  // normalized
+    TrainingOptions training;     // options.training's
     Cluster cluster;
     std::unique_ptr<CostModel> costs;
     std::string fingerprint;

@@ -193,6 +193,36 @@ absl::StatusOr<std::vector<std::string>> NormalizeProfileClients(
   return sorted;
 }
 
+absl::StatusOr<TrainingOptions> ToTrainingOptions(proto::TrainingSpec& spec,
+                                                  bool use_reported_profiles,
+                                                  const std::string& field) {
+  if (spec.optimizer().empty()) {
+    spec.set_optimizer(std::string(OptimizerName(Optimizer::kMomentum)));
+  }
+  if (spec.precision().empty()) {
+    spec.set_precision(std::string(PrecisionName(Precision::kFp32)));
+  }
+  absl::StatusOr<Optimizer> optimizer = ParseOptimizer(spec.optimizer());
+  if (!optimizer.ok()) {
+    return Invalid(field + ".optimizer",
+                   std::string(optimizer.status().message()));
+  }
+  absl::StatusOr<Precision> precision = ParsePrecision(spec.precision());
+  if (!precision.ok()) {
+    return Invalid(field + ".precision",
+                   std::string(precision.status().message()));
+  }
+  if (*precision != Precision::kFp32 && use_reported_profiles) {
+    return Invalid(field + ".precision",
+                   absl::StrCat(spec.precision(),
+                                " with use_reported_profiles: reported "
+                                "profiles hold fp32 measurements"));
+  }
+  TrainingOptions options = TrainingOptionsFor(*optimizer);
+  options.precision = *precision;
+  return options;
+}
+
 absl::StatusOr<PolicyOptions> ToPolicyOptions(
     const proto::PlaceOptions& options, const Graph& graph,
     const Cluster& cluster) {

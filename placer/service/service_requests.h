@@ -62,6 +62,15 @@ absl::StatusOr<std::vector<std::string>> NormalizeProfileClients(
     const google::protobuf::RepeatedPtrField<std::string>& clients,
     bool use_reported_profiles, const std::string& field);
 
+// The step's TrainingOptions from a request's TrainingSpec (empty fields:
+// momentum, fp32), with the spec written back in full so that equal
+// requests fingerprint equally. INVALID_ARGUMENT naming `field` for a name
+// it does not know, or for a precision below fp32 with reported profiles
+// (they hold fp32 measurements).
+absl::StatusOr<TrainingOptions> ToTrainingOptions(proto::TrainingSpec& spec,
+                                                  bool use_reported_profiles,
+                                                  const std::string& field);
+
 // PolicyOptions for a loaded model: device and node names resolved.
 absl::StatusOr<PolicyOptions> ToPolicyOptions(const proto::PlaceOptions& options,
                                               const Graph& graph,

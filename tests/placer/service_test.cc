@@ -70,9 +70,9 @@ class ServiceTest : public ::testing::Test {
   grpc::Status Place(const proto::PlaceRequest& request,
                      proto::PlaceResponse* response, double deadline = 60) {
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::microseconds(
-                             static_cast<int64_t>(deadline * 1e6)));
+    context.set_deadline(
+        std::chrono::system_clock::now() +
+        std::chrono::microseconds(static_cast<int64_t>(deadline * 1e6)));
     return stub_->Place(&context, request, response);
   }
 
@@ -149,7 +149,8 @@ TEST_F(ServiceTest, PlacesOverRpcAndReadsItBackFromTheCacheAfterARestart) {
   for (const auto& [key, device] : placed.placement().assignment()) {
     EXPECT_EQ(read.placement().assignment().at(key), device) << key;
   }
-  EXPECT_DOUBLE_EQ(read.report().step_seconds(), placed.report().step_seconds());
+  EXPECT_DOUBLE_EQ(read.report().step_seconds(),
+                   placed.report().step_seconds());
   EXPECT_EQ(read.measured().count(), 3);
   EXPECT_DOUBLE_EQ(read.measured().median_step_seconds(), 0.2);
 }
@@ -516,6 +517,64 @@ TEST_F(ServiceTest, ReportedProfilesChangeTheCostModelOnRequest) {
   ASSERT_GT(placed.report().bytes_moved(), 0);
   EXPECT_GT(measured.report().step_seconds(),
             placed.report().step_seconds() + 0.5);
+}
+
+// options.training and SimulateRequest.training: AdamW's state in the
+// peak, bf16 at the tensor-core rate; empty fields are momentum and fp32
+// (one fingerprint either way); unknown names name the field.
+TEST_F(ServiceTest, TheStepsTrainingOptionsChangeThePlan) {
+  StartServer("");
+  proto::PlaceRequest request = SmallRequest("single");
+  request.mutable_cluster()->set_preset("h100x8");
+  proto::PlaceResponse plain, spelled, adam, bf16;
+  ASSERT_TRUE(Place(request, &plain).ok());
+  proto::PlaceRequest r = request;
+  r.mutable_options()->mutable_training()->set_optimizer("momentum");
+  r.mutable_options()->mutable_training()->set_precision("fp32");
+  ASSERT_TRUE(Place(r, &spelled).ok());
+  EXPECT_EQ(spelled.fingerprint(), plain.fingerprint());
+  r.mutable_options()->mutable_training()->set_optimizer("adam");
+  ASSERT_TRUE(Place(r, &adam).ok());
+  EXPECT_NE(adam.fingerprint(), plain.fingerprint());
+  EXPECT_GT(adam.report().devices(0).peak_memory_bytes(),
+            plain.report().devices(0).peak_memory_bytes());
+  r = request;
+  r.mutable_options()->mutable_training()->set_precision("bf16");
+  ASSERT_TRUE(Place(r, &bf16).ok());
+  EXPECT_LT(bf16.report().step_seconds(), plain.report().step_seconds());
+  // Simulate the same placement both ways.
+  proto::SimulateRequest simulate;
+  *simulate.mutable_model() = request.model();
+  *simulate.mutable_cluster() = request.cluster();
+  *simulate.mutable_placement() = plain.placement();
+  proto::SimulateResponse fp32_step, bf16_step;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->Simulate(&context, simulate, &fp32_step).ok());
+  }
+  simulate.mutable_training()->set_precision("bf16");
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->Simulate(&context, simulate, &bf16_step).ok());
+  }
+  EXPECT_DOUBLE_EQ(bf16_step.report().step_seconds(),
+                   bf16.report().step_seconds());
+  EXPECT_LT(bf16_step.report().step_seconds(),
+            fp32_step.report().step_seconds());
+  r = request;
+  r.mutable_options()->mutable_training()->set_optimizer("lion");
+  proto::PlaceResponse refused;
+  grpc::Status s = Place(r, &refused);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("options.training.optimizer"),
+            std::string::npos)
+      << s.error_message();
+  simulate.mutable_training()->set_precision("fp8");
+  grpc::ClientContext context;
+  s = stub_->Simulate(&context, simulate, &bf16_step);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("training.precision"), std::string::npos)
+      << s.error_message();
 }
 
 }  // namespace
