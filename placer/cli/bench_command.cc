@@ -1,5 +1,5 @@
 // placer bench: every policy on every model and cluster, as a Markdown
-// table (stdout and DIR/bench.md) and CSV (DIR/bench.csv).
+// table (stdout) and, with --out-dir DIR, DIR/bench.md and DIR/bench.csv.
 #include <filesystem>
 #include <iostream>
 
@@ -29,7 +29,9 @@ ABSL_FLAG(std::vector<std::string>, clusters,
           "bench: cluster presets or files, comma separated.");
 ABSL_FLAG(std::vector<std::string>, policies, {},
           "bench: policies to run (default: all).");
-ABSL_FLAG(std::string, out_dir, ".", "bench: where bench.md and bench.csv go.");
+ABSL_FLAG(std::string, out_dir, "",
+          "bench: a folder to write bench.md and bench.csv into; without "
+          "it, the table goes to stdout only.");
 
 namespace placer {
 namespace {
@@ -52,10 +54,12 @@ std::string CsvField(std::string s) {
 int BenchCommand(const std::vector<std::string>& args) {
   if (!args.empty()) return UsageError("bench takes no positional arguments");
   // The output folder first, so that minutes of work are not lost to it.
-  const std::string dir = UserPath(absl::GetFlag(FLAGS_out_dir));
+  const std::string dir = absl::GetFlag(FLAGS_out_dir).empty()
+                              ? std::string()
+                              : UserPath(absl::GetFlag(FLAGS_out_dir));
   std::error_code made;
-  std::filesystem::create_directories(dir, made);
-  if (made || !std::filesystem::is_directory(dir)) {
+  if (!dir.empty()) std::filesystem::create_directories(dir, made);
+  if (!dir.empty() && (made || !std::filesystem::is_directory(dir))) {
     return Fail(absl::FailedPreconditionError(absl::StrCat(
         "--out-dir ", dir, ": cannot create the folder",
         made ? ": " + made.message() : "")));
@@ -193,6 +197,7 @@ int BenchCommand(const std::vector<std::string>& args) {
   } else {
     std::cout << md;
   }
+  if (dir.empty()) return 0;
   for (const auto& [name, text] :
        {std::pair<std::string, std::string>{"bench.md", md},
         {"bench.csv", csv}}) {

@@ -349,7 +349,15 @@ int PlaceCommand(const std::vector<std::string>& args) {
   bool shown = false;
   options.progress_interval_seconds = tty ? 0.5 : 10;
   std::string last_stage;
-  options.on_progress = [&](const SearchProgress& p) {
+  // The policy running now: a search's stages are shown under its name
+  // ("best/heft"), so a portfolio's heuristics are not mistaken for the
+  // policies --compare runs.
+  std::string running;
+  options.on_progress = [&](const SearchProgress& progress) {
+    SearchProgress p = progress;
+    if (!running.empty() && p.stage != running) {
+      p.stage = absl::StrCat(running, "/", p.stage);
+    }
     // A new stage is always shown (the rl policy's last one says whether
     // the heuristic floor is the answer); otherwise every 10 s in a log.
     if (!tty && p.elapsed_seconds - last_shown < 10 && p.stage == last_stage) {
@@ -373,6 +381,7 @@ int PlaceCommand(const std::vector<std::string>& args) {
   auto run_once = [&](const std::string& name) -> const PolicyRun& {
     auto it = runs.find(name);
     if (it == runs.end()) {
+      running = name;
       it = runs.emplace(name, RunPolicy(name, input, options)).first;
     }
     return it->second;
@@ -392,6 +401,16 @@ int PlaceCommand(const std::vector<std::string>& args) {
     for (const PolicyInfo& info : Policies()) {
       if (StopOnSignal::requested()) break;  // report what ran
       rows.push_back(run_once(info.name));
+      // One line per policy as it ends, under the search's own lines.
+      const PolicyRun& r = rows.back();
+      std::cerr << (tty && shown ? "\n" : "")
+                << absl::StrFormat("place: %s  %.1f s  %s\n", info.name,
+                                   r.placement_seconds,
+                                   r.status.ok()
+                                       ? absl::StrFormat("step %.6f s",
+                                                         r.result.step_seconds)
+                                       : std::string("failed"));
+      shown = false;
     }
   } else {
     rows.push_back(run_once(policy));

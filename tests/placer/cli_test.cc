@@ -669,6 +669,22 @@ TEST(CliTest, PlaceWritesAPlacementThatSimulates) {
             1);
 }
 
+// --compare shows one line per policy as it ends, and a search's own
+// stages under its name.
+TEST(CliTest, CompareProgressNamesEachPolicy) {
+  RunResult r = RunPlacer(
+      "place zoo:gnmt2:batch=8,seq_len=4,hidden=64,vocab=100 --cluster p100x4 "
+      "--compare --budget 1 --evaluations 50");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const size_t single = r.out.find("place: single ");
+  const size_t heft = r.out.find("place: heft ");
+  ASSERT_NE(single, std::string::npos) << r.out;
+  ASSERT_NE(heft, std::string::npos) << r.out;
+  EXPECT_LT(single, heft);
+  EXPECT_LT(single, r.out.find("place: local_search"));
+  EXPECT_THAT(r.out, HasSubstr("place: best/heft"));
+}
+
 TEST(CliTest, BenchWritesMarkdownAndCsv) {
   const char* dir = std::getenv("TEST_TMPDIR");
   RunResult r = RunPlacer(std::string("bench --models chain,diamond "
@@ -682,6 +698,15 @@ TEST(CliTest, BenchWritesMarkdownAndCsv) {
                              "/bench.csv");
   // A header and 2 models x 1 cluster x 3 policies.
   EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 7);
+  // Without --out-dir, stdout only: nothing lands in the working folder.
+  const std::string here = TmpFile("bench_here");
+  RunResult unasked = RunCommand(
+      "P=$(pwd)/placer/placer && mkdir -p " + here + " && cd " + here +
+      " && $P bench --models chain --clusters cpu2 --policies single 2>&1 && "
+      "ls");
+  ASSERT_EQ(unasked.exit_code, 0) << unasked.out;
+  EXPECT_THAT(unasked.out, HasSubstr("| chain | cpu2 |"));
+  EXPECT_THAT(unasked.out, Not(HasSubstr("bench.csv")));
 }
 
 // Reports that --json turns into one JSON object (the progress and "wrote"
