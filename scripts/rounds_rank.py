@@ -1,6 +1,6 @@
 """How well calibrate's rounds rank placements, against each other and
 against the simulator, from the CSVs `placer calibrate -o` writes (and
-docs/calibration_*.csv, which add columns naming the run).
+benchmarks/results/calibration_*.csv, which add columns naming the run).
 
   python3 scripts/rounds_rank.py [--exclude COLUMN=VALUE]... CSV...
 
