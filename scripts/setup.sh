@@ -20,6 +20,9 @@ PACKAGES=(
   # them (base/zip_check.h); libprotobuf-dev pulls it in already.
   zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # Chromium: the HTML report's browser test (tests/placer/report_browser_test)
+  # and its screenshot (scripts/report_screenshot.sh).
+  chromium
 )
 # Re-exporting the PyTorch test fixtures (tests/fixtures/*.py) also needs
 # python3-torch python3-torchvision python3-onnx; the tests do not.

@@ -208,11 +208,19 @@ class Simulation {
   void Allocate(int device, int64_t bytes) {
     memory_[device] += bytes;
     peak_[device] = std::max(peak_[device], memory_[device]);
+    if (options_.record_schedule) Sample(device);
+  }
+  void Free(int device, int64_t bytes) {
+    memory_[device] -= bytes;
+    if (options_.record_schedule) Sample(device);
+  }
+  void Sample(int device) {
+    memory_samples_.push_back({now_, device, memory_[device]});
   }
   void Release(int v, int device) {
     if (--users_[Slot(v, device)] == 0 &&
         (IsTransient(v) || device != source_device_[v])) {
-      memory_[device] -= view_.value(v).bytes;
+      Free(device, view_.value(v).bytes);
     }
   }
   void Push(double time, EventKind kind, int id) {
@@ -235,7 +243,7 @@ class Simulation {
   // A partial gradient (or an arriving buffer) of `sum` is on `device`.
   void Accumulate(int sum, int device) {
     if (has_buffer_[SumSlot(sum, device)]) {
-      memory_[device] -= view_.gradient_sums()[sum].bytes;  // added, freed
+      Free(device, view_.gradient_sums()[sum].bytes);  // added, freed
     } else {
       has_buffer_[SumSlot(sum, device)] = 1;
     }
@@ -259,6 +267,8 @@ class Simulation {
   std::vector<int> users_;          // per (value, device)
   std::vector<char> present_;       // per (value, device): sent or resident
   std::vector<int64_t> memory_, peak_;
+  double now_ = 0;  // the time of the event being handled
+  std::vector<MemorySample> memory_samples_;  // with record_schedule
   std::vector<double> busy_;
   std::vector<bool> running_;
   std::vector<char> alone_;  // per device: the only one of its host in use
@@ -373,11 +383,11 @@ void Simulation::Finish(int n, double time) {
     if (view_.sum_of(in) < 0) Release(in, d);
   }
   for (int s : view_.sums_read_by(n)) {
-    memory_[d] -= view_.gradient_sums()[s].bytes;  // the summed buffer
+    Free(d, view_.gradient_sums()[s].bytes);  // the summed buffer
   }
-  memory_[d] -= view_.node(n).scratch_bytes;
+  Free(d, view_.node(n).scratch_bytes);
   if (view_.node(n).kind == NodeKind::kBackward) {
-    memory_[d] -= view_.node(view_.node(n).forward_op).saved_workspace_bytes;
+    Free(d, view_.node(view_.node(n).forward_op).saved_workspace_bytes);
   }
   for (int out : view_.node(n).outputs) {
     const TrainingValue& v = view_.value(out);
@@ -386,7 +396,7 @@ void Simulation::Finish(int n, double time) {
       continue;
     }
     if (v.consumers.empty()) {
-      memory_[d] -= v.bytes;  // nobody reads it
+      Free(d, v.bytes);  // nobody reads it
       continue;
     }
     for (int consumer : v.consumers) {
@@ -404,7 +414,7 @@ void Simulation::Finish(int n, double time) {
 void Simulation::Arrive(int t, double time) {
   const ScheduledTransfer& tr = transfers_[t];
   if (tr.gradient_sum >= 0) {
-    memory_[tr.src] -= tr.bytes;  // the sender's buffer, sent
+    Free(tr.src, tr.bytes);  // the sender's buffer, sent
     Accumulate(tr.gradient_sum, tr.dst);
     InputArrived(view_.gradient_sums()[tr.gradient_sum].sink, time, {true, t});
     return;
@@ -510,6 +520,7 @@ SimulationResult Simulation::Run() {
   while (!events_.empty()) {
     Event e = events_.top();
     events_.pop();
+    now_ = e.time;
     if (e.kind == EventKind::kNodeFinish) {
       Finish(e.id, e.time);
     } else {
@@ -532,6 +543,7 @@ SimulationResult Simulation::Run() {
   TraceCriticalPath(r);
   r.transfers = std::move(transfers_);
   if (options_.record_schedule) {
+    r.memory = std::move(memory_samples_);
     r.schedule.resize(n);
     for (int i = 0; i < n; ++i) r.schedule[i] = {i, dev_[i], start_[i], end_[i]};
   }

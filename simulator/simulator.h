@@ -173,6 +173,13 @@ struct ScheduledTransfer {
   double end_seconds = 0;
 };
 
+// A device's memory after a change, at a moment of the step.
+struct MemorySample {
+  double seconds = 0;
+  int device = -1;
+  int64_t bytes = 0;
+};
+
 // One step of the critical path: a node or a transfer (an index into
 // SimulationResult::transfers).
 struct CriticalStep {
@@ -194,6 +201,9 @@ struct SimulationResult {
   std::vector<CriticalStep> critical_path;  // first step first
   std::vector<ScheduledTransfer> transfers;  // every transfer
   std::vector<ScheduledNode> schedule;  // with record_schedule, by node
+  // With record_schedule: every change of a device's memory, in the order
+  // the simulation made them (times ascending); resident memory at 0.
+  std::vector<MemorySample> memory;
 };
 
 // Each view node's rank in the order of node keys: the tie-break of every

@@ -67,6 +67,10 @@ ABSL_FLAG(std::string, cluster, "",
 ABSL_FLAG(std::string, placement, "", "Placement file (JSON).");
 ABSL_FLAG(std::string, trace, "",
           "Write the simulated schedule as a Chrome trace (JSON).");
+ABSL_FLAG(std::string, report, "",
+          "simulate, place: write the plan as one self-contained HTML page "
+          "(devices, timeline, memory over the step, busiest links; with "
+          "--compare, the policies side by side).");
 ABSL_FLAG(std::string, profile, "",
           "simulate: a measured profile (.pbtxt/.json) preferred over the "
           "roofline wherever it has a node or link.");
@@ -278,8 +282,8 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
         {"zoo", join({model, {"o", "json"}})},
         {"simulate", join({model,
                            costs,
-                           {"cluster", "placement", "trace", "order", "json",
-                            "optimizer", "precision"}})},
+                           {"cluster", "placement", "trace", "report", "order",
+                            "json", "optimizer", "precision"}})},
         {"place",
          join({model,
                policy,

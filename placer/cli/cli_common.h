@@ -46,6 +46,7 @@ ABSL_DECLARE_FLAG(std::string, o);
 ABSL_DECLARE_FLAG(std::string, cluster);
 ABSL_DECLARE_FLAG(std::string, placement);
 ABSL_DECLARE_FLAG(std::string, trace);
+ABSL_DECLARE_FLAG(std::string, report);
 ABSL_DECLARE_FLAG(std::string, order);
 ABSL_DECLARE_FLAG(std::string, profile);
 ABSL_DECLARE_FLAG(std::string, devices);

@@ -17,17 +17,18 @@
 #include "placer/cli/cli_common.h"
 #include "placer/json_report.h"
 #include "placer/model_source.h"
-#include "simulator/placement_file.h"
+#include "placer/plan_report.h"
 #include "placer/policy_run.h"
-#include "simulator/simulator.h"
-#include "simulator/strategy.h"
-#include "simulator/strategy_simulator.h"
 #include "policies/policy.h"
 #include "policies/strategy_search.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
 #include "profiles/measured_cost_model.h"
 #include "profiles/proto_io.h"
+#include "simulator/placement_file.h"
+#include "simulator/simulator.h"
+#include "simulator/strategy.h"
+#include "simulator/strategy_simulator.h"
 
 namespace placer {
 
@@ -387,6 +388,11 @@ int PlaceCommand(const std::vector<std::string>& args) {
     return it->second;
   };
   if (*parallelism != Parallelism::kModel) {
+    if (!absl::GetFlag(FLAGS_report).empty()) {
+      return UsageError(
+          "--report draws op placements; simulate a strategy's file with "
+          "--trace to see its step");
+    }
     if (absl::GetFlag(FLAGS_compare)) {
       return UsageError("--compare compares op placement policies; drop it "
                         "or --parallelism");
@@ -446,6 +452,32 @@ int PlaceCommand(const std::vector<std::string>& args) {
         PlacementToJson(chosen->placement, model->graph, *cluster, info));
     if (!s.ok()) return Fail(s);
     ReportWrote(out, policy);
+  }
+  if (std::string path = absl::GetFlag(FLAGS_report); !path.empty()) {
+    SimulationOptions recorded;
+    recorded.record_schedule = true;
+    absl::StatusOr<SimulationResult> step =
+        Simulate(context, chosen->placement, recorded);
+    if (!step.ok()) return Fail(step.status());
+    PlanReport report;
+    report.title =
+        absl::StrCat(model->source, " on ", cluster->name(), " (", policy, ")");
+    report.context = &context;
+    report.result = &*step;
+    if (absl::GetFlag(FLAGS_compare)) {
+      for (const PolicyRun& r : rows) {
+        report.comparison.push_back(
+            {r.policy, r.status.ok(), r.result.step_seconds,
+             r.status.ok() ? MaxPeakBytes(r.result) : 0, r.result.bytes_moved,
+             r.placement_seconds});
+      }
+    }
+    if (absl::Status s =
+            WriteFileAtomically(UserPath(path), PlanReportHtml(report));
+        !s.ok()) {
+      return Fail(s);
+    }
+    ReportWrote(path, "HTML report");
   }
   return stopped ? 130 : 0;
 }

@@ -7,17 +7,19 @@
 #include "absl/strings/str_format.h"
 #include "google/protobuf/struct.pb.h"
 #include "graph/training_view.h"
-#include "simulator/chrome_trace.h"
 #include "placer/cli/cli_common.h"
 #include "placer/json_report.h"
 #include "placer/model_source.h"
+#include "placer/plan_report.h"
+#include "profiles/cluster.h"
+#include "profiles/cost_model.h"
+#include "profiles/measured_cost_model.h"
+#include "profiles/proto_io.h"
+#include "simulator/chrome_trace.h"
 #include "simulator/placement_file.h"
 #include "simulator/simulator.h"
 #include "simulator/strategy.h"
 #include "simulator/strategy_simulator.h"
-#include "profiles/cluster.h"
-#include "profiles/cost_model.h"
-#include "profiles/measured_cost_model.h"
 
 namespace placer {
 namespace {
@@ -177,6 +179,12 @@ int SimulateCommand(const std::vector<std::string>& args) {
   SimulationContext context =
       SimulationContext::Create(view, *cluster, *costs, **order);
   std::string trace_path = absl::GetFlag(FLAGS_trace);
+  const std::string report_path = absl::GetFlag(FLAGS_report);
+  if (file->strategy && !report_path.empty()) {
+    return UsageError(
+        "--report draws op placements; a strategy's step is drawn by --trace "
+        "(open it in Perfetto)");
+  }
   if (file->strategy) {
     SimulationOptions options;
     options.record_schedule = !trace_path.empty();
@@ -201,7 +209,7 @@ int SimulateCommand(const std::vector<std::string>& args) {
     return 0;
   }
   SimulationOptions sim_options;
-  sim_options.record_schedule = !trace_path.empty();
+  sim_options.record_schedule = !trace_path.empty() || !report_path.empty();
   absl::StatusOr<SimulationResult> result =
       Simulate(context, *placement, sim_options);
   if (!result.ok()) return Fail(result.status());
@@ -212,6 +220,19 @@ int SimulateCommand(const std::vector<std::string>& args) {
       return Fail(absl::UnavailableError(trace_path + ": cannot write"));
     }
     ReportWrote(trace_path, "Chrome trace");
+  }
+  if (!report_path.empty()) {
+    PlanReport report;
+    report.title = absl::StrCat(model->source, " on ", cluster->name(), " (",
+                                absl::GetFlag(FLAGS_placement), ")");
+    report.context = &context;
+    report.result = &*result;
+    if (absl::Status s =
+            WriteFileAtomically(UserPath(report_path), PlanReportHtml(report));
+        !s.ok()) {
+      return Fail(s);
+    }
+    ReportWrote(report_path, "HTML report");
   }
   std::cout << (absl::GetFlag(FLAGS_json) ? Json(context, *result)
                                           : Text(context, *result));
