@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Simulated against measured when the devices run as processes (placer run
-# --nproc 2, c10d ranks; docs/runtime.md, "Processes and hosts").
+# --nproc 2, c10d ranks; docs/distributed.md).
 #
 #   bash scripts/calibrate_ranks.sh MODEL...    (after bazel build //placer)
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares, on a Debian 12 machine with network, what the CMake build needs
 # on a GPU machine that has PyTorch's LibTorch but no -dev packages and no
-# network (docs/runtime.md, "CMake build on a GPU machine without Bazel"):
+# network (docs/gpus.md, "CMake build on a GPU machine without Bazel"):
 #
 #   bash scripts/gpu_bundle.sh GLOO_SOURCE_DIR     # then carry .gpu/ there
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The checks a lent GPU machine runs (docs/runtime.md, "GPUs"), as one
+# The checks a lent GPU machine runs (docs/gpus.md), as one
 # script: build with CMake (scripts/gpu_build.sh; carry .gpu/ from
 # scripts/gpu_bundle.sh), run the runtime's tests (the CPU+GPU placement
 # against the CPU alone among them), then simulated against measured with
