@@ -6,7 +6,7 @@
 // two devices of cpu2 move between cores, and where cores differ in speed
 // (a virtual machine's cores did by 25-60%) each run's step time depends
 // on where the scheduler happened to put them; pinned, the same placement
-// measures the same (docs/runtime.md).
+// measures the same (docs/calibration.md).
 //
 // Contract: CpuDeviceCores numbers each CPU device among the CPU devices of
 // its host (Device::host; "" is one local host) in cluster order; the k-th

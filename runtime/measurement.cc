@@ -152,7 +152,7 @@ absl::StatusOr<MeasuredProfile> OverlayStepMeasurement(
   // with no neighbour in use. Hosts of CPU devices only are left as they
   // are: on cpu2 (2 cores) one placement's step moved by 50% within the
   // hour, and 5 alone steps added that noise, not information
-  // (docs/runtime.md).
+  // (docs/calibration.md).
   std::map<std::string, std::set<DeviceKind>> kinds_on_host;
   bool mixed_host = false;
   for (const Device& d : cluster.devices()) {

@@ -27,7 +27,7 @@ std::string BusyCoresWarning(const Cluster& cluster,
       " devices on ", busy, " busy threads (--threads ",
       threads_per_cpu_device, " per CPU device) and this host has ", cores,
       " cores: the ranks' send and receive threads will wait for cores, "
-      "and steps will take longer than simulated (docs/runtime.md, "
+      "and steps will take longer than simulated (docs/distributed.md, "
       "\"Processes and hosts\")");
 }
 

@@ -3,7 +3,7 @@
 // bandwidth, measured with the cores free; when the ranks' device workers
 // keep every core of the host busy, each thread wake-up on a transfer's
 // path (the link's sender, Gloo's loop threads, the receiver) waits for a
-// core, and steps take longer than simulated (docs/runtime.md, "Processes
+// core, and steps take longer than simulated (docs/distributed.md, "Processes
 // and hosts": 2-4x on two cores).
 //
 // Contract: the busy threads are, over the devices of ranks 0 ..

@@ -124,6 +124,10 @@ absl::StatusOr<std::unique_ptr<RankSetup>> JoinRanks(
   }
   setup->rank = rank;
   if (world == 1) return setup;
+  // A rank whose peer died gets EPIPE from its sockets (Gloo's writes as
+  // well as the store's) and reports it naming the peer, instead of being
+  // killed without a word by SIGPIPE's default action.
+  signal(SIGPIPE, SIG_IGN);
   absl::StatusOr<std::pair<std::string, int>> master =
       ParseHostPort(absl::GetFlag(FLAGS_master));
   if (!master.ok()) {

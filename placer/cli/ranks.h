@@ -1,11 +1,12 @@
-// The ranks of a distributed `placer run` (docs/runtime.md): rank 0 starts
+// The ranks of a distributed `placer run` (docs/distributed.md): rank 0 starts
 // the local ranks (--nproc) as processes of this binary, serves the
 // rendezvous and publishes the run's arguments, so that `placer worker`
 // on another host needs only the master's address; every rank then joins
 // the c10d group (runtime/rank_group.h).
 //
 // Contract: JoinRanks with one rank in all returns a setup without a
-// group (the threaded executor). Rank 0 watches the processes it started:
+// group (the threaded executor). With more, the process ignores SIGPIPE: a
+// write to a dead peer is an error the rank reports, not a silent death. Rank 0 watches the processes it started:
 // one that dies is published as the run's failure, naming its rank, pid
 // and signal, so the other ranks stop at once. Every path that ends the
 // run calls FinishRanks, which waits for the local ranks and reports the
