@@ -276,10 +276,10 @@ TrainingView BuildTrainingView(const Graph& graph,
     double elements = static_cast<double>(tensors[t].num_elements());
     double k = static_cast<double>(partials[t].size());
     node.cost.flops =
-        options.update_flops_per_element * elements + (k - 1) * elements;
+        options.update_flops_per_element() * elements + (k - 1) * elements;
     // Partial gradients read; weight and optimizer state read and written.
     node.cost.bytes_accessed = static_cast<int64_t>(
-        (k + 2 + 2 * options.optimizer_state_per_parameter_byte) *
+        (k + 2 + 2 * options.optimizer_state_per_parameter_byte()) *
         static_cast<double>(view.values_[t].bytes));
     node.cost.status = CostStatus::kExact;
     update_order.push_back(static_cast<int>(view.nodes_.size()));
@@ -340,21 +340,31 @@ absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view text) {
 TrainingOptions TrainingOptionsFor(Optimizer optimizer) {
   TrainingOptions options;
   options.optimizer = optimizer;
+  return options;
+}
+
+double TrainingOptions::update_flops_per_element() const {
   switch (optimizer) {
     case Optimizer::kSgd:
-      options.update_flops_per_element = 2;
-      options.optimizer_state_per_parameter_byte = 0;
-      break;
+      return 2;
     case Optimizer::kMomentum:
-      options.update_flops_per_element = 4;
-      options.optimizer_state_per_parameter_byte = 1;
-      break;
+      return 4;
     case Optimizer::kAdam:
-      options.update_flops_per_element = 16;
-      options.optimizer_state_per_parameter_byte = 2;
-      break;
+      return 16;
   }
-  return options;
+  return 4;
+}
+
+double TrainingOptions::optimizer_state_per_parameter_byte() const {
+  switch (optimizer) {
+    case Optimizer::kSgd:
+      return 0;
+    case Optimizer::kMomentum:
+      return 1;
+    case Optimizer::kAdam:
+      return 2;
+  }
+  return 1;
 }
 
 }  // namespace placer

@@ -123,14 +123,15 @@ absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view text);
 // optimizer state stay in the file's type).
 struct TrainingOptions {
   Optimizer optimizer = Optimizer::kMomentum;
-  // FLOPs per parameter element of the update (SGD with momentum:
-  // v = mu * v + g; w -= lr * v).
-  double update_flops_per_element = 4;
-  // Optimizer state bytes per parameter byte (momentum: 1).
-  double optimizer_state_per_parameter_byte = 1;
   Precision precision = Precision::kFp32;
+
+  // FLOPs per parameter element of the update: 2, 4 or 16 (above).
+  double update_flops_per_element() const;
+  // Optimizer state bytes per parameter byte: 0, 1 or 2 (above).
+  double optimizer_state_per_parameter_byte() const;
 };
 
+// Options with `optimizer` at fp32.
 TrainingOptions TrainingOptionsFor(Optimizer optimizer);
 
 class TrainingView {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "placer/human_bytes.h"
 
 namespace placer {
 namespace {
@@ -20,17 +21,6 @@ constexpr int kMemoryHeight = 70;
 std::string Escape(absl::string_view text) {
   return absl::StrReplaceAll(
       text, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
-}
-
-std::string Bytes(int64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  return absl::StrFormat(unit == 0 ? "%.0f %s" : "%.2f %s", value, units[unit]);
 }
 
 // A layer family of a forward op key: its first path component (PyTorch
@@ -110,6 +100,35 @@ std::string DrawLane(const Lane& lane, int y, double seconds_per_pixel) {
   return svg;
 }
 
+// The busiest links (by seconds of transfers), busiest first, at most
+// kReportLinks: what the timeline draws and the link table lists.
+struct LinkLoad {
+  int src = -1;
+  int dst = -1;
+  double seconds = 0;
+  int64_t bytes = 0;
+  int count = 0;
+};
+std::vector<LinkLoad> BusiestLinks(const SimulationResult& result) {
+  std::map<std::pair<int, int>, LinkLoad> loads;
+  for (const ScheduledTransfer& t : result.transfers) {
+    LinkLoad& l = loads[{t.src, t.dst}];
+    l.src = t.src;
+    l.dst = t.dst;
+    l.seconds += t.end_seconds - t.start_seconds;
+    l.bytes += t.bytes;
+    ++l.count;
+  }
+  std::vector<LinkLoad> busiest;
+  for (const auto& [link, load] : loads) busiest.push_back(load);
+  std::stable_sort(busiest.begin(), busiest.end(),
+                   [](const LinkLoad& a, const LinkLoad& b) {
+                     return a.seconds > b.seconds;
+                   });
+  if (busiest.size() > kReportLinks) busiest.resize(kReportLinks);
+  return busiest;
+}
+
 std::string Timeline(const PlanReport& report, double seconds_per_pixel) {
   const SimulationContext& context = *report.context;
   const SimulationResult& result = *report.result;
@@ -126,23 +145,12 @@ std::string Timeline(const PlanReport& report, double seconds_per_pixel) {
     AddInterval(lanes[s.device], s.start_seconds, s.end_seconds, kind,
                 seconds_per_pixel);
   }
-  // The busiest links, by seconds of transfers.
-  std::map<std::pair<int, int>, double> link_seconds;
-  for (const ScheduledTransfer& t : result.transfers) {
-    link_seconds[{t.src, t.dst}] += t.end_seconds - t.start_seconds;
-  }
-  std::vector<std::pair<double, std::pair<int, int>>> busiest;
-  for (const auto& [link, seconds] : link_seconds) {
-    busiest.push_back({-seconds, link});
-  }
-  std::sort(busiest.begin(), busiest.end());
-  if (busiest.size() > kReportLinks) busiest.resize(kReportLinks);
   std::map<std::pair<int, int>, int> lane_of_link;
-  for (const auto& [seconds, link] : busiest) {
-    lane_of_link[link] = static_cast<int>(lanes.size());
+  for (const LinkLoad& link : BusiestLinks(result)) {
+    lane_of_link[{link.src, link.dst}] = static_cast<int>(lanes.size());
     Lane lane;
-    lane.label = absl::StrCat(cluster.device(link.first).name, " \u2192 ",
-                              cluster.device(link.second).name);
+    lane.label = absl::StrCat(cluster.device(link.src).name, " \u2192 ",
+                              cluster.device(link.dst).name);
     lane.columns.assign(kTimelinePixels, {0, 0, 0, 0});
     lanes.push_back(std::move(lane));
   }
@@ -225,7 +233,8 @@ std::string MemoryCharts(const PlanReport& report, double seconds_per_pixel) {
       capacity_line = absl::StrFormat(
           "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
           "class=\"capacity\"><title>capacity %s</title></line>",
-          kLabelWidth, y, kLabelWidth + kTimelinePixels, y, Bytes(capacity));
+          kLabelWidth, y, kLabelWidth + kTimelinePixels, y,
+          HumanBytes(capacity));
     }
     absl::StrAppendFormat(
         &html,
@@ -239,8 +248,8 @@ std::string MemoryCharts(const PlanReport& report, double seconds_per_pixel) {
         Escape(cluster.device(d).name), kLabelWidth - 6, kMemoryHeight / 2,
         Escape(cluster.device(d).name), kLabelWidth, kMemoryHeight,
         kLabelWidth + kTimelinePixels, kMemoryHeight, capacity_line, points,
-        kLabelWidth + 4, Bytes(result.peak_memory_bytes[d]), peak_seconds,
-        Bytes(capacity));
+        kLabelWidth + 4, HumanBytes(result.peak_memory_bytes[d]), peak_seconds,
+        HumanBytes(capacity));
   }
   return html;
 }
@@ -285,8 +294,8 @@ std::string DeviceTable(const PlanReport& report) {
         result.step_seconds > 0
             ? 100 * result.busy_seconds[d] / result.step_seconds
             : 0.0,
-        over ? " class=\"over\"" : "", Bytes(result.peak_memory_bytes[d]),
-        Bytes(cluster.device(d).memory_bytes), ops[d],
+        over ? " class=\"over\"" : "", HumanBytes(result.peak_memory_bytes[d]),
+        HumanBytes(cluster.device(d).memory_bytes), ops[d],
         absl::StrJoin(names, ", "));
   }
   absl::StrAppend(&html, "</table>\n");
@@ -295,35 +304,20 @@ std::string DeviceTable(const PlanReport& report) {
 
 std::string LinkTable(const PlanReport& report) {
   const Cluster& cluster = report.context->cluster();
-  struct Load {
-    double seconds = 0;
-    int64_t bytes = 0;
-    int count = 0;
-  };
-  std::map<std::pair<int, int>, Load> loads;
-  for (const ScheduledTransfer& t : report.result->transfers) {
-    Load& l = loads[{t.src, t.dst}];
-    l.seconds += t.end_seconds - t.start_seconds;
-    l.bytes += t.bytes;
-    ++l.count;
-  }
-  if (loads.empty())
+  const std::vector<LinkLoad> busiest = BusiestLinks(*report.result);
+  if (busiest.empty()) {
     return "<p>No transfers: every op runs on one device.</p>\n";
-  std::vector<std::pair<double, std::pair<int, int>>> order;
-  for (const auto& [link, load] : loads) order.push_back({-load.seconds, link});
-  std::sort(order.begin(), order.end());
-  if (order.size() > kReportLinks) order.resize(kReportLinks);
+  }
   std::string html =
       "<table><tr><th>link</th><th>busy s</th><th>bytes</th>"
       "<th>transfers</th></tr>\n";
-  for (const auto& [seconds, link] : order) {
-    const Load& l = loads[link];
+  for (const LinkLoad& l : busiest) {
     absl::StrAppendFormat(&html,
                           "<tr><td>%s \u2192 %s</td><td>%.6f</td><td>%s</td>"
                           "<td>%d</td></tr>\n",
-                          Escape(cluster.device(link.first).name),
-                          Escape(cluster.device(link.second).name), l.seconds,
-                          Bytes(l.bytes), l.count);
+                          Escape(cluster.device(l.src).name),
+                          Escape(cluster.device(l.dst).name), l.seconds,
+                          HumanBytes(l.bytes), l.count);
   }
   absl::StrAppend(&html, "</table>\n");
   return html;
@@ -353,8 +347,8 @@ std::string ComparisonTable(const PlanReport& report) {
         "<tr><td>%s</td><td>%.6f</td><td><svg width=\"300\" height=\"12\">"
         "<rect width=\"%.1f\" height=\"12\" fill=\"#4e79a7\"/></svg></td>"
         "<td>%s</td><td>%s</td><td>%.3f</td></tr>\n",
-        Escape(c.policy), c.step_seconds, width, Bytes(c.max_peak_bytes),
-        Bytes(c.bytes_moved), c.placement_seconds);
+        Escape(c.policy), c.step_seconds, width, HumanBytes(c.max_peak_bytes),
+        HumanBytes(c.bytes_moved), c.placement_seconds);
   }
   absl::StrAppend(&html,
                   "</table>\n<p class=\"note\">Bars: the fastest step over "
@@ -397,7 +391,7 @@ std::string PlanReportHtml(const PlanReport& report) {
       result.lower_bound_seconds > 0
           ? result.step_seconds / result.lower_bound_seconds
           : 0.0,
-      Bytes(result.bytes_moved), result.transfers_count,
+      HumanBytes(result.bytes_moved), result.transfers_count,
       result.oom ? "yes" : "no", result.inaccurate_nodes);
   absl::StrAppend(&html, "<h2>Devices</h2>\n", DeviceTable(report));
   absl::StrAppend(&html, "<h2>Timeline</h2>\n<p class=\"key\">");

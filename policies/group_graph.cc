@@ -49,7 +49,7 @@ void GroupGraph::Build(const SimulationContext& sim) {
   resident_.assign(units, 0);
   activation_.assign(units, 0);
   key_rank_.assign(units, sim.num_nodes());
-  const double state = view.options().optimizer_state_per_parameter_byte;
+  const double state = view.options().optimizer_state_per_parameter_byte();
   for (int g = 0; g < groups; ++g) {
     int u = unit_of_[g];
     key_rank_[u] = std::min(key_rank_[u], sim.key_rank(g));

@@ -92,7 +92,7 @@ absl::Status CheckFloor(const PolicyInput& in, const PolicyOptions& o) {
   if (largest < 0) return absl::OkStatus();
   int64_t need = 0;
   std::string what;
-  const double state = view.options().optimizer_state_per_parameter_byte;
+  const double state = view.options().optimizer_state_per_parameter_byte();
   // Per group: its parameters with their optimizer state, resident where
   // its nodes run.
   std::vector<int64_t> resident(view.num_groups(), 0);

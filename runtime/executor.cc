@@ -332,8 +332,11 @@ absl::Status TorchExecutor::Init() {
       const Optimizer optimizer = view_.options().optimizer;
       updates_[v] =
           std::make_unique<ParameterUpdate>(optimizer, options_.update, w);
-      resident_bytes_[d] +=
-          Bytes(w) + ParameterUpdate::StateBytes(optimizer, w);
+      // The state the view counts (TrainingOptions), which ParameterUpdate
+      // makes up front.
+      resident_bytes_[d] += static_cast<int64_t>(
+          (1 + view_.options().optimizer_state_per_parameter_byte()) *
+          static_cast<double>(Bytes(w)));
     } else {
       for (int d : consumer_devices_[v]) {
         if (!Local(d)) continue;

@@ -51,18 +51,4 @@ void ParameterUpdate::Apply(const torch::Tensor& gradient) {
   weight_.mutable_grad() = torch::Tensor();
 }
 
-int64_t ParameterUpdate::StateBytes(Optimizer optimizer,
-                                    const torch::Tensor& weight) {
-  const int64_t bytes = weight.numel() * weight.element_size();
-  switch (optimizer) {
-    case Optimizer::kSgd:
-      return 0;
-    case Optimizer::kMomentum:
-      return bytes;
-    case Optimizer::kAdam:
-      return 2 * bytes;
-  }
-  return 0;
-}
-
 }  // namespace placer

@@ -14,7 +14,8 @@
 //    device, any floating type: it is cast to the weight's) and keeps no
 //    reference to the gradient. The state is made at construction (zeros,
 //    as torch::optim makes it at its first step, so every step's memory is
-//    the same); StateBytes says how many bytes it holds.
+//    the same): TrainingOptions::optimizer_state_per_parameter_byte times
+//    the weight's bytes.
 //  - Not thread-safe: one thread applies to one parameter at a time.
 #ifndef PLACER_RUNTIME_PARAMETER_UPDATE_H_
 #define PLACER_RUNTIME_PARAMETER_UPDATE_H_
@@ -42,8 +43,6 @@ class ParameterUpdate {
   ParameterUpdate& operator=(ParameterUpdate&&) = default;
 
   void Apply(const torch::Tensor& gradient);
-  // The optimizer state's bytes: 0, 1 or 2 times the weight's.
-  static int64_t StateBytes(Optimizer optimizer, const torch::Tensor& weight);
 
  private:
   torch::Tensor weight_;

@@ -457,7 +457,7 @@ SimulationResult Simulation::Run() {
                         ReadyCompare{&c_}));
 
   // Where values start, who uses them where, and resident memory.
-  const double state = view_.options().optimizer_state_per_parameter_byte;
+  const double state = view_.options().optimizer_state_per_parameter_byte();
   const int num_sums = static_cast<int>(view_.gradient_sums().size());
   partials_ = CountPartials(view_, dev_, D_);
   partials_done_.assign(static_cast<size_t>(num_sums) * D_, 0);

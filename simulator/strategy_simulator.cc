@@ -676,7 +676,7 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
   // Allreduce and updates, per stage; memory per device.
   double end = 0;
   for (const Task& t : tasks) end = std::max(end, t.end);
-  const double state = 1 + view.options().optimizer_state_per_parameter_byte;
+  const double state = 1 + view.options().optimizer_state_per_parameter_byte();
   for (int s = 0; s < S; ++s) {
     const StageModel& st = plan.stages[s];
     const PipelineStage& stage = strategy.stages[s];

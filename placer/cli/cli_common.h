@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
+#include "placer/human_bytes.h"  // HumanBytes, for every table
 #include "placer/model_source.h"
 #include "policies/policy.h"
 #include "profiles/cluster.h"
@@ -120,9 +121,6 @@ class StopOnSignal {
   static bool requested();
 };
 
-// Bytes for tables, in binary units with three significant digits
-// ("512 B", "16.0 KiB", "2.86 GiB"); --json reports keep exact bytes.
-std::string HumanBytes(int64_t bytes);
 // "wrote PATH[: detail]" on stderr: every command says what it wrote on
 // the one stream that stays clear of its report (stdout, --json).
 void ReportWrote(const std::string& path, const std::string& detail = "");
