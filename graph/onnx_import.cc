@@ -4,7 +4,6 @@
 // reading the file onnx_file.h.
 #include "graph/onnx_import.h"
 
-
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -19,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_helpers.h"
 #include "graph/constant_folding.h"
 #include "graph/onnx_file.h"
 #include "graph/op_costs.h"
@@ -609,9 +609,7 @@ absl::Status Importer::InferAndFold(const Graph& graph) {
   const int n = static_cast<int>(graph.ops().size());
   folded_.assign(n, false);
   for (int round = 0; round < kMaxInferenceRounds; ++round) {
-    if (absl::Status s = RunShapeInference(/*error_mode=*/0); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(RunShapeInference(/*error_mode=*/0));
     CollectShapes();
     bool changed = false;
     std::vector<FoldedValue> outputs;
@@ -911,12 +909,11 @@ absl::StatusOr<Graph> Importer::Run() {
         source_, ": the model has ", model_.graph().node_size(),
         " nodes, over the limit of ", options_.max_ops));
   }
-  absl::StatusOr<Graph> graph = BuildStructure();
-  if (!graph.ok()) return graph.status();
-  if (absl::Status s = FixInputShapes(); !s.ok()) return s;
-  if (absl::Status s = PrepareInferenceModel(); !s.ok()) return s;
-  if (absl::Status s = InferAndFold(*graph); !s.ok()) return s;
-  if (absl::Status s = ApplyShapes(*graph); !s.ok()) return s;
+  ASSIGN_OR_RETURN(Graph graph, BuildStructure());
+  RETURN_IF_ERROR(FixInputShapes());
+  RETURN_IF_ERROR(PrepareInferenceModel());
+  RETURN_IF_ERROR(InferAndFold(graph));
+  RETURN_IF_ERROR(ApplyShapes(graph));
   return graph;
 }
 
@@ -976,9 +973,8 @@ absl::StatusOr<Graph> ImportOnnxBytes(const std::string& bytes,
 
 absl::StatusOr<Graph> ImportOnnxFile(const std::string& path,
                                      const ImportOptions& options) {
-  absl::StatusOr<onnx::ModelProto> model = ReadOnnxFile(path);
-  if (!model.ok()) return model.status();
-  return ImportOnnxModel(std::move(*model), path, options);
+  ASSIGN_OR_RETURN(onnx::ModelProto model, ReadOnnxFile(path));
+  return ImportOnnxModel(std::move(model), path, options);
 }
 
 }  // namespace placer

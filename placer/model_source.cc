@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_helpers.h"
 #include "base/stopwatch.h"
 #include "onnx/onnx_pb.h"
 
@@ -60,18 +61,16 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& spec,
   Clock::time_point start;
   if (absl::StartsWith(spec, "zoo:")) {
     zoo::ZooParams params = zoo_params;
-    absl::StatusOr<std::string> name = ZooOverrides(spec.substr(4), &params);
-    if (!name.ok()) return name.status();
+    ASSIGN_OR_RETURN(std::string name, ZooOverrides(spec.substr(4), &params));
     zoo::ZooLimits limits;
     if (import_options.max_ops > 0) limits.max_ops = import_options.max_ops;
-    absl::StatusOr<onnx::ModelProto> model =
-        zoo::BuildZooModel(*name, params, limits);
-    if (!model.ok()) return model.status();
+    ASSIGN_OR_RETURN(onnx::ModelProto model,
+                     zoo::BuildZooModel(name, params, limits));
     start = Clock::now();
     // The zoo built the model at params.batch_size already.
     ImportOptions zoo_import = import_options;
     zoo_import.batch_size.reset();
-    graph = ImportOnnxModel(std::move(*model), spec, zoo_import);
+    graph = ImportOnnxModel(std::move(model), spec, zoo_import);
   } else {
     start = Clock::now();
     graph = ImportOnnxFile(spec, import_options);

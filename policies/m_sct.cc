@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/status_helpers.h"
 #include "policies/device_loads.h"
 #include "policies/etf.h"
 #include "policies/group_graph.h"
@@ -28,11 +29,9 @@ class MSctPolicy : public PlacementPolicy {
                                   const PolicyOptions& o) override {
     GroupGraph groups = PlacementUnits(in, o);
     std::vector<int> family = PlacementFamilies(in, o, groups);
-    absl::StatusOr<std::vector<int>> favorite =
-        FavoriteParents(in, groups, family);
-    if (!favorite.ok()) return favorite.status();
-    return EtfSchedule(in, o, groups, family, &*favorite,
-                       "m_sct");
+    ASSIGN_OR_RETURN(std::vector<int> favorite,
+                     FavoriteParents(in, groups, family));
+    return EtfSchedule(in, o, groups, family, &favorite, "m_sct");
   }
 
  private:

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_helpers.h"
 #include "base/stopwatch.h"
 #include "policies/device_loads.h"
 #include "policies/group_graph.h"
@@ -186,7 +187,7 @@ class MemoryFirstPolicy : public PlacementPolicy {
   absl::StatusOr<Placement> Place(const PolicyInput& in,
                                   const PolicyOptions& o) override {
     const Clock::time_point start = Clock::now();
-    if (absl::Status floor = CheckFloor(in, o); !floor.ok()) return floor;
+    RETURN_IF_ERROR(CheckFloor(in, o));
     int64_t evaluations = 0;
     absl::StatusOr<Placement> coarse =
         Search(in, o, PlacementUnits(in, o), start, evaluations);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_helpers.h"
 #include "simulator/memory_check.h"
 
 namespace placer {
@@ -37,14 +38,9 @@ absl::StatusOr<SimulationResult> CheckPlacement(const PolicyInput& input,
           input.cluster.device(placement.device_of_op[op]).name));
     }
   }
-  absl::StatusOr<SimulationResult> r =
-      Simulate(input.simulation, placement);
-  if (!r.ok()) return r.status();
-  if (absl::Status s = CheckMemory(input.cluster, r->peak_memory_bytes,
-                                   MemoryLimits(input.cluster, options));
-      !s.ok()) {
-    return s;
-  }
+  ASSIGN_OR_RETURN(SimulationResult r, Simulate(input.simulation, placement));
+  RETURN_IF_ERROR(CheckMemory(input.cluster, r.peak_memory_bytes,
+                              MemoryLimits(input.cluster, options)));
   return r;
 }
 

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_helpers.h"
 #include "base/stopwatch.h"
 #include "policies/device_loads.h"
 #include "policies/group_graph.h"
@@ -118,9 +119,8 @@ class LocalSearchPolicy : public PlacementPolicy {
     if (o.initial) {
       current = *o.initial;
     } else {
-      absl::StatusOr<Placement> seed = LocalSearchStart(in, o);
-      if (!seed.ok()) return seed.status();
-      current = *seed;
+      ASSIGN_OR_RETURN(Placement seed, LocalSearchStart(in, o));
+      current = seed;
     }
     absl::StatusOr<SimulationResult> base = CheckPlacement(in, o, current);
     if (!base.ok()) {
@@ -372,14 +372,15 @@ class BestPolicy : public PlacementPolicy {
         best_seconds = *step;
       }
     };
-    absl::StatusOr<HeuristicWinner> winner = BestHeuristic(
-        in, o, [&](const std::string& name, double so_far, int64_t done) {
-          report(name, done, so_far);
-        });
-    if (!winner.ok()) return winner.status();
-    evaluations += winner->evaluations;
-    best = std::move(winner->placement);
-    best_seconds = winner->step_seconds;
+    ASSIGN_OR_RETURN(
+        HeuristicWinner winner,
+        BestHeuristic(
+            in, o, [&](const std::string& name, double so_far, int64_t done) {
+              report(name, done, so_far);
+            }));
+    evaluations += winner.evaluations;
+    best = std::move(winner.placement);
+    best_seconds = winner.step_seconds;
     std::vector<Placement> starts = {*best};
     absl::StatusOr<Placement> own = LocalSearchStart(in, o);
     if (own.ok() && own->device_of_op != best->device_of_op) {

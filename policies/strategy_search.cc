@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_helpers.h"
 #include "simulator/memory_check.h"
 
 namespace placer {
@@ -248,8 +249,7 @@ absl::StatusOr<std::vector<int>> PlaceOnDevices(
     const PolicyInput& input, const PolicyOptions& options,
     const std::string& policy, const std::vector<int>& devices,
     const std::vector<int64_t>& limits, double budget_seconds) {
-  absl::StatusOr<std::unique_ptr<PlacementPolicy>> made = NewPolicy(policy);
-  if (!made.ok()) return made.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<PlacementPolicy> made, NewPolicy(policy));
   const Cluster part = input.cluster.Subset(devices);
   std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
   SimulationContext context =
@@ -268,9 +268,8 @@ absl::StatusOr<std::vector<int>> PlaceOnDevices(
     }
   }
   o.should_stop = options.should_stop;
-  absl::StatusOr<Placement> placed = (*made)->Place(inside, o);
-  if (!placed.ok()) return placed.status();
-  return placed->device_of_op;
+  ASSIGN_OR_RETURN(Placement placed, made->Place(inside, o));
+  return placed.device_of_op;
 }
 
 }  // namespace

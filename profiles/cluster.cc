@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_helpers.h"
 #include "profiles/cluster.pb.h"
 #include "profiles/cluster_presets.h"
 #include "profiles/proto_io.h"
@@ -149,16 +150,13 @@ double Cluster::total_peak_flops() const {
 absl::StatusOr<Cluster> ParseCluster(const std::string& text,
                                      const std::string& source) {
   proto::Cluster message;
-  if (absl::Status s = ParseTextOrJson(text, source, &message); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(ParseTextOrJson(text, source, &message));
   return Cluster::FromProto(message, source);
 }
 
 absl::StatusOr<Cluster> LoadClusterFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFileToString(path);
-  if (!text.ok()) return text.status();
-  return ParseCluster(*text, path);
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  return ParseCluster(text, path);
 }
 
 absl::StatusOr<Cluster> LoadCluster(const std::string& spec) {

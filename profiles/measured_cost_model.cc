@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_helpers.h"
 #include "profiles/profile.pb.h"
 #include "profiles/proto_io.h"
 #include "profiles/signature.h"
@@ -181,12 +182,9 @@ proto::Profile ProfileToProto(const MeasuredProfile& p) {
 }
 
 absl::StatusOr<MeasuredProfile> LoadProfile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFileToString(path);
-  if (!text.ok()) return text.status();
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   proto::Profile message;
-  if (absl::Status s = ParseTextOrJson(*text, path, &message); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(ParseTextOrJson(text, path, &message));
   return ProfileFromProto(message, path);
 }
 

@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/host_setup.h"
+#include "base/status_helpers.h"
 #include "base/stopwatch.h"
 #include "base/torch_status.h"
 #include "profiles/signature.h"
@@ -318,11 +319,10 @@ absl::Status TorchExecutor::Init() {
   updates_.resize(values);
   resident_bytes_.assign(num_devices_, 0);
   seed_grad_.assign(graph_.tensors().size(), torch::Tensor());
-  absl::StatusOr<HostValues> drawn =
-      DrawHostValues(view_, options_.seed, options_.input_values);
-  if (!drawn.ok()) return drawn.status();
+  ASSIGN_OR_RETURN(HostValues drawn,
+                   DrawHostValues(view_, options_.seed, options_.input_values));
   for (int v = 0; v < values; ++v) {
-    const torch::Tensor& host = drawn->value[v];
+    const torch::Tensor& host = drawn.value[v];
     if (!host.defined()) continue;
     if (view_.value(v).kind == ValueKind::kParameter) {
       int d = home_[v];
@@ -347,7 +347,7 @@ absl::Status TorchExecutor::Init() {
     }
   }
   // Loss targets, on the device of the output's producer.
-  targets_ = std::move(drawn->target);
+  targets_ = std::move(drawn.target);
   for (int out : graph_.outputs()) {
     int producer = graph_.tensor(out).producer;
     if (targets_[out].defined() && producer >= 0 &&
@@ -771,20 +771,20 @@ absl::Status TorchExecutor::RunForward(int i, std::vector<torch::Tensor>* output
     }
   }
   const bool backward = view_.backward_node(node.forward_op) >= 0;
-  absl::StatusOr<std::vector<torch::Tensor>> results =
+  ASSIGN_OR_RETURN(
+      std::vector<torch::Tensor> results,
       ForwardOp(graph_, op, std::move(inputs), devices_[d], precision_,
                 backward ? &needs_gradient_[node.forward_op] : nullptr,
-                &saved_[node.forward_op]);
-  if (!results.ok()) return results.status();
+                &saved_[node.forward_op]));
   // Losses of graph outputs written here.
-  *loss += OutputLosses(graph_, op, *results, targets_, 1.0, &seed_grad_);
+  *loss += OutputLosses(graph_, op, results, targets_, 1.0, &seed_grad_);
   // One tensor per node output value, in the node's order.
   outputs->clear();
   for (int v : node.outputs) {
     int t = view_.value(v).tensor;
     torch::Tensor found;
-    for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
-      if (op.outputs[k] == t) found = (*results)[k];
+    for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) {
+      if (op.outputs[k] == t) found = results[k];
     }
     outputs->push_back(found);
   }
@@ -813,10 +813,10 @@ absl::Status TorchExecutor::RunBackward(int i,
   }
   std::vector<int> tensors;
   for (int v : node.outputs) tensors.push_back(view_.value(v).tensor);
-  absl::StatusOr<std::vector<torch::Tensor>> grads =
-      BackwardOp(graph_, op, std::move(saved), output_gradients, tensors);
-  if (!grads.ok()) return grads.status();
-  *outputs = *std::move(grads);
+  ASSIGN_OR_RETURN(
+      std::vector<torch::Tensor> grads,
+      BackwardOp(graph_, op, std::move(saved), output_gradients, tensors));
+  *outputs = std::move(grads);
   return absl::OkStatus();
 }
 
@@ -1143,12 +1143,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
     const TrainingView& view, const Cluster& cluster,
     const Placement& placement, const ExecutorOptions& options) {
   const Graph& g = view.forward();
-  if (absl::Status s =
-          CheckPlacementShape(view, placement, cluster.num_devices());
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckRunnable(g); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckPlacementShape(view, placement, cluster.num_devices()));
+  RETURN_IF_ERROR(CheckRunnable(g));
   std::vector<char> local(cluster.num_devices(), 1);
   if (options.ranks != nullptr) {
     if (static_cast<int>(options.rank_of_device.size()) !=
@@ -1172,24 +1168,16 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
           "executor: rank ", options.ranks->rank(), " drives no device"));
     }
   }
-  absl::StatusOr<std::vector<torch::Device>> devices =
-      TorchDevices(cluster, local);
-  if (!devices.ok()) return devices.status();
-  if (absl::Status s = CheckStepPrecision(view.options().precision, cluster,
-                                          *devices, local);
-      !s.ok()) {
-    return s;
-  }
+  ASSIGN_OR_RETURN(std::vector<torch::Device> devices,
+                   TorchDevices(cluster, local));
+  RETURN_IF_ERROR(
+      CheckStepPrecision(view.options().precision, cluster, devices, local));
   auto executor = std::make_unique<TorchExecutor>(
-      view, cluster, placement, options, std::move(*devices), std::move(local));
+      view, cluster, placement, options, std::move(devices), std::move(local));
   // Init copies every parameter to its device: LibTorch throws there on
   // out of memory, which comes back as a status like every other failure.
-  if (absl::Status s = CatchExceptions("executor: ", [&] {
-        return executor->Init();
-      });
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(
+      CatchExceptions("executor: ", [&] { return executor->Init(); }));
   return executor;
 }
 

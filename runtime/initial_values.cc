@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_helpers.h"
 #include "runtime/torch_ops.h"
 
 namespace placer {
@@ -214,11 +215,13 @@ absl::StatusOr<HostValues> DrawHostValues(
       host = InitParameter(graph, t, gen);
     } else if (auto it = given.find(t.name);
                value.kind == ValueKind::kGraphInput && it != given.end()) {
-      absl::StatusOr<torch::Tensor> made = MakeInputValues(
-          t, it->second,
-          IsFloatingPoint(t.dtype) ? 0 : IndexBound(graph, value.tensor), gen);
-      if (!made.ok()) return made.status();
-      host = *std::move(made);
+      ASSIGN_OR_RETURN(
+          torch::Tensor made,
+          MakeInputValues(
+              t, it->second,
+              IsFloatingPoint(t.dtype) ? 0 : IndexBound(graph, value.tensor),
+              gen));
+      host = std::move(made);
     } else if (value.kind == ValueKind::kGraphInput) {
       torch::ScalarType type = ToTorchType(t.dtype);
       if (IsFloatingPoint(t.dtype)) {

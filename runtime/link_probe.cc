@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "base/host_setup.h"
 #include "base/statistics.h"
+#include "base/status_helpers.h"
 #include "base/stopwatch.h"
 #include "base/torch_status.h"
 #include "runtime/torch_devices.h"
@@ -53,8 +54,7 @@ MeasureLinksAcrossRanks(
     const std::vector<int>& rank_of_device, const ProfilerOptions& options,
     const std::function<void(const std::string&)>& progress) {
   std::map<std::pair<std::string, std::string>, MeasuredLink> links;
-  absl::StatusOr<std::vector<torch::Device>> devices = TorchDevices(cluster);
-  if (!devices.ok()) return devices.status();
+  ASSIGN_OR_RETURN(std::vector<torch::Device> devices, TorchDevices(cluster));
   const int D = cluster.num_devices();
   const int me = ranks.rank();
   // As in the executors' runs: received buffers reuse freed memory.
@@ -71,27 +71,22 @@ MeasureLinksAcrossRanks(
           for (int i = 0; i < options.warmup + options.repeats; ++i) {
             if (me == ra) {
               torch::Tensor x = torch::ones(
-                  {bytes}, torch::dtype(torch::kByte).device((*devices)[a]));
+                  {bytes}, torch::dtype(torch::kByte).device(devices[a]));
               const SteadyClock::time_point start = SteadyClock::now();
-              if (absl::Status s = ranks.SendTensor(x, i, rb, channel); !s.ok()) {
-                return s;
-              }
+              RETURN_IF_ERROR(ranks.SendTensor(x, i, rb, channel));
               absl::StatusOr<std::pair<int64_t, torch::Tensor>> back =
                   ranks.RecvTensor(rb, channel);
               if (!back.ok()) return back.status();
-              torch::Tensor here = back->second.to((*devices)[a]);
-              Synchronize((*devices)[a]);
+              torch::Tensor here = back->second.to(devices[a]);
+              Synchronize(devices[a]);
               if (i >= options.warmup) round_trips.push_back(SecondsSince(start));
             } else {
               absl::StatusOr<std::pair<int64_t, torch::Tensor>> got =
                   ranks.RecvTensor(ra, channel);
               if (!got.ok()) return got.status();
-              torch::Tensor there = got->second.to((*devices)[b]);
-              Synchronize((*devices)[b]);
-              if (absl::Status s = ranks.SendTensor(there, got->first, ra, channel);
-                  !s.ok()) {
-                return s;
-              }
+              torch::Tensor there = got->second.to(devices[b]);
+              Synchronize(devices[b]);
+              RETURN_IF_ERROR(ranks.SendTensor(there, got->first, ra, channel));
             }
           }
           if (me == ra) samples.push_back({bytes, Median(round_trips) / 2});
@@ -106,10 +101,7 @@ MeasureLinksAcrossRanks(
                                          status.message()));
       }
       if (me != ra) continue;
-      if (absl::Status s = ranks.Put(Key(cluster, a, b), Encode(samples));
-          !s.ok()) {
-        return s;
-      }
+      RETURN_IF_ERROR(ranks.Put(Key(cluster, a, b), Encode(samples)));
     }
   }
   if (me != 0) return links;
@@ -117,9 +109,8 @@ MeasureLinksAcrossRanks(
     for (int b = 0; b < D; ++b) {
       if (rank_of_device[a] == rank_of_device[b]) continue;
       const std::string key = Key(cluster, a, b);
-      absl::StatusOr<std::string> text = ranks.Get(key);
-      if (!text.ok()) return text.status();
-      absl::StatusOr<std::vector<LinkSample>> samples = Decode(*text, key);
+      ASSIGN_OR_RETURN(std::string text, ranks.Get(key));
+      absl::StatusOr<std::vector<LinkSample>> samples = Decode(text, key);
       if (!samples.ok()) return samples.status();
       MeasuredLink link;
       link.samples = *std::move(samples);

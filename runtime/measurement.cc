@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_helpers.h"
 #include "profiles/signature.h"
 
 namespace placer {
@@ -19,12 +20,11 @@ class ExecutorEvaluator : public StepEvaluator {
       : view_(view), cluster_(cluster), options_(std::move(options)) {}
 
   absl::StatusOr<Evaluation> Evaluate(const Placement& placement) override {
-    absl::StatusOr<std::unique_ptr<Executor>> e =
-        Executor::Create(view_, cluster_, placement, options_.executor);
-    if (!e.ok()) return e.status();
-    absl::StatusOr<Measurement> m = MeasureSteps(**e, options_);
-    if (!m.ok()) return m.status();
-    return Evaluation{m->step_seconds, m->peak_memory_bytes};
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<Executor> e,
+        Executor::Create(view_, cluster_, placement, options_.executor));
+    ASSIGN_OR_RETURN(Measurement m, MeasureSteps(*e, options_));
+    return Evaluation{m.step_seconds, m.peak_memory_bytes};
   }
 
  private:
@@ -139,13 +139,12 @@ absl::StatusOr<MeasuredProfile> OverlayStepMeasurement(
     const TrainingView& view, const Cluster& cluster,
     const Placement& reference, MeasuredProfile base,
     const MeasureOptions& options) {
-  absl::StatusOr<std::unique_ptr<Executor>> executor =
-      Executor::Create(view, cluster, reference, options.executor);
-  if (!executor.ok()) return executor.status();
-  absl::StatusOr<Measurement> m = MeasureSteps(**executor, options);
-  if (!m.ok()) return m.status();
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Executor> executor,
+      Executor::Create(view, cluster, reference, options.executor));
+  ASSIGN_OR_RETURN(Measurement m, MeasureSteps(*executor, options));
   MeasuredProfile overlaid = MergeProfiles(
-      std::move(base), ProfileFromMeasurement(view, cluster, reference, *m));
+      std::move(base), ProfileFromMeasurement(view, cluster, reference, m));
   // Where a host has devices of more than one kind (a GPU's driving thread
   // shares the host's cores with the CPU device's threads): each device
   // kind alone, every node on the first device of that kind, for the times

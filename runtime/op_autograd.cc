@@ -1,11 +1,12 @@
 #include "runtime/op_autograd.h"
 
-#include <utility>
-
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "base/status_helpers.h"
 #include "runtime/initial_values.h"
 #include "runtime/torch_ops.h"
 
@@ -79,10 +80,9 @@ absl::StatusOr<std::vector<torch::Tensor>> RunAtPrecision(
       }
     }
   }
-  absl::StatusOr<std::vector<torch::Tensor>> out = RunTorchOp(op, inputs);
-  if (!out.ok()) return out.status();
-  for (size_t k = 0; k < out->size() && k < op.outputs.size(); ++k) {
-    torch::Tensor& t = (*out)[k];
+  ASSIGN_OR_RETURN(std::vector<torch::Tensor> out, RunTorchOp(op, inputs));
+  for (size_t k = 0; k < out.size() && k < op.outputs.size(); ++k) {
+    torch::Tensor& t = out[k];
     const int tensor = op.outputs[k];
     if (tensor < 0 || !t.defined() || !t.is_floating_point()) continue;
     const DataType want = precision.tensor_types[tensor];
@@ -108,9 +108,9 @@ absl::StatusOr<std::vector<torch::Tensor>> ForwardOp(
         results.emplace_back();
         continue;
       }
-      absl::StatusOr<torch::Tensor> t = TensorFromData(*graph.tensor(out).data);
-      if (!t.ok()) return t.status();
-      results.push_back(t->to(device));
+      ASSIGN_OR_RETURN(torch::Tensor t,
+                       TensorFromData(*graph.tensor(out).data));
+      results.push_back(t.to(device));
     }
     return results;
   }
@@ -131,12 +131,11 @@ absl::StatusOr<std::vector<torch::Tensor>> ForwardOp(
         saved->inputs[k] = torch::autograd::impl::gradient_edge(inputs[k]);
       }
     }
-    absl::StatusOr<std::vector<torch::Tensor>> out =
-        RunAtPrecision(op, std::move(inputs), precision);
-    if (!out.ok()) return out.status();
-    saved->outputs.assign(out->size(), torch::autograd::Edge());
-    for (size_t k = 0; k < out->size(); ++k) {
-      const torch::Tensor& t = (*out)[k];
+    ASSIGN_OR_RETURN(std::vector<torch::Tensor> out,
+                     RunAtPrecision(op, std::move(inputs), precision));
+    saved->outputs.assign(out.size(), torch::autograd::Edge());
+    for (size_t k = 0; k < out.size(); ++k) {
+      const torch::Tensor& t = out[k];
       if (t.defined() && t.requires_grad()) {
         saved->outputs[k] = torch::autograd::impl::gradient_edge(t);
       }

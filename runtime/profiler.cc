@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "base/host_setup.h"
 #include "base/statistics.h"
+#include "base/status_helpers.h"
 #include "base/stopwatch.h"
 #include "base/torch_status.h"
 #include "graph/op_costs.h"
@@ -34,9 +35,8 @@ template <typename F>
 absl::StatusOr<double> MedianOfRuns(int warmup, int repeats, F run) {
   std::vector<double> times;
   for (int i = 0; i < warmup + repeats; ++i) {
-    absl::StatusOr<double> t = run();
-    if (!t.ok()) return t.status();
-    if (i >= warmup) times.push_back(*t);
+    ASSIGN_OR_RETURN(double t, run());
+    if (i >= warmup) times.push_back(t);
   }
   return Median(std::move(times));
 }
@@ -69,9 +69,8 @@ absl::StatusOr<std::vector<torch::Tensor>> MakeInputs(
       inputs.emplace_back();
       continue;
     }
-    absl::StatusOr<torch::Tensor> t = MakeInput(g.tensor(in), device);
-    if (!t.ok()) return t.status();
-    inputs.push_back(*t);
+    ASSIGN_OR_RETURN(torch::Tensor t, MakeInput(g.tensor(in), device));
+    inputs.push_back(t);
   }
   return inputs;
 }
@@ -101,18 +100,17 @@ absl::StatusOr<double> TimeForward(const Graph& g, const Op& op,
                                    const std::vector<bool>& needs,
                                    const torch::Device& device,
                                    const ProfilerOptions& o) {
-  absl::StatusOr<std::vector<torch::Tensor>> inputs = MakeInputs(g, op, device);
-  if (!inputs.ok()) return inputs.status();
+  ASSIGN_OR_RETURN(std::vector<torch::Tensor> inputs,
+                   MakeInputs(g, op, device));
   bool any = false;
-  for (const torch::Tensor& leaf : MakeGradientLeaves(*inputs, needs)) {
+  for (const torch::Tensor& leaf : MakeGradientLeaves(inputs, needs)) {
     any |= leaf.defined();
   }
   std::optional<torch::NoGradGuard> no_grad;
   if (!any) no_grad.emplace();
   return MedianOfRuns(o.warmup, o.repeats, [&]() -> absl::StatusOr<double> {
     DeviceTimer timer(device);
-    absl::StatusOr<std::vector<torch::Tensor>> out = RunTorchOp(op, *inputs);
-    if (!out.ok()) return out.status();
+    ASSIGN_OR_RETURN(std::vector<torch::Tensor> out, RunTorchOp(op, inputs));
     return timer.Seconds();
   });
 }
@@ -121,18 +119,17 @@ absl::StatusOr<double> TimeBackward(const Graph& g, const Op& op,
                                     const std::vector<bool>& needs,
                                     const torch::Device& device,
                                     const ProfilerOptions& o) {
-  absl::StatusOr<std::vector<torch::Tensor>> inputs = MakeInputs(g, op, device);
-  if (!inputs.ok()) return inputs.status();
+  ASSIGN_OR_RETURN(std::vector<torch::Tensor> inputs,
+                   MakeInputs(g, op, device));
   std::vector<torch::Tensor> wrt;
-  for (const torch::Tensor& leaf : MakeGradientLeaves(*inputs, needs)) {
+  for (const torch::Tensor& leaf : MakeGradientLeaves(inputs, needs)) {
     if (leaf.defined()) wrt.push_back(leaf);
   }
   if (wrt.empty()) return 0.0;
   return MedianOfRuns(o.warmup, o.repeats, [&]() -> absl::StatusOr<double> {
-    absl::StatusOr<std::vector<torch::Tensor>> out = RunTorchOp(op, *inputs);
-    if (!out.ok()) return out.status();
+    ASSIGN_OR_RETURN(std::vector<torch::Tensor> out, RunTorchOp(op, inputs));
     std::vector<torch::Tensor> outputs, grads;
-    for (const torch::Tensor& t : *out) {
+    for (const torch::Tensor& t : out) {
       if (t.defined() && t.requires_grad()) {
         outputs.push_back(t);
         grads.push_back(torch::ones_like(t));
@@ -207,19 +204,19 @@ absl::StatusOr<MeasuredLink> MeasureCopies(
   MeasuredLink link;
   for (int64_t bytes = 1; bytes <= o.max_link_bytes; bytes *= 4) {
     torch::Tensor from = torch::ones({bytes}, torch::dtype(torch::kByte).device(src));
-    absl::StatusOr<double> t =
+    ASSIGN_OR_RETURN(
+        double t,
         MedianOfRuns(o.warmup, o.repeats, [&]() -> absl::StatusOr<double> {
           DeviceTimer timer(src);
-          torch::Tensor copy = src.is_cpu() && dst.is_cpu()
-                                   ? from.clone()
-                                   : from.to(dst, /*non_blocking=*/false,
-                                             /*copy=*/true);
+          torch::Tensor copy =
+              src.is_cpu() && dst.is_cpu()
+                  ? from.clone()
+                  : from.to(dst, /*non_blocking=*/false, /*copy=*/true);
           Synchronize(dst);
           Synchronize(src);
           return timer.Seconds();
-        });
-    if (!t.ok()) return t.status();
-    link.samples.push_back({bytes, *t});
+        }));
+    link.samples.push_back({bytes, t});
   }
   absl::StatusOr<LinkParams> fit = FitLink(link.samples);
   if (!fit.ok()) return fit.status();
@@ -285,9 +282,8 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
   const bool gpus = std::count(kinds.begin(), kinds.end(), DeviceKind::kGpu) > 0;
   std::vector<torch::Device> mapped;
   if (gpus) {
-    absl::StatusOr<std::vector<torch::Device>> all = TorchDevices(cluster);
-    if (!all.ok()) return all.status();
-    mapped = std::move(*all);
+    ASSIGN_OR_RETURN(std::vector<torch::Device> all, TorchDevices(cluster));
+    mapped = std::move(all);
   }
   for (int d = 0; d < cluster.num_devices(); ++d) {
     const DeviceKind k = cluster.device(d).kind;
@@ -345,10 +341,10 @@ absl::StatusOr<ProfileReport> ProfileDevicesOrThrow(
       auto it = fits.find(key);
       if (it == fits.end()) {
         if (stopping()) continue;
-        absl::StatusOr<MeasuredLink> link = MeasureCopies(
-            *torch_devices[a], *torch_devices[b], options, progress);
-        if (!link.ok()) return link.status();
-        it = fits.emplace(key, std::move(*link)).first;
+        ASSIGN_OR_RETURN(MeasuredLink link,
+                         MeasureCopies(*torch_devices[a], *torch_devices[b],
+                                       options, progress));
+        it = fits.emplace(key, std::move(link)).first;
       }
       report.profile.links[{cluster.device(a).name, cluster.device(b).name}] =
           it->second;

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <set>
 #include <thread>
-
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -13,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_helpers.h"
 #include "base/torch_status.h"
 
 namespace placer {
@@ -281,7 +281,7 @@ absl::Status RankGroup::SendTensor(const torch::Tensor& tensor, int64_t id,
   }
   try {
     c10::intrusive_ptr<c10d::Work> w = impl_->group->send(header, dst_rank, channel);
-    if (absl::Status s = impl_->Wait(w, about); !s.ok()) return s;
+    RETURN_IF_ERROR(impl_->Wait(w, about));
     if (data.numel() * data.element_size() <= kInlineBytes) {
       return absl::OkStatus();
     }
@@ -299,7 +299,7 @@ absl::StatusOr<std::pair<int64_t, torch::Tensor>> RankGroup::RecvTensor(
   try {
     std::vector<at::Tensor> header{torch::zeros({kHeaderBytes}, torch::kByte)};
     c10::intrusive_ptr<c10d::Work> w = impl_->group->recv(header, src_rank, channel);
-    if (absl::Status s = impl_->Wait(w, about); !s.ok()) return s;
+    RETURN_IF_ERROR(impl_->Wait(w, about));
     const int64_t* h =
         reinterpret_cast<const int64_t*>(header[0].data_ptr<uint8_t>());
     const int64_t dims = h[2];
@@ -316,7 +316,7 @@ absl::StatusOr<std::pair<int64_t, torch::Tensor>> RankGroup::RecvTensor(
     if (bytes > kInlineBytes) {
       std::vector<at::Tensor> payload{data};
       w = impl_->group->recv(payload, src_rank, channel);
-      if (absl::Status s = impl_->Wait(w, about); !s.ok()) return s;
+      RETURN_IF_ERROR(impl_->Wait(w, about));
     } else if (bytes > 0) {
       std::memcpy(data.data_ptr(), header[0].data_ptr<uint8_t>() + kHeaderWords * 8,
                   bytes);

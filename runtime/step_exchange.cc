@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_helpers.h"
 #include "base/stopwatch.h"
 
 namespace placer {
@@ -48,12 +49,9 @@ absl::StatusOr<StepReport> ExchangeStepReports(RankGroup& ranks, int step,
                            t.seconds});
   }
   const int me = ranks.rank();
-  if (absl::Status s = ranks.Put(
-          Key(step, me), std::string(reinterpret_cast<const char*>(row.data()),
-                                     row.size() * sizeof(double)));
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(ranks.Put(
+      Key(step, me), std::string(reinterpret_cast<const char*>(row.data()),
+                                 row.size() * sizeof(double))));
   if (step >= 2) ranks.Delete(Key(step - 2, me)).IgnoreError();
   if (!outcome.ok()) {
     // The run's first failure, the same on every rank.
@@ -69,9 +67,8 @@ absl::StatusOr<StepReport> ExchangeStepReports(RankGroup& ranks, int step,
     // wait costs few store round trips.
     auto pause = std::chrono::microseconds(100);
     while (true) {
-      absl::StatusOr<bool> there = ranks.Has(Key(step, r));
-      if (!there.ok()) return there.status();
-      if (*there) break;
+      ASSIGN_OR_RETURN(bool there, ranks.Has(Key(step, r)));
+      if (there) break;
       if (std::optional<absl::Status> remote = ranks.PublishedFailure()) {
         return *remote;
       }
@@ -84,17 +81,16 @@ absl::StatusOr<StepReport> ExchangeStepReports(RankGroup& ranks, int step,
       pause = std::min<std::chrono::microseconds>(2 * pause,
                                                  std::chrono::milliseconds(5));
     }
-    absl::StatusOr<std::string> bytes = ranks.Get(Key(step, r));
-    if (!bytes.ok()) return bytes.status();
-    if (bytes->size() < fixed * sizeof(double) ||
-        (bytes->size() - fixed * sizeof(double)) % (5 * sizeof(double)) != 0) {
+    ASSIGN_OR_RETURN(std::string bytes, ranks.Get(Key(step, r)));
+    if (bytes.size() < fixed * sizeof(double) ||
+        (bytes.size() - fixed * sizeof(double)) % (5 * sizeof(double)) != 0) {
       return absl::DataLossError(absl::StrCat(
-          "rank ", r, "'s report of step ", step + 1, " has ", bytes->size(),
+          "rank ", r, "'s report of step ", step + 1, " has ", bytes.size(),
           " bytes, not ", fixed * sizeof(double),
           " plus 40 per transfer: the ranks run different graphs"));
     }
-    std::vector<double> theirs(bytes->size() / sizeof(double));
-    std::memcpy(theirs.data(), bytes->data(), bytes->size());
+    std::vector<double> theirs(bytes.size() / sizeof(double));
+    std::memcpy(theirs.data(), bytes.data(), bytes.size());
     if (theirs[0] != 0) {
       std::optional<absl::Status> remote = ranks.PublishedFailure();
       return remote.has_value()

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/host_setup.h"
+#include "base/status_helpers.h"
 #include "base/stopwatch.h"
 #include "base/torch_status.h"
 #include "profiles/signature.h"
@@ -381,16 +382,14 @@ absl::Status TorchStrategyExecutor::Init() {
     if (backward >= 0) needs_gradient_[op] = InputsNeedingGradient(view_, backward);
   }
 
-  absl::StatusOr<HostValues> first =
-      DrawHostValues(view_, options_.seed, options_.input_values);
-  if (!first.ok()) return first.status();
-  host_ = first->value;
-  batches_.push_back(*first);
+  ASSIGN_OR_RETURN(HostValues first,
+                   DrawHostValues(view_, options_.seed, options_.input_values));
+  host_ = first.value;
+  batches_.push_back(first);
   for (int j = 1; j < M_; ++j) {
-    absl::StatusOr<HostValues> batch =
-        DrawBatch(view_, options_.seed + j, options_.input_values);
-    if (!batch.ok()) return batch.status();
-    batches_.push_back(*std::move(batch));
+    ASSIGN_OR_RETURN(HostValues batch, DrawBatch(view_, options_.seed + j,
+                                                 options_.input_values));
+    batches_.push_back(std::move(batch));
   }
   targets_.assign(D_, {});
   for (int d = 0; d < D_; ++d) {
@@ -499,7 +498,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
       return absl::OkStatus();  // failed elsewhere
     }
     const TrainingNode& node = view_.node(n);
-    if (absl::Status b = BeforeNode(node); !b.ok()) return b;
+    RETURN_IF_ERROR(BeforeNode(node));
     const Op& op = graph_.op(node.forward_op);
     std::vector<torch::Tensor> inputs;
     if (!AllOutputsFolded(graph_, op)) {
@@ -589,7 +588,7 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
       return absl::OkStatus();  // failed elsewhere
     }
     const TrainingNode& node = view_.node(n);
-    if (absl::Status b = BeforeNode(node); !b.ok()) return b;
+    RETURN_IF_ERROR(BeforeNode(node));
     const Op& op = graph_.op(node.forward_op);
     std::vector<std::vector<torch::Tensor>> parts(op.outputs.size());
     {
@@ -764,11 +763,8 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
         std::memcpy(data.data_ptr<uint8_t>() + at, t.data_ptr(), bytes);
         at += bytes;
       }
-      if (absl::Status st = options_.ranks->SendTensor(index, kPacked,
-                                                       RankOf(dst), Channel(d, dst));
-          !st.ok()) {
-        return st;
-      }
+      RETURN_IF_ERROR(options_.ranks->SendTensor(index, kPacked, RankOf(dst),
+                                                 Channel(d, dst)));
       return options_.ranks->SendTensor(data, kPacked, RankOf(dst),
                                         Channel(d, dst));
     });
@@ -1223,12 +1219,12 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
     mine.loss = report.loss;
     mine.busy_seconds = report.busy_seconds;
     mine.peak_memory_bytes.assign(D_, 0);
-    absl::StatusOr<StepReport> merged =
-        ExchangeStepReports(*options_.ranks, step_++, mine, failure_);
-    if (!merged.ok()) return merged.status();
-    report.seconds = merged->seconds;
-    report.loss = merged->loss;
-    report.busy_seconds = merged->busy_seconds;
+    ASSIGN_OR_RETURN(
+        StepReport merged,
+        ExchangeStepReports(*options_.ranks, step_++, mine, failure_));
+    report.seconds = merged.seconds;
+    report.loss = merged.loss;
+    report.busy_seconds = merged.busy_seconds;
   }
   if (!failure_.ok()) return failure_;
   report.loss /= M_;
@@ -1263,28 +1259,21 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(
 absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
     const TrainingView& view, const Cluster& cluster,
     const Strategy& strategy, const ExecutorOptions& options) {
-  if (absl::Status s = CheckStrategy(view, cluster, strategy); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckRunnable(view.forward()); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckStrategy(view, cluster, strategy));
+  RETURN_IF_ERROR(CheckRunnable(view.forward()));
   if (options.ranks != nullptr &&
       static_cast<int>(options.rank_of_device.size()) != cluster.num_devices()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rank_of_device has ", options.rank_of_device.size(),
         " entries; the cluster has ", cluster.num_devices(), " devices"));
   }
-  absl::StatusOr<std::vector<torch::Device>> devices = TorchDevices(cluster);
-  if (!devices.ok()) return devices.status();
-  if (absl::Status s =
-          CheckStepPrecision(view.options().precision, cluster, *devices);
-      !s.ok()) {
-    return s;
-  }
+  ASSIGN_OR_RETURN(std::vector<torch::Device> devices, TorchDevices(cluster));
+  RETURN_IF_ERROR(
+      CheckStepPrecision(view.options().precision, cluster, devices));
   auto executor = std::make_unique<TorchStrategyExecutor>(
-      view, cluster, strategy, options, *std::move(devices));
-  absl::Status init =
-      CatchExceptions("strategy executor: ", [&] { return executor->Init(); });
-  if (!init.ok()) return init;
+      view, cluster, strategy, options, std::move(devices));
+  RETURN_IF_ERROR(
+      CatchExceptions("strategy executor: ", [&] { return executor->Init(); }));
   return std::unique_ptr<StrategyExecutor>(std::move(executor));
 }
 

@@ -11,6 +11,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_helpers.h"
 #include "runtime/torch_kernel.h"
 
 namespace placer {
@@ -655,9 +656,8 @@ Result ConstantOfShape(const Op& op, const Tensors& in) {
   std::vector<int64_t> shape = IntsOf(in[0]);
   const AttributeValue* v = op.FindAttribute("value");
   if (v != nullptr && v->tensor != nullptr) {
-    absl::StatusOr<torch::Tensor> t = TensorFromData(*v->tensor);
-    if (!t.ok()) return t.status();
-    return Tensors{t->reshape({}).expand(shape).clone()};
+    ASSIGN_OR_RETURN(torch::Tensor t, TensorFromData(*v->tensor));
+    return Tensors{t.reshape({}).expand(shape).clone()};
   }
   return Tensors{torch::zeros(shape)};
 }

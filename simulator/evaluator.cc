@@ -1,5 +1,6 @@
 #include "simulator/evaluator.h"
 
+#include "base/status_helpers.h"
 #include "simulator/memory_check.h"
 
 namespace placer {
@@ -11,15 +12,11 @@ class SimulatorEvaluator : public StepEvaluator {
       : context_(context), capacities_(DeviceCapacities(context.cluster())) {}
 
   absl::StatusOr<Evaluation> Evaluate(const Placement& placement) override {
-    absl::StatusOr<SimulationResult> r = Simulate(context_, placement);
-    if (!r.ok()) return r.status();
+    ASSIGN_OR_RETURN(SimulationResult r, Simulate(context_, placement));
     // What would fail on the hardware: the devices' capacities.
-    if (absl::Status s = CheckMemory(context_.cluster(), r->peak_memory_bytes,
-                                     capacities_);
-        !s.ok()) {
-      return s;
-    }
-    return Evaluation{r->step_seconds, r->peak_memory_bytes};
+    RETURN_IF_ERROR(
+        CheckMemory(context_.cluster(), r.peak_memory_bytes, capacities_));
+    return Evaluation{r.step_seconds, r.peak_memory_bytes};
   }
 
  private:

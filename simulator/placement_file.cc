@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_helpers.h"
 #include "google/protobuf/util/json_util.h"
 #include "profiles/proto_io.h"
 #include "simulator/placement.pb.h"
@@ -81,9 +82,8 @@ absl::StatusOr<Placement> PlacementFromProto(const proto::Placement& file,
 absl::StatusOr<Placement> ReadPlacementFile(const std::string& path,
                                             const Graph& graph,
                                             const Cluster& cluster) {
-  absl::StatusOr<std::string> json = ReadFileToString(path);
-  if (!json.ok()) return json.status();
-  return ParsePlacementJson(*json, path, graph, cluster);
+  ASSIGN_OR_RETURN(std::string json, ReadFileToString(path));
+  return ParsePlacementJson(json, path, graph, cluster);
 }
 
 proto::Placement PlacementToProto(const Placement& placement,
@@ -138,9 +138,8 @@ absl::StatusOr<PlacementOrStrategy> PlacementOrStrategyFromProto(
   for (int k = 0; k < message.stages_size(); ++k) {
     PipelineStage stage;
     for (const std::string& name : message.stages(k).devices()) {
-      absl::StatusOr<int> d = find(k, name);
-      if (!d.ok()) return d.status();
-      stage.devices.push_back(*d);
+      ASSIGN_OR_RETURN(int d, find(k, name));
+      stage.devices.push_back(d);
     }
     if (stage.devices.empty()) {
       return fail(absl::StrCat("stage ", k, " has no devices"));
@@ -148,9 +147,8 @@ absl::StatusOr<PlacementOrStrategy> PlacementOrStrategyFromProto(
     for (const proto::ReplicaDevices& more : message.stages(k).more_devices()) {
       std::vector<int> devices;
       for (const std::string& name : more.devices()) {
-        absl::StatusOr<int> d = find(k, name);
-        if (!d.ok()) return d.status();
-        devices.push_back(*d);
+        ASSIGN_OR_RETURN(int d, find(k, name));
+        devices.push_back(d);
       }
       stage.more_devices.push_back(std::move(devices));
     }
@@ -210,9 +208,8 @@ absl::StatusOr<PlacementOrStrategy> PlacementOrStrategyFromProto(
 
 absl::StatusOr<PlacementOrStrategy> ReadPlacementOrStrategyFile(
     const std::string& path, const Graph& graph, const Cluster& cluster) {
-  absl::StatusOr<std::string> json = ReadFileToString(path);
-  if (!json.ok()) return json.status();
-  return ParsePlacementOrStrategyJson(*json, path, graph, cluster);
+  ASSIGN_OR_RETURN(std::string json, ReadFileToString(path));
+  return ParsePlacementOrStrategyJson(json, path, graph, cluster);
 }
 
 absl::StatusOr<PlacementOrStrategy> ParsePlacementOrStrategyJson(

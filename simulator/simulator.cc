@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_helpers.h"
 #include "simulator/gradient_partials.h"
 
 namespace placer {
@@ -596,11 +597,8 @@ std::string TransferName(const TrainingView& view,
 absl::StatusOr<SimulationResult> Simulate(const SimulationContext& context,
                                           const Placement& placement,
                                           const SimulationOptions& options) {
-  if (absl::Status s = CheckPlacementShape(context.view(), placement,
-                                          context.num_devices());
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(
+      CheckPlacementShape(context.view(), placement, context.num_devices()));
   return Simulation(context, placement, options).Run();
 }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_helpers.h"
 
 namespace placer {
 
@@ -91,7 +92,7 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
           stage.more_devices.size(), " lists of their further devices"));
     }
     for (size_t k = 0; k < stage.devices.size(); ++k) {
-      if (absl::Status u = use(s, stage.devices[k]); !u.ok()) return u;
+      RETURN_IF_ERROR(use(s, stage.devices[k]));
       if (stage.more_devices.empty()) continue;
       if (stage.more_devices[k].size() != stage.more_devices[0].size()) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -101,7 +102,7 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
             ": every replica of a stage has as many"));
       }
       for (int d : stage.more_devices[k]) {
-        if (absl::Status u = use(s, d); !u.ok()) return u;
+        RETURN_IF_ERROR(use(s, d));
       }
     }
     most_replicas =

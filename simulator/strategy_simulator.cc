@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_helpers.h"
 
 namespace placer {
 namespace {
@@ -279,11 +280,10 @@ absl::StatusOr<Plan> MakePlan(const SimulationContext& context,
               ? ReplicaDevice(stage, 0, SlotOfOp(strategy, static_cast<int>(g)))
               : elsewhere;
     }
-    absl::StatusOr<SimulationResult> r = Simulate(context, p);
-    if (!r.ok()) return r.status();
+    ASSIGN_OR_RETURN(SimulationResult r, Simulate(context, p));
     for (int slot = 0; slot < StageWidth(stage); ++slot) {
       plan.stages[s].one_batch_peak_bytes[slot] =
-          r->peak_memory_bytes[ReplicaDevice(stage, 0, slot)];
+          r.peak_memory_bytes[ReplicaDevice(stage, 0, slot)];
     }
   }
   return plan;
@@ -438,12 +438,9 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     const SimulationOptions& options) {
   const TrainingView& view = context.view();
   const Cluster& cluster = context.cluster();
-  if (absl::Status s = CheckStrategy(view, cluster, strategy); !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<Plan> made = MakePlan(context, strategy);
-  if (!made.ok()) return made.status();
-  const Plan& plan = *made;
+  RETURN_IF_ERROR(CheckStrategy(view, cluster, strategy));
+  ASSIGN_OR_RETURN(Plan made, MakePlan(context, strategy));
+  const Plan& plan = made;
   const int S = static_cast<int>(strategy.stages.size());
   const int M = strategy.micro_batches;
   const int D = context.num_devices();

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_helpers.h"
 #include "zoo/onnx_builder.h"
 
 namespace placer::zoo {
@@ -264,8 +265,7 @@ int64_t WeightBytes(const onnx::ModelProto& model) {
 
 absl::StatusOr<int64_t> EstimateZooOps(absl::string_view name,
                                        const ZooParams& params) {
-  absl::StatusOr<ZooParams> p = ResolveZooParams(name, params);
-  if (!p.ok()) return p.status();
+  ASSIGN_OR_RETURN(ZooParams p, ResolveZooParams(name, params));
   const ZooModel* m = FindZooModel(name);
   // Tiny probes at layers L0, L0+1 and seq_len T0, T0+1; L0 = 4 is past
   // every builder's special first layers (GNMT's bidirectional layer and
@@ -274,7 +274,7 @@ absl::StatusOr<int64_t> EstimateZooOps(absl::string_view name,
   double count[2][2];
   for (int dl = 0; dl < 2; ++dl) {
     for (int dt = 0; dt < 2; ++dt) {
-      ZooParams tiny = *p;
+      ZooParams tiny = p;
       tiny.layers = kL0 + dl;
       tiny.seq_len = kT0 + dt;
       tiny.batch_size = 1;
@@ -288,8 +288,8 @@ absl::StatusOr<int64_t> EstimateZooOps(absl::string_view name,
   const double per_layer = count[1][0] - a;
   const double per_step = count[0][1] - a;
   const double cross = count[1][1] - count[1][0] - count[0][1] + a;
-  const double l = static_cast<double>(p->layers - kL0);
-  const double t = static_cast<double>(p->seq_len - kT0);
+  const double l = static_cast<double>(p.layers - kL0);
+  const double t = static_cast<double>(p.seq_len - kT0);
   const double ops = a + per_layer * l + per_step * t + cross * l * t;
   if (ops >= 9e18) return std::numeric_limits<int64_t>::max();
   return std::max<int64_t>(0, static_cast<int64_t>(std::llround(ops)));
@@ -298,21 +298,19 @@ absl::StatusOr<int64_t> EstimateZooOps(absl::string_view name,
 absl::StatusOr<onnx::ModelProto> BuildZooModel(absl::string_view name,
                                                const ZooParams& params,
                                                const ZooLimits& limits) {
-  absl::StatusOr<ZooParams> p = ResolveZooParams(name, params);
-  if (!p.ok()) return p.status();
+  ASSIGN_OR_RETURN(ZooParams p, ResolveZooParams(name, params));
   const ZooModel* m = FindZooModel(name);
-  absl::StatusOr<int64_t> ops = EstimateZooOps(name, params);
-  if (!ops.ok()) return ops.status();
-  if (*ops > limits.max_ops) {
+  ASSIGN_OR_RETURN(int64_t ops, EstimateZooOps(name, params));
+  if (ops > limits.max_ops) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "zoo:", name, " with layers=", p->layers, ", seq_len=", p->seq_len,
-        " would have ", *ops, " ops, over the limit of ", limits.max_ops,
+        "zoo:", name, " with layers=", p.layers, ", seq_len=", p.seq_len,
+        " would have ", ops, " ops, over the limit of ", limits.max_ops,
         " (not built)"));
   }
-  ZooParams shapes_only = *p;
+  ZooParams shapes_only = p;
   shapes_only.weights = false;
   onnx::ModelProto model = m->build(shapes_only);
-  if (!p->weights) return model;
+  if (!p.weights) return model;
   const int64_t bytes = WeightBytes(model);
   if (bytes > limits.max_weight_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -320,7 +318,7 @@ absl::StatusOr<onnx::ModelProto> BuildZooModel(absl::string_view name,
         "the limit of ", limits.max_weight_bytes,
         " (not built; --noweights needs none)"));
   }
-  return m->build(*p);
+  return m->build(p);
 }
 
 }  // namespace placer::zoo

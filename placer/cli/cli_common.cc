@@ -17,10 +17,11 @@
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/status_helpers.h"
 #include "profiles/measured_cost_model.h"
 
 ABSL_FLAG(bool, json, false, "Print one JSON object instead of tables.");
@@ -473,9 +474,8 @@ zoo::ZooParams ZooParamsFromFlags() {
 }
 
 absl::StatusOr<LoadedModel> LoadModelFromFlags(const std::string& spec) {
-  absl::StatusOr<ImportOptions> options = ImportOptionsFromFlags();
-  if (!options.ok()) return options.status();
-  return LoadModel(UserPath(spec), *options, ZooParamsFromFlags());
+  ASSIGN_OR_RETURN(ImportOptions options, ImportOptionsFromFlags());
+  return LoadModel(UserPath(spec), options, ZooParamsFromFlags());
 }
 
 absl::StatusOr<ImportOptions> ImportOptionsFromFlags() {
@@ -487,7 +487,7 @@ absl::StatusOr<ImportOptions> ImportOptionsFromFlags() {
     return absl::InvalidArgumentError("--batch must be positive");
   }
   for (const std::string& s : absl::GetFlag(FLAGS_input_shape)) {
-    if (absl::Status st = ParseInputShapeFlag(s, &options); !st.ok()) return st;
+    RETURN_IF_ERROR(ParseInputShapeFlag(s, &options));
   }
   for (const std::string& s : absl::GetFlag(FLAGS_dim)) {
     std::vector<std::string> kv = absl::StrSplit(s, '=');
@@ -509,9 +509,8 @@ absl::StatusOr<Cluster> LoadUserCluster(const std::string& spec) {
 absl::StatusOr<std::unique_ptr<CostModel>> CostModelFromFlags() {
   std::unique_ptr<CostModel> costs = NewRooflineCostModel();
   if (std::string path = absl::GetFlag(FLAGS_profile); !path.empty()) {
-    absl::StatusOr<MeasuredProfile> profile = LoadProfile(UserPath(path));
-    if (!profile.ok()) return profile.status();
-    costs = NewMeasuredCostModel(std::move(*profile), std::move(costs));
+    ASSIGN_OR_RETURN(MeasuredProfile profile, LoadProfile(UserPath(path)));
+    costs = NewMeasuredCostModel(std::move(profile), std::move(costs));
   }
   return costs;
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/status_helpers.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "graph/constant_folding.h"
@@ -65,9 +66,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ChannelFromFlags() {
   std::string token;
   if (std::string path = UserPath(absl::GetFlag(FLAGS_token_file));
       !path.empty()) {
-    absl::StatusOr<std::string> text = ReadFileToString(path);
-    if (!text.ok()) return text.status();
-    token = std::string(absl::StripAsciiWhitespace(*text));
+    ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+    token = std::string(absl::StripAsciiWhitespace(text));
     if (token.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": --token-file is empty"));
@@ -132,14 +132,12 @@ absl::StatusOr<proto::ModelSpec> ModelSpecFromArg(const std::string& arg) {
   if (arg.rfind("zoo:", 0) == 0) {
     spec.set_zoo(arg.substr(4));
   } else {
-    absl::StatusOr<std::string> bytes = ReadFileToString(UserPath(arg));
-    if (!bytes.ok()) return bytes.status();
+    ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(UserPath(arg)));
     if (absl::GetFlag(FLAGS_send_weights)) {
-      spec.set_onnx(std::move(*bytes));
+      spec.set_onnx(std::move(bytes));
     } else {
-      absl::StatusOr<std::string> shapes = ShapesOnly(*bytes, arg);
-      if (!shapes.ok()) return shapes.status();
-      spec.set_onnx(std::move(*shapes));
+      ASSIGN_OR_RETURN(std::string shapes, ShapesOnly(bytes, arg));
+      spec.set_onnx(std::move(shapes));
     }
   }
   if (int64_t b = absl::GetFlag(FLAGS_batch); b != 0) spec.set_batch(b);
@@ -162,24 +160,18 @@ absl::StatusOr<proto::ClusterSpec> ClusterSpecFromFlag() {
     spec.set_preset(c);  // the server knows its presets
     return spec;
   }
-  absl::StatusOr<std::string> text = ReadFileToString(UserPath(c));
-  if (!text.ok()) return text.status();
-  if (absl::Status s = ParseTextOrJson(*text, c, spec.mutable_cluster());
-      !s.ok()) {
-    return s;
-  }
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(UserPath(c)));
+  RETURN_IF_ERROR(ParseTextOrJson(text, c, spec.mutable_cluster()));
   return spec;
 }
 
 absl::StatusOr<proto::PlaceRequest> PlaceRequestFromFlags(
     const std::string& model) {
   proto::PlaceRequest request;
-  absl::StatusOr<proto::ModelSpec> m = ModelSpecFromArg(model);
-  if (!m.ok()) return m.status();
-  *request.mutable_model() = std::move(*m);
-  absl::StatusOr<proto::ClusterSpec> c = ClusterSpecFromFlag();
-  if (!c.ok()) return c.status();
-  *request.mutable_cluster() = std::move(*c);
+  ASSIGN_OR_RETURN(proto::ModelSpec m, ModelSpecFromArg(model));
+  *request.mutable_model() = std::move(m);
+  ASSIGN_OR_RETURN(proto::ClusterSpec c, ClusterSpecFromFlag());
+  *request.mutable_cluster() = std::move(c);
   proto::PlaceOptions* o = request.mutable_options();
   o->set_policy(absl::GetFlag(FLAGS_policy));
   o->set_seed(absl::GetFlag(FLAGS_seed));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "base/status_helpers.h"
 
 namespace placer {
 namespace {
@@ -118,15 +119,14 @@ absl::StatusOr<std::unique_ptr<AccessControl>> AccessControl::Open(
     const std::string& access_file) {
   std::unique_ptr<AccessControl> access(new AccessControl(access_file));
   if (access_file.empty()) return access;
-  if (absl::Status s = access->Reload(); !s.ok()) return s;
+  RETURN_IF_ERROR(access->Reload());
   return access;
 }
 
 absl::Status AccessControl::Reload() {
   if (access_file_.empty()) return absl::OkStatus();
-  absl::StatusOr<AccessPolicy> policy = AccessPolicy::Load(access_file_);
-  if (!policy.ok()) return policy.status();
-  auto next = std::make_shared<const AccessPolicy>(std::move(*policy));
+  ASSIGN_OR_RETURN(AccessPolicy policy, AccessPolicy::Load(access_file_));
+  auto next = std::make_shared<const AccessPolicy>(std::move(policy));
   absl::MutexLock lock(&mu_);
   policy_ = std::move(next);
   return absl::OkStatus();
@@ -152,12 +152,12 @@ absl::StatusOr<Client> AccessControl::Authorize(
   }
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   std::shared_ptr<const AccessPolicy> current = policy();
-  absl::StatusOr<std::optional<Client>> found =
-      Authenticate(current.get(), authorization, CertificateNames(auth.get()));
-  if (!found.ok()) return found.status();
+  ASSIGN_OR_RETURN(
+      std::optional<Client> found,
+      Authenticate(current.get(), authorization, CertificateNames(auth.get())));
   Client client;
-  if (found->has_value()) {
-    client = std::move(**found);
+  if (found.has_value()) {
+    client = std::move(*found);
   } else if (enforced()) {
     return absl::UnauthenticatedError(
         absl::StrCat(method,

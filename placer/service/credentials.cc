@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/status_helpers.h"
 #include "grpcpp/support/channel_arguments.h"
 
 namespace placer {
@@ -43,20 +44,19 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> NewServerCredentials(
     return absl::InvalidArgumentError(
         "TLS: the server's certificate needs its private key");
   }
-  absl::StatusOr<std::string> certificate =
-      ReadPem(files.certificate, "the server's certificate chain");
-  if (!certificate.ok()) return certificate.status();
-  absl::StatusOr<std::string> key =
-      ReadPem(files.private_key, "the server's private key");
-  if (!key.ok()) return key.status();
+  ASSIGN_OR_RETURN(
+      std::string certificate,
+      ReadPem(files.certificate, "the server's certificate chain"));
+  ASSIGN_OR_RETURN(std::string key,
+                   ReadPem(files.private_key, "the server's private key"));
   grpc::SslServerCredentialsOptions options(
       GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  options.pem_key_cert_pairs.push_back({*key, *certificate});
+  options.pem_key_cert_pairs.push_back({key, certificate});
   if (!files.client_ca.empty()) {
-    absl::StatusOr<std::string> ca =
-        ReadPem(files.client_ca, "the CA certificates of client certificates");
-    if (!ca.ok()) return ca.status();
-    options.pem_root_certs = *ca;
+    ASSIGN_OR_RETURN(
+        std::string ca,
+        ReadPem(files.client_ca, "the CA certificates of client certificates"));
+    options.pem_root_certs = ca;
     options.client_certificate_request =
         GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
@@ -80,24 +80,23 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> NewChannelCredentials(
     return grpc::InsecureChannelCredentials();
   }
   grpc::SslCredentialsOptions options;
-  absl::StatusOr<std::string> ca =
-      ReadPem(files.ca, "the CA certificate that signed the server's");
-  if (!ca.ok()) return ca.status();
-  options.pem_root_certs = *ca;
+  ASSIGN_OR_RETURN(
+      std::string ca,
+      ReadPem(files.ca, "the CA certificate that signed the server's"));
+  options.pem_root_certs = ca;
   if (files.certificate.empty() != files.private_key.empty()) {
     return absl::InvalidArgumentError(
         "TLS: a client certificate needs its private key, and a key its "
         "certificate");
   }
   if (!files.certificate.empty()) {
-    absl::StatusOr<std::string> certificate =
-        ReadPem(files.certificate, "the client's certificate chain");
-    if (!certificate.ok()) return certificate.status();
-    absl::StatusOr<std::string> key =
-        ReadPem(files.private_key, "the client's private key");
-    if (!key.ok()) return key.status();
-    options.pem_cert_chain = *certificate;
-    options.pem_private_key = *key;
+    ASSIGN_OR_RETURN(
+        std::string certificate,
+        ReadPem(files.certificate, "the client's certificate chain"));
+    ASSIGN_OR_RETURN(std::string key,
+                     ReadPem(files.private_key, "the client's private key"));
+    options.pem_cert_chain = certificate;
+    options.pem_private_key = key;
   }
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       grpc::SslCredentials(options);

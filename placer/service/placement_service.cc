@@ -10,15 +10,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/status_helpers.h"
 #include "graph/training_view.h"
-#include "simulator/placement_file.h"
-#include "simulator/strategy.h"
-#include "simulator/strategy_simulator.h"
 #include "placer/policy_run.h"
-#include "simulator/simulator.h"
 #include "profiles/cost_model.h"
 #include "profiles/measured_cost_model.h"
 #include "profiles/profile.pb.h"
+#include "simulator/placement_file.h"
+#include "simulator/simulator.h"
+#include "simulator/strategy.h"
+#include "simulator/strategy_simulator.h"
 
 namespace placer {
 namespace {
@@ -87,9 +88,8 @@ PlacementServiceImpl::PlacementServiceImpl(PlacementStore* store,
 
 absl::StatusOr<Client> PlacementServiceImpl::Admit(
     const grpc::ServerContextBase& context, Role role, const char* method) {
-  absl::StatusOr<Client> client = access_->Authorize(context, role, method);
-  if (!client.ok()) return client.status();
-  if (absl::Status s = limits_.AdmitCall(client->name); !s.ok()) return s;
+  ASSIGN_OR_RETURN(Client client, access_->Authorize(context, role, method));
+  RETURN_IF_ERROR(limits_.AdmitCall(client.name));
   return client;
 }
 
@@ -189,35 +189,33 @@ absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::Compute(
   }
   absl::Cleanup release = [this, &client] { limits_.ReleaseSearch(client); };
 
-  absl::StatusOr<LoadedModel> model =
-      LoadModelSpec(request.model(), options_.limits);
-  if (!model.ok()) return model.status();
+  ASSIGN_OR_RETURN(LoadedModel model,
+                   LoadModelSpec(request.model(), options_.limits));
   if (Clock::now() >= stop_at) {
     return absl::DeadlineExceededError(
         "the deadline left no time to place after importing the model");
   }
-  absl::StatusOr<PolicyOptions> policy_options =
-      ToPolicyOptions(options, model->graph, cluster);
-  if (!policy_options.ok()) return policy_options.status();
+  ASSIGN_OR_RETURN(PolicyOptions policy_options,
+                   ToPolicyOptions(options, model.graph, cluster));
   std::atomic<bool> stopped{false};
-  policy_options->should_stop = [&] {
+  policy_options.should_stop = [&] {
     if (Clock::now() >= stop_at || context->IsCancelled()) {
       stopped = true;
       return true;
     }
     return false;
   };
-  policy_options->on_progress = progress;
+  policy_options.on_progress = progress;
   if (progress_interval_seconds > 0) {
-    policy_options->progress_interval_seconds = progress_interval_seconds;
+    policy_options.progress_interval_seconds = progress_interval_seconds;
   }
 
-  TrainingView view = BuildTrainingView(model->graph, prepared.training);
+  TrainingView view = BuildTrainingView(model.graph, prepared.training);
   std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
   SimulationContext simulation =
       SimulationContext::Create(view, cluster, *prepared.costs, *order);
   PolicyInput input{view, cluster, *prepared.costs, simulation};
-  PolicyRun run = RunPolicy(options.policy(), input, *policy_options);
+  PolicyRun run = RunPolicy(options.policy(), input, policy_options);
   if (!run.status.ok()) {
     if (context->IsCancelled()) return absl::CancelledError("client went away");
     return run.status;
@@ -229,7 +227,7 @@ absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::Compute(
   PlacementInfo info{ModelName(request.model()), options.policy(),
                      run.result.step_seconds};
   *response.mutable_placement() =
-      PlacementToProto(run.placement, model->graph, cluster, info);
+      PlacementToProto(run.placement, model.graph, cluster, info);
   *response.mutable_report() = ToReport(run.result, cluster);
   response.set_placement_seconds(run.placement_seconds);
   response.set_stopped_at_deadline(stopped);

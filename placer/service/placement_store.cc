@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/statistics.h"
+#include "base/status_helpers.h"
 #include "placer/service/service_requests.h"
 #include "profiles/profile.pb.h"
 #include "profiles/proto_io.h"
@@ -43,7 +44,7 @@ absl::StatusOr<std::unique_ptr<PlacementStore>> PlacementStore::Open(
           dir, "/", sub, ": cannot create the directory: ", error.message()));
     }
   }
-  if (absl::Status s = store->Load(); !s.ok()) return s;
+  RETURN_IF_ERROR(store->Load());
   return store;
 }
 
@@ -218,14 +219,9 @@ absl::Status PlacementStore::Put(const std::string& fingerprint,
   absl::MutexLock lock(&mu_);
   auto old = placements_.find(fingerprint);
   const int64_t replaced = old == placements_.end() ? 0 : old->second.bytes;
-  if (absl::Status s = MakeRoom(size - replaced, fingerprint); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(MakeRoom(size - replaced, fingerprint));
   if (!dir_.empty()) {
-    if (absl::Status s = WriteFileAtomically(PlacementPath(fingerprint), bytes);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(WriteFileAtomically(PlacementPath(fingerprint), bytes));
   }
   Item item = MakeItem(entry, size);
   item.last_used = Touch();
@@ -251,15 +247,9 @@ absl::StatusOr<proto::StoredPlacement> PlacementStore::AddMeasurement(
   }
   std::string bytes = Serialized(next);
   const int64_t size = static_cast<int64_t>(bytes.size());
-  if (absl::Status s = MakeRoom(size - it->second.bytes, fingerprint);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(MakeRoom(size - it->second.bytes, fingerprint));
   if (!dir_.empty()) {
-    if (absl::Status s = WriteFileAtomically(PlacementPath(fingerprint), bytes);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(WriteFileAtomically(PlacementPath(fingerprint), bytes));
   }
   bytes_ += size - it->second.bytes;
   it->second = MakeItem(next, size);
@@ -286,13 +276,10 @@ absl::Status PlacementStore::AddProfile(const std::string& cluster_name,
   *stored.mutable_profile() = ProfileToProto(merged);
   std::string bytes = Serialized(stored);
   const int64_t size = static_cast<int64_t>(bytes.size());
-  if (absl::Status s = MakeRoom(size - replaced, ""); !s.ok()) return s;
+  RETURN_IF_ERROR(MakeRoom(size - replaced, ""));
   if (!dir_.empty()) {
-    if (absl::Status s =
-            WriteFileAtomically(ProfilePath(cluster_name, client), bytes);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(
+        WriteFileAtomically(ProfilePath(cluster_name, client), bytes));
   }
   profile_sequence_ = sequence;
   bytes_ += size - replaced;

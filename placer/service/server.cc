@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_helpers.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
@@ -35,29 +36,26 @@ absl::StatusOr<std::unique_ptr<PlacementServer>> PlacementServer::Start(
         "an access file needs TLS: bearer tokens and client certificates "
         "travel only over TLS");
   }
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      NewServerCredentials(options.tls);
-  if (!credentials.ok()) return credentials.status();
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   NewServerCredentials(options.tls));
   std::unique_ptr<PlacementServer> s(new PlacementServer());
-  absl::StatusOr<std::unique_ptr<AccessControl>> access =
-      AccessControl::Open(options.access_file);
-  if (!access.ok()) return access.status();
-  s->access_ = std::move(*access);
+  ASSIGN_OR_RETURN(std::unique_ptr<AccessControl> access,
+                   AccessControl::Open(options.access_file));
+  s->access_ = std::move(access);
   s->tls_ = options.tls.enabled();
   if (s->tls_) {
-    (*credentials)->SetAuthMetadataProcessor(s->access_->NewProcessor());
+    credentials->SetAuthMetadataProcessor(s->access_->NewProcessor());
   }
-  absl::StatusOr<std::unique_ptr<PlacementStore>> store =
-      PlacementStore::Open(options.state_dir, options.store);
-  if (!store.ok()) return store.status();
-  s->store_ = std::move(*store);
+  ASSIGN_OR_RETURN(std::unique_ptr<PlacementStore> store,
+                   PlacementStore::Open(options.state_dir, options.store));
+  s->store_ = std::move(store);
   s->service_ = std::make_unique<PlacementServiceImpl>(
       s->store_.get(), s->access_.get(), options.service);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, *credentials, &s->port_);
+  builder.AddListeningPort(options.address, credentials, &s->port_);
   // gRPC sets SO_REUSEPORT by default, which lets a second server bind the
   // same port and the kernel split calls between the two: one server per
   // port, so a port in use is an error.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/sha256.h"
+#include "base/status_helpers.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "graph/onnx_import.h"
@@ -65,10 +66,7 @@ absl::StatusOr<ResolvedCluster> ResolveClusterSpec(
                                             absl::StrJoin(PresetClusterNames(),
                                                           ", ")));
       }
-      if (absl::Status s = ParseTextOrJson(preset->text, source, &message);
-          !s.ok()) {
-        return s;
-      }
+      RETURN_IF_ERROR(ParseTextOrJson(preset->text, source, &message));
       break;
     }
     case proto::ClusterSpec::kCluster:
@@ -169,12 +167,12 @@ absl::StatusOr<proto::PlaceOptions> NormalizeOptions(
   if (options.max_evaluations() < 0) {
     return Invalid("options.max_evaluations", "is negative");
   }
-  absl::StatusOr<std::vector<std::string>> clients = NormalizeProfileClients(
-      options.profile_clients(), options.use_reported_profiles(),
-      "options.profile_clients");
-  if (!clients.ok()) return clients.status();
+  ASSIGN_OR_RETURN(std::vector<std::string> clients,
+                   NormalizeProfileClients(options.profile_clients(),
+                                           options.use_reported_profiles(),
+                                           "options.profile_clients"));
   options.clear_profile_clients();
-  for (std::string& c : *clients) options.add_profile_clients(std::move(c));
+  for (std::string& c : clients) options.add_profile_clients(std::move(c));
   return options;
 }
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_helpers.h"
 #include "base/zip_check.h"
 #include "profiles/proto_io.h"
 
@@ -157,11 +158,10 @@ absl::StatusOr<std::unique_ptr<RlCheckpointReader>> RlCheckpointReader::Open(
   }
   std::unique_ptr<RlCheckpointReader> reader(new RlCheckpointReader(path));
   const std::string data = bytes.str();
-  absl::Status loaded = Reading(path, [&]() -> absl::Status {
+  RETURN_IF_ERROR(Reading(path, [&]() -> absl::Status {
     reader->archive_.load_from(data.data(), data.size());
     return absl::OkStatus();
-  });
-  if (!loaded.ok()) return loaded;
+  }));
   return reader;
 }
 

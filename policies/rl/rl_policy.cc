@@ -13,10 +13,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_helpers.h"
 #include "base/stopwatch.h"
-#include "simulator/evaluator.h"
 #include "policies/policy.h"
 #include "policies/rl/trainer.h"
+#include "simulator/evaluator.h"
 
 namespace placer {
 namespace {
@@ -48,10 +49,9 @@ class RlPolicy : public PlacementPolicy {
     }
     if (zero_shot_only) to.max_samples = 1;  // Create needs a bound
     if (!o.checkpoint_dir.empty()) {
-      absl::StatusOr<RlModelOptions> m =
-          RlTrainer::ReadModelOptions(o.checkpoint_dir);
-      if (!m.ok()) return m.status();
-      to.model = *m;
+      ASSIGN_OR_RETURN(RlModelOptions m,
+                       RlTrainer::ReadModelOptions(o.checkpoint_dir));
+      to.model = m;
     }
     std::vector<RlTask> tasks(1);
     tasks[0].name = "graph";
@@ -60,18 +60,17 @@ class RlPolicy : public PlacementPolicy {
     tasks[0].make_evaluator = [&in] {
       return NewSimulatorEvaluator(in.simulation);
     };
-    absl::StatusOr<std::unique_ptr<RlTrainer>> trainer =
-        RlTrainer::Create(std::move(tasks), to);
-    if (!trainer.ok()) return trainer.status();
-    RlTrainer& t = **trainer;
+    ASSIGN_OR_RETURN(std::unique_ptr<RlTrainer> trainer,
+                     RlTrainer::Create(std::move(tasks), to));
+    RlTrainer& t = *trainer;
     if (!o.checkpoint_dir.empty()) {
-      if (absl::Status s = t.LoadModel(o.checkpoint_dir); !s.ok()) return s;
+      RETURN_IF_ERROR(t.LoadModel(o.checkpoint_dir));
       t.EvaluateGreedy();
       t.AddHeuristicFloor();  // Train skips it after a loaded model
     }
     if (!zero_shot_only) {
       Clock::time_point last = start;
-      absl::Status s = t.Train(o.should_stop, [&](const RlCurveRow& row) {
+      RETURN_IF_ERROR(t.Train(o.should_stop, [&](const RlCurveRow& row) {
         if (!o.on_progress) return;
         Clock::time_point now = Clock::now();
         if (std::chrono::duration<double>(now - last).count() <
@@ -81,8 +80,7 @@ class RlPolicy : public PlacementPolicy {
         last = now;
         o.on_progress({"rl", row.samples, row.best_seconds,
                        std::chrono::duration<double>(now - start).count()});
-      });
-      if (!s.ok()) return s;
+      }));
     }
     const RlTaskBest& best = t.best(0);
     if (o.on_progress) {

@@ -10,16 +10,16 @@
 #include <chrono>
 #include <cmath>
 #include <mutex>
-#include <utility>
 #include <set>
-
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/host_setup.h"
+#include "base/status_helpers.h"
 #include "base/stopwatch.h"
 #include "base/torch_status.h"
 #include "policies/policies.h"
@@ -576,7 +576,7 @@ absl::Status RlTrainer::TrainOrThrow(
     if (on_step) on_step(row);
     if (!o.checkpoint_dir.empty() &&
         SecondsSince(last_save) >= o.checkpoint_interval_seconds) {
-      if (absl::Status saved = Save(); !saved.ok()) return saved;
+      RETURN_IF_ERROR(Save());
       last_save = Clock::now();
     }
   }
@@ -621,31 +621,27 @@ absl::Status RlTrainer::Save() {
 
 absl::StatusOr<RlModelOptions> RlTrainer::ReadModelOptions(
     const std::string& dir) {
-  absl::StatusOr<std::unique_ptr<RlCheckpointReader>> reader =
-      RlCheckpointReader::Open(dir);
-  if (!reader.ok()) return reader.status();
-  return (*reader)->ModelOptions();
+  ASSIGN_OR_RETURN(std::unique_ptr<RlCheckpointReader> reader,
+                   RlCheckpointReader::Open(dir));
+  return reader->ModelOptions();
 }
 
 absl::Status RlTrainer::Resume() {
   State& s = *s_;
-  absl::StatusOr<std::unique_ptr<RlCheckpointReader>> opened =
-      RlCheckpointReader::Open(s.options.checkpoint_dir);
-  if (!opened.ok()) return opened.status();
-  RlCheckpointReader& reader = **opened;
+  ASSIGN_OR_RETURN(std::unique_ptr<RlCheckpointReader> opened,
+                   RlCheckpointReader::Open(s.options.checkpoint_dir));
+  RlCheckpointReader& reader = *opened;
   const std::string& path = reader.path();
-  absl::StatusOr<std::string> config = reader.Config();
-  if (!config.ok()) return config.status();
-  if (*config != s.Config()) {
+  ASSIGN_OR_RETURN(std::string config, reader.Config());
+  if (config != s.Config()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "rl: ", path, " was trained with other options or graphs:\n  it: ",
-        *config, "\n  now: ", s.Config()));
+        config, "\n  now: ", s.Config()));
   }
   const int tasks = static_cast<int>(s.tasks.size());
-  absl::StatusOr<RlCheckpointState> c = reader.State(tasks);
-  if (!c.ok()) return c.status();
+  ASSIGN_OR_RETURN(RlCheckpointState c, reader.State(tasks));
   for (int t = 0; t < tasks; ++t) {
-    const RlTaskBest& best = c->tasks[t].best;
+    const RlTaskBest& best = c.tasks[t].best;
     if (best.placement &&
         !CheckPlacementShape(s.tasks[t].input->view, *best.placement,
                              s.tasks[t].input->cluster.num_devices())
@@ -655,42 +651,38 @@ absl::Status RlTrainer::Resume() {
                        " does not fit its graph and cluster"));
     }
   }
-  std::istringstream rng(c->rng);
+  std::istringstream rng(c.rng);
   std::mt19937_64 generator;
   rng >> generator;
   if (rng.fail()) {
     return absl::DataLossError(
         absl::StrCat("rl: ", path, ": its random generator state is damaged"));
   }
-  if (absl::Status st = reader.LoadModel(*s.model); !st.ok()) return st;
-  if (absl::Status st = reader.LoadOptimizer(*s.optimizer); !st.ok()) {
-    return st;
-  }
+  RETURN_IF_ERROR(reader.LoadModel(*s.model));
+  RETURN_IF_ERROR(reader.LoadOptimizer(*s.optimizer));
   s.rng = generator;
-  s.step = c->step;
-  s.samples = c->samples;
-  s.elapsed_seconds = c->elapsed_seconds;
-  s.imitation_done = c->imitation_done;
-  s.entropy_weight = c->entropy_weight;
+  s.step = c.step;
+  s.samples = c.samples;
+  s.elapsed_seconds = c.elapsed_seconds;
+  s.imitation_done = c.imitation_done;
+  s.entropy_weight = c.entropy_weight;
   for (int t = 0; t < tasks; ++t) {
     TaskState& ts = *s.task_states[t];
-    ts.baseline = c->tasks[t].baseline;
-    ts.has_baseline = c->tasks[t].has_baseline;
-    ts.best = c->tasks[t].best;
+    ts.baseline = c.tasks[t].baseline;
+    ts.has_baseline = c.tasks[t].has_baseline;
+    ts.best = c.tasks[t].best;
   }
-  s.curve = std::move(c->curve);
+  s.curve = std::move(c.curve);
   return absl::OkStatus();
 }
 
 absl::Status RlTrainer::LoadModel(const std::string& dir) {
-  absl::StatusOr<std::unique_ptr<RlCheckpointReader>> opened =
-      RlCheckpointReader::Open(dir);
-  if (!opened.ok()) return opened.status();
-  RlCheckpointReader& reader = **opened;
+  ASSIGN_OR_RETURN(std::unique_ptr<RlCheckpointReader> opened,
+                   RlCheckpointReader::Open(dir));
+  RlCheckpointReader& reader = *opened;
   const std::string& path = reader.path();
-  absl::StatusOr<std::string> read = reader.Config();
-  if (!read.ok()) return read.status();
-  const std::string& config = *read;
+  ASSIGN_OR_RETURN(std::string read, reader.Config());
+  const std::string& config = read;
   const std::string want = absl::StrCat(s_->options.model.Describe(), " ");
   const std::string devices =
       absl::StrCat(" devices=", s_->model->devices(), " ");
@@ -710,7 +702,7 @@ absl::Status RlTrainer::LoadModel(const std::string& dir) {
         config.substr(0, config.find(" seed=")), "; this run builds ",
         s_->options.model.Describe(), ")"));
   }
-  if (absl::Status st = reader.LoadModel(*s_->model); !st.ok()) return st;
+  RETURN_IF_ERROR(reader.LoadModel(*s_->model));
   // The loaded model is the start: no prior or imitation over it.
   s_->imitation_done = true;
   return absl::OkStatus();
