@@ -14,22 +14,23 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "google/protobuf/struct.pb.h"
 #include "base/statistics.h"
+#include "base/status_helpers.h"
+#include "google/protobuf/struct.pb.h"
 #include "graph/training_view.h"
 #include "placer/cli/cli_common.h"
 #include "placer/cli/ranks.h"
 #include "placer/json_report.h"
 #include "placer/model_source.h"
-#include "simulator/placement_file.h"
 #include "placer/policy_run.h"
-#include "simulator/simulator.h"
-#include "simulator/strategy.h"
-#include "simulator/strategy_simulator.h"
 #include "profiles/measured_cost_model.h"
 #include "runtime/executor.h"
 #include "runtime/measurement.h"
 #include "runtime/strategy_executor.h"
+#include "simulator/placement_file.h"
+#include "simulator/simulator.h"
+#include "simulator/strategy.h"
+#include "simulator/strategy_simulator.h"
 
 namespace placer {
 
@@ -102,8 +103,7 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
   absl::StatusOr<StrategySimulation> simulated =
       SimulateStrategy(context, strategy);
   if (!simulated.ok()) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", simulated.status().message())));
+    return fail(WithContext(simulated.status(), absl::StrCat(path, ": ")));
   }
   ExecutorOptions options;
   absl::StatusOr<std::map<std::string, InputValues>> given =

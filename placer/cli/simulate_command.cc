@@ -5,6 +5,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_helpers.h"
 #include "google/protobuf/struct.pb.h"
 #include "graph/training_view.h"
 #include "placer/cli/cli_common.h"
@@ -191,9 +192,8 @@ int SimulateCommand(const std::vector<std::string>& args) {
     absl::StatusOr<StrategySimulation> step =
         SimulateStrategy(context, *file->strategy, options);
     if (!step.ok()) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat(absl::GetFlag(FLAGS_placement), ": ",
-                       step.status().message())));
+      return Fail(WithContext(
+          step.status(), absl::StrCat(absl::GetFlag(FLAGS_placement), ": ")));
     }
     if (!trace_path.empty()) {
       std::ofstream trace(UserPath(trace_path), std::ios::trunc);
