@@ -46,20 +46,20 @@ const absl::Status& AsStatus(const absl::StatusOr<T>& status_or) {
 
 // Evaluates the expression (an absl::Status or absl::StatusOr) once and
 // returns its status from the enclosing function when it is not OK.
-#define RETURN_IF_ERROR(...)                                              \
-  do {                                                                    \
-    const ::absl::Status placer_status_ =                                 \
-        ::placer::status_internal::AsStatus(__VA_ARGS__);                 \
-    if (!placer_status_.ok()) return placer_status_;                      \
+#define RETURN_IF_ERROR(...)                              \
+  do {                                                    \
+    const ::absl::Status placer_status_ =                 \
+        ::placer::status_internal::AsStatus(__VA_ARGS__); \
+    if (!placer_status_.ok()) return placer_status_;      \
   } while (false)
 
 // Evaluates the expression (an absl::StatusOr<T>); returns its status when
 // not OK, else moves its value into `lhs` (a declaration or an lvalue).
-#define ASSIGN_OR_RETURN(lhs, ...)                                      \
-  PLACER_ASSIGN_OR_RETURN_IMPL(                                         \
+#define ASSIGN_OR_RETURN(lhs, ...) \
+  PLACER_ASSIGN_OR_RETURN_IMPL(    \
       PLACER_STATUS_CONCAT(placer_status_or_, __LINE__), lhs, __VA_ARGS__)
-#define PLACER_ASSIGN_OR_RETURN_IMPL(status_or, lhs, ...) \
-  auto status_or = (__VA_ARGS__);                         \
+#define PLACER_ASSIGN_OR_RETURN_IMPL(status_or, lhs, ...)    \
+  auto status_or = (__VA_ARGS__);                            \
   if (!status_or.ok()) return std::move(status_or).status(); \
   lhs = *std::move(status_or)
 

@@ -42,22 +42,19 @@
 // gradients: it, its state, the buffer and a second contribution being
 // added).
 #include <algorithm>
-#include <chrono>
 #include <limits>
 #include <numeric>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_helpers.h"
-#include "base/stopwatch.h"
 #include "policies/device_loads.h"
 #include "policies/group_graph.h"
 #include "policies/policies.h"
+#include "policies/search_clock.h"
 
 namespace placer {
 namespace {
-
-using Clock = SteadyClock;
 
 constexpr int kGroups = 64;
 constexpr int kUnitMoves = 32;
@@ -186,16 +183,15 @@ class MemoryFirstPolicy : public PlacementPolicy {
  public:
   absl::StatusOr<Placement> Place(const PolicyInput& in,
                                   const PolicyOptions& o) override {
-    const Clock::time_point start = Clock::now();
+    const SearchClock clock(o, "memory_first");
     RETURN_IF_ERROR(CheckFloor(in, o));
     int64_t evaluations = 0;
     absl::StatusOr<Placement> coarse =
-        Search(in, o, PlacementUnits(in, o), start, evaluations);
+        Search(in, o, PlacementUnits(in, o), clock, evaluations);
     if (coarse.ok() ||
         coarse.status().code() != absl::StatusCode::kResourceExhausted ||
-        SecondsSince(start) >= o.budget_seconds ||
-        (o.max_evaluations > 0 && evaluations >= o.max_evaluations) ||
-        (o.should_stop && o.should_stop())) {
+        clock.Expired() ||
+        (o.max_evaluations > 0 && evaluations >= o.max_evaluations)) {
       return coarse;
     }
     // The units coarsen small groups into their producers; one of them can
@@ -205,7 +201,7 @@ class MemoryFirstPolicy : public PlacementPolicy {
     std::vector<int> alone(in.view.num_groups());
     std::iota(alone.begin(), alone.end(), 0);
     absl::StatusOr<Placement> fine =
-        Search(in, o, GroupGraph(in.simulation, alone), start, evaluations);
+        Search(in, o, GroupGraph(in.simulation, alone), clock, evaluations);
     return fine.ok() ? fine : coarse;
   }
 
@@ -215,7 +211,7 @@ class MemoryFirstPolicy : public PlacementPolicy {
   absl::StatusOr<Placement> Search(const PolicyInput& in,
                                    const PolicyOptions& o,
                                    const GroupGraph& units,
-                                   Clock::time_point start,
+                                   const SearchClock& clock,
                                    int64_t& evaluations) {
     const int devices = in.cluster.num_devices();
     const int n = units.num_units();
@@ -293,9 +289,9 @@ class MemoryFirstPolicy : public PlacementPolicy {
     double until_seconds = o.budget_seconds;
     int64_t until_evaluations = o.max_evaluations;
     auto more = [&] {
-      return SecondsSince(start) < until_seconds &&
+      return clock.elapsed_seconds() < until_seconds &&
              (until_evaluations <= 0 || evaluations < until_evaluations) &&
-             !(o.should_stop && o.should_stop());
+             !clock.StopRequested();
     };
 
     // The groups' movable units on `device` under `where`, then contiguous
@@ -430,7 +426,7 @@ class MemoryFirstPolicy : public PlacementPolicy {
       until_seconds = o.budget_seconds;
       until_evaluations = o.max_evaluations;
       if (k == 0 && (starts.size() > 1 || !fastest.empty())) {
-        until_seconds = (SecondsSince(start) + o.budget_seconds) / 2;
+        until_seconds = (clock.elapsed_seconds() + o.budget_seconds) / 2;
         if (o.max_evaluations > 0) {
           until_evaluations = (evaluations + o.max_evaluations) / 2;
         }

@@ -5,16 +5,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_helpers.h"
-#include "base/stopwatch.h"
 #include "policies/device_loads.h"
 #include "policies/group_graph.h"
 #include "policies/policies.h"
+#include "policies/search_clock.h"
 #include "simulator/memory_check.h"
 
 namespace placer {
 namespace {
-
-using Clock = SteadyClock;
 
 // Within the memory limits; the step time when so.
 std::optional<double> Evaluate(const PolicyInput& in, const PolicyOptions& o,
@@ -28,44 +26,6 @@ std::optional<double> Evaluate(const PolicyInput& in, const PolicyOptions& o,
   }
   return r->step_seconds;
 }
-
-bool StopRequested(const PolicyOptions& o) {
-  return o.should_stop && o.should_stop();
-}
-
-// Reports to o.on_progress at most every progress_interval_seconds, and
-// once more at the end (Final).
-class ProgressReporter {
- public:
-  ProgressReporter(const PolicyOptions& o, std::string stage,
-                   Clock::time_point start)
-      : o_(o), stage_(std::move(stage)), start_(start), last_(start) {}
-  void Report(int64_t evaluations, double best_seconds) {
-    if (!o_.on_progress) return;
-    Clock::time_point now = Clock::now();
-    if (reported_ && std::chrono::duration<double>(now - last_).count() <
-                         o_.progress_interval_seconds) {
-      return;
-    }
-    Send(now, evaluations, best_seconds);
-  }
-  void Final(int64_t evaluations, double best_seconds) {
-    if (o_.on_progress) Send(Clock::now(), evaluations, best_seconds);
-  }
-
- private:
-  void Send(Clock::time_point now, int64_t evaluations, double best_seconds) {
-    reported_ = true;
-    last_ = now;
-    o_.on_progress({stage_, evaluations, best_seconds,
-                    std::chrono::duration<double>(now - start_).count()});
-  }
-  const PolicyOptions& o_;
-  std::string stage_;
-  Clock::time_point start_;
-  Clock::time_point last_;
-  bool reported_ = false;
-};
 
 // local_search's start without an initial placement: the shorter simulated
 // step of m_etf's and expert's placements (both place in milliseconds),
@@ -114,7 +74,7 @@ class LocalSearchPolicy : public PlacementPolicy {
  public:
   absl::StatusOr<Placement> Place(const PolicyInput& in,
                                   const PolicyOptions& o) override {
-    Clock::time_point start = Clock::now();
+    SearchClock clock(o, "local_search");
     Placement current;
     if (o.initial) {
       current = *o.initial;
@@ -181,12 +141,10 @@ class LocalSearchPolicy : public PlacementPolicy {
     }
     std::mt19937_64 rng(o.seed);
     int64_t evaluations = 0;
-    ProgressReporter progress(o, "local_search", start);
-    progress.Report(0, best);
+    clock.Report(0, best);
     auto more = [&] {
-      return SecondsSince(start) < o.budget_seconds &&
-             (o.max_evaluations <= 0 || evaluations < o.max_evaluations) &&
-             !StopRequested(o);
+      return !clock.Expired() &&
+             (o.max_evaluations <= 0 || evaluations < o.max_evaluations);
     };
     // First a descent over the structural groups: each group in turn,
     // whole, to each other device; sweeps until none helps.
@@ -211,7 +169,7 @@ class LocalSearchPolicy : public PlacementPolicy {
             current = std::move(next);
             improved = true;
           }
-          progress.Report(evaluations, best);
+          clock.Report(evaluations, best);
         }
       }
     }
@@ -263,9 +221,9 @@ class LocalSearchPolicy : public PlacementPolicy {
         absl::StatusOr<SimulationResult> r = Simulate(in.simulation, current);
         if (r.ok()) refresh_critical(*r);
       }
-      progress.Report(evaluations, best);
+      clock.Report(evaluations, best);
     }
-    progress.Final(evaluations, best);
+    clock.ReportNow(evaluations, best);
     return current;
   }
 };
@@ -281,6 +239,7 @@ absl::StatusOr<HeuristicWinner> BestHeuristic(
     const PolicyInput& in, const PolicyOptions& o,
     const std::function<void(const std::string&, double, int64_t)>&
         after_each) {
+  const SearchClock clock(o, "best");
   HeuristicWinner winner;
   bool found = false;
   bool tight = false;  // some heuristic was over a memory limit
@@ -289,7 +248,7 @@ absl::StatusOr<HeuristicWinner> BestHeuristic(
     if (info.kind != PolicyKind::kHeuristic) continue;
     // The heuristics cannot stop midway; once one has a placement, a
     // stop request skips the rest.
-    if (found && StopRequested(o)) break;
+    if (found && clock.StopRequested()) break;
     absl::StatusOr<Placement> p = info.make()->Place(in, o);
     if (!p.ok()) {
       tight |= p.status().code() == absl::StatusCode::kResourceExhausted;
@@ -309,7 +268,7 @@ absl::StatusOr<HeuristicWinner> BestHeuristic(
                  winner.evaluations);
     }
   }
-  if ((!found || tight) && !StopRequested(o)) {
+  if ((!found || tight) && !clock.StopRequested()) {
     // Memory before speed, before giving up; and on a cluster tight enough
     // that some heuristic was over a limit, a look at what memory_first
     // finds with a tenth of the budget (its deal, which keeps consecutive
@@ -352,17 +311,15 @@ class BestPolicy : public PlacementPolicy {
  public:
   absl::StatusOr<Placement> Place(const PolicyInput& in,
                                   const PolicyOptions& o) override {
-    Clock::time_point start = Clock::now();
+    SearchClock clock(o, "best");
     std::optional<Placement> best;
     double best_seconds = 0;
     int64_t evaluations = 0;  // of finished stages
     auto report = [&](const std::string& stage, int64_t stage_evaluations,
                       double stage_best) {
-      if (!o.on_progress) return;
       double b = best ? best_seconds : 0;
       if (stage_best > 0 && (b == 0 || stage_best < b)) b = stage_best;
-      o.on_progress(
-          {stage, evaluations + stage_evaluations, b, SecondsSince(start)});
+      clock.ReportNow(evaluations + stage_evaluations, b, stage);
     };
     auto consider = [&](const Placement& p) {
       ++evaluations;
@@ -386,14 +343,13 @@ class BestPolicy : public PlacementPolicy {
     if (own.ok() && own->device_of_op != best->device_of_op) {
       starts.push_back(*own);
     }
-    for (size_t k = 0; k < starts.size() && !StopRequested(o); ++k) {
+    for (size_t k = 0; k < starts.size() && !clock.StopRequested(); ++k) {
       PolicyOptions refine = o;
       refine.initial = starts[k];
       refine.budget_seconds =
-          std::max(0.0, o.budget_seconds - SecondsSince(start)) /
-          static_cast<double>(starts.size() - k);
+          clock.remaining_seconds() / static_cast<double>(starts.size() - k);
       int64_t stage_evaluations = 0;
-      if (o.on_progress) {
+      if (clock.reporting()) {
         refine.on_progress = [&](const SearchProgress& p) {
           stage_evaluations = p.evaluations;
           report("local_search", p.evaluations, p.best_step_seconds);

@@ -1,7 +1,6 @@
 #include "policies/strategy_search.h"
 
 #include <algorithm>
-#include <chrono>
 #include <limits>
 #include <map>
 #include <memory>
@@ -12,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_helpers.h"
+#include "policies/search_clock.h"
 #include "simulator/memory_check.h"
 
 namespace placer {
@@ -358,12 +358,7 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   }
   const Chunks chunks = MakeChunks(input.simulation, pool[0]);
   const std::vector<int64_t> limits = MemoryLimits(input.cluster, options);
-  const auto started = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                         started)
-        .count();
-  };
+  SearchClock clock(options, "strategies");
 
   const int micro_batches =
       search.micro_batches > 0 ? search.micro_batches : P;
@@ -378,7 +373,6 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   bool found = false;
   int64_t least_over = std::numeric_limits<int64_t>::max();
   absl::Status over_status;
-  double last_progress = -1e9;
   // Simulates `s` and keeps it when it fits and is the fastest so far;
   // `peaks` (when given) gets each device's peak.
   auto consider = [&](const Strategy& s,
@@ -408,17 +402,9 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       best.strategy = s;
       best.simulation = *std::move(r);
     }
-    if (options.on_progress &&
-        elapsed() - last_progress >= options.progress_interval_seconds) {
-      last_progress = elapsed();
-      options.on_progress({"strategies", best.evaluations,
-                           best.simulation.step.step_seconds, elapsed()});
-    }
+    clock.Report(best.evaluations, best.simulation.step.step_seconds);
   };
-  auto stop = [&] {
-    return (options.should_stop && options.should_stop()) ||
-           elapsed() >= options.budget_seconds;
-  };
+  auto stop = [&] { return clock.Expired(); };
   // Each partition with each schedule (when it has stages to pipeline)
   // and allreduce (when it has replicas), 1F1B and ring first.
   for (int m : counts) {
@@ -540,8 +526,7 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
     }
     for (int attempt = 0; reused == nullptr && attempt < 3 && !stop();
          ++attempt) {
-      const double share =
-          std::max(0.0, options.budget_seconds - elapsed()) / (3.0 * widths);
+      const double share = clock.remaining_seconds() / (3.0 * widths);
       absl::StatusOr<std::vector<int>> placed = PlaceOnDevices(
           input, options, search.inside_policy, first, inside_limits, share);
       if (!placed.ok()) {
@@ -587,11 +572,8 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       }
     }
   }
-  if (options.on_progress) {
-    options.on_progress({"strategies", best.evaluations,
-                         found ? best.simulation.step.step_seconds : 0,
-                         elapsed()});
-  }
+  clock.ReportNow(best.evaluations,
+                  found ? best.simulation.step.step_seconds : 0);
   if (!found) {
     if (!over_status.ok()) return over_status;
     if (!inside_status.ok()) return inside_status;

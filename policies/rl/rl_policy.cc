@@ -8,27 +8,24 @@
 // greedy placement and the samples (1: zero-shot only); the floor's
 // heuristics are not counted.
 #include <algorithm>
-#include <chrono>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_helpers.h"
-#include "base/stopwatch.h"
 #include "policies/policy.h"
 #include "policies/rl/trainer.h"
+#include "policies/search_clock.h"
 #include "simulator/evaluator.h"
 
 namespace placer {
 namespace {
 
-using Clock = SteadyClock;
-
 class RlPolicy : public PlacementPolicy {
  public:
   absl::StatusOr<Placement> Place(const PolicyInput& in,
                                   const PolicyOptions& o) override {
-    Clock::time_point start = Clock::now();
+    SearchClock clock(o, "rl");
     RlTrainerOptions to;
     to.seed = o.seed;
     to.budget_seconds = o.budget_seconds;
@@ -69,32 +66,23 @@ class RlPolicy : public PlacementPolicy {
       t.AddHeuristicFloor();  // Train skips it after a loaded model
     }
     if (!zero_shot_only) {
-      Clock::time_point last = start;
       RETURN_IF_ERROR(t.Train(o.should_stop, [&](const RlCurveRow& row) {
-        if (!o.on_progress) return;
-        Clock::time_point now = Clock::now();
-        if (std::chrono::duration<double>(now - last).count() <
-            o.progress_interval_seconds) {
-          return;
-        }
-        last = now;
-        o.on_progress({"rl", row.samples, row.best_seconds,
-                       std::chrono::duration<double>(now - start).count()});
+        clock.Report(row.samples, row.best_seconds);
       }));
     }
     const RlTaskBest& best = t.best(0);
-    if (o.on_progress) {
+    if (clock.reporting()) {
       const bool learned = best.source == "rl" || best.source == "greedy";
       const double own = t.learned_seconds(0);
-      o.on_progress(
-          {learned ? std::string("rl")
-                   : absl::StrCat("rl: the model's best (",
-                                  own > 0 ? absl::StrFormat("%.6f s", own)
-                                          : std::string("none valid"),
-                                  ") did not beat the best heuristic; "
-                                  "answering with ",
-                                  best.source),
-           t.samples(), best.step_seconds, SecondsSince(start)});
+      clock.ReportNow(
+          t.samples(), best.step_seconds,
+          learned ? std::string("rl")
+                  : absl::StrCat("rl: the model's best (",
+                                 own > 0 ? absl::StrFormat("%.6f s", own)
+                                         : std::string("none valid"),
+                                 ") did not beat the best heuristic; "
+                                 "answering with ",
+                                 best.source));
     }
     if (!best.placement) {
       return absl::ResourceExhaustedError(

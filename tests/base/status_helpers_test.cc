@@ -36,7 +36,8 @@ absl::StatusOr<int> Plus(int a, int b) {
   ASSIGN_OR_RETURN(std::unique_ptr<int> z, MakeInt(b));
   y = *z;
   // A comma inside the expression is one argument.
-  ASSIGN_OR_RETURN(int w, absl::StatusOr<int>(std::map<int, int>{{1, 0}}.at(1)));
+  ASSIGN_OR_RETURN(int w,
+                   absl::StatusOr<int>(std::map<int, int>{{1, 0}}.at(1)));
   return *x + y + w;
 }
 
