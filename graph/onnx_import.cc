@@ -1,7 +1,8 @@
-// Over 600 lines, one idea: turning one ONNX ModelProto into our Graph
-// (shape inference, external data, node keys, dtype and shape checks with
-// errors that name the node); constant folding is constant_folding.h,
-// reading the file onnx_file.h.
+// Turning one ONNX ModelProto into our Graph: structure, shape inference
+// and folding rounds, dtype and shape checks with errors that name the
+// node. Sizing the graph inputs is input_shapes.h, proto conversions
+// onnx_values.h, constant folding constant_folding.h, reading the file
+// onnx_file.h.
 #include "graph/onnx_import.h"
 
 #include <cstring>
@@ -20,7 +21,9 @@
 #include "absl/strings/str_split.h"
 #include "base/status_helpers.h"
 #include "graph/constant_folding.h"
+#include "graph/input_shapes.h"
 #include "graph/onnx_file.h"
+#include "graph/onnx_values.h"
 #include "graph/op_costs.h"
 #include "graph/shape_rules.h"
 #include "onnx/defs/schema.h"
@@ -31,212 +34,6 @@ namespace placer {
 namespace {
 
 constexpr int kMaxInferenceRounds = 32;
-
-// A dim of a tensor as the importer sees it: a value, or unknown with the
-// symbolic name the file gave it (possibly empty).
-struct Dim {
-  int64_t value = -1;
-  std::string param;
-};
-
-struct ShapeInfo {
-  DataType dtype = DataType::kUndefined;
-  bool has_shape = false;  // rank known
-  std::vector<Dim> dims;
-  std::vector<int64_t> known;  // the dims, once fully known
-
-  bool fully_known() const {
-    if (!has_shape) return false;
-    for (const Dim& d : dims) {
-      if (d.value < 0) return false;
-    }
-    return true;
-  }
-  std::vector<int64_t> values() const {
-    std::vector<int64_t> v;
-    for (const Dim& d : dims) v.push_back(d.value);
-    return v;
-  }
-};
-
-ShapeInfo FromTypeProto(const onnx::TypeProto& type) {
-  ShapeInfo info;
-  if (!type.has_tensor_type()) return info;
-  const auto& tt = type.tensor_type();
-  info.dtype = DataTypeFromOnnx(tt.elem_type());
-  if (!tt.has_shape()) return info;
-  info.has_shape = true;
-  for (const auto& d : tt.shape().dim()) {
-    Dim dim;
-    if (d.has_dim_value() && d.dim_value() >= 0) dim.value = d.dim_value();
-    if (d.has_dim_param()) dim.param = d.dim_param();
-    info.dims.push_back(dim);
-  }
-  return info;
-}
-
-template <typename T>
-void AppendRaw(std::string* raw, T value) {
-  char bytes[sizeof(T)];
-  std::memcpy(bytes, &value, sizeof(T));
-  raw->append(bytes, sizeof(T));
-}
-
-// Converts an initializer or attribute tensor to raw little-endian bytes.
-// External data is left unloaded (empty raw).
-std::shared_ptr<TensorData> ToTensorData(const onnx::TensorProto& t) {
-  auto data = std::make_shared<TensorData>();
-  data->dtype = DataTypeFromOnnx(t.data_type());
-  data->dims.assign(t.dims().begin(), t.dims().end());
-  if (IsExternal(t)) {
-    for (const onnx::StringStringEntryProto& e : t.external_data()) {
-      if (e.key() == "location") data->external_location = e.value();
-    }
-    return data;
-  }
-  if (t.has_raw_data()) {
-    data->raw = t.raw_data();
-    return data;
-  }
-  switch (data->dtype) {
-    case DataType::kFloat32:
-      for (float v : t.float_data()) AppendRaw(&data->raw, v);
-      break;
-    case DataType::kFloat64:
-      for (double v : t.double_data()) AppendRaw(&data->raw, v);
-      break;
-    case DataType::kInt64:
-      for (int64_t v : t.int64_data()) AppendRaw(&data->raw, v);
-      break;
-    case DataType::kUInt32:
-    case DataType::kUInt64:
-      for (uint64_t v : t.uint64_data()) {
-        if (data->dtype == DataType::kUInt32) {
-          AppendRaw(&data->raw, static_cast<uint32_t>(v));
-        } else {
-          AppendRaw(&data->raw, v);
-        }
-      }
-      break;
-    case DataType::kInt32:
-      for (int32_t v : t.int32_data()) AppendRaw(&data->raw, v);
-      break;
-    case DataType::kInt16:
-    case DataType::kUInt16:
-    case DataType::kFloat16:
-    case DataType::kBFloat16:
-      for (int32_t v : t.int32_data()) {
-        AppendRaw(&data->raw, static_cast<uint16_t>(v));
-      }
-      break;
-    case DataType::kInt8:
-    case DataType::kUInt8:
-    case DataType::kBool:
-      for (int32_t v : t.int32_data()) {
-        AppendRaw(&data->raw, static_cast<uint8_t>(v));
-      }
-      break;
-    default:
-      break;
-  }
-  return data;
-}
-
-// Reads a small constant into a FoldedValue, if its type is foldable.
-std::optional<FoldedValue> ToFolded(const TensorData& data) {
-  FoldedValue v;
-  v.dtype = data.dtype;
-  v.dims = data.dims;
-  int64_t n = v.size();
-  int64_t width = DataTypeBytes(data.dtype);
-  if (n > kMaxFoldedElements || width == 0 ||
-      static_cast<int64_t>(data.raw.size()) != n * width) {
-    return std::nullopt;
-  }
-  const char* p = data.raw.data();
-  for (int64_t i = 0; i < n; ++i, p += width) {
-    switch (data.dtype) {
-      case DataType::kFloat32: { float f; std::memcpy(&f, p, 4); v.reals.push_back(f); break; }
-      case DataType::kFloat64: { double d; std::memcpy(&d, p, 8); v.reals.push_back(d); break; }
-      case DataType::kInt32: { int32_t x; std::memcpy(&x, p, 4); v.ints.push_back(x); break; }
-      case DataType::kInt64: { int64_t x; std::memcpy(&x, p, 8); v.ints.push_back(x); break; }
-      case DataType::kInt8: v.ints.push_back(static_cast<int8_t>(*p)); break;
-      case DataType::kUInt8:
-      case DataType::kBool: v.ints.push_back(static_cast<uint8_t>(*p)); break;
-      default: return std::nullopt;
-    }
-  }
-  return v;
-}
-
-onnx::TensorProto ToTensorProto(const std::string& name, const FoldedValue& v) {
-  onnx::TensorProto t;
-  t.set_name(name);
-  t.set_data_type(static_cast<int32_t>(DataTypeToOnnx(v.dtype)));
-  for (int64_t d : v.dims) t.add_dims(d);
-  t.set_raw_data(v.ToTensorData().raw);
-  return t;
-}
-
-AttributeValue ToAttribute(const onnx::AttributeProto& a) {
-  AttributeValue v;
-  using A = onnx::AttributeProto;
-  using K = AttributeValue::Kind;
-  switch (a.type()) {
-    case A::INT: v.kind = K::kInt; v.i = a.i(); break;
-    case A::FLOAT: v.kind = K::kFloat; v.f = a.f(); break;
-    case A::STRING: v.kind = K::kString; v.s = a.s(); break;
-    case A::INTS:
-      v.kind = K::kInts;
-      v.ints.assign(a.ints().begin(), a.ints().end());
-      break;
-    case A::FLOATS:
-      v.kind = K::kFloats;
-      v.floats.assign(a.floats().begin(), a.floats().end());
-      break;
-    case A::STRINGS:
-      v.kind = K::kStrings;
-      v.strings.assign(a.strings().begin(), a.strings().end());
-      break;
-    case A::TENSOR:
-      v.kind = K::kTensor;
-      v.tensor = ToTensorData(a.t());
-      break;
-    default:
-      v.kind = K::kOther;
-      v.s = A::AttributeType_Name(a.type());
-      break;
-  }
-  return v;
-}
-
-// The value a Constant node produces, from whichever value_* it carries.
-std::optional<FoldedValue> ConstantNodeValue(const Op& op) {
-  using K = AttributeValue::Kind;
-  for (const auto& [name, a] : op.attributes) {
-    FoldedValue v;
-    if (a.kind == K::kTensor && a.tensor != nullptr) return ToFolded(*a.tensor);
-    if (name == "value_int") {
-      v.dtype = DataType::kInt64;
-      v.ints = {a.i};
-    } else if (name == "value_ints") {
-      v.dtype = DataType::kInt64;
-      v.ints = a.ints;
-      v.dims = {static_cast<int64_t>(a.ints.size())};
-    } else if (name == "value_float") {
-      v.dtype = DataType::kFloat32;
-      v.reals = {a.f};
-    } else if (name == "value_floats") {
-      v.dtype = DataType::kFloat32;
-      v.reals = a.floats;
-      v.dims = {static_cast<int64_t>(a.floats.size())};
-    } else {
-      continue;
-    }
-    return v;
-  }
-  return std::nullopt;
-}
 
 // No tensor of a real model comes near this; above it, counts overflow.
 constexpr int64_t kMaxTensorBytes = int64_t{1} << 50;
@@ -288,7 +85,6 @@ class Importer {
     return absl::InvalidArgumentError(absl::StrCat(source_, ": ", message));
   }
   absl::StatusOr<Graph> BuildStructure();
-  absl::Status FixInputShapes();
   absl::Status PrepareInferenceModel();
   absl::Status InferAndFold(const Graph& graph);
   absl::Status RunShapeInference(int error_mode);
@@ -380,108 +176,6 @@ absl::StatusOr<Graph> Importer::BuildStructure() {
     builder.MarkOutput(out.name());
   }
   return std::move(builder).Build();
-}
-
-absl::Status Importer::FixInputShapes() {
-  const onnx::GraphProto& g = model_.graph();
-  std::set<std::string> named;
-  for (const auto& [name, shape] : options_.input_shapes) named.insert(name);
-  for (const onnx::ValueInfoProto& in : g.input()) named.erase(in.name());
-  // What the file declares, for the messages below: the inputs, their
-  // shapes as NAME=D0xD1 and every symbolic dim's name.
-  std::vector<std::string> real_inputs, declared;
-  std::set<std::string> symbolic;
-  bool batch_applies = false;
-  for (const onnx::ValueInfoProto& in : g.input()) {
-    if (initializer_names_.count(in.name())) continue;
-    real_inputs.push_back(in.name());
-    std::vector<std::string> dims;
-    const ShapeInfo info = FromTypeProto(in.type());
-    for (size_t k = 0; k < info.dims.size(); ++k) {
-      const Dim& d = info.dims[k];
-      dims.push_back(d.value >= 0 ? absl::StrCat(d.value) : d.param);
-      if (!d.param.empty()) symbolic.insert(d.param);
-      if (k == 0 && d.value < 0 && !options_.input_shapes.count(in.name())) {
-        batch_applies = true;
-      }
-    }
-    declared.push_back(absl::StrCat(in.name(), "=", absl::StrJoin(dims, "x")));
-  }
-  if (!named.empty()) {
-    return Error(absl::StrCat("--input-shape names '", *named.begin(),
-                              "', which is not a graph input; the inputs are ",
-                              absl::StrJoin(real_inputs, ", ")));
-  }
-  for (const auto& [name, value] : options_.dim_values) {
-    if (symbolic.count(name)) continue;
-    return Error(absl::StrCat(
-        "--dim ", name, "=", value, " names no symbolic dim of the inputs (",
-        symbolic.empty() ? std::string("they have none")
-                         : absl::StrCat("they have ",
-                                        absl::StrJoin(symbolic, ", ")),
-        ")"));
-  }
-  if (options_.batch_size.has_value() && !batch_applies) {
-    return Error(absl::StrCat(
-        "--batch ", *options_.batch_size,
-        " changes nothing: no graph input has a symbolic first dim (",
-        absl::StrJoin(declared, ", "),
-        "); the file fixes the batch: re-export it with a dynamic batch "
-        "axis, or drop --batch"));
-  }
-  for (const onnx::ValueInfoProto& in : g.input()) {
-    if (initializer_names_.count(in.name())) continue;
-    ShapeInfo info = FromTypeProto(in.type());
-    auto it = options_.input_shapes.find(in.name());
-    if (it != options_.input_shapes.end()) {
-      info.has_shape = true;
-      info.dims.clear();
-      for (int64_t d : it->second) info.dims.push_back({d, ""});
-    } else if (info.has_shape) {
-      for (size_t k = 0; k < info.dims.size(); ++k) {
-        Dim& d = info.dims[k];
-        if (d.value >= 0) continue;
-        auto named_dim = options_.dim_values.find(d.param);
-        if (!d.param.empty() && named_dim != options_.dim_values.end()) {
-          d.value = named_dim->second;
-        } else if (k == 0 && options_.batch_size.has_value()) {
-          d.value = *options_.batch_size;
-        }
-      }
-    }
-    if (!info.fully_known()) {
-      std::string what = "its shape is missing";
-      if (info.has_shape) {
-        for (size_t k = 0; k < info.dims.size(); ++k) {
-          if (info.dims[k].value >= 0) continue;
-          what = absl::StrCat("dim ", k, " is ",
-                              info.dims[k].param.empty()
-                                  ? std::string("unknown")
-                                  : absl::StrCat("symbolic '",
-                                                 info.dims[k].param, "'"));
-          break;
-        }
-      }
-      std::string fix = absl::StrCat("--input-shape ", in.name(),
-                                     "=D0xD1x...");
-      if (info.has_shape) {
-        for (size_t k = 0; k < info.dims.size(); ++k) {
-          if (info.dims[k].value >= 0) continue;
-          if (!info.dims[k].param.empty()) {
-            fix = absl::StrCat(k == 0 ? "--batch N or " : "", "--dim ",
-                               info.dims[k].param, "=N, or ", fix);
-          } else if (k == 0) {
-            fix = absl::StrCat("--batch N or ", fix);
-          }
-          break;
-        }
-      }
-      return Error(absl::StrCat("unresolved shape: graph input '", in.name(),
-                                "': ", what, "; fix it with ", fix));
-    }
-    input_shapes_[in.name()] = info;
-  }
-  return absl::OkStatus();
 }
 
 absl::Status Importer::PrepareInferenceModel() {
@@ -910,7 +604,9 @@ absl::StatusOr<Graph> Importer::Run() {
         " nodes, over the limit of ", options_.max_ops));
   }
   ASSIGN_OR_RETURN(Graph graph, BuildStructure());
-  RETURN_IF_ERROR(FixInputShapes());
+  ASSIGN_OR_RETURN(
+      input_shapes_,
+      FixInputShapes(model_.graph(), initializer_names_, options_, source_));
   RETURN_IF_ERROR(PrepareInferenceModel());
   RETURN_IF_ERROR(InferAndFold(graph));
   RETURN_IF_ERROR(ApplyShapes(graph));
@@ -918,29 +614,6 @@ absl::StatusOr<Graph> Importer::Run() {
 }
 
 }  // namespace
-
-
-absl::Status ParseInputShapeFlag(const std::string& flag,
-                                 ImportOptions* options) {
-  std::vector<std::string> parts = absl::StrSplit(flag, '=');
-  if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--input-shape '", flag, "': expected NAME=D0xD1x..., e.g. "
-        "input=32x3x224x224"));
-  }
-  std::vector<int64_t> dims;
-  for (absl::string_view d : absl::StrSplit(parts[1], 'x')) {
-    int64_t v;
-    if (!absl::SimpleAtoi(d, &v) || v <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--input-shape '", flag, "': dim '", d,
-          "' is not a positive integer"));
-    }
-    dims.push_back(v);
-  }
-  options->input_shapes[parts[0]] = dims;
-  return absl::OkStatus();
-}
 
 absl::StatusOr<Graph> ImportOnnxModel(const onnx::ModelProto& model,
                                       const std::string& source,

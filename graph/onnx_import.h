@@ -21,42 +21,17 @@
 #ifndef PLACER_GRAPH_ONNX_IMPORT_H_
 #define PLACER_GRAPH_ONNX_IMPORT_H_
 
-#include <cstdint>
-#include <map>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
+#include "graph/import_options.h"
 
 namespace onnx {
 class ModelProto;
 }  // namespace onnx
 
 namespace placer {
-
-struct ImportOptions {
-  // Sets the first dim of every graph input whose first dim is symbolic;
-  // an error when no input has one (the file fixes the batch).
-  std::optional<int64_t> batch_size;
-  // Full shapes for named graph inputs, overriding the file's.
-  std::map<std::string, std::vector<int64_t>> input_shapes;
-  // Symbolic dims by name (dim_param), e.g. {"seq_len", 128}; an error
-  // when a name is no input's symbolic dim.
-  std::map<std::string, int64_t> dim_values;
-  // Accept initializers that carry dims but no data (a file stripped of
-  // its weights for planning): they are sized from their dims, like
-  // external data. Off: such a file is refused as truncated.
-  bool weights_optional = false;
-  // Refuse (ResourceExhausted) a model with more nodes than this before
-  // building anything from it; 0: no limit.
-  int64_t max_ops = 0;
-};
-
-// Parses "name=32x3x224x224" into input_shapes; error on bad syntax.
-absl::Status ParseInputShapeFlag(const std::string& flag,
-                                 ImportOptions* options);
 
 absl::StatusOr<Graph> ImportOnnxFile(const std::string& path,
                                      const ImportOptions& options);

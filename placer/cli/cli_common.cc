@@ -487,7 +487,18 @@ absl::StatusOr<ImportOptions> ImportOptionsFromFlags() {
     return absl::InvalidArgumentError("--batch must be positive");
   }
   for (const std::string& s : absl::GetFlag(FLAGS_input_shape)) {
-    RETURN_IF_ERROR(ParseInputShapeFlag(s, &options));
+    const size_t equals = s.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input-shape '", s,
+                       "': expected NAME=D0xD1x..., e.g. input=32x3x224x224"));
+    }
+    absl::StatusOr<std::vector<int64_t>> dims = ParseDims(s.substr(equals + 1));
+    if (!dims.ok()) {
+      return WithContext(dims.status(),
+                         absl::StrCat("--input-shape '", s, "': "));
+    }
+    options.input_shapes[s.substr(0, equals)] = *std::move(dims);
   }
   for (const std::string& s : absl::GetFlag(FLAGS_dim)) {
     std::vector<std::string> kv = absl::StrSplit(s, '=');

@@ -103,12 +103,12 @@ absl::StatusOr<LoadedModel> LoadModelSpec(const proto::ModelSpec& spec,
   std::map<std::string, std::string> shapes(spec.input_shapes().begin(),
                                             spec.input_shapes().end());
   for (const auto& [name, shape] : shapes) {
-    if (absl::Status s =
-            ParseInputShapeFlag(absl::StrCat(name, "=", shape), &import);
-        !s.ok()) {
+    absl::StatusOr<std::vector<int64_t>> dims = ParseDims(shape);
+    if (!dims.ok()) {
       return Invalid(absl::StrCat("model.input_shapes['", name, "']"),
-                     std::string(s.message()));
+                     absl::StrCat("'", shape, "': ", dims.status().message()));
     }
+    import.input_shapes[name] = *std::move(dims);
   }
   std::string name = ModelName(spec);
   absl::StatusOr<LoadedModel> loaded;

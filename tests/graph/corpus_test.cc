@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
@@ -43,10 +44,13 @@ std::vector<Entry> Manifest() {
 absl::StatusOr<Graph> Import(const Entry& e) {
   ImportOptions options;
   for (absl::string_view shape : absl::StrSplit(e.shapes, ',')) {
-    if (absl::Status s = ParseInputShapeFlag(std::string(shape), &options);
-        !s.ok()) {
-      return s;
+    std::vector<std::string> name_dims = absl::StrSplit(shape, '=');
+    if (name_dims.size() != 2) {
+      return absl::InvalidArgumentError(absl::StrCat("bad shape ", shape));
     }
+    absl::StatusOr<std::vector<int64_t>> dims = ParseDims(name_dims[1]);
+    if (!dims.ok()) return dims.status();
+    options.input_shapes[name_dims[0]] = *dims;
   }
   return ImportOnnxFile(kDir + e.file, options);
 }

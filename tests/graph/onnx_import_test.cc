@@ -24,6 +24,7 @@ using ::placer::testing::AddWeight;
 using ::placer::testing::EmptyModel;
 using ::placer::testing::MatMulRelu;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 ImportOptions Batch(int64_t b) {
   ImportOptions o;
@@ -168,20 +169,32 @@ TEST(OnnxImportTest, FoldsShapeArithmeticChains) {
   EXPECT_EQ(shape.data->raw.size(), 16u);
 }
 
-TEST(OnnxImportTest, InputShapeFlagOverridesAndValidates) {
+TEST(OnnxImportTest, InputShapeOverridesAndValidates) {
   ImportOptions o;
-  ASSERT_TRUE(ParseInputShapeFlag("x=5x4", &o).ok());
+  o.input_shapes["x"] = {5, 4};
   absl::StatusOr<Graph> g = ImportOnnxModel(MatMulRelu(), "m", o);
   ASSERT_TRUE(g.ok()) << g.status();
-  EXPECT_EQ(g->tensor(g->FindTensor("y")).shape,
-            (std::vector<int64_t>{5, 8}));
-  EXPECT_FALSE(ParseInputShapeFlag("x=5xz", &o).ok());
-  EXPECT_FALSE(ParseInputShapeFlag("x", &o).ok());
+  EXPECT_EQ(g->tensor(g->FindTensor("y")).shape, (std::vector<int64_t>{5, 8}));
   ImportOptions wrong;
-  ASSERT_TRUE(ParseInputShapeFlag("nope=1x4", &wrong).ok());
+  wrong.input_shapes["nope"] = {1, 4};
   absl::StatusOr<Graph> bad = ImportOnnxModel(MatMulRelu(), "m", wrong);
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("'nope'"));
+}
+
+TEST(OnnxImportTest, DimsTextParsesOrNamesTheBadDimWithoutFlagNames) {
+  absl::StatusOr<std::vector<int64_t>> dims = ParseDims("32x3x224x224");
+  ASSERT_TRUE(dims.ok()) << dims.status();
+  EXPECT_EQ(*dims, (std::vector<int64_t>{32, 3, 224, 224}));
+  absl::StatusOr<std::vector<int64_t>> bad = ParseDims("5xz");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("dim 1 ('z')"));
+  // The text reaches gRPC clients too: it names no CLI flag.
+  EXPECT_THAT(bad.status().message(), Not(HasSubstr("--")));
+  EXPECT_FALSE(ParseDims("").ok());
+  EXPECT_FALSE(ParseDims("4x0").ok());
+  EXPECT_FALSE(ParseDims("4x-2").ok());
 }
 
 TEST(OnnxImportErrorTest, AbsurdDimensionsAreAnErrorNotAnOverflow) {

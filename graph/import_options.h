@@ -1,0 +1,43 @@
+// What an import is told about a model beyond its file: sizes for its
+// symbolic dims, whether weights may be absent, a size limit; and dims
+// written as text ("32x3x224x224") for the CLI's and the service's fields.
+#ifndef PLACER_GRAPH_IMPORT_OPTIONS_H_
+#define PLACER_GRAPH_IMPORT_OPTIONS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace placer {
+
+struct ImportOptions {
+  // Sets the first dim of every graph input whose first dim is symbolic;
+  // an error when no input has one (the file fixes the batch).
+  std::optional<int64_t> batch_size;
+  // Full shapes for named graph inputs, overriding the file's.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Symbolic dims by name (dim_param), e.g. {"seq_len", 128}; an error
+  // when a name is no input's symbolic dim.
+  std::map<std::string, int64_t> dim_values;
+  // Accept initializers that carry dims but no data (a file stripped of
+  // its weights for planning): they are sized from their dims, like
+  // external data. Off: such a file is refused as truncated.
+  bool weights_optional = false;
+  // Refuse (ResourceExhausted) a model with more nodes than this before
+  // building anything from it; 0: no limit.
+  int64_t max_ops = 0;
+};
+
+// Dims written D0xD1x... ("32x3x224x224"). InvalidArgument naming the dim
+// that is not a positive integer; the caller adds where the text came from
+// (a flag, a request field).
+absl::StatusOr<std::vector<int64_t>> ParseDims(absl::string_view text);
+
+}  // namespace placer
+
+#endif  // PLACER_GRAPH_IMPORT_OPTIONS_H_
