@@ -112,7 +112,7 @@ void BM_StrategyOneDevice(benchmark::State& state) {
   Setup& s = Get(state.range(0));
   Strategy one;
   one.stage_of_op.assign(s.view.num_groups(), 0);
-  one.stages = {{{0}}};
+  one.stages = {PipelineStage::OneDevicePerReplica({0})};
   one.micro_batches = static_cast<int>(state.range(1));
   absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
       StrategyExecutor::Create(s.view, s.cluster, one);

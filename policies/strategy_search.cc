@@ -231,7 +231,7 @@ Strategy ToStrategy(const TrainingView& view, const Chunks& c,
   for (size_t t = 0; t + 1 < p.first_chunk.size(); ++t) {
     PipelineStage stage;
     for (int r = 0; r < p.replicas[t]; ++r) {
-      stage.devices.push_back(pool[next_device++]);
+      stage.replicas.push_back({{pool[next_device++]}});
     }
     s.stages.push_back(stage);
     for (int pos = c.start[p.first_chunk[t]];
@@ -455,14 +455,15 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       s.slot_of_op = slots;
       for (PipelineStage& stage : s.stages) {
         PipelineStage spread;
-        for (int v : stage.devices) {
+        for (int v : stage.FirstDevices()) {
           const int base = pool_position[v];
-          std::vector<int> devices;
+          Replica replica;
           for (int i = 0; i < w; ++i) {
-            if (slot_of_index[i] >= 0) devices.push_back(pool[base + i]);
+            if (slot_of_index[i] >= 0) {
+              replica.device_of_slot.push_back(pool[base + i]);
+            }
           }
-          spread.devices.push_back(devices[0]);
-          spread.more_devices.emplace_back(devices.begin() + 1, devices.end());
+          spread.replicas.push_back(std::move(replica));
         }
         stage = std::move(spread);
       }
@@ -470,7 +471,7 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
     };
     Strategy hybrid;
     hybrid.stage_of_op.assign(input.view.num_groups(), 0);
-    hybrid.stages = {{groups}};
+    hybrid.stages = {PipelineStage::OneDevicePerReplica(groups)};
     hybrid.micro_batches = micro_batches;
     hybrid.schedule = PipelineSchedule::k1F1B;
     // The policy places one micro-batch; what the strategy adds on a
@@ -589,7 +590,7 @@ Strategy OneDeviceStrategy(const TrainingView& view, int device,
                            int micro_batches) {
   Strategy s;
   s.stage_of_op.assign(view.num_groups(), 0);
-  s.stages = {{{device}}};
+  s.stages = {PipelineStage::OneDevicePerReplica({device})};
   s.micro_batches = micro_batches;
   s.schedule = PipelineSchedule::k1F1B;  // forward, backward, forward, ...
   return s;

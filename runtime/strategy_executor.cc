@@ -81,8 +81,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // The device that runs stage s's tasks for micro-batch j (a wide
   // stage's: the replica's first).
   int DeviceOf(int s, int j) const {
-    const std::vector<int>& r = strategy_.stages[s].devices;
-    return r[j % r.size()];
+    const PipelineStage& stage = strategy_.stages[s];
+    return stage.device(j % stage.num_replicas(), 0);
   }
   int SlotOfNode(int n) const {
     return SlotOfOp(strategy_, view_.node(n).forward_op);
@@ -95,8 +95,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // The device holding parameter p (value) in replica k of its stage.
   int ParameterDevice(int p, int k) const {
     const int g = group_of_parameter_[p];
-    return ReplicaDevice(strategy_.stages[strategy_.stage_of_op[g]], k,
-                         SlotOfOp(strategy_, g));
+    return strategy_.stages[strategy_.stage_of_op[g]].device(
+        k, SlotOfOp(strategy_, g));
   }
   // Waits (under the lock) until the nodes of micro-batch j that node n
   // reads from other slots of its task have run; false on a failure.
@@ -270,12 +270,12 @@ absl::Status TorchStrategyExecutor::Init() {
   slot_of_device_.assign(D_, -1);
   for (int s = 0; s < S_; ++s) {
     const PipelineStage& stage = strategy_.stages[s];
-    W_ = std::max(W_, StageWidth(stage));
-    for (size_t k = 0; k < stage.devices.size(); ++k) {
-      for (int slot = 0; slot < StageWidth(stage); ++slot) {
-        const int d = ReplicaDevice(stage, static_cast<int>(k), slot);
+    W_ = std::max(W_, stage.width());
+    for (int k = 0; k < stage.num_replicas(); ++k) {
+      for (int slot = 0; slot < stage.width(); ++slot) {
+        const int d = stage.device(k, slot);
         stage_of_device_[d] = s;
-        replica_of_device_[d] = static_cast<int>(k);
+        replica_of_device_[d] = k;
         slot_of_device_[d] = slot;
       }
     }
@@ -288,7 +288,7 @@ absl::Status TorchStrategyExecutor::Init() {
   waits_for_.assign(view_.nodes().size(), {});
   for (int n = 0; n < static_cast<int>(view_.nodes().size()); ++n) {
     const TrainingNode& node = view_.node(n);
-    if (StageWidth(strategy_.stages[StageOfNode(n)]) == 1) continue;
+    if ((strategy_.stages[StageOfNode(n)]).width() == 1) continue;
     std::set<int> from;
     if (node.kind == NodeKind::kForward) {
       for (int v : node.inputs) {
@@ -322,15 +322,15 @@ absl::Status TorchStrategyExecutor::Init() {
   if (Distributed()) {
     for (int s = 0; s < S_; ++s) {
       const PipelineStage& stage = strategy_.stages[s];
-      if (StageWidth(stage) == 1) continue;
-      for (size_t k = 0; k < stage.devices.size(); ++k) {
-        for (int slot = 1; slot < StageWidth(stage); ++slot) {
-          const int d = ReplicaDevice(stage, static_cast<int>(k), slot);
-          if (RankOf(d) != RankOf(stage.devices[k])) {
+      if (stage.width() == 1) continue;
+      for (int k = 0; k < stage.num_replicas(); ++k) {
+        const int first = stage.device(k, 0);
+        for (int slot = 1; slot < stage.width(); ++slot) {
+          const int d = stage.device(k, slot);
+          if (RankOf(d) != RankOf(first)) {
             return absl::UnimplementedError(absl::StrCat(
-                "stage ", s, "'s replica ", k, " spans ranks ",
-                RankOf(stage.devices[k]), " and ", RankOf(d), " (",
-                cluster_.device(stage.devices[k]).name, ", ",
+                "stage ", s, "'s replica ", k, " spans ranks ", RankOf(first),
+                " and ", RankOf(d), " (", cluster_.device(first).name, ", ",
                 cluster_.device(d).name,
                 "): a replica whose ops are placed over several devices "
                 "runs in one rank"));
@@ -359,7 +359,7 @@ absl::Status TorchStrategyExecutor::Init() {
     // the first replica's device of that slot on each other rank.
     for (int s = 0; s < S_; ++s) {
       const PipelineStage& stage = strategy_.stages[s];
-      for (int slot = 0; slot < StageWidth(stage); ++slot) {
+      for (int slot = 0; slot < stage.width(); ++slot) {
         bool updates = false;
         for (int u : update_[s]) updates |= SlotOfNode(u) == slot;
         if (!updates) continue;
@@ -935,7 +935,7 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
   std::optional<c10::DeviceGuard> current;
   if (!devices_[d].is_cpu()) current.emplace(devices_[d]);
   const int s = stage_of_device_[d];
-  const int width = StageWidth(strategy_.stages[s]);
+  const int width = strategy_.stages[s].width();
   for (const ReplicaTask& task :
        ReplicaTaskOrder(strategy_, s, replica_of_device_[d])) {
     const int j = task.micro_batch;
@@ -1236,11 +1236,11 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(
   for (int g = 0; g < view_.num_groups(); ++g) {
     for (int p : view_.group_parameters(g)) {
       if (view_.value(p).name != name) continue;
-      const std::vector<int>& replicas =
-          strategy_.stages[strategy_.stage_of_op[g]].devices;
-      if (replica < 0 || replica >= static_cast<int>(replicas.size())) {
-        return absl::NotFoundError(absl::StrCat(
-            "parameter '", name, "' has ", replicas.size(), " replicas"));
+      const int replicas =
+          strategy_.stages[strategy_.stage_of_op[g]].num_replicas();
+      if (replica < 0 || replica >= replicas) {
+        return absl::NotFoundError(
+            absl::StrCat("parameter '", name, "' has ", replicas, " replicas"));
       }
       const int d = ParameterDevice(p, replica);
       if (!Local(d)) {

@@ -113,7 +113,7 @@ std::string StrategyChromeTraceJson(const SimulationContext& context,
   (*root.mutable_fields())["displayTimeUnit"].set_string_value("ms");
   DeviceThreads(cluster, events);
   for (const PipelineStage& stage : strategy.stages) {
-    for (int slot = 0; slot < StageWidth(stage); ++slot) {
+    for (int slot = 0; slot < stage.width(); ++slot) {
       for (int d : SlotDevices(stage, slot)) {
         Metadata(events, "thread_name", d, 1 + D, "allreduce");
       }

@@ -136,33 +136,34 @@ absl::StatusOr<PlacementOrStrategy> PlacementOrStrategyFromProto(
     return absl::StatusOr<int>(d);
   };
   for (int k = 0; k < message.stages_size(); ++k) {
-    PipelineStage stage;
-    for (const std::string& name : message.stages(k).devices()) {
-      ASSIGN_OR_RETURN(int d, find(k, name));
-      stage.devices.push_back(d);
-    }
-    if (stage.devices.empty()) {
+    // The file keeps each replica's first device in `devices` and its
+    // further ones in `more_devices` (one entry per replica, or none).
+    const proto::Stage& in = message.stages(k);
+    if (in.devices().empty()) {
       return fail(absl::StrCat("stage ", k, " has no devices"));
     }
-    for (const proto::ReplicaDevices& more : message.stages(k).more_devices()) {
-      std::vector<int> devices;
-      for (const std::string& name : more.devices()) {
-        ASSIGN_OR_RETURN(int d, find(k, name));
-        devices.push_back(d);
-      }
-      stage.more_devices.push_back(std::move(devices));
-    }
-    if (!stage.more_devices.empty() &&
-        stage.more_devices.size() != stage.devices.size()) {
-      return fail(absl::StrCat("stage ", k, " has ", stage.devices.size(),
-                               " replicas but ", stage.more_devices.size(),
+    if (!in.more_devices().empty() &&
+        in.more_devices_size() != in.devices_size()) {
+      return fail(absl::StrCat("stage ", k, " has ", in.devices_size(),
+                               " replicas but ", in.more_devices_size(),
                                " more_devices entries"));
     }
-    slot_of_first[stage.devices[0]] = {k, 0};
-    if (!stage.more_devices.empty()) {
-      for (size_t i = 0; i < stage.more_devices[0].size(); ++i) {
-        slot_of_first[stage.more_devices[0][i]] = {k, static_cast<int>(i) + 1};
+    PipelineStage stage;
+    for (int r = 0; r < in.devices_size(); ++r) {
+      Replica replica;
+      ASSIGN_OR_RETURN(int first, find(k, in.devices(r)));
+      replica.device_of_slot.push_back(first);
+      if (!in.more_devices().empty()) {
+        for (const std::string& name : in.more_devices(r).devices()) {
+          ASSIGN_OR_RETURN(int d, find(k, name));
+          replica.device_of_slot.push_back(d);
+        }
       }
+      stage.replicas.push_back(std::move(replica));
+    }
+    const std::vector<int>& first_replica = stage.replicas[0].device_of_slot;
+    for (size_t i = 0; i < first_replica.size(); ++i) {
+      slot_of_first[first_replica[i]] = {k, static_cast<int>(i)};
     }
     s.stages.push_back(std::move(stage));
   }
@@ -234,10 +235,16 @@ proto::Placement StrategyToProto(const Strategy& strategy, const Graph& graph,
   proto::Strategy& message = *file.mutable_strategy();
   for (const PipelineStage& stage : strategy.stages) {
     proto::Stage& out = *message.add_stages();
-    for (int d : stage.devices) out.add_devices(cluster.device(d).name);
-    for (const std::vector<int>& more : stage.more_devices) {
-      proto::ReplicaDevices& replica = *out.add_more_devices();
-      for (int d : more) replica.add_devices(cluster.device(d).name);
+    for (const Replica& replica : stage.replicas) {
+      out.add_devices(cluster.device(replica.device_of_slot[0]).name);
+    }
+    if (stage.width() > 1) {
+      for (const Replica& replica : stage.replicas) {
+        proto::ReplicaDevices& more = *out.add_more_devices();
+        for (size_t i = 1; i < replica.device_of_slot.size(); ++i) {
+          more.add_devices(cluster.device(replica.device_of_slot[i]).name);
+        }
+      }
     }
   }
   message.set_micro_batches(strategy.micro_batches);

@@ -81,32 +81,24 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
       return absl::InvalidArgumentError(
           absl::StrCat("stage ", s, " has no ops"));
     }
-    if (stage.devices.empty()) {
+    if (stage.replicas.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("stage ", s, " has no devices"));
     }
-    if (!stage.more_devices.empty() &&
-        stage.more_devices.size() != stage.devices.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "stage ", s, " has ", stage.devices.size(), " replicas but ",
-          stage.more_devices.size(), " lists of their further devices"));
-    }
-    for (size_t k = 0; k < stage.devices.size(); ++k) {
-      RETURN_IF_ERROR(use(s, stage.devices[k]));
-      if (stage.more_devices.empty()) continue;
-      if (stage.more_devices[k].size() != stage.more_devices[0].size()) {
+    for (int k = 0; k < stage.num_replicas(); ++k) {
+      const std::vector<int>& slots = stage.replicas[k].device_of_slot;
+      if (slots.empty() ||
+          slots.size() != stage.replicas[0].device_of_slot.size()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "stage ", s, "'s replica ", k, " has ",
-            1 + stage.more_devices[k].size(), " devices, replica 0 ",
-            1 + stage.more_devices[0].size(),
-            ": every replica of a stage has as many"));
+            "stage ", s, "'s replica ", k, " has ", slots.size(),
+            " devices, replica 0 ", stage.replicas[0].device_of_slot.size(),
+            ": every replica of a stage has as many, at least one"));
       }
-      for (int d : stage.more_devices[k]) {
+      for (int d : slots) {
         RETURN_IF_ERROR(use(s, d));
       }
     }
-    most_replicas =
-        std::max(most_replicas, static_cast<int>(stage.devices.size()));
+    most_replicas = std::max(most_replicas, stage.num_replicas());
   }
   if (!strategy.slot_of_op.empty()) {
     if (static_cast<int>(strategy.slot_of_op.size()) != ops) {
@@ -117,11 +109,10 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
     for (int g = 0; g < ops; ++g) {
       const int s = strategy.stage_of_op[g];
       const int slot = strategy.slot_of_op[g];
-      if (slot < 0 || slot >= StageWidth(strategy.stages[s])) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("op '", op_key(g), "' is in slot ", slot, " of stage ",
-                         s, ", whose replicas have ",
-                         StageWidth(strategy.stages[s]), " devices"));
+      if (slot < 0 || slot >= strategy.stages[s].width()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "op '", op_key(g), "' is in slot ", slot, " of stage ", s,
+            ", whose replicas have ", strategy.stages[s].width(), " devices"));
       }
     }
   }
@@ -175,7 +166,7 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
 
 std::vector<ReplicaTask> ReplicaTaskOrder(const Strategy& strategy, int stage,
                                           int replica) {
-  const int R = static_cast<int>(strategy.stages[stage].devices.size());
+  const int R = strategy.stages[stage].num_replicas();
   const int S = static_cast<int>(strategy.stages.size());
   std::vector<int> mine;
   for (int j = replica; j < strategy.micro_batches; j += R) mine.push_back(j);
@@ -196,26 +187,41 @@ std::vector<ReplicaTask> ReplicaTaskOrder(const Strategy& strategy, int stage,
   return order;
 }
 
-int StageWidth(const PipelineStage& stage) {
-  return stage.more_devices.empty()
+PipelineStage PipelineStage::OneDevicePerReplica(
+    const std::vector<int>& devices) {
+  PipelineStage stage;
+  for (int d : devices) stage.replicas.push_back({{d}});
+  return stage;
+}
+
+PipelineStage PipelineStage::OfReplicas(
+    const std::vector<std::vector<int>>& device_of_slot_per_replica) {
+  PipelineStage stage;
+  for (const std::vector<int>& slots : device_of_slot_per_replica) {
+    stage.replicas.push_back({slots});
+  }
+  return stage;
+}
+
+int PipelineStage::width() const {
+  return replicas.empty() || replicas[0].device_of_slot.empty()
              ? 1
-             : 1 + static_cast<int>(stage.more_devices[0].size());
+             : static_cast<int>(replicas[0].device_of_slot.size());
+}
+
+std::vector<int> PipelineStage::FirstDevices() const {
+  std::vector<int> out;
+  for (const Replica& r : replicas) out.push_back(r.device_of_slot[0]);
+  return out;
 }
 
 int SlotOfOp(const Strategy& strategy, int op) {
   return strategy.slot_of_op.empty() ? 0 : strategy.slot_of_op[op];
 }
 
-int ReplicaDevice(const PipelineStage& stage, int replica, int slot) {
-  return slot == 0 ? stage.devices[replica]
-                   : stage.more_devices[replica][slot - 1];
-}
-
 std::vector<int> SlotDevices(const PipelineStage& stage, int slot) {
   std::vector<int> out;
-  for (size_t k = 0; k < stage.devices.size(); ++k) {
-    out.push_back(ReplicaDevice(stage, static_cast<int>(k), slot));
-  }
+  for (const Replica& r : stage.replicas) out.push_back(r.device_of_slot[slot]);
   return out;
 }
 
@@ -223,9 +229,8 @@ Placement FirstReplicaPlacement(const Strategy& strategy) {
   Placement p;
   p.device_of_op.reserve(strategy.stage_of_op.size());
   for (size_t g = 0; g < strategy.stage_of_op.size(); ++g) {
-    p.device_of_op.push_back(
-        ReplicaDevice(strategy.stages[strategy.stage_of_op[g]], 0,
-                      SlotOfOp(strategy, static_cast<int>(g))));
+    p.device_of_op.push_back(strategy.stages[strategy.stage_of_op[g]].device(
+        0, SlotOfOp(strategy, static_cast<int>(g))));
   }
   return p;
 }
@@ -233,7 +238,7 @@ Placement FirstReplicaPlacement(const Strategy& strategy) {
 int StrategyDevices(const Strategy& strategy) {
   int n = 0;
   for (const PipelineStage& s : strategy.stages) {
-    n += static_cast<int>(s.devices.size()) * StageWidth(s);
+    n += s.num_replicas() * s.width();
   }
   return n;
 }
@@ -242,8 +247,8 @@ std::string DescribeStrategy(const Strategy& strategy) {
   std::vector<int> replicas, widths;
   bool wide = false;
   for (const PipelineStage& s : strategy.stages) {
-    replicas.push_back(static_cast<int>(s.devices.size()));
-    widths.push_back(StageWidth(s));
+    replicas.push_back(s.num_replicas());
+    widths.push_back(s.width());
     wide |= widths.back() > 1;
   }
   auto list = [](const std::vector<int>& v) {

@@ -57,13 +57,30 @@ enum class AllreduceAlgorithm {
   kTree,  // reduce up a binary tree (heap order), broadcast down it
 };
 
+// One data-parallel replica of a stage: the device of each of its slots
+// (slot 0 first; one slot unless ops are placed inside the stage).
+struct Replica {
+  std::vector<int> device_of_slot;
+};
+
 struct PipelineStage {
-  std::vector<int> devices;  // one per replica: the replica's first device
-  // Op placement inside the stage: each replica's devices after its first
-  // (empty: a replica is one device; else one list per replica, all of one
-  // length). Replica k's slot 0 is devices[k], its slot i > 0
-  // more_devices[k][i - 1].
-  std::vector<std::vector<int>> more_devices;
+  std::vector<Replica> replicas;  // every replica has as many slots
+
+  // A stage whose replicas are one device each, in the order given.
+  static PipelineStage OneDevicePerReplica(const std::vector<int>& devices);
+  // A stage of the given replicas, each its devices in slot order.
+  static PipelineStage OfReplicas(
+      const std::vector<std::vector<int>>& device_of_slot_per_replica);
+
+  int num_replicas() const { return static_cast<int>(replicas.size()); }
+  // Devices per replica: replica 0's slots (1 when there are none).
+  int width() const;
+  int device(int replica, int slot) const {
+    return replicas[replica].device_of_slot[slot];
+  }
+  // Each replica's slot-0 device, in replica order: where transfers between
+  // stages go.
+  std::vector<int> FirstDevices() const;
 };
 
 struct Strategy {
@@ -103,12 +120,8 @@ struct ReplicaTask {
 std::vector<ReplicaTask> ReplicaTaskOrder(const Strategy& strategy, int stage,
                                           int replica);
 
-// Devices per replica of `stage` (1 without op placement inside it).
-int StageWidth(const PipelineStage& stage);
 // Forward op `op`'s slot in its stage (0 when slot_of_op is empty).
 int SlotOfOp(const Strategy& strategy, int op);
-// The device of slot `slot` in replica `replica` of `stage`.
-int ReplicaDevice(const PipelineStage& stage, int replica, int slot);
 // Slot `slot`'s device in every replica of `stage`, in replica order (the
 // devices that allreduce that slot's gradients).
 std::vector<int> SlotDevices(const PipelineStage& stage, int slot);

@@ -74,7 +74,7 @@ absl::StatusOr<Plan> MakePlan(const SimulationContext& context,
   const std::vector<int>& slot_of = plan.slot_of_node;
   for (int s = 0; s < S; ++s) {
     StageModel& st = plan.stages[s];
-    st.width = StageWidth(strategy.stages[s]);
+    st.width = strategy.stages[s].width();
     st.parameter_bytes.assign(st.width, 0);
     st.stash_bytes.assign(st.width, 0);
     st.one_batch_peak_bytes.assign(st.width, 0);
@@ -267,8 +267,8 @@ absl::StatusOr<Plan> MakePlan(const SimulationContext& context,
   for (int s = 0; s < S; ++s) {
     const PipelineStage& stage = strategy.stages[s];
     std::vector<char> mine(D, 0);
-    for (int slot = 0; slot < StageWidth(stage); ++slot) {
-      mine[ReplicaDevice(stage, 0, slot)] = 1;
+    for (int slot = 0; slot < stage.width(); ++slot) {
+      mine[stage.device(0, slot)] = 1;
     }
     int elsewhere = 0;
     while (elsewhere < D - 1 && mine[elsewhere]) ++elsewhere;
@@ -277,13 +277,13 @@ absl::StatusOr<Plan> MakePlan(const SimulationContext& context,
     for (size_t g = 0; g < p.device_of_op.size(); ++g) {
       p.device_of_op[g] =
           strategy.stage_of_op[g] == s
-              ? ReplicaDevice(stage, 0, SlotOfOp(strategy, static_cast<int>(g)))
+              ? stage.device(0, SlotOfOp(strategy, static_cast<int>(g)))
               : elsewhere;
     }
     ASSIGN_OR_RETURN(SimulationResult r, Simulate(context, p));
-    for (int slot = 0; slot < StageWidth(stage); ++slot) {
+    for (int slot = 0; slot < stage.width(); ++slot) {
       plan.stages[s].one_batch_peak_bytes[slot] =
-          r.peak_memory_bytes[ReplicaDevice(stage, 0, slot)];
+          r.peak_memory_bytes[stage.device(0, slot)];
     }
   }
   return plan;
@@ -301,18 +301,18 @@ std::vector<double> ScheduleWideTask(
     const std::vector<std::vector<SlotRead>>& reads,
     const std::vector<double>& extra, const std::vector<int>& slot_of_node,
     const PipelineStage& stage, int replica, std::vector<double>* busy) {
-  const int width = StageWidth(stage);
+  const int width = stage.width();
   std::vector<double> free(width, 0), end(nodes.size(), 0);
   busy->assign(width, 0);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int slot = slot_of_node[nodes[i]];
-    const int device = ReplicaDevice(stage, replica, slot);
+    const int device = stage.device(replica, slot);
     double start = free[slot], copies = 0;
     for (const SlotRead& read : reads[i]) {
       if (read.made_at >= 0) start = std::max(start, end[read.made_at]);
       copies += context.costs().TransferSeconds(
-          read.bytes, context.cluster(),
-          ReplicaDevice(stage, replica, read.from_slot), device);
+          read.bytes, context.cluster(), stage.device(replica, read.from_slot),
+          device);
     }
     const double seconds =
         copies + context.node_seconds(nodes[i], device) + extra[i];
@@ -472,8 +472,7 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     const StageModel& st = plan.stages[s];
     if (st.width == 1) continue;
     const PipelineStage& stage = strategy.stages[s];
-    for (size_t k = 0; k < stage.devices.size(); ++k) {
-      const int replica = static_cast<int>(k);
+    for (int replica = 0; replica < stage.num_replicas(); ++replica) {
       WideTimes w;
       std::vector<double> none(st.forward.size(), 0);
       std::vector<double> ends =
@@ -482,8 +481,7 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
       for (double e : ends) w.forward = std::max(w.forward, e);
       std::vector<double> adds(st.backward.size(), 0);
       for (size_t i = 0; i < st.backward.size(); ++i) {
-        const int d =
-            ReplicaDevice(stage, replica, plan.slot_of_node[st.backward[i]]);
+        const int d = stage.device(replica, plan.slot_of_node[st.backward[i]]);
         for (int x : st.adds[i]) adds[i] += context.partial_add_seconds(x, d);
       }
       w.backward_end =
@@ -498,13 +496,13 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
       for (int u : st.update) {
         const int slot = plan.slot_of_node[u];
         w.accumulate[slot] += context.costs().AccumulateSeconds(
-            view, u, cluster.device(ReplicaDevice(stage, replica, slot)));
+            view, u, cluster.device(stage.device(replica, slot)));
       }
       w.merge.assign(st.width, 0);
       for (int slot = 0; slot < st.width; ++slot) {
         for (int x : st.merges[slot]) {
-          w.merge[slot] += context.partial_add_seconds(
-              x, ReplicaDevice(stage, replica, slot));
+          w.merge[slot] +=
+              context.partial_add_seconds(x, stage.device(replica, slot));
         }
       }
       for (double e : w.slot_end) w.backward = std::max(w.backward, e);
@@ -512,7 +510,7 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     }
   }
   for (int s = 0; s < S; ++s) {
-    const std::vector<int>& replicas = strategy.stages[s].devices;
+    const std::vector<int> replicas = strategy.stages[s].FirstDevices();
     const int R = static_cast<int>(replicas.size());
     for (int k = 0; k < R; ++k) {
       const int d = replicas[k];
@@ -642,9 +640,8 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
       step.busy_seconds[t.device] += t.seconds;
     } else {
       for (size_t slot = 0; slot < t.slot_busy.size(); ++slot) {
-        step.busy_seconds[ReplicaDevice(strategy.stages[t.stage], t.replica,
-                                        static_cast<int>(slot))] +=
-            t.slot_busy[slot];
+        step.busy_seconds[strategy.stages[t.stage].device(
+            t.replica, static_cast<int>(slot))] += t.slot_busy[slot];
       }
     }
     if (t.backward) --in_flight[t.device];
@@ -677,7 +674,7 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
   for (int s = 0; s < S; ++s) {
     const StageModel& st = plan.stages[s];
     const PipelineStage& stage = strategy.stages[s];
-    const std::vector<int>& replicas = stage.devices;
+    const std::vector<int> replicas = stage.FirstDevices();
     const int R = static_cast<int>(replicas.size());
     // Each replica's last backward: where its gradients become final.
     std::vector<double> last_start(R), last_end(R);
@@ -765,12 +762,11 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
   }
   if (options.record_schedule) {
     for (const Task& t : tasks) {
-      const int width = StageWidth(strategy.stages[t.stage]);
+      const int width = strategy.stages[t.stage].width();
       for (int slot = 0; slot < width; ++slot) {
-        out.tasks.push_back(
-            {t.stage, t.micro_batch,
-             ReplicaDevice(strategy.stages[t.stage], t.replica, slot),
-             t.backward, t.start, t.end});
+        out.tasks.push_back({t.stage, t.micro_batch,
+                             strategy.stages[t.stage].device(t.replica, slot),
+                             t.backward, t.start, t.end});
       }
     }
   }

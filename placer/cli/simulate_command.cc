@@ -120,7 +120,7 @@ std::string StrategyText(const SimulationContext& c, const Strategy& strategy,
   std::vector<int> stage_of(cluster.num_devices(), -1);
   for (size_t k = 0; k < strategy.stages.size(); ++k) {
     const PipelineStage& stage = strategy.stages[k];
-    for (int slot = 0; slot < StageWidth(stage); ++slot) {
+    for (int slot = 0; slot < stage.width(); ++slot) {
       for (int d : SlotDevices(stage, slot)) stage_of[d] = static_cast<int>(k);
     }
   }

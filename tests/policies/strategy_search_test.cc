@@ -85,14 +85,16 @@ TEST(StrategySearchTest, EachModeReturnsItsKindOfStrategy) {
   absl::StatusOr<StrategyChoice> data = s.Search(Parallelism::kData, 4);
   ASSERT_TRUE(data.ok()) << data.status();
   ASSERT_EQ(data->strategy.stages.size(), 1u);
-  EXPECT_EQ(data->strategy.stages[0].devices, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(data->strategy.stages[0].FirstDevices(),
+            (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(data->strategy.stages[0].width(), 1);
   EXPECT_EQ(data->strategy.micro_batches, 4);
 
   absl::StatusOr<StrategyChoice> pipe = s.Search(Parallelism::kPipeline, 8);
   ASSERT_TRUE(pipe.ok()) << pipe.status();
   EXPECT_GE(pipe->strategy.stages.size(), 2u);
   for (const PipelineStage& stage : pipe->strategy.stages) {
-    EXPECT_EQ(stage.devices.size(), 1u);
+    EXPECT_EQ(stage.num_replicas(), 1);
   }
   EXPECT_EQ(pipe->strategy.micro_batches, 8);
 
@@ -132,7 +134,7 @@ TEST(StrategySearchTest, SameInputsSameStrategy) {
   absl::StatusOr<StrategyChoice> wide =
       s.Search(Parallelism::kAuto, 8, options, "best");
   ASSERT_TRUE(h.ok() && h2.ok() && wide.ok()) << h.status();
-  EXPECT_GE(StageWidth(h->strategy.stages[0]), 2);
+  EXPECT_GE((h->strategy.stages[0]).width(), 2);
   EXPECT_EQ(DescribeStrategy(h->strategy), DescribeStrategy(h2->strategy));
   EXPECT_EQ(h->strategy.slot_of_op, h2->strategy.slot_of_op);
   EXPECT_EQ(h->simulation.step.step_seconds, h2->simulation.step.step_seconds);
@@ -180,7 +182,7 @@ TEST(StrategySearchTest, InsidePlacementsAreTakenFromAnEarlierSearch) {
       s.Search(Parallelism::kHybrid, 8, options, "best", &planted);
   ASSERT_TRUE(h.ok()) << h.status();
   EXPECT_EQ(h->strategy.slot_of_op, alternate);
-  EXPECT_EQ(h->strategy.stages[0].devices.size(), 4u);
+  EXPECT_EQ(h->strategy.stages[0].num_replicas(), 4);
 }
 
 TEST(StrategySearchTest, MemoryLimitsPushWeightsApart) {
@@ -224,8 +226,8 @@ TEST(StrategySearchTest, WhereNothingElseFitsReplicasOfAnOpPlacementDo) {
       s.Search(Parallelism::kHybrid, 4, options, "best");
   ASSERT_TRUE(h.ok()) << h.status();
   ASSERT_EQ(h->strategy.stages.size(), 1u);
-  EXPECT_EQ(h->strategy.stages[0].devices.size(), 2u);
-  EXPECT_EQ(StageWidth(h->strategy.stages[0]), 2)
+  EXPECT_EQ(h->strategy.stages[0].num_replicas(), 2);
+  EXPECT_EQ((h->strategy.stages[0]).width(), 2)
       << DescribeStrategy(h->strategy);
   // Both slots run ops: the model is split, not copied.
   std::vector<int> ops_on(2, 0);
@@ -239,7 +241,7 @@ TEST(StrategySearchTest, WhereNothingElseFitsReplicasOfAnOpPlacementDo) {
   EXPECT_LE(a->simulation.seconds_per_batch, h->simulation.seconds_per_batch);
   int widest = 1;
   for (const PipelineStage& stage : a->strategy.stages) {
-    widest = std::max(widest, StageWidth(stage));
+    widest = std::max(widest, stage.width());
   }
   EXPECT_EQ(widest, 2) << DescribeStrategy(a->strategy);
   for (const StrategyChoice* c : {&*h, &*a}) {

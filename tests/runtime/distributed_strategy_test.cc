@@ -194,7 +194,8 @@ Strategy TwoStages(const TrainingView& view, const Cluster& cluster,
       if (view.node(n).kind != NodeKind::kForward) continue;
       s.stage_of_op[view.node(n).forward_op] = seen++ < cut ? 0 : 1;
     }
-    s.stages = {{first_devices}, {second_devices}};
+    s.stages = {PipelineStage::OneDevicePerReplica(first_devices),
+                PipelineStage::OneDevicePerReplica(second_devices)};
     s.micro_batches = 4;
     s.schedule = PipelineSchedule::k1F1B;
     if (CheckStrategy(view, cluster, s).ok()) return s;
@@ -217,7 +218,7 @@ TEST(DistributedStrategyTest, RanksGiveOneProcesssLossesAndParameters) {
     TrainingView view = BuildTrainingView(graph);
     Strategy data;
     data.stage_of_op.assign(view.num_groups(), 0);
-    data.stages = {{{0, 1, 2, 3}}};
+    data.stages = {PipelineStage::OneDevicePerReplica({0, 1, 2, 3})};
     data.micro_batches = 4;
     // Replicas across ranks (allreduce between processes), and stages
     // across ranks (activations and gradients between processes).
@@ -245,10 +246,7 @@ Strategy WideReplicas(const TrainingView& view) {
     if (view.node(n).kind != NodeKind::kForward) continue;
     s.slot_of_op[view.node(n).forward_op] = seen++ % 2;
   }
-  PipelineStage stage;
-  stage.devices = {0, 2};
-  stage.more_devices = {{1}, {3}};
-  s.stages = {stage};
+  s.stages = {PipelineStage::OfReplicas({{0, 1}, {2, 3}})};
   s.micro_batches = 4;
   return s;
 }
@@ -262,7 +260,7 @@ void AlternateSlots(const TrainingView& view, Strategy* s) {
     if (view.node(n).kind != NodeKind::kForward) continue;
     const int op = view.node(n).forward_op;
     const int stage = s->stage_of_op[op];
-    if (StageWidth(s->stages[stage]) < 2) continue;
+    if ((s->stages[stage]).width() < 2) continue;
     s->slot_of_op[op] = seen[stage]++ % 2;
   }
 }
@@ -310,11 +308,11 @@ TEST(DistributedStrategyTest, WideStagesExchangeValuesAcrossRanks) {
     SCOPED_TRACE(name);
     TrainingView view = BuildTrainingView(graph);
     Strategy wide = TwoStages(view, cluster, {0}, {2});
-    wide.stages[0].more_devices = {{1}};
-    wide.stages[1].more_devices = {{3}};
+    wide.stages[0] = PipelineStage::OfReplicas({{0, 1}});
+    wide.stages[1] = PipelineStage::OfReplicas({{2, 3}});
     AlternateSlots(view, &wide);
     Strategy mixed = TwoStages(view, cluster, {0}, {2, 3});
-    mixed.stages[0].more_devices = {{1}};
+    mixed.stages[0] = PipelineStage::OfReplicas({{0, 1}});
     AlternateSlots(view, &mixed);
     for (Strategy* s : {&wide, &mixed}) {
       ASSERT_TRUE(CheckStrategy(view, cluster, *s).ok())
@@ -336,7 +334,7 @@ TEST(DistributedStrategyTest, AStalledRankIsNamed) {
   TrainingView view = BuildTrainingView(graph);
   Strategy data;
   data.stage_of_op.assign(view.num_groups(), 0);
-  data.stages = {{{0, 1, 2, 3}}};
+  data.stages = {PipelineStage::OneDevicePerReplica({0, 1, 2, 3})};
   data.micro_batches = 4;
   RunResult r = RunRanks(view, cluster, data, 2, /*timeout_seconds=*/2,
                          /*stall_rank=*/1);

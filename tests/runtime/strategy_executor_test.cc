@@ -62,10 +62,9 @@ Trajectory RunStrategy(const TrainingView& view, const Cluster& cluster,
   }
   // Every replica holds the same parameters.
   for (const PipelineStage& stage : strategy.stages) {
-    for (size_t k = 1; k < stage.devices.size(); ++k) {
+    for (int k = 1; k < stage.num_replicas(); ++k) {
       for (const std::string& name : ParameterNames(view)) {
-        absl::StatusOr<torch::Tensor> t =
-            (*e)->Parameter(name, static_cast<int>(k));
+        absl::StatusOr<torch::Tensor> t = (*e)->Parameter(name, k);
         if (!t.ok()) continue;  // another stage's
         EXPECT_TRUE(torch::equal(*t, run.parameters[name])) << name;
       }
@@ -123,7 +122,7 @@ Graph ResNet50() {
 Strategy OneDevice(const TrainingView& view, int micro_batches) {
   Strategy s;
   s.stage_of_op.assign(view.num_groups(), 0);
-  s.stages = {{{0}}};
+  s.stages = {PipelineStage::OneDevicePerReplica({0})};
   s.micro_batches = micro_batches;
   s.schedule = PipelineSchedule::k1F1B;
   return s;
@@ -202,7 +201,7 @@ TEST(StrategyExecutorTest, PipelinesAndReplicasMatchOneDevice) {
         Searched(view, cluster, Parallelism::kData, micro_batches);
     ASSERT_TRUE(data.ok()) << data.status();
     ASSERT_EQ(data->stages.size(), 1u);
-    ASSERT_EQ(data->stages[0].devices.size(), 2u);
+    ASSERT_EQ(data->stages[0].num_replicas(), 2);
     ExpectSame(one, RunStrategy(view, cluster, *data), 1e-5);
 
     absl::StatusOr<Strategy> pipeline =
@@ -236,7 +235,7 @@ TEST(StrategyExecutorTest, PinnedReplicasRunOnCoresOfTheirOwn) {
   absl::StatusOr<Strategy> data =
       Searched(view, cluster, Parallelism::kData, 2);
   ASSERT_TRUE(data.ok()) << data.status();
-  ASSERT_EQ(data->stages[0].devices.size(), 2u);
+  ASSERT_EQ(data->stages[0].num_replicas(), 2);
   for (bool pin : {true, false}) {
     std::mutex mu;
     std::set<std::vector<int>> seen;
@@ -297,7 +296,7 @@ TEST(StrategyExecutorTest, StagesOverSeveralDevicesMatchOneDevice) {
 
     Strategy hybrid = OneDevice(view, micro_batches);
     hybrid.slot_of_op = AlternatingSlots(view);
-    hybrid.stages = {{{0, 2}, {{1}, {3}}}};
+    hybrid.stages = {PipelineStage::OfReplicas({{0, 1}, {2, 3}})};
     ASSERT_EQ(DescribeStrategy(hybrid),
               "1 stage x 2 replicas of 2 devices, 4 micro-batches, 1f1b, ring");
     ExpectSame(one, RunStrategy(view, cluster, hybrid), 1e-5);
@@ -311,7 +310,8 @@ TEST(StrategyExecutorTest, StagesOverSeveralDevicesMatchOneDevice) {
     for (int g = 0; g < view.num_groups(); ++g) {
       if (wide.stage_of_op[g] == 1) wide.slot_of_op[g] = 0;
     }
-    wide.stages = {{{0}, {{1}}}, {{2}}};
+    wide.stages = {PipelineStage::OfReplicas({{0, 1}}),
+                   PipelineStage::OneDevicePerReplica({2})};
     for (PipelineSchedule schedule :
          {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B}) {
       SCOPED_TRACE(ScheduleName(schedule));
@@ -325,7 +325,7 @@ TEST(StrategyExecutorTest, AStrategyThatDoesNotFitIsRefused) {
   Graph graph = Gnmt2();
   TrainingView view = BuildTrainingView(graph);
   Strategy s = OneDevice(view, 2);
-  s.stages[0].devices = {0, 1, 2};
+  s.stages[0] = PipelineStage::OneDevicePerReplica({0, 1, 2});
   absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
       StrategyExecutor::Create(view, Cpus(2), s);
   ASSERT_FALSE(e.ok());

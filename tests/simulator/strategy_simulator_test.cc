@@ -108,7 +108,10 @@ Cluster Devices(int n) {
 Strategy FourStages(int micro_batches, PipelineSchedule schedule) {
   Strategy s;
   s.stage_of_op = {0, 1, 2, 3};
-  s.stages = {{{0}}, {{1}}, {{2}}, {{3}}};
+  s.stages = {PipelineStage::OneDevicePerReplica({0}),
+              PipelineStage::OneDevicePerReplica({1}),
+              PipelineStage::OneDevicePerReplica({2}),
+              PipelineStage::OneDevicePerReplica({3})};
   s.micro_batches = micro_batches;
   s.schedule = schedule;
   return s;
@@ -181,7 +184,7 @@ TEST(StrategySimulatorTest, OneStageOneReplicaIsTheSingleDeviceStep) {
   Fixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
   Strategy s;
   s.stage_of_op = {0, 0, 0, 0};
-  s.stages = {{{1}}};
+  s.stages = {PipelineStage::OneDevicePerReplica({1})};
   StrategySimulation r = f.Run(s);
   Placement p{{1, 1, 1, 1}};
   absl::StatusOr<SimulationResult> single = Simulate(f.context, p);
@@ -201,7 +204,7 @@ TEST(StrategySimulatorTest, EveryBackwardAfterAReplicasFirstAccumulates) {
   Fixture f(costs);
   Strategy one;
   one.stage_of_op = {0, 0, 0, 0};
-  one.stages = {{{0}}};
+  one.stages = {PipelineStage::OneDevicePerReplica({0})};
   one.micro_batches = 4;
   // 4 x (4 f + 4 b) + 3 x 1 + 4 updates.
   EXPECT_DOUBLE_EQ(f.Run(one).step.step_seconds, 4 * 12 + 3 * 1 + 4 * 0.5);
@@ -213,7 +216,7 @@ TEST(StrategySimulatorTest, EveryBackwardAfterAReplicasFirstAccumulates) {
   EXPECT_DOUBLE_EQ(loop->busy_seconds[0], 4 * 12 + 3 * 1 + 4 * 0.5);
   // Two replicas, two micro-batches each: one accumulation per replica.
   Strategy data = one;
-  data.stages = {{{0, 1}}};
+  data.stages = {PipelineStage::OneDevicePerReplica({0, 1})};
   StrategySimulation r = f.Run(data);
   EXPECT_NEAR(r.step.step_seconds, 2 * 12 + 1 * 1 + 4 * 0.5, 1e-9);
   EXPECT_DOUBLE_EQ(r.step.busy_seconds[1], 2 * 12 + 1 * 1 + 4 * 0.5);
@@ -227,7 +230,8 @@ TEST(StrategySimulatorTest, TraceShowsTasksTransfersAndBuckets) {
   Fixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
   Strategy s;
   s.stage_of_op = {0, 0, 1, 1};
-  s.stages = {{{0, 1}}, {{2, 3}}};
+  s.stages = {PipelineStage::OneDevicePerReplica({0, 1}),
+              PipelineStage::OneDevicePerReplica({2, 3})};
   s.micro_batches = 4;
   SimulationOptions record;
   record.record_schedule = true;
@@ -263,7 +267,7 @@ TEST(StrategySimulatorTest, RingAllreduceMatchesTheAlphaBetaFormula) {
   Fixture f(ConstantCosts(0, 0, 0, 1e-3, 1e6));
   Strategy s;
   s.stage_of_op = {0, 0, 0, 0};
-  s.stages = {{{0, 1, 2, 3}}};
+  s.stages = {PipelineStage::OneDevicePerReplica({0, 1, 2, 3})};
   s.micro_batches = 4;
   const double alpha = 1e-3, beta = 1e6, B = 256, p = 4;
   StrategySimulation ring = f.Run(s);
@@ -304,7 +308,7 @@ TEST(StrategySimulatorTest, BucketsOverlapTheLastBackward) {
   Fixture f(ConstantCosts(1, 1, 0, 1e-3, 1e6));
   Strategy s;
   s.stage_of_op = {0, 0, 0, 0};
-  s.stages = {{{0, 1}}};
+  s.stages = {PipelineStage::OneDevicePerReplica({0, 1})};
   s.micro_batches = 2;
   s.bucket_bytes = 64;
   StrategySimulation r = f.Run(s);
@@ -347,7 +351,7 @@ TEST(StrategySimulatorTest, ErrorsNameWhatIsWrong) {
       << r.status();
 
   Strategy shared = FourStages(1, PipelineSchedule::kGPipe);
-  shared.stages[1].devices = {0};
+  shared.stages[1] = PipelineStage::OneDevicePerReplica({0});
   r = SimulateStrategy(f.context, shared);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("/d:0 is in stage 0 and stage 1"),
@@ -356,7 +360,7 @@ TEST(StrategySimulatorTest, ErrorsNameWhatIsWrong) {
 
   Strategy few = FourStages(1, PipelineSchedule::kGPipe);
   few.stage_of_op = {0, 0, 0, 0};
-  few.stages = {{{0, 1, 2}}};
+  few.stages = {PipelineStage::OneDevicePerReplica({0, 1, 2})};
   r = SimulateStrategy(f.context, few);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("every replica needs one"),
@@ -375,7 +379,7 @@ TEST(StrategySimulatorTest, AStageOverTwoDevicesSchedulesItsNodesOnBoth) {
   Strategy s;
   s.stage_of_op = {0, 0, 0, 0};
   s.slot_of_op = {0, 0, 1, 1};
-  s.stages = {{{0}, {{1}}}};
+  s.stages = {PipelineStage::OfReplicas({{0, 1}})};
   StrategySimulation r = f.Run(s);
   const double x = 1e-3 + 64 / 1e6;
   EXPECT_NEAR(r.step.step_seconds, 4 * 1 + 4 * 2 + 2 * x + 2 * 0.5, 1e-12);
@@ -403,7 +407,7 @@ TEST(StrategySimulatorTest, EachSlotOfAWideStageAllreducesItsOwnGradients) {
   Strategy s;
   s.stage_of_op = {0, 0, 0, 0};
   s.slot_of_op = {0, 0, 1, 1};
-  s.stages = {{{0, 2}, {{1}, {3}}}};
+  s.stages = {PipelineStage::OfReplicas({{0, 1}, {2, 3}})};
   s.micro_batches = 2;
   SimulationOptions options;
   options.record_schedule = true;
@@ -431,7 +435,7 @@ TEST(StrategySimulatorTest, AWideStageRoundTripsThroughThePlacementFile) {
   Strategy s;
   s.stage_of_op = {0, 0, 0, 0};
   s.slot_of_op = {0, 1, 1, 0};
-  s.stages = {{{0, 2}, {{1}, {3}}}};
+  s.stages = {PipelineStage::OfReplicas({{0, 1}, {2, 3}})};
   s.micro_batches = 4;
   const std::string json =
       StrategyToJson(s, f.graph, f.cluster, PlacementInfo{}, 1.0);
@@ -442,8 +446,11 @@ TEST(StrategySimulatorTest, AWideStageRoundTripsThroughThePlacementFile) {
   ASSERT_TRUE(read->strategy.has_value());
   EXPECT_EQ(read->strategy->stage_of_op, s.stage_of_op);
   EXPECT_EQ(read->strategy->slot_of_op, s.slot_of_op);
-  EXPECT_EQ(read->strategy->stages[0].devices, s.stages[0].devices);
-  EXPECT_EQ(read->strategy->stages[0].more_devices, s.stages[0].more_devices);
+  ASSERT_EQ(read->strategy->stages[0].num_replicas(), 2);
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(read->strategy->stages[0].replicas[k].device_of_slot,
+              s.stages[0].replicas[k].device_of_slot);
+  }
   EXPECT_EQ(read->placement.device_of_op, (std::vector<int>{0, 1, 1, 0}));
   // An op on a device of another replica names it.
   std::string bad = json;
@@ -464,7 +471,7 @@ TEST(StrategySimulatorTest, WideStageErrorsNameWhatIsWrong) {
   Strategy s;
   s.stage_of_op = {0, 0, 0, 0};
   s.slot_of_op = {0, 0, 2, 1};
-  s.stages = {{{0}, {{1}}}};
+  s.stages = {PipelineStage::OfReplicas({{0, 1}})};
   absl::StatusOr<StrategySimulation> r = SimulateStrategy(f.context, s);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find(
@@ -472,14 +479,14 @@ TEST(StrategySimulatorTest, WideStageErrorsNameWhatIsWrong) {
             std::string::npos)
       << r.status();
   s.slot_of_op = {0, 0, 1, 1};
-  s.stages = {{{0, 2}, {{1}, {3, 1}}}};
+  s.stages = {PipelineStage::OfReplicas({{0, 1}, {2, 3, 1}})};
   s.micro_batches = 2;
   r = SimulateStrategy(f.context, s);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("replica 1 has 3 devices"),
             std::string::npos)
       << r.status();
-  s.stages = {{{0, 2}, {{1}, {0}}}};
+  s.stages = {PipelineStage::OfReplicas({{0, 1}, {2, 0}})};
   r = SimulateStrategy(f.context, s);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("/d:0 is in stage 0 and stage 0"),
@@ -513,7 +520,7 @@ TEST(StrategySimulatorTest, OneStageChargesPartialAddsAsSimulateDoes) {
   SharedWeight f(costs);
   Strategy s;
   s.stage_of_op = {0, 0, 0, 0};
-  s.stages = {{{1}}};
+  s.stages = {PipelineStage::OneDevicePerReplica({1})};
   absl::StatusOr<StrategySimulation> r = SimulateStrategy(f.context, s);
   ASSERT_TRUE(r.ok()) << r.status();
   absl::StatusOr<SimulationResult> single =
@@ -536,7 +543,7 @@ TEST(StrategySimulatorTest, AWideSlotAddsUpEveryOtherSlotsBuffer) {
   Strategy s;
   s.stage_of_op = {0, 0, 0, 0};
   s.slot_of_op = {0, 1, 2, 1};
-  s.stages = {{{0}, {{1, 2}}}};
+  s.stages = {PipelineStage::OfReplicas({{0, 1, 2}})};
   absl::StatusOr<StrategySimulation> r = SimulateStrategy(f.context, s);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_DOUBLE_EQ(r->step.step_seconds, 4 + 8.5 + 0.25 + 0.5);
@@ -550,7 +557,8 @@ TEST(StrategySimulatorTest, AWeightReadInTwoStagesIsRefused) {
   SharedWeight f(ConstantCosts(1, 1, 0, 0, 1e300));
   Strategy s;
   s.stage_of_op = {0, 0, 1, 1};
-  s.stages = {{{0}}, {{1}}};
+  s.stages = {PipelineStage::OneDevicePerReplica({0}),
+              PipelineStage::OneDevicePerReplica({1})};
   absl::StatusOr<StrategySimulation> r = SimulateStrategy(f.context, s);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("parameter 'w' lives in stage 0"),
