@@ -1,6 +1,8 @@
-// Over 600 lines, one idea: evaluating exporters' shape arithmetic
-// (Shape, Gather, Concat, Unsqueeze, Reshape... on known values) so that
-// shapes downstream become known; one small evaluator per op type.
+// Evaluating exporters' shape computations (Shape, Gather, Concat,
+// Unsqueeze, Reshape... on known values) so that shapes downstream become
+// known: one small evaluator per op type, the values' helpers they share
+// (folding_kernels.h) and the dispatch. Arithmetic, comparisons, Where
+// and ReduceProd: constant_folding_arithmetic.cc.
 #include "graph/constant_folding.h"
 
 #include <algorithm>
@@ -10,12 +12,13 @@
 #include <functional>
 
 #include "absl/container/flat_hash_map.h"
+#include "graph/folding_kernels.h"
 
 namespace placer {
 
 int64_t FoldedValue::size() const { return ElementCount(dims); }
 
-namespace {
+namespace folding {
 
 // A double as int64 when int64 can hold it (the cast is undefined
 // otherwise); nullopt for NaN, infinities and values out of range.
@@ -147,9 +150,6 @@ void Unravel(int64_t flat, const std::vector<int64_t>& dims,
   }
 }
 
-using Result = std::optional<std::vector<FoldedValue>>;
-using FoldFn = Result (*)(const Op&, const std::vector<FoldInput>&);
-
 Result One(FoldedValue v) { return std::vector<FoldedValue>{std::move(v)}; }
 
 bool AllConstant(const std::vector<FoldInput>& in, size_t count) {
@@ -159,6 +159,30 @@ bool AllConstant(const std::vector<FoldInput>& in, size_t count) {
   }
   return true;
 }
+
+}  // namespace folding
+
+namespace {
+
+using folding::AllConstant;
+using folding::AppendRaw;
+using folding::BroadcastIndex;
+using folding::BroadcastShape;
+using folding::FoldTable;
+using folding::IntAt;
+using folding::IntList;
+using folding::MakeLike;
+using folding::NormalizeAxis;
+using folding::One;
+using folding::Product;
+using folding::RealAt;
+using folding::Result;
+using folding::SaturatingInt64;
+using folding::SetFrom;
+using folding::Strides;
+using folding::Supported;
+using folding::ToInt64;
+using folding::Unravel;
 
 Result FoldShape(const Op& op, const std::vector<FoldInput>& in) {
   if (in.empty() || in[0].shape == nullptr) return std::nullopt;
@@ -516,207 +540,27 @@ Result FoldRange(const Op&, const std::vector<FoldInput>& in) {
   return One(std::move(v));
 }
 
-enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMod, kPow, kMin, kMax, kEqual,
-                      kLess, kGreater, kAnd, kOr };
-
-template <BinaryOp kOp>
-Result FoldBinary(const Op& op, const std::vector<FoldInput>& in) {
-  if (!AllConstant(in, 2)) return std::nullopt;
-  const FoldedValue& a = *in[0].value;
-  const FoldedValue& b = *in[1].value;
-  auto dims = BroadcastShape({&a, &b});
-  if (!dims || Product(*dims) > kMaxFoldedElements) return std::nullopt;
-  constexpr bool kLogical = kOp == BinaryOp::kEqual || kOp == BinaryOp::kLess ||
-                            kOp == BinaryOp::kGreater ||
-                            kOp == BinaryOp::kAnd || kOp == BinaryOp::kOr;
-  FoldedValue v = MakeLike(kLogical ? DataType::kBool : a.dtype, *dims);
-  std::vector<int64_t> index;
-  for (int64_t o = 0; o < v.size(); ++o) {
-    Unravel(o, *dims, &index);
-    int64_t i = BroadcastIndex(a, index), j = BroadcastIndex(b, index);
-    if (a.is_integral() && !kLogical) {
-      int64_t x = IntAt(a, i), y = IntAt(b, j), r = 0;
-      // A result that int64 cannot hold is not folded (never guessed):
-      // found by fuzzing (128 * 288230376151711743 in a Mul).
-      switch (kOp) {
-        case BinaryOp::kAdd:
-          if (__builtin_add_overflow(x, y, &r)) return std::nullopt;
-          break;
-        case BinaryOp::kSub:
-          if (__builtin_sub_overflow(x, y, &r)) return std::nullopt;
-          break;
-        case BinaryOp::kMul:
-          if (__builtin_mul_overflow(x, y, &r)) return std::nullopt;
-          break;
-        case BinaryOp::kDiv:
-          if (y == 0 || (y == -1 && x == INT64_MIN)) return std::nullopt;
-          r = x / y;
-          break;
-        case BinaryOp::kMod: {
-          if (y == 0 || (y == -1 && x == INT64_MIN)) return std::nullopt;
-          if (op.IntAttribute("fmod", 0)) {
-            r = x % y;
-          } else if (__builtin_add_overflow(x % y, y, &r)) {
-            return std::nullopt;
-          } else {
-            r %= y;
-          }
-          break;
-        }
-        case BinaryOp::kPow: {
-          std::optional<int64_t> p = ToInt64(
-              std::pow(static_cast<double>(x), static_cast<double>(y)));
-          if (!p) return std::nullopt;
-          r = *p;
-          break;
-        }
-        case BinaryOp::kMin: r = std::min(x, y); break;
-        case BinaryOp::kMax: r = std::max(x, y); break;
-        default: break;
-      }
-      v.ints[o] = r;
-      continue;
-    }
-    double x = RealAt(a, i), y = RealAt(b, j), r = 0;
-    switch (kOp) {
-      case BinaryOp::kAdd: r = x + y; break;
-      case BinaryOp::kSub: r = x - y; break;
-      case BinaryOp::kMul: r = x * y; break;
-      case BinaryOp::kDiv: r = x / y; break;
-      case BinaryOp::kMod: r = std::fmod(x, y); break;
-      case BinaryOp::kPow: r = std::pow(x, y); break;
-      case BinaryOp::kMin: r = std::min(x, y); break;
-      case BinaryOp::kMax: r = std::max(x, y); break;
-      case BinaryOp::kEqual: r = x == y; break;
-      case BinaryOp::kLess: r = x < y; break;
-      case BinaryOp::kGreater: r = x > y; break;
-      case BinaryOp::kAnd: r = (x != 0) && (y != 0); break;
-      case BinaryOp::kOr: r = (x != 0) || (y != 0); break;
-    }
-    if (v.is_integral()) {
-      v.ints[o] = static_cast<int64_t>(r);
-    } else {
-      v.reals[o] = r;
-    }
-  }
-  return One(std::move(v));
-}
-
-enum class UnaryOp { kNeg, kAbs, kSqrt, kFloor, kCeil, kNot, kReciprocal };
-
-template <UnaryOp kOp>
-Result FoldUnary(const Op&, const std::vector<FoldInput>& in) {
-  if (!AllConstant(in, 1)) return std::nullopt;
-  FoldedValue v = *in[0].value;
-  for (int64_t i = 0; i < v.size(); ++i) {
-    double x = RealAt(v, i), r = 0;
-    switch (kOp) {
-      case UnaryOp::kNeg: r = -x; break;
-      case UnaryOp::kAbs: r = std::fabs(x); break;
-      case UnaryOp::kSqrt: r = std::sqrt(x); break;
-      case UnaryOp::kFloor: r = std::floor(x); break;
-      case UnaryOp::kCeil: r = std::ceil(x); break;
-      case UnaryOp::kNot: r = x == 0; break;
-      case UnaryOp::kReciprocal: r = 1 / x; break;
-    }
-    if (v.is_integral()) {
-      if ((kOp == UnaryOp::kNeg || kOp == UnaryOp::kAbs) &&
-          v.ints[i] == INT64_MIN) {
-        return std::nullopt;  // -INT64_MIN does not exist
-      }
-      if (kOp == UnaryOp::kNeg) {
-        v.ints[i] = -v.ints[i];
-      } else if (kOp == UnaryOp::kAbs) {
-        v.ints[i] = v.ints[i] < 0 ? -v.ints[i] : v.ints[i];
-      } else {
-        std::optional<int64_t> as_int = ToInt64(r);
-        if (!as_int) return std::nullopt;
-        v.ints[i] = *as_int;
-      }
-    } else {
-      v.reals[i] = r;
-    }
-  }
-  return One(std::move(v));
-}
-
-Result FoldWhere(const Op&, const std::vector<FoldInput>& in) {
-  if (!AllConstant(in, 3)) return std::nullopt;
-  const FoldedValue &c = *in[0].value, &x = *in[1].value, &y = *in[2].value;
-  auto dims = BroadcastShape({&c, &x, &y});
-  if (!dims || Product(*dims) > kMaxFoldedElements) return std::nullopt;
-  FoldedValue v = MakeLike(x.dtype, *dims);
-  std::vector<int64_t> index;
-  for (int64_t o = 0; o < v.size(); ++o) {
-    Unravel(o, *dims, &index);
-    bool pick_x = IntAt(c, BroadcastIndex(c, index)) != 0;
-    const FoldedValue& src = pick_x ? x : y;
-    SetFrom(v, o, src, BroadcastIndex(src, index));
-  }
-  return One(std::move(v));
-}
-
-Result FoldReduceProd(const Op& op, const std::vector<FoldInput>& in) {
-  // Only the full reduction that shape code uses (no axes).
-  if (!AllConstant(in, 1) || !op.IntsAttribute("axes").empty() ||
-      in.size() > 1) {
-    return std::nullopt;
-  }
-  FoldedValue v = MakeLike(in[0].value->dtype, {});
-  if (op.IntAttribute("keepdims", 1)) {
-    v.dims.assign(in[0].value->dims.size(), 1);
-  }
-  double p = 1;
-  for (int64_t i = 0; i < in[0].value->size(); ++i) p *= RealAt(*in[0].value, i);
-  if (v.is_integral()) {
-    std::optional<int64_t> as_int = ToInt64(p);
-    if (!as_int) return std::nullopt;
-    v.ints = {*as_int};
-  } else {
-    v.reals = {p};
-  }
-  return One(std::move(v));
-}
-
-const absl::flat_hash_map<std::string, FoldFn>& FoldTable() {
-  static const auto* table = new absl::flat_hash_map<std::string, FoldFn>{
-      {"Shape", FoldShape},
-      {"Size", FoldSize},
-      {"Identity", FoldIdentity},
-      {"Cast", FoldCast},
-      {"ConstantOfShape", FoldConstantOfShape},
-      {"Gather", FoldGather},
-      {"Unsqueeze", FoldUnsqueeze},
-      {"Squeeze", FoldSqueeze},
-      {"Concat", FoldConcat},
-      {"Slice", FoldSlice},
-      {"Split", FoldSplit},
-      {"Reshape", FoldReshape},
-      {"Expand", FoldExpand},
-      {"Range", FoldRange},
-      {"Where", FoldWhere},
-      {"ReduceProd", FoldReduceProd},
-      {"Add", FoldBinary<BinaryOp::kAdd>},
-      {"Sub", FoldBinary<BinaryOp::kSub>},
-      {"Mul", FoldBinary<BinaryOp::kMul>},
-      {"Div", FoldBinary<BinaryOp::kDiv>},
-      {"Mod", FoldBinary<BinaryOp::kMod>},
-      {"Pow", FoldBinary<BinaryOp::kPow>},
-      {"Min", FoldBinary<BinaryOp::kMin>},
-      {"Max", FoldBinary<BinaryOp::kMax>},
-      {"Equal", FoldBinary<BinaryOp::kEqual>},
-      {"Less", FoldBinary<BinaryOp::kLess>},
-      {"Greater", FoldBinary<BinaryOp::kGreater>},
-      {"And", FoldBinary<BinaryOp::kAnd>},
-      {"Or", FoldBinary<BinaryOp::kOr>},
-      {"Neg", FoldUnary<UnaryOp::kNeg>},
-      {"Abs", FoldUnary<UnaryOp::kAbs>},
-      {"Sqrt", FoldUnary<UnaryOp::kSqrt>},
-      {"Floor", FoldUnary<UnaryOp::kFloor>},
-      {"Ceil", FoldUnary<UnaryOp::kCeil>},
-      {"Not", FoldUnary<UnaryOp::kNot>},
-      {"Reciprocal", FoldUnary<UnaryOp::kReciprocal>},
-  };
+const FoldTable& Folds() {
+  static const auto* table = [] {
+    auto* table = new FoldTable{
+        {"Shape", FoldShape},
+        {"Size", FoldSize},
+        {"Identity", FoldIdentity},
+        {"Cast", FoldCast},
+        {"ConstantOfShape", FoldConstantOfShape},
+        {"Gather", FoldGather},
+        {"Unsqueeze", FoldUnsqueeze},
+        {"Squeeze", FoldSqueeze},
+        {"Concat", FoldConcat},
+        {"Slice", FoldSlice},
+        {"Split", FoldSplit},
+        {"Reshape", FoldReshape},
+        {"Expand", FoldExpand},
+        {"Range", FoldRange},
+    };
+    folding::AddArithmeticFolds(*table);
+    return table;
+  }();
   return *table;
 }
 
@@ -742,7 +586,7 @@ TensorData FoldedValue::ToTensorData() const {
 std::optional<std::vector<FoldedValue>> FoldNode(
     const Op& op, const std::vector<FoldInput>& inputs) {
   if (!op.domain.empty() && op.domain != "ai.onnx") return std::nullopt;
-  const auto& table = FoldTable();
+  const FoldTable& table = Folds();
   auto it = table.find(op.op_type);
   if (it == table.end()) return std::nullopt;
   for (const FoldInput& in : inputs) {

@@ -1,6 +1,8 @@
 // The form of one LibTorch kernel of torch_ops.h's registry, and the
 // helpers kernels share, for the files that define kernels
-// (torch_ops.cc: elementwise, linear algebra, shapes, losses;
+// (torch_ops.cc: elementwise, linear algebra, shapes, reductions;
+// torch_ops_layers.cc: convolution, pooling, normalization, recurrent
+// cells, softmax and losses, dropout;
 // torch_ops_image.cc: normalizations, transposed convolution, resizing;
 // torch_ops_indexing.cc: top-k, scatters, gathers, cumulative sums).
 //
@@ -36,7 +38,9 @@ std::vector<int64_t> IntsOf(const torch::Tensor& t);
 // A possibly negative axis, counted from 0.
 int64_t Axis(int64_t axis, int64_t rank);
 
-// The kernels of torch_ops_image.cc and torch_ops_indexing.cc.
+// The kernels of torch_ops_layers.cc, torch_ops_image.cc and
+// torch_ops_indexing.cc.
+void AddLayerKernels(KernelTable& table);
 void AddImageKernels(KernelTable& table);
 void AddIndexingKernels(KernelTable& table);
 
