@@ -1,5 +1,5 @@
 #!/bin/bash
-# Writes the tight clusters of docs/memory.md into DIR: for each zoo model,
+# Writes the tight clusters of docs/memory_results.md into DIR: for each zoo model,
 # p100x4 with each device given a third, and v100x8 with each given a
 # quarter, of the model's single-device peak (benchmarks/results/bench.csv's "single"
 # rows); and small4.pbtxt, p100x4 cut to 2.9 GiB a device (issue 19's
