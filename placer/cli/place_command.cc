@@ -230,17 +230,46 @@ std::string StrategyJson(const std::vector<StrategyRow>& rows,
   return ReportJson(s);
 }
 
+// What place is told, its own flags read once (the model's, the
+// training's, the cost model's and the searches' are read by cli_common).
+struct PlaceFlags {
+  std::string cluster;
+  std::string policy;
+  std::string checkpoint;   // a trained model for learned policies
+  std::string parallelism;  // "model", "data", "pipeline", "hybrid", "auto"
+  int micro_batches = 0;    // 0: one per device
+  bool compare = false;
+  bool json = false;
+  std::string out_path;     // -o; empty: no file
+  std::string report_path;  // --report; empty: no HTML report
+};
+
+PlaceFlags ReadPlaceFlags() {
+  PlaceFlags f;
+  f.cluster = absl::GetFlag(FLAGS_cluster);
+  f.policy = absl::GetFlag(FLAGS_policy);
+  f.checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  f.parallelism = absl::GetFlag(FLAGS_parallelism);
+  f.micro_batches = absl::GetFlag(FLAGS_micro_batches);
+  f.compare = absl::GetFlag(FLAGS_compare);
+  f.json = absl::GetFlag(FLAGS_json);
+  f.out_path = absl::GetFlag(FLAGS_o);
+  f.report_path = absl::GetFlag(FLAGS_report);
+  return f;
+}
+
 int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
                         const Cluster& cluster, const PolicyInput& input,
-                        const PolicyOptions& options, const std::string& policy,
+                        const PolicyOptions& options, const PlaceFlags& flags,
                         const std::function<const PolicyRun&()>& op_policy) {
+  const std::string& policy = flags.policy;
   const std::vector<int> pool = IdenticalDevicePool(cluster);
   if (pool.size() < 2) {
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         "--parallelism ", ParallelismName(mode), ": cluster '",
         cluster.name(), "' has no two identical devices")));
   }
-  int micro_batches = absl::GetFlag(FLAGS_micro_batches);
+  int micro_batches = flags.micro_batches;
   if (micro_batches < 0) {
     return UsageError("--micro-batches must be at least 1 (0: one per device)");
   }
@@ -277,12 +306,11 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
   const double single_per_batch =
       rows[0].status.ok() ? rows[0].seconds_per_batch : 0;
   const std::string chosen_name = chosen ? chosen->name : "";
-  std::cout << (absl::GetFlag(FLAGS_json)
-                    ? StrategyJson(rows, single_per_batch, chosen_name,
-                                   cluster)
+  std::cout << (flags.json
+                    ? StrategyJson(rows, single_per_batch, chosen_name, cluster)
                     : StrategyText(rows, single_per_batch, chosen_name));
   if (chosen == nullptr) return Fail(rows.back().status);
-  if (std::string out = absl::GetFlag(FLAGS_o); !out.empty()) {
+  if (const std::string& out = flags.out_path; !out.empty()) {
     PlacementInfo info{model.source, chosen->name, chosen->step.step_seconds};
     const std::string json =
         chosen->strategy
@@ -301,16 +329,16 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
 
 int PlaceCommand(const std::vector<std::string>& args) {
   if (args.size() != 1) return UsageError("place takes one MODEL");
-  if (absl::GetFlag(FLAGS_cluster).empty()) {
+  const PlaceFlags flags = ReadPlaceFlags();
+  if (flags.cluster.empty()) {
     return UsageError("place needs --cluster");
   }
   absl::StatusOr<LoadedModel> model = LoadModelFromFlags(args[0]);
   if (!model.ok()) return Fail(model.status());
-  absl::StatusOr<Cluster> cluster =
-      LoadUserCluster(absl::GetFlag(FLAGS_cluster));
+  absl::StatusOr<Cluster> cluster = LoadUserCluster(flags.cluster);
   if (!cluster.ok()) return Fail(cluster.status());
-  std::string policy = absl::GetFlag(FLAGS_policy);
-  const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  const std::string& policy = flags.policy;
+  const std::string& checkpoint = flags.checkpoint;
   if (const PolicyInfo* info = FindPolicy(policy);
       !checkpoint.empty() && info != nullptr &&
       info->kind != PolicyKind::kLearned) {
@@ -321,8 +349,7 @@ int PlaceCommand(const std::vector<std::string>& args) {
     return Fail(p.status());
   }
 
-  absl::StatusOr<Parallelism> parallelism =
-      ParseParallelism(absl::GetFlag(FLAGS_parallelism));
+  absl::StatusOr<Parallelism> parallelism = ParseParallelism(flags.parallelism);
   if (!parallelism.ok()) {
     return UsageError(absl::StrCat("--parallelism: ",
                                    parallelism.status().message()));
@@ -388,22 +415,22 @@ int PlaceCommand(const std::vector<std::string>& args) {
     return it->second;
   };
   if (*parallelism != Parallelism::kModel) {
-    if (!absl::GetFlag(FLAGS_report).empty()) {
+    if (!flags.report_path.empty()) {
       return UsageError(
           "--report draws op placements; simulate a strategy's file with "
           "--trace to see its step");
     }
-    if (absl::GetFlag(FLAGS_compare)) {
+    if (flags.compare) {
       return UsageError("--compare compares op placement policies; drop it "
                         "or --parallelism");
     }
     return PlaceWithStrategies(
-        *parallelism, *model, *cluster, input, options, policy,
+        *parallelism, *model, *cluster, input, options, flags,
         [&]() -> const PolicyRun& { return run_once(policy); });
   }
   const PolicyRun single = run_once(kSpeedupBaselinePolicy);
   std::vector<PolicyRun> rows;
-  if (absl::GetFlag(FLAGS_compare)) {
+  if (flags.compare) {
     for (const PolicyInfo& info : Policies()) {
       if (StopOnSignal::requested()) break;  // report what ran
       rows.push_back(run_once(info.name));
@@ -428,14 +455,13 @@ int PlaceCommand(const std::vector<std::string>& args) {
                  "found so far\n";
   }
   // One policy that failed: its error, once (not also as a table row).
-  if (!absl::GetFlag(FLAGS_compare) && !rows[0].status.ok()) {
+  if (!flags.compare && !rows[0].status.ok()) {
     return Fail(rows[0].status);
   }
   double single_seconds = single.status.ok() ? single.result.step_seconds : 0;
   double bound = context.lower_bound_seconds();
-  std::cout << (absl::GetFlag(FLAGS_json)
-                    ? Json(rows, single_seconds, bound, *cluster)
-                    : Text(rows, single_seconds, bound));
+  std::cout << (flags.json ? Json(rows, single_seconds, bound, *cluster)
+                           : Text(rows, single_seconds, bound));
 
   const PolicyRun* chosen = nullptr;
   for (const PolicyRun& r : rows) {
@@ -445,7 +471,7 @@ int PlaceCommand(const std::vector<std::string>& args) {
     return Fail(chosen == nullptr ? absl::NotFoundError(policy)
                                   : chosen->status);
   }
-  if (std::string out = absl::GetFlag(FLAGS_o); !out.empty()) {
+  if (const std::string& out = flags.out_path; !out.empty()) {
     PlacementInfo info{model->source, policy, chosen->result.step_seconds};
     absl::Status s = WriteFileAtomically(
         UserPath(out),
@@ -453,7 +479,7 @@ int PlaceCommand(const std::vector<std::string>& args) {
     if (!s.ok()) return Fail(s);
     ReportWrote(out, policy);
   }
-  if (std::string path = absl::GetFlag(FLAGS_report); !path.empty()) {
+  if (const std::string& path = flags.report_path; !path.empty()) {
     SimulationOptions recorded;
     recorded.record_schedule = true;
     absl::StatusOr<SimulationResult> step =
@@ -464,7 +490,7 @@ int PlaceCommand(const std::vector<std::string>& args) {
         absl::StrCat(model->source, " on ", cluster->name(), " (", policy, ")");
     report.context = &context;
     report.result = &*step;
-    if (absl::GetFlag(FLAGS_compare)) {
+    if (flags.compare) {
       for (const PolicyRun& r : rows) {
         report.comparison.push_back(
             {r.policy, r.status.ok(), r.result.step_seconds,

@@ -25,9 +25,30 @@
 namespace placer {
 namespace {
 
-absl::StatusOr<std::unique_ptr<ReadyOrder>> ReadyOrderFromFlag() {
-  absl::StatusOr<std::unique_ptr<ReadyOrder>> order =
-      NewReadyOrder(absl::GetFlag(FLAGS_order));
+// What simulate is told, its flags read once.
+struct SimulateFlags {
+  std::string cluster;
+  std::string placement;    // the placement or strategy file
+  std::string order;        // the ready queues' order
+  std::string trace_path;   // empty: no Chrome trace
+  std::string report_path;  // empty: no HTML report
+  bool json = false;
+};
+
+SimulateFlags ReadSimulateFlags() {
+  SimulateFlags f;
+  f.cluster = absl::GetFlag(FLAGS_cluster);
+  f.placement = absl::GetFlag(FLAGS_placement);
+  f.order = absl::GetFlag(FLAGS_order);
+  f.trace_path = absl::GetFlag(FLAGS_trace);
+  f.report_path = absl::GetFlag(FLAGS_report);
+  f.json = absl::GetFlag(FLAGS_json);
+  return f;
+}
+
+absl::StatusOr<std::unique_ptr<ReadyOrder>> ReadyOrderFromFlag(
+    const std::string& name) {
+  absl::StatusOr<std::unique_ptr<ReadyOrder>> order = NewReadyOrder(name);
   if (!order.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--order: ", order.status().message()));
@@ -153,22 +174,23 @@ std::string StrategyJson(const SimulationContext& c, const Strategy& strategy,
 
 int SimulateCommand(const std::vector<std::string>& args) {
   if (args.size() != 1) return UsageError("simulate takes one MODEL");
-  if (absl::GetFlag(FLAGS_cluster).empty()) {
+  const SimulateFlags flags = ReadSimulateFlags();
+  if (flags.cluster.empty()) {
     return UsageError("simulate needs --cluster");
   }
-  if (absl::GetFlag(FLAGS_placement).empty()) {
+  if (flags.placement.empty()) {
     return UsageError("simulate needs --placement FILE.json");
   }
   absl::StatusOr<LoadedModel> model = LoadModelFromFlags(args[0]);
   if (!model.ok()) return Fail(model.status());
-  absl::StatusOr<Cluster> cluster =
-      LoadUserCluster(absl::GetFlag(FLAGS_cluster));
+  absl::StatusOr<Cluster> cluster = LoadUserCluster(flags.cluster);
   if (!cluster.ok()) return Fail(cluster.status());
   absl::StatusOr<PlacementOrStrategy> file = ReadPlacementOrStrategyFile(
-      UserPath(absl::GetFlag(FLAGS_placement)), model->graph, *cluster);
+      UserPath(flags.placement), model->graph, *cluster);
   if (!file.ok()) return Fail(file.status());
   const Placement* placement = &file->placement;
-  absl::StatusOr<std::unique_ptr<ReadyOrder>> order = ReadyOrderFromFlag();
+  absl::StatusOr<std::unique_ptr<ReadyOrder>> order =
+      ReadyOrderFromFlag(flags.order);
   if (!order.ok()) return Fail(order.status());
 
   absl::StatusOr<TrainingOptions> training = TrainingOptionsFromFlags();
@@ -179,8 +201,8 @@ int SimulateCommand(const std::vector<std::string>& args) {
   std::unique_ptr<CostModel> costs = std::move(*made);
   SimulationContext context =
       SimulationContext::Create(view, *cluster, *costs, **order);
-  std::string trace_path = absl::GetFlag(FLAGS_trace);
-  const std::string report_path = absl::GetFlag(FLAGS_report);
+  const std::string& trace_path = flags.trace_path;
+  const std::string& report_path = flags.report_path;
   if (file->strategy && !report_path.empty()) {
     return UsageError(
         "--report draws op placements; a strategy's step is drawn by --trace "
@@ -192,8 +214,8 @@ int SimulateCommand(const std::vector<std::string>& args) {
     absl::StatusOr<StrategySimulation> step =
         SimulateStrategy(context, *file->strategy, options);
     if (!step.ok()) {
-      return Fail(WithContext(
-          step.status(), absl::StrCat(absl::GetFlag(FLAGS_placement), ": ")));
+      return Fail(
+          WithContext(step.status(), absl::StrCat(flags.placement, ": ")));
     }
     if (!trace_path.empty()) {
       std::ofstream trace(UserPath(trace_path), std::ios::trunc);
@@ -203,9 +225,8 @@ int SimulateCommand(const std::vector<std::string>& args) {
       }
       ReportWrote(trace_path, "Chrome trace");
     }
-    std::cout << (absl::GetFlag(FLAGS_json)
-                      ? StrategyJson(context, *file->strategy, *step)
-                      : StrategyText(context, *file->strategy, *step));
+    std::cout << (flags.json ? StrategyJson(context, *file->strategy, *step)
+                             : StrategyText(context, *file->strategy, *step));
     return 0;
   }
   SimulationOptions sim_options;
@@ -224,7 +245,7 @@ int SimulateCommand(const std::vector<std::string>& args) {
   if (!report_path.empty()) {
     PlanReport report;
     report.title = absl::StrCat(model->source, " on ", cluster->name(), " (",
-                                absl::GetFlag(FLAGS_placement), ")");
+                                flags.placement, ")");
     report.context = &context;
     report.result = &*result;
     if (absl::Status s =
@@ -234,8 +255,7 @@ int SimulateCommand(const std::vector<std::string>& args) {
     }
     ReportWrote(report_path, "HTML report");
   }
-  std::cout << (absl::GetFlag(FLAGS_json) ? Json(context, *result)
-                                          : Text(context, *result));
+  std::cout << (flags.json ? Json(context, *result) : Text(context, *result));
   return 0;
 }
 
