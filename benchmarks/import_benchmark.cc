@@ -68,14 +68,14 @@ void BM_TrainingView(benchmark::State& state) {
 }
 BENCHMARK(BM_TrainingView)->Unit(benchmark::kMillisecond);
 
-// Importing a file from disk, the way `placer inspect FILE` does, against
-// the previous way (the whole file read into a string, then parsed from
-// it). The file is $PLACER_IMPORT_FILE, or GNMT-8 with its weights (960
-// MB) written to a temporary file. Peak memory is per process: run each
-// alone under /usr/bin/time (docs/import.md):
-//   /usr/bin/time -f "%e s %M KB" bazel-bin/benchmarks/import_benchmark \
-//       --benchmark_filter=BM_ImportFile/0     (streaming, now)
-//       --benchmark_filter=BM_ImportFile/1     (read into a string, before)
+// Importing a file from disk, the way `placer inspect FILE` does (streamed),
+// against reading the whole file into a string and parsing it from there.
+// The file is $PLACER_IMPORT_FILE, or GNMT-8 with its weights (960 MB)
+// written to a temporary file. Peak memory is per process: run each alone
+// under /usr/bin/time (docs/import.md), with
+//   /usr/bin/time -f "%e s %M KB" bazel-bin/benchmarks/import_benchmark
+// and --benchmark_filter=BM_ImportFile/0 (streamed) or
+// --benchmark_filter=BM_ImportFile/1 (read into a string first).
 const std::string& ImportFilePath() {
   static const std::string* path = [] {
     if (const char* env = std::getenv("PLACER_IMPORT_FILE");
