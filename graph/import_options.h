@@ -15,6 +15,17 @@
 
 namespace placer {
 
+// How the caller names ImportOptions' fields in its errors: its flags (the
+// CLI) or its request fields (the service). The defaults are the fields'
+// own names, so this layer never speaks for a caller; an empty name is an
+// option the caller does not offer, and no hint suggests it.
+struct ImportOptionNames {
+  std::string batch_size = "batch_size";
+  std::string input_shapes = "input_shapes";
+  std::string dim_values = "dim_values";
+  std::string weights_optional = "weights_optional";
+};
+
 struct ImportOptions {
   // Sets the first dim of every graph input whose first dim is symbolic;
   // an error when no input has one (the file fixes the batch).
@@ -31,6 +42,8 @@ struct ImportOptions {
   // Refuse (ResourceExhausted) a model with more nodes than this before
   // building anything from it; 0: no limit.
   int64_t max_ops = 0;
+  // What errors call the options above.
+  ImportOptionNames names;
 };
 
 // Dims written D0xD1x... ("32x3x224x224"). InvalidArgument naming the dim

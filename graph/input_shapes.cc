@@ -1,6 +1,8 @@
 #include "graph/input_shapes.h"
 
 #include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -38,15 +40,17 @@ absl::StatusOr<std::map<std::string, ShapeInfo>> FixInputShapes(
     }
     declared.push_back(absl::StrCat(in.name(), "=", absl::StrJoin(dims, "x")));
   }
+  const ImportOptionNames& says = options.names;
   if (!named.empty()) {
-    return Error(absl::StrCat("--input-shape names '", *named.begin(),
+    return Error(absl::StrCat(says.input_shapes, " names '", *named.begin(),
                               "', which is not a graph input; the inputs are ",
                               absl::StrJoin(real_inputs, ", ")));
   }
   for (const auto& [name, value] : options.dim_values) {
     if (symbolic.count(name)) continue;
     return Error(absl::StrCat(
-        "--dim ", name, "=", value, " names no symbolic dim of the inputs (",
+        says.dim_values, " ", name, "=", value,
+        " names no symbolic dim of the inputs (",
         symbolic.empty()
             ? std::string("they have none")
             : absl::StrCat("they have ", absl::StrJoin(symbolic, ", ")),
@@ -54,11 +58,12 @@ absl::StatusOr<std::map<std::string, ShapeInfo>> FixInputShapes(
   }
   if (options.batch_size.has_value() && !batch_applies) {
     return Error(absl::StrCat(
-        "--batch ", *options.batch_size,
+        says.batch_size, " ", *options.batch_size,
         " changes nothing: no graph input has a symbolic first dim (",
         absl::StrJoin(declared, ", "),
         "); the file fixes the batch: re-export it with a dynamic batch "
-        "axis, or drop --batch"));
+        "axis, or drop ",
+        says.batch_size));
   }
   for (const onnx::ValueInfoProto& in : g.input()) {
     if (initializer_names.count(in.name())) continue;
@@ -93,15 +98,23 @@ absl::StatusOr<std::map<std::string, ShapeInfo>> FixInputShapes(
           break;
         }
       }
-      std::string fix = absl::StrCat("--input-shape ", in.name(), "=D0xD1x...");
+      std::string fix =
+          absl::StrCat(says.input_shapes, " ", in.name(), "=D0xD1x...");
       if (info.has_shape) {
         for (size_t k = 0; k < info.dims.size(); ++k) {
           if (info.dims[k].value >= 0) continue;
-          if (!info.dims[k].param.empty()) {
-            fix = absl::StrCat(k == 0 ? "--batch N or " : "", "--dim ",
-                               info.dims[k].param, "=N, or ", fix);
-          } else if (k == 0) {
-            fix = absl::StrCat("--batch N or ", fix);
+          // The options that would fix this dim, the caller's first.
+          std::vector<std::string> options_that_fix;
+          if (k == 0 && !says.batch_size.empty()) {
+            options_that_fix.push_back(absl::StrCat(says.batch_size, " N"));
+          }
+          if (!info.dims[k].param.empty() && !says.dim_values.empty()) {
+            options_that_fix.push_back(
+                absl::StrCat(says.dim_values, " ", info.dims[k].param, "=N"));
+          }
+          if (!options_that_fix.empty()) {
+            fix = absl::StrCat(absl::StrJoin(options_that_fix, " or "), ", or ",
+                               fix);
           }
           break;
         }

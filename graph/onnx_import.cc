@@ -153,8 +153,10 @@ absl::StatusOr<Graph> Importer::BuildStructure() {
       return Error(absl::StrCat(
           "initializer '", init.name(), "' holds ", t.data->raw.size(),
           " bytes of data but its dims and type need ", expect,
-          no_data ? " (a file stripped of its weights: --noweights imports "
-                    "it for placement, which needs only the dims)"
+          no_data ? absl::StrCat(" (a file stripped of its weights: ",
+                                 options_.names.weights_optional,
+                                 " imports it for placement, which needs "
+                                 "only the dims)")
                   : " (truncated or corrupt tensor)"));
     }
   }

@@ -480,6 +480,7 @@ absl::StatusOr<LoadedModel> LoadModelFromFlags(const std::string& spec) {
 
 absl::StatusOr<ImportOptions> ImportOptionsFromFlags() {
   ImportOptions options;
+  options.names = {"--batch", "--input-shape", "--dim", "--noweights"};
   options.weights_optional = !absl::GetFlag(FLAGS_weights);
   if (int64_t batch = absl::GetFlag(FLAGS_batch); batch > 0) {
     options.batch_size = batch;

@@ -94,6 +94,10 @@ std::string ModelName(const proto::ModelSpec& spec) {
 absl::StatusOr<LoadedModel> LoadModelSpec(const proto::ModelSpec& spec,
                                           const RequestLimits& limits) {
   ImportOptions import;
+  import.names.batch_size = "model.batch";
+  import.names.input_shapes = "model.input_shapes";
+  import.names.dim_values = "";        // the request has no such field
+  import.names.weights_optional = "";  // weights are always optional here
   if (spec.batch() < 0) {
     return Invalid("model.batch", absl::StrCat(spec.batch(), " is negative"));
   }

@@ -402,6 +402,26 @@ TEST_F(ServiceTest, MalformedRequestsGetClearErrorsAndTheServerKeepsServing) {
     cases.push_back(c);
   }
   {
+    // A symbolic batch and no model.batch: the fix is said in the
+    // request's fields, not the CLI's flags.
+    zoo::ZooParams p;
+    p.weights = false;
+    absl::StatusOr<onnx::ModelProto> m = zoo::BuildZooModel("diamond", p);
+    ASSERT_TRUE(m.ok());
+    m->mutable_graph()
+        ->mutable_input(0)
+        ->mutable_type()
+        ->mutable_tensor_type()
+        ->mutable_shape()
+        ->mutable_dim(0)
+        ->set_dim_param("batch");
+    Case c{"an unresolved batch", SmallRequest(),
+           grpc::StatusCode::INVALID_ARGUMENT,
+           "fix it with model.batch N, or model.input_shapes x=D0xD1x..."};
+    c.request.mutable_model()->set_onnx(m->SerializeAsString());
+    cases.push_back(c);
+  }
+  {
     Case c{"absurd dimensions", SmallRequest(),
            grpc::StatusCode::INVALID_ARGUMENT, "absurd"};
     c.request.mutable_model()->set_zoo("gnmt2:batch=100000000000000000");
