@@ -51,8 +51,7 @@ absl::StatusOr<Placement> Checked(const PolicyInput& input,
   absl::StatusOr<SimulationResult> r =
       CheckPlacement(input, options, placement);
   if (!r.ok()) {
-    return absl::Status(r.status().code(),
-                        absl::StrCat(policy, ": ", r.status().message()));
+    return WithContext(r.status(), absl::StrCat(policy, ": "));
   }
   return placement;
 }

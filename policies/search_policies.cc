@@ -84,9 +84,8 @@ class LocalSearchPolicy : public PlacementPolicy {
     }
     absl::StatusOr<SimulationResult> base = CheckPlacement(in, o, current);
     if (!base.ok()) {
-      return absl::Status(base.status().code(),
-                          absl::StrCat("local_search: the initial placement: ",
-                                       base.status().message()));
+      return WithContext(base.status(),
+                         "local_search: the initial placement: ");
     }
     const int devices = in.cluster.num_devices();
     if (devices < 2) return current;

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/stable_hash.h"
+#include "base/status_helpers.h"
 #include "policies/device_loads.h"
 #include "policies/group_graph.h"
 #include "policies/policies.h"
@@ -113,8 +114,7 @@ class ExpertPolicy : public PlacementPolicy {
       // CNNs and other unlayered models: one device, as experts do.
       absl::StatusOr<Placement> p = NewSinglePolicy()->Place(in, o);
       if (!p.ok()) {
-        return absl::Status(p.status().code(),
-                            absl::StrCat("expert: ", p.status().message()));
+        return WithContext(p.status(), "expert: ");
       }
       return p;
     }

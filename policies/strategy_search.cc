@@ -532,11 +532,10 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
           input, options, search.inside_policy, first, inside_limits, share);
       if (!placed.ok()) {
         if (inside_status.ok()) {
-          inside_status =
-              absl::Status(placed.status().code(),
-                           absl::StrCat("placing ops inside a replica of ", w,
-                                        " devices (", search.inside_policy,
-                                        "): ", placed.status().message()));
+          inside_status = WithContext(
+              placed.status(),
+              absl::StrCat("placing ops inside a replica of ", w, " devices (",
+                           search.inside_policy, "): "));
         }
         break;
       }

@@ -629,9 +629,9 @@ void TorchExecutor::DeviceWorker(int d) {
     report_.busy_seconds[d] += seconds;
     loss_ += loss;
     if (!s.ok()) {
-      FailLocked(absl::Status(
-          s.code(), absl::StrCat("node '", view_.node(node).key, "' on ",
-                                 cluster_.device(d).name, ": ", s.message())));
+      FailLocked(
+          WithContext(s, absl::StrCat("node '", view_.node(node).key, "' on ",
+                                      cluster_.device(d).name, ": ")));
     } else {
       // Every output is counted before any is freed, as the simulator
       // counts a node's outputs from its start.

@@ -94,11 +94,9 @@ MeasureLinksAcrossRanks(
         return absl::OkStatus();
       });
       if (!status.ok()) {
-        return absl::Status(status.code(),
-                            absl::StrCat("measuring the link ",
-                                         cluster.device(a).name, " -> ",
-                                         cluster.device(b).name, ": ",
-                                         status.message()));
+        return WithContext(
+            status, absl::StrCat("measuring the link ", cluster.device(a).name,
+                                 " -> ", cluster.device(b).name, ": "));
       }
       if (me != ra) continue;
       RETURN_IF_ERROR(ranks.Put(Key(cluster, a, b), Encode(samples)));
@@ -116,12 +114,11 @@ MeasureLinksAcrossRanks(
       link.samples = *std::move(samples);
       absl::StatusOr<LinkParams> fit = FitLink(link.samples);
       if (!fit.ok()) {
-        return absl::Status(fit.status().code(),
-                            absl::StrCat("the link ", cluster.device(a).name,
-                                         " -> ", cluster.device(b).name,
-                                         " (ranks ", rank_of_device[a], " -> ",
-                                         rank_of_device[b], "): ",
-                                         fit.status().message()));
+        return WithContext(
+            fit.status(),
+            absl::StrCat("the link ", cluster.device(a).name, " -> ",
+                         cluster.device(b).name, " (ranks ", rank_of_device[a],
+                         " -> ", rank_of_device[b], "): "));
       }
       link.fit = *fit;
       progress(absl::StrFormat(

@@ -46,8 +46,7 @@ absl::StatusOr<Measurement> MeasureSteps(
   for (int step = 0; step < options.warmup + options.steps; ++step) {
     absl::StatusOr<StepReport> r = executor.Step();
     if (!r.ok()) {
-      return absl::Status(r.status().code(),
-                          absl::StrCat("step ", step + 1, ": ", r.status().message()));
+      return WithContext(r.status(), absl::StrCat("step ", step + 1, ": "));
     }
     m.step_times.push_back(r->seconds);
     m.losses.push_back(r->loss);
@@ -173,10 +172,9 @@ absl::StatusOr<MeasuredProfile> OverlayStepMeasurement(
     // others for that kind.
     if (a.status().code() == absl::StatusCode::kResourceExhausted) continue;
     if (!a.ok()) {
-      return absl::Status(
-          a.status().code(),
-          absl::StrCat("measuring every node alone on ", cluster.device(d).name,
-                       ": ", a.status().message()));
+      return WithContext(a.status(),
+                         absl::StrCat("measuring every node alone on ",
+                                      cluster.device(d).name, ": "));
     }
     MeasuredProfile times = ProfileFromMeasurement(view, cluster, one, *a);
     MeasuredProfile only_alone;

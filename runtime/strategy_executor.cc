@@ -484,8 +484,7 @@ absl::Status TorchStrategyExecutor::BeforeNode(const TrainingNode& node) {
   if (!options_.before_node) return absl::OkStatus();
   absl::Status s = options_.before_node(node);
   if (s.ok()) return s;
-  return absl::Status(s.code(),
-                      absl::StrCat("'", node.key, "': ", s.message()));
+  return WithContext(s, absl::StrCat("'", node.key, "': "));
 }
 
 absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
@@ -551,9 +550,8 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
                   backward ? &needs_gradient_[node.forward_op] : nullptr,
                   &saved_[j][node.forward_op]);
     if (!results.ok()) {
-      return absl::Status(results.status().code(),
-                          absl::StrCat(node.key, " (micro-batch ", j,
-                                       "): ", results.status().message()));
+      return WithContext(results.status(),
+                         absl::StrCat(node.key, " (micro-batch ", j, "): "));
     }
     const double loss = OutputLosses(graph_, op, *results, targets_[d][j],
                                      1.0 / M_, &seeds_[j]);
@@ -628,9 +626,8 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
                    output_gradients, tensors);
     saved_[j][node.forward_op] = SavedOp();
     if (!grads.ok()) {
-      return absl::Status(grads.status().code(),
-                          absl::StrCat(node.key, " (micro-batch ", j,
-                                       "): ", grads.status().message()));
+      return WithContext(grads.status(),
+                         absl::StrCat(node.key, " (micro-batch ", j, "): "));
     }
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       const int sm = view_.sum_of(node.outputs[k]);

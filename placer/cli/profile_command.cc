@@ -22,19 +22,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "graph/training_view.h"
+#include "base/status_helpers.h"
 #include "google/protobuf/struct.pb.h"
+#include "graph/training_view.h"
 #include "placer/cli/cli_common.h"
+#include "placer/cli/ranks.h"
 #include "placer/json_report.h"
 #include "placer/model_source.h"
 #include "profiles/cluster.h"
 #include "profiles/measured_cost_model.h"
 #include "profiles/signature.h"
-#include "placer/cli/ranks.h"
-#include "runtime/link_probe.h"
-#include "runtime/profiler.h"
 #include "runtime/executor.h"
+#include "runtime/link_probe.h"
 #include "runtime/measurement.h"
+#include "runtime/profiler.h"
 
 namespace placer {
 
@@ -129,8 +130,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
       absl::Status status = FinishRanks(setup, measured.status());
       if (!status.ok()) {
         if (setup.rank > 0) {
-          status = absl::Status(status.code(), absl::StrCat("rank ", setup.rank,
-                                                            ": ", status.message()));
+          status = WithContext(status, absl::StrCat("rank ", setup.rank, ": "));
         }
         return Fail(status);
       }
@@ -141,9 +141,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
   if (absl::GetFlag(FLAGS_resume)) {
     absl::StatusOr<MeasuredProfile> earlier = LoadProfile(UserPath(out));
     if (!earlier.ok()) {
-      return Fail(
-          absl::Status(earlier.status().code(),
-                       absl::StrCat("--resume: ", earlier.status().message())));
+      return Fail(WithContext(earlier.status(), "--resume: "));
     }
     options.resume = std::move(*earlier);
   }

@@ -95,8 +95,7 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
   auto fail = [&](absl::Status s) {
     s = FinishRanks(ranks, s);
     if (!report) {
-      s = absl::Status(s.code(),
-                       absl::StrCat("rank ", ranks.rank, ": ", s.message()));
+      s = WithContext(s, absl::StrCat("rank ", ranks.rank, ": "));
     }
     return Fail(s);
   };
@@ -302,7 +301,7 @@ int RunCommand(const std::vector<std::string>& args) {
   auto fail = [&](absl::Status s) {
     s = FinishRanks(ranks, s);
     if (!report) {
-      s = absl::Status(s.code(), absl::StrCat("rank ", rank, ": ", s.message()));
+      s = WithContext(s, absl::StrCat("rank ", rank, ": "));
     }
     return Fail(s);
   };
