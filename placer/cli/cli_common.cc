@@ -480,7 +480,10 @@ absl::StatusOr<LoadedModel> LoadModelFromFlags(const std::string& spec) {
 
 absl::StatusOr<ImportOptions> ImportOptionsFromFlags() {
   ImportOptions options;
-  options.names = {"--batch", "--input-shape", "--dim", "--noweights"};
+  options.names.batch_size = "--batch";
+  options.names.input_shapes = "--input-shape";
+  options.names.dim_values = "--dim";
+  options.names.weights_optional = "--noweights";
   options.weights_optional = !absl::GetFlag(FLAGS_weights);
   if (int64_t batch = absl::GetFlag(FLAGS_batch); batch > 0) {
     options.batch_size = batch;
