@@ -3,11 +3,15 @@
 //   bazel run //benchmarks:simulator_benchmark
 // BM_LinearPass is the baseline measured in the same run: one pass that
 // reads every node's time and every edge, the least any simulator must do.
+// BM_SimulateStrategy: ResNet-50 (batch 32) on 8 V100s as 4 pipeline stages
+// (ops in topological order cut into four runs) x 2 replicas x 8
+// micro-batches, 1F1B.
 #include <memory>
 #include <random>
 
 #include "benchmark/benchmark.h"
 #include "benchmarks/large_view.h"
+#include "simulator/strategy_simulator.h"
 
 namespace placer {
 namespace {
@@ -77,6 +81,65 @@ void BM_CreateContext(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_CreateContext)->Unit(benchmark::kMillisecond);
+
+struct StrategySetup {
+  Graph graph;
+  TrainingView view;
+  Cluster cluster;
+  std::unique_ptr<CostModel> costs;
+  std::unique_ptr<ReadyOrder> order;
+  std::unique_ptr<SimulationContext> context;
+  Strategy strategy;
+};
+
+const StrategySetup& GetStrategy() {
+  static StrategySetup* s = [] {
+    auto* s = new StrategySetup;
+    zoo::ZooParams p;
+    p.weights = false;
+    s->graph = *ImportOnnxModel(*zoo::BuildZooModel("resnet50", p),
+                                "resnet50", {});
+    s->view = BuildTrainingView(s->graph);
+    s->cluster = *LoadCluster("v100x8");
+    s->costs = NewRooflineCostModel();
+    s->order = NewCriticalPathReadyOrder();
+    s->context = std::make_unique<SimulationContext>(SimulationContext::Create(
+        s->view, s->cluster, *s->costs, *s->order));
+    const int n = static_cast<int>(s->graph.ops().size());
+    const int stages = 4;
+    s->strategy.stage_of_op.resize(n);
+    for (int k = 0; k < n; ++k) {
+      s->strategy.stage_of_op[s->graph.topological_order()[k]] =
+          k * stages / n;
+    }
+    for (int stage = 0; stage < stages; ++stage) {
+      s->strategy.stages.push_back(
+          PipelineStage::OneDevicePerReplica({2 * stage, 2 * stage + 1}));
+    }
+    s->strategy.micro_batches = 8;
+    s->strategy.schedule = PipelineSchedule::k1F1B;
+    return s;
+  }();
+  return *s;
+}
+
+void BM_SimulateStrategy(benchmark::State& state) {
+  const StrategySetup& s = GetStrategy();
+  double step = 0;
+  for (auto _ : state) {
+    absl::StatusOr<StrategySimulation> r =
+        SimulateStrategy(*s.context, s.strategy);
+    if (!r.ok()) {
+      state.SkipWithError(r.status().ToString().c_str());
+      return;
+    }
+    step = r->step.step_seconds;
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["nodes"] = s.context->num_nodes();
+  state.counters["step_ms"] = step * 1e3;
+}
+BENCHMARK(BM_SimulateStrategy)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace placer
