@@ -4,7 +4,8 @@
 // with the micro-batches in flight.
 //
 // Contract: SimulateStrategy is a pure function of (context, strategy). It
-// is event driven, like Simulate:
+// lowers the strategy to a task graph (simulator/strategy_lowering.h) and
+// runs it on the event engine (simulator/engine.h):
 //  - Tasks: F(s, j) and B(s, j), the forward and backward nodes of stage s
 //    for micro-batch j, run on the device of s's replica j % replicas and
 //    take the sum of their nodes' times there (one device per replica runs
@@ -63,6 +64,7 @@
 #include "absl/status/statusor.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
+#include "simulator/allreduce.h"
 #include "simulator/simulator.h"
 #include "simulator/strategy.h"
 
@@ -102,15 +104,6 @@ struct StrategySimulation {
   std::vector<StrategyTask> tasks;
   std::vector<StrategyBucket> buckets;
 };
-
-// Allreduce of `bytes` over `devices` (in ring / heap order) with the cost
-// model's transfer times: ring, 2(p-1) steps each as long as the slowest
-// link of the ring carrying ceil(bytes / p); tree, per level of the heap
-// the slowest child->parent transfer of all `bytes`, up then down. One
-// device: 0.
-double AllreduceSeconds(const CostModel& costs, const Cluster& cluster,
-                        const std::vector<int>& devices, int64_t bytes,
-                        AllreduceAlgorithm algorithm);
 
 // An op placement run as a gradient-accumulation loop: micro_batches
 // forward and backward passes one after another, then the updates. With

@@ -6,7 +6,10 @@
 # A file may include headers of its own layer and the layers below. Also:
 # zoo/ (models built on graph/) is included by placer/ only; policies/
 # outside policies/rl/ does not include policies/rl/; placer/service/ does
-# not include placer/cli/. Bazel visibility enforces the same order on
+# not include placer/cli/. Inside simulator/, the task graph and the event
+# engine know nothing of views, plans or costs (they include only each
+# other), and a lowering does not include the engine that runs its graph.
+# Bazel visibility enforces the same order on
 # BUILD deps (//:above_* in the top BUILD.bazel); this catches an include
 # that reaches a header through some other target's deps.
 set -u
@@ -41,6 +44,11 @@ for f in $(find base graph zoo profiles simulator policies runtime placer \
       why="policies/ does not include the RL placer (policies/rl/)"
     elif [[ "$inc" == placer/cli/* && "$f" == placer/service/* ]]; then
       why="the service does not include the command line"
+    elif [[ "$f" =~ ^simulator/(task_graph|engine)\. &&
+            ! "$inc" =~ ^simulator/(task_graph|engine)\.h$ ]]; then
+      why="the task graph and the engine include only each other"
+    elif [[ "$f" == simulator/*lowering* && "$inc" == simulator/engine.h ]]; then
+      why="a lowering does not include the engine"
     fi
     if [ -n "$why" ]; then
       echo "$f: includes \"$inc\": $why"

@@ -1,0 +1,42 @@
+#include "simulator/allreduce.h"
+
+#include <algorithm>
+
+namespace placer {
+
+double AllreduceSeconds(const CostModel& costs, const Cluster& cluster,
+                        const std::vector<int>& devices, int64_t bytes,
+                        AllreduceAlgorithm algorithm) {
+  const int p = static_cast<int>(devices.size());
+  if (p <= 1 || bytes <= 0) return 0;
+  if (algorithm == AllreduceAlgorithm::kRing) {
+    const int64_t chunk = (bytes + p - 1) / p;
+    double step = 0;
+    for (int i = 0; i < p; ++i) {
+      step = std::max(step, costs.TransferSeconds(chunk, cluster, devices[i],
+                                                  devices[(i + 1) % p]));
+    }
+    return 2.0 * (p - 1) * step;
+  }
+  // Heap order: the parent of i is (i - 1) / 2; levels 1 .. height.
+  auto depth = [](int i) {
+    int d = 0;
+    for (; i > 0; i = (i - 1) / 2) ++d;
+    return d;
+  };
+  const int height = depth(p - 1);
+  std::vector<double> up(height + 1, 0), down(height + 1, 0);
+  for (int i = 1; i < p; ++i) {
+    const int child = devices[i], parent = devices[(i - 1) / 2];
+    up[depth(i)] = std::max(
+        up[depth(i)], costs.TransferSeconds(bytes, cluster, child, parent));
+    down[depth(i)] = std::max(
+        down[depth(i)], costs.TransferSeconds(bytes, cluster, parent, child));
+  }
+  double total = 0;
+  for (int level = 1; level <= height; ++level)
+    total += up[level] + down[level];
+  return total;
+}
+
+}  // namespace placer

@@ -1,0 +1,335 @@
+#include "simulator/stage_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "base/status_helpers.h"
+
+namespace placer {
+namespace {
+
+// One task of a replica over several devices (Strategy's contract): each
+// node on its slot's device, each device running its nodes in `nodes`'
+// order, a node starting once its device is free and what it reads from
+// other slots has been made, then copying that in (the transfers' seconds
+// on its own device) before it computes. `extra` is added to a node's
+// time (its partial additions). Returns each node's end, from the task's
+// start, and fills each slot's busy seconds.
+std::vector<double> ScheduleWideTask(
+    const SimulationContext& context, const std::vector<int>& nodes,
+    const std::vector<std::vector<SlotRead>>& reads,
+    const std::vector<double>& extra, const std::vector<int>& slot_of_node,
+    const PipelineStage& stage, int replica, std::vector<double>* busy) {
+  const int width = stage.width();
+  std::vector<double> free(width, 0), end(nodes.size(), 0);
+  busy->assign(width, 0);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const int slot = slot_of_node[nodes[i]];
+    const int device = stage.device(replica, slot);
+    double start = free[slot], copies = 0;
+    for (const SlotRead& read : reads[i]) {
+      if (read.made_at >= 0) start = std::max(start, end[read.made_at]);
+      copies += context.costs().TransferSeconds(
+          read.bytes, context.cluster(), stage.device(replica, read.from_slot),
+          device);
+    }
+    const double seconds =
+        copies + context.node_seconds(nodes[i], device) + extra[i];
+    end[i] = start + seconds;
+    free[slot] = end[i];
+    (*busy)[slot] += seconds;
+  }
+  return end;
+}
+
+}  // namespace
+
+absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
+                                        const Strategy& strategy) {
+  const TrainingView& view = context.view();
+  const int S = static_cast<int>(strategy.stages.size());
+  StagePlan plan;
+  plan.stages.resize(S);
+  plan.forward_bytes.assign(static_cast<size_t>(S) * S, 0);
+  plan.gradient_bytes.assign(static_cast<size_t>(S) * S, 0);
+  auto stage_of_node = [&](int n) {
+    return strategy.stage_of_op[view.node(n).forward_op];
+  };
+  plan.slot_of_node.assign(view.nodes().size(), 0);
+  for (int n = 0; n < static_cast<int>(view.nodes().size()); ++n) {
+    plan.slot_of_node[n] = SlotOfOp(strategy, view.node(n).forward_op);
+  }
+  const std::vector<int>& slot_of = plan.slot_of_node;
+  for (int s = 0; s < S; ++s) {
+    StageModel& st = plan.stages[s];
+    st.width = strategy.stages[s].width();
+    st.parameter_bytes.assign(st.width, 0);
+    st.stash_bytes.assign(st.width, 0);
+    st.one_batch_peak_bytes.assign(st.width, 0);
+    st.gradients.assign(st.width, {});
+  }
+  std::vector<int> position(view.nodes().size(), -1);
+  for (int n : view.topological_order()) {
+    StageModel& st = plan.stages[stage_of_node(n)];
+    // What an op keeps for its backward besides values is stashed too.
+    st.stash_bytes[slot_of[n]] += view.node(n).saved_workspace_bytes;
+    switch (view.node(n).kind) {
+      case NodeKind::kForward:
+        position[n] = static_cast<int>(st.forward.size());
+        st.forward.push_back(n);
+        break;
+      case NodeKind::kBackward:
+        position[n] = static_cast<int>(st.backward.size());
+        st.backward.push_back(n);
+        break;
+      case NodeKind::kUpdate:
+        st.update.push_back(n);
+        break;
+    }
+  }
+  std::vector<int> group_of_parameter(view.values().size(), -1);
+  for (int g = 0; g < view.num_groups(); ++g) {
+    for (int v : view.group_parameters(g)) {
+      group_of_parameter[v] = g;
+      plan.stages[strategy.stage_of_op[g]]
+          .parameter_bytes[SlotOfOp(strategy, g)] += view.value(v).bytes;
+    }
+  }
+  for (StageModel& st : plan.stages) {
+    st.forward_reads.assign(st.forward.size(), {});
+    st.backward_reads.assign(st.backward.size(), {});
+  }
+  // Values crossing stages (and slots), and what each stage's backward
+  // keeps alive.
+  for (int v = 0; v < static_cast<int>(view.values().size()); ++v) {
+    const TrainingValue& value = view.value(v);
+    const bool stashable = value.kind == ValueKind::kActivation ||
+                           value.kind == ValueKind::kGraphInput;
+    std::set<std::pair<int, int>> stashed_in;
+    std::set<int> read_in;
+    for (int c : value.consumers) {
+      const int s = stage_of_node(c);
+      read_in.insert(s);
+      if (stashable && view.node(c).kind == NodeKind::kBackward) {
+        stashed_in.insert({s, slot_of[c]});
+      }
+    }
+    for (auto [s, slot] : stashed_in) {
+      plan.stages[s].stash_bytes[slot] += value.bytes;
+    }
+    // Forward reads from another slot of the same stage: made in the task
+    // (an activation) or before it (a weight of another slot).
+    const bool weight = value.kind == ValueKind::kParameter;
+    const bool made = value.kind == ValueKind::kActivation &&
+                      value.producer >= 0 &&
+                      view.node(value.producer).kind == NodeKind::kForward;
+    if (weight || made) {
+      int owner_slot = -1, owner_stage = -1;
+      if (made) {
+        owner_slot = slot_of[value.producer];
+        owner_stage = stage_of_node(value.producer);
+      } else if (group_of_parameter[v] >= 0) {
+        owner_slot = SlotOfOp(strategy, group_of_parameter[v]);
+        owner_stage = strategy.stage_of_op[group_of_parameter[v]];
+      }
+      // Copied once per task onto each other slot that reads it: by its
+      // first reader there.
+      std::map<int, int> first_reader;  // slot -> position in `forward`
+      for (int c : value.consumers) {
+        if (view.node(c).kind != NodeKind::kForward ||
+            stage_of_node(c) != owner_stage || slot_of[c] == owner_slot ||
+            owner_slot < 0) {
+          continue;
+        }
+        auto [at, fresh] = first_reader.emplace(slot_of[c], position[c]);
+        if (!fresh) at->second = std::min(at->second, position[c]);
+      }
+      for (auto [slot, reader] : first_reader) {
+        plan.stages[owner_stage].forward_reads[reader].push_back(
+            {made ? position[value.producer] : -1, owner_slot, value.bytes});
+      }
+    }
+    if (value.kind != ValueKind::kActivation || value.producer < 0) continue;
+    const int from = stage_of_node(value.producer);
+    for (int to : read_in) {
+      if (to != from) plan.forward_bytes[from * S + to] += value.bytes;
+    }
+  }
+  // One summed buffer per gradient and stage making partials of it; within
+  // a wide stage, the sink copies each other slot's buffer once that
+  // slot's last partial is made.
+  for (const GradientSum& sum : view.gradient_sums()) {
+    const int to = stage_of_node(sum.sink);
+    std::set<int> makers;
+    std::map<int, int> last_on_slot;
+    for (int p : sum.partials) {
+      const int producer = view.value(p).producer;
+      makers.insert(stage_of_node(producer));
+      if (stage_of_node(producer) == to &&
+          slot_of[producer] != slot_of[sum.sink]) {
+        int& last = last_on_slot.emplace(slot_of[producer], -1).first->second;
+        last = std::max(last, position[producer]);
+      }
+    }
+    for (int from : makers) {
+      if (from != to) plan.gradient_bytes[to * S + from] += sum.bytes;
+    }
+    if (view.node(sum.sink).kind != NodeKind::kBackward) continue;
+    for (auto [slot, last] : last_on_slot) {
+      plan.stages[to].backward_reads[position[sum.sink]].push_back(
+          {last, slot, sum.bytes});
+    }
+  }
+  // Partials added into buffers, per stage backward node.
+  for (int s = 0; s < S; ++s) {
+    StageModel& st = plan.stages[s];
+    const size_t sums = view.gradient_sums().size();
+    std::vector<std::vector<char>> held(st.width, std::vector<char>(sums, 0));
+    for (size_t x = 0; x < sums; ++x) {
+      const GradientSum& sum = view.gradient_sums()[x];
+      if (stage_of_node(sum.sink) != s) continue;
+      for (int p : sum.partials) {
+        const int producer = view.value(p).producer;
+        held[slot_of[sum.sink]][x] |= stage_of_node(producer) > s ||
+                                      (stage_of_node(producer) == s &&
+                                       slot_of[producer] != slot_of[sum.sink]);
+      }
+    }
+    st.adds.assign(st.backward.size(), {});
+    for (size_t k = 0; k < st.backward.size(); ++k) {
+      const int slot = slot_of[st.backward[k]];
+      for (int out : view.node(st.backward[k]).outputs) {
+        const int x = view.sum_of(out);
+        if (x < 0) continue;
+        if (held[slot][x]) st.adds[k].push_back(x);
+        held[slot][x] = 1;
+      }
+    }
+    // The sink adds up one buffer per (stage, slot) that made partials:
+    // parts - 1 additions, of which the above charged one where its own
+    // slot made partials too (the first of them, into a buffer held).
+    st.merges.assign(st.width, {});
+    // One stage of one slot: every sum has one buffer at most.
+    if (S == 1 && st.width == 1) continue;
+    for (size_t x = 0; x < sums; ++x) {
+      const GradientSum& sum = view.gradient_sums()[x];
+      if (stage_of_node(sum.sink) != s) continue;
+      std::set<std::pair<int, int>> parts;
+      for (int p : sum.partials) {
+        const int producer = view.value(p).producer;
+        parts.insert({stage_of_node(producer), slot_of[producer]});
+      }
+      const bool own = parts.count({s, slot_of[sum.sink]}) > 0;
+      const int extra = static_cast<int>(parts.size()) - 1 -
+                        (own && parts.size() >= 2 ? 1 : 0);
+      for (int e = 0; e < extra; ++e) {
+        if (view.node(sum.sink).kind == NodeKind::kBackward) {
+          st.adds[position[sum.sink]].push_back(static_cast<int>(x));
+        } else {
+          st.merges[slot_of[sum.sink]].push_back(static_cast<int>(x));
+        }
+      }
+    }
+  }
+  // Parameters' gradients: final after the last of their partials.
+  for (int s = 0; s < S; ++s) {
+    StageModel& st = plan.stages[s];
+    for (int u : st.update) {
+      int last = -1;
+      for (int sum : view.sums_read_by(u)) {
+        for (int p : view.gradient_sums()[sum].partials) {
+          last = std::max(last, position[view.value(p).producer]);
+        }
+      }
+      st.gradients[slot_of[u]].emplace_back(
+          last, view.value(view.node(u).parameter).bytes);
+    }
+    for (auto& gradients : st.gradients) {
+      std::stable_sort(
+          gradients.begin(), gradients.end(),
+          [](const auto& a, const auto& b) { return a.first < b.first; });
+    }
+  }
+  // One micro-batch's peak: the stage on its first replica's devices, the
+  // rest on another one (their values arrive as they would from other
+  // stages).
+  const int D = context.num_devices();
+  for (int s = 0; s < S; ++s) {
+    const PipelineStage& stage = strategy.stages[s];
+    std::vector<char> mine(D, 0);
+    for (int slot = 0; slot < stage.width(); ++slot) {
+      mine[stage.device(0, slot)] = 1;
+    }
+    int elsewhere = 0;
+    while (elsewhere < D - 1 && mine[elsewhere]) ++elsewhere;
+    Placement p;
+    p.device_of_op.resize(strategy.stage_of_op.size());
+    for (size_t g = 0; g < p.device_of_op.size(); ++g) {
+      p.device_of_op[g] =
+          strategy.stage_of_op[g] == s
+              ? stage.device(0, SlotOfOp(strategy, static_cast<int>(g)))
+              : elsewhere;
+    }
+    ASSIGN_OR_RETURN(SimulationResult r, Simulate(context, p));
+    for (int slot = 0; slot < stage.width(); ++slot) {
+      plan.stages[s].one_batch_peak_bytes[slot] =
+          r.peak_memory_bytes[stage.device(0, slot)];
+    }
+  }
+  return plan;
+}
+
+std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
+    const SimulationContext& context, const Strategy& strategy,
+    const StagePlan& plan) {
+  const TrainingView& view = context.view();
+  const Cluster& cluster = context.cluster();
+  const int S = static_cast<int>(strategy.stages.size());
+  std::vector<std::vector<WideTaskTimes>> wide(S);
+  for (int s = 0; s < S; ++s) {
+    const StageModel& st = plan.stages[s];
+    if (st.width == 1) continue;
+    const PipelineStage& stage = strategy.stages[s];
+    for (int replica = 0; replica < stage.num_replicas(); ++replica) {
+      WideTaskTimes w;
+      std::vector<double> none(st.forward.size(), 0);
+      std::vector<double> ends =
+          ScheduleWideTask(context, st.forward, st.forward_reads, none,
+                           plan.slot_of_node, stage, replica, &w.forward_busy);
+      for (double e : ends) w.forward = std::max(w.forward, e);
+      std::vector<double> adds(st.backward.size(), 0);
+      for (size_t i = 0; i < st.backward.size(); ++i) {
+        const int d = stage.device(replica, plan.slot_of_node[st.backward[i]]);
+        for (int x : st.adds[i]) adds[i] += context.partial_add_seconds(x, d);
+      }
+      w.backward_end =
+          ScheduleWideTask(context, st.backward, st.backward_reads, adds,
+                           plan.slot_of_node, stage, replica, &w.backward_busy);
+      w.slot_end.assign(st.width, 0);
+      for (size_t i = 0; i < st.backward.size(); ++i) {
+        double& e = w.slot_end[plan.slot_of_node[st.backward[i]]];
+        e = std::max(e, w.backward_end[i]);
+      }
+      w.accumulate.assign(st.width, 0);
+      for (int u : st.update) {
+        const int slot = plan.slot_of_node[u];
+        w.accumulate[slot] += context.costs().AccumulateSeconds(
+            view, u, cluster.device(stage.device(replica, slot)));
+      }
+      w.merge.assign(st.width, 0);
+      for (int slot = 0; slot < st.width; ++slot) {
+        for (int x : st.merges[slot]) {
+          w.merge[slot] +=
+              context.partial_add_seconds(x, stage.device(replica, slot));
+        }
+      }
+      for (double e : w.slot_end) w.backward = std::max(w.backward, e);
+      wide[s].push_back(std::move(w));
+    }
+  }
+  return wide;
+}
+
+}  // namespace placer

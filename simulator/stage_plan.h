@@ -1,0 +1,91 @@
+// What each pipeline stage of a Strategy (simulator/strategy.h) is,
+// whatever devices run it, and how long a wide stage's tasks take: the
+// tables the strategy lowering (simulator/strategy_lowering.h) and the
+// strategy simulator's memory read. Internal to simulator/.
+//
+// Contract: MakeStagePlan is a pure function of (context, strategy), which
+// must have passed CheckStrategy; it simulates one micro-batch per stage
+// (Simulate) for the stages' one-batch peaks and returns Simulate's error
+// if that fails. ScheduleWideTasks likewise; neither keeps state.
+#ifndef PLACER_SIMULATOR_STAGE_PLAN_H_
+#define PLACER_SIMULATOR_STAGE_PLAN_H_
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "simulator/simulator.h"
+#include "simulator/strategy.h"
+
+namespace placer {
+
+// What a node of a wide stage's task reads from another slot: made by the
+// task's node at `made_at` (-1: before the task), copied from `from_slot`.
+struct SlotRead {
+  int made_at = -1;
+  int from_slot = 0;
+  int64_t bytes = 0;
+};
+
+// What a stage is, whatever devices run it. Per slot: what the device of
+// that slot in each replica holds (one slot unless ops are placed inside
+// the stage).
+struct StageModel {
+  int width = 1;
+  std::vector<int> forward, backward, update;  // nodes, topological order
+  std::vector<int64_t> parameter_bytes;        // per slot
+  std::vector<int64_t> stash_bytes;            // per slot
+  std::vector<int64_t> one_batch_peak_bytes;   // per slot: Simulate's, the
+                                               // stage alone on replica 0
+  // Per slot, parameters' gradients in the order they become final: the
+  // position in `backward` of the node that makes the last partial, and
+  // the bytes.
+  std::vector<std::vector<std::pair<int, int64_t>>> gradients;
+  // Per backward node (as `backward`): the gradient sums whose partial it
+  // adds into a buffer its device already holds (made by an earlier node
+  // of the stage on that slot, or arrived from a later stage or another
+  // slot), as Simulate charges them.
+  std::vector<std::vector<int>> adds;
+  // Wide stages, per slot: the parameters' gradient sums whose buffers
+  // from several slots that slot's device adds up after each task beyond
+  // what `adds` charges (one entry per addition).
+  std::vector<std::vector<int>> merges;
+  // Wider stages: per forward and backward node (positions as in `forward`
+  // and `backward`), what it reads from other slots.
+  std::vector<std::vector<SlotRead>> forward_reads, backward_reads;
+};
+
+struct StagePlan {
+  std::vector<StageModel> stages;
+  std::vector<int> slot_of_node;
+  // [a * S + b]: bytes stage a's forward sends stage b per micro-batch;
+  // gradient bytes stage b's backward sends back to a.
+  std::vector<int64_t> forward_bytes, gradient_bytes;
+};
+
+absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
+                                        const Strategy& strategy);
+
+// A wide stage's replica: its tasks scheduled over its devices.
+struct WideTaskTimes {
+  double forward = 0, backward = 0;  // without accumulation
+  // Per slot: busy in the tasks; adding gradients into the accumulators
+  // (after a replica's first backward), and adding up other slots'
+  // buffers (after every backward).
+  std::vector<double> forward_busy, backward_busy, accumulate, merge;
+  std::vector<double> backward_end;  // per backward node, from the start
+  std::vector<double> slot_end;      // per slot: its last backward node
+};
+
+// Per stage, per replica: the times of a wide stage's tasks (Strategy's
+// contract: each slot's nodes on its device in the stage's order, each
+// charged the copies it reads from other slots); empty for a stage of one
+// slot.
+std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
+    const SimulationContext& context, const Strategy& strategy,
+    const StagePlan& plan);
+
+}  // namespace placer
+
+#endif  // PLACER_SIMULATOR_STAGE_PLAN_H_

@@ -1,0 +1,216 @@
+#include "simulator/strategy_lowering.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "simulator/allreduce.h"
+
+namespace placer {
+namespace {
+
+double SecondsOf(const SimulationContext& context,
+                 const std::vector<int>& nodes, int device) {
+  double t = 0;
+  for (int n : nodes) t += context.node_seconds(n, device);
+  return t;
+}
+
+// How long each pass of replica `k` of stage `s` takes, and each slot's
+// busy time in it (wide stages).
+struct PassSeconds {
+  double forward = 0;
+  double backward = 0;    // the replica's first backward
+  double accumulate = 0;  // added to every later one
+  std::vector<double> forward_busy, backward_busy;  // wide: per slot
+  std::vector<double> accumulate_busy;              // wide: per slot
+  std::vector<double> merge_busy;                   // wide: per slot
+};
+
+// Where, from the start of a replica's backward pass, each backward node of
+// the stage ends: when the gradients it makes are final.
+std::vector<double> BackwardOffsets(const SimulationContext& context,
+                                    const StageModel& stage, int device) {
+  std::vector<double> offsets;
+  double t = 0;
+  for (size_t i = 0; i < stage.backward.size(); ++i) {
+    t += context.node_seconds(stage.backward[i], device);
+    for (int x : stage.adds[i]) t += context.partial_add_seconds(x, device);
+    offsets.push_back(t);
+  }
+  return offsets;
+}
+
+}  // namespace
+
+LoweredStrategy LowerStrategy(
+    const SimulationContext& context, const Strategy& strategy,
+    const StagePlan& plan,
+    const std::vector<std::vector<WideTaskTimes>>& wide) {
+  const TrainingView& view = context.view();
+  const Cluster& cluster = context.cluster();
+  const int S = static_cast<int>(strategy.stages.size());
+  const int M = strategy.micro_batches;
+  const int D = context.num_devices();
+  LoweredStrategy lowered;
+  lowered.micro_batches_ = M;
+  TaskGraph& graph = lowered.graph_;
+  for (int d = 0; d < D; ++d) graph.AddResource(ResourceOrder::kPriority);
+
+  // Passes, in each replica's order.
+  lowered.passes_.resize(static_cast<size_t>(S) * M * 2);
+  lowered.device_passes_.assign(D, {});
+  for (int s = 0; s < S; ++s) {
+    const StageModel& st = plan.stages[s];
+    const std::vector<int> replicas = strategy.stages[s].FirstDevices();
+    for (int k = 0; k < static_cast<int>(replicas.size()); ++k) {
+      const int d = replicas[k];
+      double f = 0, b = 0, accumulate = 0;
+      if (wide[s].empty()) {
+        f = SecondsOf(context, st.forward, d);
+        b = SecondsOf(context, st.backward, d);
+        for (const std::vector<int>& adds : st.adds) {
+          for (int x : adds) b += context.partial_add_seconds(x, d);
+        }
+        // A replica's first backward makes its gradient buffers; every
+        // later one adds into them.
+        for (int u : st.update) {
+          accumulate +=
+              context.costs().AccumulateSeconds(view, u, cluster.device(d));
+        }
+      }
+      bool first_backward = true;
+      int previous = -1;
+      for (const ReplicaTask& order : ReplicaTaskOrder(strategy, s, k)) {
+        const int index =
+            lowered.PassIndex(s, order.micro_batch, order.backward);
+        PassTask& pass = lowered.passes_[index];
+        pass.stage = s;
+        pass.micro_batch = order.micro_batch;
+        pass.replica = k;
+        pass.device = d;
+        pass.backward = order.backward;
+        double seconds = 0;
+        if (wide[s].empty()) {
+          seconds = order.backward ? b + (first_backward ? 0 : accumulate) : f;
+        } else {
+          // A backward: once every slot has run its part (as the
+          // executor's workers wait for each other), each slot adds up its
+          // parameters' buffers from other slots and (after the first)
+          // adds them into its accumulators.
+          const WideTaskTimes& w = wide[s][k];
+          pass.slot_busy = order.backward ? w.backward_busy : w.forward_busy;
+          seconds = order.backward ? w.backward : w.forward;
+          if (order.backward) {
+            double most = 0;
+            for (int slot = 0; slot < st.width; ++slot) {
+              const double after =
+                  w.merge[slot] + (first_backward ? 0 : w.accumulate[slot]);
+              most = std::max(most, after);
+              pass.slot_busy[slot] += after;
+            }
+            seconds += most;
+          }
+        }
+        if (order.backward) first_backward = false;
+        pass.task = graph.AddTask(
+            {d, seconds, static_cast<double>(lowered.device_passes_[d].size()),
+             0});
+        if (previous >= 0) graph.AddEdge(previous, pass.task);
+        previous = pass.task;
+        lowered.device_passes_[d].push_back(index);
+      }
+    }
+  }
+
+  // Transfers between stages, from each pass in stage order.
+  std::vector<int> links(static_cast<size_t>(D) * D, -1);  // [src * D + dst]
+  auto link = [&](int src, int dst) {
+    int& resource = links[static_cast<size_t>(src) * D + dst];
+    if (resource < 0) resource = graph.AddResource(ResourceOrder::kArrival);
+    return resource;
+  };
+  auto send = [&](const PassTask& from, const PassTask& to, int64_t bytes) {
+    const int t = graph.AddTask({link(from.device, to.device),
+                                 context.costs().TransferSeconds(
+                                     bytes, cluster, from.device, to.device)});
+    graph.AddEdge(from.task, t);
+    graph.AddEdge(t, to.task);
+    lowered.transfers_.push_back({t, from.device, to.device, bytes});
+  };
+  for (const PassTask& pass : lowered.passes_) {
+    for (int other = 0; other < S; ++other) {
+      const int s = pass.stage, j = pass.micro_batch;
+      if (!pass.backward && other > s &&
+          plan.forward_bytes[s * S + other] > 0) {
+        send(pass, lowered.pass(other, j, false),
+             plan.forward_bytes[s * S + other]);
+      }
+      if (pass.backward && other < s &&
+          plan.gradient_bytes[other * S + s] > 0) {
+        send(pass, lowered.pass(other, j, true),
+             plan.gradient_bytes[other * S + s]);
+      }
+    }
+  }
+
+  // Buckets and updates, per stage and slot.
+  for (int s = 0; s < S; ++s) {
+    const StageModel& st = plan.stages[s];
+    const PipelineStage& stage = strategy.stages[s];
+    const std::vector<int> replicas = stage.FirstDevices();
+    const int R = static_cast<int>(replicas.size());
+    std::vector<int> last(R);
+    std::vector<std::vector<double>> offsets(R);
+    for (int k = 0; k < R; ++k) {
+      last[k] =
+          lowered.passes_[lowered.device_passes_[replicas[k]].back()].task;
+      offsets[k] = wide[s].empty() ? BackwardOffsets(context, st, replicas[k])
+                                   : wide[s][k].backward_end;
+    }
+    for (int slot = 0; slot < st.width; ++slot) {
+      const std::vector<std::pair<int, int64_t>>& gradients =
+          st.gradients[slot];
+      const std::vector<int> ring = SlotDevices(stage, slot);
+      int reduced = -1;  // the slot's last bucket
+      if (R > 1) {
+        const int collective = graph.AddResource(ResourceOrder::kArrival);
+        size_t i = 0;
+        while (i < gradients.size()) {
+          int64_t bytes = 0;
+          int position = -1;
+          do {
+            bytes += gradients[i].second;
+            position = std::max(position, gradients[i].first);
+            ++i;
+          } while (i < gradients.size() &&
+                   bytes + gradients[i].second <= strategy.bucket_bytes);
+          const int t = graph.AddTask(
+              {collective, AllreduceSeconds(context.costs(), cluster, ring,
+                                            bytes, strategy.allreduce)});
+          if (reduced >= 0) graph.AddEdge(reduced, t);
+          for (int k = 0; k < R; ++k) {
+            graph.AddStartEdge(last[k], t,
+                               position < 0 ? 0 : offsets[k][position]);
+          }
+          lowered.buckets_.push_back({t, s, slot, bytes});
+          reduced = t;
+        }
+      }
+      for (int k = 0; k < R; ++k) {
+        double seconds = 0;
+        for (int u : st.update) {
+          if (plan.slot_of_node[u] == slot) {
+            seconds += context.node_seconds(u, ring[k]);
+          }
+        }
+        const int t = graph.AddTask({ring[k], seconds});
+        graph.AddEdge(last[k], t);
+        if (reduced >= 0) graph.AddEdge(reduced, t);
+        lowered.updates_.push_back({t, s, slot, k, ring[k]});
+      }
+    }
+  }
+  return lowered;
+}
+
+}  // namespace placer

@@ -1,0 +1,115 @@
+// A Strategy's step (simulator/strategy.h) lowered to a TaskGraph
+// (simulator/task_graph.h) for the event engine: what the strategy's
+// micro-batches, transfers, allreduced buckets and updates are as tasks on
+// devices, links and collectives.
+//
+// Contract: LowerStrategy is a pure function of its arguments (a strategy
+// CheckStrategy accepted, its StagePlan and wide-task times). The graph:
+//  - One resource per device (kPriority, index = the device), one per link
+//    direction that carries a transfer and one per (stage, slot) whose
+//    replicas allreduce (kArrival).
+//  - Passes: F(s, j) and B(s, j) on the first device of the replica that
+//    runs micro-batch j, each after the pass before it in the replica's
+//    order (ReplicaTaskOrder), taking the stage's nodes' time there (wide
+//    stages: the replica's scheduled task), a backward after the replica's
+//    first plus its accumulation into the gradient buffers.
+//  - Transfers: when F(a, j) ends, one per later stage b reading a's
+//    values, to F(b, j); when B(b, j) ends, one per earlier stage a whose
+//    gradients b makes, to B(a, j).
+//  - Buckets: gradients in the order the replica's last backward makes
+//    them, in buckets of about bucket_bytes, each allreduced after the one
+//    before and once every replica's last backward has made it (a start
+//    edge at that point of the pass).
+//  - Updates: one per (stage, slot, replica) on the slot's device, after
+//    the replica's last backward and the slot's last bucket.
+#ifndef PLACER_SIMULATOR_STRATEGY_LOWERING_H_
+#define PLACER_SIMULATOR_STRATEGY_LOWERING_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "simulator/simulator.h"
+#include "simulator/stage_plan.h"
+#include "simulator/strategy.h"
+#include "simulator/task_graph.h"
+
+namespace placer {
+
+// A forward or backward pass of one stage replica over one micro-batch.
+struct PassTask {
+  int task = -1;  // in the graph
+  int stage = -1;
+  int micro_batch = -1;
+  int replica = -1;
+  int device = -1;  // the replica's first device
+  bool backward = false;
+  // Wide stages: each slot's busy seconds in the pass; else empty (the
+  // device is busy for the task's seconds).
+  std::vector<double> slot_busy;
+};
+
+struct TransferTask {
+  int task = -1;
+  int src = -1;
+  int dst = -1;
+  int64_t bytes = 0;
+};
+
+struct BucketTask {
+  int task = -1;
+  int stage = -1;
+  int slot = 0;
+  int64_t bytes = 0;
+};
+
+struct UpdateTask {
+  int task = -1;
+  int stage = -1;
+  int slot = 0;
+  int replica = -1;
+  int device = -1;
+};
+
+class LoweredStrategy {
+ public:
+  const TaskGraph& graph() const { return graph_; }
+  // F(stage, micro_batch) or B(stage, micro_batch).
+  const PassTask& pass(int stage, int micro_batch, bool backward) const {
+    return passes_[PassIndex(stage, micro_batch, backward)];
+  }
+  const std::vector<PassTask>& passes() const { return passes_; }
+  // Per device, the passes it runs (as indices into passes()), in order.
+  const std::vector<std::vector<int>>& device_passes() const {
+    return device_passes_;
+  }
+  const std::vector<TransferTask>& transfers() const { return transfers_; }
+  // Per stage, per slot, in the order they are reduced.
+  const std::vector<BucketTask>& buckets() const { return buckets_; }
+  // In (stage, slot, replica) order.
+  const std::vector<UpdateTask>& updates() const { return updates_; }
+
+ private:
+  friend LoweredStrategy LowerStrategy(
+      const SimulationContext& context, const Strategy& strategy,
+      const StagePlan& plan,
+      const std::vector<std::vector<WideTaskTimes>>& wide);
+  int PassIndex(int stage, int micro_batch, bool backward) const {
+    return (stage * micro_batches_ + micro_batch) * 2 + (backward ? 1 : 0);
+  }
+
+  int micro_batches_ = 1;
+  TaskGraph graph_;
+  std::vector<PassTask> passes_;
+  std::vector<std::vector<int>> device_passes_;
+  std::vector<TransferTask> transfers_;
+  std::vector<BucketTask> buckets_;
+  std::vector<UpdateTask> updates_;
+};
+
+LoweredStrategy LowerStrategy(
+    const SimulationContext& context, const Strategy& strategy,
+    const StagePlan& plan, const std::vector<std::vector<WideTaskTimes>>& wide);
+
+}  // namespace placer
+
+#endif  // PLACER_SIMULATOR_STRATEGY_LOWERING_H_

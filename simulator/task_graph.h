@@ -1,0 +1,75 @@
+// A training step lowered to tasks on resources: what the event engine
+// (simulator/engine.h) runs. A resource runs one task at a time — a
+// device's compute, one direction of a link, the collective of a group of
+// devices. A task starts once it is ready (every edge into it released) and
+// its resource takes it.
+//
+// Contract:
+//  - Edges: AddEdge(a, b) releases b's wait on a when a ends;
+//    AddStartEdge(a, b, lag) when a has run `lag` seconds (what a long task
+//    makes part-way through, e.g. a gradient final inside a backward pass).
+//  - Resources: kPriority takes, whenever it is idle, its ready task with
+//    the lowest (priority, tie); kArrival books each task the moment it is
+//    ready, after the tasks booked before it (a FIFO link).
+//  - Successors keep the order their edges were added in: the engine
+//    releases them in that order, which decides ties between events at the
+//    same time.
+// Not thread-safe; a built graph is read-only and may be shared.
+#ifndef PLACER_SIMULATOR_TASK_GRAPH_H_
+#define PLACER_SIMULATOR_TASK_GRAPH_H_
+
+#include <vector>
+
+namespace placer {
+
+enum class ResourceOrder {
+  kPriority,  // an idle resource starts its best ready task
+  kArrival,   // tasks booked in the order they become ready
+};
+
+struct TaskEdge {
+  int to = -1;
+  // < 0: released when the source ends; else this long after it starts.
+  double lag_seconds = -1;
+};
+
+struct Task {
+  int resource = -1;
+  double seconds = 0;
+  double priority = 0;  // kPriority resources: lower runs first
+  int tie = 0;          // then lower tie
+};
+
+class TaskGraph {
+ public:
+  // Returns the new resource's index (0, 1, ...).
+  int AddResource(ResourceOrder order);
+  // Returns the new task's index (0, 1, ...). `task.resource` must be a
+  // resource added before; `task.seconds` >= 0.
+  int AddTask(const Task& task);
+  // `to` waits for `from` to end. Both must be tasks added before.
+  void AddEdge(int from, int to);
+  // `to` waits until `from` has run `lag_seconds` (>= 0).
+  void AddStartEdge(int from, int to, double lag_seconds);
+
+  int num_tasks() const { return static_cast<int>(tasks_.size()); }
+  int num_resources() const { return static_cast<int>(orders_.size()); }
+  const Task& task(int t) const { return tasks_[t]; }
+  ResourceOrder resource_order(int r) const { return orders_[r]; }
+  // Edges out of `t`, in the order they were added.
+  const std::vector<TaskEdge>& successors(int t) const {
+    return successors_[t];
+  }
+  // Edges into `t`.
+  int num_predecessors(int t) const { return predecessors_[t]; }
+
+ private:
+  std::vector<ResourceOrder> orders_;
+  std::vector<Task> tasks_;
+  std::vector<std::vector<TaskEdge>> successors_;
+  std::vector<int> predecessors_;
+};
+
+}  // namespace placer
+
+#endif  // PLACER_SIMULATOR_TASK_GRAPH_H_
