@@ -21,8 +21,9 @@ struct Event {
 
 class Engine {
  public:
-  explicit Engine(const TaskGraph& graph)
+  Engine(const TaskGraph& graph, TaskObserver* observer)
       : graph_(graph),
+        observer_(observer),
         pending_(graph.num_tasks()),
         ready_time_(graph.num_tasks(), 0),
         free_at_(graph.num_resources(), 0),
@@ -34,6 +35,26 @@ class Engine {
     schedule_.waited_for.assign(graph.num_tasks(), -1);
     schedule_.busy_seconds.assign(graph.num_resources(), 0);
     schedule_.start_order.reserve(graph.num_tasks());
+    // Successors by source, each task's in the order added: the graph's
+    // edges as they are when added source by source, else sorted here.
+    const std::vector<TaskEdge>& edges = graph.edges();
+    first_successor_.assign(graph.num_tasks() + 1, 0);
+    bool by_source = true;
+    for (size_t e = 0; e < edges.size(); ++e) {
+      ++first_successor_[edges[e].from + 1];
+      by_source &= e == 0 || edges[e - 1].from <= edges[e].from;
+    }
+    for (int t = 0; t < graph.num_tasks(); ++t) {
+      first_successor_[t + 1] += first_successor_[t];
+    }
+    successors_ = &edges;
+    if (!by_source) {
+      sorted_.resize(edges.size());
+      std::vector<int> next(first_successor_.begin(),
+                            first_successor_.end() - 1);
+      for (const TaskEdge& edge : edges) sorted_[next[edge.from]++] = edge;
+      successors_ = &sorted_;
+    }
   }
 
   TaskSchedule Run() {
@@ -67,10 +88,10 @@ class Engine {
   struct ReadyCompare {
     const TaskGraph* graph;
     bool operator()(int a, int b) const {  // true: b runs first
-      const Task& x = graph->task(a);
-      const Task& y = graph->task(b);
-      if (x.priority != y.priority) return x.priority > y.priority;
-      if (x.tie != y.tie) return x.tie > y.tie;
+      const double pa = graph->priority(a), pb = graph->priority(b);
+      if (pa != pb) return pa > pb;
+      const int ta = graph->tie(a), tb = graph->tie(b);
+      if (ta != tb) return ta > tb;
       return a > b;
     }
   };
@@ -82,13 +103,13 @@ class Engine {
 
   void Ready(int t, double now) {
     ready_time_[t] = now;
-    const int r = graph_.task(t).resource;
+    const int r = graph_.resource(t);
     if (graph_.resource_order(r) == ResourceOrder::kArrival) {
       const double start = std::max(now, free_at_[r]);
       if (start > now && last_on_[r] >= 0) {
         schedule_.waited_for[t] = last_on_[r];
       }
-      Start(t, start);
+      Start(t, now, start);
       free_at_[r] = schedule_.end_seconds[t];
     } else {
       queues_[r].push(t);
@@ -96,14 +117,17 @@ class Engine {
     }
   }
 
-  void Start(int t, double start) {
-    const Task& task = graph_.task(t);
+  void Start(int t, double now, double start) {
+    const int resource = graph_.resource(t);
+    double end = start + graph_.seconds(t);
+    if (observer_ != nullptr) end = observer_->Started(t, now, start, end);
     schedule_.start_seconds[t] = start;
-    schedule_.end_seconds[t] = start + task.seconds;
+    schedule_.end_seconds[t] = end;
     schedule_.start_order.push_back(t);
-    last_on_[task.resource] = t;
-    Push(schedule_.end_seconds[t], t, -1);
-    for (const TaskEdge& edge : graph_.successors(t)) {
+    last_on_[resource] = t;
+    Push(end, t, -1);
+    for (int e = first_successor_[t]; e < first_successor_[t + 1]; ++e) {
+      const TaskEdge& edge = (*successors_)[e];
       if (edge.lag_seconds >= 0) Push(start + edge.lag_seconds, t, edge.to);
     }
   }
@@ -116,7 +140,7 @@ class Engine {
     if (ready_time_[t] < now && last_on_[r] >= 0) {
       schedule_.waited_for[t] = last_on_[r];
     }
-    Start(t, now);
+    Start(t, now, now);
   }
 
   void Release(int t, int by, double now) {
@@ -125,20 +149,26 @@ class Engine {
   }
 
   void End(int t, double now) {
-    const Task& task = graph_.task(t);
+    const int resource = graph_.resource(t);
     ++schedule_.finished;
-    schedule_.busy_seconds[task.resource] += task.seconds;
+    schedule_.busy_seconds[resource] += now - schedule_.start_seconds[t];
     schedule_.makespan_seconds = std::max(schedule_.makespan_seconds, now);
-    if (graph_.resource_order(task.resource) == ResourceOrder::kPriority) {
-      running_[task.resource] = 0;
-      touched_.push_back(task.resource);
+    if (observer_ != nullptr) observer_->Ended(t, now);
+    if (graph_.resource_order(resource) == ResourceOrder::kPriority) {
+      running_[resource] = 0;
+      touched_.push_back(resource);
     }
-    for (const TaskEdge& edge : graph_.successors(t)) {
+    for (int e = first_successor_[t]; e < first_successor_[t + 1]; ++e) {
+      const TaskEdge& edge = (*successors_)[e];
       if (edge.lag_seconds < 0) Release(edge.to, t, now);
     }
   }
 
   const TaskGraph& graph_;
+  TaskObserver* const observer_;
+  std::vector<int> first_successor_;         // per task + 1: into successors_
+  const std::vector<TaskEdge>* successors_;  // grouped by source
+  std::vector<TaskEdge> sorted_;             // when the graph's edges are not
   std::vector<int> pending_;
   std::vector<double> ready_time_;
   std::vector<double> free_at_;  // kArrival: the last booked task's end
@@ -153,8 +183,8 @@ class Engine {
 
 }  // namespace
 
-TaskSchedule RunTaskGraph(const TaskGraph& graph) {
-  return Engine(graph).Run();
+TaskSchedule RunTaskGraph(const TaskGraph& graph, TaskObserver* observer) {
+  return Engine(graph, observer).Run();
 }
 
 }  // namespace placer

@@ -12,6 +12,8 @@
 //  - After each event (and at time 0, after the tasks without edges into
 //    them are made ready in index order), every kPriority resource that is
 //    idle with ready tasks starts its best one, in resource index order.
+//  - An observer, when given, hears of each start (and may lengthen the
+//    task) and each end, as they happen, on the calling thread.
 // A task that is never ready (a cycle, a missing release) never runs:
 // `finished` counts those that did.
 #ifndef PLACER_SIMULATOR_ENGINE_H_
@@ -32,12 +34,28 @@ struct TaskSchedule {
   std::vector<int> waited_for;
   // Tasks in the order they started (kArrival: were booked).
   std::vector<int> start_order;
-  std::vector<double> busy_seconds;  // per resource
+  std::vector<double> busy_seconds;  // per resource: its tasks' end - start
   int finished = 0;                  // tasks that ran
   double makespan_seconds = 0;       // the last end
 };
 
-TaskSchedule RunTaskGraph(const TaskGraph& graph);
+// Told of tasks starting and ending, in the engine's order.
+class TaskObserver {
+ public:
+  virtual ~TaskObserver() = default;
+  // `task` starts at `start`, decided at `now` (the time of the event
+  // being handled; earlier than `start` for a task booked on a kArrival
+  // resource that is busy until then); `end` is start + its seconds.
+  // Returns its end: `end`, or later when the task turns out to do more
+  // (e.g. add into a buffer its device holds by then).
+  virtual double Started(int task, double now, double start, double end) = 0;
+  // `task` ends at `now`, before its successors are released.
+  virtual void Ended(int task, double now) = 0;
+};
+
+// `observer` may be null.
+TaskSchedule RunTaskGraph(const TaskGraph& graph,
+                          TaskObserver* observer = nullptr);
 
 }  // namespace placer
 

@@ -41,9 +41,11 @@
 //    A forward node's saved_workspace_bytes (graph/training_view.h) are
 //    allocated when it starts and freed when its backward node finishes;
 //    a node's scratch_bytes when it starts, freed when it finishes.
-// SimulationContext holds everything that does not depend on the placement
-// (per-device node times, priorities, the lower bound), so a search builds
-// it once and simulates many placements.
+// SimulationContext (simulator/simulation_context.h) holds everything that
+// does not depend on the placement. Simulate lowers the placement to a task
+// graph (simulator/placement_lowering.h), runs it on the event engine
+// (simulator/engine.h) and keeps memory with a MemoryTimeline
+// (simulator/memory_timeline.h).
 #ifndef PLACER_SIMULATOR_SIMULATOR_H_
 #define PLACER_SIMULATOR_SIMULATOR_H_
 
@@ -56,100 +58,11 @@
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
+#include "simulator/memory_timeline.h"
 #include "simulator/placement.h"
+#include "simulator/simulation_context.h"
 
 namespace placer {
-
-class SimulationContext;
-
-// Orders a device's ready queue: lower priority runs first.
-class ReadyOrder {
- public:
-  virtual ~ReadyOrder() = default;
-  virtual std::vector<double> Priorities(
-      const SimulationContext& context) const = 0;
-};
-
-// Nodes in the view's topological order.
-std::unique_ptr<ReadyOrder> NewTopologicalReadyOrder();
-// Longest remaining path first (HEFT's upward rank, with each node at its
-// fastest device's time and free communication).
-std::unique_ptr<ReadyOrder> NewCriticalPathReadyOrder();
-// The orders above by name ("topological", "critical_path"); NotFound
-// listing the names otherwise.
-absl::StatusOr<std::unique_ptr<ReadyOrder>> NewReadyOrder(
-    const std::string& name);
-
-class SimulationContext {
- public:
-  // `view`, `cluster` and `costs` must outlive the context.
-  static SimulationContext Create(const TrainingView& view,
-                                  const Cluster& cluster,
-                                  const CostModel& costs,
-                                  const ReadyOrder& order);
-
-  const TrainingView& view() const { return *view_; }
-  const Cluster& cluster() const { return *cluster_; }
-  const CostModel& costs() const { return *costs_; }
-  int num_nodes() const { return static_cast<int>(view_->nodes().size()); }
-  int num_devices() const { return cluster_->num_devices(); }
-  double node_seconds(int node, int device) const {
-    return node_seconds_[static_cast<size_t>(node) * num_devices() + device];
-  }
-  // On a device that is the only one of its host a placement uses
-  // (CostModel::AloneNodeSeconds); node_seconds where the cost model does
-  // not tell the two apart.
-  double alone_node_seconds(int node, int device) const {
-    return alone_seconds_.empty()
-               ? node_seconds(node, device)
-               : alone_seconds_[static_cast<size_t>(node) * num_devices() +
-                                device];
-  }
-  bool has_alone_times() const { return !alone_seconds_.empty(); }
-  // Adding a partial gradient of gradient sum `sum` into the buffer
-  // `device` holds for it (CostModel::PartialAddSeconds).
-  bool has_partial_adds() const { return !add_seconds_.empty(); }
-  double partial_add_seconds(int sum, int device) const {
-    return add_seconds_.empty()
-               ? 0
-               : add_seconds_[static_cast<size_t>(sum) * num_devices() +
-                              device];
-  }
-  // Devices on one host share an index (Device::host; unsaid is one host).
-  int host_of(int device) const { return host_of_[device]; }
-  // The node's fastest time over devices, alone or not.
-  double min_node_seconds(int node) const { return min_seconds_[node]; }
-  double priority(int node) const { return priority_[node]; }
-  const std::vector<double>& priorities() const { return priority_; }
-  int key_rank(int node) const { return key_rank_[node]; }
-  const std::vector<int>& control_dependents(int node) const {
-    return control_dependents_[node];
-  }
-  // Nodes whose time the cost model could only guess.
-  int inaccurate_nodes() const { return inaccurate_nodes_; }
-  // max(total FLOPs / total peak FLOP/s, sum of each node's fastest time /
-  // devices, the longest path at fastest times with free communication):
-  // no placement can beat it.
-  double lower_bound_seconds() const { return lower_bound_seconds_; }
-  // The device group g's parameters live on under `placement`.
-  int home_group(int value) const { return home_group_[value]; }
-
- private:
-  const TrainingView* view_ = nullptr;
-  const Cluster* cluster_ = nullptr;
-  const CostModel* costs_ = nullptr;
-  std::vector<double> node_seconds_;
-  std::vector<double> alone_seconds_;  // empty: the same as node_seconds_
-  std::vector<double> add_seconds_;    // per (sum, device); empty: all 0
-  std::vector<int> host_of_;
-  std::vector<double> min_seconds_;
-  std::vector<double> priority_;
-  std::vector<int> key_rank_;
-  std::vector<std::vector<int>> control_dependents_;
-  std::vector<int> home_group_;  // parameters: their group; else -1
-  int inaccurate_nodes_ = 0;
-  double lower_bound_seconds_ = 0;
-};
 
 struct SimulationOptions {
   // Keep every node's and transfer's times (for traces).
@@ -174,13 +87,6 @@ struct ScheduledTransfer {
 };
 
 // A device's memory after a change, at a moment of the step.
-struct MemorySample {
-  double seconds = 0;
-  int device = -1;
-  int64_t bytes = 0;
-};
-
-// One step of the critical path: a node or a transfer (an index into
 // SimulationResult::transfers).
 struct CriticalStep {
   bool is_transfer = false;
@@ -205,11 +111,6 @@ struct SimulationResult {
   // the simulation made them (times ascending); resident memory at 0.
   std::vector<MemorySample> memory;
 };
-
-// Each view node's rank in the order of node keys: the tie-break of every
-// ready queue (the simulator's and the executor's), computed once so ties
-// are broken by name without string compares.
-std::vector<int> NodeKeyRanks(const TrainingView& view);
 
 // What a transfer carries, for reports and traces: the value's name, or
 // for a device's summed partial gradients "grad:<tensor> (summed)".

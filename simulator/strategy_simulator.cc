@@ -116,7 +116,7 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
         --in_flight;
       }
       if (pass.slot_busy.empty()) {
-        step.busy_seconds[d] += lowered.graph().task(pass.task).seconds;
+        step.busy_seconds[d] += lowered.graph().seconds(pass.task);
       } else {
         for (size_t slot = 0; slot < pass.slot_busy.size(); ++slot) {
           step.busy_seconds[strategy.stages[pass.stage].device(
@@ -154,7 +154,7 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
                              ran.start_seconds[bucket.task],
                              ran.end_seconds[bucket.task]});
     }
-    out.allreduce_seconds += lowered.graph().task(bucket.task).seconds;
+    out.allreduce_seconds += lowered.graph().seconds(bucket.task);
     step.bytes_moved += 2 * static_cast<int64_t>(replicas - 1) * bucket.bytes;
     step.transfers_count += strategy.allreduce == AllreduceAlgorithm::kRing
                                 ? 2 * (replicas - 1) * replicas
@@ -168,7 +168,7 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     const PipelineStage& stage = strategy.stages[update.stage];
     const int d = update.device, slot = update.slot, k = update.replica;
     const int R = stage.num_replicas();
-    step.busy_seconds[d] += lowered.graph().task(update.task).seconds;
+    step.busy_seconds[d] += lowered.graph().seconds(update.task);
     if (options.record_schedule) {
       out.tasks.push_back({update.stage, -1, d, false,
                            ran.start_seconds[update.task],

@@ -8,20 +8,21 @@ int TaskGraph::AddResource(ResourceOrder order) {
 }
 
 int TaskGraph::AddTask(const Task& task) {
-  tasks_.push_back(task);
-  successors_.emplace_back();
+  resource_.push_back(task.resource);
+  seconds_.push_back(task.seconds);
+  priority_.push_back(task.priority);
+  tie_.push_back(task.tie);
   predecessors_.push_back(0);
   return num_tasks() - 1;
 }
 
-void TaskGraph::AddEdge(int from, int to) {
-  successors_[from].push_back({to, -1});
-  ++predecessors_[to];
-}
-
-void TaskGraph::AddStartEdge(int from, int to, double lag_seconds) {
-  successors_[from].push_back({to, lag_seconds});
-  ++predecessors_[to];
+void TaskGraph::Reserve(int tasks, int edges) {
+  resource_.reserve(tasks);
+  seconds_.reserve(tasks);
+  priority_.reserve(tasks);
+  tie_.reserve(tasks);
+  predecessors_.reserve(tasks);
+  edges_.reserve(edges);
 }
 
 }  // namespace placer

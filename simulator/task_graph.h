@@ -11,9 +11,10 @@
 //  - Resources: kPriority takes, whenever it is idle, its ready task with
 //    the lowest (priority, tie); kArrival books each task the moment it is
 //    ready, after the tasks booked before it (a FIFO link).
-//  - Successors keep the order their edges were added in: the engine
-//    releases them in that order, which decides ties between events at the
-//    same time.
+//  - A task's successors keep the order their edges were added in: the
+//    engine releases them in that order, which decides ties between events
+//    at the same time. Edges added source by source (`from` never
+//    decreasing) spare the engine a sort.
 // Not thread-safe; a built graph is read-only and may be shared.
 #ifndef PLACER_SIMULATOR_TASK_GRAPH_H_
 #define PLACER_SIMULATOR_TASK_GRAPH_H_
@@ -28,8 +29,9 @@ enum class ResourceOrder {
 };
 
 struct TaskEdge {
+  int from = -1;
   int to = -1;
-  // < 0: released when the source ends; else this long after it starts.
+  // < 0: released when `from` ends; else this long after it starts.
   double lag_seconds = -1;
 };
 
@@ -48,25 +50,42 @@ class TaskGraph {
   // resource added before; `task.seconds` >= 0.
   int AddTask(const Task& task);
   // `to` waits for `from` to end. Both must be tasks added before.
-  void AddEdge(int from, int to);
-  // `to` waits until `from` has run `lag_seconds` (>= 0).
-  void AddStartEdge(int from, int to, double lag_seconds);
-
-  int num_tasks() const { return static_cast<int>(tasks_.size()); }
-  int num_resources() const { return static_cast<int>(orders_.size()); }
-  const Task& task(int t) const { return tasks_[t]; }
-  ResourceOrder resource_order(int r) const { return orders_[r]; }
-  // Edges out of `t`, in the order they were added.
-  const std::vector<TaskEdge>& successors(int t) const {
-    return successors_[t];
+  void AddEdge(int from, int to) {
+    edges_.push_back({from, to, -1});
+    ++predecessors_[to];
   }
+  // `to` waits until `from` has run `lag_seconds` (>= 0).
+  void AddStartEdge(int from, int to, double lag_seconds) {
+    edges_.push_back({from, to, lag_seconds});
+    ++predecessors_[to];
+  }
+
+  // Room for this many tasks and edges in all (a hint).
+  void Reserve(int tasks, int edges);
+
+  int num_tasks() const { return static_cast<int>(resource_.size()); }
+  int num_resources() const { return static_cast<int>(orders_.size()); }
+  Task task(int t) const {
+    return {resource_[t], seconds_[t], priority_[t], tie_[t]};
+  }
+  int resource(int t) const { return resource_[t]; }
+  double seconds(int t) const { return seconds_[t]; }
+  double priority(int t) const { return priority_[t]; }
+  int tie(int t) const { return tie_[t]; }
+  ResourceOrder resource_order(int r) const { return orders_[r]; }
+  // Every edge, in the order added.
+  const std::vector<TaskEdge>& edges() const { return edges_; }
   // Edges into `t`.
   int num_predecessors(int t) const { return predecessors_[t]; }
 
  private:
   std::vector<ResourceOrder> orders_;
-  std::vector<Task> tasks_;
-  std::vector<std::vector<TaskEdge>> successors_;
+  // Per task (kept apart: the engine's ready queues read priorities alone).
+  std::vector<int> resource_;
+  std::vector<double> seconds_;
+  std::vector<double> priority_;
+  std::vector<int> tie_;
+  std::vector<TaskEdge> edges_;
   std::vector<int> predecessors_;
 };
 

@@ -1,0 +1,142 @@
+#include "simulator/memory_timeline.h"
+
+#include <algorithm>
+
+namespace placer {
+
+MemoryTimeline::MemoryTimeline(const SimulationContext& context,
+                               const LoweredPlacement& lowered, bool record)
+    : context_(context),
+      view_(context.view()),
+      lowered_(lowered),
+      record_(record),
+      devices_(context.num_devices()) {
+  const int num_values = static_cast<int>(view_.values().size());
+  const std::vector<int>& device_of = lowered.device_of_node;
+  memory_.assign(devices_, 0);
+  peak_.assign(devices_, 0);
+  users_.assign(static_cast<size_t>(num_values) * devices_, 0);
+  source_device_.assign(num_values, -1);
+  has_buffer_.assign(view_.gradient_sums().size() * devices_, 0);
+  std::vector<char> present(static_cast<size_t>(devices_), 0);
+  const double state = view_.options().optimizer_state_per_parameter_byte();
+  for (int v = 0; v < num_values; ++v) {
+    const TrainingValue& value = view_.value(v);
+    if (view_.sum_of(v) >= 0) continue;  // accumulated, not read as such
+    for (int consumer : value.consumers) {
+      ++users_[static_cast<size_t>(v) * devices_ + device_of[consumer]];
+    }
+    switch (value.kind) {
+      case ValueKind::kParameter: {
+        const int g = context.home_group(v);
+        if (g < 0) break;
+        const int home = lowered.device_of_group[g];
+        source_device_[v] = home;
+        Allocate(home, value.bytes + static_cast<int64_t>(state * value.bytes));
+        break;
+      }
+      case ValueKind::kGraphInput:
+      case ValueKind::kConstant:
+        std::fill(present.begin(), present.end(), 0);
+        for (int consumer : value.consumers) {
+          const int d = device_of[consumer];
+          if (!present[d]) {
+            present[d] = 1;
+            Allocate(d, value.bytes);
+          }
+        }
+        break;
+      default:
+        source_device_[v] =
+            value.producer >= 0 ? device_of[value.producer] : -1;
+        break;
+    }
+  }
+  // A copy's source holds the value until the copy ends.
+  for (const CopyTask& copy : lowered.copies) {
+    if (copy.gradient_sum < 0) {
+      ++users_[static_cast<size_t>(copy.value) * devices_ + copy.src];
+    }
+  }
+}
+
+void MemoryTimeline::Allocate(int device, int64_t bytes) {
+  memory_[device] += bytes;
+  peak_[device] = std::max(peak_[device], memory_[device]);
+  if (record_) samples_.push_back({now_, device, memory_[device]});
+}
+
+void MemoryTimeline::Free(int device, int64_t bytes) {
+  memory_[device] -= bytes;
+  if (record_) samples_.push_back({now_, device, memory_[device]});
+}
+
+void MemoryTimeline::Release(int v, int device) {
+  const bool transient = view_.value(v).kind == ValueKind::kActivation ||
+                         view_.value(v).kind == ValueKind::kGradient;
+  if (--users_[static_cast<size_t>(v) * devices_ + device] == 0 &&
+      (transient || device != source_device_[v])) {
+    Free(device, view_.value(v).bytes);
+  }
+}
+
+void MemoryTimeline::Accumulate(int sum, int device) {
+  char& held = has_buffer_[static_cast<size_t>(sum) * devices_ + device];
+  if (held) {
+    Free(device, view_.gradient_sums()[sum].bytes);  // added, freed
+  } else {
+    held = 1;
+  }
+}
+
+void MemoryTimeline::Started(int task, double now) {
+  now_ = now;
+  if (lowered_.is_copy(task)) {
+    const CopyTask& copy = lowered_.copy(task);
+    Allocate(copy.dst, copy.bytes);
+    return;
+  }
+  const int d = lowered_.device_of_node[task];
+  const TrainingNode& node = view_.node(task);
+  for (int out : node.outputs) Allocate(d, view_.value(out).bytes);
+  // What the op keeps for its backward besides values (a fused recurrent
+  // layer's steps), until its backward node ends.
+  if (node.saved_workspace_bytes > 0) Allocate(d, node.saved_workspace_bytes);
+  if (node.scratch_bytes > 0) Allocate(d, node.scratch_bytes);
+}
+
+void MemoryTimeline::Ended(int task, double now) {
+  now_ = now;
+  if (lowered_.is_copy(task)) {
+    const CopyTask& copy = lowered_.copy(task);
+    if (copy.gradient_sum >= 0) {
+      Free(copy.src, copy.bytes);  // the sender's buffer, sent
+      Accumulate(copy.gradient_sum, copy.dst);
+    } else {
+      Release(copy.value, copy.src);
+    }
+    return;
+  }
+  const int d = lowered_.device_of_node[task];
+  const TrainingNode& node = view_.node(task);
+  for (int in : node.inputs) {
+    if (view_.sum_of(in) < 0) Release(in, d);
+  }
+  for (int s : view_.sums_read_by(task)) {
+    Free(d, view_.gradient_sums()[s].bytes);  // the summed buffer
+  }
+  Free(d, node.scratch_bytes);
+  if (node.kind == NodeKind::kBackward) {
+    Free(d, view_.node(node.forward_op).saved_workspace_bytes);
+  }
+  for (int out : node.outputs) {
+    const int s = view_.sum_of(out);
+    if (s >= 0) {
+      Accumulate(s, d);
+    } else if (view_.value(out).consumers.empty()) {
+      Free(d, view_.value(out).bytes);  // nobody reads it
+    }
+  }
+}
+
+}  // namespace placer

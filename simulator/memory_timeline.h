@@ -1,0 +1,84 @@
+// What is live on each device while a lowered op placement's step runs
+// (simulator/placement_lowering.h): the liveness rules, kept apart from
+// scheduling as Grappler keeps GraphMemory. The simulator feeds it the
+// engine's starts and ends; it answers peaks, every change (when asked
+// to record them) and which devices hold a gradient sum's buffer.
+//
+// Contract (times are the engine's):
+//  - Resident from the start: the parameters homed on a device times
+//    (1 + optimizer state per parameter byte); graph inputs and constants
+//    on each device that reads them.
+//  - A node's outputs, saved_workspace_bytes and scratch_bytes are
+//    allocated when it starts; a copy's bytes on its destination when it
+//    is booked on its link (it may start later).
+//  - When a node ends: each input it read is released on its device (freed
+//    after the last reader or outgoing copy there, unless it is a resident
+//    parameter or input at home); the summed buffers it read and its
+//    scratch are freed; a backward node frees its forward op's saved
+//    workspace; each partial gradient it made becomes its device's buffer
+//    for the sum or, when the device holds one, is added into it and
+//    freed; an output nobody reads is freed.
+//  - When a copy ends: a summed buffer is freed on its source and kept or
+//    added (and freed) on its destination; a value is released on its
+//    source.
+// Not thread-safe.
+#ifndef PLACER_SIMULATOR_MEMORY_TIMELINE_H_
+#define PLACER_SIMULATOR_MEMORY_TIMELINE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "simulator/placement_lowering.h"
+#include "simulator/simulation_context.h"
+
+namespace placer {
+
+// A device's memory after a change, at a moment of the step.
+struct MemorySample {
+  double seconds = 0;
+  int device = -1;
+  int64_t bytes = 0;
+};
+
+class MemoryTimeline {
+ public:
+  // Allocates what is resident from the start. `context` and `lowered`
+  // must outlive the timeline. With `record`, keeps every change.
+  MemoryTimeline(const SimulationContext& context,
+                 const LoweredPlacement& lowered, bool record);
+
+  // Task `task` of the lowered graph started (a copy: was booked) at `now`.
+  void Started(int task, double now);
+  // Task `task` ended at `now`.
+  void Ended(int task, double now);
+
+  // Whether `device` holds a buffer of gradient sum `sum` now.
+  bool holds_buffer(int sum, int device) const {
+    return has_buffer_[static_cast<size_t>(sum) * devices_ + device] != 0;
+  }
+  const std::vector<int64_t>& peak_bytes() const { return peak_; }
+  // With `record`: every change, in the order made.
+  std::vector<MemorySample>& samples() { return samples_; }
+
+ private:
+  void Allocate(int device, int64_t bytes);
+  void Free(int device, int64_t bytes);
+  void Release(int value, int device);
+  void Accumulate(int sum, int device);
+
+  const SimulationContext& context_;
+  const TrainingView& view_;
+  const LoweredPlacement& lowered_;
+  const bool record_;
+  const int devices_;
+  double now_ = 0;
+  std::vector<int64_t> memory_, peak_;
+  std::vector<int> users_;          // per (value, device)
+  std::vector<int> source_device_;  // per value, or -1
+  std::vector<char> has_buffer_;    // per (sum, device)
+  std::vector<MemorySample> samples_;
+};
+
+}  // namespace placer
+
+#endif  // PLACER_SIMULATOR_MEMORY_TIMELINE_H_

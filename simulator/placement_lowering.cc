@@ -1,0 +1,167 @@
+#include "simulator/placement_lowering.h"
+
+#include "simulator/gradient_partials.h"
+
+namespace placer {
+namespace {
+
+class Lowering {
+ public:
+  Lowering(const SimulationContext& context, const Placement& placement)
+      : context_(context),
+        view_(context.view()),
+        devices_(context.num_devices()) {
+    out_.num_nodes = context.num_nodes();
+    out_.device_of_node = DevicesOfNodes(view_, placement);
+    out_.device_of_group = placement.device_of_op;
+  }
+
+  LoweredPlacement Run() {
+    const int n = out_.num_nodes;
+    TaskGraph& graph = out_.graph;
+    size_t reads = 0;
+    for (const TrainingValue& value : view_.values()) {
+      reads += value.consumers.size();
+    }
+    graph.Reserve(n + n / 4, static_cast<int>(reads) + n);
+    for (int d = 0; d < devices_; ++d) {
+      graph.AddResource(ResourceOrder::kPriority);
+    }
+    links_.assign(static_cast<size_t>(devices_) * devices_, -1);
+    const std::vector<char> alone = AloneDevices();
+    for (int i = 0; i < n; ++i) {
+      const int d = out_.device_of_node[i];
+      graph.AddTask({d,
+                     alone[d] ? context_.alone_node_seconds(i, d)
+                              : context_.node_seconds(i, d),
+                     context_.priority(i), context_.key_rank(i)});
+    }
+    const size_t slots = view_.values().size() * static_cast<size_t>(devices_);
+    copy_to_.assign(slots, -1);
+    // Parameters read on other devices: sent from their home at time 0.
+    for (int v = 0; v < static_cast<int>(view_.values().size()); ++v) {
+      const TrainingValue& value = view_.value(v);
+      if (value.kind != ValueKind::kParameter || view_.sum_of(v) >= 0) {
+        continue;
+      }
+      const int g = context_.home_group(v);
+      if (g < 0) continue;
+      const int home = out_.device_of_group[g];
+      for (int consumer : value.consumers) {
+        const int d = out_.device_of_node[consumer];
+        if (d != home) CopyValue(-1, v, home, d);
+      }
+    }
+    partials_ = CountPartials(view_, out_.device_of_node, devices_);
+    sum_copy_.assign(view_.gradient_sums().size() * devices_, -1);
+    for (int i = 0; i < n; ++i) AddEdgesOf(i);
+    for (int t = n; t < graph.num_tasks(); ++t) AddEdgesOfCopy(t);
+    return std::move(out_);
+  }
+
+ private:
+  // A device is alone when no other device of its host runs a node.
+  std::vector<char> AloneDevices() const {
+    std::vector<char> alone(devices_, 0);
+    if (!context_.has_alone_times()) return alone;
+    std::vector<int> used_on_host(devices_, 0);
+    std::vector<char> used(devices_, 0);
+    for (int d : out_.device_of_node) used[d] = 1;
+    for (int d = 0; d < devices_; ++d) {
+      used_on_host[context_.host_of(d)] += used[d];
+    }
+    for (int d = 0; d < devices_; ++d) {
+      alone[d] = used_on_host[context_.host_of(d)] == 1;
+    }
+    return alone;
+  }
+
+  int Link(int src, int dst) {
+    int& r = links_[static_cast<size_t>(src) * devices_ + dst];
+    if (r < 0) r = out_.graph.AddResource(ResourceOrder::kArrival);
+    return r;
+  }
+
+  int AddCopy(const CopyTask& copy) {
+    const int t = out_.graph.AddTask(
+        {Link(copy.src, copy.dst),
+         context_.costs().TransferSeconds(copy.bytes, context_.cluster(),
+                                          copy.src, copy.dst)});
+    out_.copies.push_back(copy);
+    return t;
+  }
+
+  // Value v to device dst, once, after `producer` (-1: at time 0); the
+  // copy then releases v's readers there.
+  void CopyValue(int producer, int v, int src, int dst) {
+    int& copy = copy_to_[static_cast<size_t>(v) * devices_ + dst];
+    if (copy >= 0) return;
+    copy = AddCopy({v, -1, src, dst, view_.value(v).bytes});
+    if (producer >= 0) out_.graph.AddEdge(producer, copy);
+  }
+
+  // A copy's edges to its readers, added after every node's so that edges
+  // go in source order.
+  void AddEdgesOfCopy(int task) {
+    const CopyTask& copy = out_.copy(task);
+    if (copy.gradient_sum >= 0) {
+      out_.graph.AddEdge(task, view_.gradient_sums()[copy.gradient_sum].sink);
+      return;
+    }
+    for (int consumer : view_.value(copy.value).consumers) {
+      if (out_.device_of_node[consumer] == copy.dst) {
+        out_.graph.AddEdge(task, consumer);
+      }
+    }
+  }
+
+  void AddEdgesOf(int i) {
+    TaskGraph& graph = out_.graph;
+    const int d = out_.device_of_node[i];
+    for (int out : view_.node(i).outputs) {
+      const int s = view_.sum_of(out);
+      if (s >= 0) {
+        const GradientSum& sum = view_.gradient_sums()[s];
+        const int sink_device = out_.device_of_node[sum.sink];
+        if (d == sink_device) {
+          graph.AddEdge(i, sum.sink);
+          continue;
+        }
+        int& copy = sum_copy_[static_cast<size_t>(s) * devices_ + d];
+        if (copy < 0) {
+          copy = AddCopy({partials_.first[partials_.slot(s, d)], s, d,
+                          sink_device, sum.bytes});
+        }
+        graph.AddEdge(i, copy);
+        continue;
+      }
+      for (int consumer : view_.value(out).consumers) {
+        const int cd = out_.device_of_node[consumer];
+        if (cd == d) {
+          graph.AddEdge(i, consumer);
+        } else {
+          CopyValue(i, out, d, cd);
+        }
+      }
+    }
+    for (int dep : context_.control_dependents(i)) graph.AddEdge(i, dep);
+  }
+
+  const SimulationContext& context_;
+  const TrainingView& view_;
+  const int devices_;
+  LoweredPlacement out_;
+  std::vector<int> links_;     // [src * devices + dst]: resource or -1
+  std::vector<int> copy_to_;   // [value * devices + dst]: task or -1
+  std::vector<int> sum_copy_;  // [sum * devices + src]: task or -1
+  PartialsByDevice partials_;
+};
+
+}  // namespace
+
+LoweredPlacement LowerPlacement(const SimulationContext& context,
+                                const Placement& placement) {
+  return Lowering(context, placement).Run();
+}
+
+}  // namespace placer
