@@ -17,11 +17,14 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
   peak_.assign(devices_, 0);
   users_.assign(static_cast<size_t>(num_values) * devices_, 0);
   source_device_.assign(num_values, -1);
+  transient_.assign(num_values, 0);
   has_buffer_.assign(view_.gradient_sums().size() * devices_, 0);
   std::vector<char> present(static_cast<size_t>(devices_), 0);
   const double state = view_.options().optimizer_state_per_parameter_byte();
   for (int v = 0; v < num_values; ++v) {
     const TrainingValue& value = view_.value(v);
+    transient_[v] = value.kind == ValueKind::kActivation ||
+                    value.kind == ValueKind::kGradient;
     if (view_.sum_of(v) >= 0) continue;  // accumulated, not read as such
     for (int consumer : value.consumers) {
       ++users_[static_cast<size_t>(v) * devices_ + device_of[consumer]];
@@ -72,11 +75,9 @@ void MemoryTimeline::Free(int device, int64_t bytes) {
 }
 
 void MemoryTimeline::Release(int v, int device) {
-  const bool transient = view_.value(v).kind == ValueKind::kActivation ||
-                         view_.value(v).kind == ValueKind::kGradient;
   if (--users_[static_cast<size_t>(v) * devices_ + device] == 0 &&
-      (transient || device != source_device_[v])) {
-    Free(device, view_.value(v).bytes);
+      (transient_[v] || device != source_device_[v])) {
+    Free(device, context_.value_bytes(v));
   }
 }
 
@@ -98,7 +99,7 @@ void MemoryTimeline::Started(int task, double now) {
   }
   const int d = lowered_.device_of_node[task];
   const TrainingNode& node = view_.node(task);
-  for (int out : node.outputs) Allocate(d, view_.value(out).bytes);
+  for (int out : context_.outputs(task)) Allocate(d, context_.value_bytes(out));
   // What the op keeps for its backward besides values (a fused recurrent
   // layer's steps), until its backward node ends.
   if (node.saved_workspace_bytes > 0) Allocate(d, node.saved_workspace_bytes);
@@ -119,7 +120,7 @@ void MemoryTimeline::Ended(int task, double now) {
   }
   const int d = lowered_.device_of_node[task];
   const TrainingNode& node = view_.node(task);
-  for (int in : node.inputs) {
+  for (int in : context_.inputs(task)) {
     if (view_.sum_of(in) < 0) Release(in, d);
   }
   for (int s : view_.sums_read_by(task)) {
@@ -129,12 +130,12 @@ void MemoryTimeline::Ended(int task, double now) {
   if (node.kind == NodeKind::kBackward) {
     Free(d, view_.node(node.forward_op).saved_workspace_bytes);
   }
-  for (int out : node.outputs) {
+  for (int out : context_.outputs(task)) {
     const int s = view_.sum_of(out);
     if (s >= 0) {
       Accumulate(s, d);
-    } else if (view_.value(out).consumers.empty()) {
-      Free(d, view_.value(out).bytes);  // nobody reads it
+    } else if (context_.consumers(out).empty()) {
+      Free(d, context_.value_bytes(out));  // nobody reads it
     }
   }
 }

@@ -75,6 +75,7 @@ class MemoryTimeline {
   std::vector<int64_t> memory_, peak_;
   std::vector<int> users_;          // per (value, device)
   std::vector<int> source_device_;  // per value, or -1
+  std::vector<char> transient_;     // per value: an activation or gradient
   std::vector<char> has_buffer_;    // per (sum, device)
   std::vector<MemorySample> samples_;
 };

@@ -1,5 +1,7 @@
 #include "simulator/placement_lowering.h"
 
+#include <algorithm>
+
 #include "simulator/gradient_partials.h"
 
 namespace placer {
@@ -19,11 +21,7 @@ class Lowering {
   LoweredPlacement Run() {
     const int n = out_.num_nodes;
     TaskGraph& graph = out_.graph;
-    size_t reads = 0;
-    for (const TrainingValue& value : view_.values()) {
-      reads += value.consumers.size();
-    }
-    graph.Reserve(n + n / 4, static_cast<int>(reads) + n);
+    graph.Reserve(n + n / 4, context_.total_consumers() + n);
     for (int d = 0; d < devices_; ++d) {
       graph.AddResource(ResourceOrder::kPriority);
     }
@@ -36,8 +34,7 @@ class Lowering {
                               : context_.node_seconds(i, d),
                      context_.priority(i), context_.key_rank(i)});
     }
-    const size_t slots = view_.values().size() * static_cast<size_t>(devices_);
-    copy_to_.assign(slots, -1);
+    copy_on_device_.assign(devices_, -1);
     // Parameters read on other devices: sent from their home at time 0.
     for (int v = 0; v < static_cast<int>(view_.values().size()); ++v) {
       const TrainingValue& value = view_.value(v);
@@ -47,6 +44,7 @@ class Lowering {
       const int g = context_.home_group(v);
       if (g < 0) continue;
       const int home = out_.device_of_group[g];
+      std::fill(copy_on_device_.begin(), copy_on_device_.end(), -1);
       for (int consumer : value.consumers) {
         const int d = out_.device_of_node[consumer];
         if (d != home) CopyValue(-1, v, home, d);
@@ -91,12 +89,13 @@ class Lowering {
     return t;
   }
 
-  // Value v to device dst, once, after `producer` (-1: at time 0); the
-  // copy then releases v's readers there.
+  // Value v to device dst, once per value (copy_on_device_ is reset for
+  // each), after `producer` (-1: at time 0); the copy then releases v's
+  // readers there.
   void CopyValue(int producer, int v, int src, int dst) {
-    int& copy = copy_to_[static_cast<size_t>(v) * devices_ + dst];
+    int& copy = copy_on_device_[dst];
     if (copy >= 0) return;
-    copy = AddCopy({v, -1, src, dst, view_.value(v).bytes});
+    copy = AddCopy({v, -1, src, dst, context_.value_bytes(v)});
     if (producer >= 0) out_.graph.AddEdge(producer, copy);
   }
 
@@ -108,7 +107,7 @@ class Lowering {
       out_.graph.AddEdge(task, view_.gradient_sums()[copy.gradient_sum].sink);
       return;
     }
-    for (int consumer : view_.value(copy.value).consumers) {
+    for (int consumer : context_.consumers(copy.value)) {
       if (out_.device_of_node[consumer] == copy.dst) {
         out_.graph.AddEdge(task, consumer);
       }
@@ -118,7 +117,7 @@ class Lowering {
   void AddEdgesOf(int i) {
     TaskGraph& graph = out_.graph;
     const int d = out_.device_of_node[i];
-    for (int out : view_.node(i).outputs) {
+    for (int out : context_.outputs(i)) {
       const int s = view_.sum_of(out);
       if (s >= 0) {
         const GradientSum& sum = view_.gradient_sums()[s];
@@ -135,7 +134,8 @@ class Lowering {
         graph.AddEdge(i, copy);
         continue;
       }
-      for (int consumer : view_.value(out).consumers) {
+      std::fill(copy_on_device_.begin(), copy_on_device_.end(), -1);
+      for (int consumer : context_.consumers(out)) {
         const int cd = out_.device_of_node[consumer];
         if (cd == d) {
           graph.AddEdge(i, consumer);
@@ -152,7 +152,7 @@ class Lowering {
   const int devices_;
   LoweredPlacement out_;
   std::vector<int> links_;     // [src * devices + dst]: resource or -1
-  std::vector<int> copy_to_;   // [value * devices + dst]: task or -1
+  std::vector<int> copy_on_device_;  // the value's copy to each device or -1
   std::vector<int> sum_copy_;  // [sum * devices + src]: task or -1
   PartialsByDevice partials_;
 };

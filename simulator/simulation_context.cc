@@ -135,6 +135,31 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
   if (!any_add) c.add_seconds_.clear();
   c.key_rank_ = NodeKeyRanks(view);
 
+  auto flatten = [](int count, auto&& list_of) {
+    FlatLists lists;
+    lists.first.reserve(count + 1);
+    lists.first.push_back(0);
+    for (int i = 0; i < count; ++i) {
+      const std::vector<int>& list = list_of(i);
+      lists.items.insert(lists.items.end(), list.begin(), list.end());
+      lists.first.push_back(static_cast<int>(lists.items.size()));
+    }
+    return lists;
+  };
+  const int num_values = static_cast<int>(view.values().size());
+  c.consumers_ = flatten(
+      num_values, [&](int v) -> const auto& {
+        return view.value(v).consumers;
+      });
+  c.inputs_ = flatten(
+      n, [&](int i) -> const auto& { return view.node(i).inputs; });
+  c.outputs_ = flatten(
+      n, [&](int i) -> const auto& { return view.node(i).outputs; });
+  c.value_bytes_.resize(num_values);
+  for (int v = 0; v < num_values; ++v) {
+    c.value_bytes_[v] = view.value(v).bytes;
+  }
+
   c.home_group_.assign(view.values().size(), -1);
   for (int g = 0; g < view.num_groups(); ++g) {
     for (int v : view.group_parameters(g)) c.home_group_[v] = g;

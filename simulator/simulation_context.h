@@ -8,11 +8,13 @@
 #ifndef PLACER_SIMULATOR_SIMULATION_CONTEXT_H_
 #define PLACER_SIMULATOR_SIMULATION_CONTEXT_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
@@ -93,6 +95,22 @@ class SimulationContext {
   // The device group g's parameters live on under `placement`.
   int home_group(int value) const { return home_group_[value]; }
 
+  // The view's structure in flat arrays, what lowering and memory read per
+  // node and value: the same as view().value(v).consumers,
+  // view().node(n).inputs / outputs and view().value(v).bytes.
+  absl::Span<const int> consumers(int value) const {
+    return Slice(consumers_, value);
+  }
+  absl::Span<const int> inputs(int node) const { return Slice(inputs_, node); }
+  absl::Span<const int> outputs(int node) const {
+    return Slice(outputs_, node);
+  }
+  int64_t value_bytes(int value) const { return value_bytes_[value]; }
+  // Every value's consumers counted.
+  int total_consumers() const {
+    return static_cast<int>(consumers_.items.size());
+  }
+
  private:
   const TrainingView* view_ = nullptr;
   const Cluster* cluster_ = nullptr;
@@ -106,6 +124,17 @@ class SimulationContext {
   std::vector<int> key_rank_;
   std::vector<std::vector<int>> control_dependents_;
   std::vector<int> home_group_;  // parameters: their group; else -1
+  // Lists of ints by index, flat: list i is items[first[i] .. first[i+1]).
+  struct FlatLists {
+    std::vector<int> first;
+    std::vector<int> items;
+  };
+  static absl::Span<const int> Slice(const FlatLists& lists, int i) {
+    return absl::MakeConstSpan(lists.items.data() + lists.first[i],
+                               lists.first[i + 1] - lists.first[i]);
+  }
+  FlatLists consumers_, inputs_, outputs_;
+  std::vector<int64_t> value_bytes_;
   int inaccurate_nodes_ = 0;
   double lower_bound_seconds_ = 0;
 };

@@ -25,7 +25,7 @@ class StepObserver : public TaskObserver {
     // adds them right after the node (none to look for when all cost 0).
     if (!lowered_.is_copy(task) && context_.has_partial_adds()) {
       const int d = lowered_.device_of_node[task];
-      for (int out : context_.view().node(task).outputs) {
+      for (int out : context_.outputs(task)) {
         const int s = context_.view().sum_of(out);
         if (s >= 0 && memory_.holds_buffer(s, d)) {
           end += context_.partial_add_seconds(s, d);
