@@ -126,6 +126,7 @@ class Engine {
     schedule_.start_order.push_back(t);
     last_on_[resource] = t;
     Push(end, t, -1);
+    if (graph_.num_start_edges() == 0) return;
     for (int e = first_successor_[t]; e < first_successor_[t + 1]; ++e) {
       const TaskEdge& edge = (*successors_)[e];
       if (edge.lag_seconds >= 0) Push(start + edge.lag_seconds, t, edge.to);

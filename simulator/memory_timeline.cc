@@ -90,20 +90,33 @@ void MemoryTimeline::Accumulate(int sum, int device) {
   }
 }
 
-void MemoryTimeline::Started(int task, double now) {
+double MemoryTimeline::Started(int task, double now, double start,
+                               double end) {
+  (void)start;
   now_ = now;
   if (lowered_.is_copy(task)) {
     const CopyTask& copy = lowered_.copy(task);
     Allocate(copy.dst, copy.bytes);
-    return;
+    return end;
   }
   const int d = lowered_.device_of_node[task];
+  // Partials added into a buffer the device already holds: the device
+  // adds them right after the node (none to look for when all cost 0).
+  if (context_.has_partial_adds()) {
+    for (int out : context_.outputs(task)) {
+      const int s = view_.sum_of(out);
+      if (s >= 0 && holds_buffer(s, d)) {
+        end += context_.partial_add_seconds(s, d);
+      }
+    }
+  }
   const TrainingNode& node = view_.node(task);
   for (int out : context_.outputs(task)) Allocate(d, context_.value_bytes(out));
   // What the op keeps for its backward besides values (a fused recurrent
   // layer's steps), until its backward node ends.
   if (node.saved_workspace_bytes > 0) Allocate(d, node.saved_workspace_bytes);
   if (node.scratch_bytes > 0) Allocate(d, node.scratch_bytes);
+  return end;
 }
 
 void MemoryTimeline::Ended(int task, double now) {

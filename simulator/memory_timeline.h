@@ -21,6 +21,9 @@
 //  - When a copy ends: a summed buffer is freed on its source and kept or
 //    added (and freed) on its destination; a value is released on its
 //    source.
+//  - It is the engine's observer for the step: a node that starts makes
+//    partial gradients of sums whose buffer its device already holds, and
+//    adding into them (the cost model's PartialAddSeconds) lengthens it.
 // Not thread-safe.
 #ifndef PLACER_SIMULATOR_MEMORY_TIMELINE_H_
 #define PLACER_SIMULATOR_MEMORY_TIMELINE_H_
@@ -28,6 +31,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "simulator/engine.h"
 #include "simulator/placement_lowering.h"
 #include "simulator/simulation_context.h"
 
@@ -40,17 +44,18 @@ struct MemorySample {
   int64_t bytes = 0;
 };
 
-class MemoryTimeline {
+class MemoryTimeline final : public TaskObserver {
  public:
   // Allocates what is resident from the start. `context` and `lowered`
   // must outlive the timeline. With `record`, keeps every change.
   MemoryTimeline(const SimulationContext& context,
                  const LoweredPlacement& lowered, bool record);
 
-  // Task `task` of the lowered graph started (a copy: was booked) at `now`.
-  void Started(int task, double now);
+  // Task `task` of the lowered graph starts at `start` (a copy: was booked
+  // at `now`); returns `end` plus its partial additions.
+  double Started(int task, double now, double start, double end) override;
   // Task `task` ended at `now`.
-  void Ended(int task, double now);
+  void Ended(int task, double now) override;
 
   // Whether `device` holds a buffer of gradient sum `sum` now.
   bool holds_buffer(int sum, int device) const {

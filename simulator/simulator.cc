@@ -9,41 +9,6 @@
 #include "simulator/placement_lowering.h"
 
 namespace placer {
-namespace {
-
-// Charges partial-gradient additions when a node starts and keeps memory,
-// as the engine runs the lowered step.
-class StepObserver : public TaskObserver {
- public:
-  StepObserver(const SimulationContext& context,
-               const LoweredPlacement& lowered, MemoryTimeline& memory)
-      : context_(context), lowered_(lowered), memory_(memory) {}
-
-  double Started(int task, double now, double start, double end) override {
-    (void)start;
-    // Partials added into a buffer the device already holds: the device
-    // adds them right after the node (none to look for when all cost 0).
-    if (!lowered_.is_copy(task) && context_.has_partial_adds()) {
-      const int d = lowered_.device_of_node[task];
-      for (int out : context_.outputs(task)) {
-        const int s = context_.view().sum_of(out);
-        if (s >= 0 && memory_.holds_buffer(s, d)) {
-          end += context_.partial_add_seconds(s, d);
-        }
-      }
-    }
-    memory_.Started(task, now);
-    return end;
-  }
-  void Ended(int task, double now) override { memory_.Ended(task, now); }
-
- private:
-  const SimulationContext& context_;
-  const LoweredPlacement& lowered_;
-  MemoryTimeline& memory_;
-};
-
-}  // namespace
 
 std::string TransferName(const TrainingView& view,
                          const ScheduledTransfer& transfer) {
@@ -60,8 +25,7 @@ absl::StatusOr<SimulationResult> Simulate(const SimulationContext& context,
       CheckPlacementShape(context.view(), placement, context.num_devices()));
   const LoweredPlacement lowered = LowerPlacement(context, placement);
   MemoryTimeline memory(context, lowered, options.record_schedule);
-  StepObserver observer(context, lowered, memory);
-  const TaskSchedule ran = RunTaskGraph(lowered.graph, &observer);
+  const TaskSchedule ran = RunTaskGraph(lowered.graph, &memory);
 
   const int n = lowered.num_nodes;
   const int devices = context.num_devices();

@@ -58,6 +58,7 @@ class TaskGraph {
   void AddStartEdge(int from, int to, double lag_seconds) {
     edges_.push_back({from, to, lag_seconds});
     ++predecessors_[to];
+    ++start_edges_;
   }
 
   // Room for this many tasks and edges in all (a hint).
@@ -77,6 +78,8 @@ class TaskGraph {
   const std::vector<TaskEdge>& edges() const { return edges_; }
   // Edges into `t`.
   int num_predecessors(int t) const { return predecessors_[t]; }
+  // Edges added with AddStartEdge.
+  int num_start_edges() const { return start_edges_; }
 
  private:
   std::vector<ResourceOrder> orders_;
@@ -87,6 +90,7 @@ class TaskGraph {
   std::vector<int> tie_;
   std::vector<TaskEdge> edges_;
   std::vector<int> predecessors_;
+  int start_edges_ = 0;
 };
 
 }  // namespace placer
