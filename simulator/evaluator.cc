@@ -12,7 +12,10 @@ class SimulatorEvaluator : public StepEvaluator {
       : context_(context), capacities_(DeviceCapacities(context.cluster())) {}
 
   absl::StatusOr<Evaluation> Evaluate(const Placement& placement) override {
-    ASSIGN_OR_RETURN(SimulationResult r, Simulate(context_, placement));
+    SimulationOptions options;
+    options.list_transfers = false;  // the step and peaks are the score
+    ASSIGN_OR_RETURN(SimulationResult r,
+                     Simulate(context_, placement, options));
     // What would fail on the hardware: the devices' capacities.
     RETURN_IF_ERROR(
         CheckMemory(context_.cluster(), r.peak_memory_bytes, capacities_));

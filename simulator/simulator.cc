@@ -43,6 +43,9 @@ absl::StatusOr<SimulationResult> Simulate(const SimulationContext& context,
     r.oom |= r.peak_memory_bytes[d] > context.cluster().device(d).memory_bytes;
   }
   r.inaccurate_nodes = context.inaccurate_nodes();
+  for (const CopyTask& copy : lowered.copies) r.bytes_moved += copy.bytes;
+  r.transfers_count = static_cast<int>(lowered.copies.size());
+  if (!options.list_transfers && !options.record_schedule) return r;
   // Copies in the order they were booked on their links.
   std::vector<int> transfer_of_task(lowered.graph.num_tasks(), -1);
   r.transfers.reserve(lowered.copies.size());
@@ -53,9 +56,7 @@ absl::StatusOr<SimulationResult> Simulate(const SimulationContext& context,
     r.transfers.push_back({copy.value, copy.gradient_sum, copy.src, copy.dst,
                            copy.bytes, ran.start_seconds[t],
                            ran.end_seconds[t]});
-    r.bytes_moved += copy.bytes;
   }
-  r.transfers_count = static_cast<int>(r.transfers.size());
   for (int t = last; t >= 0; t = ran.waited_for[t]) {
     const bool is_copy = lowered.is_copy(t);
     r.critical_path.push_back({is_copy, is_copy ? transfer_of_task[t] : t,

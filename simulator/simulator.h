@@ -67,6 +67,10 @@ namespace placer {
 struct SimulationOptions {
   // Keep every node's and transfer's times (for traces).
   bool record_schedule = false;
+  // List every transfer and trace the critical path; false leaves
+  // SimulationResult::transfers and critical_path empty (what needs only
+  // the step, busy time, peaks and counts).
+  bool list_transfers = true;
 };
 
 struct ScheduledNode {

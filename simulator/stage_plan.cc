@@ -272,7 +272,9 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
               ? stage.device(0, SlotOfOp(strategy, static_cast<int>(g)))
               : elsewhere;
     }
-    ASSIGN_OR_RETURN(SimulationResult r, Simulate(context, p));
+    SimulationOptions peaks;
+    peaks.list_transfers = false;
+    ASSIGN_OR_RETURN(SimulationResult r, Simulate(context, p, peaks));
     for (int slot = 0; slot < stage.width(); ++slot) {
       plan.stages[s].one_batch_peak_bytes[slot] =
           r.peak_memory_bytes[stage.device(0, slot)];
