@@ -145,6 +145,30 @@ std::string Timeline(const PlanReport& report, double seconds_per_pixel) {
     AddInterval(lanes[s.device], s.start_seconds, s.end_seconds, kind,
                 seconds_per_pixel);
   }
+  if (report.strategy_result != nullptr) {
+    for (const StrategyTask& t : report.strategy_result->tasks) {
+      const int kind = t.micro_batch < 0 ? 2 : (t.backward ? 1 : 0);
+      AddInterval(lanes[t.device], t.start_seconds, t.end_seconds, kind,
+                  seconds_per_pixel);
+    }
+    // One lane per allreducing group: a stage's slot across its replicas.
+    std::map<std::pair<int, int>, int> lane_of_group;
+    for (const StrategyBucket& b : report.strategy_result->buckets) {
+      auto [at, fresh] = lane_of_group.emplace(std::make_pair(b.stage, b.slot),
+                                               static_cast<int>(lanes.size()));
+      if (fresh) {
+        Lane lane;
+        lane.label =
+            report.strategy->stages[b.stage].width() > 1
+                ? absl::StrCat("allreduce stage ", b.stage, " slot ", b.slot)
+                : absl::StrCat("allreduce stage ", b.stage);
+        lane.columns.assign(kTimelinePixels, {0, 0, 0, 0});
+        lanes.push_back(std::move(lane));
+      }
+      AddInterval(lanes[at->second], b.start_seconds, b.end_seconds, 3,
+                  seconds_per_pixel);
+    }
+  }
   std::map<std::pair<int, int>, int> lane_of_link;
   for (const LinkLoad& link : BusiestLinks(result)) {
     lane_of_link[{link.src, link.dst}] = static_cast<int>(lanes.size());
@@ -185,6 +209,42 @@ std::string Timeline(const PlanReport& report, double seconds_per_pixel) {
 
 // Per device: the highest memory in each pixel column (a sample holds
 // until the next), against the device's capacity.
+// A strategy's peaks, one bar per device against its capacity.
+std::string StrategyPeaks(const PlanReport& report) {
+  const Cluster& cluster = report.context->cluster();
+  const SimulationResult& result = *report.result;
+  int64_t top = 1;
+  for (int d = 0; d < cluster.num_devices(); ++d) {
+    top = std::max(
+        {top, result.peak_memory_bytes[d], cluster.device(d).memory_bytes});
+  }
+  std::string html =
+      "<table><tr><th>device</th><th>peak</th><th>capacity</th>"
+      "<th>micro-batches in flight</th><th></th></tr>\n";
+  for (int d = 0; d < cluster.num_devices(); ++d) {
+    const int64_t peak = result.peak_memory_bytes[d];
+    const int64_t capacity = cluster.device(d).memory_bytes;
+    const int in_flight =
+        d < static_cast<int>(report.strategy_result->most_in_flight.size())
+            ? report.strategy_result->most_in_flight[d]
+            : 0;
+    absl::StrAppendFormat(
+        &html,
+        "<tr><td>%s</td><td%s>%s</td><td>%s</td><td>%d</td><td><svg "
+        "width=\"300\" height=\"12\"><rect width=\"%.1f\" height=\"12\" "
+        "fill=\"#4e79a7\"/><line x1=\"%.1f\" y1=\"0\" x2=\"%.1f\" "
+        "y2=\"12\" class=\"capacity\"/></svg></td></tr>\n",
+        Escape(cluster.device(d).name),
+        peak > capacity ? " class=\"over\"" : "", HumanBytes(peak),
+        HumanBytes(capacity), in_flight,
+        300.0 * static_cast<double>(peak) / static_cast<double>(top),
+        300.0 * static_cast<double>(capacity) / static_cast<double>(top),
+        300.0 * static_cast<double>(capacity) / static_cast<double>(top));
+  }
+  absl::StrAppend(&html, "</table>\n");
+  return html;
+}
+
 std::string MemoryCharts(const PlanReport& report, double seconds_per_pixel) {
   const Cluster& cluster = report.context->cluster();
   const SimulationResult& result = *report.result;
@@ -269,6 +329,47 @@ std::string DeviceTable(const PlanReport& report) {
     families[s.device][Family(view.forward().op(node.forward_op).key)] +=
         s.end_seconds - s.start_seconds;
   }
+  // A strategy: each device runs its slot's ops of its stage, for every
+  // micro-batch of its replica (seconds at this device's node times).
+  std::vector<std::string> runs(devices);
+  if (report.strategy != nullptr) {
+    const Strategy& strategy = *report.strategy;
+    std::vector<int> stage_of(devices, -1), slot_of(devices, -1),
+        replica_of(devices, -1);
+    for (int s = 0; s < static_cast<int>(strategy.stages.size()); ++s) {
+      const PipelineStage& stage = strategy.stages[s];
+      for (int k = 0; k < stage.num_replicas(); ++k) {
+        for (int slot = 0; slot < stage.width(); ++slot) {
+          const int d = stage.device(k, slot);
+          stage_of[d] = s;
+          slot_of[d] = slot;
+          replica_of[d] = k;
+        }
+      }
+    }
+    for (int n = 0; n < static_cast<int>(view.nodes().size()); ++n) {
+      const TrainingNode& node = view.node(n);
+      const int op = node.forward_op;
+      for (int d = 0; d < devices; ++d) {
+        if (stage_of[d] != strategy.stage_of_op[op] ||
+            slot_of[d] != SlotOfOp(strategy, op)) {
+          continue;
+        }
+        if (node.kind == NodeKind::kForward) ++ops[d];
+        families[d][Family(view.forward().op(op).key)] +=
+            context.node_seconds(n, d);
+      }
+    }
+    for (int d = 0; d < devices; ++d) {
+      if (stage_of[d] < 0) continue;
+      runs[d] =
+          strategy.stages[stage_of[d]].width() > 1
+              ? absl::StrFormat("stage %d, replica %d, slot %d: ", stage_of[d],
+                                replica_of[d], slot_of[d])
+              : absl::StrFormat("stage %d, replica %d: ", stage_of[d],
+                                replica_of[d]);
+    }
+  }
   std::string html =
       "<table><tr><th>device</th><th>busy s</th><th>busy %</th>"
       "<th>peak memory</th><th>capacity</th><th>forward ops</th>"
@@ -296,7 +397,7 @@ std::string DeviceTable(const PlanReport& report) {
             : 0.0,
         over ? " class=\"over\"" : "", HumanBytes(result.peak_memory_bytes[d]),
         HumanBytes(cluster.device(d).memory_bytes), ops[d],
-        absl::StrJoin(names, ", "));
+        absl::StrCat(runs[d], absl::StrJoin(names, ", ")));
   }
   absl::StrAppend(&html, "</table>\n");
   return html;
@@ -393,6 +494,17 @@ std::string PlanReportHtml(const PlanReport& report) {
           : 0.0,
       HumanBytes(result.bytes_moved), result.transfers_count,
       result.oom ? "yes" : "no", result.inaccurate_nodes);
+  if (report.strategy != nullptr) {
+    absl::StrAppendFormat(
+        &html,
+        "<table id=\"strategy\"><tr><th>strategy</th><td class=\"text\">"
+        "%s</td></tr><tr><th>per graph batch</th>"
+        "<td id=\"seconds_per_batch\">%.6f s</td></tr><tr><th>allreduce"
+        "</th><td>%.6f s</td></tr></table>\n",
+        Escape(DescribeStrategy(*report.strategy)),
+        report.strategy_result->seconds_per_batch,
+        report.strategy_result->allreduce_seconds);
+  }
   absl::StrAppend(&html, "<h2>Devices</h2>\n", DeviceTable(report));
   absl::StrAppend(&html, "<h2>Timeline</h2>\n<p class=\"key\">");
   for (int k = 0; k < 4; ++k) {
@@ -403,12 +515,22 @@ std::string PlanReportHtml(const PlanReport& report) {
                   " &mdash; box height: how busy the device or link is in "
                   "that stretch; colour: what dominates it</p>\n",
                   Timeline(report, seconds_per_pixel));
-  absl::StrAppend(&html,
-                  "<h2>Memory over the step</h2>\n<p class=\"note\">The "
-                  "highest live bytes in each stretch of the step, on one "
-                  "scale for every device (up to the highest peak); dashed: "
-                  "a device's capacity where it is on the scale.</p>\n",
-                  MemoryCharts(report, seconds_per_pixel));
+  if (report.strategy != nullptr) {
+    absl::StrAppend(
+        &html,
+        "<h2>Memory</h2>\n<p class=\"note\">A strategy's peak per device: "
+        "parameters and optimizer state, gradient buffers, the stash of the "
+        "micro-batches in flight and the rest of one micro-batch's peak "
+        "(docs/parallelism.md); dashed: the capacity.</p>\n",
+        StrategyPeaks(report));
+  } else {
+    absl::StrAppend(&html,
+                    "<h2>Memory over the step</h2>\n<p class=\"note\">The "
+                    "highest live bytes in each stretch of the step, on one "
+                    "scale for every device (up to the highest peak); dashed: "
+                    "a device's capacity where it is on the scale.</p>\n",
+                    MemoryCharts(report, seconds_per_pixel));
+  }
   absl::StrAppend(&html, "<h2>Busiest links</h2>\n", LinkTable(report));
   absl::StrAppend(&html, ComparisonTable(report), "</body></html>\n");
   return html;

@@ -4,7 +4,10 @@
 // links are busy, and (from place --compare) how the policies compare.
 //
 // Contract: `result` was simulated from `context` with record_schedule
-// (its schedule, transfers and memory samples are drawn); the page's
+// (its schedule, transfers and memory samples are drawn) or, for a
+// strategy, is `strategy_result->step` (its tasks, transfers between stages
+// and allreduced buckets are drawn; its memory is a peak per device, not a
+// timeline, and is drawn as such); the page's
 // figures are the result's own, printed as the text and JSON reports print
 // them (six decimals for seconds). Drawing is bounded whatever the graph's
 // size: a device's timeline is at most kTimelinePixels boxes (the work in
@@ -19,6 +22,8 @@
 #include <vector>
 
 #include "simulator/simulator.h"
+#include "simulator/strategy.h"
+#include "simulator/strategy_simulator.h"
 
 namespace placer {
 
@@ -39,6 +44,10 @@ struct PlanReport {
   std::string title;  // e.g. "zoo:gnmt4 on p100x4 (best)"
   const SimulationContext* context = nullptr;
   const SimulationResult* result = nullptr;
+  // A strategy and its simulation (record_schedule); null for an op
+  // placement.
+  const Strategy* strategy = nullptr;
+  const StrategySimulation* strategy_result = nullptr;
   std::vector<PolicyComparison> comparison;  // empty: none shown
 };
 

@@ -137,6 +137,9 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
 
   auto flatten = [](int count, auto&& list_of) {
     FlatLists lists;
+    size_t items = 0;
+    for (int i = 0; i < count; ++i) items += list_of(i).size();
+    lists.items.reserve(items);
     lists.first.reserve(count + 1);
     lists.first.push_back(0);
     for (int i = 0; i < count; ++i) {

@@ -417,8 +417,9 @@ int PlaceCommand(const std::vector<std::string>& args) {
   if (*parallelism != Parallelism::kModel) {
     if (!flags.report_path.empty()) {
       return UsageError(
-          "--report draws op placements; simulate a strategy's file with "
-          "--trace to see its step");
+          "--report with --parallelism: write the plan with -o FILE, then "
+          "`placer simulate MODEL --cluster C --placement FILE --report "
+          "R.html` draws it, strategies included");
     }
     if (flags.compare) {
       return UsageError("--compare compares op placement policies; drop it "

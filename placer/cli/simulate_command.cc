@@ -203,14 +203,9 @@ int SimulateCommand(const std::vector<std::string>& args) {
       SimulationContext::Create(view, *cluster, *costs, **order);
   const std::string& trace_path = flags.trace_path;
   const std::string& report_path = flags.report_path;
-  if (file->strategy && !report_path.empty()) {
-    return UsageError(
-        "--report draws op placements; a strategy's step is drawn by --trace "
-        "(open it in Perfetto)");
-  }
   if (file->strategy) {
     SimulationOptions options;
-    options.record_schedule = !trace_path.empty();
+    options.record_schedule = !trace_path.empty() || !report_path.empty();
     absl::StatusOr<StrategySimulation> step =
         SimulateStrategy(context, *file->strategy, options);
     if (!step.ok()) {
@@ -224,6 +219,21 @@ int SimulateCommand(const std::vector<std::string>& args) {
         return Fail(absl::UnavailableError(trace_path + ": cannot write"));
       }
       ReportWrote(trace_path, "Chrome trace");
+    }
+    if (!report_path.empty()) {
+      PlanReport report;
+      report.title = absl::StrCat(model->source, " on ", cluster->name(), " (",
+                                  flags.placement, ")");
+      report.context = &context;
+      report.result = &step->step;
+      report.strategy = &*file->strategy;
+      report.strategy_result = &*step;
+      if (absl::Status s = WriteFileAtomically(UserPath(report_path),
+                                               PlanReportHtml(report));
+          !s.ok()) {
+        return Fail(s);
+      }
+      ReportWrote(report_path, "HTML report");
     }
     std::cout << (flags.json ? StrategyJson(context, *file->strategy, *step)
                              : StrategyText(context, *file->strategy, *step));

@@ -8,6 +8,8 @@
 #include "gtest/gtest.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
+#include "simulator/strategy.h"
+#include "simulator/strategy_simulator.h"
 #include "zoo/zoo.h"
 
 namespace placer {
@@ -78,6 +80,63 @@ TEST(PlanReportTest, BoundedSelfContainedAndTheResultsFigures) {
   }
   EXPECT_NE(html.find("<tr><td>broken</td><td colspan=\"5\">failed</td>"),
             std::string::npos);
+}
+
+// A strategy: ResNet-50's ops in two pipeline stages, each on two
+// data-parallel replicas, 4 micro-batches. The page names what each device
+// runs, draws each stage's allreduce as a lane, shows the step and the time
+// per graph batch as the simulation says, and its peaks as a table (a
+// strategy's memory has no timeline).
+TEST(PlanReportTest, AStrategysStagesReplicasAndAllreduce) {
+  zoo::ZooParams p;
+  p.weights = false;
+  absl::StatusOr<onnx::ModelProto> proto = zoo::BuildZooModel("resnet50", p);
+  ASSERT_TRUE(proto.ok()) << proto.status();
+  absl::StatusOr<Graph> graph = ImportOnnxModel(*proto, "resnet50", {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  TrainingView view = BuildTrainingView(*graph);
+  Cluster cluster = *LoadCluster("p100x4");
+  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  SimulationContext context =
+      SimulationContext::Create(view, cluster, *costs, *order);
+  Strategy strategy;
+  const int ops = static_cast<int>(graph->ops().size());
+  strategy.stage_of_op.resize(ops);
+  for (int k = 0; k < ops; ++k) {
+    strategy.stage_of_op[graph->topological_order()[k]] = 2 * k / ops;
+  }
+  strategy.stages = {PipelineStage::OneDevicePerReplica({0, 1}),
+                     PipelineStage::OneDevicePerReplica({2, 3})};
+  strategy.micro_batches = 4;
+  SimulationOptions options;
+  options.record_schedule = true;
+  absl::StatusOr<StrategySimulation> step =
+      SimulateStrategy(context, strategy, options);
+  ASSERT_TRUE(step.ok()) << step.status();
+
+  PlanReport report;
+  report.title = "resnet50 2 x 2";
+  report.context = &context;
+  report.result = &step->step;
+  report.strategy = &strategy;
+  report.strategy_result = &*step;
+  const std::string html = PlanReportHtml(report);
+  EXPECT_EQ(Count(html, "<script"), 0);
+  EXPECT_NE(html.find(absl::StrFormat("<td id=\"step_seconds\">%.6f s</td>",
+                                      step->step.step_seconds)),
+            std::string::npos);
+  EXPECT_NE(
+      html.find(absl::StrFormat("<td id=\"seconds_per_batch\">%.6f s</td>",
+                                step->seconds_per_batch)),
+      std::string::npos);
+  EXPECT_NE(html.find(DescribeStrategy(strategy)), std::string::npos);
+  EXPECT_NE(html.find("stage 1, replica 1: "), std::string::npos);
+  EXPECT_NE(html.find(">allreduce stage 0</text>"), std::string::npos);
+  EXPECT_NE(html.find(">allreduce stage 1</text>"), std::string::npos);
+  // Peaks as a table, no memory timeline.
+  EXPECT_EQ(html.find("aria-label=\"memory of"), std::string::npos);
+  EXPECT_EQ(Count(html, "<th>micro-batches in flight</th>"), 1);
 }
 
 }  // namespace

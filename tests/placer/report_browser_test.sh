@@ -48,10 +48,44 @@ if grep -qiE "<script|https?://| src=" "$work/r.html"; then
   echo "FAIL: the report is not self-contained" >&2
   exit 1
 fi
+# A strategy's page: `simulate --report` on data parallelism over the four
+# devices, 4 micro-batches (the placement file's strategy fields).
+python3 - "$work/p.json" "$work/s.json" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+plan["assignment"] = {op: plan["devices"][0] for op in plan["assignment"]}
+plan["strategy"] = {"stages": [{"devices": plan["devices"]}],
+                    "micro_batches": 4}
+json.dump(plan, open(sys.argv[2], "w"))
+PY
+"$placer" simulate "$model" --cluster p100x4 --placement "$work/s.json" \
+  --report "$work/s.html" --json > "$work/s_sim.json"
+for field in step_seconds seconds_per_batch; do
+  value=$(grep -o "\"$field\":[0-9.e-]*" "$work/s_sim.json" | head -1 | cut -d: -f2)
+  value=$(printf '%.6f' "$value")
+  timeout 120 "$chromium" --headless --no-sandbox --disable-gpu \
+    --enable-logging=stderr --v=0 --dump-dom "file://$work/s.html" \
+    > "$work/s_dom.html" 2> "$work/s_chromium.log" || {
+    echo "FAIL: chromium could not load the strategy's report" >&2
+    exit 1
+  }
+  if grep -E "CONSOLE|Uncaught|Failed to load|ERR_FILE" "$work/s_chromium.log"; then
+    echo "FAIL: the strategy's page logged errors (above)" >&2
+    exit 1
+  fi
+  if ! grep -q "<td id=\"$field\">$value s</td>" "$work/s_dom.html"; then
+    echo "FAIL: the strategy's page's $field is not the JSON's $value s" >&2
+    exit 1
+  fi
+done
+if ! grep -q "micro-batches" "$work/s_dom.html"; then
+  echo "FAIL: the strategy's page does not describe the strategy" >&2
+  exit 1
+fi
 if [[ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ]]; then
   timeout 120 "$chromium" --headless --no-sandbox --disable-gpu \
     --window-size=1250,1800 \
     --screenshot="$TEST_UNDECLARED_OUTPUTS_DIR/report.png" \
     "file://$work/r.html" > /dev/null 2>&1 || true
 fi
-echo "PASS: the report renders in Chromium, step $step s as in the JSON"
+echo "PASS: the reports render in Chromium (an op placement's, step $step s, and a strategy's) as in the JSON"
