@@ -209,6 +209,27 @@ std::string Timeline(const PlanReport& report, double seconds_per_pixel) {
 
 // Per device: the highest memory in each pixel column (a sample holds
 // until the next), against the device's capacity.
+// What was live at a device's peak, largest first: "activations 1.2 GiB,
+// parameters 300 MiB"; empty when not known.
+std::string Contributors(const SimulationResult& result, int device) {
+  if (device >= static_cast<int>(result.peak_breakdown.size())) return "";
+  const MemoryBreakdown& at = result.peak_breakdown[device];
+  std::vector<std::pair<int64_t, const char*>> parts = {
+      {at.activations, "activations"},
+      {at.parameters, "parameters and optimizer state"},
+      {at.gradients, "gradients"},
+      {at.workspace, "op workspace"},
+      {at.inputs, "inputs and constants"}};
+  std::stable_sort(
+      parts.begin(), parts.end(),
+      [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> named;
+  for (const auto& [bytes, what] : parts) {
+    if (bytes > 0) named.push_back(absl::StrCat(what, " ", HumanBytes(bytes)));
+  }
+  return absl::StrJoin(named, ", ");
+}
+
 // A strategy's peaks, one bar per device against its capacity.
 std::string StrategyPeaks(const PlanReport& report) {
   const Cluster& cluster = report.context->cluster();
@@ -303,13 +324,16 @@ std::string MemoryCharts(const PlanReport& report, double seconds_per_pixel) {
         "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"grid\"/>%s"
         "<polyline points=\"%s\" class=\"memory\"/>"
         "<text x=\"%d\" y=\"12\" class=\"tick\">peak %s at %.6f s "
-        "(capacity %s)</text></svg>\n",
+        "(capacity %s)%s</text></svg>\n",
         kLabelWidth + kTimelinePixels + 80, kMemoryHeight + 4,
         Escape(cluster.device(d).name), kLabelWidth - 6, kMemoryHeight / 2,
         Escape(cluster.device(d).name), kLabelWidth, kMemoryHeight,
         kLabelWidth + kTimelinePixels, kMemoryHeight, capacity_line, points,
         kLabelWidth + 4, HumanBytes(result.peak_memory_bytes[d]), peak_seconds,
-        HumanBytes(capacity));
+        HumanBytes(capacity),
+        Contributors(result, d).empty()
+            ? std::string()
+            : absl::StrCat(": ", Escape(Contributors(result, d))));
   }
   return html;
 }

@@ -18,6 +18,9 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
   users_.assign(static_cast<size_t>(num_values) * devices_, 0);
   source_device_.assign(num_values, -1);
   transient_.assign(num_values, 0);
+  use_.assign(num_values, kActivations);
+  by_use_.assign(devices_, {});
+  peak_by_use_.assign(devices_, {});
   has_buffer_.assign(view_.gradient_sums().size() * devices_, 0);
   std::vector<char> present(static_cast<size_t>(devices_), 0);
   const double state = view_.options().optimizer_state_per_parameter_byte();
@@ -25,6 +28,21 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
     const TrainingValue& value = view_.value(v);
     transient_[v] = value.kind == ValueKind::kActivation ||
                     value.kind == ValueKind::kGradient;
+    switch (value.kind) {
+      case ValueKind::kParameter:
+        use_[v] = kParameters;
+        break;
+      case ValueKind::kGradient:
+        use_[v] = kGradients;
+        break;
+      case ValueKind::kGraphInput:
+      case ValueKind::kConstant:
+        use_[v] = kInputs;
+        break;
+      case ValueKind::kActivation:
+        use_[v] = kActivations;
+        break;
+    }
     if (view_.sum_of(v) >= 0) continue;  // accumulated, not read as such
     for (int consumer : value.consumers) {
       ++users_[static_cast<size_t>(v) * devices_ + device_of[consumer]];
@@ -35,7 +53,8 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
         if (g < 0) break;
         const int home = lowered.device_of_group[g];
         source_device_[v] = home;
-        Allocate(home, value.bytes + static_cast<int64_t>(state * value.bytes));
+        Allocate(home, value.bytes + static_cast<int64_t>(state * value.bytes),
+                 kParameters);
         break;
       }
       case ValueKind::kGraphInput:
@@ -45,7 +64,7 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
           const int d = device_of[consumer];
           if (!present[d]) {
             present[d] = 1;
-            Allocate(d, value.bytes);
+            Allocate(d, value.bytes, kInputs);
           }
         }
         break;
@@ -63,28 +82,33 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
   }
 }
 
-void MemoryTimeline::Allocate(int device, int64_t bytes) {
+void MemoryTimeline::Allocate(int device, int64_t bytes, Use use) {
   memory_[device] += bytes;
-  peak_[device] = std::max(peak_[device], memory_[device]);
+  by_use_[device][use] += bytes;
+  if (memory_[device] > peak_[device]) {
+    peak_[device] = memory_[device];
+    peak_by_use_[device] = by_use_[device];
+  }
   if (record_) samples_.push_back({now_, device, memory_[device]});
 }
 
-void MemoryTimeline::Free(int device, int64_t bytes) {
+void MemoryTimeline::Free(int device, int64_t bytes, Use use) {
   memory_[device] -= bytes;
+  by_use_[device][use] -= bytes;
   if (record_) samples_.push_back({now_, device, memory_[device]});
 }
 
 void MemoryTimeline::Release(int v, int device) {
   if (--users_[static_cast<size_t>(v) * devices_ + device] == 0 &&
       (transient_[v] || device != source_device_[v])) {
-    Free(device, context_.value_bytes(v));
+    Free(device, context_.value_bytes(v), static_cast<Use>(use_[v]));
   }
 }
 
 void MemoryTimeline::Accumulate(int sum, int device) {
   char& held = has_buffer_[static_cast<size_t>(sum) * devices_ + device];
   if (held) {
-    Free(device, view_.gradient_sums()[sum].bytes);  // added, freed
+    Free(device, view_.gradient_sums()[sum].bytes, kGradients);  // added
   } else {
     held = 1;
   }
@@ -96,7 +120,9 @@ double MemoryTimeline::Started(int task, double now, double start,
   now_ = now;
   if (lowered_.is_copy(task)) {
     const CopyTask& copy = lowered_.copy(task);
-    Allocate(copy.dst, copy.bytes);
+    Allocate(copy.dst, copy.bytes,
+             copy.gradient_sum >= 0 ? kGradients
+                                    : static_cast<Use>(use_[copy.value]));
     return end;
   }
   const int d = lowered_.device_of_node[task];
@@ -111,11 +137,15 @@ double MemoryTimeline::Started(int task, double now, double start,
     }
   }
   const TrainingNode& node = view_.node(task);
-  for (int out : context_.outputs(task)) Allocate(d, context_.value_bytes(out));
+  for (int out : context_.outputs(task)) {
+    Allocate(d, context_.value_bytes(out), static_cast<Use>(use_[out]));
+  }
   // What the op keeps for its backward besides values (a fused recurrent
   // layer's steps), until its backward node ends.
-  if (node.saved_workspace_bytes > 0) Allocate(d, node.saved_workspace_bytes);
-  if (node.scratch_bytes > 0) Allocate(d, node.scratch_bytes);
+  if (node.saved_workspace_bytes > 0) {
+    Allocate(d, node.saved_workspace_bytes, kWorkspace);
+  }
+  if (node.scratch_bytes > 0) Allocate(d, node.scratch_bytes, kWorkspace);
   return end;
 }
 
@@ -124,7 +154,7 @@ void MemoryTimeline::Ended(int task, double now) {
   if (lowered_.is_copy(task)) {
     const CopyTask& copy = lowered_.copy(task);
     if (copy.gradient_sum >= 0) {
-      Free(copy.src, copy.bytes);  // the sender's buffer, sent
+      Free(copy.src, copy.bytes, kGradients);  // the sender's buffer, sent
       Accumulate(copy.gradient_sum, copy.dst);
     } else {
       Release(copy.value, copy.src);
@@ -137,20 +167,30 @@ void MemoryTimeline::Ended(int task, double now) {
     if (view_.sum_of(in) < 0) Release(in, d);
   }
   for (int s : view_.sums_read_by(task)) {
-    Free(d, view_.gradient_sums()[s].bytes);  // the summed buffer
+    Free(d, view_.gradient_sums()[s].bytes, kGradients);  // the summed buffer
   }
-  Free(d, node.scratch_bytes);
+  Free(d, node.scratch_bytes, kWorkspace);
   if (node.kind == NodeKind::kBackward) {
-    Free(d, view_.node(node.forward_op).saved_workspace_bytes);
+    Free(d, view_.node(node.forward_op).saved_workspace_bytes, kWorkspace);
   }
   for (int out : context_.outputs(task)) {
     const int s = view_.sum_of(out);
     if (s >= 0) {
       Accumulate(s, d);
     } else if (context_.consumers(out).empty()) {
-      Free(d, context_.value_bytes(out));  // nobody reads it
+      Free(d, context_.value_bytes(out), static_cast<Use>(use_[out]));
     }
   }
+}
+
+std::vector<MemoryBreakdown> MemoryTimeline::PeakBreakdown() const {
+  std::vector<MemoryBreakdown> out(devices_);
+  for (int d = 0; d < devices_; ++d) {
+    const std::array<int64_t, kUses>& at = peak_by_use_[d];
+    out[d] = {at[kParameters], at[kActivations], at[kGradients], at[kWorkspace],
+              at[kInputs]};
+  }
+  return out;
 }
 
 }  // namespace placer

@@ -28,6 +28,7 @@
 #ifndef PLACER_SIMULATOR_MEMORY_TIMELINE_H_
 #define PLACER_SIMULATOR_MEMORY_TIMELINE_H_
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -36,6 +37,15 @@
 #include "simulator/simulation_context.h"
 
 namespace placer {
+
+// What a device's live bytes are, by what holds them.
+struct MemoryBreakdown {
+  int64_t parameters = 0;   // weights and optimizer state, and their copies
+  int64_t activations = 0;  // forward outputs kept for later readers
+  int64_t gradients = 0;    // partial gradients and summed buffers
+  int64_t workspace = 0;    // what ops keep for backward or use while running
+  int64_t inputs = 0;       // graph inputs and constants
+};
 
 // A device's memory after a change, at a moment of the step.
 struct MemorySample {
@@ -62,12 +72,17 @@ class MemoryTimeline final : public TaskObserver {
     return has_buffer_[static_cast<size_t>(sum) * devices_ + device] != 0;
   }
   const std::vector<int64_t>& peak_bytes() const { return peak_; }
+  // Per device: what was live when it first reached its peak.
+  std::vector<MemoryBreakdown> PeakBreakdown() const;
   // With `record`: every change, in the order made.
   std::vector<MemorySample>& samples() { return samples_; }
 
  private:
-  void Allocate(int device, int64_t bytes);
-  void Free(int device, int64_t bytes);
+  // What holds bytes (MemoryBreakdown's fields, in order).
+  enum Use { kParameters, kActivations, kGradients, kWorkspace, kInputs };
+  static constexpr int kUses = 5;
+  void Allocate(int device, int64_t bytes, Use use);
+  void Free(int device, int64_t bytes, Use use);
   void Release(int value, int device);
   void Accumulate(int sum, int device);
 
@@ -81,6 +96,9 @@ class MemoryTimeline final : public TaskObserver {
   std::vector<int> users_;          // per (value, device)
   std::vector<int> source_device_;  // per value, or -1
   std::vector<char> transient_;     // per value: an activation or gradient
+  std::vector<char> use_;           // per value: its Use
+  // Per device: live bytes by use, now and when it reached its peak.
+  std::vector<std::array<int64_t, kUses>> by_use_, peak_by_use_;
   std::vector<char> has_buffer_;    // per (sum, device)
   std::vector<MemorySample> samples_;
 };

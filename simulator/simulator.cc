@@ -39,6 +39,7 @@ absl::StatusOr<SimulationResult> Simulate(const SimulationContext& context,
   r.busy_seconds.assign(ran.busy_seconds.begin(),
                         ran.busy_seconds.begin() + devices);
   r.peak_memory_bytes = memory.peak_bytes();
+  r.peak_breakdown = memory.PeakBreakdown();
   for (int d = 0; d < devices; ++d) {
     r.oom |= r.peak_memory_bytes[d] > context.cluster().device(d).memory_bytes;
   }

@@ -104,6 +104,9 @@ struct SimulationResult {
   double lower_bound_seconds = 0;
   std::vector<double> busy_seconds;        // per device
   std::vector<int64_t> peak_memory_bytes;  // per device
+  // Per device: what was live when it first reached its peak (op
+  // placements; empty for strategies).
+  std::vector<MemoryBreakdown> peak_breakdown;
   bool oom = false;                        // some device over capacity
   int64_t bytes_moved = 0;                 // across devices
   int transfers_count = 0;

@@ -80,6 +80,9 @@ TEST(PlanReportTest, BoundedSelfContainedAndTheResultsFigures) {
   }
   EXPECT_NE(html.find("<tr><td>broken</td><td colspan=\"5\">failed</td>"),
             std::string::npos);
+  // Each device's peak names what was live then.
+  EXPECT_EQ(Count(html, "(capacity 16.0 GiB): "), 4);
+  EXPECT_GE(Count(html, "activations "), 4);
 }
 
 // A strategy: ResNet-50's ops in two pipeline stages, each on two

@@ -102,6 +102,13 @@ TEST(SimulatorTest, ChainOnOneDeviceIsTheSumOfItsOps) {
   EXPECT_DOUBLE_EQ(r.busy_seconds[0], 3);
   // x, then one input and one output alive at a time: 8000 bytes.
   EXPECT_EQ(r.peak_memory_bytes[0], 8000);
+  // At the peak: x (a graph input) and a's output (an activation).
+  ASSERT_EQ(r.peak_breakdown.size(), 1u);
+  EXPECT_EQ(r.peak_breakdown[0].inputs, 4000);
+  EXPECT_EQ(r.peak_breakdown[0].activations, 4000);
+  EXPECT_EQ(r.peak_breakdown[0].parameters + r.peak_breakdown[0].gradients +
+                r.peak_breakdown[0].workspace,
+            0);
   EXPECT_EQ(r.critical_path.size(), 3u);
 }
 
@@ -256,6 +263,8 @@ TEST(SimulatorTest, TrainingStepMemoryPeak) {
   EXPECT_DOUBLE_EQ(r.step_seconds, 4);
   EXPECT_EQ(r.peak_memory_bytes[0], 56);
   EXPECT_FALSE(r.oom);
+  ASSERT_EQ(r.peak_breakdown.size(), 1u);
+  EXPECT_EQ(r.peak_breakdown[0].parameters, 32);  // w and its momentum
   Fixture tight(m, TestCluster(1, 8, /*memory_bytes=*/55));
   EXPECT_TRUE(tight.Run({}).oom);
 }
@@ -438,6 +447,14 @@ TEST(SimulatorTest, ZooModelsOnPresets) {
         EXPECT_EQ(a.step_seconds, b.step_seconds);
         EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
         EXPECT_EQ(a.bytes_moved, b.bytes_moved);
+        // What is live at each peak adds up to it.
+        for (int d = 0; d < cluster.num_devices(); ++d) {
+          const MemoryBreakdown& at = a.peak_breakdown[d];
+          EXPECT_EQ(at.parameters + at.activations + at.gradients +
+                        at.workspace + at.inputs,
+                    a.peak_memory_bytes[d])
+              << "device " << d;
+        }
       }
     }
   }
