@@ -66,9 +66,6 @@ class TaskGraph {
 
   int num_tasks() const { return static_cast<int>(resource_.size()); }
   int num_resources() const { return static_cast<int>(orders_.size()); }
-  Task task(int t) const {
-    return {resource_[t], seconds_[t], priority_[t], tie_[t]};
-  }
   int resource(int t) const { return resource_[t]; }
   double seconds(int t) const { return seconds_[t]; }
   double priority(int t) const { return priority_[t]; }
