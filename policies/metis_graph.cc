@@ -1,7 +1,13 @@
 #include "policies/metis_graph.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+
+#include "absl/base/const_init.h"
+#include "absl/synchronization/mutex.h"
 
 namespace placer {
 
@@ -29,6 +35,53 @@ MetisGraph ToMetisGraph(const GroupGraph& units) {
   }
   g.adjwgt = ScaledWeights(bytes);
   return g;
+}
+
+namespace {
+
+// Guards stdout's descriptor while METIS runs.
+ABSL_CONST_INIT absl::Mutex metis_stdout_mutex(absl::kConstInit);
+
+// While alive, file descriptor 1 is a copy of 2 (stdout's buffered bytes
+// flushed first, and again before it is restored).
+class StdoutToStderr {
+ public:
+  StdoutToStderr() {
+    std::fflush(stdout);
+    saved_ = dup(STDOUT_FILENO);
+    if (saved_ >= 0 && dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+      close(saved_);
+      saved_ = -1;
+    }
+  }
+  ~StdoutToStderr() {
+    std::fflush(stdout);
+    if (saved_ < 0) return;
+    dup2(saved_, STDOUT_FILENO);
+    close(saved_);
+  }
+  StdoutToStderr(const StdoutToStderr&) = delete;
+  StdoutToStderr& operator=(const StdoutToStderr&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
+}  // namespace
+
+int PartGraphKway(MetisGraph& graph, idx_t ncon, std::vector<idx_t>& vwgt,
+                  idx_t nparts, std::vector<real_t>& tpwgts,
+                  std::vector<real_t>& ubvec, idx_t* options,
+                  std::vector<idx_t>* part) {
+  idx_t nvtxs = static_cast<idx_t>(graph.xadj.size()) - 1;
+  idx_t objval = 0;
+  part->assign(nvtxs, 0);
+  absl::MutexLock lock(&metis_stdout_mutex);
+  const StdoutToStderr redirect;
+  return METIS_PartGraphKway(&nvtxs, &ncon, graph.xadj.data(),
+                             graph.adjncy.data(), vwgt.data(), nullptr,
+                             graph.edge_weights(), &nparts, tpwgts.data(),
+                             ubvec.data(), options, &objval, part->data());
 }
 
 }  // namespace placer

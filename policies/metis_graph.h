@@ -28,6 +28,20 @@ struct MetisGraph {
 
 MetisGraph ToMetisGraph(const GroupGraph& units);
 
+// METIS_PartGraphKway of `graph` into `nparts` with `ncon` constraints
+// (vwgt: ncon weights per vertex; tpwgts: ncon target shares per part;
+// ubvec: ncon tolerances); fills `part` (one per vertex) and returns
+// METIS's status. METIS prints some diagnostics with printf (e.g. when a
+// recursive bisection leaves one side empty, as one heavy unit among light
+// ones does); they go to stderr, so that stdout stays the caller's (a
+// `--json` report). Calls are serialized process-wide while stdout's
+// descriptor points at stderr; other threads' stdout writes in that window
+// go to stderr too.
+int PartGraphKway(MetisGraph& graph, idx_t ncon, std::vector<idx_t>& vwgt,
+                  idx_t nparts, std::vector<real_t>& tpwgts,
+                  std::vector<real_t>& ubvec, idx_t* options,
+                  std::vector<idx_t>* part);
+
 }  // namespace placer
 
 #endif  // PLACER_POLICIES_METIS_GRAPH_H_

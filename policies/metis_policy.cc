@@ -42,17 +42,14 @@ class MetisPolicy : public PlacementPolicy {
         tpwgts.push_back(static_cast<real_t>(
             static_cast<double>(MemoryLimit(in.cluster, o, d)) / memory_total));
       }
-      idx_t nvtxs = n, ncon = 2, nparts = devices, objval = 0;
       std::vector<real_t> ubvec = {1.05f, 1.5f};
       idx_t options[METIS_NOPTIONS];
       METIS_SetDefaultOptions(options);
       options[METIS_OPTION_SEED] = static_cast<idx_t>(o.seed & 0x7fffffff);
       options[METIS_OPTION_CONTIG] = 0;
-      std::vector<idx_t> part(n, 0);
-      int status = METIS_PartGraphKway(
-          &nvtxs, &ncon, graph.xadj.data(), graph.adjncy.data(), vwgt.data(),
-          nullptr, graph.edge_weights(), &nparts, tpwgts.data(),
-          ubvec.data(), options, &objval, part.data());
+      std::vector<idx_t> part;
+      const int status = PartGraphKway(graph, /*ncon=*/2, vwgt, devices, tpwgts,
+                                       ubvec, options, &part);
       if (status != METIS_OK) {
         return absl::InternalError(
             absl::StrCat("metis: METIS_PartGraphKway failed with ", status));

@@ -274,6 +274,26 @@ TEST(PoliciesTest, BestHeuristicLooksAtMemoryFirstOnATightCluster) {
   EXPECT_TRUE(CheckPlacement(s.input(), o, h->placement).ok());
 }
 
+// METIS prints to stdout when a recursive bisection leaves a side empty, as
+// PyTorch's training-mode AlexNet export (its fully connected layers far
+// heavier than the rest) on eight V100s makes it do; `place --json` writes
+// its report to stdout, so the policy sends those lines to stderr.
+TEST(PoliciesTest, MetisLeavesStdoutToTheCaller) {
+  absl::StatusOr<Graph> g =
+      ImportOnnxFile("tests/fixtures/corpus/alexnet.train.op17.onnx", {});
+  ASSERT_TRUE(g.ok()) << g.status();
+  Scenario s(std::move(*g), "v100x8");
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<Placement> p =
+      (*NewPolicy("metis"))->Place(s.input(), Quick());
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(out, "");
+  EXPECT_NE(err.find("Cannot bisect"), std::string::npos) << err;
+}
+
 // Every device limited to 1/share of the model's single-device peak less
 // the default 5% headroom, as `scripts/tight_clusters.sh` clusters are.
 PolicyOptions AtAShareOfThePeak(const Scenario& s, int share,
