@@ -330,6 +330,14 @@ std::vector<int> IdenticalDevicePool(const Cluster& cluster) {
   return best;
 }
 
+absl::StatusOr<StageRecompute> ParseStageRecompute(const std::string& name) {
+  if (name == "auto") return StageRecompute::kAuto;
+  if (name == "none") return StageRecompute::kNone;
+  if (name == "full") return StageRecompute::kFull;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown recomputation '", name, "'; known: auto, none, full"));
+}
+
 absl::StatusOr<StrategyChoice> SearchStrategy(
     const PolicyInput& input, const PolicyOptions& options,
     const StrategySearchOptions& search) {
@@ -374,13 +382,12 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   int64_t least_over = std::numeric_limits<int64_t>::max();
   absl::Status over_status;
   // Simulates `s` and keeps it when it fits and is the fastest so far;
-  // `peaks` (when given) gets each device's peak.
-  auto consider = [&](const Strategy& s,
-                      std::vector<int64_t>* peaks = nullptr) {
+  // `peaks` (when given) gets each device's peak. Returns whether it fits.
+  auto simulate = [&](const Strategy& s, std::vector<int64_t>* peaks) {
     absl::StatusOr<StrategySimulation> r =
         SimulateStrategy(input.simulation, s);
     ++best.evaluations;
-    if (!r.ok()) return;
+    if (!r.ok()) return false;
     if (peaks != nullptr) *peaks = r->step.peak_memory_bytes;
     absl::Status memory =
         CheckMemory(input.cluster, r->step.peak_memory_bytes, limits);
@@ -395,7 +402,7 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
             absl::StrCat("no strategy fits in memory; the closest (",
                          DescribeStrategy(s), "): ", memory.message()));
       }
-      return;
+      return false;
     }
     if (!found || r->seconds_per_batch < best.simulation.seconds_per_batch) {
       found = true;
@@ -403,6 +410,34 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       best.simulation = *std::move(r);
     }
     clock.Report(best.evaluations, best.simulation.step.step_seconds);
+    return true;
+  };
+  // `simulate` with the search's recomputation: kAuto tries a candidate
+  // over a limit again with its over stages recomputing (`peaks` keeps
+  // the first try's).
+  auto consider = [&](Strategy s, std::vector<int64_t>* peaks = nullptr) {
+    if (search.recompute == StageRecompute::kFull) {
+      for (PipelineStage& stage : s.stages) stage.recompute = Recompute::kFull;
+    }
+    std::vector<int64_t> first;
+    if (simulate(s, &first) || search.recompute != StageRecompute::kAuto ||
+        first.empty()) {
+      if (peaks != nullptr) *peaks = std::move(first);
+      return;
+    }
+    bool any = false;
+    for (PipelineStage& stage : s.stages) {
+      bool over = false;
+      for (const Replica& replica : stage.replicas) {
+        for (int d : replica.device_of_slot) over |= first[d] > limits[d];
+      }
+      if (over && stage.recompute == Recompute::kNone) {
+        stage.recompute = Recompute::kFull;
+        any = true;
+      }
+    }
+    if (peaks != nullptr) *peaks = std::move(first);
+    if (any) simulate(s, nullptr);
   };
   auto stop = [&] { return clock.Expired(); };
   // Each partition with each schedule (when it has stages to pipeline)

@@ -37,6 +37,11 @@
 //    With inside_placements, a width's placement kept there (an earlier
 //    search's, same policy) is taken as it is, without placing or
 //    retrying, and the placements this search makes are kept there.
+//  - Recomputation (StrategySearchOptions::recompute): kAuto simulates a
+//    candidate over a device's limit again with the stages that have such
+//    a device recomputing (Recompute::kFull); kFull makes every stage of
+//    every candidate recompute; kNone never does. Recomputation only adds
+//    time, so a candidate that fits is never tried with it.
 //  - The answer is the simulated strategy with the least seconds per graph
 //    batch whose every device peaks within MemoryLimits(options); ties:
 //    the one found first. Deterministic: no randomness, and the candidates
@@ -70,9 +75,18 @@ enum class Parallelism {
   kAuto,      // any of the above, and stages with replicas
 };
 
+// Which stages of a searched strategy recompute (Strategy's Recompute).
+enum class StageRecompute {
+  kAuto,  // those whose devices would be over their limits otherwise
+  kNone,  // none
+  kFull,  // every one
+};
+
 std::string ParallelismName(Parallelism parallelism);
 // "auto", "model", "pipeline", "data", "hybrid".
 absl::StatusOr<Parallelism> ParseParallelism(const std::string& name);
+// "auto", "none", "full".
+absl::StatusOr<StageRecompute> ParseStageRecompute(const std::string& name);
 
 // The op placements a search made inside wide replicas (per policy and
 // width: the last one it tried), for a later search over the same input,
@@ -101,6 +115,7 @@ struct StrategySearchOptions {
   // Not owned; when set, wide candidates take the placements kept there
   // (no retry) and keep the ones this search makes.
   InsidePlacements* inside_placements = nullptr;
+  StageRecompute recompute = StageRecompute::kAuto;
 };
 
 struct StrategyChoice {

@@ -1258,6 +1258,14 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
     const Strategy& strategy, const ExecutorOptions& options) {
   RETURN_IF_ERROR(CheckStrategy(view, cluster, strategy));
   RETURN_IF_ERROR(CheckRunnable(view.forward()));
+  for (size_t s = 0; s < strategy.stages.size(); ++s) {
+    if (strategy.stages[s].recompute != Recompute::kNone) {
+      return absl::UnimplementedError(absl::StrCat(
+          "stage ", s, " recomputes its forward (", DescribeStrategy(strategy),
+          "); the strategy executor keeps every activation: simulate the "
+          "plan, or run it with recomputation off"));
+    }
+  }
   if (options.ranks != nullptr &&
       static_cast<int>(options.rank_of_device.size()) != cluster.num_devices()) {
     return absl::InvalidArgumentError(absl::StrCat(

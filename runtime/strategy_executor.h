@@ -73,8 +73,9 @@
 //    only: a step that fails on another rank may have updated this one.
 //    Parameter() finds the replicas of this rank only.
 //  - Create fails when the strategy does not fit the view and cluster
-//    (CheckStrategy), a device is not available in this LibTorch, an op
-//    has no kernel, or a starting value cannot be made.
+//    (CheckStrategy), a stage recomputes (Unimplemented: the executor
+//    keeps every activation), a device is not available in this LibTorch,
+//    an op has no kernel, or a starting value cannot be made.
 #ifndef PLACER_RUNTIME_STRATEGY_EXECUTOR_H_
 #define PLACER_RUNTIME_STRATEGY_EXECUTOR_H_
 

@@ -120,14 +120,17 @@ std::string StrategyChromeTraceJson(const SimulationContext& context,
     }
   }
   for (const StrategyTask& t : simulation.tasks) {
-    const std::string name =
-        t.micro_batch < 0
-            ? absl::StrCat("update s", t.stage)
-            : absl::StrCat(t.backward ? "B s" : "F s", t.stage, " j",
-                           t.micro_batch);
-    Span(events, name, t.device, 0,
-         t.micro_batch < 0 ? "update" : t.backward ? "backward" : "forward",
-         t.start_seconds, t.end_seconds);
+    const char* kind = t.micro_batch < 0 ? "update"
+                       : t.recompute     ? "recompute"
+                       : t.backward      ? "backward"
+                                         : "forward";
+    const std::string name = t.micro_batch < 0
+                                 ? absl::StrCat("update s", t.stage)
+                                 : absl::StrCat(t.recompute  ? "R s"
+                                                : t.backward ? "B s"
+                                                             : "F s",
+                                                t.stage, " j", t.micro_batch);
+    Span(events, name, t.device, 0, kind, t.start_seconds, t.end_seconds);
   }
   for (const ScheduledTransfer& t : simulation.step.transfers) {
     TransferSpan(events, "stage transfer", cluster, t);

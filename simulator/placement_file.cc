@@ -161,6 +161,14 @@ absl::StatusOr<PlacementOrStrategy> PlacementOrStrategyFromProto(
       }
       stage.replicas.push_back(std::move(replica));
     }
+    if (!in.recompute().empty()) {
+      absl::StatusOr<Recompute> recompute = ParseRecompute(in.recompute());
+      if (!recompute.ok()) {
+        return fail(
+            absl::StrCat("stage ", k, ": ", recompute.status().message()));
+      }
+      stage.recompute = *recompute;
+    }
     const std::vector<int>& first_replica = stage.replicas[0].device_of_slot;
     for (size_t i = 0; i < first_replica.size(); ++i) {
       slot_of_first[first_replica[i]] = {k, static_cast<int>(i)};
@@ -237,6 +245,9 @@ proto::Placement StrategyToProto(const Strategy& strategy, const Graph& graph,
     proto::Stage& out = *message.add_stages();
     for (const Replica& replica : stage.replicas) {
       out.add_devices(cluster.device(replica.device_of_slot[0]).name);
+    }
+    if (stage.recompute != Recompute::kNone) {
+      out.set_recompute(RecomputeName(stage.recompute));
     }
     if (stage.width() > 1) {
       for (const Replica& replica : stage.replicas) {

@@ -67,6 +67,8 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     st.width = strategy.stages[s].width();
     st.parameter_bytes.assign(st.width, 0);
     st.stash_bytes.assign(st.width, 0);
+    st.input_bytes.assign(st.width, 0);
+    st.recompute = strategy.stages[s].recompute;
     st.one_batch_peak_bytes.assign(st.width, 0);
     st.gradients.assign(st.width, {});
   }
@@ -107,7 +109,11 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     const TrainingValue& value = view.value(v);
     const bool stashable = value.kind == ValueKind::kActivation ||
                            value.kind == ValueKind::kGraphInput;
-    std::set<std::pair<int, int>> stashed_in;
+    const int made_in = value.producer >= 0 && view.node(value.producer).kind ==
+                                                   NodeKind::kForward
+                            ? stage_of_node(value.producer)
+                            : -1;
+    std::set<std::pair<int, int>> stashed_in, input_of;
     std::set<int> read_in;
     for (int c : value.consumers) {
       const int s = stage_of_node(c);
@@ -115,9 +121,16 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       if (stashable && view.node(c).kind == NodeKind::kBackward) {
         stashed_in.insert({s, slot_of[c]});
       }
+      if (stashable && view.node(c).kind == NodeKind::kForward &&
+          s != made_in) {
+        input_of.insert({s, slot_of[c]});
+      }
     }
     for (auto [s, slot] : stashed_in) {
       plan.stages[s].stash_bytes[slot] += value.bytes;
+    }
+    for (auto [s, slot] : input_of) {
+      plan.stages[s].input_bytes[slot] += value.bytes;
     }
     // Forward reads from another slot of the same stage: made in the task
     // (an activation) or before it (a weight of another slot).

@@ -36,6 +36,10 @@ struct StageModel {
   std::vector<int> forward, backward, update;  // nodes, topological order
   std::vector<int64_t> parameter_bytes;        // per slot
   std::vector<int64_t> stash_bytes;            // per slot
+  // Per slot: what its forward nodes read from before the stage (earlier
+  // stages' activations, graph inputs), what a recomputing stage keeps.
+  std::vector<int64_t> input_bytes;
+  Recompute recompute = Recompute::kNone;
   std::vector<int64_t> one_batch_peak_bytes;   // per slot: Simulate's, the
                                                // stage alone on replica 0
   // Per slot, parameters' gradients in the order they become final: the
@@ -51,6 +55,12 @@ struct StageModel {
   // from several slots that slot's device adds up after each task beyond
   // what `adds` charges (one entry per addition).
   std::vector<std::vector<int>> merges;
+  // Per slot: what a micro-batch in flight (forward run, backward not)
+  // holds there: its stash, or its inputs when the stage recomputes.
+  int64_t kept_bytes(int slot) const {
+    return recompute == Recompute::kNone ? stash_bytes[slot]
+                                         : input_bytes[slot];
+  }
   // Wider stages: per forward and backward node (positions as in `forward`
   // and `backward`), what it reads from other slots.
   std::vector<std::vector<SlotRead>> forward_reads, backward_reads;

@@ -38,6 +38,17 @@ absl::StatusOr<AllreduceAlgorithm> ParseAllreduce(const std::string& name) {
       "unknown allreduce algorithm '", name, "'; known: ring, tree"));
 }
 
+std::string RecomputeName(Recompute recompute) {
+  return recompute == Recompute::kNone ? "none" : "full";
+}
+
+absl::StatusOr<Recompute> ParseRecompute(const std::string& name) {
+  if (name == RecomputeName(Recompute::kNone)) return Recompute::kNone;
+  if (name == RecomputeName(Recompute::kFull)) return Recompute::kFull;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown recomputation '", name, "'; known: none, full"));
+}
+
 absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
                            const Strategy& strategy) {
   const int ops = view.num_groups();
@@ -244,12 +255,23 @@ int StrategyDevices(const Strategy& strategy) {
 }
 
 std::string DescribeStrategy(const Strategy& strategy) {
-  std::vector<int> replicas, widths;
+  std::vector<int> replicas, widths, recomputing;
   bool wide = false;
   for (const PipelineStage& s : strategy.stages) {
+    if (s.recompute != Recompute::kNone) {
+      recomputing.push_back(static_cast<int>(replicas.size()));
+    }
     replicas.push_back(s.num_replicas());
     widths.push_back(s.width());
     wide |= widths.back() > 1;
+  }
+  std::string recompute;
+  if (recomputing.size() == strategy.stages.size()) {
+    recompute = ", recompute";
+  } else if (!recomputing.empty()) {
+    recompute =
+        absl::StrCat(", recompute stage", recomputing.size() > 1 ? "s " : " ",
+                     absl::StrJoin(recomputing, ", "));
   }
   auto list = [](const std::vector<int>& v) {
     return v.size() == 1 ? absl::StrCat(v[0])
@@ -260,7 +282,8 @@ std::string DescribeStrategy(const Strategy& strategy) {
       strategy.stages.size() == 1 ? " stage x " : " stages x ", list(replicas),
       " replicas", wide ? absl::StrCat(" of ", list(widths), " devices") : "",
       ", ", strategy.micro_batches, " micro-batches, ",
-      ScheduleName(strategy.schedule), ", ", AllreduceName(strategy.allreduce));
+      ScheduleName(strategy.schedule), ", ", AllreduceName(strategy.allreduce),
+      recompute);
 }
 
 }  // namespace placer

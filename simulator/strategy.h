@@ -27,6 +27,11 @@
 //    updates its parameters once the last bucket is reduced. With op
 //    placement inside a stage, the devices of one slot allreduce the
 //    gradients of that slot's parameters, each slot by itself.
+//  - A stage may recompute (Recompute::kFull): its forward keeps of each
+//    micro-batch only what the stage reads from before it (its inputs and
+//    graph inputs), and its backward reruns the stage's forward for that
+//    micro-batch first (GPipe's re-materialization; Megatron-LM's full
+//    recomputation, a stage being the unit). Memory for time.
 //  - The op placement of replica 0 (every op on its slot's device in the
 //    stage's first replica) is a valid op placement: placement files store it
 //    as their assignment so that readers unaware of strategies still read a
@@ -57,6 +62,12 @@ enum class AllreduceAlgorithm {
   kTree,  // reduce up a binary tree (heap order), broadcast down it
 };
 
+// What a stage keeps of a micro-batch's forward pass for its backward.
+enum class Recompute {
+  kNone,  // every activation its backward reads, and ops' saved workspace
+  kFull,  // its inputs only; the backward reruns the forward first
+};
+
 // One data-parallel replica of a stage: the device of each of its slots
 // (slot 0 first; one slot unless ops are placed inside the stage).
 struct Replica {
@@ -65,6 +76,7 @@ struct Replica {
 
 struct PipelineStage {
   std::vector<Replica> replicas;  // every replica has as many slots
+  Recompute recompute = Recompute::kNone;
 
   // A stage whose replicas are one device each, in the order given.
   static PipelineStage OneDevicePerReplica(const std::vector<int>& devices);
@@ -95,11 +107,14 @@ struct Strategy {
   int64_t bucket_bytes = int64_t{25} << 20;  // PyTorch DDP's default
 };
 
-// Names for files and flags: "gpipe", "1f1b"; "ring", "tree".
+// Names for files and flags: "gpipe", "1f1b"; "ring", "tree"; "none",
+// "full".
 std::string ScheduleName(PipelineSchedule schedule);
 absl::StatusOr<PipelineSchedule> ParseSchedule(const std::string& name);
 std::string AllreduceName(AllreduceAlgorithm algorithm);
 absl::StatusOr<AllreduceAlgorithm> ParseAllreduce(const std::string& name);
+std::string RecomputeName(Recompute recompute);
+absl::StatusOr<Recompute> ParseRecompute(const std::string& name);
 
 // OK when the strategy keeps the contract above on `cluster`; else
 // InvalidArgument naming the op, parameter, stage or device at fault.
@@ -134,7 +149,9 @@ Placement FirstReplicaPlacement(const Strategy& strategy);
 int StrategyDevices(const Strategy& strategy);
 
 // "3 stages x (2, 1, 1) replicas, 8 micro-batches, 1f1b, ring"; with op
-// placement inside a stage "1 stage x 4 replicas of 2 devices, ...".
+// placement inside a stage "1 stage x 4 replicas of 2 devices, ..."; with
+// recomputation "..., ring, recompute" (every stage) or "..., ring,
+// recompute stages 0, 2".
 std::string DescribeStrategy(const Strategy& strategy);
 
 }  // namespace placer

@@ -112,9 +112,18 @@ LoweredStrategy LowerStrategy(
           }
         }
         if (order.backward) first_backward = false;
-        pass.task = graph.AddTask(
-            {d, seconds, static_cast<double>(lowered.device_passes_[d].size()),
-             0});
+        const double priority =
+            static_cast<double>(lowered.device_passes_[d].size());
+        if (order.backward && st.recompute != Recompute::kNone) {
+          const double rerun = wide[s].empty() ? f : wide[s][k].forward;
+          pass.recompute_task = graph.AddTask({d, rerun, priority, 0});
+          if (previous >= 0) graph.AddEdge(previous, pass.recompute_task);
+          previous = pass.recompute_task;
+          for (size_t slot = 0; slot < pass.slot_busy.size(); ++slot) {
+            pass.slot_busy[slot] += wide[s][k].forward_busy[slot];
+          }
+        }
+        pass.task = graph.AddTask({d, seconds, priority, 0});
         if (previous >= 0) graph.AddEdge(previous, pass.task);
         previous = pass.task;
         lowered.device_passes_[d].push_back(index);
@@ -134,7 +143,7 @@ LoweredStrategy LowerStrategy(
                                  context.costs().TransferSeconds(
                                      bytes, cluster, from.device, to.device)});
     graph.AddEdge(from.task, t);
-    graph.AddEdge(t, to.task);
+    graph.AddEdge(t, to.entry_task());
     lowered.transfers_.push_back({t, from.device, to.device, bytes});
   };
   for (const PassTask& pass : lowered.passes_) {

@@ -13,6 +13,10 @@
 //    order (ReplicaTaskOrder), taking the stage's nodes' time there (wide
 //    stages: the replica's scheduled task), a backward after the replica's
 //    first plus its accumulation into the gradient buffers.
+//  - Recomputation: a recomputing stage's B(s, j) is preceded on its
+//    device by R(s, j), its forward pass again (as long as F(s, j)); the
+//    gradients B(s, j) reads arrive before R(s, j) starts (frameworks
+//    rerun the forward once the backward is called).
 //  - Transfers: when F(a, j) ends, one per later stage b reading a's
 //    values, to F(b, j); when B(b, j) ends, one per earlier stage a whose
 //    gradients b makes, to B(a, j).
@@ -43,9 +47,16 @@ struct PassTask {
   int replica = -1;
   int device = -1;  // the replica's first device
   bool backward = false;
-  // Wide stages: each slot's busy seconds in the pass; else empty (the
-  // device is busy for the task's seconds).
+  // Wide stages: each slot's busy seconds in the pass (the recomputation
+  // included); else empty (the device is busy for the task's seconds and
+  // the recomputation's).
   std::vector<double> slot_busy;
+  // A recomputing stage's backward: the task that reruns the stage's
+  // forward just before it (what arrives for the backward waits for it
+  // first); else -1.
+  int recompute_task = -1;
+  // The task that what arrives for the pass waits for.
+  int entry_task() const { return recompute_task >= 0 ? recompute_task : task; }
 };
 
 struct TransferTask {

@@ -117,6 +117,9 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
       }
       if (pass.slot_busy.empty()) {
         step.busy_seconds[d] += lowered.graph().seconds(pass.task);
+        if (pass.recompute_task >= 0) {
+          step.busy_seconds[d] += lowered.graph().seconds(pass.recompute_task);
+        }
       } else {
         for (size_t slot = 0; slot < pass.slot_busy.size(); ++slot) {
           step.busy_seconds[strategy.stages[pass.stage].device(
@@ -177,22 +180,28 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     const int64_t resident = static_cast<int64_t>(
         static_cast<double>(st.parameter_bytes[slot]) * state);
     const int runs = (M - k + R - 1) / R;
-    const int64_t rest = std::max<int64_t>(
-        0, st.one_batch_peak_bytes[slot] - resident - st.stash_bytes[slot]);
+    const int64_t kept = st.kept_bytes(slot);
+    const int64_t rest =
+        std::max<int64_t>(0, st.one_batch_peak_bytes[slot] - resident - kept);
     // A replica's devices run the same tasks: as many in flight.
     const int in_flight_here = out.most_in_flight[stage.device(k, 0)];
     out.most_in_flight[d] = in_flight_here;
     step.peak_memory_bytes[d] = resident +
                                 (runs > 1 ? st.parameter_bytes[slot] : 0) +
-                                in_flight_here * st.stash_bytes[slot] + rest;
+                                in_flight_here * kept + rest;
     step.oom |= step.peak_memory_bytes[d] > cluster.device(d).memory_bytes;
   }
   if (options.record_schedule) {
     for (const PassTask& pass : lowered.passes()) {
       const PipelineStage& stage = strategy.stages[pass.stage];
       for (int slot = 0; slot < stage.width(); ++slot) {
-        out.tasks.push_back({pass.stage, pass.micro_batch,
-                             stage.device(pass.replica, slot), pass.backward,
+        const int d = stage.device(pass.replica, slot);
+        if (pass.recompute_task >= 0) {
+          out.tasks.push_back({pass.stage, pass.micro_batch, d, false,
+                               ran.start_seconds[pass.recompute_task],
+                               ran.end_seconds[pass.recompute_task], true});
+        }
+        out.tasks.push_back({pass.stage, pass.micro_batch, d, pass.backward,
                              ran.start_seconds[pass.task],
                              ran.end_seconds[pass.task]});
       }

@@ -42,15 +42,20 @@
 //    it occupies the replica as one. Transfers between stages go between the
 //    replicas' first devices. Each slot's devices allreduce that slot's
 //    gradients, as above, and run its updates.
+//  - A recomputing stage's backward B(s, j) is preceded by R(s, j), its
+//    forward nodes' time again (strategy_lowering.h), busy time too.
 //  - Memory of a device of stage s (per slot for wide stages: the slot's
 //    parameters, stash and share of the one micro-batch peak): resident
 //    parameters and optimizer state, plus (when it runs more than one
-//    micro-batch) one gradient buffer per parameter, plus the stash — the
-//    activations and inputs s's backward reads, and its forward nodes'
-//    saved_workspace_bytes — times the most micro-batches in flight there
-//    (forward started, backward not ended), plus what remains of one
-//    micro-batch's peak from Simulate (stage on one device, the rest elsewhere)
-//    once its resident parameters and stash are taken out. With one stage, one
+//    micro-batch) one gradient buffer per parameter, plus what each
+//    micro-batch in flight there (forward started, backward not ended)
+//    keeps — the stash: the activations and inputs s's backward reads, and
+//    its forward nodes' saved_workspace_bytes; a recomputing stage, only
+//    what its forward nodes read from before it — times the most in flight,
+//    plus what remains of one micro-batch's peak from Simulate (stage on one
+//    device, the rest elsewhere) once its resident parameters and what it
+//    keeps are taken out (a recomputing stage rebuilds one micro-batch's
+//    activations for its backward). With one stage, one
 //    replica and one micro-batch the peak and the step are Simulate's exactly
 //    (the whole model on that device).
 //  - bytes_moved: the transfers' bytes plus 2(p-1) x bytes per allreduced
@@ -77,6 +82,7 @@ struct StrategyTask {
   bool backward = false;
   double start_seconds = 0;
   double end_seconds = 0;
+  bool recompute = false;  // a recomputing stage's forward rerun
 };
 
 // One allreduced bucket of a stage's gradients (record_schedule).

@@ -116,6 +116,11 @@ ABSL_FLAG(int32_t, micro_batches, 0,
           "row compared (a step's global batch is that many times the "
           "graph's batch); 0: one per identical device (plain data "
           "parallelism's).");
+ABSL_FLAG(std::string, recompute, "auto",
+          "place --parallelism: which pipeline stages rerun their forward "
+          "before the backward instead of keeping its activations: auto "
+          "(those whose devices would be over their memory otherwise), "
+          "none, or full (every stage).");
 ABSL_FLAG(int32_t, steps, 10,
           "run, calibrate: measured training steps (after --warmup).");
 ABSL_FLAG(std::string, profile_out, "",
@@ -290,7 +295,7 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                policy,
                costs,
                {"cluster", "compare", "o", "checkpoint", "json", "parallelism",
-                "micro_batches", "optimizer", "precision"}})},
+                "micro_batches", "recompute", "optimizer", "precision"}})},
         {"bench", join({model,
                         policy,
                         {"models", "clusters", "policies", "out_dir", "json",

@@ -148,11 +148,13 @@ StrategyRow OneDevice(const PolicyInput& input, int micro_batches) {
 // the placements kept in `inside` (an earlier row's) where it has them.
 StrategyRow FromSearch(Parallelism mode, const PolicyInput& input,
                        const PolicyOptions& options, int micro_batches,
-                       const std::string& policy, InsidePlacements* inside) {
+                       StageRecompute recompute, const std::string& policy,
+                       InsidePlacements* inside) {
   StrategyRow row;
   row.name = ParallelismName(mode);
   StrategySearchOptions search;
   search.parallelism = mode;
+  search.recompute = recompute;
   search.micro_batches = micro_batches;
   search.inside_policy = policy;
   search.inside_placements = inside;
@@ -238,6 +240,7 @@ struct PlaceFlags {
   std::string checkpoint;   // a trained model for learned policies
   std::string parallelism;  // "model", "data", "pipeline", "hybrid", "auto"
   int micro_batches = 0;    // 0: one per device
+  std::string recompute;    // "auto", "none", "full"
   bool compare = false;
   bool json = false;
   std::string out_path;     // -o; empty: no file
@@ -251,6 +254,7 @@ PlaceFlags ReadPlaceFlags() {
   f.checkpoint = absl::GetFlag(FLAGS_checkpoint);
   f.parallelism = absl::GetFlag(FLAGS_parallelism);
   f.micro_batches = absl::GetFlag(FLAGS_micro_batches);
+  f.recompute = absl::GetFlag(FLAGS_recompute);
   f.compare = absl::GetFlag(FLAGS_compare);
   f.json = absl::GetFlag(FLAGS_json);
   f.out_path = absl::GetFlag(FLAGS_o);
@@ -274,6 +278,11 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
     return UsageError("--micro-batches must be at least 1 (0: one per device)");
   }
   if (micro_batches == 0) micro_batches = static_cast<int>(pool.size());
+  absl::StatusOr<StageRecompute> parsed = ParseStageRecompute(flags.recompute);
+  if (!parsed.ok()) {
+    return UsageError(absl::StrCat("--recompute: ", parsed.status().message()));
+  }
+  const StageRecompute recompute = *parsed;
   std::vector<StrategyRow> rows;
   rows.push_back(OneDevice(input, micro_batches));
   // The hybrid row's op placements inside replicas, reused by auto's.
@@ -285,12 +294,12 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
                           Parallelism::kHybrid, Parallelism::kAuto}) {
       if (m == Parallelism::kHybrid && pool.size() < 4) continue;
       if (StopOnSignal::requested()) break;
-      rows.push_back(
-          FromSearch(m, input, options, micro_batches, policy, &inside));
+      rows.push_back(FromSearch(m, input, options, micro_batches, recompute,
+                                policy, &inside));
     }
   } else {
-    rows.push_back(
-        FromSearch(mode, input, options, micro_batches, policy, &inside));
+    rows.push_back(FromSearch(mode, input, options, micro_batches, recompute,
+                              policy, &inside));
   }
   // The fastest per batch; ties: the earlier row (the simpler strategy).
   const StrategyRow* chosen = nullptr;

@@ -150,6 +150,13 @@ TEST(CliTest, ErrorsAreClearAndExitNonZero) {
   EXPECT_THAT(flag.out, HasSubstr("unknown flag '--bogus_flag'"));
   EXPECT_EQ(RunPlacer("inspect").exit_code, 2);
   EXPECT_EQ(RunPlacer("zoo export chain").exit_code, 2);
+  RunResult recompute = RunPlacer(
+      "place zoo:chain --noweights --cluster p100x4 --parallelism data "
+      "--recompute some");
+  EXPECT_EQ(recompute.exit_code, 2);
+  EXPECT_THAT(recompute.out,
+              HasSubstr("--recompute: unknown recomputation 'some'; known: "
+                        "auto, none, full"));
 }
 
 void WriteFile(const std::string& path, const std::string& text) {

@@ -60,11 +60,12 @@ struct Scenario {
         order(NewCriticalPathReadyOrder()),
         context(SimulationContext::Create(view, cluster, *costs, *order)),
         input{view, cluster, *costs, context} {}
-  absl::StatusOr<StrategyChoice> Search(Parallelism mode, int micro_batches,
-                                        PolicyOptions options = {},
-                                        const std::string& inside = "",
-                                        InsidePlacements* kept = nullptr) {
+  absl::StatusOr<StrategyChoice> Search(
+      Parallelism mode, int micro_batches, PolicyOptions options = {},
+      const std::string& inside = "", InsidePlacements* kept = nullptr,
+      StageRecompute recompute = StageRecompute::kAuto) {
     StrategySearchOptions search;
+    search.recompute = recompute;
     search.parallelism = mode;
     search.micro_batches = micro_batches;
     search.inside_policy = inside;
@@ -254,6 +255,45 @@ TEST(StrategySearchTest, WhereNothingElseFitsReplicasOfAnOpPlacementDo) {
   EXPECT_FALSE(s.Search(Parallelism::kAuto, 4, options).ok());
   EXPECT_EQ(s.Search(Parallelism::kHybrid, 4, options).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Eight MatMuls of [16384, 256] activations (16 MiB each) and small
+// weights on four P100s limited to 150 MiB: under 1F1B the first stage
+// keeps every activation of each micro-batch in flight, and no pipeline
+// fits (the closest needs 162 MiB). With recomputation the over stages
+// keep their inputs only: auto recomputes the first stage alone and fits,
+// faster than recomputing every stage (full).
+TEST(StrategySearchTest, RecomputationFitsAPipelineWhoseActivationsDoNot) {
+  Scenario s(Chain(16384, 256), "p100x4");
+  PolicyOptions options;
+  const int64_t limit = int64_t{150} << 20;
+  options.memory_limit_bytes.assign(4, limit);
+  auto search = [&](StageRecompute recompute) {
+    return s.Search(Parallelism::kPipeline, 8, options, "", nullptr, recompute);
+  };
+  EXPECT_EQ(search(StageRecompute::kNone).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  absl::StatusOr<StrategyChoice> a = search(StageRecompute::kAuto);
+  absl::StatusOr<StrategyChoice> full = search(StageRecompute::kFull);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(full.ok()) << full.status();
+  int recomputing = 0;
+  for (const PipelineStage& stage : a->strategy.stages) {
+    recomputing += stage.recompute == Recompute::kFull;
+  }
+  EXPECT_GE(recomputing, 1) << DescribeStrategy(a->strategy);
+  EXPECT_LT(recomputing, static_cast<int>(a->strategy.stages.size()))
+      << DescribeStrategy(a->strategy);
+  for (const PipelineStage& stage : full->strategy.stages) {
+    EXPECT_EQ(stage.recompute, Recompute::kFull);
+  }
+  EXPECT_LT(a->simulation.seconds_per_batch,
+            full->simulation.seconds_per_batch);
+  for (const StrategyChoice* c : {&*a, &*full}) {
+    for (int64_t peak : c->simulation.step.peak_memory_bytes) {
+      EXPECT_LE(peak, limit) << DescribeStrategy(c->strategy);
+    }
+  }
 }
 
 TEST(StrategySearchTest, ResNet50OnFourP100sIsThreeTimesOneDevice) {

@@ -333,5 +333,20 @@ TEST(StrategyExecutorTest, AStrategyThatDoesNotFitIsRefused) {
       << e.status();
 }
 
+// Recomputation is simulated, not run: the executor says so rather than
+// run another plan than the one it was given.
+TEST(StrategyExecutorTest, ARecomputingStageIsRefusedByName) {
+  Graph graph = Gnmt2();
+  TrainingView view = BuildTrainingView(graph);
+  Strategy s = OneDevice(view, 2);
+  s.stages[0].recompute = Recompute::kFull;
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
+      StrategyExecutor::Create(view, Cpus(2), s);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(e.status().message().find("stage 0 recomputes"), std::string::npos)
+      << e.status();
+}
+
 }  // namespace
 }  // namespace placer
