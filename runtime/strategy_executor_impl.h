@@ -1,0 +1,205 @@
+// The strategy executor's worker state (runtime/strategy_executor.h): one
+// class whose step is split over three files — strategy_executor.cc (the
+// tables Init builds, Step, Create), strategy_tasks.cc (a device's worker:
+// its forward, backward and recomputation tasks, accumulation, allreduce
+// and update), strategy_messages.cc (what crosses ranks). Internal to
+// runtime/: included by those three files only.
+#ifndef PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
+#define PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
+
+#include <torch/torch.h>
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/training_view.h"
+#include "profiles/cluster.h"
+#include "runtime/executor.h"
+#include "runtime/initial_values.h"
+#include "runtime/op_autograd.h"
+#include "runtime/parameter_update.h"
+#include "runtime/strategy_executor.h"
+#include "simulator/strategy.h"
+
+namespace placer {
+
+class TorchStrategyExecutor : public StrategyExecutor {
+ public:
+  TorchStrategyExecutor(const TrainingView& view, const Cluster& cluster,
+                        const Strategy& strategy,
+                        const ExecutorOptions& options,
+                        std::vector<torch::Device> devices)
+      : view_(view),
+        graph_(view.forward()),
+        cluster_(cluster),
+        strategy_(strategy),
+        options_(options),
+        devices_(std::move(devices)),
+        S_(static_cast<int>(strategy.stages.size())),
+        M_(strategy.micro_batches),
+        D_(cluster.num_devices()),
+        V_(static_cast<int>(view.values().size())) {}
+
+  absl::Status Init();
+  absl::StatusOr<StrategyStepReport> Step() override;
+  absl::StatusOr<torch::Tensor> Parameter(absl::string_view name,
+                                          int replica) const override;
+
+ private:
+  // What a message between ranks carries: its id's low bits say the kind.
+  // A stage's values (or partial gradients) for another stage's device on
+  // another rank go packed, one index message and one data message per
+  // stage pair and micro-batch (GNMT-2's 2-stage pipeline as two processes:
+  // 0.131 s a step with a message per value, 0.112 s packed); a replica's
+  // accumulators as one flat bucket.
+  enum MessageKind { kPacked = 0, kAccumulator = 1 };
+  static constexpr int kKinds = 2;
+  // Index words: count, from stage, to stage, micro-batch, backward; then
+  // per item: its value (or sum), dtype, rank (-1: undefined), 8 dims.
+  static constexpr int kIndexHead = 5;
+  static constexpr int kMaxPackedDims = 8;
+  static constexpr int kItemWords = 3 + kMaxPackedDims;
+
+  int StageOfNode(int n) const {
+    return strategy_.stage_of_op[view_.node(n).forward_op];
+  }
+  bool Distributed() const { return options_.ranks != nullptr; }
+  int RankOf(int d) const {
+    return Distributed() ? options_.rank_of_device[d] : 0;
+  }
+  bool Local(int d) const { return RankOf(d) == rank_; }
+  // The device that runs stage s's tasks for micro-batch j (a wide
+  // stage's: the replica's first).
+  int DeviceOf(int s, int j) const {
+    const PipelineStage& stage = strategy_.stages[s];
+    return stage.device(j % stage.num_replicas(), 0);
+  }
+  int SlotOfNode(int n) const {
+    return SlotOfOp(strategy_, view_.node(n).forward_op);
+  }
+  // partials_[j][PartialIndex(sum, s, slot)]: the partial gradients of a
+  // sum that stage s's nodes on `slot` made, added up.
+  size_t PartialIndex(int sum, int s, int slot) const {
+    return (static_cast<size_t>(sum) * S_ + s) * W_ + slot;
+  }
+  // The device holding parameter p (value) in replica k of its stage.
+  int ParameterDevice(int p, int k) const {
+    const int g = group_of_parameter_[p];
+    return strategy_.stages[strategy_.stage_of_op[g]].device(
+        k, SlotOfOp(strategy_, g));
+  }
+  // Waits (under the lock) until the nodes of micro-batch j that node n
+  // reads from other slots of its task have run; false on a failure.
+  // Adds the wait to waited_seconds_[d].
+  bool WaitForOtherSlots(int n, int j, int d);
+  void MarkNodeDone(int n, int j);
+  // After the task (s, j) has ended on every slot of device d's replica:
+  // the parameters of d's slot whose gradients it completed, into d's
+  // accumulators (only d's worker touches them during the tasks).
+  absl::Status Accumulate(int s, int j, int d);
+  int Channel(int src, int dst) const { return 1 + src * D_ + dst; }
+  // Arrivals from another rank: stage `from`'s messages for stage `to` and
+  // micro-batch j (values forward, partial gradients backward).
+  int ArrivalKey(int from, int to, int j, bool backward) const {
+    return ((from * S_ + to) * M_ + j) * 2 + (backward ? 1 : 0);
+  }
+  // A copy on `device` when `tensor` was made on another device.
+  torch::Tensor On(const torch::Tensor& tensor, int from, int device) const {
+    if (from == device) return tensor;
+    return tensor.to(devices_[device], /*non_blocking=*/false, /*copy=*/true);
+  }
+  // Whether task (s, j) of the given direction has every input here.
+  bool ReadyLocked(int s, int j, bool backward) const;
+  // options_.before_node (tests' fault injection), its error naming the
+  // node.
+  absl::Status BeforeNode(const TrainingNode& node);
+  absl::Status RunForward(int s, int j, int d);
+  absl::Status RunBackward(int s, int j, int d);
+  // After a task on local device d: what other ranks need from it.
+  absl::Status SendAfter(int s, int j, int d, bool backward);
+  void Worker(int d, double* busy);
+  // After device d's last task: the allreduce of stage s's gradients and,
+  // once every local task of the step has succeeded, d's update.
+  void ReduceAndUpdate(int s, int d, double* busy);
+  void Receiver(int src, int dst, int expected);
+  void Fail(const absl::Status& status);
+
+  const TrainingView& view_;
+  const Graph& graph_;
+  const Cluster& cluster_;
+  // Per device, the cores its worker runs on (pin_cpu_devices); empty:
+  // unpinned.
+  std::vector<std::vector<int>> cores_;
+  const Strategy strategy_;
+  const ExecutorOptions options_;
+  const std::vector<torch::Device> devices_;
+  const int S_, M_, D_, V_;
+  int W_ = 1;  // the widest stage's devices per replica
+  int rank_ = 0;
+  int step_ = 0;
+
+  std::vector<std::vector<int>> forward_, backward_, update_;  // per stage
+  std::vector<std::vector<int>> forward_sources_, gradient_sources_;
+  std::vector<int> stage_of_device_, replica_of_device_, slot_of_device_;
+  std::vector<int> group_of_parameter_;  // per value
+  // Per node of a wide stage: the nodes of its task on other slots it
+  // reads from (values made, partial gradients summed).
+  std::vector<std::vector<int>> waits_for_;
+  std::vector<char> waited_on_;  // per node: in some node's waits_for_
+  std::vector<int> value_of_tensor_;
+  // [s][v]: how many times stage s's forward nodes read value v (an op
+  // reading a tensor twice counts twice).
+  std::vector<std::vector<int>> forward_reads_;
+  // [a * S + b]: values stage a makes that stage b's forward reads;
+  // gradient sums stage a makes partials of for a sink in stage b.
+  std::vector<std::vector<int>> cross_values_, cross_sums_;
+  // Distributed: messages per step on each (src, dst) channel into this
+  // rank.
+  std::map<std::pair<int, int>, int> expected_;
+  std::vector<std::vector<bool>> needs_gradient_;  // per op
+  StepPrecision precision_;          // the view's, as ForwardOp casts
+  std::vector<torch::Tensor> host_;  // constants, per value
+  std::vector<HostValues> batches_;  // per micro-batch
+  // [device][micro-batch][tensor]: loss targets on the devices that run
+  // the micro-batch.
+  std::vector<std::vector<std::vector<torch::Tensor>>> targets_;
+  // Per device, per value: parameters, momentum, gradient accumulators
+  // (for another rank's replica: its accumulators as received).
+  std::vector<std::vector<torch::Tensor>> params_, accum_;
+  std::vector<std::vector<std::unique_ptr<ParameterUpdate>>> updates_;
+
+  // The step's state.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  // Waits for nodes of other slots within a wide replica's task.
+  std::condition_variable slots_cv_;
+  absl::Status failure_;
+  std::vector<char> forward_done_, backward_done_;  // [s * M + j], local
+  // Wide stages: [(s * M + j) * 2 + backward]: slots done with the task.
+  std::vector<int> slots_done_;
+  std::vector<char> node_done_;         // [j * nodes + n]
+  std::vector<double> waited_seconds_;  // per device, in its current task
+  std::vector<int> arrived_;            // [ArrivalKey]
+  std::vector<std::vector<torch::Tensor>> values_;  // [j][value]
+  std::vector<int> value_device_;                   // [j * values + v]
+  std::vector<int> reads_left_;                     // [j * values + v]
+  // [j][sum * S + s]: stage s's partial gradients of a sum, added up.
+  std::vector<std::vector<torch::Tensor>> partials_;
+  std::vector<std::vector<SavedOp>> saved_;        // [j][op]
+  std::vector<std::vector<torch::Tensor>> seeds_;  // [j][tensor]
+  std::vector<double> loss_;                       // [j]
+  std::vector<char> tasks_done_;    // per device: past its last task
+  std::vector<int> accum_arrived_;  // per device of another rank
+  int workers_finished_ = 0, workers_ = 0;
+};
+
+}  // namespace placer
+
+#endif  // PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_

@@ -1,0 +1,414 @@
+// The strategy executor's device workers (runtime/strategy_executor.h):
+// a device's tasks in its replica's order — forward, backward and the
+// recomputation before it — the accumulation after each backward, then
+// the stage's allreduce and update.
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/host_setup.h"
+#include "base/status_helpers.h"
+#include "base/stopwatch.h"
+#include "base/torch_status.h"
+#include "profiles/signature.h"
+#include "runtime/cpu_cores.h"
+#include "runtime/initial_values.h"
+#include "runtime/op_autograd.h"
+#include "runtime/rank_group.h"
+#include "runtime/step_exchange.h"
+#include "runtime/strategy_executor_impl.h"
+#include "runtime/torch_devices.h"
+
+namespace placer {
+
+absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
+  const int replica = replica_of_device_[d];
+  // Values and weights made on other devices, copied here once per task.
+  std::map<int, torch::Tensor> copied;
+  for (int n : forward_[s]) {
+    if (SlotOfNode(n) != slot_of_device_[d]) continue;
+    if (!WaitForOtherSlots(n, j, d)) {
+      return absl::OkStatus();  // failed elsewhere
+    }
+    const TrainingNode& node = view_.node(n);
+    RETURN_IF_ERROR(BeforeNode(node));
+    const Op& op = graph_.op(node.forward_op);
+    std::vector<torch::Tensor> inputs;
+    if (!AllOutputsFolded(graph_, op)) {
+      for (int t : op.inputs) {
+        if (t < 0) {
+          inputs.emplace_back();
+          continue;
+        }
+        const int v = value_of_tensor_[t];
+        const TrainingValue& value = view_.value(v);
+        torch::Tensor in;
+        if (value.kind == ValueKind::kParameter) {
+          const int holder = ParameterDevice(v, replica);
+          if (holder == d) {
+            in = params_[d][v];
+          } else {
+            auto [at, fresh] = copied.emplace(v, torch::Tensor());
+            if (fresh) at->second = On(params_[holder][v], holder, d);
+            in = at->second;
+          }
+        } else if (value.kind == ValueKind::kGraphInput) {
+          in = batches_[j].value[v].to(devices_[d]);
+        } else if (value.producer < 0) {
+          in = host_[v].to(devices_[d]);
+        } else {
+          std::lock_guard<std::mutex> lock(mu_);
+          torch::Tensor& held = values_[j][v];
+          const int from = value_device_[j * V_ + v];
+          if (from == d || copied.count(v) == 0) {
+            in = On(held, from, d);
+            if (from != d) copied[v] = in;
+          } else {
+            in = copied[v];
+          }
+          // Freed after its last read, as a framework frees it (what is
+          // not freed early page-faults in fresh memory every step).
+          if (--reads_left_[j * V_ + v] == 0) held = torch::Tensor();
+        }
+        if (!in.defined()) {
+          return absl::InternalError(
+              absl::StrCat("'", graph_.tensor(t).name,
+                           "' is not there for micro-batch ", j));
+        }
+        inputs.push_back(in);
+      }
+    }
+    const bool backward = view_.backward_node(node.forward_op) >= 0;
+    absl::StatusOr<std::vector<torch::Tensor>> results =
+        ForwardOp(graph_, op, std::move(inputs), devices_[d], precision_,
+                  backward ? &needs_gradient_[node.forward_op] : nullptr,
+                  &saved_[j][node.forward_op]);
+    if (!results.ok()) {
+      return WithContext(results.status(),
+                         absl::StrCat(node.key, " (micro-batch ", j, "): "));
+    }
+    const double loss = OutputLosses(graph_, op, *results, targets_[d][j],
+                                     1.0 / M_, &seeds_[j]);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      loss_[j] += loss;
+      for (int v : node.outputs) {
+        const int t = view_.value(v).tensor;
+        for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
+          // Kept while a reader of this process, or a send, needs it.
+          if (op.outputs[k] == t && reads_left_[j * V_ + v] > 0) {
+            values_[j][v] = (*results)[k];
+            value_device_[j * V_ + v] = d;
+          }
+        }
+      }
+    }
+    MarkNodeDone(n, j);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
+  // Tensors are only moved in and out of the shared slots under the lock;
+  // the additions run outside it, so that workers do not wait for each
+  // other's arithmetic. A slot PartialIndex(sum, s, slot) has one writer:
+  // the device running that slot of stage s's micro-batch j.
+  const int my_slot = slot_of_device_[d];
+  for (int n : backward_[s]) {
+    if (SlotOfNode(n) != my_slot) continue;
+    if (!WaitForOtherSlots(n, j, d)) {
+      return absl::OkStatus();  // failed elsewhere
+    }
+    const TrainingNode& node = view_.node(n);
+    RETURN_IF_ERROR(BeforeNode(node));
+    const Op& op = graph_.op(node.forward_op);
+    std::vector<std::vector<torch::Tensor>> parts(op.outputs.size());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t k = 0; k < op.outputs.size(); ++k) {
+        const int t = op.outputs[k];
+        if (t < 0) continue;
+        parts[k].push_back(std::move(seeds_[j][t]));
+        seeds_[j][t] = torch::Tensor();
+        for (int sm : view_.sums_read_by(n)) {
+          if (view_.gradient_sums()[sm].tensor != t) continue;
+          // This node is the sum's only reader (its sink).
+          for (int x = 0; x < S_; ++x) {
+            for (int slot = 0; slot < W_; ++slot) {
+              torch::Tensor& part = partials_[j][PartialIndex(sm, x, slot)];
+              parts[k].push_back(std::move(part));
+              part = torch::Tensor();
+            }
+          }
+        }
+      }
+    }
+    std::vector<torch::Tensor> output_gradients(op.outputs.size());
+    for (size_t k = 0; k < op.outputs.size(); ++k) {
+      torch::Tensor& sum = output_gradients[k];
+      for (const torch::Tensor& g : parts[k]) {
+        if (!g.defined()) continue;
+        torch::Tensor here = g.to(devices_[d]);
+        sum = sum.defined() ? sum + here : here;
+      }
+    }
+    parts.clear();
+    std::vector<int> tensors;
+    for (int v : node.outputs) tensors.push_back(view_.value(v).tensor);
+    absl::StatusOr<std::vector<torch::Tensor>> grads =
+        BackwardOp(graph_, op, std::move(saved_[j][node.forward_op]),
+                   output_gradients, tensors);
+    saved_[j][node.forward_op] = SavedOp();
+    if (!grads.ok()) {
+      return WithContext(grads.status(),
+                         absl::StrCat(node.key, " (micro-batch ", j, "): "));
+    }
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      const int sm = view_.sum_of(node.outputs[k]);
+      if (sm < 0) continue;
+      torch::Tensor buffer;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        buffer = std::move(partials_[j][PartialIndex(sm, s, my_slot)]);
+        partials_[j][PartialIndex(sm, s, my_slot)] = torch::Tensor();
+      }
+      buffer = buffer.defined() ? buffer + (*grads)[k] : (*grads)[k];
+      std::lock_guard<std::mutex> lock(mu_);
+      partials_[j][PartialIndex(sm, s, my_slot)] = std::move(buffer);
+    }
+    MarkNodeDone(n, j);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
+  // Parameters whose sums this backward completed (a weight's readers are
+  // all in its stage, on any of its slots).
+  std::vector<std::pair<int, torch::Tensor>> completed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int u : update_[s]) {
+      if (SlotOfNode(u) != slot_of_device_[d]) continue;
+      const int p = view_.node(u).parameter;
+      for (int sm : view_.sums_read_by(u)) {
+        for (int slot = 0; slot < W_; ++slot) {
+          torch::Tensor& part = partials_[j][PartialIndex(sm, s, slot)];
+          if (!part.defined()) continue;
+          completed.emplace_back(p, std::move(part));
+          part = torch::Tensor();
+        }
+      }
+    }
+  }
+  std::set<int> made_here;  // buffers that are this call's first part
+  for (auto& [p, g] : completed) {
+    if (g.device() != devices_[d]) g = g.to(devices_[d]);
+    // The first micro-batch's gradient becomes the buffer; later ones are
+    // added in place (PyTorch's AccumulateGrad; the strategy simulator
+    // charges the cost model's AccumulateSeconds for each). A wide stage's
+    // second slot part of the same micro-batch is added out of place: the
+    // first part may be a tensor its backward op also handed elsewhere.
+    torch::Tensor& acc = accum_[d][p];
+    if (!acc.defined()) {
+      acc = g;
+      made_here.insert(p);
+    } else if (made_here.count(p) > 0) {
+      acc = acc + g;
+      made_here.erase(p);
+    } else {
+      acc.add_(g);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void TorchStrategyExecutor::Worker(int d, double* busy) {
+  if (!cores_.empty()) (void)PinThisThread(cores_[d]);  // else as before
+  if (devices_[d].is_cpu())
+    at::set_num_threads(options_.threads_per_cpu_device);
+  // A GPU's worker makes its device current and queues on its default
+  // stream, which orders its tasks with the copies other workers make to
+  // and from it; it waits for each task, so that busy times are real.
+  std::optional<c10::DeviceGuard> current;
+  if (!devices_[d].is_cpu()) current.emplace(devices_[d]);
+  const int s = stage_of_device_[d];
+  const int width = strategy_.stages[s].width();
+  for (const ReplicaTask& task :
+       ReplicaTaskOrder(strategy_, s, replica_of_device_[d])) {
+    const int j = task.micro_batch;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] {
+        return !failure_.ok() || ReadyLocked(s, j, task.backward);
+      });
+      if (!failure_.ok()) return;
+    }
+    const auto start = SteadyClock::now();
+    waited_seconds_[d] = 0;
+    absl::Status status = CatchExceptions("", [&] {
+      absl::Status ran =
+          task.backward ? RunBackward(s, j, d) : RunForward(s, j, d);
+      Synchronize(devices_[d]);
+      return ran;
+    });
+    // Not busy while it waited for another slot of its replica.
+    *busy += SecondsSince(start) - waited_seconds_[d];
+    // A wide replica's task is sent on by its first device once every
+    // slot is done (below); others' as soon as it ends.
+    if (status.ok() && width == 1) status = SendAfter(s, j, d, task.backward);
+    if (!status.ok()) {
+      Fail(status);
+      return;
+    }
+    {
+      // The task ends when every slot of the replica has run its part.
+      std::unique_lock<std::mutex> lock(mu_);
+      const size_t key =
+          (static_cast<size_t>(s) * M_ + j) * 2 + (task.backward ? 1 : 0);
+      if (++slots_done_[key] == width) {
+        (task.backward ? backward_done_ : forward_done_)[s * M_ + j] = 1;
+        cv_.notify_all();
+      }
+      cv_.wait(lock,
+               [&] { return !failure_.ok() || slots_done_[key] == width; });
+      if (!failure_.ok()) return;
+    }
+    if (width > 1 && slot_of_device_[d] == 0) {
+      status = SendAfter(s, j, d, task.backward);
+      if (!status.ok()) {
+        Fail(status);
+        return;
+      }
+    }
+    if (task.backward) {
+      const auto added = SteadyClock::now();
+      status = CatchExceptions("", [&] {
+        absl::Status result = Accumulate(s, j, d);
+        Synchronize(devices_[d]);
+        return result;
+      });
+      *busy += SecondsSince(added);
+      if (!status.ok()) {
+        Fail(status);
+        return;
+      }
+    }
+  }
+  ReduceAndUpdate(s, d, busy);
+}
+
+void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
+  // The devices of d's slot in every replica of the stage, and the
+  // updates of that slot's parameters.
+  const std::vector<int> replicas =
+      SlotDevices(strategy_.stages[s], slot_of_device_[d]);
+  std::vector<int> updates;
+  for (int u : update_[s]) {
+    if (SlotOfNode(u) == slot_of_device_[d]) updates.push_back(u);
+  }
+  // The allreduce. Across ranks: this replica's accumulators, flattened
+  // into one bucket as DDP's (a 2-replica zoo:chain step as two processes:
+  // 9 ms with a message per parameter, 1.4-2.8 ms with one), go to the
+  // first replica of the stage on every other rank (from this worker, the
+  // only sender on d's channels), which files them under d.
+  if (Distributed() && !updates.empty()) {
+    std::set<int> ranks_done{rank_};
+    torch::Tensor bucket;
+    for (int q : replicas) {
+      if (!ranks_done.insert(RankOf(q)).second) continue;
+      absl::Status sent = CatchExceptions("allreduce: ", [&] {
+        if (!bucket.defined()) {
+          std::vector<torch::Tensor> flat;
+          for (int u : updates) {
+            const int p = view_.node(u).parameter;
+            const torch::Tensor& g = accum_[d][p];
+            flat.push_back(g.defined() ? g.reshape({-1})
+                                       : torch::zeros({params_[d][p].numel()},
+                                                      params_[d][p].options()));
+          }
+          bucket = torch::cat(flat);
+        }
+        return options_.ranks->SendTensor(
+            bucket, static_cast<int64_t>(s) * kKinds + kAccumulator, RankOf(q),
+            Channel(d, q));
+      });
+      if (!sent.ok()) {
+        Fail(absl::Status(sent.code(),
+                          absl::StrCat(sent.message(), " (allreduce ",
+                                       cluster_.device(d).name, " -> ",
+                                       cluster_.device(q).name, ")")));
+        return;
+      }
+    }
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    tasks_done_[d] = 1;
+    ++workers_finished_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] {
+      if (!failure_.ok()) return true;
+      for (int r : replicas) {
+        if (Local(r) ? !tasks_done_[r]
+                     : !updates.empty() && accum_arrived_[r] < 1) {
+          return false;
+        }
+      }
+      return true;
+    });
+    if (!failure_.ok()) return;
+  }
+  // As soon as the stage's replicas are done (overlapping other stages'
+  // tasks), every replica sums the replicas' accumulators in replica order
+  // on its own device: the same additions in the same order, the same bits
+  // everywhere.
+  std::vector<torch::Tensor> totals(updates.size());
+  absl::Status status = CatchExceptions("allreduce: ", [&] {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < updates.size(); ++i) {
+      const int p = view_.node(updates[i]).parameter;
+      for (int r : replicas) {
+        const torch::Tensor& g = accum_[r][p];
+        if (!g.defined()) continue;
+        torch::Tensor here = g.to(devices_[d]);
+        totals[i] = totals[i].defined() ? totals[i] + here : here;
+      }
+    }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) {
+    Fail(status);
+    return;
+  }
+  // Updates once every task of this process has succeeded (a failed step
+  // updates nothing here), each device its own replica's parameters.
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock,
+             [&] { return !failure_.ok() || workers_finished_ == workers_; });
+    if (!failure_.ok()) return;
+  }
+  const auto start = SteadyClock::now();
+  status = CatchExceptions("update: ", [&] {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < updates.size(); ++i) {
+      if (!totals[i].defined()) continue;
+      const int p = view_.node(updates[i]).parameter;
+      updates_[d][p]->Apply(totals[i]);
+    }
+    Synchronize(devices_[d]);
+    return absl::OkStatus();
+  });
+  *busy += SecondsSince(start);
+  if (!status.ok()) Fail(status);
+}
+
+}  // namespace placer
