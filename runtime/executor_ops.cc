@@ -106,6 +106,18 @@ bool ExecutorRuns(const Graph& graph, const Op& op) {
   return any;
 }
 
+bool DrawsRandomNumbers(const Op& op) {
+  if (!op.domain.empty() && op.domain != "ai.onnx") return false;
+  if (op.op_type == "Dropout") {
+    return op.inputs.size() > 2 && op.inputs[2] >= 0;
+  }
+  static const auto* generators = new std::vector<std::string>{
+      "Bernoulli",        "Multinomial",   "RandomNormal",
+      "RandomNormalLike", "RandomUniform", "RandomUniformLike"};
+  return std::find(generators->begin(), generators->end(), op.op_type) !=
+         generators->end();
+}
+
 std::vector<int> OpsUnsupportedByExecutor(const Graph& graph) {
   std::vector<int> ops;
   for (int i = 0; i < static_cast<int>(graph.ops().size()); ++i) {

@@ -22,6 +22,7 @@
 #include "base/torch_status.h"
 #include "profiles/signature.h"
 #include "runtime/cpu_cores.h"
+#include "runtime/executor_ops.h"
 #include "runtime/initial_values.h"
 #include "runtime/op_autograd.h"
 #include "runtime/rank_group.h"
@@ -354,6 +355,7 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   node_done_.assign(W_ > 1 ? static_cast<size_t>(M_) * view_.nodes().size() : 0,
                     0);
   saved_.assign(M_, std::vector<SavedOp>(graph_.ops().size()));
+  kept_.assign(static_cast<size_t>(S_) * M_, {});
   seeds_.assign(M_, std::vector<torch::Tensor>(graph_.tensors().size()));
   loss_.assign(M_, 0);
   for (int d = 0; d < D_; ++d) {
@@ -477,11 +479,21 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
   RETURN_IF_ERROR(CheckStrategy(view, cluster, strategy));
   RETURN_IF_ERROR(CheckRunnable(view.forward()));
   for (size_t s = 0; s < strategy.stages.size(); ++s) {
-    if (strategy.stages[s].recompute != Recompute::kNone) {
+    if (strategy.stages[s].recompute == Recompute::kNone) continue;
+    if (strategy.stages[s].width() > 1) {
       return absl::UnimplementedError(absl::StrCat(
-          "stage ", s, " recomputes its forward (", DescribeStrategy(strategy),
-          "); the strategy executor keeps every activation: simulate the "
-          "plan, or run it with recomputation off"));
+          "stage ", s, " recomputes over ", strategy.stages[s].width(),
+          " devices per replica; the strategy executor recomputes stages "
+          "of one device per replica"));
+    }
+    for (size_t op = 0; op < strategy.stage_of_op.size(); ++op) {
+      const Op& o = view.forward().op(static_cast<int>(op));
+      if (strategy.stage_of_op[op] == static_cast<int>(s) &&
+          DrawsRandomNumbers(o)) {
+        return absl::UnimplementedError(absl::StrCat(
+            "stage ", s, " recomputes '", o.key, "' (", o.op_type,
+            "), which draws random numbers: a rerun would draw others"));
+      }
     }
   }
   if (options.ranks != nullptr &&

@@ -72,10 +72,18 @@
 //    other ranks, naming the rank. Updates wait for this rank's tasks
 //    only: a step that fails on another rank may have updated this one.
 //    Parameter() finds the replicas of this rank only.
+//  - A recomputing stage (Recompute::kFull) runs its forward without
+//    autograd, keeping of each micro-batch only the values other stages
+//    (or ranks) sent it; its backward task first reruns the stage's forward
+//    under autograd from those (graph inputs, constants and weights read
+//    again; constants copied, so that BatchNormalization's running
+//    statistics are updated once), then runs the backward as usual.
 //  - Create fails when the strategy does not fit the view and cluster
-//    (CheckStrategy), a stage recomputes (Unimplemented: the executor
-//    keeps every activation), a device is not available in this LibTorch,
-//    an op has no kernel, or a starting value cannot be made.
+//    (CheckStrategy), a stage recomputes over several devices per replica
+//    or holds an op that draws random numbers (Unimplemented, naming the
+//    stage and op: a rerun would draw other numbers), a device is not
+//    available in this LibTorch, an op has no kernel, or a starting value
+//    cannot be made.
 #ifndef PLACER_RUNTIME_STRATEGY_EXECUTOR_H_
 #define PLACER_RUNTIME_STRATEGY_EXECUTOR_H_
 

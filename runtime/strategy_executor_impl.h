@@ -120,8 +120,15 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // options_.before_node (tests' fault injection), its error naming the
   // node.
   absl::Status BeforeNode(const TrainingNode& node);
+  // A recomputing stage's forward runs without autograd and keeps, of
+  // what it read, the values other stages made (kept_); its backward
+  // first reruns the forward under autograd from those (Rerun).
   absl::Status RunForward(int s, int j, int d);
+  absl::Status Rerun(int s, int j, int d);
   absl::Status RunBackward(int s, int j, int d);
+  bool Recomputes(int s) const {
+    return strategy_.stages[s].recompute != Recompute::kNone;
+  }
   // After a task on local device d: what other ranks need from it.
   absl::Status SendAfter(int s, int j, int d, bool backward);
   void Worker(int d, double* busy);
@@ -193,6 +200,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // [j][sum * S + s]: stage s's partial gradients of a sum, added up.
   std::vector<std::vector<torch::Tensor>> partials_;
   std::vector<std::vector<SavedOp>> saved_;        // [j][op]
+  // [s * M + j]: a recomputing stage's inputs made by other stages, by
+  // value, from its forward until its backward reruns it.
+  std::vector<std::map<int, torch::Tensor>> kept_;
   std::vector<std::vector<torch::Tensor>> seeds_;  // [j][tensor]
   std::vector<double> loss_;                       // [j]
   std::vector<char> tasks_done_;    // per device: past its last task

@@ -77,6 +77,9 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
           // Freed after its last read, as a framework frees it (what is
           // not freed early page-faults in fresh memory every step).
           if (--reads_left_[j * V_ + v] == 0) held = torch::Tensor();
+          if (Recomputes(s) && StageOfNode(value.producer) != s) {
+            kept_[s * M_ + j].emplace(v, in);
+          }
         }
         if (!in.defined()) {
           return absl::InternalError(
@@ -86,7 +89,9 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
         inputs.push_back(in);
       }
     }
-    const bool backward = view_.backward_node(node.forward_op) >= 0;
+    // Recomputing, the backward's rerun keeps what the op saves instead.
+    const bool backward =
+        view_.backward_node(node.forward_op) >= 0 && !Recomputes(s);
     absl::StatusOr<std::vector<torch::Tensor>> results =
         ForwardOp(graph_, op, std::move(inputs), devices_[d], precision_,
                   backward ? &needs_gradient_[node.forward_op] : nullptr,
@@ -116,7 +121,77 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
   return absl::OkStatus();
 }
 
+absl::Status TorchStrategyExecutor::Rerun(int s, int j, int d) {
+  // The stage's own values of this micro-batch, each freed after its last
+  // read in the rerun (what the ops save for the backward stays in saved_).
+  std::map<int, torch::Tensor> made;
+  std::map<int, int> reads_left;
+  std::map<int, torch::Tensor> kept;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    kept.swap(kept_[s * M_ + j]);
+  }
+  for (int n : forward_[s]) {
+    const TrainingNode& node = view_.node(n);
+    const Op& op = graph_.op(node.forward_op);
+    std::vector<torch::Tensor> inputs;
+    if (!AllOutputsFolded(graph_, op)) {
+      for (int t : op.inputs) {
+        if (t < 0) {
+          inputs.emplace_back();
+          continue;
+        }
+        const int v = value_of_tensor_[t];
+        const TrainingValue& value = view_.value(v);
+        torch::Tensor in;
+        if (value.kind == ValueKind::kParameter) {
+          in = params_[d][v];
+        } else if (value.kind == ValueKind::kGraphInput) {
+          in = batches_[j].value[v].to(devices_[d]);
+        } else if (value.producer < 0) {
+          // A copy: kernels that update state in place (BatchNormalization's
+          // running statistics) did so in the forward already.
+          in = host_[v].to(devices_[d], /*non_blocking=*/false, /*copy=*/true);
+        } else if (StageOfNode(value.producer) == s) {
+          auto at = made.find(v);
+          if (at != made.end()) {
+            in = at->second;
+            if (--reads_left[v] == 0) made.erase(at);
+          }
+        } else if (auto at = kept.find(v); at != kept.end()) {
+          in = at->second;
+        }
+        if (!in.defined()) {
+          return absl::InternalError(absl::StrCat(
+              "'", graph_.tensor(t).name, "' is not there to recompute ",
+              node.key, " for micro-batch ", j));
+        }
+        inputs.push_back(in);
+      }
+    }
+    const bool backward = view_.backward_node(node.forward_op) >= 0;
+    absl::StatusOr<std::vector<torch::Tensor>> results =
+        ForwardOp(graph_, op, std::move(inputs), devices_[d], precision_,
+                  backward ? &needs_gradient_[node.forward_op] : nullptr,
+                  &saved_[j][node.forward_op]);
+    if (!results.ok()) {
+      return WithContext(
+          results.status(),
+          absl::StrCat(node.key, " (micro-batch ", j, ", recomputed): "));
+    }
+    for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
+      const int t = op.outputs[k];
+      const int v = t >= 0 ? value_of_tensor_[t] : -1;
+      if (v < 0 || forward_reads_[s][v] == 0) continue;
+      made[v] = (*results)[k];
+      reads_left[v] = forward_reads_[s][v];
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
+  if (Recomputes(s)) RETURN_IF_ERROR(Rerun(s, j, d));
   // Tensors are only moved in and out of the shared slots under the lock;
   // the additions run outside it, so that workers do not wait for each
   // other's arithmetic. A slot PartialIndex(sum, s, slot) has one writer:

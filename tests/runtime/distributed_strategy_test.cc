@@ -275,6 +275,22 @@ std::vector<std::pair<std::string, Graph>> WideTestModels() {
   return models;
 }
 
+// Recomputing stages as ranks: a stage keeps the values another rank sent
+// it until its backward reruns its forward; the losses and parameters of
+// the same stages without recomputation, in one process and as two ranks.
+TEST(DistributedStrategyTest, RecomputingStagesAcrossRanks) {
+  const Cluster cluster = Cpus(4);
+  Graph graph = Transformer();
+  TrainingView view = BuildTrainingView(graph);
+  Strategy split = TwoStages(view, cluster, {0, 1}, {2, 3});
+  for (PipelineStage& stage : split.stages) stage.recompute = Recompute::kFull;
+  Strategy keep = split;
+  for (PipelineStage& stage : keep.stages) stage.recompute = Recompute::kNone;
+  RunResult one = RunOneProcess(view, cluster, keep);
+  ExpectSame(one, RunOneProcess(view, cluster, split));
+  ExpectSame(one, RunRanks(view, cluster, split, 2));
+}
+
 // A replica's devices in one rank each, the slots' allreduce between the
 // ranks: one process's losses and parameters. A replica split over ranks
 // is refused, naming it.
