@@ -255,6 +255,36 @@ absl::Status TorchStrategyExecutor::Init() {
       }
     }
   }
+  // What each device holds before a step.
+  auto bytes = [](const torch::Tensor& t) {
+    return t.defined() ? static_cast<int64_t>(t.numel() * t.element_size())
+                       : int64_t{0};
+  };
+  const double state = view_.options().optimizer_state_per_parameter_byte();
+  resident_bytes_.assign(D_, 0);
+  for (int d = 0; d < D_; ++d) {
+    for (const torch::Tensor& w : params_[d]) {
+      resident_bytes_[d] +=
+          static_cast<int64_t>((1 + state) * static_cast<double>(bytes(w)));
+    }
+    const int s = stage_of_device_[d];
+    if (s < 0 || !Local(d) || !devices_[d].is_cpu()) continue;
+    const PipelineStage& stage = strategy_.stages[s];
+    for (int v = 0; v < V_; ++v) {
+      if (forward_reads_[s][v] == 0) continue;
+      const TrainingValue& value = view_.value(v);
+      if (value.kind == ValueKind::kGraphInput) {
+        for (int j = replica_of_device_[d]; j < M_; j += stage.num_replicas()) {
+          resident_bytes_[d] += bytes(batches_[j].value[v]);
+        }
+      } else if (value.kind != ValueKind::kParameter && value.producer < 0) {
+        resident_bytes_[d] += bytes(host_[v]);
+      }
+    }
+    for (const std::vector<torch::Tensor>& targets : targets_[d]) {
+      for (const torch::Tensor& t : targets) resident_bytes_[d] += bytes(t);
+    }
+  }
   SetBlasThreads(options_.threads_per_cpu_device);
   // As the placed executor and the profiler do: freed blocks stay in the
   // heap for reuse instead of page-faulting in fresh memory every step, so
@@ -363,6 +393,8 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   }
   tasks_done_.assign(D_, 0);
   accum_arrived_.assign(D_, 0);
+  auto reporting = ReportAllocations(-1);  // what this thread frees
+  allocations_.Start(resident_bytes_);
   workers_finished_ = 0;
   workers_ = 0;
   for (int d = 0; d < D_; ++d) workers_ += stage_of_device_[d] >= 0 && Local(d);
@@ -428,6 +460,14 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   }
   for (std::thread& t : threads) t.join();
   report.seconds = SecondsSince(start);
+  if (options_.measure_allocations) {
+    report.allocated_peak_bytes = allocations_.peaks();
+    for (int d = 0; d < D_; ++d) {
+      if (!Local(d) || stage_of_device_[d] < 0) {
+        report.allocated_peak_bytes[d] = 0;
+      }
+    }
+  }
   for (double l : loss_) report.loss += l;
   values_.clear();
   saved_.clear();

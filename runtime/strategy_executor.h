@@ -53,8 +53,9 @@
 //    them); freed host memory stays in the heap (KeepFreedHostMemory), as
 //    in the placed executor and the profiler.
 //  - Step reports the step's wall time, the mean loss over the
-//    micro-batches (before the update) and each device's busy time.
-//    Memory is not tracked (the placed executor tracks it).
+//    micro-batches (before the update) and each device's busy time; with
+//    measure_allocations, what each device's threads allocated (below).
+//    Memory is not enforced (the placed executor tracks and enforces it).
 //  - Distributed (options.ranks set): this process is one rank and runs
 //    only the devices options.rank_of_device gives it. What one process's
 //    workers share goes by the rank group instead, sent by the producing
@@ -105,13 +106,21 @@ struct StrategyStepReport {
   double seconds = 0;
   double loss = 0;  // the mean of the micro-batches' losses
   std::vector<double> busy_seconds;  // per cluster device
+  // With ExecutorOptions::measure_allocations, per cluster device (0 for
+  // another rank's, or one the strategy leaves out): what it holds before
+  // the step (parameters and optimizer state; on CPU devices also the
+  // step's inputs, loss targets and constants its stage reads, as it reads
+  // them in place) plus the peak of the bytes LibTorch allocated during the
+  // step on its worker and the receivers of what other ranks send it,
+  // freed wherever they are freed. Empty otherwise.
+  std::vector<int64_t> allocated_peak_bytes;
 };
 
 class StrategyExecutor {
  public:
   // `view` (and its graph) must outlive the executor. Uses the options'
   // update (with the view's optimizer), seed, threads_per_cpu_device,
-  // pin_cpu_devices and before_node.
+  // pin_cpu_devices, measure_allocations and before_node.
   static absl::StatusOr<std::unique_ptr<StrategyExecutor>> Create(
       const TrainingView& view, const Cluster& cluster,
       const Strategy& strategy, const ExecutorOptions& options = {});

@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
+#include "runtime/allocation_tracker.h"
 #include "runtime/executor.h"
 #include "runtime/initial_values.h"
 #include "runtime/op_autograd.h"
@@ -137,6 +138,14 @@ class TorchStrategyExecutor : public StrategyExecutor {
   void ReduceAndUpdate(int s, int d, double* busy);
   void Receiver(int src, int dst, int expected);
   void Fail(const absl::Status& status);
+  // With measure_allocations: reports this thread's allocations as device
+  // d's (-1: frees only) until the guard goes.
+  std::unique_ptr<c10::DebugInfoGuard> ReportAllocations(int d) {
+    if (!options_.measure_allocations) return nullptr;
+    return std::make_unique<c10::DebugInfoGuard>(
+        c10::DebugInfoKind::PROFILER_STATE,
+        std::make_shared<ThreadAllocationReporter>(&allocations_, d));
+  }
 
   const TrainingView& view_;
   const Graph& graph_;
@@ -208,6 +217,11 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<char> tasks_done_;    // per device: past its last task
   std::vector<int> accum_arrived_;  // per device of another rank
   int workers_finished_ = 0, workers_ = 0;
+  // Per device: what it holds before a step (parameters, optimizer state,
+  // and on CPU devices the step's inputs and constants its stage reads,
+  // which it reads in place); the base of allocated_peak_bytes.
+  std::vector<int64_t> resident_bytes_;
+  AllocationTracker allocations_;
 };
 
 }  // namespace placer

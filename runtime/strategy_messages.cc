@@ -132,6 +132,7 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
 }
 
 void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
+  auto reporting = ReportAllocations(dst);
   auto receive = [&]() -> absl::StatusOr<std::pair<int64_t, torch::Tensor>> {
     absl::StatusOr<std::pair<int64_t, torch::Tensor>> got =
         options_.ranks->RecvTensor(RankOf(src), Channel(src, dst));

@@ -306,6 +306,7 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
 }
 
 void TorchStrategyExecutor::Worker(int d, double* busy) {
+  auto reporting = ReportAllocations(d);
   if (!cores_.empty()) (void)PinThisThread(cores_[d]);  // else as before
   if (devices_[d].is_cpu())
     at::set_num_threads(options_.threads_per_cpu_device);
