@@ -412,31 +412,47 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
     clock.Report(best.evaluations, best.simulation.step.step_seconds);
     return true;
   };
-  // `simulate` with the search's recomputation: kAuto tries a candidate
-  // over a limit again with its over stages recomputing (`peaks` keeps
-  // the first try's).
+  // `simulate` with the search's recomputation and ZeRO. A candidate over a
+  // limit is tried again: with ZeRO-1, then ZeRO-2 (zero unset, when a
+  // stage has replicas; ZeRO-2 when every stage's replicas run as many
+  // micro-batches), then with its over stages recomputing (kAuto), until
+  // one fits. `peaks` gets the first try's.
   auto consider = [&](Strategy s, std::vector<int64_t>* peaks = nullptr) {
     if (search.recompute == StageRecompute::kFull) {
       for (PipelineStage& stage : s.stages) stage.recompute = Recompute::kFull;
     }
-    std::vector<int64_t> first;
-    if (simulate(s, &first) || search.recompute != StageRecompute::kAuto ||
-        first.empty()) {
-      if (peaks != nullptr) *peaks = std::move(first);
-      return;
+    if (search.zero.has_value()) s.zero = *search.zero;
+    std::vector<int64_t> tried;
+    const bool fits = simulate(s, &tried);
+    if (peaks != nullptr) *peaks = tried;
+    if (fits || tried.empty()) return;
+    if (!search.zero.has_value()) {
+      bool replicas = false, even = true;
+      for (const PipelineStage& stage : s.stages) {
+        replicas |= stage.num_replicas() > 1;
+        even &= s.micro_batches % stage.num_replicas() == 0;
+      }
+      for (ZeroStage zero :
+           {ZeroStage::kOptimizerState, ZeroStage::kGradients}) {
+        if (!replicas || (zero == ZeroStage::kGradients && !even)) break;
+        s.zero = zero;
+        std::vector<int64_t> sharded;
+        if (simulate(s, &sharded)) return;
+        if (!sharded.empty()) tried = std::move(sharded);
+      }
     }
+    if (search.recompute != StageRecompute::kAuto) return;
     bool any = false;
     for (PipelineStage& stage : s.stages) {
       bool over = false;
       for (const Replica& replica : stage.replicas) {
-        for (int d : replica.device_of_slot) over |= first[d] > limits[d];
+        for (int d : replica.device_of_slot) over |= tried[d] > limits[d];
       }
       if (over && stage.recompute == Recompute::kNone) {
         stage.recompute = Recompute::kFull;
         any = true;
       }
     }
-    if (peaks != nullptr) *peaks = std::move(first);
     if (any) simulate(s, nullptr);
   };
   auto stop = [&] { return clock.Expired(); };

@@ -37,11 +37,15 @@
 //    With inside_placements, a width's placement kept there (an earlier
 //    search's, same policy) is taken as it is, without placing or
 //    retrying, and the placements this search makes are kept there.
-//  - Recomputation (StrategySearchOptions::recompute): kAuto simulates a
-//    candidate over a device's limit again with the stages that have such
-//    a device recomputing (Recompute::kFull); kFull makes every stage of
-//    every candidate recompute; kNone never does. Recomputation only adds
-//    time, so a candidate that fits is never tried with it.
+//  - Memory savers, tried on a candidate over a device's limit only (they
+//    add time or collectives; a candidate that fits is never tried with
+//    them), until one fits: ZeRO-1, then ZeRO-2 (StrategySearchOptions::
+//    zero unset; when a stage has replicas, and for ZeRO-2 when every
+//    stage's replicas run as many micro-batches), then the stages that
+//    still have a device over its limit recomputing (recompute kAuto).
+//    zero set: every candidate has that ZeRO stage (CheckStrategy refuses
+//    it without replicas); recompute kFull: every stage of every candidate
+//    recomputes; kNone: none does.
 //  - The answer is the simulated strategy with the least seconds per graph
 //    batch whose every device peaks within MemoryLimits(options); ties:
 //    the one found first. Deterministic: no randomness, and the candidates
@@ -56,6 +60,7 @@
 #define PLACER_POLICIES_STRATEGY_SEARCH_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -116,6 +121,8 @@ struct StrategySearchOptions {
   // (no retry) and keep the ones this search makes.
   InsidePlacements* inside_placements = nullptr;
   StageRecompute recompute = StageRecompute::kAuto;
+  // ZeRO for every candidate; unset: as above.
+  std::optional<ZeroStage> zero;
 };
 
 struct StrategyChoice {

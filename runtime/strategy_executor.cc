@@ -518,6 +518,12 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
     const ExecutorOptions& options) {
   RETURN_IF_ERROR(CheckStrategy(view, cluster, strategy));
   RETURN_IF_ERROR(CheckRunnable(view.forward()));
+  if (strategy.zero != ZeroStage::kNone) {
+    return absl::UnimplementedError(absl::StrCat(
+        "ZeRO-", ZeroNumber(strategy.zero), " (", DescribeStrategy(strategy),
+        "): the strategy executor keeps every replica's optimizer state "
+        "and gradients; simulate the plan, or place it with --zero 0"));
+  }
   for (size_t s = 0; s < strategy.stages.size(); ++s) {
     if (strategy.stages[s].recompute == Recompute::kNone) continue;
     if (strategy.stages[s].width() > 1) {

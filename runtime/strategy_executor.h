@@ -80,7 +80,8 @@
 //    again; constants copied, so that BatchNormalization's running
 //    statistics are updated once), then runs the backward as usual.
 //  - Create fails when the strategy does not fit the view and cluster
-//    (CheckStrategy), a stage recomputes over several devices per replica
+//    (CheckStrategy), it shards over replicas (ZeRO: Unimplemented), a
+//    stage recomputes over several devices per replica
 //    or holds an op that draws random numbers (Unimplemented, naming the
 //    stage and op: a rerun would draw other numbers), a device is not
 //    available in this LibTorch, an op has no kernel, or a starting value

@@ -4,19 +4,43 @@
 
 namespace placer {
 
+namespace {
+
+// One step of a ring over `devices`: the slowest link carrying
+// ceil(bytes / p).
+double RingStepSeconds(const CostModel& costs, const Cluster& cluster,
+                       const std::vector<int>& devices, int64_t bytes) {
+  const int p = static_cast<int>(devices.size());
+  const int64_t chunk = (bytes + p - 1) / p;
+  double step = 0;
+  for (int i = 0; i < p; ++i) {
+    step = std::max(step, costs.TransferSeconds(chunk, cluster, devices[i],
+                                                devices[(i + 1) % p]));
+  }
+  return step;
+}
+
+}  // namespace
+
+double ReduceScatterSeconds(const CostModel& costs, const Cluster& cluster,
+                            const std::vector<int>& devices, int64_t bytes) {
+  const int p = static_cast<int>(devices.size());
+  if (p <= 1 || bytes <= 0) return 0;
+  return (p - 1) * RingStepSeconds(costs, cluster, devices, bytes);
+}
+
+double AllGatherSeconds(const CostModel& costs, const Cluster& cluster,
+                        const std::vector<int>& devices, int64_t bytes) {
+  return ReduceScatterSeconds(costs, cluster, devices, bytes);
+}
+
 double AllreduceSeconds(const CostModel& costs, const Cluster& cluster,
                         const std::vector<int>& devices, int64_t bytes,
                         AllreduceAlgorithm algorithm) {
   const int p = static_cast<int>(devices.size());
   if (p <= 1 || bytes <= 0) return 0;
   if (algorithm == AllreduceAlgorithm::kRing) {
-    const int64_t chunk = (bytes + p - 1) / p;
-    double step = 0;
-    for (int i = 0; i < p; ++i) {
-      step = std::max(step, costs.TransferSeconds(chunk, cluster, devices[i],
-                                                  devices[(i + 1) % p]));
-    }
-    return 2.0 * (p - 1) * step;
+    return 2.0 * (p - 1) * RingStepSeconds(costs, cluster, devices, bytes);
   }
   // Heap order: the parent of i is (i - 1) / 2; levels 1 .. height.
   auto depth = [](int i) {

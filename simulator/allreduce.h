@@ -1,5 +1,6 @@
-// Allreduce times: what a data-parallel group's gradient exchange costs on
-// a cluster's links.
+// Collective times: what a data-parallel group's gradient exchange
+// (allreduce, or ZeRO's reduce-scatter and all-gather) costs on a
+// cluster's links.
 #ifndef PLACER_SIMULATOR_ALLREDUCE_H_
 #define PLACER_SIMULATOR_ALLREDUCE_H_
 
@@ -12,6 +13,13 @@
 
 namespace placer {
 
+// What a collective task of a stage's replicas does.
+enum class Collective {
+  kAllreduce,      // a bucket of gradients, summed on every replica
+  kReduceScatter,  // ZeRO: a bucket of gradients, each replica its 1/R
+  kAllGather,      // ZeRO: the updated parameters, from their shards
+};
+
 // Allreduce of `bytes` over `devices` (in ring / heap order) with the cost
 // model's transfer times: ring, 2(p-1) steps each as long as the slowest
 // link of the ring carrying ceil(bytes / p); tree, per level of the heap
@@ -20,6 +28,15 @@ namespace placer {
 double AllreduceSeconds(const CostModel& costs, const Cluster& cluster,
                         const std::vector<int>& devices, int64_t bytes,
                         AllreduceAlgorithm algorithm);
+
+// Ring reduce-scatter (each device ends with the sum of its 1/p of
+// `bytes`) and all-gather (each ends with everyone's 1/p): p - 1 steps,
+// each as long as the slowest link of the ring carrying ceil(bytes / p).
+// One device: 0.
+double ReduceScatterSeconds(const CostModel& costs, const Cluster& cluster,
+                            const std::vector<int>& devices, int64_t bytes);
+double AllGatherSeconds(const CostModel& costs, const Cluster& cluster,
+                        const std::vector<int>& devices, int64_t bytes);
 
 }  // namespace placer
 

@@ -137,9 +137,13 @@ std::string StrategyChromeTraceJson(const SimulationContext& context,
   }
   for (size_t b = 0; b < simulation.buckets.size(); ++b) {
     const StrategyBucket& bucket = simulation.buckets[b];
+    const char* kind = bucket.collective == Collective::kAllreduce ? "allreduce"
+                       : bucket.collective == Collective::kReduceScatter
+                           ? "reduce-scatter"
+                           : "all-gather";
     for (int d : SlotDevices(strategy.stages[bucket.stage], bucket.slot)) {
       Span(events, absl::StrCat("bucket ", b, " s", bucket.stage), d, 1 + D,
-           "allreduce", bucket.start_seconds, bucket.end_seconds)["bytes"]
+           kind, bucket.start_seconds, bucket.end_seconds)["bytes"]
           .set_number_value(static_cast<double>(bucket.bytes));
     }
   }

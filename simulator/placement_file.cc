@@ -209,6 +209,11 @@ absl::StatusOr<PlacementOrStrategy> PlacementOrStrategyFromProto(
     }
     s.allreduce = *algorithm;
   }
+  {
+    absl::StatusOr<ZeroStage> zero = ZeroFromNumber(message.zero());
+    if (!zero.ok()) return fail(std::string(zero.status().message()));
+    s.zero = *zero;
+  }
   if (message.bucket_bytes() < 0) return fail("bucket_bytes is negative");
   if (message.bucket_bytes() > 0) s.bucket_bytes = message.bucket_bytes();
   out.strategy = std::move(s);
@@ -262,6 +267,7 @@ proto::Placement StrategyToProto(const Strategy& strategy, const Graph& graph,
   message.set_schedule(ScheduleName(strategy.schedule));
   message.set_allreduce(AllreduceName(strategy.allreduce));
   message.set_bucket_bytes(strategy.bucket_bytes);
+  message.set_zero(ZeroNumber(strategy.zero));
   message.set_predicted_seconds_per_batch(predicted_seconds_per_batch);
   return file;
 }

@@ -49,6 +49,27 @@ absl::StatusOr<Recompute> ParseRecompute(const std::string& name) {
       absl::StrCat("unknown recomputation '", name, "'; known: none, full"));
 }
 
+int ZeroNumber(ZeroStage zero) {
+  switch (zero) {
+    case ZeroStage::kNone:
+      return 0;
+    case ZeroStage::kOptimizerState:
+      return 1;
+    case ZeroStage::kGradients:
+      return 2;
+  }
+  return 0;
+}
+
+absl::StatusOr<ZeroStage> ZeroFromNumber(int number) {
+  for (ZeroStage zero :
+       {ZeroStage::kNone, ZeroStage::kOptimizerState, ZeroStage::kGradients}) {
+    if (ZeroNumber(zero) == number) return zero;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("ZeRO stage ", number, " is not modelled; known: 0, 1, 2"));
+}
+
 absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
                            const Strategy& strategy) {
   const int ops = view.num_groups();
@@ -135,6 +156,23 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
   }
   if (strategy.bucket_bytes <= 0) {
     return absl::InvalidArgumentError("allreduce bucket_bytes must be > 0");
+  }
+  if (strategy.zero != ZeroStage::kNone && most_replicas < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ZeRO-", ZeroNumber(strategy.zero),
+        " shards over a stage's data-parallel replicas, and no stage has "
+        "more than one"));
+  }
+  if (strategy.zero == ZeroStage::kGradients) {
+    for (int s = 0; s < stages; ++s) {
+      const int replicas = strategy.stages[s].num_replicas();
+      if (strategy.micro_batches % replicas != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ZeRO-2 reduce-scatters every round of micro-batches: stage ", s,
+            "'s ", replicas, " replicas need a multiple of ", replicas,
+            " micro-batches; the strategy has ", strategy.micro_batches));
+      }
+    }
   }
   std::vector<int> home_stage(view.values().size(), -1);
   for (int g = 0; g < ops; ++g) {
@@ -283,7 +321,10 @@ std::string DescribeStrategy(const Strategy& strategy) {
       " replicas", wide ? absl::StrCat(" of ", list(widths), " devices") : "",
       ", ", strategy.micro_batches, " micro-batches, ",
       ScheduleName(strategy.schedule), ", ", AllreduceName(strategy.allreduce),
-      recompute);
+      recompute,
+      strategy.zero == ZeroStage::kNone
+          ? ""
+          : absl::StrCat(", zero-", ZeroNumber(strategy.zero)));
 }
 
 }  // namespace placer

@@ -32,6 +32,15 @@
 //    graph inputs), and its backward reruns the stage's forward for that
 //    micro-batch first (GPipe's re-materialization; Megatron-LM's full
 //    recomputation, a stage being the unit). Memory for time.
+//  - ZeRO (Strategy::zero; Rajbhandari et al. 2020): the replicas of each
+//    stage (each slot's devices) shard what they would each hold in full.
+//    ZeRO-1: each holds and updates 1/R of the optimizer state — buckets
+//    are reduce-scattered instead of allreduced, each replica updates its
+//    shard, then the updated parameters are all-gathered (ring, whatever
+//    `allreduce` says). ZeRO-2: also the accumulated gradients — every
+//    round of micro-batches (the n-th of each replica) is reduce-scattered
+//    as its backward makes it, so the replicas of a stage must run as many
+//    micro-batches each. Parameters stay whole (ZeRO-3 is not modelled).
 //  - The op placement of replica 0 (every op on its slot's device in the
 //    stage's first replica) is a valid op placement: placement files store it
 //    as their assignment so that readers unaware of strategies still read a
@@ -60,6 +69,13 @@ enum class PipelineSchedule {
 enum class AllreduceAlgorithm {
   kRing,  // reduce-scatter + all-gather: 2(p-1) steps of bytes/p
   kTree,  // reduce up a binary tree (heap order), broadcast down it
+};
+
+// What the data-parallel replicas of a stage shard (ZeRO).
+enum class ZeroStage {
+  kNone,            // nothing: each holds everything
+  kOptimizerState,  // ZeRO-1: the optimizer state
+  kGradients,       // ZeRO-2: the optimizer state and the gradients
 };
 
 // What a stage keeps of a micro-batch's forward pass for its backward.
@@ -105,6 +121,7 @@ struct Strategy {
   PipelineSchedule schedule = PipelineSchedule::kGPipe;
   AllreduceAlgorithm allreduce = AllreduceAlgorithm::kRing;
   int64_t bucket_bytes = int64_t{25} << 20;  // PyTorch DDP's default
+  ZeroStage zero = ZeroStage::kNone;
 };
 
 // Names for files and flags: "gpipe", "1f1b"; "ring", "tree"; "none",
@@ -115,6 +132,9 @@ std::string AllreduceName(AllreduceAlgorithm algorithm);
 absl::StatusOr<AllreduceAlgorithm> ParseAllreduce(const std::string& name);
 std::string RecomputeName(Recompute recompute);
 absl::StatusOr<Recompute> ParseRecompute(const std::string& name);
+// 0, 1, 2 (the ZeRO stage's number).
+int ZeroNumber(ZeroStage zero);
+absl::StatusOr<ZeroStage> ZeroFromNumber(int number);
 
 // OK when the strategy keeps the contract above on `cluster`; else
 // InvalidArgument naming the op, parameter, stage or device at fault.
@@ -151,7 +171,7 @@ int StrategyDevices(const Strategy& strategy);
 // "3 stages x (2, 1, 1) replicas, 8 micro-batches, 1f1b, ring"; with op
 // placement inside a stage "1 stage x 4 replicas of 2 devices, ..."; with
 // recomputation "..., ring, recompute" (every stage) or "..., ring,
-// recompute stages 0, 2".
+// recompute stages 0, 2"; with ZeRO "..., ring, zero-1".
 std::string DescribeStrategy(const Strategy& strategy);
 
 }  // namespace placer

@@ -78,6 +78,10 @@ LoweredStrategy LowerStrategy(
               context.costs().AccumulateSeconds(view, u, cluster.device(d));
         }
       }
+      // ZeRO-2 adds the reduce-scattered 1/R of the gradients.
+      const double shard =
+          strategy.zero == ZeroStage::kGradients ? 1.0 / replicas.size() : 1.0;
+      accumulate *= shard;
       bool first_backward = true;
       int previous = -1;
       for (const ReplicaTask& order : ReplicaTaskOrder(strategy, s, k)) {
@@ -104,7 +108,8 @@ LoweredStrategy LowerStrategy(
             double most = 0;
             for (int slot = 0; slot < st.width; ++slot) {
               const double after =
-                  w.merge[slot] + (first_backward ? 0 : w.accumulate[slot]);
+                  w.merge[slot] +
+                  (first_backward ? 0 : shard * w.accumulate[slot]);
               most = std::max(most, after);
               pass.slot_busy[slot] += after;
             }
@@ -169,20 +174,31 @@ LoweredStrategy LowerStrategy(
     const std::vector<int> replicas = stage.FirstDevices();
     const int R = static_cast<int>(replicas.size());
     std::vector<int> last(R);
+    // Per replica, its backward passes' tasks in its order.
+    std::vector<std::vector<int>> backwards(R);
     std::vector<std::vector<double>> offsets(R);
     for (int k = 0; k < R; ++k) {
       last[k] =
           lowered.passes_[lowered.device_passes_[replicas[k]].back()].task;
+      for (int index : lowered.device_passes_[replicas[k]]) {
+        if (lowered.passes_[index].backward) {
+          backwards[k].push_back(lowered.passes_[index].task);
+        }
+      }
       offsets[k] = wide[s].empty() ? BackwardOffsets(context, st, replicas[k])
                                    : wide[s][k].backward_end;
     }
+    const bool zero = strategy.zero != ZeroStage::kNone && R > 1;
     for (int slot = 0; slot < st.width; ++slot) {
       const std::vector<std::pair<int, int64_t>>& gradients =
           st.gradients[slot];
       const std::vector<int> ring = SlotDevices(stage, slot);
-      int reduced = -1;  // the slot's last bucket
-      if (R > 1) {
-        const int collective = graph.AddResource(ResourceOrder::kArrival);
+      int reduced = -1;  // the slot's last collective
+      const int collective =
+          R > 1 ? graph.AddResource(ResourceOrder::kArrival) : -1;
+      // The slot's gradients in buckets, each reduced once every replica's
+      // pass in `after` has made it.
+      auto reduce = [&](const std::vector<int>& after, Collective kind) {
         size_t i = 0;
         while (i < gradients.size()) {
           int64_t bytes = 0;
@@ -193,18 +209,35 @@ LoweredStrategy LowerStrategy(
             ++i;
           } while (i < gradients.size() &&
                    bytes + gradients[i].second <= strategy.bucket_bytes);
-          const int t = graph.AddTask(
-              {collective, AllreduceSeconds(context.costs(), cluster, ring,
-                                            bytes, strategy.allreduce)});
+          const double seconds =
+              kind == Collective::kAllreduce
+                  ? AllreduceSeconds(context.costs(), cluster, ring, bytes,
+                                     strategy.allreduce)
+                  : ReduceScatterSeconds(context.costs(), cluster, ring, bytes);
+          const int t = graph.AddTask({collective, seconds});
           if (reduced >= 0) graph.AddEdge(reduced, t);
           for (int k = 0; k < R; ++k) {
-            graph.AddStartEdge(last[k], t,
+            graph.AddStartEdge(after[k], t,
                                position < 0 ? 0 : offsets[k][position]);
           }
-          lowered.buckets_.push_back({t, s, slot, bytes});
+          lowered.buckets_.push_back({t, s, slot, bytes, kind});
           reduced = t;
         }
+      };
+      if (R > 1 && strategy.zero == ZeroStage::kGradients) {
+        // Every round: the n-th backward of each replica (CheckStrategy:
+        // as many each).
+        for (size_t n = 0; n < backwards[0].size(); ++n) {
+          std::vector<int> round(R);
+          for (int k = 0; k < R; ++k) round[k] = backwards[k][n];
+          reduce(round, Collective::kReduceScatter);
+        }
+      } else if (R > 1) {
+        reduce(last,
+               zero ? Collective::kReduceScatter : Collective::kAllreduce);
       }
+      std::vector<int> updated(R);
+      int64_t parameter_bytes = 0;
       for (int k = 0; k < R; ++k) {
         double seconds = 0;
         for (int u : st.update) {
@@ -212,11 +245,21 @@ LoweredStrategy LowerStrategy(
             seconds += context.node_seconds(u, ring[k]);
           }
         }
+        if (zero) seconds /= R;  // its shard
         const int t = graph.AddTask({ring[k], seconds});
         graph.AddEdge(last[k], t);
         if (reduced >= 0) graph.AddEdge(reduced, t);
         lowered.updates_.push_back({t, s, slot, k, ring[k]});
+        updated[k] = t;
       }
+      if (!zero) continue;
+      parameter_bytes = st.parameter_bytes[slot];
+      const int t =
+          graph.AddTask({collective, AllGatherSeconds(context.costs(), cluster,
+                                                      ring, parameter_bytes)});
+      for (int u : updated) graph.AddEdge(u, t);
+      lowered.buckets_.push_back(
+          {t, s, slot, parameter_bytes, Collective::kAllGather});
     }
   }
   return lowered;

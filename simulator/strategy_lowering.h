@@ -26,12 +26,18 @@
 //    edge at that point of the pass).
 //  - Updates: one per (stage, slot, replica) on the slot's device, after
 //    the replica's last backward and the slot's last bucket.
+//  - ZeRO (Strategy::zero): buckets are reduce-scattered (ZeRO-2: those of
+//    every round of micro-batches, the n-th backward of each replica,
+//    each replica's later backwards adding 1/R of the gradients into its
+//    shard); an update takes 1/R of its nodes' time; once every replica of
+//    a slot has updated, the slot's parameters are all-gathered.
 #ifndef PLACER_SIMULATOR_STRATEGY_LOWERING_H_
 #define PLACER_SIMULATOR_STRATEGY_LOWERING_H_
 
 #include <cstdint>
 #include <vector>
 
+#include "simulator/allreduce.h"
 #include "simulator/simulator.h"
 #include "simulator/stage_plan.h"
 #include "simulator/strategy.h"
@@ -71,6 +77,7 @@ struct BucketTask {
   int stage = -1;
   int slot = 0;
   int64_t bytes = 0;
+  Collective collective = Collective::kAllreduce;
 };
 
 struct UpdateTask {
@@ -94,7 +101,8 @@ class LoweredStrategy {
     return device_passes_;
   }
   const std::vector<TransferTask>& transfers() const { return transfers_; }
-  // Per stage, per slot, in the order they are reduced.
+  // Per stage, per slot, in the order they run: the reduced buckets, then
+  // (ZeRO) the all-gather.
   const std::vector<BucketTask>& buckets() const { return buckets_; }
   // In (stage, slot, replica) order.
   const std::vector<UpdateTask>& updates() const { return updates_; }

@@ -1,6 +1,7 @@
 #include "simulator/strategy_simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -155,13 +156,19 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     if (options.record_schedule) {
       out.buckets.push_back({bucket.stage, bucket.slot, bucket.bytes,
                              ran.start_seconds[bucket.task],
-                             ran.end_seconds[bucket.task]});
+                             ran.end_seconds[bucket.task], bucket.collective});
     }
     out.allreduce_seconds += lowered.graph().seconds(bucket.task);
-    step.bytes_moved += 2 * static_cast<int64_t>(replicas - 1) * bucket.bytes;
-    step.transfers_count += strategy.allreduce == AllreduceAlgorithm::kRing
-                                ? 2 * (replicas - 1) * replicas
-                                : 2 * (replicas - 1);
+    if (bucket.collective == Collective::kAllreduce) {
+      step.bytes_moved += 2 * static_cast<int64_t>(replicas - 1) * bucket.bytes;
+      step.transfers_count += strategy.allreduce == AllreduceAlgorithm::kRing
+                                  ? 2 * (replicas - 1) * replicas
+                                  : 2 * (replicas - 1);
+    } else {
+      // A ring's p - 1 steps, each of p messages.
+      step.bytes_moved += static_cast<int64_t>(replicas - 1) * bucket.bytes;
+      step.transfers_count += (replicas - 1) * replicas;
+    }
   }
 
   // Updates; memory per device.
@@ -177,18 +184,30 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
                            ran.start_seconds[update.task],
                            ran.end_seconds[update.task]});
     }
-    const int64_t resident = static_cast<int64_t>(
-        static_cast<double>(st.parameter_bytes[slot]) * state);
+    // ZeRO: the optimizer state (and ZeRO-2: the accumulated gradients)
+    // in shards of 1/R.
+    const bool zero = strategy.zero != ZeroStage::kNone && R > 1;
+    const int64_t parameters = st.parameter_bytes[slot];
+    const int64_t whole =
+        static_cast<int64_t>(static_cast<double>(parameters) * state);
+    const int64_t resident =
+        zero ? parameters +
+                   static_cast<int64_t>(std::ceil(
+                       (state - 1) * static_cast<double>(parameters) / R))
+             : whole;
+    const int64_t gradients = strategy.zero == ZeroStage::kGradients && R > 1
+                                  ? (parameters + R - 1) / R
+                                  : parameters;
     const int runs = (M - k + R - 1) / R;
     const int64_t kept = st.kept_bytes(slot);
+    // The one-micro-batch peak holds the whole optimizer state.
     const int64_t rest =
-        std::max<int64_t>(0, st.one_batch_peak_bytes[slot] - resident - kept);
+        std::max<int64_t>(0, st.one_batch_peak_bytes[slot] - whole - kept);
     // A replica's devices run the same tasks: as many in flight.
     const int in_flight_here = out.most_in_flight[stage.device(k, 0)];
     out.most_in_flight[d] = in_flight_here;
-    step.peak_memory_bytes[d] = resident +
-                                (runs > 1 ? st.parameter_bytes[slot] : 0) +
-                                in_flight_here * kept + rest;
+    step.peak_memory_bytes[d] =
+        resident + (runs > 1 ? gradients : 0) + in_flight_here * kept + rest;
     step.oom |= step.peak_memory_bytes[d] > cluster.device(d).memory_bytes;
   }
   if (options.record_schedule) {

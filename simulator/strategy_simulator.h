@@ -58,8 +58,15 @@
 //    activations for its backward). With one stage, one
 //    replica and one micro-batch the peak and the step are Simulate's exactly
 //    (the whole model on that device).
+//  - ZeRO (Strategy::zero, strategy_lowering.h): a device of a stage with
+//    R replicas holds its parameters whole and 1/R of their optimizer state
+//    (ceiling); ZeRO-2 also 1/R of the gradient buffer it accumulates
+//    into. Updates take 1/R of their time; reduce-scatters replace the
+//    allreduces and an all-gather of the parameters follows the updates.
 //  - bytes_moved: the transfers' bytes plus 2(p-1) x bytes per allreduced
-//    bucket (what ring and tree both put on the wire).
+//    bucket (what ring and tree both put on the wire), (p-1) x bytes per
+//    reduce-scattered bucket and per all-gather. allreduce_seconds sums
+//    every collective.
 #ifndef PLACER_SIMULATOR_STRATEGY_SIMULATOR_H_
 #define PLACER_SIMULATOR_STRATEGY_SIMULATOR_H_
 
@@ -92,6 +99,7 @@ struct StrategyBucket {
   int64_t bytes = 0;
   double start_seconds = 0;
   double end_seconds = 0;
+  Collective collective = Collective::kAllreduce;
 };
 
 struct StrategySimulation {

@@ -121,6 +121,11 @@ ABSL_FLAG(std::string, recompute, "auto",
           "before the backward instead of keeping its activations: auto "
           "(those whose devices would be over their memory otherwise), "
           "none, or full (every stage).");
+ABSL_FLAG(std::string, zero, "auto",
+          "place --parallelism: ZeRO over each stage's data-parallel "
+          "replicas: 0 (each holds everything), 1 (the optimizer state "
+          "sharded), 2 (and the gradients), or auto (1, then 2, for a "
+          "candidate whose devices would be over their memory otherwise).");
 ABSL_FLAG(int32_t, steps, 10,
           "run, calibrate: measured training steps (after --warmup).");
 ABSL_FLAG(std::string, profile_out, "",
@@ -290,12 +295,12 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                            costs,
                            {"cluster", "placement", "trace", "report", "order",
                             "json", "optimizer", "precision"}})},
-        {"place",
-         join({model,
-               policy,
-               costs,
-               {"cluster", "compare", "o", "checkpoint", "json", "parallelism",
-                "micro_batches", "recompute", "optimizer", "precision"}})},
+        {"place", join({model,
+                        policy,
+                        costs,
+                        {"cluster", "compare", "o", "checkpoint", "json",
+                         "parallelism", "micro_batches", "recompute", "zero",
+                         "optimizer", "precision"}})},
         {"bench", join({model,
                         policy,
                         {"models", "clusters", "policies", "out_dir", "json",

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -148,13 +149,14 @@ StrategyRow OneDevice(const PolicyInput& input, int micro_batches) {
 // the placements kept in `inside` (an earlier row's) where it has them.
 StrategyRow FromSearch(Parallelism mode, const PolicyInput& input,
                        const PolicyOptions& options, int micro_batches,
-                       StageRecompute recompute, const std::string& policy,
-                       InsidePlacements* inside) {
+                       StageRecompute recompute, std::optional<ZeroStage> zero,
+                       const std::string& policy, InsidePlacements* inside) {
   StrategyRow row;
   row.name = ParallelismName(mode);
   StrategySearchOptions search;
   search.parallelism = mode;
   search.recompute = recompute;
+  search.zero = zero;
   search.micro_batches = micro_batches;
   search.inside_policy = policy;
   search.inside_placements = inside;
@@ -241,6 +243,7 @@ struct PlaceFlags {
   std::string parallelism;  // "model", "data", "pipeline", "hybrid", "auto"
   int micro_batches = 0;    // 0: one per device
   std::string recompute;    // "auto", "none", "full"
+  std::string zero;         // "auto", "0", "1", "2"
   bool compare = false;
   bool json = false;
   std::string out_path;     // -o; empty: no file
@@ -255,6 +258,7 @@ PlaceFlags ReadPlaceFlags() {
   f.parallelism = absl::GetFlag(FLAGS_parallelism);
   f.micro_batches = absl::GetFlag(FLAGS_micro_batches);
   f.recompute = absl::GetFlag(FLAGS_recompute);
+  f.zero = absl::GetFlag(FLAGS_zero);
   f.compare = absl::GetFlag(FLAGS_compare);
   f.json = absl::GetFlag(FLAGS_json);
   f.out_path = absl::GetFlag(FLAGS_o);
@@ -283,6 +287,18 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
     return UsageError(absl::StrCat("--recompute: ", parsed.status().message()));
   }
   const StageRecompute recompute = *parsed;
+  std::optional<ZeroStage> zero;
+  if (flags.zero != "auto") {
+    int number = -1;
+    absl::StatusOr<ZeroStage> z =
+        absl::SimpleAtoi(flags.zero, &number)
+            ? ZeroFromNumber(number)
+            : absl::InvalidArgumentError(absl::StrCat(
+                  "'", flags.zero, "' is no ZeRO stage; known: auto, 0, 1, 2"));
+    if (!z.ok())
+      return UsageError(absl::StrCat("--zero: ", z.status().message()));
+    zero = *z;
+  }
   std::vector<StrategyRow> rows;
   rows.push_back(OneDevice(input, micro_batches));
   // The hybrid row's op placements inside replicas, reused by auto's.
@@ -295,11 +311,11 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
       if (m == Parallelism::kHybrid && pool.size() < 4) continue;
       if (StopOnSignal::requested()) break;
       rows.push_back(FromSearch(m, input, options, micro_batches, recompute,
-                                policy, &inside));
+                                zero, policy, &inside));
     }
   } else {
     rows.push_back(FromSearch(mode, input, options, micro_batches, recompute,
-                              policy, &inside));
+                              zero, policy, &inside));
   }
   // The fastest per batch; ties: the earlier row (the simpler strategy).
   const StrategyRow* chosen = nullptr;

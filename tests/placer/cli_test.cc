@@ -157,6 +157,12 @@ TEST(CliTest, ErrorsAreClearAndExitNonZero) {
   EXPECT_THAT(recompute.out,
               HasSubstr("--recompute: unknown recomputation 'some'; known: "
                         "auto, none, full"));
+  RunResult zero = RunPlacer(
+      "place zoo:chain --noweights --cluster p100x4 --parallelism data "
+      "--zero 3");
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_THAT(zero.out, HasSubstr("--zero: ZeRO stage 3 is not modelled; "
+                                  "known: 0, 1, 2"));
 }
 
 void WriteFile(const std::string& path, const std::string& text) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,9 +53,10 @@ Graph Chain(int64_t rows, int64_t width, bool biased = false) {
 }
 
 struct Scenario {
-  Scenario(Graph g, const std::string& cluster_name)
+  Scenario(Graph g, const std::string& cluster_name,
+           Optimizer optimizer = Optimizer::kMomentum)
       : graph(std::move(g)),
-        view(BuildTrainingView(graph)),
+        view(BuildTrainingView(graph, TrainingOptionsFor(optimizer))),
         cluster(*LoadCluster(cluster_name)),
         costs(NewRooflineCostModel()),
         order(NewCriticalPathReadyOrder()),
@@ -63,9 +65,11 @@ struct Scenario {
   absl::StatusOr<StrategyChoice> Search(
       Parallelism mode, int micro_batches, PolicyOptions options = {},
       const std::string& inside = "", InsidePlacements* kept = nullptr,
-      StageRecompute recompute = StageRecompute::kAuto) {
+      StageRecompute recompute = StageRecompute::kAuto,
+      std::optional<ZeroStage> zero = {}) {
     StrategySearchOptions search;
     search.recompute = recompute;
+    search.zero = zero;
     search.parallelism = mode;
     search.micro_batches = micro_batches;
     search.inside_policy = inside;
@@ -293,6 +297,32 @@ TEST(StrategySearchTest, RecomputationFitsAPipelineWhoseActivationsDoNot) {
     for (int64_t peak : c->simulation.step.peak_memory_bytes) {
       EXPECT_LE(peak, limit) << DescribeStrategy(c->strategy);
     }
+  }
+}
+
+// Eight 16 MiB weights (P = 128 MiB) trained with AdamW (256 MiB of state)
+// on four P100s limited to 400 MiB: data parallelism holds P, the state and
+// a micro-batch's gradients (P) on every device, over the limit; with
+// ZeRO-1 each replica holds a quarter of the state (64 MiB) and fits.
+// auto (zero unset) finds that; --zero 0 does not.
+TEST(StrategySearchTest, ZeroFitsDataParallelismWhoseOptimizerStateDoesNot) {
+  Scenario s(Chain(8, 2048), "p100x4", Optimizer::kAdam);
+  PolicyOptions options;
+  const int64_t limit = int64_t{400} << 20;
+  options.memory_limit_bytes.assign(4, limit);
+  absl::StatusOr<StrategyChoice> none =
+      s.Search(Parallelism::kData, 4, options, "", nullptr,
+               StageRecompute::kNone, ZeroStage::kNone);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kResourceExhausted)
+      << none.status();
+  absl::StatusOr<StrategyChoice> a = s.Search(
+      Parallelism::kData, 4, options, "", nullptr, StageRecompute::kNone);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->strategy.zero, ZeroStage::kOptimizerState)
+      << DescribeStrategy(a->strategy);
+  for (int64_t peak : a->simulation.step.peak_memory_bytes) {
+    EXPECT_LE(peak, limit);
+    EXPECT_GT(peak, int64_t{320} << 20);  // P + state / 4 + P at least
   }
 }
 

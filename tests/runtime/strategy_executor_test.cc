@@ -447,10 +447,10 @@ TEST(StrategyExecutorTest, RecomputationLowersTheAllocatedPeakAsSimulated) {
   }
 }
 
-// What the executor cannot recompute it refuses by name rather than run
-// another plan: a stage over several devices per replica, and a stage
-// with an op that draws random numbers (PyTorch's training-mode GPT-2
-// export: Dropout given a training_mode input).
+// What the executor cannot run it refuses by name rather than run another
+// plan: a recomputing stage over several devices per replica, ZeRO, and a
+// recomputing stage with an op that draws random numbers (PyTorch's
+// training-mode GPT-2 export: Dropout given a training_mode input).
 TEST(StrategyExecutorTest, WhatItCannotRecomputeIsRefusedByName) {
   {
     Graph graph = Gnmt2();
@@ -467,6 +467,20 @@ TEST(StrategyExecutorTest, WhatItCannotRecomputeIsRefusedByName) {
     EXPECT_NE(e.status().message().find(
                   "stage 0 recomputes over 2 devices per replica"),
               std::string::npos)
+        << e.status();
+  }
+  {
+    // ZeRO: simulated only.
+    Graph graph = Gnmt2();
+    TrainingView view = BuildTrainingView(graph);
+    Strategy s = OneDevice(view, 2);
+    s.stages[0] = PipelineStage::OneDevicePerReplica({0, 1});
+    s.zero = ZeroStage::kOptimizerState;
+    absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
+        StrategyExecutor::Create(view, Cpus(2), s);
+    ASSERT_FALSE(e.ok());
+    EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_NE(e.status().message().find("ZeRO-1"), std::string::npos)
         << e.status();
   }
   absl::StatusOr<Graph> gpt2 =

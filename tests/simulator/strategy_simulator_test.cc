@@ -678,5 +678,116 @@ TEST(StrategySimulatorTest, RecomputationRoundTripsThroughThePlacementFile) {
       << read.status();
 }
 
+// ZeRO-1 on four replicas (data parallel; the four 64-byte weights, P = 256
+// bytes, one bucket; updates 0.5 s per weight; links alpha + bytes / beta):
+// the allreduce (2(p-1) steps of 64 bytes) becomes a reduce-scatter and,
+// after updates of a quarter of the time, an all-gather (p - 1 steps each);
+// the same bytes on the wire; each device holds a quarter of the momentum.
+TEST(StrategySimulatorTest, ZeroOneShardsTheOptimizerState) {
+  Fixture f(ConstantCosts(0, 0, 0.5, 1e-3, 1e6));
+  Strategy s;
+  s.stage_of_op = {0, 0, 0, 0};
+  s.stages = {PipelineStage::OneDevicePerReplica({0, 1, 2, 3})};
+  s.micro_batches = 4;
+  const double step = 1e-3 + 64 / 1e6;  // one ring step: ceil(256 / 4) bytes
+  const StrategySimulation plain = f.Run(s);
+  EXPECT_NEAR(plain.step.step_seconds, 6 * step + 4 * 0.5, 1e-12);
+  s.zero = ZeroStage::kOptimizerState;
+  SimulationOptions record;
+  record.record_schedule = true;
+  absl::StatusOr<StrategySimulation> zero =
+      SimulateStrategy(f.context, s, record);
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_NEAR(zero->step.step_seconds, 3 * step + 4 * 0.5 / 4 + 3 * step,
+              1e-12);
+  EXPECT_EQ(zero->step.bytes_moved, plain.step.bytes_moved);
+  EXPECT_EQ(zero->step.bytes_moved, 2 * 3 * 256);
+  ASSERT_EQ(zero->buckets.size(), 2u);
+  EXPECT_EQ(zero->buckets[0].collective, Collective::kReduceScatter);
+  EXPECT_EQ(zero->buckets[1].collective, Collective::kAllGather);
+  EXPECT_EQ(zero->buckets[1].bytes, 256);
+  // Momentum: 256 bytes each without; 64 with.
+  for (int d = 0; d < 4; ++d) {
+    EXPECT_EQ(plain.step.peak_memory_bytes[d] - zero->step.peak_memory_bytes[d],
+              256 - 64)
+        << d;
+  }
+  EXPECT_EQ(DescribeStrategy(s),
+            "1 stage x 4 replicas, 4 micro-batches, gpipe, ring, zero-1");
+}
+
+// ZeRO-2 on two replicas of two micro-batches each (f = 1, b = 2 per node:
+// a replica's passes F B F B end at 12 and 24): each round's gradients are
+// reduce-scattered as its backwards end (one ring step of 128 bytes, x),
+// so the step is as long as ZeRO-1's, 24 + x + 1 (updates, halved) + x,
+// with one more reduce-scatter on the wire; each device accumulates into
+// half of the gradient buffer (128 bytes less than ZeRO-1).
+TEST(StrategySimulatorTest, ZeroTwoReduceScattersEveryRound) {
+  Fixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
+  Strategy s;
+  s.stage_of_op = {0, 0, 0, 0};
+  s.stages = {PipelineStage::OneDevicePerReplica({0, 1})};
+  s.micro_batches = 4;
+  const double x = 1e-3 + 128 / 1e6;
+  s.zero = ZeroStage::kOptimizerState;
+  const StrategySimulation one = f.Run(s);
+  s.zero = ZeroStage::kGradients;
+  const StrategySimulation two = f.Run(s);
+  EXPECT_NEAR(one.step.step_seconds, 24 + x + 1 + x, 1e-12);
+  EXPECT_NEAR(two.step.step_seconds, 24 + x + 1 + x, 1e-12);
+  EXPECT_EQ(one.step.bytes_moved, 256 + 256);
+  EXPECT_EQ(two.step.bytes_moved, 256 + 256 + 256);
+  for (int d = 0; d < 2; ++d) {
+    EXPECT_EQ(one.step.peak_memory_bytes[d] - two.step.peak_memory_bytes[d],
+              128)
+        << d;
+  }
+}
+
+// ZeRO's settings go through the placement file; what cannot be sharded is
+// refused, naming why.
+TEST(StrategySimulatorTest, ZeroRoundTripsAndBadCombinationsAreRefused) {
+  Fixture f(ConstantCosts(1, 2, 0, 0, 1e300));
+  Strategy s;
+  s.stage_of_op = {0, 0, 1, 1};
+  s.stages = {PipelineStage::OneDevicePerReplica({0, 1}),
+              PipelineStage::OneDevicePerReplica({2, 3})};
+  s.micro_batches = 4;
+  s.zero = ZeroStage::kGradients;
+  const std::string json =
+      StrategyToJson(s, f.graph, f.cluster, PlacementInfo{}, 1.0);
+  absl::StatusOr<PlacementOrStrategy> read =
+      ParsePlacementOrStrategyJson(json, "s.json", f.graph, f.cluster);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->strategy->zero, ZeroStage::kGradients);
+  std::string bad = json;
+  const size_t at = bad.find("\"zero\": 2");
+  ASSERT_NE(at, std::string::npos) << json;
+  bad.replace(at, 9, "\"zero\": 3");
+  read = ParsePlacementOrStrategyJson(bad, "s.json", f.graph, f.cluster);
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find(
+                "s.json: strategy: ZeRO stage 3 is not modelled"),
+            std::string::npos)
+      << read.status();
+  // Three micro-batches on two replicas: rounds of unequal size.
+  s.micro_batches = 3;
+  absl::StatusOr<StrategySimulation> r = SimulateStrategy(f.context, s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(
+                "stage 0's 2 replicas need a multiple of 2 micro-batches"),
+            std::string::npos)
+      << r.status();
+  // No replicas to shard over.
+  Strategy pipeline = FourStages(4, PipelineSchedule::k1F1B);
+  pipeline.zero = ZeroStage::kOptimizerState;
+  r = SimulateStrategy(f.context, pipeline);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("ZeRO-1 shards over a stage's "
+                                      "data-parallel replicas"),
+            std::string::npos)
+      << r.status();
+}
+
 }  // namespace
 }  // namespace placer
