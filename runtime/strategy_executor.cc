@@ -239,6 +239,32 @@ absl::Status TorchStrategyExecutor::Init() {
       targets_[d].push_back(std::move(on));
     }
   }
+  // ZeRO-1: each slot's parameters dealt to its replicas, largest first,
+  // each to the replica holding the fewest bytes so far (ties: the lower
+  // index), as PyTorch's ZeroRedundancyOptimizer deals them.
+  owner_.assign(V_, -1);
+  if (strategy_.zero == ZeroStage::kOptimizerState) {
+    std::map<std::pair<int, int>, std::vector<int>> by_slot;
+    for (int g = 0; g < view_.num_groups(); ++g) {
+      for (int p : view_.group_parameters(g)) {
+        by_slot[{strategy_.stage_of_op[g], SlotOfOp(strategy_, g)}].push_back(
+            p);
+      }
+    }
+    for (auto& [key, parameters] : by_slot) {
+      const int replicas = strategy_.stages[key.first].num_replicas();
+      std::stable_sort(parameters.begin(), parameters.end(), [&](int a, int b) {
+        return view_.value(a).bytes > view_.value(b).bytes;
+      });
+      std::vector<int64_t> held(replicas, 0);
+      for (int p : parameters) {
+        const int k = static_cast<int>(
+            std::min_element(held.begin(), held.end()) - held.begin());
+        owner_[p] = k;
+        held[k] += view_.value(p).bytes;
+      }
+    }
+  }
   params_.assign(D_, std::vector<torch::Tensor>(V_));
   updates_.clear();
   updates_.resize(D_);
@@ -250,6 +276,7 @@ absl::Status TorchStrategyExecutor::Init() {
       for (int d : SlotDevices(strategy_.stages[s], SlotOfOp(strategy_, g))) {
         if (!Local(d)) continue;
         params_[d][p] = host_[p].to(devices_[d], false, /*copy=*/true);
+        if (owner_[p] >= 0 && owner_[p] != replica_of_device_[d]) continue;
         updates_[d][p] = std::make_unique<ParameterUpdate>(
             view_.options().optimizer, options_.update, params_[d][p]);
       }
@@ -263,9 +290,10 @@ absl::Status TorchStrategyExecutor::Init() {
   const double state = view_.options().optimizer_state_per_parameter_byte();
   resident_bytes_.assign(D_, 0);
   for (int d = 0; d < D_; ++d) {
-    for (const torch::Tensor& w : params_[d]) {
+    for (int p = 0; p < V_; ++p) {
+      const double w = static_cast<double>(bytes(params_[d][p]));
       resident_bytes_[d] +=
-          static_cast<int64_t>((1 + state) * static_cast<double>(bytes(w)));
+          static_cast<int64_t>(updates_[d][p] != nullptr ? (1 + state) * w : w);
     }
     const int s = stage_of_device_[d];
     if (s < 0 || !Local(d) || !devices_[d].is_cpu()) continue;
@@ -393,6 +421,7 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   }
   tasks_done_.assign(D_, 0);
   accum_arrived_.assign(D_, 0);
+  updated_.assign(static_cast<size_t>(S_) * W_, 0);
   auto reporting = ReportAllocations(-1);  // what this thread frees
   allocations_.Start(resident_bytes_);
   workers_finished_ = 0;
@@ -518,11 +547,17 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
     const ExecutorOptions& options) {
   RETURN_IF_ERROR(CheckStrategy(view, cluster, strategy));
   RETURN_IF_ERROR(CheckRunnable(view.forward()));
-  if (strategy.zero != ZeroStage::kNone) {
+  if (strategy.zero == ZeroStage::kGradients) {
+    return absl::UnimplementedError(absl::StrCat(
+        "ZeRO-2 (", DescribeStrategy(strategy),
+        "): the strategy executor shards the optimizer state only (ZeRO-1); "
+        "simulate the plan, or place it with --zero 1"));
+  }
+  if (strategy.zero != ZeroStage::kNone && options.ranks != nullptr) {
     return absl::UnimplementedError(absl::StrCat(
         "ZeRO-", ZeroNumber(strategy.zero), " (", DescribeStrategy(strategy),
-        "): the strategy executor keeps every replica's optimizer state "
-        "and gradients; simulate the plan, or place it with --zero 0"));
+        ") across ranks: the strategy executor shards the optimizer state "
+        "among the threads of one process only"));
   }
   for (size_t s = 0; s < strategy.stages.size(); ++s) {
     if (strategy.stages[s].recompute == Recompute::kNone) continue;

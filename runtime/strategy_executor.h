@@ -79,9 +79,15 @@
 //    under autograd from those (graph inputs, constants and weights read
 //    again; constants copied, so that BatchNormalization's running
 //    statistics are updated once), then runs the backward as usual.
+//  - ZeRO-1 (Strategy::zero): each slot's parameters are dealt to its
+//    replicas (largest first, each to the replica holding the fewest bytes,
+//    as PyTorch's ZeroRedundancyOptimizer); a replica sums and updates only
+//    those it was dealt (the optimizer state of the others is never made),
+//    and once every replica of the slot has updated, copies the others
+//    from the replicas that updated them. The same bits as without.
 //  - Create fails when the strategy does not fit the view and cluster
-//    (CheckStrategy), it shards over replicas (ZeRO: Unimplemented), a
-//    stage recomputes over several devices per replica
+//    (CheckStrategy), it uses ZeRO-2 or ZeRO across ranks (Unimplemented),
+//    a stage recomputes over several devices per replica
 //    or holds an op that draws random numbers (Unimplemented, naming the
 //    stage and op: a rerun would draw other numbers), a device is not
 //    available in this LibTorch, an op has no kernel, or a starting value

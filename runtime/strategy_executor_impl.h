@@ -212,6 +212,12 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // [s * M + j]: a recomputing stage's inputs made by other stages, by
   // value, from its forward until its backward reruns it.
   std::vector<std::map<int, torch::Tensor>> kept_;
+  // ZeRO-1: per parameter (value), the replica of its stage that holds its
+  // optimizer state and updates it (-1: every replica); the others copy it
+  // from there once their slot's replicas have all updated
+  // (updated_[s * W + slot] counts them).
+  std::vector<int> owner_;
+  std::vector<int> updated_;
   std::vector<std::vector<torch::Tensor>> seeds_;  // [j][tensor]
   std::vector<double> loss_;                       // [j]
   std::vector<char> tasks_done_;    // per device: past its last task

@@ -451,6 +451,7 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < updates.size(); ++i) {
       const int p = view_.node(updates[i]).parameter;
+      if (updates_[d][p] == nullptr) continue;  // ZeRO-1: another's shard
       for (int r : replicas) {
         const torch::Tensor& g = accum_[r][p];
         if (!g.defined()) continue;
@@ -484,6 +485,36 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     return absl::OkStatus();
   });
   *busy += SecondsSince(start);
+  if (!status.ok()) {
+    Fail(status);
+    return;
+  }
+  if (strategy_.zero == ZeroStage::kNone || replicas.size() < 2) return;
+  // ZeRO-1's all-gather: once every replica of the slot has updated its
+  // shard, the parameters others updated are copied from them.
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    const size_t key = static_cast<size_t>(s) * W_ + slot_of_device_[d];
+    ++updated_[key];
+    cv_.notify_all();
+    cv_.wait(lock, [&] {
+      return !failure_.ok() ||
+             updated_[key] == static_cast<int>(replicas.size());
+    });
+    if (!failure_.ok()) return;
+  }
+  const auto gathered = SteadyClock::now();
+  status = CatchExceptions("all-gather: ", [&] {
+    torch::NoGradGuard no_grad;
+    for (int u : updates) {
+      const int p = view_.node(u).parameter;
+      if (updates_[d][p] != nullptr) continue;
+      params_[d][p].copy_(params_[replicas[owner_[p]]][p]);
+    }
+    Synchronize(devices_[d]);
+    return absl::OkStatus();
+  });
+  *busy += SecondsSince(gathered);
   if (!status.ok()) Fail(status);
 }
 
