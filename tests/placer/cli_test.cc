@@ -984,5 +984,43 @@ TEST(CliTest, PlaceAStrategyThenSimulateIt) {
   EXPECT_THAT(unknown.out, HasSubstr("known: auto, model, pipeline, data"));
 }
 
+TEST(CliTest, RecomputationAndZeroFromPlaceToRun) {
+  // Data parallelism on two CPUs with ZeRO-1 and the stage recomputing,
+  // fixed by flags: the file carries both, simulate reads them back (the
+  // same step), run executes them; ZeRO-2 is simulated but run refuses it.
+  const std::string file = TmpFile("zero.json");
+  RunResult place = RunPlacer(
+      "place zoo:chain --noweights --cluster cpu2 --parallelism data "
+      "--zero 1 --recompute full --json -o " + file);
+  ASSERT_EQ(place.exit_code, 0) << place.out;
+  const size_t open = place.out.find('{');
+  google::protobuf::Struct report =
+      Json(place.out.substr(open, place.out.find('\n', open) - open));
+  const google::protobuf::Struct& data =
+      report.fields().at("results").list_value().values(1).struct_value();
+  EXPECT_EQ(data.fields().at("strategy").string_value(),
+            "1 stage x 2 replicas, 2 micro-batches, 1f1b, ring, recompute, "
+            "zero-1");
+  RunResult cat = RunCommand("cat " + file);
+  EXPECT_THAT(cat.out, HasSubstr("\"recompute\": \"full\""));
+  EXPECT_THAT(cat.out, HasSubstr("\"zero\": 1"));
+  RunResult sim = RunPlacer("simulate zoo:chain --noweights --cluster cpu2 "
+                            "--json --placement " + file);
+  ASSERT_EQ(sim.exit_code, 0) << sim.out;
+  EXPECT_EQ(Number(Json(sim.out), "step_seconds"),
+            Number(data, "step_seconds"));
+  RunResult run = RunPlacer("run zoo:chain --noweights --cluster cpu2 "
+                            "--steps 2 --warmup 0 --json --placement " + file);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(Json(run.out).fields().at("losses").list_value().values_size(), 2);
+  RunResult two = RunCommand("sed 's#\"zero\": 1#\"zero\": 2#' " + file +
+                             " > " + file + ".2");
+  ASSERT_EQ(two.exit_code, 0);
+  RunResult refused = RunPlacer("run zoo:chain --noweights --cluster cpu2 "
+                                "--steps 1 --placement " + file + ".2");
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.out, HasSubstr("ZeRO-2"));
+}
+
 }  // namespace
 }  // namespace placer
