@@ -69,6 +69,7 @@ SimulationSummary Summarize(const SimulationResult& result,
   for (const Device& d : cluster.devices()) s.devices.push_back(d.name);
   s.peak_memory_bytes = result.peak_memory_bytes;
   s.busy_seconds = result.busy_seconds;
+  s.peak_breakdown = result.peak_breakdown;
   return s;
 }
 
@@ -90,6 +91,20 @@ void AddSimulationFields(const SimulationSummary& summary,
     if (d < summary.busy_seconds.size()) {
       busy[summary.devices[d]].set_number_value(summary.busy_seconds[d]);
     }
+  }
+  if (summary.peak_breakdown.empty()) return;
+  auto& breakdown =
+      *f["peak_breakdown"].mutable_struct_value()->mutable_fields();
+  for (size_t d = 0; d < summary.devices.size(); ++d) {
+    if (d >= summary.peak_breakdown.size()) break;
+    const MemoryBreakdown& at = summary.peak_breakdown[d];
+    auto& e =
+        *breakdown[summary.devices[d]].mutable_struct_value()->mutable_fields();
+    e["parameters"].set_number_value(static_cast<double>(at.parameters));
+    e["activations"].set_number_value(static_cast<double>(at.activations));
+    e["gradients"].set_number_value(static_cast<double>(at.gradients));
+    e["workspace"].set_number_value(static_cast<double>(at.workspace));
+    e["inputs"].set_number_value(static_cast<double>(at.inputs));
   }
 }
 

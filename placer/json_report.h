@@ -24,7 +24,10 @@ std::string ReportJson(const google::protobuf::Struct& report);
 // print it; each row of place and remote place has its fields):
 //   step_seconds, lower_bound_seconds, bytes_moved (numbers),
 //   out_of_memory (boolean), estimated_nodes (nodes whose cost is a guess),
-//   peak_memory_bytes and busy_seconds (objects: device name -> number).
+//   peak_memory_bytes and busy_seconds (objects: device name -> number),
+//   and for op placements peak_breakdown (device name -> {parameters,
+//   activations, gradients, workspace, inputs}: what was live at that
+//   device's peak, adding up to its peak_memory_bytes).
 // Byte counts are JSON numbers (exact below 2^53), never strings.
 struct SimulationSummary {
   double step_seconds = 0;
@@ -35,6 +38,7 @@ struct SimulationSummary {
   std::vector<std::string> devices;
   std::vector<int64_t> peak_memory_bytes;  // per device
   std::vector<double> busy_seconds;        // per device
+  std::vector<MemoryBreakdown> peak_breakdown;  // per device, or empty
 };
 void AddSimulationFields(const SimulationSummary& summary,
                          google::protobuf::Struct* report);

@@ -213,11 +213,17 @@ SimulationSummary Summarize(const proto::SimulationReport& r) {
   s.bytes_moved = r.bytes_moved();
   s.out_of_memory = r.out_of_memory();
   s.estimated_nodes = r.estimated_nodes();
+  bool broken_down = false;
   for (const proto::DeviceReport& d : r.devices()) {
     s.devices.push_back(d.device());
     s.peak_memory_bytes.push_back(d.peak_memory_bytes());
     s.busy_seconds.push_back(d.busy_seconds());
+    const proto::PeakBreakdown& at = d.peak_breakdown();
+    s.peak_breakdown.push_back({at.parameters(), at.activations(),
+                                at.gradients(), at.workspace(), at.inputs()});
+    broken_down |= d.has_peak_breakdown();
   }
+  if (!broken_down) s.peak_breakdown.clear();
   return s;
 }
 

@@ -300,6 +300,15 @@ proto::SimulationReport ToReport(const SimulationResult& result,
     dev->set_device(cluster.device(d).name);
     dev->set_peak_memory_bytes(result.peak_memory_bytes[d]);
     dev->set_busy_seconds(result.busy_seconds[d]);
+    if (d < static_cast<int>(result.peak_breakdown.size())) {
+      const MemoryBreakdown& at = result.peak_breakdown[d];
+      proto::PeakBreakdown* out = dev->mutable_peak_breakdown();
+      out->set_parameters(at.parameters);
+      out->set_activations(at.activations);
+      out->set_gradients(at.gradients);
+      out->set_workspace(at.workspace);
+      out->set_inputs(at.inputs);
+    }
   }
   return report;
 }

@@ -197,6 +197,32 @@ TEST(CliTest, SimulateAPlacementFile) {
   EXPECT_FALSE(s.fields().at("out_of_memory").bool_value());
   EXPECT_EQ(s.fields().at("peak_memory_bytes").struct_value().fields_size(), 2);
   EXPECT_EQ(Number(s, "estimated_nodes"), 0);
+  // What was live at each device's peak adds up to it; /cpu:1 holds
+  // w_right there.
+  for (const char* device : {"/cpu:0", "/cpu:1"}) {
+    const google::protobuf::Struct& at = s.fields()
+                                             .at("peak_breakdown")
+                                             .struct_value()
+                                             .fields()
+                                             .at(device)
+                                             .struct_value();
+    double total = 0;
+    for (const char* part :
+         {"parameters", "activations", "gradients", "workspace", "inputs"}) {
+      total += Number(at, part);
+    }
+    EXPECT_EQ(total, Number(s.fields().at("peak_memory_bytes").struct_value(),
+                            device))
+        << device;
+  }
+  EXPECT_GT(Number(s.fields()
+                       .at("peak_breakdown")
+                       .struct_value()
+                       .fields()
+                       .at("/cpu:1")
+                       .struct_value(),
+                   "parameters"),
+            0);
   RunResult cat = RunCommand("cat " + trace);
   google::protobuf::Struct t = Json(cat.out);
   EXPECT_GT(t.fields().at("traceEvents").list_value().values_size(), 11);
