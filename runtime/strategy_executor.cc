@@ -265,6 +265,26 @@ absl::Status TorchStrategyExecutor::Init() {
       }
     }
   }
+  // ZeRO-1 across ranks: each replica's updated parameters go to the
+  // first replica of its slot on every other rank.
+  if (Distributed() && strategy_.zero != ZeroStage::kNone) {
+    for (int s = 0; s < S_; ++s) {
+      const PipelineStage& stage = strategy_.stages[s];
+      for (int slot = 0; slot < stage.width(); ++slot) {
+        const std::vector<int> devices = SlotDevices(stage, slot);
+        for (size_t k = 0; k < devices.size(); ++k) {
+          const int r = devices[k];
+          if (!DealtAny(s, slot, static_cast<int>(k))) continue;
+          std::set<int> ranks_done{RankOf(r)};
+          for (int q : devices) {
+            if (ranks_done.insert(RankOf(q)).second && !Local(r) && Local(q)) {
+              ++expected_[{r, q}];
+            }
+          }
+        }
+      }
+    }
+  }
   params_.assign(D_, std::vector<torch::Tensor>(V_));
   updates_.clear();
   updates_.resize(D_);
@@ -422,6 +442,10 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   tasks_done_.assign(D_, 0);
   accum_arrived_.assign(D_, 0);
   updated_.assign(static_cast<size_t>(S_) * W_, 0);
+  gathered_arrived_.assign(D_, 0);
+  if (Distributed() && strategy_.zero != ZeroStage::kNone) {
+    gathered_.assign(D_, std::vector<torch::Tensor>(V_));
+  }
   auto reporting = ReportAllocations(-1);  // what this thread frees
   allocations_.Start(resident_bytes_);
   workers_finished_ = 0;
@@ -519,6 +543,15 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   return report;
 }
 
+bool TorchStrategyExecutor::DealtAny(int s, int slot, int k) const {
+  for (int u : update_[s]) {
+    if (SlotOfNode(u) == slot && owner_[view_.node(u).parameter] == k) {
+      return true;
+    }
+  }
+  return false;
+}
+
 absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(
     absl::string_view name, int replica) const {
   for (int g = 0; g < view_.num_groups(); ++g) {
@@ -552,12 +585,6 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
         "ZeRO-2 (", DescribeStrategy(strategy),
         "): the strategy executor shards the optimizer state only (ZeRO-1); "
         "simulate the plan, or place it with --zero 1"));
-  }
-  if (strategy.zero != ZeroStage::kNone && options.ranks != nullptr) {
-    return absl::UnimplementedError(absl::StrCat(
-        "ZeRO-", ZeroNumber(strategy.zero), " (", DescribeStrategy(strategy),
-        ") across ranks: the strategy executor shards the optimizer state "
-        "among the threads of one process only"));
   }
   for (size_t s = 0; s < strategy.stages.size(); ++s) {
     if (strategy.stages[s].recompute == Recompute::kNone) continue;

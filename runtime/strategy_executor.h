@@ -84,9 +84,11 @@
 //    as PyTorch's ZeroRedundancyOptimizer); a replica sums and updates only
 //    those it was dealt (the optimizer state of the others is never made),
 //    and once every replica of the slot has updated, copies the others
-//    from the replicas that updated them. The same bits as without.
+//    from the replicas that updated them. The same bits as without. As
+//    ranks, a replica sends what it updated, as one flat bucket, to the
+//    first replica of its slot on every other rank, after its update.
 //  - Create fails when the strategy does not fit the view and cluster
-//    (CheckStrategy), it uses ZeRO-2 or ZeRO across ranks (Unimplemented),
+//    (CheckStrategy), it uses ZeRO-2 (Unimplemented),
 //    a stage recomputes over several devices per replica
 //    or holds an op that draws random numbers (Unimplemented, naming the
 //    stage and op: a rerun would draw other numbers), a device is not

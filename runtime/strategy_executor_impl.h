@@ -60,8 +60,10 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // stage pair and micro-batch (GNMT-2's 2-stage pipeline as two processes:
   // 0.131 s a step with a message per value, 0.112 s packed); a replica's
   // accumulators as one flat bucket.
-  enum MessageKind { kPacked = 0, kAccumulator = 1 };
-  static constexpr int kKinds = 2;
+  // ZeRO-1: a replica's updated parameters (those it was dealt), one flat
+  // bucket, for the other ranks' replicas.
+  enum MessageKind { kPacked = 0, kAccumulator = 1, kParameters = 2 };
+  static constexpr int kKinds = 3;
   // Index words: count, from stage, to stage, micro-batch, backward; then
   // per item: its value (or sum), dtype, rank (-1: undefined), 8 dims.
   static constexpr int kIndexHead = 5;
@@ -218,6 +220,13 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // (updated_[s * W + slot] counts them).
   std::vector<int> owner_;
   std::vector<int> updated_;
+  // ZeRO-1 across ranks: [device][value], the parameters another rank's
+  // replica (that device) updated, as received; buckets received per
+  // device.
+  std::vector<std::vector<torch::Tensor>> gathered_;
+  std::vector<int> gathered_arrived_;
+  // ZeRO-1: whether replica k of stage s's slot was dealt any parameter.
+  bool DealtAny(int s, int slot, int k) const;
   std::vector<std::vector<torch::Tensor>> seeds_;  // [j][tensor]
   std::vector<double> loss_;                       // [j]
   std::vector<char> tasks_done_;    // per device: past its last task

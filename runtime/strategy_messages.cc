@@ -196,6 +196,46 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
       }
       continue;
     }
+    if (got->first == static_cast<int64_t>(ss) * kKinds + kParameters &&
+        ss == ds && !gathered_.empty()) {
+      // ZeRO-1: the parameters src's replica updated, in the stage's update
+      // order.
+      torch::Tensor t = got->second;
+      absl::Status status =
+          CatchExceptions("receiving: ", [&]() -> absl::Status {
+            t = t.to(devices_[dst]);
+            int64_t at = 0;
+            std::vector<std::pair<int, torch::Tensor>> parts;
+            for (int u : update_[ss]) {
+              const int p = view_.node(u).parameter;
+              if (SlotOfNode(u) != slot_of_device_[src] ||
+                  owner_[p] != replica_of_device_[src]) {
+                continue;
+              }
+              const int64_t n = graph_.tensor(p).num_elements();
+              if (at + n > t.numel()) break;
+              parts.emplace_back(
+                  p, t.narrow(0, at, n).reshape(graph_.tensor(p).shape));
+              at += n;
+            }
+            if (at != t.numel()) {
+              return absl::DataLossError(absl::StrCat(
+                  "rank ", RankOf(src), " sent a parameter bucket of ",
+                  t.numel(), " elements for stage ", ss, ", which has ", at,
+                  " (or more)"));
+            }
+            std::lock_guard<std::mutex> lock(mu_);
+            for (auto& [p, w] : parts) gathered_[src][p] = std::move(w);
+            ++gathered_arrived_[src];
+            cv_.notify_all();
+            return absl::OkStatus();
+          });
+      if (!status.ok()) {
+        Fail(status);
+        return;
+      }
+      continue;
+    }
     if (got->first != kPacked || got->second.dim() != 1 ||
         got->second.scalar_type() != torch::kLong ||
         got->second.numel() < kIndexHead || k >= expected) {

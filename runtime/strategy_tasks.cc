@@ -490,16 +490,54 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     return;
   }
   if (strategy_.zero == ZeroStage::kNone || replicas.size() < 2) return;
-  // ZeRO-1's all-gather: once every replica of the slot has updated its
-  // shard, the parameters others updated are copied from them.
+  // ZeRO-1's all-gather. Across ranks, what this replica updated goes, as
+  // one flat bucket, to the first replica of the slot on every other rank
+  // (which files it under d); once every replica of the slot has updated
+  // (here) or sent (elsewhere), the parameters others updated are copied.
+  const int slot = slot_of_device_[d];
+  if (Distributed()) {
+    std::vector<torch::Tensor> flat;
+    for (int u : updates) {
+      const int p = view_.node(u).parameter;
+      if (updates_[d][p] != nullptr) {
+        flat.push_back(params_[d][p].reshape({-1}));
+      }
+    }
+    std::set<int> ranks_done{rank_};
+    for (int q : replicas) {
+      if (flat.empty() || !ranks_done.insert(RankOf(q)).second) continue;
+      absl::Status sent = CatchExceptions("all-gather: ", [&] {
+        return options_.ranks->SendTensor(
+            torch::cat(flat), static_cast<int64_t>(s) * kKinds + kParameters,
+            RankOf(q), Channel(d, q));
+      });
+      if (!sent.ok()) {
+        Fail(absl::Status(sent.code(),
+                          absl::StrCat(sent.message(), " (all-gather ",
+                                       cluster_.device(d).name, " -> ",
+                                       cluster_.device(q).name, ")")));
+        return;
+      }
+    }
+  }
   {
     std::unique_lock<std::mutex> lock(mu_);
-    const size_t key = static_cast<size_t>(s) * W_ + slot_of_device_[d];
+    const size_t key = static_cast<size_t>(s) * W_ + slot;
     ++updated_[key];
     cv_.notify_all();
+    int local = 0;
+    for (int r : replicas) local += Local(r) ? 1 : 0;
     cv_.wait(lock, [&] {
-      return !failure_.ok() ||
-             updated_[key] == static_cast<int>(replicas.size());
+      if (!failure_.ok()) return true;
+      if (updated_[key] < local) return false;
+      for (size_t k = 0; k < replicas.size(); ++k) {
+        const int r = replicas[k];
+        if (!Local(r) && DealtAny(s, slot, static_cast<int>(k)) &&
+            gathered_arrived_[r] < 1) {
+          return false;
+        }
+      }
+      return true;
     });
     if (!failure_.ok()) return;
   }
@@ -509,7 +547,9 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     for (int u : updates) {
       const int p = view_.node(u).parameter;
       if (updates_[d][p] != nullptr) continue;
-      params_[d][p].copy_(params_[replicas[owner_[p]]][p]);
+      const int owner = replicas[owner_[p]];
+      params_[d][p].copy_(Local(owner) ? params_[owner][p]
+                                       : gathered_[owner][p]);
     }
     Synchronize(devices_[d]);
     return absl::OkStatus();

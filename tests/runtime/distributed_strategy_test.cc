@@ -291,6 +291,28 @@ TEST(DistributedStrategyTest, RecomputingStagesAcrossRanks) {
   ExpectSame(one, RunRanks(view, cluster, split, 2));
 }
 
+// ZeRO-1 over four replicas as two ranks of two: each replica updates the
+// parameters it was dealt and sends them to the other rank, whose replicas
+// copy them: one process's losses and parameters, and those of the same
+// replicas without ZeRO.
+TEST(DistributedStrategyTest, ZeroOneAcrossRanks) {
+  const Cluster cluster = Cpus(4);
+  for (auto& [name, graph] : std::vector<std::pair<std::string, Graph>>{
+           {"gnmt2", Gnmt2()}, {"transformer", Transformer()}}) {
+    SCOPED_TRACE(name);
+    TrainingView view = BuildTrainingView(graph);
+    Strategy data;
+    data.stage_of_op.assign(view.num_groups(), 0);
+    data.stages = {PipelineStage::OneDevicePerReplica({0, 1, 2, 3})};
+    data.micro_batches = 4;
+    Strategy zero = data;
+    zero.zero = ZeroStage::kOptimizerState;
+    RunResult one = RunOneProcess(view, cluster, data);
+    ExpectSame(one, RunOneProcess(view, cluster, zero));
+    ExpectSame(one, RunRanks(view, cluster, zero, 2));
+  }
+}
+
 // A replica's devices in one rank each, the slots' allreduce between the
 // ranks: one process's losses and parameters. A replica split over ranks
 // is refused, naming it.
