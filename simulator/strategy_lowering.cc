@@ -237,7 +237,6 @@ LoweredStrategy LowerStrategy(
                zero ? Collective::kReduceScatter : Collective::kAllreduce);
       }
       std::vector<int> updated(R);
-      int64_t parameter_bytes = 0;
       for (int k = 0; k < R; ++k) {
         double seconds = 0;
         for (int u : st.update) {
@@ -253,7 +252,7 @@ LoweredStrategy LowerStrategy(
         updated[k] = t;
       }
       if (!zero) continue;
-      parameter_bytes = st.parameter_bytes[slot];
+      const int64_t parameter_bytes = st.parameter_bytes[slot];
       const int t =
           graph.AddTask({collective, AllGatherSeconds(context.costs(), cluster,
                                                       ring, parameter_bytes)});
