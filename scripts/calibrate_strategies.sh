@@ -8,6 +8,9 @@
 # Usage: scripts/calibrate_strategies.sh MODEL [PLACER_BINARY]
 # NPROC=2: the devices run as 2 c10d ranks, and the profile's links between
 # them are measured over that transport (`profile --nproc 2`).
+# MEMORY=1: also each data-parallel and pipeline strategy with every stage
+# recomputing, and the data-parallel ones with ZeRO-1 (WIDE=0 and MB="2 4"
+# keep such a run short).
 set -euo pipefail
 model="$1"
 placer="${2:-$(bazel info bazel-bin 2>/dev/null)/placer/placer}"
@@ -22,13 +25,30 @@ strategies=()
 # one stage whose replica spans both (WIDE=0 leaves these rows out).
 "$placer" place "$model" --cluster cpu2 --profile "$dir/profile.pbtxt" \
     -o "$dir/op.json" >/dev/null 2>&1
-for mb in 2 4 8; do
+for mb in ${MB:-2 4 8}; do
   for mode in data pipeline; do
     f="$dir/$mode-$mb.json"
     if "$placer" place "$model" --cluster cpu2 --parallelism "$mode" \
         --micro-batches "$mb" --profile "$dir/profile.pbtxt" -o "$f" \
         >/dev/null 2>&1; then
       strategies+=("$f")
+      if [ "${MEMORY:-0}" = 1 ]; then
+        python3 - "$f" "$dir/$mode-$mb-recompute.json" "$dir/$mode-$mb-zero.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for stage in d["strategy"]["stages"]:
+    stage["recompute"] = "full"
+json.dump(d, open(sys.argv[2], "w"))
+d = json.load(open(sys.argv[1]))
+if len(d["strategy"]["stages"]) == 1 and len(d["strategy"]["stages"][0]["devices"]) > 1:
+    d["strategy"]["zero"] = 1
+    json.dump(d, open(sys.argv[3], "w"))
+PY
+        strategies+=("$dir/$mode-$mb-recompute.json")
+        if [ -f "$dir/$mode-$mb-zero.json" ]; then
+          strategies+=("$dir/$mode-$mb-zero.json")
+        fi
+      fi
       if [ "$mode" = pipeline ]; then
         # The same stages with the other schedule.
         python3 - "$f" "$dir/$mode-$mb-other.json" <<'PY'
