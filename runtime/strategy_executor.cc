@@ -274,7 +274,7 @@ absl::Status TorchStrategyExecutor::Init() {
         const std::vector<int> devices = SlotDevices(stage, slot);
         for (size_t k = 0; k < devices.size(); ++k) {
           const int r = devices[k];
-          if (!DealtAny(s, slot, static_cast<int>(k))) continue;
+          if (SlotParameters(s, slot, static_cast<int>(k)).empty()) continue;
           std::set<int> ranks_done{RankOf(r)};
           for (int q : devices) {
             if (ranks_done.insert(RankOf(q)).second && !Local(r) && Local(q)) {
@@ -543,13 +543,16 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   return report;
 }
 
-bool TorchStrategyExecutor::DealtAny(int s, int slot, int k) const {
+std::vector<int> TorchStrategyExecutor::SlotParameters(int s, int slot,
+                                                       int k) const {
+  std::vector<int> parameters;
   for (int u : update_[s]) {
-    if (SlotOfNode(u) == slot && owner_[view_.node(u).parameter] == k) {
-      return true;
+    const int p = view_.node(u).parameter;
+    if (SlotOfNode(u) == slot && (k < 0 || owner_[p] == k)) {
+      parameters.push_back(p);
     }
   }
-  return false;
+  return parameters;
 }
 
 absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -126,6 +127,15 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // A recomputing stage's forward runs without autograd and keeps, of
   // what it read, the values other stages made (kept_); its backward
   // first reruns the forward under autograd from those (Rerun).
+  // Forward node n of micro-batch j on device d: its op's kernel on inputs
+  // gathered here (weights, copied from the slot that holds them once per
+  // `copied`; graph inputs; constants, copies with `copy_constants`) and
+  // by `activation` (values of the view made by forward ops; undefined:
+  // missing), under autograd into saved_ when `autograd`.
+  absl::StatusOr<std::vector<torch::Tensor>> ForwardNode(
+      int n, int j, int d, bool autograd, bool copy_constants,
+      std::map<int, torch::Tensor>* copied,
+      const std::function<torch::Tensor(int value)>& activation);
   absl::Status RunForward(int s, int j, int d);
   absl::Status Rerun(int s, int j, int d);
   absl::Status RunBackward(int s, int j, int d);
@@ -210,7 +220,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<int> reads_left_;                     // [j * values + v]
   // [j][sum * S + s]: stage s's partial gradients of a sum, added up.
   std::vector<std::vector<torch::Tensor>> partials_;
-  std::vector<std::vector<SavedOp>> saved_;        // [j][op]
+  std::vector<std::vector<SavedOp>> saved_;  // [j][op]
   // [s * M + j]: a recomputing stage's inputs made by other stages, by
   // value, from its forward until its backward reruns it.
   std::vector<std::map<int, torch::Tensor>> kept_;
@@ -225,8 +235,16 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // device.
   std::vector<std::vector<torch::Tensor>> gathered_;
   std::vector<int> gathered_arrived_;
-  // ZeRO-1: whether replica k of stage s's slot was dealt any parameter.
-  bool DealtAny(int s, int slot, int k) const;
+  // The parameters of stage s's slot in its update order (the order a
+  // bucket between ranks carries them); with k >= 0 (ZeRO-1) those dealt
+  // to replica k only.
+  std::vector<int> SlotParameters(int s, int slot, int k = -1) const;
+  // A flat bucket from src (another rank) as one tensor per parameter of
+  // `parameters`, on dst; DataLoss naming the rank, the stage and `what`
+  // when its size is not theirs.
+  absl::StatusOr<std::vector<std::pair<int, torch::Tensor>>> Unpack(
+      torch::Tensor bucket, const std::vector<int>& parameters, int src,
+      int dst, absl::string_view what) const;
   std::vector<std::vector<torch::Tensor>> seeds_;  // [j][tensor]
   std::vector<double> loss_;                       // [j]
   std::vector<char> tasks_done_;    // per device: past its last task

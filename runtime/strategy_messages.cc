@@ -131,6 +131,32 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<std::pair<int, torch::Tensor>>>
+TorchStrategyExecutor::Unpack(torch::Tensor bucket,
+                              const std::vector<int>& parameters, int src,
+                              int dst, absl::string_view what) const {
+  std::vector<std::pair<int, torch::Tensor>> parts;
+  RETURN_IF_ERROR(CatchExceptions("receiving: ", [&]() -> absl::Status {
+    bucket = bucket.to(devices_[dst]);
+    int64_t at = 0;
+    for (int p : parameters) {
+      const int64_t n = graph_.tensor(p).num_elements();
+      if (at + n > bucket.numel()) break;
+      parts.emplace_back(
+          p, bucket.narrow(0, at, n).reshape(graph_.tensor(p).shape));
+      at += n;
+    }
+    if (at != bucket.numel()) {
+      return absl::DataLossError(absl::StrCat(
+          "rank ", RankOf(src), " sent a ", what, " bucket of ", bucket.numel(),
+          " elements for stage ", stage_of_device_[src], ", which has ", at,
+          " (or more)"));
+    }
+    return absl::OkStatus();
+  }));
+  return parts;
+}
+
 void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
   auto reporting = ReportAllocations(dst);
   auto receive = [&]() -> absl::StatusOr<std::pair<int64_t, torch::Tensor>> {
@@ -159,81 +185,29 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
       return;
     }
     ++k;
-    if (got->first == static_cast<int64_t>(ss) * kKinds + kAccumulator &&
-        ss == ds) {
-      // A replica's bucket: its accumulators of src's slot, in the stage's
-      // update order.
-      torch::Tensor t = got->second;
-      absl::Status status =
-          CatchExceptions("receiving: ", [&]() -> absl::Status {
-            t = t.to(devices_[dst]);
-            int64_t at = 0;
-            std::vector<std::pair<int, torch::Tensor>> parts;
-            for (int u : update_[ss]) {
-              if (SlotOfNode(u) != slot_of_device_[src]) continue;
-              const int p = view_.node(u).parameter;
-              const int64_t n = graph_.tensor(p).num_elements();
-              if (at + n > t.numel()) break;
-              parts.emplace_back(
-                  p, t.narrow(0, at, n).reshape(graph_.tensor(p).shape));
-              at += n;
-            }
-            if (at != t.numel()) {
-              return absl::DataLossError(absl::StrCat(
-                  "rank ", RankOf(src), " sent a gradient bucket of ",
-                  t.numel(), " elements for stage ", ss, ", which has ", at,
-                  " (or more)"));
-            }
-            std::lock_guard<std::mutex> lock(mu_);
-            for (auto& [p, g] : parts) accum_[src][p] = std::move(g);
-            ++accum_arrived_[src];
-            cv_.notify_all();
-            return absl::OkStatus();
-          });
-      if (!status.ok()) {
-        Fail(status);
+    // A replica's bucket for its slot: its accumulators (the allreduce),
+    // or ZeRO-1's parameters it updated (the all-gather).
+    const bool accumulators =
+        got->first == static_cast<int64_t>(ss) * kKinds + kAccumulator;
+    const bool parameters =
+        got->first == static_cast<int64_t>(ss) * kKinds + kParameters &&
+        !gathered_.empty();
+    if ((accumulators || parameters) && ss == ds) {
+      absl::StatusOr<std::vector<std::pair<int, torch::Tensor>>> parts =
+          Unpack(got->second,
+                 SlotParameters(ss, slot_of_device_[src],
+                                accumulators ? -1 : replica_of_device_[src]),
+                 src, dst, accumulators ? "gradient" : "parameter");
+      if (!parts.ok()) {
+        Fail(parts.status());
         return;
       }
-      continue;
-    }
-    if (got->first == static_cast<int64_t>(ss) * kKinds + kParameters &&
-        ss == ds && !gathered_.empty()) {
-      // ZeRO-1: the parameters src's replica updated, in the stage's update
-      // order.
-      torch::Tensor t = got->second;
-      absl::Status status =
-          CatchExceptions("receiving: ", [&]() -> absl::Status {
-            t = t.to(devices_[dst]);
-            int64_t at = 0;
-            std::vector<std::pair<int, torch::Tensor>> parts;
-            for (int u : update_[ss]) {
-              const int p = view_.node(u).parameter;
-              if (SlotOfNode(u) != slot_of_device_[src] ||
-                  owner_[p] != replica_of_device_[src]) {
-                continue;
-              }
-              const int64_t n = graph_.tensor(p).num_elements();
-              if (at + n > t.numel()) break;
-              parts.emplace_back(
-                  p, t.narrow(0, at, n).reshape(graph_.tensor(p).shape));
-              at += n;
-            }
-            if (at != t.numel()) {
-              return absl::DataLossError(absl::StrCat(
-                  "rank ", RankOf(src), " sent a parameter bucket of ",
-                  t.numel(), " elements for stage ", ss, ", which has ", at,
-                  " (or more)"));
-            }
-            std::lock_guard<std::mutex> lock(mu_);
-            for (auto& [p, w] : parts) gathered_[src][p] = std::move(w);
-            ++gathered_arrived_[src];
-            cv_.notify_all();
-            return absl::OkStatus();
-          });
-      if (!status.ok()) {
-        Fail(status);
-        return;
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [p, t] : *parts) {
+        (accumulators ? accum_ : gathered_)[src][p] = std::move(t);
       }
+      ++(accumulators ? accum_arrived_ : gathered_arrived_)[src];
+      cv_.notify_all();
       continue;
     }
     if (got->first != kPacked || got->second.dim() != 1 ||

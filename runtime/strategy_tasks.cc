@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -29,10 +30,75 @@
 
 namespace placer {
 
+absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::ForwardNode(
+    int n, int j, int d, bool autograd, bool copy_constants,
+    std::map<int, torch::Tensor>* copied,
+    const std::function<torch::Tensor(int value)>& activation) {
+  const TrainingNode& node = view_.node(n);
+  const Op& op = graph_.op(node.forward_op);
+  std::vector<torch::Tensor> inputs;
+  if (!AllOutputsFolded(graph_, op)) {
+    for (int t : op.inputs) {
+      if (t < 0) {
+        inputs.emplace_back();
+        continue;
+      }
+      const int v = value_of_tensor_[t];
+      const TrainingValue& value = view_.value(v);
+      torch::Tensor in;
+      if (value.kind == ValueKind::kParameter) {
+        const int holder = ParameterDevice(v, replica_of_device_[d]);
+        if (holder == d) {
+          in = params_[d][v];
+        } else {
+          auto [at, fresh] = copied->emplace(v, torch::Tensor());
+          if (fresh) at->second = On(params_[holder][v], holder, d);
+          in = at->second;
+        }
+      } else if (value.kind == ValueKind::kGraphInput) {
+        in = batches_[j].value[v].to(devices_[d]);
+      } else if (value.producer < 0) {
+        in = copy_constants ? host_[v].to(devices_[d], /*non_blocking=*/false,
+                                          /*copy=*/true)
+                            : host_[v].to(devices_[d]);
+      } else {
+        in = activation(v);
+      }
+      if (!in.defined()) {
+        return absl::InternalError(absl::StrCat(
+            "'", graph_.tensor(t).name, "' is not there for ", node.key));
+      }
+      inputs.push_back(in);
+    }
+  }
+  return ForwardOp(graph_, op, std::move(inputs), devices_[d], precision_,
+                   autograd ? &needs_gradient_[node.forward_op] : nullptr,
+                   &saved_[j][node.forward_op]);
+}
+
 absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
-  const int replica = replica_of_device_[d];
   // Values and weights made on other devices, copied here once per task.
   std::map<int, torch::Tensor> copied;
+  // What other stages made, as this task reads it.
+  auto activation = [&](int v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    torch::Tensor& held = values_[j][v];
+    const int from = value_device_[j * V_ + v];
+    torch::Tensor in;
+    if (from == d || copied.count(v) == 0) {
+      in = On(held, from, d);
+      if (from != d) copied[v] = in;
+    } else {
+      in = copied[v];
+    }
+    // Freed after its last read, as a framework frees it (what is not
+    // freed early page-faults in fresh memory every step).
+    if (--reads_left_[j * V_ + v] == 0) held = torch::Tensor();
+    if (Recomputes(s) && StageOfNode(view_.value(v).producer) != s) {
+      kept_[s * M_ + j].emplace(v, in);
+    }
+    return in;
+  };
   for (int n : forward_[s]) {
     if (SlotOfNode(n) != slot_of_device_[d]) continue;
     if (!WaitForOtherSlots(n, j, d)) {
@@ -41,61 +107,11 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     const TrainingNode& node = view_.node(n);
     RETURN_IF_ERROR(BeforeNode(node));
     const Op& op = graph_.op(node.forward_op);
-    std::vector<torch::Tensor> inputs;
-    if (!AllOutputsFolded(graph_, op)) {
-      for (int t : op.inputs) {
-        if (t < 0) {
-          inputs.emplace_back();
-          continue;
-        }
-        const int v = value_of_tensor_[t];
-        const TrainingValue& value = view_.value(v);
-        torch::Tensor in;
-        if (value.kind == ValueKind::kParameter) {
-          const int holder = ParameterDevice(v, replica);
-          if (holder == d) {
-            in = params_[d][v];
-          } else {
-            auto [at, fresh] = copied.emplace(v, torch::Tensor());
-            if (fresh) at->second = On(params_[holder][v], holder, d);
-            in = at->second;
-          }
-        } else if (value.kind == ValueKind::kGraphInput) {
-          in = batches_[j].value[v].to(devices_[d]);
-        } else if (value.producer < 0) {
-          in = host_[v].to(devices_[d]);
-        } else {
-          std::lock_guard<std::mutex> lock(mu_);
-          torch::Tensor& held = values_[j][v];
-          const int from = value_device_[j * V_ + v];
-          if (from == d || copied.count(v) == 0) {
-            in = On(held, from, d);
-            if (from != d) copied[v] = in;
-          } else {
-            in = copied[v];
-          }
-          // Freed after its last read, as a framework frees it (what is
-          // not freed early page-faults in fresh memory every step).
-          if (--reads_left_[j * V_ + v] == 0) held = torch::Tensor();
-          if (Recomputes(s) && StageOfNode(value.producer) != s) {
-            kept_[s * M_ + j].emplace(v, in);
-          }
-        }
-        if (!in.defined()) {
-          return absl::InternalError(
-              absl::StrCat("'", graph_.tensor(t).name,
-                           "' is not there for micro-batch ", j));
-        }
-        inputs.push_back(in);
-      }
-    }
     // Recomputing, the backward's rerun keeps what the op saves instead.
-    const bool backward =
+    const bool autograd =
         view_.backward_node(node.forward_op) >= 0 && !Recomputes(s);
-    absl::StatusOr<std::vector<torch::Tensor>> results =
-        ForwardOp(graph_, op, std::move(inputs), devices_[d], precision_,
-                  backward ? &needs_gradient_[node.forward_op] : nullptr,
-                  &saved_[j][node.forward_op]);
+    absl::StatusOr<std::vector<torch::Tensor>> results = ForwardNode(
+        n, j, d, autograd, /*copy_constants=*/false, &copied, activation);
     if (!results.ok()) {
       return WithContext(results.status(),
                          absl::StrCat(node.key, " (micro-batch ", j, "): "));
@@ -123,57 +139,32 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
 
 absl::Status TorchStrategyExecutor::Rerun(int s, int j, int d) {
   // The stage's own values of this micro-batch, each freed after its last
-  // read in the rerun (what the ops save for the backward stays in saved_).
-  std::map<int, torch::Tensor> made;
+  // read in the rerun (what the ops save for the backward stays in saved_);
+  // what other stages made, as the forward kept it.
+  std::map<int, torch::Tensor> made, kept, copied;
   std::map<int, int> reads_left;
-  std::map<int, torch::Tensor> kept;
   {
     std::lock_guard<std::mutex> lock(mu_);
     kept.swap(kept_[s * M_ + j]);
   }
+  auto activation = [&](int v) {
+    torch::Tensor in;
+    if (StageOfNode(view_.value(v).producer) != s) {
+      if (auto at = kept.find(v); at != kept.end()) in = at->second;
+    } else if (auto at = made.find(v); at != made.end()) {
+      in = at->second;
+      if (--reads_left[v] == 0) made.erase(at);
+    }
+    return in;
+  };
   for (int n : forward_[s]) {
     const TrainingNode& node = view_.node(n);
     const Op& op = graph_.op(node.forward_op);
-    std::vector<torch::Tensor> inputs;
-    if (!AllOutputsFolded(graph_, op)) {
-      for (int t : op.inputs) {
-        if (t < 0) {
-          inputs.emplace_back();
-          continue;
-        }
-        const int v = value_of_tensor_[t];
-        const TrainingValue& value = view_.value(v);
-        torch::Tensor in;
-        if (value.kind == ValueKind::kParameter) {
-          in = params_[d][v];
-        } else if (value.kind == ValueKind::kGraphInput) {
-          in = batches_[j].value[v].to(devices_[d]);
-        } else if (value.producer < 0) {
-          // A copy: kernels that update state in place (BatchNormalization's
-          // running statistics) did so in the forward already.
-          in = host_[v].to(devices_[d], /*non_blocking=*/false, /*copy=*/true);
-        } else if (StageOfNode(value.producer) == s) {
-          auto at = made.find(v);
-          if (at != made.end()) {
-            in = at->second;
-            if (--reads_left[v] == 0) made.erase(at);
-          }
-        } else if (auto at = kept.find(v); at != kept.end()) {
-          in = at->second;
-        }
-        if (!in.defined()) {
-          return absl::InternalError(absl::StrCat(
-              "'", graph_.tensor(t).name, "' is not there to recompute ",
-              node.key, " for micro-batch ", j));
-        }
-        inputs.push_back(in);
-      }
-    }
-    const bool backward = view_.backward_node(node.forward_op) >= 0;
+    // Constants copied: kernels that update state in place
+    // (BatchNormalization's running statistics) did so in the forward.
     absl::StatusOr<std::vector<torch::Tensor>> results =
-        ForwardOp(graph_, op, std::move(inputs), devices_[d], precision_,
-                  backward ? &needs_gradient_[node.forward_op] : nullptr,
-                  &saved_[j][node.forward_op]);
+        ForwardNode(n, j, d, view_.backward_node(node.forward_op) >= 0,
+                    /*copy_constants=*/true, &copied, activation);
     if (!results.ok()) {
       return WithContext(
           results.status(),
@@ -495,21 +486,28 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   // (which files it under d); once every replica of the slot has updated
   // (here) or sent (elsewhere), the parameters others updated are copied.
   const int slot = slot_of_device_[d];
+  // Replicas on other ranks that were dealt parameters: what to wait for.
+  std::vector<int> awaited;
+  for (size_t k = 0; k < replicas.size(); ++k) {
+    if (!Local(replicas[k]) &&
+        !SlotParameters(s, slot, static_cast<int>(k)).empty()) {
+      awaited.push_back(replicas[k]);
+    }
+  }
   if (Distributed()) {
     std::vector<torch::Tensor> flat;
-    for (int u : updates) {
-      const int p = view_.node(u).parameter;
-      if (updates_[d][p] != nullptr) {
-        flat.push_back(params_[d][p].reshape({-1}));
-      }
+    for (int p : SlotParameters(s, slot, replica_of_device_[d])) {
+      flat.push_back(params_[d][p].reshape({-1}));
     }
+    torch::Tensor bucket;
     std::set<int> ranks_done{rank_};
     for (int q : replicas) {
       if (flat.empty() || !ranks_done.insert(RankOf(q)).second) continue;
       absl::Status sent = CatchExceptions("all-gather: ", [&] {
+        if (!bucket.defined()) bucket = torch::cat(flat);
         return options_.ranks->SendTensor(
-            torch::cat(flat), static_cast<int64_t>(s) * kKinds + kParameters,
-            RankOf(q), Channel(d, q));
+            bucket, static_cast<int64_t>(s) * kKinds + kParameters, RankOf(q),
+            Channel(d, q));
       });
       if (!sent.ok()) {
         Fail(absl::Status(sent.code(),
@@ -530,12 +528,8 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     cv_.wait(lock, [&] {
       if (!failure_.ok()) return true;
       if (updated_[key] < local) return false;
-      for (size_t k = 0; k < replicas.size(); ++k) {
-        const int r = replicas[k];
-        if (!Local(r) && DealtAny(s, slot, static_cast<int>(k)) &&
-            gathered_arrived_[r] < 1) {
-          return false;
-        }
+      for (int r : awaited) {
+        if (gathered_arrived_[r] < 1) return false;
       }
       return true;
     });
