@@ -34,6 +34,31 @@ double AllGatherSeconds(const CostModel& costs, const Cluster& cluster,
   return ReduceScatterSeconds(costs, cluster, devices, bytes);
 }
 
+double AllToAllSeconds(const CostModel& costs, const Cluster& cluster,
+                       const std::vector<int>& devices, int64_t bytes) {
+  const int p = static_cast<int>(devices.size());
+  if (p <= 1 || bytes <= 0) return 0;
+  return (p - 1) *
+         RingStepSeconds(costs, cluster, devices, (bytes + p - 1) / p);
+}
+
+double CollectiveSeconds(const CostModel& costs, const Cluster& cluster,
+                         const std::vector<int>& devices, int64_t bytes,
+                         Collective kind) {
+  switch (kind) {
+    case Collective::kAllreduce:
+      return AllreduceSeconds(costs, cluster, devices, bytes,
+                              AllreduceAlgorithm::kRing);
+    case Collective::kReduceScatter:
+      return ReduceScatterSeconds(costs, cluster, devices, bytes);
+    case Collective::kAllGather:
+      return AllGatherSeconds(costs, cluster, devices, bytes);
+    case Collective::kAllToAll:
+      return AllToAllSeconds(costs, cluster, devices, bytes);
+  }
+  return 0;
+}
+
 double AllreduceSeconds(const CostModel& costs, const Cluster& cluster,
                         const std::vector<int>& devices, int64_t bytes,
                         AllreduceAlgorithm algorithm) {

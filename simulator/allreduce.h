@@ -7,18 +7,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/collective.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
 #include "simulator/strategy.h"
 
 namespace placer {
-
-// What a collective task of a stage's replicas does.
-enum class Collective {
-  kAllreduce,      // a bucket of gradients, summed on every replica
-  kReduceScatter,  // ZeRO: a bucket of gradients, each replica its 1/R
-  kAllGather,      // ZeRO: the updated parameters, from their shards
-};
 
 // Allreduce of `bytes` over `devices` (in ring / heap order) with the cost
 // model's transfer times: ring, 2(p-1) steps each as long as the slowest
@@ -37,6 +31,15 @@ double ReduceScatterSeconds(const CostModel& costs, const Cluster& cluster,
                             const std::vector<int>& devices, int64_t bytes);
 double AllGatherSeconds(const CostModel& costs, const Cluster& cluster,
                         const std::vector<int>& devices, int64_t bytes);
+// All-to-all of a tensor of `bytes` split over `devices`: p - 1 steps (the
+// ring's order), each as long as the slowest link carrying
+// ceil(bytes / p^2). One device: 0.
+double AllToAllSeconds(const CostModel& costs, const Cluster& cluster,
+                       const std::vector<int>& devices, int64_t bytes);
+// The collective `kind` over `devices` (allreduce: ring).
+double CollectiveSeconds(const CostModel& costs, const Cluster& cluster,
+                         const std::vector<int>& devices, int64_t bytes,
+                         Collective kind);
 
 }  // namespace placer
 
