@@ -583,6 +583,12 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
     const ExecutorOptions& options) {
   RETURN_IF_ERROR(CheckStrategy(view, cluster, strategy));
   RETURN_IF_ERROR(CheckRunnable(view.forward()));
+  if (HasTensorParallelism(strategy)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "tensor parallelism (", DescribeStrategy(strategy),
+        "): the strategy executor runs every op whole on one device; "
+        "simulate the plan, or place it without --tensor"));
+  }
   if (strategy.zero == ZeroStage::kGradients) {
     return absl::UnimplementedError(absl::StrCat(
         "ZeRO-2 (", DescribeStrategy(strategy),

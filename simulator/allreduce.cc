@@ -42,6 +42,25 @@ double AllToAllSeconds(const CostModel& costs, const Cluster& cluster,
          RingStepSeconds(costs, cluster, devices, (bytes + p - 1) / p);
 }
 
+int64_t CollectiveWireBytes(Collective kind, int p, int64_t bytes) {
+  if (p <= 1) return 0;
+  switch (kind) {
+    case Collective::kAllreduce:
+      return 2 * static_cast<int64_t>(p - 1) * bytes;
+    case Collective::kReduceScatter:
+    case Collective::kAllGather:
+      return static_cast<int64_t>(p - 1) * bytes;
+    case Collective::kAllToAll:
+      return static_cast<int64_t>(p - 1) * bytes / p;
+  }
+  return 0;
+}
+
+int CollectiveMessages(Collective kind, int p) {
+  if (p <= 1) return 0;
+  return (kind == Collective::kAllreduce ? 2 : 1) * (p - 1) * p;
+}
+
 double CollectiveSeconds(const CostModel& costs, const Cluster& cluster,
                          const std::vector<int>& devices, int64_t bytes,
                          Collective kind) {

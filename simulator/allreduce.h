@@ -36,6 +36,12 @@ double AllGatherSeconds(const CostModel& costs, const Cluster& cluster,
 // ceil(bytes / p^2). One device: 0.
 double AllToAllSeconds(const CostModel& costs, const Cluster& cluster,
                        const std::vector<int>& devices, int64_t bytes);
+// What a ring collective of `bytes` over p devices puts on the wire, and
+// how many messages: allreduce 2(p-1) x bytes in 2(p-1)p messages;
+// reduce-scatter and all-gather (p-1) x bytes in (p-1)p; all-to-all
+// (p-1)/p x bytes in (p-1)p.
+int64_t CollectiveWireBytes(Collective kind, int p, int64_t bytes);
+int CollectiveMessages(Collective kind, int p);
 // The collective `kind` over `devices` (allreduce: ring).
 double CollectiveSeconds(const CostModel& costs, const Cluster& cluster,
                          const std::vector<int>& devices, int64_t bytes,

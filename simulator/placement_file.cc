@@ -148,6 +148,12 @@ absl::StatusOr<PlacementOrStrategy> PlacementOrStrategyFromProto(
                                " replicas but ", in.more_devices_size(),
                                " more_devices entries"));
     }
+    if (!in.tensor_devices().empty() &&
+        in.tensor_devices_size() != in.devices_size()) {
+      return fail(absl::StrCat("stage ", k, " has ", in.devices_size(),
+                               " replicas but ", in.tensor_devices_size(),
+                               " tensor_devices entries"));
+    }
     PipelineStage stage;
     for (int r = 0; r < in.devices_size(); ++r) {
       Replica replica;
@@ -157,6 +163,13 @@ absl::StatusOr<PlacementOrStrategy> PlacementOrStrategyFromProto(
         for (const std::string& name : in.more_devices(r).devices()) {
           ASSIGN_OR_RETURN(int d, find(k, name));
           replica.device_of_slot.push_back(d);
+        }
+      }
+      if (!in.tensor_devices().empty()) {
+        replica.tensor_devices.push_back(first);
+        for (const std::string& name : in.tensor_devices(r).devices()) {
+          ASSIGN_OR_RETURN(int d, find(k, name));
+          replica.tensor_devices.push_back(d);
         }
       }
       stage.replicas.push_back(std::move(replica));
@@ -214,6 +227,22 @@ absl::StatusOr<PlacementOrStrategy> PlacementOrStrategyFromProto(
     if (!zero.ok()) return fail(std::string(zero.status().message()));
     s.zero = *zero;
   }
+  if (!message.sharding().empty()) {
+    s.op_sharding.assign(graph.ops().size(), OpSharding::Replicated());
+    for (const auto& [key, name] : message.sharding()) {
+      const int op = graph.FindOp(key);
+      if (op < 0) {
+        return fail(absl::StrCat("sharding names op '", key,
+                                 "', which is not in the model"));
+      }
+      absl::StatusOr<OpSharding> sharding = ParseOpSharding(name);
+      if (!sharding.ok()) {
+        return fail(
+            absl::StrCat("op '", key, "': ", sharding.status().message()));
+      }
+      s.op_sharding[op] = *sharding;
+    }
+  }
   if (message.bucket_bytes() < 0) return fail("bucket_bytes is negative");
   if (message.bucket_bytes() > 0) s.bucket_bytes = message.bucket_bytes();
   out.strategy = std::move(s);
@@ -260,6 +289,25 @@ proto::Placement StrategyToProto(const Strategy& strategy, const Graph& graph,
         for (size_t i = 1; i < replica.device_of_slot.size(); ++i) {
           more.add_devices(cluster.device(replica.device_of_slot[i]).name);
         }
+      }
+    }
+    if (stage.tensor() > 1) {
+      for (const Replica& replica : stage.replicas) {
+        proto::ReplicaDevices& group = *out.add_tensor_devices();
+        for (size_t i = 1; i < replica.tensor_devices.size(); ++i) {
+          group.add_devices(cluster.device(replica.tensor_devices[i]).name);
+        }
+      }
+    }
+  }
+  // The shardings, chosen or fixed: what the file's readers run.
+  if (HasTensorParallelism(strategy)) {
+    absl::StatusOr<TensorSharding> sharding = ShardStrategy(graph, strategy);
+    if (sharding.ok()) {
+      for (size_t op = 0; op < sharding->op.size(); ++op) {
+        if (!sharding->op[op].split()) continue;
+        (*message.mutable_sharding())[graph.op(op).key] =
+            OpShardingName(sharding->op[op]);
       }
     }
   }

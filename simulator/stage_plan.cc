@@ -62,9 +62,38 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     plan.slot_of_node[n] = SlotOfOp(strategy, view.node(n).forward_op);
   }
   const std::vector<int>& slot_of = plan.slot_of_node;
+  // Tensor parallelism: each device's share of a node's time and of a
+  // value's bytes.
+  plan.share_of_node.assign(view.nodes().size(), 1.0);
+  const bool tensor = HasTensorParallelism(strategy);
+  TensorSharding sharding;
+  if (tensor) {
+    ASSIGN_OR_RETURN(sharding, ShardStrategy(view.forward(), strategy));
+  }
+  auto held = [&](int v) -> int64_t {
+    const TrainingValue& value = view.value(v);
+    const int64_t whole = view.forward().tensor(value.tensor).bytes();
+    if (!tensor || value.tensor < 0 || whole <= 0) return value.bytes;
+    const int64_t part = sharding.HeldBytes(view.forward(), value.tensor);
+    return static_cast<int64_t>(static_cast<double>(value.bytes) * part /
+                                whole);
+  };
+  if (tensor) {
+    for (int n = 0; n < static_cast<int>(view.nodes().size()); ++n) {
+      const TrainingNode& node = view.node(n);
+      if (node.kind == NodeKind::kUpdate) {
+        const int64_t whole = view.value(node.parameter).bytes;
+        plan.share_of_node[n] =
+            whole > 0 ? static_cast<double>(held(node.parameter)) / whole : 1;
+      } else {
+        plan.share_of_node[n] = sharding.ShareOfOp(node.forward_op);
+      }
+    }
+  }
   for (int s = 0; s < S; ++s) {
     StageModel& st = plan.stages[s];
     st.width = strategy.stages[s].width();
+    st.tensor = strategy.stages[s].tensor();
     st.parameter_bytes.assign(st.width, 0);
     st.stash_bytes.assign(st.width, 0);
     st.input_bytes.assign(st.width, 0);
@@ -76,7 +105,9 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   for (int n : view.topological_order()) {
     StageModel& st = plan.stages[stage_of_node(n)];
     // What an op keeps for its backward besides values is stashed too.
-    st.stash_bytes[slot_of[n]] += view.node(n).saved_workspace_bytes;
+    st.stash_bytes[slot_of[n]] += static_cast<int64_t>(
+        static_cast<double>(view.node(n).saved_workspace_bytes) *
+        plan.share_of_node[n]);
     switch (view.node(n).kind) {
       case NodeKind::kForward:
         position[n] = static_cast<int>(st.forward.size());
@@ -96,7 +127,7 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     for (int v : view.group_parameters(g)) {
       group_of_parameter[v] = g;
       plan.stages[strategy.stage_of_op[g]]
-          .parameter_bytes[SlotOfOp(strategy, g)] += view.value(v).bytes;
+          .parameter_bytes[SlotOfOp(strategy, g)] += held(v);
     }
   }
   for (StageModel& st : plan.stages) {
@@ -127,10 +158,10 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       }
     }
     for (auto [s, slot] : stashed_in) {
-      plan.stages[s].stash_bytes[slot] += value.bytes;
+      plan.stages[s].stash_bytes[slot] += held(v);
     }
     for (auto [s, slot] : input_of) {
-      plan.stages[s].input_bytes[slot] += value.bytes;
+      plan.stages[s].input_bytes[slot] += held(v);
     }
     // Forward reads from another slot of the same stage: made in the task
     // (an activation) or before it (a weight of another slot).
@@ -256,8 +287,7 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
           last = std::max(last, position[view.value(p).producer]);
         }
       }
-      st.gradients[slot_of[u]].emplace_back(
-          last, view.value(view.node(u).parameter).bytes);
+      st.gradients[slot_of[u]].emplace_back(last, held(view.node(u).parameter));
     }
     for (auto& gradients : st.gradients) {
       std::stable_sort(
@@ -269,7 +299,7 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   // rest on another one (their values arrive as they would from other
   // stages).
   const int D = context.num_devices();
-  for (int s = 0; s < S; ++s) {
+  for (int s = 0; s < S && !tensor; ++s) {
     const PipelineStage& stage = strategy.stages[s];
     std::vector<char> mine(D, 0);
     for (int slot = 0; slot < stage.width(); ++slot) {
@@ -292,6 +322,48 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       plan.stages[s].one_batch_peak_bytes[slot] =
           r.peak_memory_bytes[stage.device(0, slot)];
     }
+  }
+  if (!tensor) return plan;
+  // The one-batch peaks of tensor-parallel stages (contract), from the
+  // whole ops' figures.
+  Strategy whole = strategy;
+  for (PipelineStage& stage : whole.stages) {
+    for (Replica& replica : stage.replicas) replica.tensor_devices.clear();
+  }
+  whole.op_sharding.clear();
+  ASSIGN_OR_RETURN(const StagePlan unsplit, MakeStagePlan(context, whole));
+  const double state = 1 + view.options().optimizer_state_per_parameter_byte();
+  for (int s = 0; s < S; ++s) {
+    StageModel& st = plan.stages[s];
+    const StageModel& u = unsplit.stages[s];
+    st.one_batch_peak_bytes = u.one_batch_peak_bytes;
+    if (st.tensor < 2) continue;
+    const double stash_share =
+        u.stash_bytes[0] > 0
+            ? static_cast<double>(st.stash_bytes[0]) / u.stash_bytes[0]
+            : 1.0;
+    const double rest =
+        std::max<double>(0, u.one_batch_peak_bytes[0] -
+                                state * u.parameter_bytes[0] - u.kept_bytes(0));
+    st.one_batch_peak_bytes[0] = static_cast<int64_t>(
+        state * st.parameter_bytes[0] + st.kept_bytes(0) + rest * stash_share);
+  }
+  for (const GroupCollective& c : sharding.collectives) {
+    StageModel& st = plan.stages[strategy.stage_of_op[c.op]];
+    if (!c.backward) {
+      st.forward_collectives.push_back(c);
+      continue;
+    }
+    const int b = view.backward_node(c.op);
+    const int at = b >= 0 && position[b] >= 0
+                       ? position[b]
+                       : static_cast<int>(st.backward.size()) - 1;
+    st.backward_collectives.emplace_back(at, c);
+  }
+  for (StageModel& st : plan.stages) {
+    std::stable_sort(
+        st.backward_collectives.begin(), st.backward_collectives.end(),
+        [](const auto& a, const auto& b) { return a.first < b.first; });
   }
   return plan;
 }

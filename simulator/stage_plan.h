@@ -6,7 +6,10 @@
 // Contract: MakeStagePlan is a pure function of (context, strategy), which
 // must have passed CheckStrategy; it simulates one micro-batch per stage
 // (Simulate) for the stages' one-batch peaks and returns Simulate's error
-// if that fails. ScheduleWideTasks likewise; neither keeps state.
+// if that fails. With tensor parallelism, a stage's one-batch peak is the
+// whole op's, its parameters and what it keeps taken as held per device,
+// the rest scaled as the stash is (what the group splits of it).
+// ScheduleWideTasks likewise; neither keeps state.
 #ifndef PLACER_SIMULATOR_STAGE_PLAN_H_
 #define PLACER_SIMULATOR_STAGE_PLAN_H_
 
@@ -64,11 +67,21 @@ struct StageModel {
   // Wider stages: per forward and backward node (positions as in `forward`
   // and `backward`), what it reads from other slots.
   std::vector<std::vector<SlotRead>> forward_reads, backward_reads;
+  // Tensor parallelism: the devices of each replica's group; the group's
+  // collectives in every forward pass (and rerun), and in every backward
+  // each after the backward node at `first` (a position in `backward`).
+  int tensor = 1;
+  std::vector<GroupCollective> forward_collectives;
+  std::vector<std::pair<int, GroupCollective>> backward_collectives;
 };
 
 struct StagePlan {
   std::vector<StageModel> stages;
   std::vector<int> slot_of_node;
+  // Per node, the share of its time one device of its group spends: 1, or
+  // 1/T for an op a tensor-parallel group of T splits (an update: 1/T for
+  // a parameter split). Every bytes figure above is what one device holds.
+  std::vector<double> share_of_node;
   // [a * S + b]: bytes stage a's forward sends stage b per micro-batch;
   // gradient bytes stage b's backward sends back to a.
   std::vector<int64_t> forward_bytes, gradient_bytes;

@@ -119,6 +119,20 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
     }
     for (int k = 0; k < stage.num_replicas(); ++k) {
       const std::vector<int>& slots = stage.replicas[k].device_of_slot;
+      const std::vector<int>& group = stage.replicas[k].tensor_devices;
+      if (group.size() != stage.replicas[0].tensor_devices.size() ||
+          group.size() == 1 ||
+          (!group.empty() && (slots.size() != 1 || group[0] != slots[0]))) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "stage ", s, "'s replica ", k, " has a tensor-parallel group of ",
+            group.size(), " devices, replica 0 ",
+            stage.replicas[0].tensor_devices.size(),
+            ": every replica of a tensor-parallel stage is one group of as "
+            "many (at least 2), its first device the replica's only slot"));
+      }
+      for (size_t i = 1; i < group.size(); ++i) {
+        RETURN_IF_ERROR(use(s, group[i]));
+      }
       if (slots.empty() ||
           slots.size() != stage.replicas[0].device_of_slot.size()) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -173,6 +187,15 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
             " micro-batches; the strategy has ", strategy.micro_batches));
       }
     }
+  }
+  if (!strategy.op_sharding.empty() &&
+      static_cast<int>(strategy.op_sharding.size()) != ops) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("strategy gives a tensor sharding to ",
+                     strategy.op_sharding.size(), " ops; the model has ", ops));
+  }
+  if (HasTensorParallelism(strategy) || !strategy.op_sharding.empty()) {
+    RETURN_IF_ERROR(ShardStrategy(view.forward(), strategy).status());
   }
   std::vector<int> home_stage(view.values().size(), -1);
   for (int g = 0; g < ops; ++g) {
@@ -252,6 +275,46 @@ PipelineStage PipelineStage::OfReplicas(
   return stage;
 }
 
+PipelineStage PipelineStage::OfTensorGroups(
+    const std::vector<std::vector<int>>& devices_per_replica) {
+  PipelineStage stage;
+  for (const std::vector<int>& group : devices_per_replica) {
+    Replica replica;
+    replica.device_of_slot = {group.empty() ? -1 : group[0]};
+    if (group.size() > 1) replica.tensor_devices = group;
+    stage.replicas.push_back(std::move(replica));
+  }
+  return stage;
+}
+
+int PipelineStage::tensor() const {
+  return replicas.empty() || replicas[0].tensor_devices.empty()
+             ? 1
+             : static_cast<int>(replicas[0].tensor_devices.size());
+}
+
+std::vector<int> PipelineStage::TensorGroup(int replica) const {
+  const Replica& r = replicas[replica];
+  return r.tensor_devices.empty() ? std::vector<int>{r.device_of_slot[0]}
+                                  : r.tensor_devices;
+}
+
+bool HasTensorParallelism(const Strategy& strategy) {
+  for (const PipelineStage& stage : strategy.stages) {
+    if (stage.tensor() > 1) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<TensorSharding> ShardStrategy(const Graph& graph,
+                                             const Strategy& strategy) {
+  std::vector<int> sizes;
+  for (const PipelineStage& stage : strategy.stages) {
+    sizes.push_back(stage.tensor());
+  }
+  return ShardTensors(graph, strategy.stage_of_op, sizes, strategy.op_sharding);
+}
+
 int PipelineStage::width() const {
   return replicas.empty() || replicas[0].device_of_slot.empty()
              ? 1
@@ -287,15 +350,17 @@ Placement FirstReplicaPlacement(const Strategy& strategy) {
 int StrategyDevices(const Strategy& strategy) {
   int n = 0;
   for (const PipelineStage& s : strategy.stages) {
-    n += s.num_replicas() * s.width();
+    n += s.num_replicas() * s.width() * s.tensor();
   }
   return n;
 }
 
 std::string DescribeStrategy(const Strategy& strategy) {
-  std::vector<int> replicas, widths, recomputing;
-  bool wide = false;
+  std::vector<int> replicas, widths, recomputing, tensors;
+  bool wide = false, tensor = false;
   for (const PipelineStage& s : strategy.stages) {
+    tensors.push_back(s.tensor());
+    tensor |= s.tensor() > 1;
     if (s.recompute != Recompute::kNone) {
       recomputing.push_back(static_cast<int>(replicas.size()));
     }
@@ -319,7 +384,8 @@ std::string DescribeStrategy(const Strategy& strategy) {
       strategy.stages.size(),
       strategy.stages.size() == 1 ? " stage x " : " stages x ", list(replicas),
       " replicas", wide ? absl::StrCat(" of ", list(widths), " devices") : "",
-      ", ", strategy.micro_batches, " micro-batches, ",
+      tensor ? absl::StrCat(" of tensor ", list(tensors)) : "", ", ",
+      strategy.micro_batches, " micro-batches, ",
       ScheduleName(strategy.schedule), ", ", AllreduceName(strategy.allreduce),
       recompute,
       strategy.zero == ZeroStage::kNone

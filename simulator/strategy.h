@@ -41,6 +41,16 @@
 //    round of micro-batches (the n-th of each replica) is reduce-scattered
 //    as its backward makes it, so the replicas of a stage must run as many
 //    micro-batches each. Parameters stay whole (ZeRO-3 is not modelled).
+//  - Tensor parallelism (Megatron-LM; graph/tensor_sharding.h): a stage's
+//    replica may be a group of T devices (Replica::tensor_devices, its
+//    slot-0 device first; one slot, every replica as many) that split the
+//    stage's ops: each op runs as op_sharding says (empty: as ShardTensors
+//    chooses), a split op taking 1/T of its time on each device, every
+//    change of layout a collective of the group in the pass that needs it.
+//    What crosses stages is made whole first. Parameters and activations
+//    split are held 1/T per device; the replicas of a stage allreduce each
+//    device's share of the gradients with the devices of the same rank in
+//    the other replicas.
 //  - The op placement of replica 0 (every op on its slot's device in the
 //    stage's first replica) is a valid op placement: placement files store it
 //    as their assignment so that readers unaware of strategies still read a
@@ -54,6 +64,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "graph/tensor_sharding.h"
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
 #include "simulator/placement.h"
@@ -88,6 +99,9 @@ enum class Recompute {
 // (slot 0 first; one slot unless ops are placed inside the stage).
 struct Replica {
   std::vector<int> device_of_slot;
+  // Tensor parallelism: the replica's group, device_of_slot[0] first
+  // (empty: none).
+  std::vector<int> tensor_devices;
 };
 
 struct PipelineStage {
@@ -99,10 +113,17 @@ struct PipelineStage {
   // A stage of the given replicas, each its devices in slot order.
   static PipelineStage OfReplicas(
       const std::vector<std::vector<int>>& device_of_slot_per_replica);
+  // A stage whose replicas are tensor-parallel groups, each its devices.
+  static PipelineStage OfTensorGroups(
+      const std::vector<std::vector<int>>& devices_per_replica);
 
   int num_replicas() const { return static_cast<int>(replicas.size()); }
   // Devices per replica: replica 0's slots (1 when there are none).
   int width() const;
+  // Devices per tensor-parallel group: replica 0's (1 when none).
+  int tensor() const;
+  // Replica `replica`'s tensor-parallel group, or its slot-0 device alone.
+  std::vector<int> TensorGroup(int replica) const;
   int device(int replica, int slot) const {
     return replicas[replica].device_of_slot[slot];
   }
@@ -122,6 +143,9 @@ struct Strategy {
   AllreduceAlgorithm allreduce = AllreduceAlgorithm::kRing;
   int64_t bucket_bytes = int64_t{25} << 20;  // PyTorch DDP's default
   ZeroStage zero = ZeroStage::kNone;
+  // Per forward op: how its stage's tensor-parallel group runs it; empty:
+  // as ShardTensors chooses (graph/tensor_sharding.h).
+  std::vector<OpSharding> op_sharding;
 };
 
 // Names for files and flags: "gpipe", "1f1b"; "ring", "tree"; "none",
@@ -137,9 +161,17 @@ int ZeroNumber(ZeroStage zero);
 absl::StatusOr<ZeroStage> ZeroFromNumber(int number);
 
 // OK when the strategy keeps the contract above on `cluster`; else
-// InvalidArgument naming the op, parameter, stage or device at fault.
+// InvalidArgument naming the op, parameter, stage or device at fault (for
+// tensor parallelism, ShardTensors' errors).
 absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
                            const Strategy& strategy);
+
+// Whether any stage is tensor parallel.
+bool HasTensorParallelism(const Strategy& strategy);
+// The strategy's ops sharded over their stages' tensor-parallel groups
+// (ShardTensors with the stages as groups and op_sharding as fixed).
+absl::StatusOr<TensorSharding> ShardStrategy(const Graph& graph,
+                                             const Strategy& strategy);
 
 // One task of a stage replica: the stage's forward or backward nodes for
 // one micro-batch.
@@ -165,13 +197,14 @@ std::vector<int> SlotDevices(const PipelineStage& stage, int slot);
 // placement).
 Placement FirstReplicaPlacement(const Strategy& strategy);
 
-// Devices the strategy uses, replicas and slots included.
+// Devices the strategy uses, replicas, slots and tensor groups included.
 int StrategyDevices(const Strategy& strategy);
 
 // "3 stages x (2, 1, 1) replicas, 8 micro-batches, 1f1b, ring"; with op
 // placement inside a stage "1 stage x 4 replicas of 2 devices, ..."; with
 // recomputation "..., ring, recompute" (every stage) or "..., ring,
-// recompute stages 0, 2"; with ZeRO "..., ring, zero-1".
+// recompute stages 0, 2"; with ZeRO "..., ring, zero-1"; with tensor
+// parallelism "1 stage x 2 replicas of tensor 2, ...".
 std::string DescribeStrategy(const Strategy& strategy);
 
 }  // namespace placer

@@ -8,11 +8,21 @@
 namespace placer {
 namespace {
 
-double SecondsOf(const SimulationContext& context,
+// The nodes' time on `device`, each its share (tensor parallelism).
+double SecondsOf(const SimulationContext& context, const StagePlan& plan,
                  const std::vector<int>& nodes, int device) {
   double t = 0;
-  for (int n : nodes) t += context.node_seconds(n, device);
+  for (int n : nodes) {
+    t += context.node_seconds(n, device) * plan.share_of_node[n];
+  }
   return t;
+}
+
+// A tensor-parallel group's collective.
+double GroupSeconds(const SimulationContext& context,
+                    const std::vector<int>& group, const GroupCollective& c) {
+  return CollectiveSeconds(context.costs(), context.cluster(), group, c.bytes,
+                           c.kind);
 }
 
 // How long each pass of replica `k` of stage `s` takes, and each slot's
@@ -29,12 +39,24 @@ struct PassSeconds {
 // Where, from the start of a replica's backward pass, each backward node of
 // the stage ends: when the gradients it makes are final.
 std::vector<double> BackwardOffsets(const SimulationContext& context,
-                                    const StageModel& stage, int device) {
+                                    const StagePlan& plan,
+                                    const StageModel& stage,
+                                    const std::vector<int>& group) {
   std::vector<double> offsets;
   double t = 0;
+  size_t c = 0;
+  const int device = group[0];
   for (size_t i = 0; i < stage.backward.size(); ++i) {
-    t += context.node_seconds(stage.backward[i], device);
-    for (int x : stage.adds[i]) t += context.partial_add_seconds(x, device);
+    const double share = plan.share_of_node[stage.backward[i]];
+    t += context.node_seconds(stage.backward[i], device) * share;
+    for (int x : stage.adds[i]) {
+      t += context.partial_add_seconds(x, device) * share;
+    }
+    for (; c < stage.backward_collectives.size() &&
+           stage.backward_collectives[c].first <= static_cast<int>(i);
+         ++c) {
+      t += GroupSeconds(context, group, stage.backward_collectives[c].second);
+    }
     offsets.push_back(t);
   }
   return offsets;
@@ -64,18 +86,29 @@ LoweredStrategy LowerStrategy(
     const std::vector<int> replicas = strategy.stages[s].FirstDevices();
     for (int k = 0; k < static_cast<int>(replicas.size()); ++k) {
       const int d = replicas[k];
+      const std::vector<int> group = strategy.stages[s].TensorGroup(k);
       double f = 0, b = 0, accumulate = 0;
       if (wide[s].empty()) {
-        f = SecondsOf(context, st.forward, d);
-        b = SecondsOf(context, st.backward, d);
-        for (const std::vector<int>& adds : st.adds) {
-          for (int x : adds) b += context.partial_add_seconds(x, d);
+        f = SecondsOf(context, plan, st.forward, d);
+        b = SecondsOf(context, plan, st.backward, d);
+        for (size_t i = 0; i < st.adds.size(); ++i) {
+          for (int x : st.adds[i]) {
+            b += context.partial_add_seconds(x, d) *
+                 plan.share_of_node[st.backward[i]];
+          }
+        }
+        for (const GroupCollective& c : st.forward_collectives) {
+          f += GroupSeconds(context, group, c);
+        }
+        for (const auto& [after, c] : st.backward_collectives) {
+          b += GroupSeconds(context, group, c);
         }
         // A replica's first backward makes its gradient buffers; every
         // later one adds into them.
         for (int u : st.update) {
           accumulate +=
-              context.costs().AccumulateSeconds(view, u, cluster.device(d));
+              context.costs().AccumulateSeconds(view, u, cluster.device(d)) *
+              plan.share_of_node[u];
         }
       }
       // ZeRO-2 adds the reduce-scattered 1/R of the gradients.
@@ -185,7 +218,8 @@ LoweredStrategy LowerStrategy(
           backwards[k].push_back(lowered.passes_[index].task);
         }
       }
-      offsets[k] = wide[s].empty() ? BackwardOffsets(context, st, replicas[k])
+      offsets[k] = wide[s].empty() ? BackwardOffsets(context, plan, st,
+                                                     stage.TensorGroup(k))
                                    : wide[s][k].backward_end;
     }
     const bool zero = strategy.zero != ZeroStage::kNone && R > 1;
@@ -241,7 +275,7 @@ LoweredStrategy LowerStrategy(
         double seconds = 0;
         for (int u : st.update) {
           if (plan.slot_of_node[u] == slot) {
-            seconds += context.node_seconds(u, ring[k]);
+            seconds += context.node_seconds(u, ring[k]) * plan.share_of_node[u];
           }
         }
         if (zero) seconds /= R;  // its shard

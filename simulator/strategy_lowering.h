@@ -26,6 +26,14 @@
 //    edge at that point of the pass).
 //  - Updates: one per (stage, slot, replica) on the slot's device, after
 //    the replica's last backward and the slot's last bucket.
+//  - Tensor parallelism: a pass of a tensor-parallel stage takes its
+//    nodes' share of their time (StagePlan::share_of_node) plus its group's
+//    collectives (the cost model's, over the replica's group), each
+//    backward one counted from the backward node it follows for the
+//    buckets' starts; the task stands for every device of the group. Updates
+//    and accumulations take their share; buckets carry each device's share
+//    of the gradients, reduced on the replicas' first devices (the other
+//    ranks' rings, in parallel, as long).
 //  - ZeRO (Strategy::zero): buckets are reduce-scattered (ZeRO-2: those of
 //    every round of micro-batches, the n-th backward of each replica,
 //    each replica's later backwards adding 1/R of the gradients into its

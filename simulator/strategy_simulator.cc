@@ -117,9 +117,12 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
         --in_flight;
       }
       if (pass.slot_busy.empty()) {
-        step.busy_seconds[d] += lowered.graph().seconds(pass.task);
+        double busy = lowered.graph().seconds(pass.task);
         if (pass.recompute_task >= 0) {
-          step.busy_seconds[d] += lowered.graph().seconds(pass.recompute_task);
+          busy += lowered.graph().seconds(pass.recompute_task);
+        }
+        for (int g : strategy.stages[pass.stage].TensorGroup(pass.replica)) {
+          step.busy_seconds[g] += busy;
         }
       } else {
         for (size_t slot = 0; slot < pass.slot_busy.size(); ++slot) {
@@ -127,6 +130,27 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
               pass.replica, static_cast<int>(slot))] += pass.slot_busy[slot];
         }
       }
+    }
+  }
+  // Tensor-parallel collectives: every pass's (a rerun's forward ones
+  // again), on its replica's group.
+  for (const PassTask& pass : lowered.passes()) {
+    const StageModel& st = plan.stages[pass.stage];
+    if (st.tensor < 2) continue;
+    const std::vector<int> group =
+        strategy.stages[pass.stage].TensorGroup(pass.replica);
+    auto add = [&](const GroupCollective& c) {
+      step.bytes_moved += CollectiveWireBytes(c.kind, st.tensor, c.bytes);
+      step.transfers_count += CollectiveMessages(c.kind, st.tensor);
+      out.tensor_seconds +=
+          CollectiveSeconds(context.costs(), cluster, group, c.bytes, c.kind);
+    };
+    const int runs = pass.backward ? (pass.recompute_task >= 0 ? 1 : 0) : 1;
+    for (int r = 0; r < runs; ++r) {
+      for (const GroupCollective& c : st.forward_collectives) add(c);
+    }
+    if (pass.backward) {
+      for (const auto& [after, c] : st.backward_collectives) add(c);
     }
   }
   for (const TransferTask& transfer : lowered.transfers()) {
@@ -159,16 +183,15 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
                              ran.end_seconds[bucket.task], bucket.collective});
     }
     out.allreduce_seconds += lowered.graph().seconds(bucket.task);
-    if (bucket.collective == Collective::kAllreduce) {
-      step.bytes_moved += 2 * static_cast<int64_t>(replicas - 1) * bucket.bytes;
-      step.transfers_count += strategy.allreduce == AllreduceAlgorithm::kRing
-                                  ? 2 * (replicas - 1) * replicas
-                                  : 2 * (replicas - 1);
-    } else {
-      // A ring's p - 1 steps, each of p messages.
-      step.bytes_moved += static_cast<int64_t>(replicas - 1) * bucket.bytes;
-      step.transfers_count += (replicas - 1) * replicas;
-    }
+    // Every rank of the replicas' tensor-parallel groups reduces its share.
+    const int ranks = strategy.stages[bucket.stage].tensor();
+    step.bytes_moved +=
+        ranks * CollectiveWireBytes(bucket.collective, replicas, bucket.bytes);
+    step.transfers_count +=
+        ranks * (bucket.collective == Collective::kAllreduce &&
+                         strategy.allreduce == AllreduceAlgorithm::kTree
+                     ? 2 * (replicas - 1)
+                     : CollectiveMessages(bucket.collective, replicas));
   }
 
   // Updates; memory per device.
@@ -178,7 +201,11 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     const PipelineStage& stage = strategy.stages[update.stage];
     const int d = update.device, slot = update.slot, k = update.replica;
     const int R = stage.num_replicas();
-    step.busy_seconds[d] += lowered.graph().seconds(update.task);
+    const std::vector<int> group =
+        slot == 0 ? stage.TensorGroup(k) : std::vector<int>{d};
+    for (int g : group) {
+      step.busy_seconds[g] += lowered.graph().seconds(update.task);
+    }
     if (options.record_schedule) {
       out.tasks.push_back({update.stage, -1, d, false,
                            ran.start_seconds[update.task],
@@ -205,16 +232,22 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
         std::max<int64_t>(0, st.one_batch_peak_bytes[slot] - whole - kept);
     // A replica's devices run the same tasks: as many in flight.
     const int in_flight_here = out.most_in_flight[stage.device(k, 0)];
-    out.most_in_flight[d] = in_flight_here;
-    step.peak_memory_bytes[d] =
-        resident + (runs > 1 ? gradients : 0) + in_flight_here * kept + rest;
-    step.oom |= step.peak_memory_bytes[d] > cluster.device(d).memory_bytes;
+    // A tensor-parallel group's devices hold as much each.
+    for (int g : group) {
+      out.most_in_flight[g] = in_flight_here;
+      step.peak_memory_bytes[g] =
+          resident + (runs > 1 ? gradients : 0) + in_flight_here * kept + rest;
+      step.oom |= step.peak_memory_bytes[g] > cluster.device(g).memory_bytes;
+    }
   }
   if (options.record_schedule) {
     for (const PassTask& pass : lowered.passes()) {
       const PipelineStage& stage = strategy.stages[pass.stage];
-      for (int slot = 0; slot < stage.width(); ++slot) {
-        const int d = stage.device(pass.replica, slot);
+      std::vector<int> devices = stage.TensorGroup(pass.replica);
+      for (int slot = 1; slot < stage.width(); ++slot) {
+        devices.push_back(stage.device(pass.replica, slot));
+      }
+      for (int d : devices) {
         if (pass.recompute_task >= 0) {
           out.tasks.push_back({pass.stage, pass.micro_batch, d, false,
                                ran.start_seconds[pass.recompute_task],

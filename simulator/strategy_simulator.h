@@ -63,10 +63,15 @@
 //    (ceiling); ZeRO-2 also 1/R of the gradient buffer it accumulates
 //    into. Updates take 1/R of their time; reduce-scatters replace the
 //    allreduces and an all-gather of the parameters follows the updates.
+//  - Tensor parallelism (strategy_lowering.h): a pass's task stands for
+//    every device of its replica's group: busy, in flight and memory alike
+//    (StagePlan's per-device shares).
 //  - bytes_moved: the transfers' bytes plus 2(p-1) x bytes per allreduced
 //    bucket (what ring and tree both put on the wire), (p-1) x bytes per
-//    reduce-scattered bucket and per all-gather. allreduce_seconds sums
-//    every collective.
+//    reduce-scattered bucket and per all-gather (times the tensor-parallel
+//    ranks, each reducing its share), plus every tensor-parallel
+//    collective's (CollectiveWireBytes). allreduce_seconds sums the
+//    data-parallel collectives, tensor_seconds the tensor-parallel ones.
 #ifndef PLACER_SIMULATOR_STRATEGY_SIMULATOR_H_
 #define PLACER_SIMULATOR_STRATEGY_SIMULATOR_H_
 
@@ -112,6 +117,8 @@ struct StrategySimulation {
   // what compares strategies with each other and with op placements.
   double seconds_per_batch = 0;
   double allreduce_seconds = 0;  // summed over stages and buckets
+  // Tensor parallelism: the groups' collectives, summed over passes.
+  double tensor_seconds = 0;
   std::vector<int> most_in_flight;  // per device
   // With record_schedule: tasks, buckets, and in step.transfers the
   // transfers between stages (value and gradient_sum -1).

@@ -24,53 +24,10 @@
 #include "simulator/simulator.h"
 #include "simulator/strategy.h"
 #include "tests/graph/test_models.h"
+#include "tests/simulator/constant_costs.h"
 
 namespace placer {
 namespace {
-
-// Forward nodes `forward` s, backward nodes `backward` s, updates
-// `update` s; transfers latency + bytes / bandwidth.
-class ConstantCosts : public CostModel {
- public:
-  ConstantCosts(double forward, double backward, double update,
-                double latency, double bandwidth)
-      : forward_(forward),
-        backward_(backward),
-        update_(update),
-        latency_(latency),
-        bandwidth_(bandwidth) {}
-  double NodeSeconds(const TrainingView& view, int node,
-                     const Device&) const override {
-    switch (view.node(node).kind) {
-      case NodeKind::kForward: return forward_;
-      case NodeKind::kBackward: return backward_;
-      case NodeKind::kUpdate: return update_;
-    }
-    return 0;
-  }
-  double TransferSeconds(int64_t bytes, const Cluster&, int,
-                         int) const override {
-    return latency_ + static_cast<double>(bytes) / bandwidth_;
-  }
-  bool IsGuess(const TrainingView&, int) const override { return false; }
-  double AccumulateSeconds(const TrainingView&, int,
-                           const Device&) const override {
-    return accumulate_;
-  }
-  // Per parameter and micro-batch after a replica's first; 0 by default.
-  void set_accumulate(double seconds) { accumulate_ = seconds; }
-  double PartialAddSeconds(const TrainingView&, int,
-                           const Device&) const override {
-    return partial_add_;
-  }
-  // Per partial added into a buffer its device holds; 0 by default.
-  void set_partial_add(double seconds) { partial_add_ = seconds; }
-
- private:
-  double forward_, backward_, update_, latency_, bandwidth_;
-  double accumulate_ = 0;
-  double partial_add_ = 0;
-};
 
 Graph Chain() {
   onnx::ModelProto m = testing::EmptyModel();
