@@ -20,15 +20,17 @@ Usage:
       placement file; --compare runs every policy and prints a table of
       simulated step time, speedup over single, ratio to the lower bound,
       peak memory, bytes moved and placement time.
-      --parallelism pipeline|data|hybrid|auto also searches strategies:
-      pipeline stages over micro-batches (GPipe/1F1B), data-parallel
-      replicas with ring/tree allreduce, replicas of an op placement by
-      --policy over several devices (hybrid), and stages with replicas
-      (auto), --micro-batches M per step (default one per device); it
+      --parallelism pipeline|data|hybrid|tensor|auto also searches
+      strategies: pipeline stages over micro-batches (GPipe/1F1B),
+      data-parallel replicas with ring/tree allreduce, replicas of an op
+      placement by --policy over several devices (hybrid), replicas that
+      are tensor-parallel groups splitting ops (tensor; --tensor T fixes
+      the group size), and stages with replicas (auto), --micro-batches M
+      per step (default one per device), --recompute and --zero; it
       prints one device, the op placement, the best data-parallel,
-      pipeline and hybrid strategies and auto's choice, each per graph
-      batch (the graph's batch is one micro-batch), and writes the fastest
-      per batch (-o: its op placement plus a "strategy" object).
+      pipeline, hybrid and tensor strategies and auto's choice, each per
+      graph batch (the graph's batch is one micro-batch), and writes the
+      fastest per batch (-o: its op placement plus a "strategy" object).
   placer train MODEL... --cluster C[,C2...] [--budget 10s] [--seed N]
       [--checkpoint DIR [--resume]] [--samples N] [--warm-start]
       [--curve F.csv] [-o P.json] [--reward simulated|measured]

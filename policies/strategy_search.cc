@@ -280,6 +280,8 @@ std::string ParallelismName(Parallelism parallelism) {
     case Parallelism::kPipeline: return "pipeline";
     case Parallelism::kData: return "data";
     case Parallelism::kHybrid: return "hybrid";
+    case Parallelism::kTensor:
+      return "tensor";
     case Parallelism::kAuto: return "auto";
   }
   return "?";
@@ -288,12 +290,12 @@ std::string ParallelismName(Parallelism parallelism) {
 absl::StatusOr<Parallelism> ParseParallelism(const std::string& name) {
   for (Parallelism p :
        {Parallelism::kAuto, Parallelism::kModel, Parallelism::kPipeline,
-        Parallelism::kData, Parallelism::kHybrid}) {
+        Parallelism::kData, Parallelism::kHybrid, Parallelism::kTensor}) {
     if (ParallelismName(p) == name) return p;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown parallelism '", name,
-                   "'; known: auto, model, pipeline, data, hybrid"));
+                   "'; known: auto, model, pipeline, data, hybrid, tensor"));
 }
 
 const std::vector<int>* InsidePlacements::Find(const std::string& policy,
@@ -375,7 +377,22 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
         "data parallelism over ", P, " devices needs at least ", P,
         " micro-batches per step; asked for ", micro_batches));
   }
-  const std::vector<int> counts = {micro_batches};
+  // Tensor-parallel group sizes (contract).
+  std::vector<int> tensors = {1};
+  if (search.tensor > 0) {
+    if (P % search.tensor != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor-parallel groups of ", search.tensor, " do not divide the ", P,
+          " identical devices of cluster '", input.cluster.name(), "'"));
+    }
+    tensors = {search.tensor};
+  } else if (search.parallelism == Parallelism::kTensor ||
+             search.parallelism == Parallelism::kAuto) {
+    if (search.parallelism == Parallelism::kTensor) tensors.clear();
+    for (int t = 2; t <= P; t *= 2) {
+      if (P % t == 0) tensors.push_back(t);
+    }
+  }
 
   StrategyChoice best;
   bool found = false;
@@ -456,17 +473,39 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
     if (any) simulate(s, nullptr);
   };
   auto stop = [&] { return clock.Expired(); };
-  // Each partition with each schedule (when it has stages to pipeline)
-  // and allreduce (when it has replicas), 1F1B and ring first.
-  for (int m : counts) {
+  // Each tensor-parallel group size; each partition (over the groups, a
+  // group acting as one device) with each schedule (when it has stages to
+  // pipeline) and allreduce (when it has replicas), 1F1B and ring first.
+  std::vector<int> pool_position(input.cluster.num_devices(), -1);
+  for (int i = 0; i < P; ++i) pool_position[pool[i]] = i;
+  for (int t : tensors) {
     if (stop() || search.parallelism == Parallelism::kHybrid) break;
-    for (const Partition& part :
-         Partitions(input, chunks, pool, m, search.parallelism)) {
+    std::vector<int> groups;
+    for (int i = 0; i + t <= P; i += t) groups.push_back(pool[i]);
+    const Parallelism mode = search.parallelism == Parallelism::kTensor
+                                 ? Parallelism::kAuto
+                                 : search.parallelism;
+    std::vector<Partition> parts;
+    if (groups.size() >= 2) {
+      parts = Partitions(input, chunks, groups, micro_batches, mode);
+    } else {
+      parts.push_back({{0, chunks.size()}, {1}});  // one group
+    }
+    for (const Partition& part : parts) {
       if (stop()) break;
       const int most =
           *std::max_element(part.replicas.begin(), part.replicas.end());
-      if (most > m) continue;
-      const Strategy shape = ToStrategy(input.view, chunks, pool, part, m);
+      if (most > micro_batches) continue;
+      const int m = micro_batches;
+      Strategy shape = ToStrategy(input.view, chunks, groups, part, m);
+      for (PipelineStage& stage : shape.stages) {
+        for (Replica& replica : stage.replicas) {
+          if (t < 2) break;
+          const int base = pool_position[replica.device_of_slot[0]];
+          replica.tensor_devices.assign(pool.begin() + base,
+                                        pool.begin() + base + t);
+        }
+      }
       for (PipelineSchedule schedule :
            {PipelineSchedule::k1F1B, PipelineSchedule::kGPipe}) {
         if (schedule == PipelineSchedule::kGPipe && shape.stages.size() < 2) {
@@ -489,8 +528,6 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
                     (search.parallelism == Parallelism::kAuto &&
                      !search.inside_policy.empty());
   const int widths = std::max(0, P / 2 - 1);
-  std::vector<int> pool_position(input.cluster.num_devices(), -1);
-  for (int i = 0; i < P; ++i) pool_position[pool[i]] = i;
   for (int w = 2; wide && w <= P / 2 && !stop(); ++w) {
     const int replicas = P / w;
     if (replicas > micro_batches) continue;

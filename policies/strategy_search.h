@@ -37,6 +37,15 @@
 //    With inside_placements, a width's placement kept there (an earlier
 //    search's, same policy) is taken as it is, without placing or
 //    retrying, and the placements this search makes are kept there.
+//  - Tensor parallelism (simulator/strategy.h; kTensor and kAuto, or
+//    `tensor` fixed): for each group size t (1 first in auto; then every
+//    power of two up to P that divides P), the pool's consecutive groups
+//    of t devices act as one device each for the dynamic program (a
+//    single group: one stage, one replica), and every replica of its
+//    partitions is a tensor-parallel group, its ops sharded as
+//    ShardTensors chooses. kTensor takes only t >= 2; pipeline, data and
+//    hybrid only t = 1 unless `tensor` is fixed. Wide candidates are not
+//    tensor parallel.
 //  - Memory savers, tried on a candidate over a device's limit only (they
 //    add time or collectives; a candidate that fits is never tried with
 //    them), until one fits: ZeRO-1, then ZeRO-2 (StrategySearchOptions::
@@ -77,6 +86,7 @@ enum class Parallelism {
   kPipeline,  // two or more stages, one replica each
   kData,      // one stage, every device a replica
   kHybrid,    // one stage: replicas of an op placement over devices
+  kTensor,    // every replica a tensor-parallel group (any stages)
   kAuto,      // any of the above, and stages with replicas
 };
 
@@ -88,7 +98,7 @@ enum class StageRecompute {
 };
 
 std::string ParallelismName(Parallelism parallelism);
-// "auto", "model", "pipeline", "data", "hybrid".
+// "auto", "model", "pipeline", "data", "hybrid", "tensor".
 absl::StatusOr<Parallelism> ParseParallelism(const std::string& name);
 // "auto", "none", "full".
 absl::StatusOr<StageRecompute> ParseStageRecompute(const std::string& name);
@@ -123,6 +133,9 @@ struct StrategySearchOptions {
   StageRecompute recompute = StageRecompute::kAuto;
   // ZeRO for every candidate; unset: as above.
   std::optional<ZeroStage> zero;
+  // Devices per tensor-parallel group for every candidate (dividing the
+  // pool); 0: as the parallelism says (contract).
+  int tensor = 0;
 };
 
 struct StrategyChoice {

@@ -10,8 +10,8 @@ budget="${BUDGET:-60}"
 # The op placement policy stops at this many simulations (or the budget):
 # its column does not depend on machine speed.
 evaluations="${EVALUATIONS:-300}"
-echo "| model | cluster | micro-batches | one device s/batch | op placement (best) | data parallel | pipeline | hybrid | auto | auto's strategy |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"
+echo "| model | cluster | micro-batches | one device s/batch | op placement (best) | data parallel | pipeline | hybrid | tensor | auto | auto's strategy |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 for cluster in $clusters; do
   devices=$("$placer" place zoo:chain --noweights --cluster "$cluster" \
       --parallelism data --json 2>/dev/null |
@@ -34,11 +34,12 @@ def cell(name):
         return "failed"
     return "%.4f (%.2fx)" % (x["seconds_per_batch"], one / x["seconds_per_batch"])
 op = [k for k in rows
-      if k not in ("single", "data", "pipeline", "hybrid", "auto")][0]
+      if k not in ("single", "data", "pipeline", "hybrid", "tensor", "auto")][0]
 chosen = rows[r["chosen"]]
-print("| %s | %s | %s | %.4f | %s | %s | %s | %s | %s | %s: %s |" % (
+print("| %s | %s | %s | %.4f | %s | %s | %s | %s | %s | %s | %s: %s |" % (
     model, cluster, mb, one, cell(op), cell("data"), cell("pipeline"),
-    cell("hybrid"), cell("auto"), r["chosen"], chosen["strategy"]))
+    cell("hybrid"), cell("tensor"), cell("auto"), r["chosen"],
+    chosen["strategy"]))
 ' "$model" "$cluster" "$mb"
     done
   done

@@ -108,9 +108,10 @@ ABSL_FLAG(bool, compare, false, "place: run and compare every policy.");
 ABSL_FLAG(std::string, parallelism, "model",
           "place: model (op placement only), pipeline (stages over "
           "micro-batches), data (replicas with allreduce), hybrid (replicas "
-          "of an op placement by --policy over several devices) or auto "
-          "(the fastest per graph batch of op placement, data, pipeline, "
-          "hybrid and stages with replicas).");
+          "of an op placement by --policy over several devices), tensor "
+          "(replicas that are tensor-parallel groups, ops split across "
+          "them) or auto (the fastest per graph batch of op placement, "
+          "data, pipeline, hybrid, tensor and stages with replicas).");
 ABSL_FLAG(int32_t, micro_batches, 0,
           "place --parallelism: micro-batches per step, the same for every "
           "row compared (a step's global batch is that many times the "
@@ -126,6 +127,10 @@ ABSL_FLAG(std::string, zero, "auto",
           "replicas: 0 (each holds everything), 1 (the optimizer state "
           "sharded), 2 (and the gradients), or auto (1, then 2, for a "
           "candidate whose devices would be over their memory otherwise).");
+ABSL_FLAG(std::string, tensor, "auto",
+          "place --parallelism: devices per tensor-parallel group for every "
+          "candidate (dividing the identical devices), or auto (tensor and "
+          "auto try every power of two; the others none).");
 ABSL_FLAG(int32_t, steps, 10,
           "run, calibrate: measured training steps (after --warmup).");
 ABSL_FLAG(std::string, profile_out, "",
@@ -300,7 +305,7 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                         costs,
                         {"cluster", "compare", "o", "checkpoint", "json",
                          "parallelism", "micro_batches", "recompute", "zero",
-                         "optimizer", "precision"}})},
+                         "tensor", "optimizer", "precision"}})},
         {"bench", join({model,
                         policy,
                         {"models", "clusters", "policies", "out_dir", "json",

@@ -1,5 +1,6 @@
 // placer place MODEL --cluster C [--policy P | --compare]
-//     [--parallelism model|pipeline|data|hybrid|auto] [-o P.json]
+//     [--parallelism model|pipeline|data|hybrid|tensor|auto]
+//     [--micro-batches M] [--recompute R] [--zero Z] [--tensor T] [-o P.json]
 #include <unistd.h>
 
 #include <fstream>
@@ -93,8 +94,8 @@ std::string Json(const std::vector<PolicyRun>& rows, double single_seconds,
   return ReportJson(s);
 }
 
-// --parallelism pipeline|data|hybrid|auto: one row per candidate, compared per
-// graph batch (the graph's batch is one micro-batch).
+// --parallelism pipeline|data|hybrid|tensor|auto: one row per candidate,
+// compared per graph batch (the graph's batch is one micro-batch).
 struct StrategyRow {
   std::string name;  // single, the op policy, data, pipeline, auto
   absl::Status status;
@@ -150,13 +151,15 @@ StrategyRow OneDevice(const PolicyInput& input, int micro_batches) {
 StrategyRow FromSearch(Parallelism mode, const PolicyInput& input,
                        const PolicyOptions& options, int micro_batches,
                        StageRecompute recompute, std::optional<ZeroStage> zero,
-                       const std::string& policy, InsidePlacements* inside) {
+                       int tensor, const std::string& policy,
+                       InsidePlacements* inside) {
   StrategyRow row;
   row.name = ParallelismName(mode);
   StrategySearchOptions search;
   search.parallelism = mode;
   search.recompute = recompute;
   search.zero = zero;
+  search.tensor = tensor;
   search.micro_batches = micro_batches;
   search.inside_policy = policy;
   search.inside_placements = inside;
@@ -244,6 +247,7 @@ struct PlaceFlags {
   int micro_batches = 0;    // 0: one per device
   std::string recompute;    // "auto", "none", "full"
   std::string zero;         // "auto", "0", "1", "2"
+  std::string tensor;       // "auto" or devices per group
   bool compare = false;
   bool json = false;
   std::string out_path;     // -o; empty: no file
@@ -259,6 +263,7 @@ PlaceFlags ReadPlaceFlags() {
   f.micro_batches = absl::GetFlag(FLAGS_micro_batches);
   f.recompute = absl::GetFlag(FLAGS_recompute);
   f.zero = absl::GetFlag(FLAGS_zero);
+  f.tensor = absl::GetFlag(FLAGS_tensor);
   f.compare = absl::GetFlag(FLAGS_compare);
   f.json = absl::GetFlag(FLAGS_json);
   f.out_path = absl::GetFlag(FLAGS_o);
@@ -299,6 +304,17 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
       return UsageError(absl::StrCat("--zero: ", z.status().message()));
     zero = *z;
   }
+  int tensor = 0;
+  if (flags.tensor != "auto" &&
+      (!absl::SimpleAtoi(flags.tensor, &tensor) || tensor < 1)) {
+    return UsageError(absl::StrCat("--tensor: '", flags.tensor,
+                                   "' is neither auto nor a device count"));
+  }
+  if (tensor > 0 && pool.size() % tensor != 0) {
+    return UsageError(absl::StrCat(
+        "--tensor: groups of ", tensor, " do not divide the ", pool.size(),
+        " identical devices of cluster '", cluster.name(), "'"));
+  }
   std::vector<StrategyRow> rows;
   rows.push_back(OneDevice(input, micro_batches));
   // The hybrid row's op placements inside replicas, reused by auto's.
@@ -306,16 +322,17 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
   if (mode == Parallelism::kAuto) {
     rows.push_back(
         FromPolicy(op_policy(), input.simulation, micro_batches));
-    for (Parallelism m : {Parallelism::kData, Parallelism::kPipeline,
-                          Parallelism::kHybrid, Parallelism::kAuto}) {
+    for (Parallelism m :
+         {Parallelism::kData, Parallelism::kPipeline, Parallelism::kHybrid,
+          Parallelism::kTensor, Parallelism::kAuto}) {
       if (m == Parallelism::kHybrid && pool.size() < 4) continue;
       if (StopOnSignal::requested()) break;
       rows.push_back(FromSearch(m, input, options, micro_batches, recompute,
-                                zero, policy, &inside));
+                                zero, tensor, policy, &inside));
     }
   } else {
     rows.push_back(FromSearch(mode, input, options, micro_batches, recompute,
-                              zero, policy, &inside));
+                              zero, tensor, policy, &inside));
   }
   // The fastest per batch; ties: the earlier row (the simpler strategy).
   const StrategyRow* chosen = nullptr;

@@ -23,6 +23,7 @@
 namespace {
 
 using ::placer::test::Json;
+using ::placer::test::JsonLine;
 using ::placer::test::Number;
 using ::placer::test::RunCommand;
 using ::placer::test::RunPlacer;
@@ -945,9 +946,7 @@ TEST(CliTest, PlaceAStrategyThenSimulateIt) {
   ASSERT_EQ(place.exit_code, 0) << place.out;
   // The report (stdout) and "wrote FILE" (stderr) are on lines of their
   // own.
-  const size_t open = place.out.find('{');
-  google::protobuf::Struct report =
-      Json(place.out.substr(open, place.out.find('\n', open) - open));
+  google::protobuf::Struct report = JsonLine(place.out);
   EXPECT_EQ(report.fields().at("chosen").string_value(), "data");
   const auto& rows = report.fields().at("results").list_value().values();
   ASSERT_EQ(rows.size(), 2);
@@ -1005,7 +1004,7 @@ TEST(CliTest, PlaceAStrategyThenSimulateIt) {
   EXPECT_EQ(Number(Json(ranks.out.substr(ranks.out.find('{'))), "ranks"), 2);
 
   RunResult unknown = RunPlacer(
-      "place zoo:chain --noweights --cluster cpu2 --parallelism tensor");
+      "place zoo:chain --noweights --cluster cpu2 --parallelism expert");
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_THAT(unknown.out, HasSubstr("known: auto, model, pipeline, data"));
 }
@@ -1019,9 +1018,7 @@ TEST(CliTest, RecomputationAndZeroFromPlaceToRun) {
       "place zoo:chain --noweights --cluster cpu2 --parallelism data "
       "--zero 1 --recompute full --json -o " + file);
   ASSERT_EQ(place.exit_code, 0) << place.out;
-  const size_t open = place.out.find('{');
-  google::protobuf::Struct report =
-      Json(place.out.substr(open, place.out.find('\n', open) - open));
+  google::protobuf::Struct report = JsonLine(place.out);
   const google::protobuf::Struct& data =
       report.fields().at("results").list_value().values(1).struct_value();
   EXPECT_EQ(data.fields().at("strategy").string_value(),
@@ -1046,6 +1043,46 @@ TEST(CliTest, RecomputationAndZeroFromPlaceToRun) {
                                 "--steps 1 --placement " + file + ".2");
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_THAT(refused.out, HasSubstr("ZeRO-2"));
+}
+
+TEST(CliTest, TensorParallelismFromPlaceToSimulate) {
+  // The chain's MatMuls split over both CPUs: the file names the group and
+  // each op's sharding, simulate reads them back (the same step), run
+  // refuses it by name; a group that does not divide the devices is a
+  // usage error.
+  const std::string file = TmpFile("tensor.json");
+  RunResult place = RunPlacer(
+      "place zoo:chain --noweights --cluster cpu2 --parallelism tensor "
+      "--json -o " +
+      file);
+  ASSERT_EQ(place.exit_code, 0) << place.out;
+  google::protobuf::Struct report = JsonLine(place.out);
+  const google::protobuf::Struct& tensor =
+      report.fields().at("results").list_value().values(1).struct_value();
+  EXPECT_EQ(tensor.fields().at("strategy").string_value(),
+            "1 stage x 1 replicas of tensor 2, 2 micro-batches, 1f1b, ring");
+  RunResult cat = RunCommand("cat " + file);
+  EXPECT_THAT(cat.out, HasSubstr("\"tensor_devices\""));
+  EXPECT_THAT(cat.out, HasSubstr("\"contracted\""));
+  EXPECT_THAT(cat.out, HasSubstr("\"out:1\""));
+  RunResult sim = RunPlacer(
+      "simulate zoo:chain --noweights --cluster cpu2 "
+      "--json --placement " +
+      file);
+  ASSERT_EQ(sim.exit_code, 0) << sim.out;
+  EXPECT_EQ(Number(Json(sim.out), "step_seconds"),
+            Number(tensor, "step_seconds"));
+  RunResult refused = RunPlacer(
+      "run zoo:chain --noweights --cluster cpu2 "
+      "--steps 1 --placement " +
+      file);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.out, HasSubstr("tensor parallelism"));
+  RunResult three = RunPlacer(
+      "place zoo:chain --noweights --cluster cpu2 --parallelism auto "
+      "--tensor 3");
+  EXPECT_EQ(three.exit_code, 2);
+  EXPECT_THAT(three.out, HasSubstr("--tensor: groups of 3"));
 }
 
 }  // namespace

@@ -49,6 +49,15 @@ inline google::protobuf::Struct Json(const std::string& text) {
   return s;
 }
 
+// The JSON report on a line of its own in `out` (place --json prints its
+// progress and "wrote FILE" around it).
+inline google::protobuf::Struct JsonLine(const std::string& out) {
+  const size_t open = out.find('{');
+  return Json(open == std::string::npos
+                  ? ""
+                  : out.substr(open, out.find('\n', open) - open));
+}
+
 inline double Number(const google::protobuf::Struct& s,
                      const std::string& key) {
   auto it = s.fields().find(key);

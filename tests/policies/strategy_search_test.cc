@@ -66,10 +66,11 @@ struct Scenario {
       Parallelism mode, int micro_batches, PolicyOptions options = {},
       const std::string& inside = "", InsidePlacements* kept = nullptr,
       StageRecompute recompute = StageRecompute::kAuto,
-      std::optional<ZeroStage> zero = {}) {
+      std::optional<ZeroStage> zero = {}, int tensor = 0) {
     StrategySearchOptions search;
     search.recompute = recompute;
     search.zero = zero;
+    search.tensor = tensor;
     search.parallelism = mode;
     search.micro_batches = micro_batches;
     search.inside_policy = inside;
@@ -218,7 +219,8 @@ TEST(StrategySearchTest, WhereNothingElseFitsReplicasOfAnOpPlacementDo) {
   // limited to 240 MiB: one device and data parallelism cannot hold the
   // weights, nor can a pipeline's stage of seven; two replicas of an op
   // placement over two devices (each holding about half the weights, plus
-  // a gradient buffer for its two micro-batches) fit.
+  // a gradient buffer for its two micro-batches) fit, as do tensor-parallel
+  // groups (each device a share of every weight).
   Scenario s(Chain(64, 2048, /*biased=*/true), "p100x4");
   PolicyOptions options;
   options.budget_seconds = 5;
@@ -239,9 +241,11 @@ TEST(StrategySearchTest, WhereNothingElseFitsReplicasOfAnOpPlacementDo) {
   for (int slot : h->strategy.slot_of_op) ++ops_on[slot];
   EXPECT_GT(ops_on[0], 0);
   EXPECT_GT(ops_on[1], 0);
-  // auto sees the hybrid, and pipelines whose stages span two devices.
+  // auto without tensor parallelism sees the hybrid, and pipelines whose
+  // stages span two devices.
   absl::StatusOr<StrategyChoice> a =
-      s.Search(Parallelism::kAuto, 4, options, "best");
+      s.Search(Parallelism::kAuto, 4, options, "best", nullptr,
+               StageRecompute::kAuto, std::nullopt, /*tensor=*/1);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_LE(a->simulation.seconds_per_batch, h->simulation.seconds_per_batch);
   int widest = 1;
@@ -254,11 +258,19 @@ TEST(StrategySearchTest, WhereNothingElseFitsReplicasOfAnOpPlacementDo) {
       EXPECT_LE(peak, int64_t{240} << 20) << DescribeStrategy(c->strategy);
     }
   }
-  // Without a policy for the inside, auto finds nothing that fits, and
-  // hybrid is refused.
-  EXPECT_FALSE(s.Search(Parallelism::kAuto, 4, options).ok());
+  // Without a policy for the inside, auto without tensor parallelism
+  // finds nothing that fits, and hybrid is refused.
+  EXPECT_FALSE(s.Search(Parallelism::kAuto, 4, options, "", nullptr,
+                        StageRecompute::kAuto, std::nullopt, 1)
+                   .ok());
   EXPECT_EQ(s.Search(Parallelism::kHybrid, 4, options).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // With it, auto splits the MatMuls over tensor-parallel groups instead,
+  // faster than the hybrid.
+  absl::StatusOr<StrategyChoice> t = s.Search(Parallelism::kAuto, 4, options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_GE(t->strategy.stages[0].tensor(), 2) << DescribeStrategy(t->strategy);
+  EXPECT_LT(t->simulation.seconds_per_batch, a->simulation.seconds_per_batch);
 }
 
 // Eight MatMuls of [16384, 256] activations (16 MiB each) and small
@@ -324,6 +336,45 @@ TEST(StrategySearchTest, ZeroFitsDataParallelismWhoseOptimizerStateDoesNot) {
     EXPECT_LE(peak, limit);
     EXPECT_GT(peak, int64_t{320} << 20);  // P + state / 4 + P at least
   }
+}
+
+// Eight 16 MiB weights with Adam: data parallelism holds 512 MiB per
+// device (256 with ZeRO-2's shards), tensor parallelism over the four
+// devices a quarter of each weight. Under 200 MiB only the latter fits of
+// the two; tensor's search finds it, the chain's MatMuls alternating
+// columns and rows.
+TEST(StrategySearchTest, TensorParallelismFitsWhatDataParallelismCannot) {
+  Scenario s(Chain(8, 2048), "p100x4", Optimizer::kAdam);
+  PolicyOptions options;
+  const int64_t limit = int64_t{200} << 20;
+  options.memory_limit_bytes.assign(4, limit);
+  absl::StatusOr<StrategyChoice> data = s.Search(
+      Parallelism::kData, 4, options, "", nullptr, StageRecompute::kNone);
+  EXPECT_EQ(data.status().code(), absl::StatusCode::kResourceExhausted)
+      << data.status();
+  absl::StatusOr<StrategyChoice> tensor = s.Search(
+      Parallelism::kTensor, 4, options, "", nullptr, StageRecompute::kNone);
+  ASSERT_TRUE(tensor.ok()) << tensor.status();
+  const Strategy& t = tensor->strategy;
+  EXPECT_GE(t.stages[0].tensor(), 2) << DescribeStrategy(t);
+  for (int64_t peak : tensor->simulation.step.peak_memory_bytes) {
+    EXPECT_LE(peak, limit);
+  }
+  absl::StatusOr<TensorSharding> sharding = ShardStrategy(s.graph, t);
+  ASSERT_TRUE(sharding.ok()) << sharding.status();
+  for (int i = 0; i < 8; ++i) {
+    const int op = s.graph.FindOp("m" + std::to_string(i));
+    EXPECT_EQ(OpShardingName(sharding->op[op]),
+              i % 2 == 0 ? "out:1" : "contracted")
+        << i;
+  }
+  EXPECT_GT(tensor->simulation.tensor_seconds, 0);
+  // A group size that does not divide the devices is refused.
+  absl::StatusOr<StrategyChoice> three =
+      s.Search(Parallelism::kTensor, 4, options, "", nullptr,
+               StageRecompute::kNone, std::nullopt, 3);
+  EXPECT_EQ(three.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParallelismName(*ParseParallelism("tensor")), "tensor");
 }
 
 TEST(StrategySearchTest, ResNet50OnFourP100sIsThreeTimesOneDevice) {
