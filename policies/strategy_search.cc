@@ -430,10 +430,10 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
     return true;
   };
   // `simulate` with the search's recomputation and ZeRO. A candidate over a
-  // limit is tried again: with ZeRO-1, then ZeRO-2 (zero unset, when a
-  // stage has replicas; ZeRO-2 when every stage's replicas run as many
-  // micro-batches), then with its over stages recomputing (kAuto), until
-  // one fits. `peaks` gets the first try's.
+  // limit is tried again: with ZeRO-1, then ZeRO-2, then ZeRO-3 (zero
+  // unset, when a stage has replicas; ZeRO-2 and -3 when every stage's
+  // replicas run as many micro-batches), then with its over stages
+  // recomputing (kAuto), until one fits. `peaks` gets the first try's.
   auto consider = [&](Strategy s, std::vector<int64_t>* peaks = nullptr) {
     if (search.recompute == StageRecompute::kFull) {
       for (PipelineStage& stage : s.stages) stage.recompute = Recompute::kFull;
@@ -449,9 +449,9 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
         replicas |= stage.num_replicas() > 1;
         even &= s.micro_batches % stage.num_replicas() == 0;
       }
-      for (ZeroStage zero :
-           {ZeroStage::kOptimizerState, ZeroStage::kGradients}) {
-        if (!replicas || (zero == ZeroStage::kGradients && !even)) break;
+      for (ZeroStage zero : {ZeroStage::kOptimizerState, ZeroStage::kGradients,
+                             ZeroStage::kParameters}) {
+        if (!replicas || (ShardsGradients(zero) && !even)) break;
         s.zero = zero;
         std::vector<int64_t> sharded;
         if (simulate(s, &sharded)) return;

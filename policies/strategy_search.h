@@ -48,9 +48,10 @@
 //    tensor parallel.
 //  - Memory savers, tried on a candidate over a device's limit only (they
 //    add time or collectives; a candidate that fits is never tried with
-//    them), until one fits: ZeRO-1, then ZeRO-2 (StrategySearchOptions::
-//    zero unset; when a stage has replicas, and for ZeRO-2 when every
-//    stage's replicas run as many micro-batches), then the stages that
+//    them), until one fits: ZeRO-1, then ZeRO-2, then ZeRO-3
+//    (StrategySearchOptions::zero unset; when a stage has replicas, and
+//    for ZeRO-2 and -3 when every stage's replicas run as many
+//    micro-batches; ZeRO-3 not inside wide stages), then the stages that
 //    still have a device over its limit recomputing (recompute kAuto).
 //    zero set: every candidate has that ZeRO stage (CheckStrategy refuses
 //    it without replicas); recompute kFull: every stage of every candidate

@@ -589,9 +589,9 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
         "): the strategy executor runs every op whole on one device; "
         "simulate the plan, or place it without --tensor"));
   }
-  if (strategy.zero == ZeroStage::kGradients) {
+  if (ShardsGradients(strategy.zero)) {
     return absl::UnimplementedError(absl::StrCat(
-        "ZeRO-2 (", DescribeStrategy(strategy),
+        "ZeRO-", ZeroNumber(strategy.zero), " (", DescribeStrategy(strategy),
         "): the strategy executor shards the optimizer state only (ZeRO-1); "
         "simulate the plan, or place it with --zero 1"));
   }

@@ -277,6 +277,26 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       }
     }
   }
+  // ZeRO-3's gathers: what each node reads of its stage's parameters.
+  for (StageModel& st : plan.stages) {
+    for (auto [nodes, bytes] :
+         {std::make_pair(&st.forward, &st.forward_gather_bytes),
+          std::make_pair(&st.backward, &st.backward_gather_bytes)}) {
+      bytes->assign(nodes->size(), 0);
+      int64_t previous = 0;
+      for (size_t i = 0; i < nodes->size(); ++i) {
+        for (int v : view.node((*nodes)[i]).inputs) {
+          if (view.value(v).kind == ValueKind::kParameter) {
+            (*bytes)[i] += held(v);
+          }
+        }
+        if ((*bytes)[i] == 0) continue;
+        st.gathered_window_bytes =
+            std::max(st.gathered_window_bytes, previous + (*bytes)[i]);
+        previous = (*bytes)[i];
+      }
+    }
+  }
   // Parameters' gradients: final after the last of their partials.
   for (int s = 0; s < S; ++s) {
     StageModel& st = plan.stages[s];

@@ -67,6 +67,13 @@ struct StageModel {
   // Wider stages: per forward and backward node (positions as in `forward`
   // and `backward`), what it reads from other slots.
   std::vector<std::vector<SlotRead>> forward_reads, backward_reads;
+  // ZeRO-3: per forward and backward node (positions as in `forward` and
+  // `backward`), the bytes of the parameters it reads (one device's
+  // share of them whole), gathered before it; and the most two
+  // consecutive gathers hold at once (FSDP's window of one unit
+  // prefetched).
+  std::vector<int64_t> forward_gather_bytes, backward_gather_bytes;
+  int64_t gathered_window_bytes = 0;
   // Tensor parallelism: the devices of each replica's group; the group's
   // collectives in every forward pass (and rerun), and in every backward
   // each after the backward node at `first` (a position in `backward`).

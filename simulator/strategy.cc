@@ -57,17 +57,19 @@ int ZeroNumber(ZeroStage zero) {
       return 1;
     case ZeroStage::kGradients:
       return 2;
+    case ZeroStage::kParameters:
+      return 3;
   }
   return 0;
 }
 
 absl::StatusOr<ZeroStage> ZeroFromNumber(int number) {
-  for (ZeroStage zero :
-       {ZeroStage::kNone, ZeroStage::kOptimizerState, ZeroStage::kGradients}) {
+  for (ZeroStage zero : {ZeroStage::kNone, ZeroStage::kOptimizerState,
+                         ZeroStage::kGradients, ZeroStage::kParameters}) {
     if (ZeroNumber(zero) == number) return zero;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("ZeRO stage ", number, " is not modelled; known: 0, 1, 2"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "ZeRO stage ", number, " is not modelled; known: 0, 1, 2, 3"));
 }
 
 absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
@@ -177,14 +179,21 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
         " shards over a stage's data-parallel replicas, and no stage has "
         "more than one"));
   }
-  if (strategy.zero == ZeroStage::kGradients) {
+  if (ShardsGradients(strategy.zero)) {
     for (int s = 0; s < stages; ++s) {
       const int replicas = strategy.stages[s].num_replicas();
       if (strategy.micro_batches % replicas != 0) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "ZeRO-2 reduce-scatters every round of micro-batches: stage ", s,
-            "'s ", replicas, " replicas need a multiple of ", replicas,
+            "ZeRO-", ZeroNumber(strategy.zero),
+            " reduce-scatters every round of micro-batches: stage ", s, "'s ",
+            replicas, " replicas need a multiple of ", replicas,
             " micro-batches; the strategy has ", strategy.micro_batches));
+      }
+      if (strategy.zero == ZeroStage::kParameters &&
+          strategy.stages[s].width() > 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("ZeRO-3 with ops placed inside stage ", s,
+                         "'s replicas is not modelled"));
       }
     }
   }

@@ -40,7 +40,13 @@
 //    `allreduce` says). ZeRO-2: also the accumulated gradients — every
 //    round of micro-batches (the n-th of each replica) is reduce-scattered
 //    as its backward makes it, so the replicas of a stage must run as many
-//    micro-batches each. Parameters stay whole (ZeRO-3 is not modelled).
+//    micro-batches each. ZeRO-3 (FSDP): also the parameters — each holds
+//    1/R of them between uses; before each op that reads parameters, in
+//    every forward, rerun and backward pass, the op's parameters are
+//    all-gathered (the next op's gather overlapping this op's compute:
+//    FSDP's prefetch of one unit), and freed after; reduce-scatters as
+//    ZeRO-2's, no all-gather after the update. Not with op placement
+//    inside a stage.
 //  - Tensor parallelism (Megatron-LM; graph/tensor_sharding.h): a stage's
 //    replica may be a group of T devices (Replica::tensor_devices, its
 //    slot-0 device first; one slot, every replica as many) that split the
@@ -87,7 +93,13 @@ enum class ZeroStage {
   kNone,            // nothing: each holds everything
   kOptimizerState,  // ZeRO-1: the optimizer state
   kGradients,       // ZeRO-2: the optimizer state and the gradients
+  kParameters,      // ZeRO-3 (FSDP): and the parameters, gathered for use
 };
+
+// ZeRO-2 and ZeRO-3 shard the accumulated gradients.
+inline bool ShardsGradients(ZeroStage zero) {
+  return zero == ZeroStage::kGradients || zero == ZeroStage::kParameters;
+}
 
 // What a stage keeps of a micro-batch's forward pass for its backward.
 enum class Recompute {

@@ -25,6 +25,54 @@ double GroupSeconds(const SimulationContext& context,
                            c.kind);
 }
 
+// ZeRO-3: a pass's nodes on replica `k`'s device with the stage's
+// parameters gathered before the nodes that read them, one gather at a
+// time over the replicas' devices, each starting once the node of the
+// gather before it has started (one unit prefetched). Each node takes its
+// share of its time (a backward's partial adds too) and is followed by the
+// tensor-parallel group's collectives placed after it. Returns each
+// node's end from the pass's start.
+std::vector<double> GatheredEnds(const SimulationContext& context,
+                                 const StagePlan& plan, const StageModel& st,
+                                 const PipelineStage& stage, int k,
+                                 bool backward) {
+  const std::vector<int>& nodes = backward ? st.backward : st.forward;
+  const std::vector<int64_t>& gathers =
+      backward ? st.backward_gather_bytes : st.forward_gather_bytes;
+  const std::vector<int> ring = SlotDevices(stage, 0);
+  const std::vector<int> group = stage.TensorGroup(k);
+  const int device = group[0];
+  std::vector<double> ends;
+  double node_end = 0, gather_end = 0, unit_start = 0;
+  size_t c = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const double share = plan.share_of_node[nodes[i]];
+    double seconds = context.node_seconds(nodes[i], device) * share;
+    if (backward) {
+      for (int x : st.adds[i]) {
+        seconds += context.partial_add_seconds(x, device) * share;
+      }
+    }
+    double start = node_end;
+    if (gathers[i] > 0) {
+      gather_end = std::max(gather_end, unit_start) +
+                   AllGatherSeconds(context.costs(), context.cluster(), ring,
+                                    gathers[i]);
+      start = std::max(start, gather_end);
+      unit_start = start;
+    }
+    node_end = start + seconds;
+    for (; backward && c < st.backward_collectives.size() &&
+           st.backward_collectives[c].first <= static_cast<int>(i);
+         ++c) {
+      node_end +=
+          GroupSeconds(context, group, st.backward_collectives[c].second);
+    }
+    ends.push_back(node_end);
+  }
+  return ends;
+}
+
 // How long each pass of replica `k` of stage `s` takes, and each slot's
 // busy time in it (wide stages).
 struct PassSeconds {
@@ -103,6 +151,17 @@ LoweredStrategy LowerStrategy(
         for (const auto& [after, c] : st.backward_collectives) {
           b += GroupSeconds(context, group, c);
         }
+        if (strategy.zero == ZeroStage::kParameters && replicas.size() > 1) {
+          const std::vector<double> forward =
+              GatheredEnds(context, plan, st, strategy.stages[s], k, false);
+          const std::vector<double> backward =
+              GatheredEnds(context, plan, st, strategy.stages[s], k, true);
+          f = forward.empty() ? 0 : forward.back();
+          for (const GroupCollective& c : st.forward_collectives) {
+            f += GroupSeconds(context, group, c);
+          }
+          b = backward.empty() ? 0 : backward.back();
+        }
         // A replica's first backward makes its gradient buffers; every
         // later one adds into them.
         for (int u : st.update) {
@@ -111,9 +170,9 @@ LoweredStrategy LowerStrategy(
               plan.share_of_node[u];
         }
       }
-      // ZeRO-2 adds the reduce-scattered 1/R of the gradients.
+      // ZeRO-2 and -3 add the reduce-scattered 1/R of the gradients.
       const double shard =
-          strategy.zero == ZeroStage::kGradients ? 1.0 / replicas.size() : 1.0;
+          ShardsGradients(strategy.zero) ? 1.0 / replicas.size() : 1.0;
       accumulate *= shard;
       bool first_backward = true;
       int previous = -1;
@@ -218,9 +277,11 @@ LoweredStrategy LowerStrategy(
           backwards[k].push_back(lowered.passes_[index].task);
         }
       }
-      offsets[k] = wide[s].empty() ? BackwardOffsets(context, plan, st,
-                                                     stage.TensorGroup(k))
-                                   : wide[s][k].backward_end;
+      offsets[k] =
+          !wide[s].empty() ? wide[s][k].backward_end
+          : strategy.zero == ZeroStage::kParameters && R > 1
+              ? GatheredEnds(context, plan, st, stage, k, true)
+              : BackwardOffsets(context, plan, st, stage.TensorGroup(k));
     }
     const bool zero = strategy.zero != ZeroStage::kNone && R > 1;
     for (int slot = 0; slot < st.width; ++slot) {
@@ -258,7 +319,7 @@ LoweredStrategy LowerStrategy(
           reduced = t;
         }
       };
-      if (R > 1 && strategy.zero == ZeroStage::kGradients) {
+      if (R > 1 && ShardsGradients(strategy.zero)) {
         // Every round: the n-th backward of each replica (CheckStrategy:
         // as many each).
         for (size_t n = 0; n < backwards[0].size(); ++n) {
@@ -285,7 +346,9 @@ LoweredStrategy LowerStrategy(
         lowered.updates_.push_back({t, s, slot, k, ring[k]});
         updated[k] = t;
       }
-      if (!zero) continue;
+      // ZeRO-3 keeps the updated parameters sharded: the next step's
+      // passes gather them.
+      if (!zero || strategy.zero == ZeroStage::kParameters) continue;
       const int64_t parameter_bytes = st.parameter_bytes[slot];
       const int t =
           graph.AddTask({collective, AllGatherSeconds(context.costs(), cluster,

@@ -38,7 +38,13 @@
 //    every round of micro-batches, the n-th backward of each replica,
 //    each replica's later backwards adding 1/R of the gradients into its
 //    shard); an update takes 1/R of its nodes' time; once every replica of
-//    a slot has updated, the slot's parameters are all-gathered.
+//    a slot has updated, the slot's parameters are all-gathered (ZeRO-1
+//    and -2). ZeRO-3: reduce-scatters as ZeRO-2's, no all-gather after
+//    the updates; every pass instead gathers the parameters each node
+//    reads before it (StageModel's gather bytes, ring all-gathers over the
+//    replicas' devices, one at a time, each once the node of the one
+//    before has started), part of the pass's time (replicas run their
+//    rounds in step, each pass standing for the round's gather).
 #ifndef PLACER_SIMULATOR_STRATEGY_LOWERING_H_
 #define PLACER_SIMULATOR_STRATEGY_LOWERING_H_
 

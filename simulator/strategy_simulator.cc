@@ -153,6 +153,34 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
       for (const auto& [after, c] : st.backward_collectives) add(c);
     }
   }
+  // ZeRO-3's gathers: one all-gather per round (replica 0's passes) and
+  // tensor-parallel rank.
+  for (int s = 0; s < static_cast<int>(strategy.stages.size()); ++s) {
+    const PipelineStage& stage = strategy.stages[s];
+    const int R = stage.num_replicas();
+    if (strategy.zero != ZeroStage::kParameters || R < 2) continue;
+    const StageModel& st = plan.stages[s];
+    const std::vector<int> ring = SlotDevices(stage, 0);
+    for (const ReplicaTask& task : ReplicaTaskOrder(strategy, s, 0)) {
+      // A recomputing stage's backward reruns its forward first.
+      const int runs =
+          task.backward && st.recompute != Recompute::kNone ? 2 : 1;
+      for (int r = 0; r < runs; ++r) {
+        const bool backward = task.backward && r == runs - 1;
+        for (int64_t bytes :
+             backward ? st.backward_gather_bytes : st.forward_gather_bytes) {
+          if (bytes == 0) continue;
+          step.bytes_moved +=
+              stage.tensor() *
+              CollectiveWireBytes(Collective::kAllGather, R, bytes);
+          step.transfers_count +=
+              stage.tensor() * CollectiveMessages(Collective::kAllGather, R);
+          out.allreduce_seconds +=
+              AllGatherSeconds(context.costs(), cluster, ring, bytes);
+        }
+      }
+    }
+  }
   for (const TransferTask& transfer : lowered.transfers()) {
     step.bytes_moved += transfer.bytes;
     ++step.transfers_count;
@@ -211,18 +239,24 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
                            ran.start_seconds[update.task],
                            ran.end_seconds[update.task]});
     }
-    // ZeRO: the optimizer state (and ZeRO-2: the accumulated gradients)
-    // in shards of 1/R.
+    // ZeRO: the optimizer state (ZeRO-2: and the accumulated gradients;
+    // ZeRO-3: and the parameters, but for the ones gathered for use) in
+    // shards of 1/R.
     const bool zero = strategy.zero != ZeroStage::kNone && R > 1;
     const int64_t parameters = st.parameter_bytes[slot];
     const int64_t whole =
         static_cast<int64_t>(static_cast<double>(parameters) * state);
-    const int64_t resident =
-        zero ? parameters +
-                   static_cast<int64_t>(std::ceil(
-                       (state - 1) * static_cast<double>(parameters) / R))
-             : whole;
-    const int64_t gradients = strategy.zero == ZeroStage::kGradients && R > 1
+    int64_t resident = whole;
+    if (zero && strategy.zero == ZeroStage::kParameters) {
+      resident = static_cast<int64_t>(
+                     std::ceil(state * static_cast<double>(parameters) / R)) +
+                 st.gathered_window_bytes;
+    } else if (zero) {
+      resident =
+          parameters + static_cast<int64_t>(std::ceil(
+                           (state - 1) * static_cast<double>(parameters) / R));
+    }
+    const int64_t gradients = ShardsGradients(strategy.zero) && R > 1
                                   ? (parameters + R - 1) / R
                                   : parameters;
     const int runs = (M - k + R - 1) / R;

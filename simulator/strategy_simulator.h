@@ -61,8 +61,12 @@
 //  - ZeRO (Strategy::zero, strategy_lowering.h): a device of a stage with
 //    R replicas holds its parameters whole and 1/R of their optimizer state
 //    (ceiling); ZeRO-2 also 1/R of the gradient buffer it accumulates
-//    into. Updates take 1/R of their time; reduce-scatters replace the
-//    allreduces and an all-gather of the parameters follows the updates.
+//    into; ZeRO-3 1/R of the parameters too (state and parameters, one
+//    ceiling), plus the most two consecutive gathers hold
+//    (StageModel::gathered_window_bytes). Updates take 1/R of their time;
+//    reduce-scatters replace the allreduces and (ZeRO-1, -2) an all-gather
+//    of the parameters follows the updates; ZeRO-3's gathers are in
+//    bytes_moved (one per round, (R-1) x bytes) and allreduce_seconds.
 //  - Tensor parallelism (strategy_lowering.h): a pass's task stands for
 //    every device of its replica's group: busy, in flight and memory alike
 //    (StagePlan's per-device shares).

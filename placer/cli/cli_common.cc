@@ -125,7 +125,8 @@ ABSL_FLAG(std::string, recompute, "auto",
 ABSL_FLAG(std::string, zero, "auto",
           "place --parallelism: ZeRO over each stage's data-parallel "
           "replicas: 0 (each holds everything), 1 (the optimizer state "
-          "sharded), 2 (and the gradients), or auto (1, then 2, for a "
+          "sharded), 2 (and the gradients), 3 (and the parameters, gathered "
+          "before each use: FSDP), or auto (1, then 2, then 3, for a "
           "candidate whose devices would be over their memory otherwise).");
 ABSL_FLAG(std::string, tensor, "auto",
           "place --parallelism: devices per tensor-parallel group for every "

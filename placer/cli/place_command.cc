@@ -246,7 +246,7 @@ struct PlaceFlags {
   std::string parallelism;  // "model", "data", "pipeline", "hybrid", "auto"
   int micro_batches = 0;    // 0: one per device
   std::string recompute;    // "auto", "none", "full"
-  std::string zero;         // "auto", "0", "1", "2"
+  std::string zero;         // "auto", "0", "1", "2", "3"
   std::string tensor;       // "auto" or devices per group
   bool compare = false;
   bool json = false;
@@ -298,8 +298,9 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
     absl::StatusOr<ZeroStage> z =
         absl::SimpleAtoi(flags.zero, &number)
             ? ZeroFromNumber(number)
-            : absl::InvalidArgumentError(absl::StrCat(
-                  "'", flags.zero, "' is no ZeRO stage; known: auto, 0, 1, 2"));
+            : absl::InvalidArgumentError(
+                  absl::StrCat("'", flags.zero,
+                               "' is no ZeRO stage; known: auto, 0, 1, 2, 3"));
     if (!z.ok())
       return UsageError(absl::StrCat("--zero: ", z.status().message()));
     zero = *z;

@@ -160,10 +160,10 @@ TEST(CliTest, ErrorsAreClearAndExitNonZero) {
                         "auto, none, full"));
   RunResult zero = RunPlacer(
       "place zoo:chain --noweights --cluster p100x4 --parallelism data "
-      "--zero 3");
+      "--zero 4");
   EXPECT_EQ(zero.exit_code, 2);
-  EXPECT_THAT(zero.out, HasSubstr("--zero: ZeRO stage 3 is not modelled; "
-                                  "known: 0, 1, 2"));
+  EXPECT_THAT(zero.out, HasSubstr("--zero: ZeRO stage 4 is not modelled; "
+                                  "known: 0, 1, 2, 3"));
 }
 
 void WriteFile(const std::string& path, const std::string& text) {

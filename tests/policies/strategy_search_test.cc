@@ -226,7 +226,12 @@ TEST(StrategySearchTest, WhereNothingElseFitsReplicasOfAnOpPlacementDo) {
   options.budget_seconds = 5;
   options.max_evaluations = 200;
   options.memory_limit_bytes.assign(4, int64_t{240} << 20);
-  EXPECT_EQ(s.Search(Parallelism::kData, 4, options).status().code(),
+  // Up to ZeRO-2 data parallelism holds every weight; ZeRO-3 holds a
+  // quarter of each and fits (the test below ZeRO's).
+  EXPECT_EQ(s.Search(Parallelism::kData, 4, options, "", nullptr,
+                     StageRecompute::kAuto, ZeroStage::kGradients)
+                .status()
+                .code(),
             absl::StatusCode::kResourceExhausted);
   EXPECT_FALSE(s.Search(Parallelism::kPipeline, 4, options).ok());
   absl::StatusOr<StrategyChoice> h =
@@ -258,10 +263,10 @@ TEST(StrategySearchTest, WhereNothingElseFitsReplicasOfAnOpPlacementDo) {
       EXPECT_LE(peak, int64_t{240} << 20) << DescribeStrategy(c->strategy);
     }
   }
-  // Without a policy for the inside, auto without tensor parallelism
-  // finds nothing that fits, and hybrid is refused.
+  // Without a policy for the inside, auto without tensor parallelism or
+  // ZeRO finds nothing that fits, and hybrid is refused.
   EXPECT_FALSE(s.Search(Parallelism::kAuto, 4, options, "", nullptr,
-                        StageRecompute::kAuto, std::nullopt, 1)
+                        StageRecompute::kAuto, ZeroStage::kNone, 1)
                    .ok());
   EXPECT_EQ(s.Search(Parallelism::kHybrid, 4, options).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -335,6 +340,24 @@ TEST(StrategySearchTest, ZeroFitsDataParallelismWhoseOptimizerStateDoesNot) {
   for (int64_t peak : a->simulation.step.peak_memory_bytes) {
     EXPECT_LE(peak, limit);
     EXPECT_GT(peak, int64_t{320} << 20);  // P + state / 4 + P at least
+  }
+}
+
+// ZeRO-3 on the scenario above (256 MiB of weights and momentum, 240 MiB
+// per device): data parallelism fits once each device holds a quarter of
+// the weights, gathering each before its MatMul.
+TEST(StrategySearchTest, ZeroThreeFitsWhatOnlyShardedWeightsFit) {
+  Scenario s(Chain(64, 2048, /*biased=*/true), "p100x4");
+  PolicyOptions options;
+  const int64_t limit = int64_t{240} << 20;
+  options.memory_limit_bytes.assign(4, limit);
+  absl::StatusOr<StrategyChoice> data = s.Search(
+      Parallelism::kData, 4, options, "", nullptr, StageRecompute::kNone);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->strategy.zero, ZeroStage::kParameters)
+      << DescribeStrategy(data->strategy);
+  for (int64_t peak : data->simulation.step.peak_memory_bytes) {
+    EXPECT_LE(peak, limit);
   }
 }
 

@@ -701,6 +701,51 @@ TEST(StrategySimulatorTest, ZeroTwoReduceScattersEveryRound) {
   }
 }
 
+// ZeRO-3 on four replicas of one micro-batch each (f = 1, b = 2 per node,
+// updates 0.5): before each MatMul reads its 64-byte weight it is
+// all-gathered (3 ring steps of 16 bytes: G), the next one during the
+// MatMul before it, so each pass exposes one G; the round's gradients
+// are reduce-scattered (3 steps of 64 bytes) and each replica updates its
+// quarter; nothing is gathered after the updates. Each device holds a
+// quarter of the weights and momentum, plus two gathered weights at most.
+TEST(StrategySimulatorTest, ZeroThreeGathersEachWeightBeforeItsUse) {
+  Fixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
+  Strategy s;
+  s.stage_of_op = {0, 0, 0, 0};
+  s.stages = {PipelineStage::OneDevicePerReplica({0, 1, 2, 3})};
+  s.micro_batches = 4;
+  s.zero = ZeroStage::kGradients;
+  const StrategySimulation two = f.Run(s);
+  s.zero = ZeroStage::kParameters;
+  const StrategySimulation three = f.Run(s);
+  const double g = 3 * (1e-3 + 16 / 1e6);
+  const double reduce_scatter = 3 * (1e-3 + 64 / 1e6);
+  EXPECT_NEAR(two.step.step_seconds,
+              4 + 8 + reduce_scatter + 0.5 + reduce_scatter,  // the all-gather
+              1e-12);
+  EXPECT_NEAR(three.step.step_seconds, (g + 4) + (g + 8) + reduce_scatter + 0.5,
+              1e-12);
+  // Gathers: the forward's four weights, and the backward's of those its
+  // nodes read; ZeRO-2's all-gather of the updated weights is gone.
+  int backward_reads = 0;
+  for (const TrainingNode& n : f.view.nodes()) {
+    if (n.kind != NodeKind::kBackward) continue;
+    for (int v : n.inputs) {
+      backward_reads += f.view.value(v).kind == ValueKind::kParameter;
+    }
+  }
+  EXPECT_EQ(three.step.bytes_moved, (4 + backward_reads) * 3 * 64 + 3 * 256);
+  EXPECT_EQ(two.step.bytes_moved, 3 * 256 + 3 * 256);
+  // Weights and momentum: ZeRO-2 256 + 64 bytes, ZeRO-3 128 + 128 gathered.
+  for (int d = 0; d < 4; ++d) {
+    EXPECT_EQ(two.step.peak_memory_bytes[d] - three.step.peak_memory_bytes[d],
+              64)
+        << d;
+  }
+  EXPECT_EQ(DescribeStrategy(s),
+            "1 stage x 4 replicas, 4 micro-batches, gpipe, ring, zero-3");
+}
+
 // ZeRO's settings go through the placement file; what cannot be sharded is
 // refused, naming why.
 TEST(StrategySimulatorTest, ZeroRoundTripsAndBadCombinationsAreRefused) {
@@ -720,11 +765,11 @@ TEST(StrategySimulatorTest, ZeroRoundTripsAndBadCombinationsAreRefused) {
   std::string bad = json;
   const size_t at = bad.find("\"zero\": 2");
   ASSERT_NE(at, std::string::npos) << json;
-  bad.replace(at, 9, "\"zero\": 3");
+  bad.replace(at, 9, "\"zero\": 4");
   read = ParsePlacementOrStrategyJson(bad, "s.json", f.graph, f.cluster);
   ASSERT_FALSE(read.ok());
   EXPECT_NE(read.status().message().find(
-                "s.json: strategy: ZeRO stage 3 is not modelled"),
+                "s.json: strategy: ZeRO stage 4 is not modelled"),
             std::string::npos)
       << read.status();
   // Three micro-batches on two replicas: rounds of unequal size.
