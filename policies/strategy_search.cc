@@ -336,8 +336,10 @@ absl::StatusOr<StageRecompute> ParseStageRecompute(const std::string& name) {
   if (name == "auto") return StageRecompute::kAuto;
   if (name == "none") return StageRecompute::kNone;
   if (name == "full") return StageRecompute::kFull;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown recomputation '", name, "'; known: auto, none, full"));
+  if (name == "selective") return StageRecompute::kSelective;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown recomputation '", name,
+                   "'; known: auto, none, full, selective"));
 }
 
 absl::StatusOr<StrategyChoice> SearchStrategy(
@@ -435,8 +437,13 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   // replicas run as many micro-batches), then with its over stages
   // recomputing (kAuto), until one fits. `peaks` gets the first try's.
   auto consider = [&](Strategy s, std::vector<int64_t>* peaks = nullptr) {
-    if (search.recompute == StageRecompute::kFull) {
-      for (PipelineStage& stage : s.stages) stage.recompute = Recompute::kFull;
+    if (search.recompute == StageRecompute::kFull ||
+        search.recompute == StageRecompute::kSelective) {
+      for (PipelineStage& stage : s.stages) {
+        stage.recompute = search.recompute == StageRecompute::kFull
+                              ? Recompute::kFull
+                              : Recompute::kSelective;
+      }
     }
     if (search.zero.has_value()) s.zero = *search.zero;
     std::vector<int64_t> tried;
@@ -459,18 +466,27 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       }
     }
     if (search.recompute != StageRecompute::kAuto) return;
-    bool any = false;
-    for (PipelineStage& stage : s.stages) {
-      bool over = false;
-      for (const Replica& replica : stage.replicas) {
-        for (int d : replica.device_of_slot) over |= tried[d] > limits[d];
+    // The over stages recompute selectively (not inside wide stages),
+    // then wholly.
+    std::vector<char> over(s.stages.size(), 0);
+    for (size_t k = 0; k < s.stages.size(); ++k) {
+      for (const Replica& replica : s.stages[k].replicas) {
+        for (int d : replica.device_of_slot) over[k] |= tried[d] > limits[d];
       }
-      if (over && stage.recompute == Recompute::kNone) {
-        stage.recompute = Recompute::kFull;
+      over[k] &= s.stages[k].recompute == Recompute::kNone;
+    }
+    for (Recompute recompute : {Recompute::kSelective, Recompute::kFull}) {
+      bool any = false;
+      for (size_t k = 0; k < s.stages.size(); ++k) {
+        if (!over[k] ||
+            (recompute == Recompute::kSelective && s.stages[k].width() > 1)) {
+          continue;
+        }
+        s.stages[k].recompute = recompute;
         any = true;
       }
+      if (any && simulate(s, nullptr)) return;
     }
-    if (any) simulate(s, nullptr);
   };
   auto stop = [&] { return clock.Expired(); };
   // Each tensor-parallel group size; each partition (over the groups, a

@@ -52,7 +52,8 @@
 //    (StrategySearchOptions::zero unset; when a stage has replicas, and
 //    for ZeRO-2 and -3 when every stage's replicas run as many
 //    micro-batches; ZeRO-3 not inside wide stages), then the stages that
-//    still have a device over its limit recomputing (recompute kAuto).
+//    still have a device over its limit recomputing selectively (not
+//    inside wide stages), then wholly (recompute kAuto).
 //    zero set: every candidate has that ZeRO stage (CheckStrategy refuses
 //    it without replicas); recompute kFull: every stage of every candidate
 //    recomputes; kNone: none does.
@@ -93,15 +94,16 @@ enum class Parallelism {
 
 // Which stages of a searched strategy recompute (Strategy's Recompute).
 enum class StageRecompute {
-  kAuto,  // those whose devices would be over their limits otherwise
-  kNone,  // none
-  kFull,  // every one
+  kAuto,       // those whose devices would be over their limits otherwise
+  kNone,       // none
+  kFull,       // every one, wholly
+  kSelective,  // every one, selectively (Recompute::kSelective)
 };
 
 std::string ParallelismName(Parallelism parallelism);
 // "auto", "model", "pipeline", "data", "hybrid", "tensor".
 absl::StatusOr<Parallelism> ParseParallelism(const std::string& name);
-// "auto", "none", "full".
+// "auto", "none", "full", "selective".
 absl::StatusOr<StageRecompute> ParseStageRecompute(const std::string& name);
 
 // The op placements a search made inside wide replicas (per policy and

@@ -277,6 +277,48 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       }
     }
   }
+  // Selective recomputation: forward nodes that read no parameter are
+  // rerun; what the others make, and what the rerun ones read from
+  // outside the rerun, is kept.
+  std::vector<char> rerun(view.nodes().size(), 0);
+  for (StageModel& st : plan.stages) {
+    st.selective_kept_bytes.assign(st.width, 0);
+    for (int n : st.forward) {
+      bool weights = false;
+      for (int v : view.node(n).inputs) {
+        weights |= view.value(v).kind == ValueKind::kParameter;
+      }
+      if (weights) {
+        st.selective_kept_bytes[slot_of[n]] += static_cast<int64_t>(
+            static_cast<double>(view.node(n).saved_workspace_bytes) *
+            plan.share_of_node[n]);
+      } else {
+        rerun[n] = 1;
+        st.selective_rerun.push_back(n);
+      }
+    }
+  }
+  for (int v = 0; v < static_cast<int>(view.values().size()); ++v) {
+    const TrainingValue& value = view.value(v);
+    if (value.kind != ValueKind::kActivation &&
+        value.kind != ValueKind::kGraphInput) {
+      continue;
+    }
+    // A stage reruns only its own nodes.
+    const int rerun_in = value.producer >= 0 && rerun[value.producer]
+                             ? stage_of_node(value.producer)
+                             : -1;
+    std::set<std::pair<int, int>> kept_in;
+    for (int c : value.consumers) {
+      const bool stashed = view.node(c).kind == NodeKind::kBackward;
+      if ((stashed || rerun[c]) && stage_of_node(c) != rerun_in) {
+        kept_in.insert({stage_of_node(c), slot_of[c]});
+      }
+    }
+    for (auto [s, slot] : kept_in) {
+      plan.stages[s].selective_kept_bytes[slot] += held(v);
+    }
+  }
   // ZeRO-3's gathers: what each node reads of its stage's parameters.
   for (StageModel& st : plan.stages) {
     for (auto [nodes, bytes] :

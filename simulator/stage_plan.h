@@ -58,11 +58,24 @@ struct StageModel {
   // from several slots that slot's device adds up after each task beyond
   // what `adds` charges (one entry per addition).
   std::vector<std::vector<int>> merges;
+  // Selective recomputation: per slot, what the stage keeps of a
+  // micro-batch (Recompute::kSelective); the forward nodes its backward
+  // reruns first (those that read no parameter), in order.
+  std::vector<int64_t> selective_kept_bytes;
+  std::vector<int> selective_rerun;
   // Per slot: what a micro-batch in flight (forward run, backward not)
-  // holds there: its stash, or its inputs when the stage recomputes.
+  // holds there: its stash, its inputs when the stage recomputes, or what
+  // selective recomputation keeps.
   int64_t kept_bytes(int slot) const {
-    return recompute == Recompute::kNone ? stash_bytes[slot]
-                                         : input_bytes[slot];
+    switch (recompute) {
+      case Recompute::kNone:
+        return stash_bytes[slot];
+      case Recompute::kFull:
+        return input_bytes[slot];
+      case Recompute::kSelective:
+        return selective_kept_bytes[slot];
+    }
+    return stash_bytes[slot];
   }
   // Wider stages: per forward and backward node (positions as in `forward`
   // and `backward`), what it reads from other slots.

@@ -39,14 +39,24 @@ absl::StatusOr<AllreduceAlgorithm> ParseAllreduce(const std::string& name) {
 }
 
 std::string RecomputeName(Recompute recompute) {
-  return recompute == Recompute::kNone ? "none" : "full";
+  switch (recompute) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kFull:
+      return "full";
+    case Recompute::kSelective:
+      return "selective";
+  }
+  return "none";
 }
 
 absl::StatusOr<Recompute> ParseRecompute(const std::string& name) {
-  if (name == RecomputeName(Recompute::kNone)) return Recompute::kNone;
-  if (name == RecomputeName(Recompute::kFull)) return Recompute::kFull;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown recomputation '", name, "'; known: none, full"));
+  for (Recompute r :
+       {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
+    if (name == RecomputeName(r)) return r;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown recomputation '", name, "'; known: none, full, selective"));
 }
 
 int ZeroNumber(ZeroStage zero) {
@@ -195,6 +205,14 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
             absl::StrCat("ZeRO-3 with ops placed inside stage ", s,
                          "'s replicas is not modelled"));
       }
+    }
+  }
+  for (int s = 0; s < stages; ++s) {
+    if (strategy.stages[s].recompute == Recompute::kSelective &&
+        strategy.stages[s].width() > 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("selective recomputation with ops placed inside stage ",
+                       s, "'s replicas is not modelled"));
     }
   }
   if (!strategy.op_sharding.empty() &&
@@ -365,26 +383,32 @@ int StrategyDevices(const Strategy& strategy) {
 }
 
 std::string DescribeStrategy(const Strategy& strategy) {
-  std::vector<int> replicas, widths, recomputing, tensors;
+  std::vector<int> replicas, widths, recomputing, selective, tensors;
   bool wide = false, tensor = false;
   for (const PipelineStage& s : strategy.stages) {
     tensors.push_back(s.tensor());
     tensor |= s.tensor() > 1;
-    if (s.recompute != Recompute::kNone) {
+    if (s.recompute == Recompute::kFull) {
       recomputing.push_back(static_cast<int>(replicas.size()));
+    } else if (s.recompute == Recompute::kSelective) {
+      selective.push_back(static_cast<int>(replicas.size()));
     }
     replicas.push_back(s.num_replicas());
     widths.push_back(s.width());
     wide |= widths.back() > 1;
   }
   std::string recompute;
-  if (recomputing.size() == strategy.stages.size()) {
-    recompute = ", recompute";
-  } else if (!recomputing.empty()) {
-    recompute =
-        absl::StrCat(", recompute stage", recomputing.size() > 1 ? "s " : " ",
-                     absl::StrJoin(recomputing, ", "));
-  }
+  auto which = [&](const std::vector<int>& stages, const char* name) {
+    if (stages.size() == strategy.stages.size()) {
+      absl::StrAppend(&recompute, ", ", name);
+    } else if (!stages.empty()) {
+      absl::StrAppend(&recompute, ", ", name, " stage",
+                      stages.size() > 1 ? "s " : " ",
+                      absl::StrJoin(stages, ", "));
+    }
+  };
+  which(recomputing, "recompute");
+  which(selective, "selective recompute");
   auto list = [](const std::vector<int>& v) {
     return v.size() == 1 ? absl::StrCat(v[0])
                          : absl::StrCat("(", absl::StrJoin(v, ", "), ")");

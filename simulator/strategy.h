@@ -31,7 +31,12 @@
 //    micro-batch only what the stage reads from before it (its inputs and
 //    graph inputs), and its backward reruns the stage's forward for that
 //    micro-batch first (GPipe's re-materialization; Megatron-LM's full
-//    recomputation, a stage being the unit). Memory for time.
+//    recomputation, a stage being the unit). Memory for time. Or
+//    selectively (Recompute::kSelective): it keeps what its ops that read
+//    parameters make, and what its other ops read from before them, and
+//    its backward first reruns those other ops (Megatron-LM's selective
+//    recomputation of the attention core, generic: every op without a
+//    weight). Not with op placement inside the stage.
 //  - ZeRO (Strategy::zero; Rajbhandari et al. 2020): the replicas of each
 //    stage (each slot's devices) shard what they would each hold in full.
 //    ZeRO-1: each holds and updates 1/R of the optimizer state — buckets
@@ -105,6 +110,11 @@ inline bool ShardsGradients(ZeroStage zero) {
 enum class Recompute {
   kNone,  // every activation its backward reads, and ops' saved workspace
   kFull,  // its inputs only; the backward reruns the forward first
+  // What the ops that read parameters make (MatMuls, convolutions: the
+  // costly ones) and what the others read from before them; the backward
+  // first reruns the ops that read no parameter (norms, activations, the
+  // attention core: Megatron-LM's selective recomputation, generic).
+  kSelective,
 };
 
 // One data-parallel replica of a stage: the device of each of its slots
@@ -161,7 +171,7 @@ struct Strategy {
 };
 
 // Names for files and flags: "gpipe", "1f1b"; "ring", "tree"; "none",
-// "full".
+// "full", "selective".
 std::string ScheduleName(PipelineSchedule schedule);
 absl::StatusOr<PipelineSchedule> ParseSchedule(const std::string& name);
 std::string AllreduceName(AllreduceAlgorithm algorithm);
@@ -215,8 +225,9 @@ int StrategyDevices(const Strategy& strategy);
 // "3 stages x (2, 1, 1) replicas, 8 micro-batches, 1f1b, ring"; with op
 // placement inside a stage "1 stage x 4 replicas of 2 devices, ..."; with
 // recomputation "..., ring, recompute" (every stage) or "..., ring,
-// recompute stages 0, 2"; with ZeRO "..., ring, zero-1"; with tensor
-// parallelism "1 stage x 2 replicas of tensor 2, ...".
+// recompute stages 0, 2" ("selective recompute" likewise); with ZeRO "...,
+// ring, zero-1"; with tensor parallelism "1 stage x 2 replicas of tensor 2,
+// ...".
 std::string DescribeStrategy(const Strategy& strategy);
 
 }  // namespace placer

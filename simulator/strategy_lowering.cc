@@ -212,7 +212,10 @@ LoweredStrategy LowerStrategy(
         const double priority =
             static_cast<double>(lowered.device_passes_[d].size());
         if (order.backward && st.recompute != Recompute::kNone) {
-          const double rerun = wide[s].empty() ? f : wide[s][k].forward;
+          const double rerun =
+              st.recompute == Recompute::kSelective
+                  ? SecondsOf(context, plan, st.selective_rerun, d)
+                  : (wide[s].empty() ? f : wide[s][k].forward);
           pass.recompute_task = graph.AddTask({d, rerun, priority, 0});
           if (previous >= 0) graph.AddEdge(previous, pass.recompute_task);
           previous = pass.recompute_task;

@@ -14,7 +14,8 @@
 //    stages: the replica's scheduled task), a backward after the replica's
 //    first plus its accumulation into the gradient buffers.
 //  - Recomputation: a recomputing stage's B(s, j) is preceded on its
-//    device by R(s, j), its forward pass again (as long as F(s, j)); the
+//    device by R(s, j), its forward pass again (as long as F(s, j);
+//    selective: its nodes that read no parameter, without collectives); the
 //    gradients B(s, j) reads arrive before R(s, j) starts (frameworks
 //    rerun the forward once the backward is called).
 //  - Transfers: when F(a, j) ends, one per later stage b reading a's

@@ -145,7 +145,8 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
       out.tensor_seconds +=
           CollectiveSeconds(context.costs(), cluster, group, c.bytes, c.kind);
     };
-    const int runs = pass.backward ? (pass.recompute_task >= 0 ? 1 : 0) : 1;
+    const int runs =
+        pass.backward ? (st.recompute == Recompute::kFull ? 1 : 0) : 1;
     for (int r = 0; r < runs; ++r) {
       for (const GroupCollective& c : st.forward_collectives) add(c);
     }
@@ -164,7 +165,7 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     for (const ReplicaTask& task : ReplicaTaskOrder(strategy, s, 0)) {
       // A recomputing stage's backward reruns its forward first.
       const int runs =
-          task.backward && st.recompute != Recompute::kNone ? 2 : 1;
+          task.backward && st.recompute == Recompute::kFull ? 2 : 1;
       for (int r = 0; r < runs; ++r) {
         const bool backward = task.backward && r == runs - 1;
         for (int64_t bytes :

@@ -120,8 +120,10 @@ ABSL_FLAG(int32_t, micro_batches, 0,
 ABSL_FLAG(std::string, recompute, "auto",
           "place --parallelism: which pipeline stages rerun their forward "
           "before the backward instead of keeping its activations: auto "
-          "(those whose devices would be over their memory otherwise), "
-          "none, or full (every stage).");
+          "(those whose devices would be over their memory otherwise, "
+          "selectively, then wholly), none, full (every stage) or selective "
+          "(every stage reruns its ops without weights: Megatron-LM's "
+          "selective recomputation).");
 ABSL_FLAG(std::string, zero, "auto",
           "place --parallelism: ZeRO over each stage's data-parallel "
           "replicas: 0 (each holds everything), 1 (the optimizer state "

@@ -157,7 +157,7 @@ TEST(CliTest, ErrorsAreClearAndExitNonZero) {
   EXPECT_EQ(recompute.exit_code, 2);
   EXPECT_THAT(recompute.out,
               HasSubstr("--recompute: unknown recomputation 'some'; known: "
-                        "auto, none, full"));
+                        "auto, none, full, selective"));
   RunResult zero = RunPlacer(
       "place zoo:chain --noweights --cluster p100x4 --parallelism data "
       "--zero 4");

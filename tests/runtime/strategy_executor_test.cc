@@ -491,7 +491,7 @@ TEST(StrategyExecutorTest, ZeroOneMatchesOneDeviceAndHoldsLessState) {
 
 // What the executor cannot run it refuses by name rather than run another
 // plan: a recomputing stage over several devices per replica, ZeRO-2,
-// tensor parallelism, and a
+// selective recomputation, tensor parallelism, and a
 // recomputing stage with an op that draws random numbers (PyTorch's
 // training-mode GPT-2 export: Dropout given a training_mode input).
 TEST(StrategyExecutorTest, WhatItCannotRecomputeIsRefusedByName) {
@@ -524,6 +524,20 @@ TEST(StrategyExecutorTest, WhatItCannotRecomputeIsRefusedByName) {
     ASSERT_FALSE(e.ok());
     EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
     EXPECT_NE(e.status().message().find("ZeRO-2"), std::string::npos)
+        << e.status();
+  }
+  {
+    // Selective recomputation: simulated only.
+    Graph graph = Gnmt2();
+    TrainingView view = BuildTrainingView(graph);
+    Strategy s = OneDevice(view, 1);
+    s.stages[0].recompute = Recompute::kSelective;
+    absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
+        StrategyExecutor::Create(view, Cpus(2), s);
+    ASSERT_FALSE(e.ok());
+    EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_NE(e.status().message().find("recomputes selectively"),
+              std::string::npos)
         << e.status();
   }
   {
