@@ -319,23 +319,39 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       plan.stages[s].selective_kept_bytes[slot] += held(v);
     }
   }
-  // ZeRO-3's gathers: what each node reads of its stage's parameters.
+  // ZeRO-3's gathers: each parameter once per pass, before its first
+  // reader there, held until its last reader has run; the window is the
+  // most held at once with the next gather in flight.
   for (StageModel& st : plan.stages) {
     for (auto [nodes, bytes] :
          {std::make_pair(&st.forward, &st.forward_gather_bytes),
           std::make_pair(&st.backward, &st.backward_gather_bytes)}) {
-      bytes->assign(nodes->size(), 0);
-      int64_t previous = 0;
-      for (size_t i = 0; i < nodes->size(); ++i) {
+      const int count = static_cast<int>(nodes->size());
+      bytes->assign(count, 0);
+      std::map<int, std::pair<int, int>> readers;  // value -> first, last
+      for (int i = 0; i < count; ++i) {
         for (int v : view.node((*nodes)[i]).inputs) {
-          if (view.value(v).kind == ValueKind::kParameter) {
-            (*bytes)[i] += held(v);
-          }
+          if (view.value(v).kind != ValueKind::kParameter) continue;
+          readers.emplace(v, std::make_pair(i, i)).first->second.second = i;
         }
-        if ((*bytes)[i] == 0) continue;
+      }
+      // Held at each node: gathered at or before it, last read at or after.
+      std::vector<int64_t> starts(count + 1, 0), ends(count + 1, 0);
+      for (const auto& [v, range] : readers) {
+        (*bytes)[range.first] += held(v);
+        starts[range.first] += held(v);
+        ends[range.second + 1] += held(v);
+      }
+      // After each node, the next gather (prefetched).
+      std::vector<int64_t> next(count + 1, 0);
+      for (int i = count - 1; i >= 0; --i) {
+        next[i] = (*bytes)[i] > 0 ? (*bytes)[i] : next[i + 1];
+      }
+      int64_t live = 0;
+      for (int i = 0; i < count; ++i) {
+        live += starts[i] - ends[i];
         st.gathered_window_bytes =
-            std::max(st.gathered_window_bytes, previous + (*bytes)[i]);
-        previous = (*bytes)[i];
+            std::max(st.gathered_window_bytes, live + next[i + 1]);
       }
     }
   }

@@ -81,10 +81,10 @@ struct StageModel {
   // and `backward`), what it reads from other slots.
   std::vector<std::vector<SlotRead>> forward_reads, backward_reads;
   // ZeRO-3: per forward and backward node (positions as in `forward` and
-  // `backward`), the bytes of the parameters it reads (one device's
-  // share of them whole), gathered before it; and the most two
-  // consecutive gathers hold at once (FSDP's window of one unit
-  // prefetched).
+  // `backward`), the bytes of the parameters it is the first in its pass
+  // to read (one device's share of them whole), gathered before it; and
+  // the most the gathered parameters hold at once (those read before and
+  // after a node, and the next gather, prefetched).
   std::vector<int64_t> forward_gather_bytes, backward_gather_bytes;
   int64_t gathered_window_bytes = 0;
   // Tensor parallelism: the devices of each replica's group; the group's

@@ -46,10 +46,10 @@
 //    round of micro-batches (the n-th of each replica) is reduce-scattered
 //    as its backward makes it, so the replicas of a stage must run as many
 //    micro-batches each. ZeRO-3 (FSDP): also the parameters — each holds
-//    1/R of them between uses; before each op that reads parameters, in
-//    every forward, rerun and backward pass, the op's parameters are
-//    all-gathered (the next op's gather overlapping this op's compute:
-//    FSDP's prefetch of one unit), and freed after; reduce-scatters as
+//    1/R of them between uses; in every forward, rerun and backward pass,
+//    each parameter is all-gathered once, before its first reader there
+//    (the next gather overlapping this one's reader: FSDP's prefetch of
+//    one unit), and freed after its last reader; reduce-scatters as
 //    ZeRO-2's, no all-gather after the update. Not with op placement
 //    inside a stage.
 //  - Tensor parallelism (Megatron-LM; graph/tensor_sharding.h): a stage's

@@ -41,8 +41,8 @@
 //    shard); an update takes 1/R of its nodes' time; once every replica of
 //    a slot has updated, the slot's parameters are all-gathered (ZeRO-1
 //    and -2). ZeRO-3: reduce-scatters as ZeRO-2's, no all-gather after
-//    the updates; every pass instead gathers the parameters each node
-//    reads before it (StageModel's gather bytes, ring all-gathers over the
+//    the updates; every pass instead gathers each parameter before its
+//    first reader there (StageModel's gather bytes, ring all-gathers over the
 //    replicas' devices, one at a time, each once the node of the one
 //    before has started), part of the pass's time (replicas run their
 //    rounds in step, each pass standing for the round's gather).

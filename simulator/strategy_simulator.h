@@ -62,7 +62,7 @@
 //    R replicas holds its parameters whole and 1/R of their optimizer state
 //    (ceiling); ZeRO-2 also 1/R of the gradient buffer it accumulates
 //    into; ZeRO-3 1/R of the parameters too (state and parameters, one
-//    ceiling), plus the most two consecutive gathers hold
+//    ceiling), plus the most its gathered parameters hold at once
 //    (StageModel::gathered_window_bytes). Updates take 1/R of their time;
 //    reduce-scatters replace the allreduces and (ZeRO-1, -2) an all-gather
 //    of the parameters follows the updates; ZeRO-3's gathers are in

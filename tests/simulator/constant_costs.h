@@ -1,9 +1,10 @@
-// A fake cost model of constant costs for exact, hand-computed tests of
-// the simulators (FlexFlow's style).
+// Fakes for exact, hand-computed tests of the simulators (FlexFlow's
+// style): a cost model of constant costs, and a flat cluster.
 #ifndef PLACER_TESTS_SIMULATOR_CONSTANT_COSTS_H_
 #define PLACER_TESTS_SIMULATOR_CONSTANT_COSTS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
@@ -57,6 +58,20 @@ class ConstantCosts : public CostModel {
   double accumulate_ = 0;
   double partial_add_ = 0;
 };
+
+// `n` identical GPUs named /d:0.., every link 1 ms + bytes / 1 MB/s
+// (ConstantCosts charges its own transfers; this is the cluster's).
+inline Cluster FlatCluster(int n) {
+  std::string text = "name: \"flat\"\n";
+  for (int i = 0; i < n; ++i) {
+    text += "devices { name: \"/d:" + std::to_string(i) +
+            "\" kind: GPU peak_flops: 1e12 memory_bandwidth: 1e11 "
+            "memory_bytes: 1000000000 }\n";
+  }
+  text += "default_link { latency_seconds: 1e-3 bandwidth: 1e6 }\n";
+  absl::StatusOr<Cluster> c = ParseCluster(text, "flat.pbtxt");
+  return *std::move(c);
+}
 
 }  // namespace placer
 

@@ -43,19 +43,6 @@ Graph Model() {
   return *std::move(graph);
 }
 
-Cluster OneDevice() {
-  absl::StatusOr<Cluster> c = ParseCluster(
-      "name: \"one\"\n"
-      "devices { name: \"/d:0\" kind: GPU peak_flops: 1e12 "
-      "memory_bandwidth: 1e11 memory_bytes: 1000000000 }\n"
-      "devices { name: \"/d:1\" kind: GPU peak_flops: 1e12 "
-      "memory_bandwidth: 1e11 memory_bytes: 1000000000 }\n"
-      "default_link { latency_seconds: 1e-3 bandwidth: 1e6 }\n",
-      "one.pbtxt");
-  EXPECT_TRUE(c.ok()) << c.status();
-  return *c;
-}
-
 // One stage on one device, GPipe over 4 micro-batches (all 4 in flight);
 // f = 1 s per forward node, b = 2 per backward node, updates 0.5: a step
 // is 4 x (5 + 10) + 2 x 0.5 = 61 s, plus the reruns (3 or 5 s per
@@ -65,7 +52,7 @@ Cluster OneDevice() {
 TEST(SelectiveRecomputeTest, RerunsTheOpsWithoutWeightsAndKeepsTheRest) {
   const Graph graph = Model();
   const TrainingView view = BuildTrainingView(graph);
-  const Cluster cluster = OneDevice();
+  const Cluster cluster = FlatCluster(2);
   const ConstantCosts costs(1, 2, 0.5, 1e-3, 1e6);
   std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
   const SimulationContext context =

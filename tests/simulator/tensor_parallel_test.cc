@@ -44,24 +44,11 @@ Graph Mlp() {
   return *std::move(graph);
 }
 
-Cluster Devices(int n) {
-  std::string text = "name: \"flat\"\n";
-  for (int i = 0; i < n; ++i) {
-    text += "devices { name: \"/d:" + std::to_string(i) +
-            "\" kind: GPU peak_flops: 1e12 memory_bandwidth: 1e11 "
-            "memory_bytes: 1000000000 }\n";
-  }
-  text += "default_link { latency_seconds: 1e-3 bandwidth: 1e6 }\n";
-  absl::StatusOr<Cluster> c = ParseCluster(text, "flat.pbtxt");
-  EXPECT_TRUE(c.ok()) << c.status();
-  return *c;
-}
-
 struct Fixture {
   explicit Fixture(const ConstantCosts& c, int devices = 4)
       : graph(Mlp()),
         view(BuildTrainingView(graph)),
-        cluster(Devices(devices)),
+        cluster(FlatCluster(devices)),
         costs(c),
         order(NewCriticalPathReadyOrder()),
         context(SimulationContext::Create(view, cluster, costs, *order)) {}
