@@ -18,8 +18,12 @@ using Kind = TensorLayout::Kind;
 class Sharder {
  public:
   Sharder(const Graph& graph, const std::vector<int>& group_of_op,
-          const std::vector<int>& group_size)
-      : graph_(graph), group_of_op_(group_of_op), group_size_(group_size) {}
+          const std::vector<int>& group_size,
+          const TensorShardingOptions& options)
+      : graph_(graph),
+        group_of_op_(group_of_op),
+        group_size_(group_size),
+        options_(options) {}
 
   absl::StatusOr<TensorSharding> Run(const std::vector<OpSharding>& fixed);
 
@@ -39,6 +43,9 @@ class Sharder {
     return ShardingRule(graph_, op, mode, Size(op));
   }
   bool Push(int t, int dim, int reader);
+  // Sequence parallelism: tensor `t` split on its token dim over
+  // `devices` (replicated when none divides).
+  TensorLayout TokenSplit(int t, int devices) const;
   // Bytes a mode moves given the inputs' layouts: forward, backward.
   std::pair<int64_t, int64_t> Cost(int op, const OpRule& rule) const;
   TensorLayout Held(int t) const {
@@ -51,6 +58,7 @@ class Sharder {
   const Graph& graph_;
   const std::vector<int>& group_of_op_;
   const std::vector<int>& group_size_;
+  const TensorShardingOptions options_;
   std::vector<std::optional<TensorLayout>> layout_;
   std::vector<char> requires_grad_, weight_only_;
   std::vector<OpSharding> op_;
@@ -76,6 +84,17 @@ bool Sharder::WeightFed(int op) const {
          Rank(t) >= 2;
 }
 
+TensorLayout Sharder::TokenSplit(int t, int devices) const {
+  if (!Known(t) || Rank(t) < 2) return TensorLayout::Replicated();
+  int best = -1;
+  for (int d = 0; d + 1 < Rank(t); ++d) {
+    const int64_t extent = Shape(t)[d];
+    if (extent < devices || extent % devices != 0) continue;
+    if (best < 0 || extent >= Shape(t)[best]) best = d;
+  }
+  return best < 0 ? TensorLayout::Replicated() : TensorLayout::Split(best);
+}
+
 std::pair<int64_t, int64_t> Sharder::Cost(int op, const OpRule& rule) const {
   int64_t forward = 2 * rule.internal_allreduce_bytes, backward = 0;
   const Op& o = graph_.op(op);
@@ -99,7 +118,9 @@ std::pair<int64_t, int64_t> Sharder::Cost(int op, const OpRule& rule) const {
         backward += bytes;  // a slice: its gradient all-gathered
       }
     }
-    if (rule.inputs[i].gradient_partial && grad) backward += 2 * bytes;
+    if (rule.inputs[i].gradient_partial && grad) {
+      backward += have.kind == Kind::kSplit ? bytes : 2 * bytes;
+    }
   }
   return {forward, backward};
 }
@@ -183,7 +204,13 @@ void Sharder::Apply(int op, const OpSharding& mode, const OpRule& rule) {
     Exchange(x, need, op);
     if (rule.inputs[i].gradient_partial && requires_grad_[x] &&
         backward_allreduced_.insert(x).second) {
-      collectives_.push_back({x, op, true, Collective::kAllreduce, Bytes(x)});
+      // Gathered from a split (sequence parallelism): its partial
+      // gradient goes back reduce-scattered to that split.
+      collectives_.push_back({x, op, true,
+                              Held(x).kind == Kind::kSplit
+                                  ? Collective::kReduceScatter
+                                  : Collective::kAllreduce,
+                              Bytes(x)});
     }
   }
   for (int k = 0; k < 2 && rule.internal_allreduce_bytes > 0; ++k) {
@@ -269,8 +296,11 @@ absl::StatusOr<TensorSharding> Sharder::Run(
     const bool reads_data = o.op_type != "Shape" && o.op_type != "Size";
     for (int x : o.inputs) {
       if (x >= 0 && reads_data && Held(x).kind == Kind::kPartial) {
-        Exchange(x, TensorLayout::Replicated(), op);
-        layout_[x] = TensorLayout::Replicated();
+        const TensorLayout to = options_.sequence_parallel
+                                    ? TokenSplit(x, t)
+                                    : TensorLayout::Replicated();
+        Exchange(x, to, op);
+        layout_[x] = to;
       }
     }
     OpSharding best = OpSharding::Replicated();
@@ -285,26 +315,30 @@ absl::StatusOr<TensorSharding> Sharder::Run(
         modes.push_back(OpSharding::SplitOutput(e));
       }
       modes.push_back(OpSharding::Contracted());
-      if (!any_split) {
-        // Start a split only at a weight (contract).
-        OpSharding start = OpSharding::Replicated();
-        if (WeightFed(op)) {
-          const std::string& type = o.op_type;
-          if (type == "MatMul") {
-            start = OpSharding::SplitOutput(Rank(o.outputs[0]) - 1);
-          } else if (type == "Gemm" || type == "Conv") {
-            start = OpSharding::SplitOutput(1);
-          } else {
-            start = OpSharding::Contracted();
-          }
+      // A weight's reader: row-parallel where its input is split on the
+      // dim it sums over (no communication), else it starts a split
+      // (contract), gathering a split input first.
+      OpSharding start = OpSharding::Replicated();
+      if (WeightFed(op)) {
+        const std::string& type = o.op_type;
+        if (type == "MatMul") {
+          start = OpSharding::SplitOutput(Rank(o.outputs[0]) - 1);
+        } else if (type == "Gemm" || type == "Conv") {
+          start = OpSharding::SplitOutput(1);
+        } else {
+          start = OpSharding::Contracted();
         }
-        if (start.split()) {
-          if (std::optional<OpRule> rule = Rule(op, start)) {
-            best = start;
-            best_rule = rule;
-          }
+        const std::optional<OpRule> row = Rule(op, OpSharding::Contracted());
+        if (any_split && row && Cost(op, *row).first == 0) {
+          start = OpSharding::Contracted();
         }
-      } else {
+      }
+      std::optional<OpRule> started;
+      if (start.split()) started = Rule(op, start);
+      if (started) {
+        best = start;
+        best_rule = started;
+      } else if (any_split) {
         std::pair<int64_t, int64_t> least = Cost(op, *best_rule);
         int64_t least_total = least.first + least.second;
         for (const OpSharding& mode : modes) {
@@ -403,7 +437,8 @@ int TensorSharding::SplitOps() const {
 
 absl::StatusOr<TensorSharding> ShardTensors(
     const Graph& graph, const std::vector<int>& group_of_op,
-    const std::vector<int>& group_size, const std::vector<OpSharding>& fixed) {
+    const std::vector<int>& group_size, const std::vector<OpSharding>& fixed,
+    const TensorShardingOptions& options) {
   if (group_of_op.size() != graph.ops().size() ||
       (!fixed.empty() && fixed.size() != graph.ops().size())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -417,7 +452,7 @@ absl::StatusOr<TensorSharding> ShardTensors(
           absl::StrCat("tensor sharding: group ", g, " has no size"));
     }
   }
-  return Sharder(graph, group_of_op, group_size).Run(fixed);
+  return Sharder(graph, group_of_op, group_size, options).Run(fixed);
 }
 
 }  // namespace placer

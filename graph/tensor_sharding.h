@@ -109,6 +109,17 @@ struct TensorSharding {
   int SplitOps() const;
 };
 
+struct TensorShardingOptions {
+  // Megatron-LM's sequence parallelism: where the choice would allreduce
+  // a partial sum (a row-parallel output, before norms, dropout and the
+  // residual), it reduce-scatters it instead, split on a token dim (the
+  // largest dim but the last that T divides; the later on ties), and the
+  // ops after run split on it until a weight's reader all-gathers it
+  // (whose partial gradient is then reduce-scattered, not allreduced).
+  // The same bytes on the wire; those ops' activations held 1/T.
+  bool sequence_parallel = false;
+};
+
 // Tensor parallelism over `graph` with op i in group group_of_op[i] (a
 // pipeline stage), of group_size[group_of_op[i]] devices. `fixed`: empty,
 // or per op the sharding to use (ops in groups of 1 must be replicated);
@@ -119,7 +130,8 @@ struct TensorSharding {
 absl::StatusOr<TensorSharding> ShardTensors(
     const Graph& graph, const std::vector<int>& group_of_op,
     const std::vector<int>& group_size,
-    const std::vector<OpSharding>& fixed = {});
+    const std::vector<OpSharding>& fixed = {},
+    const TensorShardingOptions& options = {});
 
 }  // namespace placer
 

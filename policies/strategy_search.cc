@@ -514,6 +514,7 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       if (most > micro_batches) continue;
       const int m = micro_batches;
       Strategy shape = ToStrategy(input.view, chunks, groups, part, m);
+      shape.sequence_parallel = t > 1 && search.sequence_parallel;
       for (PipelineStage& stage : shape.stages) {
         for (Replica& replica : stage.replicas) {
           if (t < 2) break;

@@ -139,6 +139,9 @@ struct StrategySearchOptions {
   // Devices per tensor-parallel group for every candidate (dividing the
   // pool); 0: as the parallelism says (contract).
   int tensor = 0;
+  // Tensor-parallel candidates with sequence parallelism
+  // (Strategy::sequence_parallel).
+  bool sequence_parallel = false;
 };
 
 struct StrategyChoice {

@@ -339,7 +339,10 @@ absl::StatusOr<TensorSharding> ShardStrategy(const Graph& graph,
   for (const PipelineStage& stage : strategy.stages) {
     sizes.push_back(stage.tensor());
   }
-  return ShardTensors(graph, strategy.stage_of_op, sizes, strategy.op_sharding);
+  TensorShardingOptions options;
+  options.sequence_parallel = strategy.sequence_parallel;
+  return ShardTensors(graph, strategy.stage_of_op, sizes, strategy.op_sharding,
+                      options);
 }
 
 int PipelineStage::width() const {
@@ -417,8 +420,11 @@ std::string DescribeStrategy(const Strategy& strategy) {
       strategy.stages.size(),
       strategy.stages.size() == 1 ? " stage x " : " stages x ", list(replicas),
       " replicas", wide ? absl::StrCat(" of ", list(widths), " devices") : "",
-      tensor ? absl::StrCat(" of tensor ", list(tensors)) : "", ", ",
-      strategy.micro_batches, " micro-batches, ",
+      tensor ? absl::StrCat(
+                   " of tensor ", list(tensors),
+                   strategy.sequence_parallel ? " (sequence parallel)" : "")
+             : "",
+      ", ", strategy.micro_batches, " micro-batches, ",
       ScheduleName(strategy.schedule), ", ", AllreduceName(strategy.allreduce),
       recompute,
       strategy.zero == ZeroStage::kNone

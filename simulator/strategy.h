@@ -166,8 +166,10 @@ struct Strategy {
   int64_t bucket_bytes = int64_t{25} << 20;  // PyTorch DDP's default
   ZeroStage zero = ZeroStage::kNone;
   // Per forward op: how its stage's tensor-parallel group runs it; empty:
-  // as ShardTensors chooses (graph/tensor_sharding.h).
+  // as ShardTensors chooses (graph/tensor_sharding.h), with sequence
+  // parallelism when set.
   std::vector<OpSharding> op_sharding;
+  bool sequence_parallel = false;
 };
 
 // Names for files and flags: "gpipe", "1f1b"; "ring", "tree"; "none",
@@ -227,7 +229,7 @@ int StrategyDevices(const Strategy& strategy);
 // recomputation "..., ring, recompute" (every stage) or "..., ring,
 // recompute stages 0, 2" ("selective recompute" likewise); with ZeRO "...,
 // ring, zero-1"; with tensor parallelism "1 stage x 2 replicas of tensor 2,
-// ...".
+// ..." ("of tensor 2 (sequence parallel)" when set).
 std::string DescribeStrategy(const Strategy& strategy);
 
 }  // namespace placer

@@ -134,6 +134,10 @@ ABSL_FLAG(std::string, tensor, "auto",
           "place --parallelism: devices per tensor-parallel group for every "
           "candidate (dividing the identical devices), or auto (tensor and "
           "auto try every power of two; the others none).");
+ABSL_FLAG(bool, sequence_parallel, false,
+          "place --parallelism: tensor-parallel candidates split the norms, "
+          "dropout and residuals between row- and column-parallel ops on a "
+          "token dim (Megatron-LM's sequence parallelism).");
 ABSL_FLAG(int32_t, steps, 10,
           "run, calibrate: measured training steps (after --warmup).");
 ABSL_FLAG(std::string, profile_out, "",
@@ -303,12 +307,13 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                            costs,
                            {"cluster", "placement", "trace", "report", "order",
                             "json", "optimizer", "precision"}})},
-        {"place", join({model,
-                        policy,
-                        costs,
-                        {"cluster", "compare", "o", "checkpoint", "json",
-                         "parallelism", "micro_batches", "recompute", "zero",
-                         "tensor", "optimizer", "precision"}})},
+        {"place",
+         join({model,
+               policy,
+               costs,
+               {"cluster", "compare", "o", "checkpoint", "json", "parallelism",
+                "micro_batches", "recompute", "zero", "tensor",
+                "sequence_parallel", "optimizer", "precision"}})},
         {"bench", join({model,
                         policy,
                         {"models", "clusters", "policies", "out_dir", "json",

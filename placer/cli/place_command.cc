@@ -151,8 +151,8 @@ StrategyRow OneDevice(const PolicyInput& input, int micro_batches) {
 StrategyRow FromSearch(Parallelism mode, const PolicyInput& input,
                        const PolicyOptions& options, int micro_batches,
                        StageRecompute recompute, std::optional<ZeroStage> zero,
-                       int tensor, const std::string& policy,
-                       InsidePlacements* inside) {
+                       int tensor, bool sequence_parallel,
+                       const std::string& policy, InsidePlacements* inside) {
   StrategyRow row;
   row.name = ParallelismName(mode);
   StrategySearchOptions search;
@@ -160,6 +160,7 @@ StrategyRow FromSearch(Parallelism mode, const PolicyInput& input,
   search.recompute = recompute;
   search.zero = zero;
   search.tensor = tensor;
+  search.sequence_parallel = sequence_parallel;
   search.micro_batches = micro_batches;
   search.inside_policy = policy;
   search.inside_placements = inside;
@@ -248,6 +249,7 @@ struct PlaceFlags {
   std::string recompute;    // "auto", "none", "full"
   std::string zero;         // "auto", "0", "1", "2", "3"
   std::string tensor;       // "auto" or devices per group
+  bool sequence_parallel = false;
   bool compare = false;
   bool json = false;
   std::string out_path;     // -o; empty: no file
@@ -264,6 +266,7 @@ PlaceFlags ReadPlaceFlags() {
   f.recompute = absl::GetFlag(FLAGS_recompute);
   f.zero = absl::GetFlag(FLAGS_zero);
   f.tensor = absl::GetFlag(FLAGS_tensor);
+  f.sequence_parallel = absl::GetFlag(FLAGS_sequence_parallel);
   f.compare = absl::GetFlag(FLAGS_compare);
   f.json = absl::GetFlag(FLAGS_json);
   f.out_path = absl::GetFlag(FLAGS_o);
@@ -329,11 +332,13 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
       if (m == Parallelism::kHybrid && pool.size() < 4) continue;
       if (StopOnSignal::requested()) break;
       rows.push_back(FromSearch(m, input, options, micro_batches, recompute,
-                                zero, tensor, policy, &inside));
+                                zero, tensor, flags.sequence_parallel, policy,
+                                &inside));
     }
   } else {
     rows.push_back(FromSearch(mode, input, options, micro_batches, recompute,
-                              zero, tensor, policy, &inside));
+                              zero, tensor, flags.sequence_parallel, policy,
+                              &inside));
   }
   // The fastest per batch; ties: the earlier row (the simpler strategy).
   const StrategyRow* chosen = nullptr;

@@ -58,6 +58,8 @@ std::string ShardingOf(const Graph& g, const TensorSharding& s,
   return op < 0 ? "" : OpShardingName(s.op[op]);
 }
 
+using Count = std::pair<int, int64_t>;  // collectives, bytes
+
 // Per (backward?, kind): how many collectives, and their bytes.
 std::map<std::pair<bool, Collective>, std::pair<int, int64_t>> Tally(
     const TensorSharding& s) {
@@ -113,6 +115,51 @@ TEST(TensorShardingTest, Gpt2FallsIntoMegatronsPattern) {
   ASSERT_GE(qkv, 0);
   EXPECT_EQ(TensorLayoutName(s.layout[qkv]), "split:0");
   EXPECT_EQ(s.HeldBytes(g, qkv), 192 * 64 * 4 / 2);
+}
+
+// Sequence parallelism on GPT-2: every allreduce of a block's activation
+// becomes a reduce-scatter to a token split (forward; an all-gather of
+// the gradient backward) and every allreduce of a layer norm's output's
+// gradient an all-gather before the column-parallel MatMul (forward; a
+// reduce-scatter backward): the same bytes, the layer norms, dropout and
+// residuals run split.
+TEST(TensorShardingTest, SequenceParallelismTradesAllreducesForHalves) {
+  const Graph g =
+      Load("gpt2.train.op17.onnx", {{"tokens", {2, 16}}, {"targets", {2, 16}}});
+  TensorShardingOptions options;
+  options.sequence_parallel = true;
+  absl::StatusOr<TensorSharding> s = ShardTensors(
+      g, std::vector<int>(g.ops().size(), 0), std::vector<int>{2}, {}, options);
+  ASSERT_TRUE(s.ok()) << s.status();
+  SCOPED_TRACE(Describe(g, *s));
+  for (const std::string block : {"/blocks.0", "/blocks.1"}) {
+    EXPECT_EQ(ShardingOf(g, *s, block + "/c_attn/MatMul"), "out:2");
+    EXPECT_EQ(ShardingOf(g, *s, block + "/c_proj/MatMul"), "contracted");
+    EXPECT_EQ(ShardingOf(g, *s, block + "/ln_2/LayerNormalization"), "out:1");
+    EXPECT_EQ(ShardingOf(g, *s, block + "/dropout_2/Dropout"), "out:1");
+  }
+  const int norm = g.FindTensor("/blocks.0/ln_1/LayerNormalization_output_0");
+  ASSERT_GE(norm, 0);
+  EXPECT_EQ(TensorLayoutName(s->layout[norm]), "split:1");  // the tokens
+  const int64_t activation = 2 * 16 * 64 * 4;
+  const auto tally = Tally(*s);
+  // Per block two of each way; the embedding's reduce-scatter, the final
+  // norm's all-gather; backward also the position embedding's slice
+  // (4096 bytes) gathered.
+  EXPECT_EQ(tally.at({false, Collective::kReduceScatter}),
+            (Count{5, 5 * activation}));
+  EXPECT_EQ(tally.at({false, Collective::kAllGather}),
+            (Count{5, 5 * activation}));
+  EXPECT_EQ(tally.at({true, Collective::kReduceScatter}),
+            (Count{5, 5 * activation}));
+  EXPECT_EQ(tally.at({true, Collective::kAllGather}),
+            (Count{6, 5 * activation + 4096}));
+  // What remains allreduced: the loss's three small ones, and backward
+  // the gradients of the weights the token-split ops read whole (five
+  // layer norms' scale and bias, two row-parallel biases per block).
+  EXPECT_EQ(tally.at({false, Collective::kAllreduce}).first, 3);
+  EXPECT_EQ(tally.at({true, Collective::kAllreduce}),
+            (Count{5 * 2 + 2 * 2, (5 * 2 + 2 * 2) * 256}));
 }
 
 // The Llama-style decoder (RMSNorm, rotary embeddings, SwiGLU, separate
