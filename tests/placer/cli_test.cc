@@ -1078,6 +1078,25 @@ TEST(CliTest, TensorParallelismFromPlaceToSimulate) {
       file);
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_THAT(refused.out, HasSubstr("tensor parallelism"));
+  // With sequence parallelism: said in the description and the file.
+  const std::string sp_file = TmpFile("sequence.json");
+  RunResult sp = RunPlacer(
+      "place zoo:chain --noweights --cluster cpu2 --parallelism tensor "
+      "--sequence-parallel --json -o " + sp_file);
+  ASSERT_EQ(sp.exit_code, 0) << sp.out;
+  EXPECT_EQ(JsonLine(sp.out)
+                .fields()
+                .at("results")
+                .list_value()
+                .values(1)
+                .struct_value()
+                .fields()
+                .at("strategy")
+                .string_value(),
+            "1 stage x 1 replicas of tensor 2 (sequence parallel), 2 "
+            "micro-batches, 1f1b, ring");
+  EXPECT_THAT(RunCommand("cat " + sp_file).out,
+              HasSubstr("\"sequence_parallel\": true"));
   RunResult three = RunPlacer(
       "place zoo:chain --noweights --cluster cpu2 --parallelism auto "
       "--tensor 3");
