@@ -1,14 +1,21 @@
 // Fakes for exact, hand-computed tests of the simulators (FlexFlow's
-// style): a cost model of constant costs, and a flat cluster.
+// style): a cost model of constant costs, a flat cluster, and a fixture
+// simulating strategies of a graph with them.
 #ifndef PLACER_TESTS_SIMULATOR_CONSTANT_COSTS_H_
 #define PLACER_TESTS_SIMULATOR_CONSTANT_COSTS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "graph/training_view.h"
+#include "gtest/gtest.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
+#include "simulator/simulator.h"
+#include "simulator/strategy.h"
+#include "simulator/strategy_simulator.h"
 
 namespace placer {
 
@@ -72,6 +79,32 @@ inline Cluster FlatCluster(int n) {
   absl::StatusOr<Cluster> c = ParseCluster(text, "flat.pbtxt");
   return *std::move(c);
 }
+
+// A graph's training view on a flat cluster of `devices` with constant
+// costs; Run simulates a strategy (recording its schedule), failing the
+// test on an error.
+struct ExactFixture {
+  ExactFixture(Graph g, const ConstantCosts& c, int devices)
+      : graph(std::move(g)),
+        view(BuildTrainingView(graph)),
+        cluster(FlatCluster(devices)),
+        costs(c),
+        order(NewCriticalPathReadyOrder()),
+        context(SimulationContext::Create(view, cluster, costs, *order)) {}
+  StrategySimulation Run(const Strategy& s) {
+    SimulationOptions record;
+    record.record_schedule = true;
+    absl::StatusOr<StrategySimulation> r = SimulateStrategy(context, s, record);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *std::move(r) : StrategySimulation{};
+  }
+  Graph graph;
+  TrainingView view;
+  Cluster cluster;
+  ConstantCosts costs;
+  std::unique_ptr<ReadyOrder> order;
+  SimulationContext context;
+};
 
 }  // namespace placer
 

@@ -50,13 +50,7 @@ Graph Model() {
 // fourth's is the one-micro-batch peak's): selective keeps 320 bytes less
 // than none, full 64 less than selective.
 TEST(SelectiveRecomputeTest, RerunsTheOpsWithoutWeightsAndKeepsTheRest) {
-  const Graph graph = Model();
-  const TrainingView view = BuildTrainingView(graph);
-  const Cluster cluster = FlatCluster(2);
-  const ConstantCosts costs(1, 2, 0.5, 1e-3, 1e6);
-  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
-  const SimulationContext context =
-      SimulationContext::Create(view, cluster, costs, *order);
+  ExactFixture f(Model(), ConstantCosts(1, 2, 0.5, 1e-3, 1e6), 2);
   Strategy s;
   s.stage_of_op = {0, 0, 0, 0, 0};
   s.stages = {PipelineStage::OneDevicePerReplica({0})};
@@ -66,7 +60,7 @@ TEST(SelectiveRecomputeTest, RerunsTheOpsWithoutWeightsAndKeepsTheRest) {
   for (Recompute r :
        {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
     s.stages[0].recompute = r;
-    absl::StatusOr<StrategySimulation> sim = SimulateStrategy(context, s);
+    absl::StatusOr<StrategySimulation> sim = SimulateStrategy(f.context, s);
     ASSERT_TRUE(sim.ok()) << sim.status();
     runs.push_back(*sim);
   }
@@ -86,11 +80,11 @@ TEST(SelectiveRecomputeTest, RerunsTheOpsWithoutWeightsAndKeepsTheRest) {
 
   // Through the placement file.
   const std::string json =
-      StrategyToJson(s, graph, cluster, PlacementInfo{}, 1.0);
+      StrategyToJson(s, f.graph, f.cluster, PlacementInfo{}, 1.0);
   EXPECT_NE(json.find("\"recompute\": \"selective\""), std::string::npos)
       << json;
   absl::StatusOr<PlacementOrStrategy> read =
-      ParsePlacementOrStrategyJson(json, "s.json", graph, cluster);
+      ParsePlacementOrStrategyJson(json, "s.json", f.graph, f.cluster);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->strategy->stages[0].recompute, Recompute::kSelective);
 
@@ -99,7 +93,8 @@ TEST(SelectiveRecomputeTest, RerunsTheOpsWithoutWeightsAndKeepsTheRest) {
   wide.stages = {PipelineStage::OfReplicas({{0, 1}})};
   wide.stages[0].recompute = Recompute::kSelective;
   wide.slot_of_op = {0, 0, 1, 1, 1};
-  absl::StatusOr<StrategySimulation> refused = SimulateStrategy(context, wide);
+  absl::StatusOr<StrategySimulation> refused =
+      SimulateStrategy(f.context, wide);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find(
                 "selective recomputation with ops placed inside stage 0"),

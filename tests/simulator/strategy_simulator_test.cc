@@ -48,19 +48,6 @@ Graph Chain() {
   return *std::move(graph);
 }
 
-Cluster Devices(int n) {
-  std::string text = "name: \"flat\"\n";
-  for (int i = 0; i < n; ++i) {
-    text += "devices { name: \"/d:" + std::to_string(i) +
-            "\" kind: GPU peak_flops: 1e12 memory_bandwidth: 1e11 "
-            "memory_bytes: 1000000000 }\n";
-  }
-  text += "default_link { latency_seconds: 1e-3 bandwidth: 1e6 }\n";
-  absl::StatusOr<Cluster> c = ParseCluster(text, "flat.pbtxt");
-  EXPECT_TRUE(c.ok()) << c.status();
-  return *c;
-}
-
 // Four stages, one op and one device each.
 Strategy FourStages(int micro_batches, PipelineSchedule schedule) {
   Strategy s;
@@ -74,25 +61,10 @@ Strategy FourStages(int micro_batches, PipelineSchedule schedule) {
   return s;
 }
 
-struct Fixture {
+// The chain on `devices` flat devices.
+struct Fixture : ExactFixture {
   explicit Fixture(const ConstantCosts& c, int devices = 4)
-      : graph(Chain()),
-        view(BuildTrainingView(graph)),
-        cluster(Devices(devices)),
-        costs(c),
-        order(NewCriticalPathReadyOrder()),
-        context(SimulationContext::Create(view, cluster, costs, *order)) {}
-  StrategySimulation Run(const Strategy& s) {
-    absl::StatusOr<StrategySimulation> r = SimulateStrategy(context, s);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? *r : StrategySimulation{};
-  }
-  Graph graph;
-  TrainingView view;
-  Cluster cluster;
-  ConstantCosts costs;
-  std::unique_ptr<ReadyOrder> order;
-  SimulationContext context;
+      : ExactFixture(Chain(), c, devices) {}
 };
 
 TEST(StrategySimulatorTest, FourEqualStagesForwardOnlyTakeMPlusThreeT) {
@@ -237,12 +209,14 @@ TEST(StrategySimulatorTest, RingAllreduceMatchesTheAlphaBetaFormula) {
   StrategySimulation tree = f.Run(s);
   EXPECT_NEAR(tree.step.step_seconds, 2 * 2 * (alpha + B / beta), 1e-15);
   // On 8 devices the heap is 3 levels high.
-  EXPECT_NEAR(AllreduceSeconds(f.costs, Devices(8), {0, 1, 2, 3, 4, 5, 6, 7},
-                               800, AllreduceAlgorithm::kTree),
-              2 * 3 * (alpha + 800 / beta), 1e-15);
-  EXPECT_NEAR(AllreduceSeconds(f.costs, Devices(8), {0, 1, 2, 3, 4, 5, 6, 7},
-                               800, AllreduceAlgorithm::kRing),
-              2 * 7 * alpha + 2 * 7.0 / 8 * 800 / beta, 1e-15);
+  EXPECT_NEAR(
+      AllreduceSeconds(f.costs, FlatCluster(8), {0, 1, 2, 3, 4, 5, 6, 7}, 800,
+                       AllreduceAlgorithm::kTree),
+      2 * 3 * (alpha + 800 / beta), 1e-15);
+  EXPECT_NEAR(
+      AllreduceSeconds(f.costs, FlatCluster(8), {0, 1, 2, 3, 4, 5, 6, 7}, 800,
+                       AllreduceAlgorithm::kRing),
+      2 * 7 * alpha + 2 * 7.0 / 8 * 800 / beta, 1e-15);
 }
 
 TEST(StrategySimulatorTest, RooflineRingOnP100sIsTheFormula) {
@@ -452,20 +426,11 @@ TEST(StrategySimulatorTest, WideStageErrorsNameWhatIsWrong) {
 }
 
 // SharedWeightChain (W read by four ops m0..m3) on two devices.
-struct SharedWeight {
+struct SharedWeight : ExactFixture {
   explicit SharedWeight(const ConstantCosts& c, int devices = 2)
-      : graph(*ImportOnnxModel(testing::SharedWeightChain(), "shared", {})),
-        view(BuildTrainingView(graph)),
-        cluster(Devices(devices)),
-        costs(c),
-        order(NewCriticalPathReadyOrder()),
-        context(SimulationContext::Create(view, cluster, costs, *order)) {}
-  Graph graph;
-  TrainingView view;
-  Cluster cluster;
-  ConstantCosts costs;
-  std::unique_ptr<ReadyOrder> order;
-  SimulationContext context;
+      : ExactFixture(
+            *ImportOnnxModel(testing::SharedWeightChain(), "shared", {}), c,
+            devices) {}
 };
 
 // W read by four ops, all in one stage on one device, each partial after

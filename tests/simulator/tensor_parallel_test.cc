@@ -44,27 +44,10 @@ Graph Mlp() {
   return *std::move(graph);
 }
 
-struct Fixture {
+// The MLP on `devices` flat devices.
+struct Fixture : ExactFixture {
   explicit Fixture(const ConstantCosts& c, int devices = 4)
-      : graph(Mlp()),
-        view(BuildTrainingView(graph)),
-        cluster(FlatCluster(devices)),
-        costs(c),
-        order(NewCriticalPathReadyOrder()),
-        context(SimulationContext::Create(view, cluster, costs, *order)) {}
-  StrategySimulation Run(const Strategy& s) {
-    SimulationOptions record;
-    record.record_schedule = true;
-    absl::StatusOr<StrategySimulation> r = SimulateStrategy(context, s, record);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? *r : StrategySimulation{};
-  }
-  Graph graph;
-  TrainingView view;
-  Cluster cluster;
-  ConstantCosts costs;
-  std::unique_ptr<ReadyOrder> order;
-  SimulationContext context;
+      : ExactFixture(Mlp(), c, devices) {}
 };
 
 Strategy OneStage(std::vector<std::vector<int>> groups, int micro_batches) {

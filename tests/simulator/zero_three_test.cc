@@ -38,25 +38,19 @@ Graph SharedWeight() {
 // it still held: G + 2; the backward likewise (its first node to read w
 // gathers it): G + 4. Wire bytes: one all-gather of 64 bytes per pass.
 TEST(ZeroThreeTest, AWeightReadTwiceIsGatheredOncePerPass) {
-  const Graph graph = SharedWeight();
-  const TrainingView view = BuildTrainingView(graph);
-  const Cluster cluster = FlatCluster(2);
-  const ConstantCosts costs(1, 2, 0.5, 1e-3, 1e6);
-  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
-  const SimulationContext context =
-      SimulationContext::Create(view, cluster, costs, *order);
+  ExactFixture f(SharedWeight(), ConstantCosts(1, 2, 0.5, 1e-3, 1e6), 2);
   Strategy s;
   s.stage_of_op = {0, 0};
   s.stages = {PipelineStage::OneDevicePerReplica({0, 1})};
   s.micro_batches = 2;
   s.zero = ZeroStage::kParameters;
-  absl::StatusOr<StrategySimulation> r = SimulateStrategy(context, s);
+  absl::StatusOr<StrategySimulation> r = SimulateStrategy(f.context, s);
   ASSERT_TRUE(r.ok()) << r.status();
   int backward_readers = 0;
-  for (const TrainingNode& n : view.nodes()) {
+  for (const TrainingNode& n : f.view.nodes()) {
     if (n.kind != NodeKind::kBackward) continue;
     for (int v : n.inputs) {
-      backward_readers += view.value(v).kind == ValueKind::kParameter;
+      backward_readers += f.view.value(v).kind == ValueKind::kParameter;
     }
   }
   ASSERT_GE(backward_readers, 1);
