@@ -72,8 +72,9 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   }
   auto held = [&](int v) -> int64_t {
     const TrainingValue& value = view.value(v);
+    if (!tensor || value.tensor < 0) return value.bytes;
     const int64_t whole = view.forward().tensor(value.tensor).bytes();
-    if (!tensor || value.tensor < 0 || whole <= 0) return value.bytes;
+    if (whole <= 0) return value.bytes;
     const int64_t part = sharding.HeldBytes(view.forward(), value.tensor);
     return static_cast<int64_t>(static_cast<double>(value.bytes) * part /
                                 whole);
@@ -280,9 +281,14 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   // Selective recomputation: forward nodes that read no parameter are
   // rerun; what the others make, and what the rerun ones read from
   // outside the rerun, is kept.
-  std::vector<char> rerun(view.nodes().size(), 0);
+  bool selective = false;
   for (StageModel& st : plan.stages) {
     st.selective_kept_bytes.assign(st.width, 0);
+    selective |= st.recompute == Recompute::kSelective;
+  }
+  std::vector<char> rerun(selective ? view.nodes().size() : 0, 0);
+  for (StageModel& st : plan.stages) {
+    if (!selective) break;
     for (int n : st.forward) {
       bool weights = false;
       for (int v : view.node(n).inputs) {
@@ -298,7 +304,8 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       }
     }
   }
-  for (int v = 0; v < static_cast<int>(view.values().size()); ++v) {
+  for (int v = 0; selective && v < static_cast<int>(view.values().size());
+       ++v) {
     const TrainingValue& value = view.value(v);
     if (value.kind != ValueKind::kActivation &&
         value.kind != ValueKind::kGraphInput) {
@@ -323,6 +330,7 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   // reader there, held until its last reader has run; the window is the
   // most held at once with the next gather in flight.
   for (StageModel& st : plan.stages) {
+    if (strategy.zero != ZeroStage::kParameters) break;
     for (auto [nodes, bytes] :
          {std::make_pair(&st.forward, &st.forward_gather_bytes),
           std::make_pair(&st.backward, &st.backward_gather_bytes)}) {
