@@ -528,9 +528,18 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
         if (schedule == PipelineSchedule::kGPipe && shape.stages.size() < 2) {
           continue;
         }
+        // Hierarchical where some stage's replicas span hosts evenly.
+        bool hosts = false;
+        for (const PipelineStage& stage : shape.stages) {
+          hosts |= SpansHostsEvenly(input.cluster, stage.FirstDevices());
+        }
         for (AllreduceAlgorithm algorithm :
-             {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree}) {
+             {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
+              AllreduceAlgorithm::kHierarchical}) {
           if (algorithm == AllreduceAlgorithm::kTree && most < 2) continue;
+          if (algorithm == AllreduceAlgorithm::kHierarchical && !hosts) {
+            continue;
+          }
           Strategy s = shape;
           s.schedule = schedule;
           s.allreduce = algorithm;

@@ -15,7 +15,9 @@
 //    slowest stage per micro-batch (compute / replicas + allreduce /
 //    micro-batches, and the transfers at each cut) for every device count;
 //    each result is then simulated with 1F1B and GPipe (when it has two
-//    stages or more) and ring and tree allreduce (when it has replicas).
+//    stages or more) and ring and tree allreduce (when it has replicas),
+//    and hierarchical allreduce when a stage's replicas are as many on
+//    each of two hosts or more (Device::host).
 //    Every candidate runs the same micro-batches per step; auto's
 //    candidates include data's and pipeline's, so it is never worse.
 //  - Wide candidates (hybrid and auto; auto only when inside_policy is

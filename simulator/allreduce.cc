@@ -1,6 +1,7 @@
 #include "simulator/allreduce.h"
 
 #include <algorithm>
+#include <string>
 
 namespace placer {
 
@@ -20,7 +21,34 @@ double RingStepSeconds(const CostModel& costs, const Cluster& cluster,
   return step;
 }
 
+// `devices` grouped by host, hosts in order of first appearance.
+std::vector<std::vector<int>> ByHost(const Cluster& cluster,
+                                     const std::vector<int>& devices) {
+  std::vector<std::string> hosts;
+  std::vector<std::vector<int>> groups;
+  for (int d : devices) {
+    const std::string& host = cluster.device(d).host;
+    size_t h = 0;
+    while (h < hosts.size() && hosts[h] != host) ++h;
+    if (h == hosts.size()) {
+      hosts.push_back(host);
+      groups.emplace_back();
+    }
+    groups[h].push_back(d);
+  }
+  return groups;
+}
+
 }  // namespace
+
+bool SpansHostsEvenly(const Cluster& cluster, const std::vector<int>& devices) {
+  const std::vector<std::vector<int>> hosts = ByHost(cluster, devices);
+  if (hosts.size() < 2 || hosts[0].size() < 2) return false;
+  for (const std::vector<int>& host : hosts) {
+    if (host.size() != hosts[0].size()) return false;
+  }
+  return true;
+}
 
 double ReduceScatterSeconds(const CostModel& costs, const Cluster& cluster,
                             const std::vector<int>& devices, int64_t bytes) {
@@ -83,7 +111,25 @@ double AllreduceSeconds(const CostModel& costs, const Cluster& cluster,
                         AllreduceAlgorithm algorithm) {
   const int p = static_cast<int>(devices.size());
   if (p <= 1 || bytes <= 0) return 0;
-  if (algorithm == AllreduceAlgorithm::kRing) {
+  if (algorithm == AllreduceAlgorithm::kHierarchical &&
+      SpansHostsEvenly(cluster, devices)) {
+    const std::vector<std::vector<int>> hosts = ByHost(cluster, devices);
+    const int l = static_cast<int>(hosts[0].size());
+    double inside = 0, across = 0;
+    for (const std::vector<int>& host : hosts) {
+      inside =
+          std::max(inside, ReduceScatterSeconds(costs, cluster, host, bytes));
+    }
+    const int64_t shard = (bytes + l - 1) / l;
+    for (int i = 0; i < l; ++i) {
+      std::vector<int> ring;
+      for (const std::vector<int>& host : hosts) ring.push_back(host[i]);
+      across = std::max(across, AllreduceSeconds(costs, cluster, ring, shard,
+                                                 AllreduceAlgorithm::kRing));
+    }
+    return 2 * inside + across;  // the all-gather as long as the scatter
+  }
+  if (algorithm != AllreduceAlgorithm::kTree) {
     return 2.0 * (p - 1) * RingStepSeconds(costs, cluster, devices, bytes);
   }
   // Heap order: the parent of i is (i - 1) / 2; levels 1 .. height.

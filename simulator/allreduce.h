@@ -17,8 +17,13 @@ namespace placer {
 // Allreduce of `bytes` over `devices` (in ring / heap order) with the cost
 // model's transfer times: ring, 2(p-1) steps each as long as the slowest
 // link of the ring carrying ceil(bytes / p); tree, per level of the heap
-// the slowest child->parent transfer of all `bytes`, up then down. One
-// device: 0.
+// the slowest child->parent transfer of all `bytes`, up then down;
+// hierarchical (devices grouped by Device::host, in order of appearance,
+// l on each of h hosts): a ring reduce-scatter inside every host (the
+// slowest host's), a ring allreduce of ceil(bytes / l) across hosts per
+// local rank (the slowest of the l rings), a ring all-gather inside every
+// host; a ring when the devices are not l >= 2 on each of h >= 2 hosts.
+// One device: 0.
 double AllreduceSeconds(const CostModel& costs, const Cluster& cluster,
                         const std::vector<int>& devices, int64_t bytes,
                         AllreduceAlgorithm algorithm);
@@ -42,6 +47,9 @@ double AllToAllSeconds(const CostModel& costs, const Cluster& cluster,
 // (p-1)/p x bytes in (p-1)p.
 int64_t CollectiveWireBytes(Collective kind, int p, int64_t bytes);
 int CollectiveMessages(Collective kind, int p);
+// Whether `devices` are l >= 2 on each of h >= 2 hosts (hierarchical
+// allreduce applies).
+bool SpansHostsEvenly(const Cluster& cluster, const std::vector<int>& devices);
 // The collective `kind` over `devices` (allreduce: ring).
 double CollectiveSeconds(const CostModel& costs, const Cluster& cluster,
                          const std::vector<int>& devices, int64_t bytes,

@@ -24,18 +24,26 @@ absl::StatusOr<PipelineSchedule> ParseSchedule(const std::string& name) {
 }
 
 std::string AllreduceName(AllreduceAlgorithm algorithm) {
-  return algorithm == AllreduceAlgorithm::kRing ? "ring" : "tree";
+  switch (algorithm) {
+    case AllreduceAlgorithm::kRing:
+      return "ring";
+    case AllreduceAlgorithm::kTree:
+      return "tree";
+    case AllreduceAlgorithm::kHierarchical:
+      return "hierarchical";
+  }
+  return "ring";
 }
 
 absl::StatusOr<AllreduceAlgorithm> ParseAllreduce(const std::string& name) {
-  if (name == AllreduceName(AllreduceAlgorithm::kRing)) {
-    return AllreduceAlgorithm::kRing;
+  for (AllreduceAlgorithm a :
+       {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
+        AllreduceAlgorithm::kHierarchical}) {
+    if (name == AllreduceName(a)) return a;
   }
-  if (name == AllreduceName(AllreduceAlgorithm::kTree)) {
-    return AllreduceAlgorithm::kTree;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown allreduce algorithm '", name, "'; known: ring, tree"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown allreduce algorithm '", name,
+                   "'; known: ring, tree, hierarchical"));
 }
 
 std::string RecomputeName(Recompute recompute) {

@@ -91,6 +91,11 @@ enum class PipelineSchedule {
 enum class AllreduceAlgorithm {
   kRing,  // reduce-scatter + all-gather: 2(p-1) steps of bytes/p
   kTree,  // reduce up a binary tree (heap order), broadcast down it
+  // Across hosts: reduce-scatter inside each host, allreduce each shard
+  // across hosts (one ring per local rank), all-gather inside each host
+  // (Horovod's and NCCL's two-level scheme). A ring where the devices are
+  // not l >= 2 on each of h >= 2 hosts.
+  kHierarchical,
 };
 
 // What the data-parallel replicas of a stage shard (ZeRO).
@@ -172,7 +177,8 @@ struct Strategy {
   bool sequence_parallel = false;
 };
 
-// Names for files and flags: "gpipe", "1f1b"; "ring", "tree"; "none",
+// Names for files and flags: "gpipe", "1f1b"; "ring", "tree",
+// "hierarchical"; "none",
 // "full", "selective".
 std::string ScheduleName(PipelineSchedule schedule);
 absl::StatusOr<PipelineSchedule> ParseSchedule(const std::string& name);

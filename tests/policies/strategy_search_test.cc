@@ -4,6 +4,8 @@
 #include "policies/strategy_search.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -398,6 +400,38 @@ TEST(StrategySearchTest, TensorParallelismFitsWhatDataParallelismCannot) {
                StageRecompute::kNone, std::nullopt, 3);
   EXPECT_EQ(three.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParallelismName(*ParseParallelism("tensor")), "tensor");
+}
+
+// Data parallelism over two hosts of two devices, fast inside a host and
+// slow between: the search also simulates hierarchical allreduce and keeps
+// it, the gradients crossing the slow link once.
+TEST(StrategySearchTest, DataParallelismAcrossHostsAllreducesHierarchically) {
+  std::string text = "name: \"two_hosts\"\n";
+  for (int i = 0; i < 4; ++i) {
+    text += "devices { name: \"/gpu:" + std::to_string(i) +
+            "\" kind: GPU peak_flops: 1e13 memory_bandwidth: 1e12 "
+            "memory_bytes: 16000000000 host: \"" +
+            (i < 2 ? "a" : "b") + "\" }\n";
+  }
+  text += "default_link { latency_seconds: 1e-5 bandwidth: 1e9 }\n";
+  for (auto [x, y] : {std::pair{0, 1}, {1, 0}, {2, 3}, {3, 2}}) {
+    text += "links { src: \"/gpu:" + std::to_string(x) +
+            "\" dst: \"/gpu:" + std::to_string(y) +
+            "\" latency_seconds: 1e-6 bandwidth: 1e11 }\n";
+  }
+  const std::string path =
+      std::string(std::getenv("TEST_TMPDIR")) + "/two_hosts.pbtxt";
+  std::ofstream(path) << text;
+  Scenario s(Chain(256, 1024), path);
+  absl::StatusOr<StrategyChoice> data = s.Search(Parallelism::kData, 4);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->strategy.allreduce, AllreduceAlgorithm::kHierarchical)
+      << DescribeStrategy(data->strategy);
+  Strategy ring = data->strategy;
+  ring.allreduce = AllreduceAlgorithm::kRing;
+  absl::StatusOr<StrategySimulation> flat = SimulateStrategy(s.context, ring);
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  EXPECT_LT(data->simulation.step.step_seconds, flat->step.step_seconds);
 }
 
 TEST(StrategySearchTest, ResNet50OnFourP100sIsThreeTimesOneDevice) {

@@ -230,6 +230,48 @@ TEST(StrategySimulatorTest, RooflineRingOnP100sIsTheFormula) {
               2 * 3 * 1e-5 + 2 * 3.0 / 4 * B / 1.2e10, 1e-12);
 }
 
+// Two hosts of two devices: 1 GB/s and 1 us inside a host, 1 MB/s and
+// 1 ms between hosts (the roofline's link times). A ring of all four
+// crosses the slow link at every step: 6 steps of 1 ms + B/4 / 1 MB/s.
+// Hierarchical: a reduce-scatter inside each host (1 step of B/2 at
+// 1 GB/s), an allreduce of B/2 across hosts per local rank (2 steps of
+// B/4 at 1 MB/s), an all-gather inside each host.
+TEST(StrategySimulatorTest, HierarchicalAllreduceCrossesHostsOnce) {
+  std::string text = "name: \"two_hosts\"\n";
+  for (int i = 0; i < 4; ++i) {
+    text += "devices { name: \"/d:" + std::to_string(i) +
+            "\" kind: GPU peak_flops: 1e12 memory_bandwidth: 1e11 "
+            "memory_bytes: 1000000000 host: \"" +
+            (i < 2 ? "a" : "b") + "\" }\n";
+  }
+  text += "default_link { latency_seconds: 1e-3 bandwidth: 1e6 }\n";
+  for (auto [x, y] : {std::pair{0, 1}, {1, 0}, {2, 3}, {3, 2}}) {
+    text += "links { src: \"/d:" + std::to_string(x) +
+            "\" dst: \"/d:" + std::to_string(y) +
+            "\" latency_seconds: 1e-6 bandwidth: 1e9 }\n";
+  }
+  absl::StatusOr<Cluster> cluster = ParseCluster(text, "two_hosts.pbtxt");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  std::unique_ptr<CostModel> roofline = NewRooflineCostModel();
+  const int64_t B = 4000;
+  const std::vector<int> all = {0, 1, 2, 3};
+  EXPECT_TRUE(SpansHostsEvenly(*cluster, all));
+  EXPECT_FALSE(SpansHostsEvenly(*cluster, {0, 1}));
+  EXPECT_FALSE(SpansHostsEvenly(*cluster, {0, 2}));  // one device a host
+  EXPECT_NEAR(
+      AllreduceSeconds(*roofline, *cluster, all, B, AllreduceAlgorithm::kRing),
+      6 * (1e-3 + 1000 / 1e6), 1e-12);
+  EXPECT_NEAR(AllreduceSeconds(*roofline, *cluster, all, B,
+                               AllreduceAlgorithm::kHierarchical),
+              2 * (1e-6 + 2000 / 1e9) + 2 * (1e-3 + 1000 / 1e6), 1e-12);
+  // Where hosts are uneven it is the ring.
+  EXPECT_DOUBLE_EQ(AllreduceSeconds(*roofline, *cluster, {0, 1, 2}, B,
+                                    AllreduceAlgorithm::kHierarchical),
+                   AllreduceSeconds(*roofline, *cluster, {0, 1, 2}, B,
+                                    AllreduceAlgorithm::kRing));
+  EXPECT_EQ(AllreduceName(*ParseAllreduce("hierarchical")), "hierarchical");
+}
+
 TEST(StrategySimulatorTest, BucketsOverlapTheLastBackward) {
   // Data parallel on two devices, one micro-batch each: f = 1 s, b = 1 s,
   // transfers 1 ms + bytes / 1 MB/s. With 64-byte buckets every weight's
