@@ -72,7 +72,8 @@ std::map<std::pair<bool, Collective>, std::pair<int, int64_t>> Tally(
   return tally;
 }
 
-// GPT-2 (2 blocks, hidden 64, vocabulary 256, batch 2 x 16 tokens; the
+// GPT-2 (2 blocks, hidden 64, vocabulary 256, batch 2 x 16 tokens, as
+// PyTorch exports it at opsets 17 and 14; the
 // attention's QKV projection fused): each block's QKV and first MLP
 // projections split their output columns, the attention core its heads,
 // the output and second MLP projections their inner dim (partial sums,
@@ -81,40 +82,48 @@ std::map<std::pair<bool, Collective>, std::pair<int, int64_t>> Tally(
 // gradient backward (the layer norms' outputs); nothing else but the
 // embedding's allreduce and the loss's three small ones (max, sum, loss).
 TEST(TensorShardingTest, Gpt2FallsIntoMegatronsPattern) {
-  const Graph g =
-      Load("gpt2.train.op17.onnx", {{"tokens", {2, 16}}, {"targets", {2, 16}}});
-  const TensorSharding s = ShardAll(g, 2);
-  SCOPED_TRACE(Describe(g, s));
-  for (const std::string block : {"/blocks.0", "/blocks.1"}) {
-    EXPECT_EQ(ShardingOf(g, s, block + "/c_attn/MatMul"), "out:2");
-    EXPECT_EQ(ShardingOf(g, s, block + "/Split"), "out:2");
-    EXPECT_EQ(ShardingOf(g, s, block + "/MatMul"), "out:1");  // Q K^T
-    EXPECT_EQ(ShardingOf(g, s, block + "/Softmax"), "out:1");
-    EXPECT_EQ(ShardingOf(g, s, block + "/MatMul_1"), "out:1");
-    EXPECT_EQ(ShardingOf(g, s, block + "/c_proj/MatMul"), "contracted");
-    EXPECT_EQ(ShardingOf(g, s, block + "/c_fc/MatMul"), "out:2");
-    EXPECT_EQ(ShardingOf(g, s, block + "/mlp_proj/MatMul"), "contracted");
-    EXPECT_EQ(ShardingOf(g, s, block + "/ln_1/LayerNormalization"),
-              "replicated");
+  for (const char* file : {"gpt2.train.op17.onnx", "gpt2.train.op14.onnx"}) {
+    SCOPED_TRACE(file);
+    const Graph g = Load(file, {{"tokens", {2, 16}}, {"targets", {2, 16}}});
+    const TensorSharding s = ShardAll(g, 2);
+    SCOPED_TRACE(Describe(g, s));
+    for (const std::string block : {"/blocks.0", "/blocks.1"}) {
+      EXPECT_EQ(ShardingOf(g, s, block + "/c_attn/MatMul"), "out:2");
+      EXPECT_EQ(ShardingOf(g, s, block + "/Split"), "out:2");
+      EXPECT_EQ(ShardingOf(g, s, block + "/MatMul"), "out:1");  // Q K^T
+      EXPECT_EQ(ShardingOf(g, s, block + "/Softmax"), "out:1");
+      EXPECT_EQ(ShardingOf(g, s, block + "/MatMul_1"), "out:1");
+      EXPECT_EQ(ShardingOf(g, s, block + "/c_proj/MatMul"), "contracted");
+      EXPECT_EQ(ShardingOf(g, s, block + "/c_fc/MatMul"), "out:2");
+      EXPECT_EQ(ShardingOf(g, s, block + "/mlp_proj/MatMul"), "contracted");
+      // The layer norm (one op at opset 17, decomposed at 14) whole.
+      int norm_ops = 0;
+      for (int op = 0; op < static_cast<int>(g.ops().size()); ++op) {
+        if (!absl::StartsWith(g.op(op).key, block + "/ln_1/")) continue;
+        ++norm_ops;
+        EXPECT_FALSE(s.op[op].split()) << g.op(op).key;
+      }
+      EXPECT_GE(norm_ops, 1);
+    }
+    EXPECT_EQ(ShardingOf(g, s, "/wte/Gather"), "contracted");
+    EXPECT_EQ(ShardingOf(g, s, "/wpe/Gather"), "replicated");
+    EXPECT_EQ(ShardingOf(g, s, "/lm_head/MatMul"), "out:2");
+    EXPECT_EQ(ShardingOf(g, s, "/SoftmaxCrossEntropyLoss"), "contracted");
+    const int64_t activation = 2 * 16 * 64 * 4;
+    const auto tally = Tally(s);
+    EXPECT_EQ(tally.size(), 2u);
+    const auto forward = tally.at({false, Collective::kAllreduce});
+    EXPECT_EQ(forward.first, 2 * 2 + 1 + 3);
+    EXPECT_EQ(forward.second, 5 * activation + 2 * 2 * 16 * 4 + 4);
+    const auto backward = tally.at({true, Collective::kAllreduce});
+    EXPECT_EQ(backward.first, 2 * 2 + 1);  // + the final norm's, to lm_head
+    EXPECT_EQ(backward.second, 5 * activation);
+    // The weights split with their readers; the layer norms' whole.
+    const int qkv = g.FindTensor("blocks.0.c_attn.weight");
+    ASSERT_GE(qkv, 0);
+    EXPECT_EQ(TensorLayoutName(s.layout[qkv]), "split:0");
+    EXPECT_EQ(s.HeldBytes(g, qkv), 192 * 64 * 4 / 2);
   }
-  EXPECT_EQ(ShardingOf(g, s, "/wte/Gather"), "contracted");
-  EXPECT_EQ(ShardingOf(g, s, "/wpe/Gather"), "replicated");
-  EXPECT_EQ(ShardingOf(g, s, "/lm_head/MatMul"), "out:2");
-  EXPECT_EQ(ShardingOf(g, s, "/SoftmaxCrossEntropyLoss"), "contracted");
-  const int64_t activation = 2 * 16 * 64 * 4;
-  const auto tally = Tally(s);
-  EXPECT_EQ(tally.size(), 2u);
-  const auto forward = tally.at({false, Collective::kAllreduce});
-  EXPECT_EQ(forward.first, 2 * 2 + 1 + 3);
-  EXPECT_EQ(forward.second, 5 * activation + 2 * 2 * 16 * 4 + 4);
-  const auto backward = tally.at({true, Collective::kAllreduce});
-  EXPECT_EQ(backward.first, 2 * 2 + 1);  // + the final norm's, to lm_head
-  EXPECT_EQ(backward.second, 5 * activation);
-  // The weights split with their readers; the layer norms' whole.
-  const int qkv = g.FindTensor("blocks.0.c_attn.weight");
-  ASSERT_GE(qkv, 0);
-  EXPECT_EQ(TensorLayoutName(s.layout[qkv]), "split:0");
-  EXPECT_EQ(s.HeldBytes(g, qkv), 192 * 64 * 4 / 2);
 }
 
 // Sequence parallelism on GPT-2: every allreduce of a block's activation
@@ -166,25 +175,27 @@ TEST(TensorShardingTest, SequenceParallelismTradesAllreducesForHalves) {
 // Q, K, V projections): the same pattern, the gate and up projections both
 // split on their columns.
 TEST(TensorShardingTest, LlamaFallsIntoMegatronsPattern) {
-  const Graph g = Load("llama.train.op17.onnx",
-                       {{"tokens", {2, 16}}, {"targets", {2, 16}}});
-  const TensorSharding s = ShardAll(g, 2);
-  SCOPED_TRACE(Describe(g, s));
-  for (const std::string block : {"/blocks.0", "/blocks.1"}) {
-    for (const char* p : {"wq", "wk", "wv"}) {
-      EXPECT_EQ(ShardingOf(g, s, block + "/attention/" + p + "/MatMul"),
-                "out:2");
+  for (const char* file : {"llama.train.op17.onnx", "llama.train.op14.onnx"}) {
+    SCOPED_TRACE(file);
+    const Graph g = Load(file, {{"tokens", {2, 16}}, {"targets", {2, 16}}});
+    const TensorSharding s = ShardAll(g, 2);
+    SCOPED_TRACE(Describe(g, s));
+    for (const std::string block : {"/blocks.0", "/blocks.1"}) {
+      for (const char* p : {"wq", "wk", "wv"}) {
+        EXPECT_EQ(ShardingOf(g, s, block + "/attention/" + p + "/MatMul"),
+                  "out:2");
+      }
+      EXPECT_EQ(ShardingOf(g, s, block + "/attention/MatMul"), "out:1");
+      EXPECT_EQ(ShardingOf(g, s, block + "/attention/wo/MatMul"), "contracted");
+      EXPECT_EQ(ShardingOf(g, s, block + "/ffn/w1/MatMul"), "out:2");
+      EXPECT_EQ(ShardingOf(g, s, block + "/ffn/w3/MatMul"), "out:2");
+      EXPECT_EQ(ShardingOf(g, s, block + "/ffn/w2/MatMul"), "contracted");
     }
-    EXPECT_EQ(ShardingOf(g, s, block + "/attention/MatMul"), "out:1");
-    EXPECT_EQ(ShardingOf(g, s, block + "/attention/wo/MatMul"), "contracted");
-    EXPECT_EQ(ShardingOf(g, s, block + "/ffn/w1/MatMul"), "out:2");
-    EXPECT_EQ(ShardingOf(g, s, block + "/ffn/w3/MatMul"), "out:2");
-    EXPECT_EQ(ShardingOf(g, s, block + "/ffn/w2/MatMul"), "contracted");
+    const auto tally = Tally(s);
+    EXPECT_EQ(tally.size(), 2u);
+    EXPECT_EQ(tally.at({false, Collective::kAllreduce}).first, 2 * 2 + 1 + 3);
+    EXPECT_EQ(tally.at({true, Collective::kAllreduce}).first, 2 * 2 + 1);
   }
-  const auto tally = Tally(s);
-  EXPECT_EQ(tally.size(), 2u);
-  EXPECT_EQ(tally.at({false, Collective::kAllreduce}).first, 2 * 2 + 1 + 3);
-  EXPECT_EQ(tally.at({true, Collective::kAllreduce}).first, 2 * 2 + 1);
 }
 
 // Not a transformer: ResNet-18's convolutions alternate output channels

@@ -44,7 +44,7 @@ std::vector<std::string> ParameterNames(const TrainingView& view) {
 }
 
 Trajectory RunStrategy(const TrainingView& view, const Cluster& cluster,
-                const Strategy& strategy) {
+                       const Strategy& strategy) {
   Trajectory run;
   absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
       StrategyExecutor::Create(view, cluster, strategy);
@@ -179,11 +179,21 @@ std::vector<Model> Models(const std::vector<std::string>& exports) {
   models.push_back({"gnmt2", Gnmt2()});
   models.push_back({"transformer", Transformer()});
   for (const std::string& name : exports) {
-    absl::StatusOr<Graph> g = ImportOnnxFile(
-        "tests/fixtures/numerics/" + name + ".onnx", {});
+    absl::StatusOr<Graph> g =
+        ImportOnnxFile("tests/fixtures/numerics/" + name + ".onnx", {});
     EXPECT_TRUE(g.ok()) << g.status();
     if (g.ok()) models.push_back({name, *std::move(g)});
   }
+  return models;
+}
+
+// Models(exports) and PyTorch's training-mode Llama-style decoder export.
+std::vector<Model> ModelsAndLlama(const std::vector<std::string>& exports) {
+  std::vector<Model> models = Models(exports);
+  absl::StatusOr<Graph> llama =
+      ImportOnnxFile("tests/fixtures/corpus/llama.train.op17.onnx", {});
+  EXPECT_TRUE(llama.ok()) << llama.status();
+  if (llama.ok()) models.push_back({"llama", *std::move(llama)});
   return models;
 }
 
@@ -341,11 +351,7 @@ TEST(StrategyExecutorTest, AStrategyThatDoesNotFitIsRefused) {
 // and PyTorch's training-mode Llama-style decoder export.
 TEST(StrategyExecutorTest, RecomputingStagesMatchOneDevice) {
   const Cluster cluster = Cpus(2);
-  std::vector<Model> models = Models({"bn_cnn.op13"});
-  absl::StatusOr<Graph> llama =
-      ImportOnnxFile("tests/fixtures/corpus/llama.train.op17.onnx", {});
-  ASSERT_TRUE(llama.ok()) << llama.status();
-  models.push_back({"llama", *std::move(llama)});
+  std::vector<Model> models = ModelsAndLlama({"bn_cnn.op13"});
   for (Model& m : models) {
     SCOPED_TRACE(m.name);
     TrainingView view = BuildTrainingView(m.graph);
@@ -408,11 +414,7 @@ std::vector<std::pair<int64_t, int64_t>> SimulatedAndAllocated(
 // size, where LibTorch's reshaped and transposed inputs share storage.
 TEST(StrategyExecutorTest, RecomputationLowersTheAllocatedPeakAsSimulated) {
   const Cluster cluster = Cpus(2);
-  std::vector<Model> models = Models({});
-  absl::StatusOr<Graph> llama =
-      ImportOnnxFile("tests/fixtures/corpus/llama.train.op17.onnx", {});
-  ASSERT_TRUE(llama.ok()) << llama.status();
-  models.push_back({"llama", *std::move(llama)});
+  std::vector<Model> models = ModelsAndLlama({});
   for (Model& m : models) {
     SCOPED_TRACE(m.name);
     TrainingView view = BuildTrainingView(m.graph);
@@ -453,11 +455,7 @@ TEST(StrategyExecutorTest, RecomputationLowersTheAllocatedPeakAsSimulated) {
 // less allocated per device than without, as simulated.
 TEST(StrategyExecutorTest, ZeroOneMatchesOneDeviceAndHoldsLessState) {
   const Cluster cluster = Cpus(2);
-  std::vector<Model> models = Models({});
-  absl::StatusOr<Graph> llama =
-      ImportOnnxFile("tests/fixtures/corpus/llama.train.op17.onnx", {});
-  ASSERT_TRUE(llama.ok()) << llama.status();
-  models.push_back({"llama", *std::move(llama)});
+  std::vector<Model> models = ModelsAndLlama({});
   for (Model& m : models) {
     SCOPED_TRACE(m.name);
     TrainingView view = BuildTrainingView(m.graph);
@@ -489,84 +487,49 @@ TEST(StrategyExecutorTest, ZeroOneMatchesOneDeviceAndHoldsLessState) {
   }
 }
 
+// Create's error for `s` on two CPUs: Unimplemented, its message holding
+// `says`.
+void ExpectRefused(const TrainingView& view, const Strategy& s,
+                   const std::string& says) {
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
+      StrategyExecutor::Create(view, Cpus(2), s);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(e.status().message().find(says), std::string::npos) << e.status();
+}
+
 // What the executor cannot run it refuses by name rather than run another
 // plan: a recomputing stage over several devices per replica, ZeRO-2,
 // selective recomputation, tensor parallelism, and a
 // recomputing stage with an op that draws random numbers (PyTorch's
 // training-mode GPT-2 export: Dropout given a training_mode input).
 TEST(StrategyExecutorTest, WhatItCannotRecomputeIsRefusedByName) {
-  {
-    Graph graph = Gnmt2();
-    TrainingView view = BuildTrainingView(graph);
-    Strategy s = OneDevice(view, 2);
-    s.slot_of_op.assign(graph.ops().size(), 0);
-    s.slot_of_op.back() = 1;
-    s.stages[0] = PipelineStage::OfReplicas({{0, 1}});
-    s.stages[0].recompute = Recompute::kFull;
-    absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
-        StrategyExecutor::Create(view, Cpus(2), s);
-    ASSERT_FALSE(e.ok());
-    EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
-    EXPECT_NE(e.status().message().find(
-                  "stage 0 recomputes over 2 devices per replica"),
-              std::string::npos)
-        << e.status();
-  }
-  {
-    // ZeRO-2: simulated only.
-    Graph graph = Gnmt2();
-    TrainingView view = BuildTrainingView(graph);
-    Strategy s = OneDevice(view, 2);
-    s.stages[0] = PipelineStage::OneDevicePerReplica({0, 1});
-    s.zero = ZeroStage::kGradients;
-    absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
-        StrategyExecutor::Create(view, Cpus(2), s);
-    ASSERT_FALSE(e.ok());
-    EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
-    EXPECT_NE(e.status().message().find("ZeRO-2"), std::string::npos)
-        << e.status();
-  }
-  {
-    // Selective recomputation: simulated only.
-    Graph graph = Gnmt2();
-    TrainingView view = BuildTrainingView(graph);
-    Strategy s = OneDevice(view, 1);
-    s.stages[0].recompute = Recompute::kSelective;
-    absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
-        StrategyExecutor::Create(view, Cpus(2), s);
-    ASSERT_FALSE(e.ok());
-    EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
-    EXPECT_NE(e.status().message().find("recomputes selectively"),
-              std::string::npos)
-        << e.status();
-  }
-  {
-    // Tensor parallelism: simulated only.
-    Graph graph = Gnmt2();
-    TrainingView view = BuildTrainingView(graph);
-    Strategy s = OneDevice(view, 1);
-    s.stages[0] = PipelineStage::OfTensorGroups({{0, 1}});
-    absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
-        StrategyExecutor::Create(view, Cpus(2), s);
-    ASSERT_FALSE(e.ok());
-    EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
-    EXPECT_NE(e.status().message().find("tensor parallelism"),
-              std::string::npos)
-        << e.status();
-  }
+  Graph graph = Gnmt2();
+  TrainingView gnmt = BuildTrainingView(graph);
+  Strategy wide = OneDevice(gnmt, 2);
+  wide.slot_of_op.assign(graph.ops().size(), 0);
+  wide.slot_of_op.back() = 1;
+  wide.stages[0] = PipelineStage::OfReplicas({{0, 1}});
+  wide.stages[0].recompute = Recompute::kFull;
+  ExpectRefused(gnmt, wide, "stage 0 recomputes over 2 devices per replica");
+  // Simulated only: ZeRO-2, selective recomputation, tensor parallelism.
+  Strategy zero = OneDevice(gnmt, 2);
+  zero.stages[0] = PipelineStage::OneDevicePerReplica({0, 1});
+  zero.zero = ZeroStage::kGradients;
+  ExpectRefused(gnmt, zero, "ZeRO-2");
+  Strategy selective = OneDevice(gnmt, 1);
+  selective.stages[0].recompute = Recompute::kSelective;
+  ExpectRefused(gnmt, selective, "recomputes selectively");
+  Strategy tensor = OneDevice(gnmt, 1);
+  tensor.stages[0] = PipelineStage::OfTensorGroups({{0, 1}});
+  ExpectRefused(gnmt, tensor, "tensor parallelism");
   absl::StatusOr<Graph> gpt2 =
       ImportOnnxFile("tests/fixtures/corpus/gpt2.train.op17.onnx", {});
   ASSERT_TRUE(gpt2.ok()) << gpt2.status();
   TrainingView view = BuildTrainingView(*gpt2);
   Strategy s = OneDevice(view, 2);
   s.stages[0].recompute = Recompute::kFull;
-  absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
-      StrategyExecutor::Create(view, Cpus(2), s);
-  ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(e.status().message().find("(Dropout), which draws random numbers"),
-            std::string::npos)
-      << e.status();
+  ExpectRefused(view, s, "(Dropout), which draws random numbers");
 }
 
 }  // namespace
