@@ -71,7 +71,8 @@ ABSL_FLAG(std::string, trace, "",
 ABSL_FLAG(std::string, report, "",
           "simulate, place: write the plan as one self-contained HTML page "
           "(devices, timeline, memory over the step, busiest links; with "
-          "--compare, the policies side by side).");
+          "--compare, the policies side by side); remote place|train|get: "
+          "the server's page of the stored placement.");
 ABSL_FLAG(std::string, profile, "",
           "simulate: a measured profile (.pbtxt/.json) preferred over the "
           "roofline wherever it has a node or link.");

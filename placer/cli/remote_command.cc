@@ -77,6 +77,9 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ChannelFromFlags() {
     token = std::string(absl::StripAsciiWhitespace(env));
   }
   grpc::ChannelArguments arguments;
+  // Answers are bounded (a report draws at most kTimelinePixels boxes a
+  // device) but can pass gRPC's 4 MiB default on wide clusters.
+  arguments.SetMaxReceiveMessageSize(256 << 20);
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       NewChannelCredentials(tls, token, &arguments);
   if (!credentials.ok()) {
@@ -255,6 +258,32 @@ std::string PlacedJson(const proto::PlaceResponse& r) {
   return ReportJson(s);
 }
 
+// Asks the server for a stored placement's HTML report (GetReport) and
+// writes it to --report; `model` is what Place was sent (null: a zoo
+// placement's spec, which the server kept).
+absl::Status WriteRemoteReport(proto::PlacementService::Stub& stub,
+                               const std::string& fingerprint,
+                               const proto::ModelSpec* model) {
+  const std::string path = absl::GetFlag(FLAGS_report);
+  if (fingerprint.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--report ", path,
+        ": the search stopped at the deadline, so the placement was not "
+        "stored and has no report (give it more --deadline, or write it "
+        "with -o and run simulate --report)"));
+  }
+  proto::GetReportRequest request;
+  request.set_fingerprint(fingerprint);
+  if (model != nullptr) *request.mutable_model() = *model;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  proto::GetReportResponse response;
+  RETURN_IF_ERROR(FromGrpc(stub.GetReport(&context, request, &response)));
+  RETURN_IF_ERROR(WriteFileAtomically(UserPath(path), response.html()));
+  ReportWrote(path, "HTML report");
+  return absl::OkStatus();
+}
+
 int PrintPlaced(const proto::PlaceResponse& r) {
   if (absl::GetFlag(FLAGS_json)) {
     std::cout << PlacedJson(r);  // the placement goes to -o
@@ -289,7 +318,8 @@ int PrintPlaced(const proto::PlaceResponse& r) {
 int RemoteCommand(const std::vector<std::string>& args) {
   const char* usage =
       "remote place|simulate|train MODEL --cluster C ..., remote get "
-      "FINGERPRINT, remote report FINGERPRINT --step-seconds a,b";
+      "FINGERPRINT [MODEL] [--report R.html], remote report FINGERPRINT "
+      "--step-seconds a,b";
   if (args.empty()) return UsageError(usage);
   const std::string& verb = args[0];
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = ChannelFromFlags();
@@ -303,8 +333,22 @@ int RemoteCommand(const std::vector<std::string>& args) {
       args.size() != 2) {
     return UsageError(absl::StrCat("remote ", verb, " takes one MODEL"));
   }
-  if ((verb == "get" || verb == "report") && args.size() != 2) {
-    return UsageError(absl::StrCat("remote ", verb, " takes one FINGERPRINT"));
+  if (verb == "report" && args.size() != 2) {
+    return UsageError("remote report takes one FINGERPRINT");
+  }
+  if (verb == "get" && args.size() != 2 && args.size() != 3) {
+    return UsageError(
+        "remote get takes one FINGERPRINT, and the MODEL it was placed for "
+        "when --report needs it (an ONNX file; a zoo model is known)");
+  }
+  if (verb == "get" && args.size() == 3 && absl::GetFlag(FLAGS_report).empty()) {
+    return UsageError("remote get: a MODEL is read only with --report");
+  }
+  const bool wants_report = !absl::GetFlag(FLAGS_report).empty();
+  if (wants_report && verb != "get" && verb != "place" && verb != "train") {
+    return UsageError(absl::StrCat(
+        "remote ", verb,
+        ": --report is for place, train and get (a stored placement)"));
   }
   if (verb == "place") {
     absl::StatusOr<proto::PlaceRequest> request = PlaceRequestFromFlags(args[1]);
@@ -314,7 +358,10 @@ int RemoteCommand(const std::vector<std::string>& args) {
         !s.ok()) {
       return Fail(s);
     }
-    return PrintPlaced(response);
+    if (int rc = PrintPlaced(response); rc != 0 || !wants_report) return rc;
+    absl::Status s =
+        WriteRemoteReport(*stub, response.fingerprint(), &request->model());
+    return s.ok() ? 0 : Fail(s);
   }
   if (verb == "train") {
     proto::TrainRequest request;
@@ -340,7 +387,10 @@ int RemoteCommand(const std::vector<std::string>& args) {
     if (!result) {
       return Fail(absl::InternalError("the stream ended without a result"));
     }
-    return PrintPlaced(*result);
+    if (int rc = PrintPlaced(*result); rc != 0 || !wants_report) return rc;
+    absl::Status s = WriteRemoteReport(*stub, result->fingerprint(),
+                                       &request.place().model());
+    return s.ok() ? 0 : Fail(s);
   }
   if (verb == "simulate") {
     proto::SimulateRequest request;
@@ -401,7 +451,16 @@ int RemoteCommand(const std::vector<std::string>& args) {
         !s.ok()) {
       return Fail(s);
     }
-    return PrintPlaced(response);
+    if (int rc = PrintPlaced(response); rc != 0 || !wants_report) return rc;
+    std::optional<proto::ModelSpec> model;
+    if (args.size() == 3) {
+      absl::StatusOr<proto::ModelSpec> m = ModelSpecFromArg(args[2]);
+      if (!m.ok()) return Fail(m.status());
+      model = std::move(*m);
+    }
+    absl::Status s = WriteRemoteReport(*stub, args[1],
+                                       model ? &*model : nullptr);
+    return s.ok() ? 0 : Fail(s);
   }
   if (verb == "report") {
     proto::ReportMeasurementRequest request;

@@ -11,7 +11,7 @@
 //
 // A client may have several lines (a second token while rotating, a token
 // and a certificate); its roles are the union of its lines'. Roles: read
-// (GetPlacement, Simulate), place (Place), train (Train), report
+// (GetPlacement, GetReport, Simulate), place (Place), train (Train), report
 // (ReportMeasurement). `cert:NAME` matches a verified client certificate
 // whose subject common name or a subject alternative name is NAME.
 //

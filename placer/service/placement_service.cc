@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <new>
+#include <optional>
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
@@ -12,6 +13,7 @@
 #include "absl/time/time.h"
 #include "base/status_helpers.h"
 #include "graph/training_view.h"
+#include "placer/plan_report.h"
 #include "placer/policy_run.h"
 #include "profiles/cost_model.h"
 #include "profiles/measured_cost_model.h"
@@ -142,6 +144,7 @@ absl::StatusOr<PlacementServiceImpl::Prepared> PlacementServiceImpl::Prepare(
   absl::StatusOr<ResolvedCluster> cluster = ResolveClusterSpec(request.cluster());
   if (!cluster.ok()) return cluster.status();
   p.cluster = std::move(cluster->cluster);
+  p.cluster_message = std::move(cluster->message);
   if (request.model().source_case() == proto::ModelSpec::SOURCE_NOT_SET) {
     return absl::InvalidArgumentError(
         "model: set onnx (a serialized ModelProto) or zoo");
@@ -153,7 +156,8 @@ absl::StatusOr<PlacementServiceImpl::Prepared> PlacementServiceImpl::Prepare(
   if (!costs.ok()) return costs.status();
   p.costs = std::move(*costs);
   p.fingerprint =
-      PlaceFingerprint(request.model(), cluster->message, p.options, digest);
+      PlaceFingerprint(request.model(), p.cluster_message, p.options, digest);
+  p.profile_digest = std::move(digest);
   return p;
 }
 
@@ -235,6 +239,16 @@ absl::StatusOr<proto::PlaceResponse> PlacementServiceImpl::Compute(
     proto::StoredPlacement entry;
     *entry.mutable_response() = response;
     entry.set_cluster_name(cluster.name());
+    // What GetReport needs to simulate it again (service.proto).
+    proto::PlaceRequest& placed = *entry.mutable_request();
+    *placed.mutable_model() = request.model();
+    placed.mutable_model()->clear_onnx();
+    if (request.model().source_case() == proto::ModelSpec::kOnnx) {
+      placed.mutable_model()->set_name(ModelName(request.model()));
+    }
+    *placed.mutable_cluster()->mutable_cluster() = prepared.cluster_message;
+    *placed.mutable_options() = options;
+    entry.set_profile_digest(prepared.profile_digest);
     if (absl::Status s = store_->Put(fingerprint, entry); !s.ok()) {
       return absl::InternalError(
           absl::StrCat("placed, but could not store it: ", s.message()));
@@ -487,6 +501,104 @@ grpc::Status PlacementServiceImpl::ReportMeasurement(
   }
   *response->mutable_measured() = Summarize(*updated);
   return grpc::Status::OK;
+}
+
+grpc::Status PlacementServiceImpl::GetReport(
+    grpc::ServerContext* context, const proto::GetReportRequest* request,
+    proto::GetReportResponse* response) {
+  absl::StatusOr<Client> client = Admit(*context, Role::kRead, "GetReport");
+  if (!client.ok()) return ToGrpc(client.status());
+  absl::StatusOr<std::string> html =
+      OutOfMemoryAsStatus([&] { return ReportHtml(*request); });
+  if (!html.ok()) return ToGrpc(html.status());
+  response->set_html(std::move(*html));
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<std::string> PlacementServiceImpl::ReportHtml(
+    const proto::GetReportRequest& request) const {
+  const std::string& fingerprint = request.fingerprint();
+  RETURN_IF_ERROR(CheckFingerprint(fingerprint));
+  std::shared_ptr<const proto::StoredPlacement> entry = store_->Get(fingerprint);
+  if (entry == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("fingerprint ", fingerprint, ": no such placement"));
+  }
+  if (!entry->has_request()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "fingerprint ", fingerprint,
+        ": stored before the server kept what a report needs; place it "
+        "again under a new fingerprint, or simulate its placement file "
+        "locally with --report"));
+  }
+  const proto::PlaceRequest& placed = entry->request();
+  proto::ModelSpec model = request.model();
+  if (model.source_case() == proto::ModelSpec::SOURCE_NOT_SET) {
+    if (placed.model().source_case() != proto::ModelSpec::kZoo) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model: fingerprint ", fingerprint,
+          " was placed for an ONNX model; send it again as it was sent to "
+          "Place (the server keeps placements, not models)"));
+    }
+    model = placed.model();
+  }
+  // The model is the one placed exactly when it gives the same fingerprint.
+  if (PlaceFingerprint(model, placed.cluster().cluster(), placed.options(),
+                       entry->profile_digest()) != fingerprint) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: not the model fingerprint ", fingerprint,
+        " was placed for (send the same bytes, batch and input_shapes as "
+        "to Place)"));
+  }
+  ASSIGN_OR_RETURN(ResolvedCluster resolved,
+                   ResolveClusterSpec(placed.cluster()));
+  const Cluster& cluster = resolved.cluster;
+  const proto::PlaceOptions& options = placed.options();
+  std::string digest;
+  ASSIGN_OR_RETURN(std::unique_ptr<CostModel> costs,
+                   CostsFor(cluster.name(), options.use_reported_profiles(),
+                            options.profile_clients(), &digest));
+  if (digest != entry->profile_digest()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "fingerprint ", fingerprint, ": the profiles reported for cluster '",
+        cluster.name(),
+        "' changed since it was placed, so a report now would not show the "
+        "placement's simulation; place again for a new fingerprint"));
+  }
+  proto::TrainingSpec spec = options.training();
+  ASSIGN_OR_RETURN(TrainingOptions training,
+                   ToTrainingOptions(spec, options.use_reported_profiles(),
+                                     "options.training"));
+  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelSpec(model, options_.limits));
+  const proto::Placement& stored = entry->response().placement();
+  ASSIGN_OR_RETURN(PlacementOrStrategy placement,
+                   PlacementOrStrategyFromProto(stored, "placement",
+                                                loaded.graph, cluster));
+  TrainingView view = BuildTrainingView(loaded.graph, training);
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  SimulationContext simulation =
+      SimulationContext::Create(view, cluster, *costs, *order);
+  SimulationOptions simulation_options;
+  simulation_options.record_schedule = true;
+  PlanReport report;
+  report.title = absl::StrCat(ModelName(placed.model()), " on ",
+                              cluster.name(), " (", stored.policy(), ")");
+  report.context = &simulation;
+  std::optional<StrategySimulation> strategy_step;
+  std::optional<SimulationResult> result;
+  if (placement.strategy) {
+    ASSIGN_OR_RETURN(strategy_step,
+                     SimulateStrategy(simulation, *placement.strategy,
+                                      simulation_options));
+    report.result = &strategy_step->step;
+    report.strategy = &*placement.strategy;
+    report.strategy_result = &*strategy_step;
+  } else {
+    ASSIGN_OR_RETURN(result, placer::Simulate(simulation, placement.placement,
+                                              simulation_options));
+    report.result = &*result;
+  }
+  return PlanReportHtml(report);
 }
 
 }  // namespace placer

@@ -65,6 +65,14 @@ class PlacementServiceImpl final
       grpc::ServerContext* context,
       const proto::ReportMeasurementRequest* request,
       proto::ReportMeasurementResponse* response) override;
+  // The stored placement's HTML report, simulated again with what it was
+  // placed with. NOT_FOUND for an unknown fingerprint; INVALID_ARGUMENT
+  // when the model sent is not the one placed (or an ONNX model is not
+  // sent); FAILED_PRECONDITION when the entry predates kept requests or the
+  // reported profiles it used have changed since.
+  grpc::Status GetReport(grpc::ServerContext* context,
+                         const proto::GetReportRequest* request,
+                         proto::GetReportResponse* response) override;
 
  private:
   using Clock = std::chrono::system_clock;
@@ -73,7 +81,9 @@ class PlacementServiceImpl final
     proto::PlaceOptions options;  // normalized
     TrainingOptions training;     // options.training's
     Cluster cluster;
+    proto::Cluster cluster_message;  // as the fingerprint hashed it
     std::unique_ptr<CostModel> costs;
+    std::string profile_digest;  // of the reported profiles; "" for none
     std::string fingerprint;
   };
   absl::StatusOr<Prepared> Prepare(const proto::PlaceRequest& request) const;
@@ -95,6 +105,9 @@ class PlacementServiceImpl final
       const proto::PlaceRequest& request, const Prepared& prepared,
       double progress_interval_seconds,
       const std::function<void(const SearchProgress&)>& progress);
+  // GetReport's work.
+  absl::StatusOr<std::string> ReportHtml(
+      const proto::GetReportRequest& request) const;
   // Simulate's work; Simulate turns an allocation failure into its status.
   grpc::Status SimulateOrThrow(grpc::ServerContext* context,
                                const proto::SimulateRequest* request,

@@ -11,8 +11,8 @@
 // tokens are checked by an auth metadata processor (authorization.h);
 // requests over max_request_bytes are refused with RESOURCE_EXHAUSTED;
 // at most max_threads threads handle the synchronous calls (Train,
-// Simulate, ReportMeasurement) at once, and Place and GetPlacement are
-// bounded by the service's own limits. Shutdown stops
+// Simulate, GetReport, ReportMeasurement) at once, and Place and
+// GetPlacement are bounded by the service's own limits. Shutdown stops
 // accepting, lets running calls finish until the grace deadline, and
 // leaves the store consistent on disk.
 #ifndef PLACER_PLACER_SERVICE_SERVER_H_

@@ -151,6 +151,29 @@ TEST(ServeCliTest, ServeThenRemotePlaceTrainSimulateGetAcrossARestart) {
   RunResult got = RunPlacer("remote get " + fp + " --server " + address2);
   EXPECT_EQ(got.exit_code, 0) << got.out;
   EXPECT_THAT(got.out, HasSubstr("cached"));
+  // The server's page of the stored placement, after the restart: the
+  // step the placement was answered with.
+  const std::string page = TmpFile("remote_report.html");
+  RunResult reported = RunPlacer("remote get " + fp + " --server " + address2 +
+                                 " --report " + page);
+  ASSERT_EQ(reported.exit_code, 0) << reported.out;
+  EXPECT_THAT(reported.out, HasSubstr(page + ": HTML report"));
+  const std::string step = placed.out.substr(
+      placed.out.find("simulated step ") + 15, 8);  // six decimals: 0.xxxxxx
+  EXPECT_THAT(RunCommand("cat " + page).out,
+              HasSubstr("<td id=\"step_seconds\">" + step + " s</td>"));
+  // place --report places and draws in one go; simulate has its own.
+  const std::string model2 =
+      " zoo:gnmt2:batch=8,seq_len=4,hidden=64,vocab=100 --cluster p100x4"
+      " --evaluations 50 --server " + address2;
+  RunResult both = RunPlacer("remote place" + model2 + " --policy heft" +
+                             " --report " + page);
+  ASSERT_EQ(both.exit_code, 0) << both.out;
+  EXPECT_THAT(RunCommand("cat " + page).out, HasSubstr("(heft)"));
+  RunResult misuse = RunPlacer("remote simulate" + model2 + " --placement " +
+                               out + " --report " + page);
+  EXPECT_NE(misuse.exit_code, 0);
+  EXPECT_THAT(misuse.out, HasSubstr("--report is for place, train and get"));
   RunCommand("kill -TERM " + std::to_string(pid2));
 }
 

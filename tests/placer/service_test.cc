@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/impl/codegen/client_context.h"
@@ -74,6 +75,16 @@ class ServiceTest : public ::testing::Test {
         std::chrono::system_clock::now() +
         std::chrono::microseconds(static_cast<int64_t>(deadline * 1e6)));
     return stub_->Place(&context, request, response);
+  }
+
+  grpc::Status Report(const std::string& fingerprint,
+                      const proto::ModelSpec* model,
+                      proto::GetReportResponse* response) {
+    grpc::ClientContext context;
+    proto::GetReportRequest request;
+    request.set_fingerprint(fingerprint);
+    if (model != nullptr) *request.mutable_model() = *model;
+    return stub_->GetReport(&context, request, response);
   }
 
   grpc::Status Get(const std::string& fingerprint,
@@ -153,6 +164,73 @@ TEST_F(ServiceTest, PlacesOverRpcAndReadsItBackFromTheCacheAfterARestart) {
                    placed.report().step_seconds());
   EXPECT_EQ(read.measured().count(), 3);
   EXPECT_DOUBLE_EQ(read.measured().median_step_seconds(), 0.2);
+}
+
+// The step a page shows, as plan_report.cc prints it.
+std::string PageStep(const std::string& html) {
+  const std::string open = "<td id=\"step_seconds\">";
+  size_t at = html.find(open);
+  if (at == std::string::npos) return "";
+  at += open.size();
+  return html.substr(at, html.find('<', at) - at);
+}
+
+// GetReport draws a stored placement as it was placed (the page's step is
+// the Place answer's), after a restart too; an ONNX placement needs its
+// model sent again, and only that model is taken.
+TEST_F(ServiceTest, TheReportOfAStoredPlacementIsItsSimulation) {
+  const std::string dir = TempDir("service_report");
+  StartServer(dir);
+  proto::PlaceResponse placed;
+  ASSERT_TRUE(Place(SmallRequest("heft"), &placed).ok());
+  StopServer();
+  StartServer(dir);
+  proto::GetReportResponse page;
+  grpc::Status s = Report(placed.fingerprint(), nullptr, &page);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(PageStep(page.html()),
+            absl::StrFormat("%.6f s", placed.report().step_seconds()));
+  EXPECT_THAT(page.html(), HasSubstr("on p100x4 (heft)"));
+  EXPECT_THAT(page.html(), HasSubstr("/gpu:3"));
+  // The zoo spec may be sent too; a different batch is another model.
+  proto::ModelSpec other = SmallRequest().model();
+  ASSERT_TRUE(Report(placed.fingerprint(), &other, &page).ok());
+  other.set_batch(16);
+  s = Report(placed.fingerprint(), &other, &page);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("not the model fingerprint"));
+
+  // An ONNX model: the server kept the placement, not the bytes.
+  zoo::ZooParams p;
+  p.hidden = 512;
+  absl::StatusOr<onnx::ModelProto> m = zoo::BuildZooModel("diamond", p);
+  ASSERT_TRUE(m.ok());
+  proto::PlaceRequest request = SmallRequest("m_etf");
+  request.mutable_model()->set_onnx(m->SerializeAsString());
+  request.mutable_model()->set_name("diamond.onnx");
+  request.mutable_options()->mutable_training()->set_optimizer("adam");
+  proto::PlaceResponse onnx_placed;
+  ASSERT_TRUE(Place(request, &onnx_placed).ok());
+  s = Report(onnx_placed.fingerprint(), nullptr, &page);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("send it again"));
+  s = Report(onnx_placed.fingerprint(), &request.model(), &page);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(PageStep(page.html()),
+            absl::StrFormat("%.6f s", onnx_placed.report().step_seconds()));
+  EXPECT_THAT(page.html(), HasSubstr("diamond.onnx on p100x4 (m_etf)"));
+  p.hidden = 256;
+  absl::StatusOr<onnx::ModelProto> smaller = zoo::BuildZooModel("diamond", p);
+  ASSERT_TRUE(smaller.ok());
+  proto::ModelSpec wrong = request.model();
+  wrong.set_onnx(smaller->SerializeAsString());
+  s = Report(onnx_placed.fingerprint(), &wrong, &page);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  s = Report(std::string(64, 'a'), nullptr, &page);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  s = Report("not-a-fingerprint", nullptr, &page);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_F(ServiceTest, FingerprintsFollowWhatChangesThePlacement) {
