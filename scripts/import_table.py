@@ -33,6 +33,9 @@ def main():
         for line in f.read().splitlines()[1:]:
             rows.append(line.split("\t"))
     print("# Importing what PyTorch exports\n")
+    print("What this guide is for: which PyTorch exports placer imports, "
+          "costs and runs, how to export a model so that they do, and the "
+          "corpus table that checks it on every file.\n")
     print("Every model of the corpus (`tests/fixtures/corpus`, made by "
           "`export_corpus.py` there with Debian's torch 1.13 / torchvision "
           "0.14: training and eval mode, opsets 13 and 17, weights stripped "
