@@ -38,12 +38,19 @@ absl::StatusOr<std::string> ZooOverrides(const std::string& spec,
       params->vocab = value;
     } else if (key == "image_size" || key == "image-size") {
       params->image_size = value;
+    } else if (key == "heads") {
+      params->heads = value;
+    } else if (key == "kv_heads" || key == "kv-heads") {
+      params->kv_heads = value;
+    } else if (key == "ffn") {
+      params->ffn = value;
     } else if (key == "seed") {
       params->seed = static_cast<uint64_t>(value);
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "zoo:", spec, ": unknown size '", key,
-          "' (batch, layers, seq_len, hidden, vocab, image_size, seed)"));
+          "' (batch, layers, seq_len, hidden, vocab, image_size, heads, "
+          "kv_heads, ffn, seed)"));
     }
   }
   return parts[0];

@@ -59,6 +59,17 @@ onnx::AttributeProto IntsAttr(const std::string& name,
   return a;
 }
 
+onnx::AttributeProto FloatTensorAttr(const std::string& name, float value) {
+  onnx::AttributeProto a;
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::TENSOR);
+  onnx::TensorProto* t = a.mutable_t();
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->add_dims(1);
+  t->add_float_data(value);
+  return a;
+}
+
 OnnxBuilder::OnnxBuilder(std::string graph_name, uint64_t seed,
                          bool with_weights)
     : seed_(seed), with_weights_(with_weights) {

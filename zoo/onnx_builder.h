@@ -23,6 +23,8 @@ onnx::AttributeProto IntAttr(const std::string& name, int64_t value);
 onnx::AttributeProto FloatAttr(const std::string& name, float value);
 onnx::AttributeProto IntsAttr(const std::string& name,
                               std::vector<int64_t> values);
+// A one-element float32 tensor (ConstantOfShape's `value`).
+onnx::AttributeProto FloatTensorAttr(const std::string& name, float value);
 
 class OnnxBuilder {
  public:

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "base/status_helpers.h"
 #include "zoo/onnx_builder.h"
@@ -170,6 +171,60 @@ const std::vector<ZooModel>& ZooModels() {
     add("transformer_big",
         "Transformer (big): 6+6 layers, d_model 1024, 16 heads, d_ff 4096",
         tf, BuildTransformer);
+    // Decoder LLMs at their published sizes: GPT-3 (Brown et al. 2020,
+    // Table 2.1; heads of 64-128 dims, so 1.3B has 16 heads of 128 and 13B
+    // a width of 5120 that 40 heads divide), Llama 2 (Touvron et al. 2023)
+    // and Llama 3 / 3.1 (Grattafiori et al. 2024). A micro-batch of one
+    // sequence by default; --batch, seq_len=... and the rest override.
+    struct Decoder {
+      const char* name;
+      const char* family;
+      int64_t layers, hidden, heads, kv_heads, ffn, vocab, seq;
+    };
+    const Decoder decoders[] = {
+        {"gpt3_125m", "GPT-3 125M", 12, 768, 12, 12, 3072, 50257, 2048},
+        {"gpt3_350m", "GPT-3 350M", 24, 1024, 16, 16, 4096, 50257, 2048},
+        {"gpt3_760m", "GPT-3 760M", 24, 1536, 16, 16, 6144, 50257, 2048},
+        {"gpt3_1.3b", "GPT-3 1.3B", 24, 2048, 16, 16, 8192, 50257, 2048},
+        {"gpt3_2.7b", "GPT-3 2.7B", 32, 2560, 32, 32, 10240, 50257, 2048},
+        {"gpt3_6.7b", "GPT-3 6.7B", 32, 4096, 32, 32, 16384, 50257, 2048},
+        {"gpt3_13b", "GPT-3 13B", 40, 5120, 40, 40, 20480, 50257, 2048},
+        {"gpt3_175b", "GPT-3 175B", 96, 12288, 96, 96, 49152, 50257, 2048},
+        {"llama2_7b", "Llama 2 7B", 32, 4096, 32, 32, 11008, 32000, 4096},
+        {"llama2_13b", "Llama 2 13B", 40, 5120, 40, 40, 13824, 32000, 4096},
+        {"llama2_70b", "Llama 2 70B", 80, 8192, 64, 8, 28672, 32000, 4096},
+        {"llama3_8b", "Llama 3 8B", 32, 4096, 32, 8, 14336, 128256, 8192},
+        {"llama3_70b", "Llama 3 70B", 80, 8192, 64, 8, 28672, 128256, 8192},
+        {"llama3.1_405b", "Llama 3.1 405B", 126, 16384, 128, 8, 53248, 128256,
+         8192},
+    };
+    auto decoder = [&](const std::string& name, const Decoder& d,
+                       const std::string& what) {
+      ZooParams p;
+      p.batch_size = 1;
+      p.layers = d.layers;
+      p.hidden = d.hidden;
+      p.heads = d.heads;
+      p.kv_heads = d.kv_heads;
+      p.ffn = d.ffn;
+      p.vocab = d.vocab;
+      p.seq_len = d.seq;
+      const bool llama = absl::StartsWith(d.name, "llama");
+      add(name,
+          absl::StrCat(what, ": ", d.layers, " layers, hidden ", d.hidden, ", ",
+                       d.heads, " heads",
+                       d.kv_heads < d.heads
+                           ? absl::StrCat(" (", d.kv_heads, " key/value)")
+                           : "",
+                       ", ffn ", d.ffn, ", vocab ", d.vocab, ", ", d.seq,
+                       " tokens", llama ? "; RMSNorm, RoPE, SwiGLU" : ""),
+          p, llama ? BuildLlama : BuildGpt);
+    };
+    decoder("gpt", decoders[0],
+            "GPT decoder (pre-norm, GELU, tied output), GPT-3 125M's sizes");
+    decoder("llama", decoders[11],
+            "Llama decoder (grouped-query attention), Llama 3 8B's sizes");
+    for (const Decoder& d : decoders) decoder(d.name, d, d.family);
     ZooParams toy;
     toy.batch_size = 16;
     toy.hidden = 64;
@@ -209,13 +264,19 @@ absl::StatusOr<ZooParams> ResolveZooParams(absl::string_view name,
     fill(p.hidden, d.hidden);
     fill(p.vocab, d.vocab);
     fill(p.image_size, d.image_size);
+    fill(p.heads, d.heads);
+    fill(p.kv_heads, d.kv_heads);
+    fill(p.ffn, d.ffn);
     for (auto [field, value] :
          {std::pair<const char*, int64_t>{"batch_size", p.batch_size},
           {"layers", p.layers},
           {"seq_len", p.seq_len},
           {"hidden", p.hidden},
           {"vocab", p.vocab},
-          {"image_size", p.image_size}}) {
+          {"image_size", p.image_size},
+          {"heads", p.heads},
+          {"kv_heads", p.kv_heads},
+          {"ffn", p.ffn}}) {
       if (value < 0) {
         return absl::InvalidArgumentError(
             absl::StrCat("zoo:", name, ": ", field, " must be positive, got ",
@@ -226,6 +287,28 @@ absl::StatusOr<ZooParams> ResolveZooParams(absl::string_view name,
       return absl::InvalidArgumentError(absl::StrCat(
           "zoo:", name, ": hidden (", p.hidden,
           ") must be a multiple of the 16 attention heads"));
+    }
+    if (m.build == BuildGpt || m.build == BuildLlama) {
+      if (p.heads == 0 || p.hidden % p.heads != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "zoo:", name, ": hidden (", p.hidden, ") must be a multiple of "
+            "heads (", p.heads, ")"));
+      }
+      if (p.kv_heads == 0 || p.heads % p.kv_heads != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "zoo:", name, ": heads (", p.heads, ") must be a multiple of "
+            "kv_heads (", p.kv_heads, ")"));
+      }
+      if (m.build == BuildGpt && p.kv_heads != p.heads) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "zoo:", name, ": GPT has no grouped-query attention (kv_heads ",
+            p.kv_heads, " != heads ", p.heads, "); zoo:llama has"));
+      }
+      if (m.build == BuildLlama && (p.hidden / p.heads) % 2 != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "zoo:", name, ": the head width hidden / heads (",
+            p.hidden / p.heads, ") must be even for rotary embeddings"));
+      }
     }
     if ((m.build == BuildInceptionV3 && p.image_size < 75) ||
         (m.build == BuildResNet50 && p.image_size < 32)) {

@@ -1,6 +1,8 @@
 // The benchmark model zoo: C++ builders of the graphs the device-placement
 // literature measures on (Inception-V3, ResNet-50, GNMT-style NMT, RNNLM,
-// Transformer) plus toy graphs for tests, emitted as ONNX ModelProtos.
+// Transformer), the decoder LLMs trained today at their published sizes
+// (GPT-3's eight, Llama 2 and 3), plus toy graphs for tests, emitted as
+// ONNX ModelProtos.
 //
 // Contract: BuildZooModel(name, params) is deterministic for equal inputs;
 // zero-valued fields of ZooParams take the model's defaults; the result
@@ -27,6 +29,11 @@ struct ZooParams {
   int64_t hidden = 0;   // hidden size / model width
   int64_t vocab = 0;    // vocabulary size
   int64_t image_size = 0;
+  // Decoders (gpt, llama): attention heads, key/value heads (grouped-query
+  // attention when fewer), and the MLP's inner width.
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t ffn = 0;
   uint64_t seed = 1;
   bool weights = true;  // false: external-data initializers, no bytes
 };
@@ -74,6 +81,8 @@ onnx::ModelProto BuildResNet50(const ZooParams& p);
 onnx::ModelProto BuildGnmt(const ZooParams& p);
 onnx::ModelProto BuildRnnlm(const ZooParams& p);
 onnx::ModelProto BuildTransformer(const ZooParams& p);
+onnx::ModelProto BuildGpt(const ZooParams& p);
+onnx::ModelProto BuildLlama(const ZooParams& p);
 onnx::ModelProto BuildChain(const ZooParams& p);
 onnx::ModelProto BuildDiamond(const ZooParams& p);
 onnx::ModelProto BuildWide(const ZooParams& p);

@@ -11,6 +11,10 @@
 namespace placer::zoo {
 namespace {
 
+bool IsDecoder(const std::string& name) {
+  return name.rfind("gpt", 0) == 0 || name.rfind("llama", 0) == 0;
+}
+
 // Every model, with real weights at small sizes, passes the ONNX checker.
 TEST(ZooTest, EveryModelPassesTheOnnxChecker) {
   for (const ZooModel& m : ZooModels()) {
@@ -21,6 +25,11 @@ TEST(ZooTest, EveryModelPassesTheOnnxChecker) {
     p.hidden = 32;
     p.vocab = 40;
     p.image_size = m.name == "inception_v3" ? 75 : 32;
+    if (IsDecoder(m.name)) {
+      p.heads = 4;
+      p.kv_heads = m.name.rfind("gpt", 0) == 0 ? 4 : 2;
+      p.ffn = 64;
+    }
     absl::StatusOr<onnx::ModelProto> model = BuildZooModel(m.name, p);
     ASSERT_TRUE(model.ok()) << model.status();
     try {
@@ -34,9 +43,11 @@ TEST(ZooTest, EveryModelPassesTheOnnxChecker) {
 // Every model at its default sizes, without weight bytes (the graph and
 // sizes are the same; the bytes only cost test time), imports with every
 // shape resolved and no unknown op, and a training step costs about 3
-// forward passes.
+// forward passes. The decoders' named sizes are the same two builders as
+// gpt and llama at other widths (their sizes: DecodersHaveTheirPublished...).
 TEST(ZooTest, EveryModelImportsAndCostsThreeForwardPasses) {
   for (const ZooModel& m : ZooModels()) {
+    if (IsDecoder(m.name) && m.name != "gpt" && m.name != "llama") continue;
     SCOPED_TRACE(m.name);
     ZooParams p;
     p.weights = false;
@@ -174,6 +185,67 @@ TEST(ZooTest, HugeSizesAreRefusedBeforeBuilding) {
             absl::StatusCode::kResourceExhausted);
   p.weights = false;
   EXPECT_TRUE(BuildZooModel("rnnlm", p).ok());
+}
+
+// The named decoders have the parameter counts their papers give (within
+// 1.5%: GPT-3's counts are rounded, and its vocabulary is GPT-2's 50257),
+// import with every shape known and no op left uncosted, and each block's
+// weights are the same shapes (the import shares nothing: 126 Llama 3.1
+// blocks are 126 copies).
+TEST(ZooTest, DecodersHaveTheirPublishedParameterCounts) {
+  struct Size {
+    const char* name;
+    double parameters;
+  };
+  for (const Size& size : {Size{"gpt3_125m", 125e6}, Size{"gpt3_1.3b", 1.3e9},
+                           Size{"gpt3_6.7b", 6.7e9}, Size{"gpt3_175b", 175e9},
+                           Size{"llama2_7b", 6.74e9}, Size{"llama2_70b", 68.98e9},
+                           Size{"llama3_8b", 8.03e9}, Size{"llama3_70b", 70.55e9},
+                           Size{"llama3.1_405b", 405.85e9}}) {
+    SCOPED_TRACE(size.name);
+    ZooParams p;
+    p.weights = false;
+    absl::StatusOr<onnx::ModelProto> model = BuildZooModel(size.name, p);
+    ASSERT_TRUE(model.ok()) << model.status();
+    double parameters = 0;
+    for (const onnx::TensorProto& t : model->graph().initializer()) {
+      if (t.data_type() != onnx::TensorProto::FLOAT) continue;
+      double n = 1;
+      for (int64_t d : t.dims()) n *= static_cast<double>(d);
+      parameters += n;
+    }
+    EXPECT_NEAR(parameters / size.parameters, 1.0, 0.015) << parameters;
+    absl::StatusOr<Graph> g =
+        ImportOnnxModel(*model, absl::StrCat("zoo:", size.name), {});
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_TRUE(g->unknown_cost_ops().empty());
+    for (const Tensor& t : g->tensors()) ASSERT_TRUE(t.shape_known) << t.name;
+  }
+}
+
+// Llama's grouped-query attention reads each key/value head from
+// heads / kv_heads query heads; GPT has none; widths that do not divide
+// are errors naming the sizes.
+TEST(ZooTest, DecoderSizesAreChecked) {
+  ZooParams p;
+  p.weights = false;
+  p.hidden = 4096;
+  p.heads = 32;
+  p.kv_heads = 8;
+  EXPECT_TRUE(BuildZooModel("llama", p).ok());
+  absl::Status s = BuildZooModel("gpt", p).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("zoo:llama has"), std::string::npos) << s;
+  p.kv_heads = 5;
+  s = BuildZooModel("llama", p).status();
+  EXPECT_NE(s.message().find("multiple of kv_heads (5)"), std::string::npos)
+      << s;
+  p.kv_heads = 8;
+  p.hidden = 4100;
+  s = BuildZooModel("llama", p).status();
+  EXPECT_NE(s.message().find("hidden (4100) must be a multiple of heads (32)"),
+            std::string::npos)
+      << s;
 }
 
 TEST(ZooTest, BadRequestsAreErrors) {
