@@ -1,10 +1,13 @@
 #include "profiles/cluster.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "base/status_helpers.h"
 #include "profiles/cluster.pb.h"
 #include "profiles/cluster_presets.h"
@@ -24,10 +27,17 @@ absl::StatusOr<Cluster> Cluster::FromProto(const proto::Cluster& m,
   Cluster c;
   c.name_ = m.name();
   if (m.devices_size() == 0) return Invalid(source, "no devices");
-  if (m.devices_size() > kMaxDevices) {
-    return Invalid(source, absl::StrCat(m.devices_size(),
-                                        " devices; placer takes at most ",
-                                        kMaxDevices));
+  if (m.nodes() < 0) {
+    return Invalid(source, absl::StrCat("nodes: ", m.nodes(), " is negative"));
+  }
+  const int64_t nodes = std::max(1, m.nodes());
+  if (m.devices_size() * nodes > kMaxDevices) {
+    return Invalid(source,
+                   absl::StrCat(m.devices_size() * nodes, " devices",
+                                nodes > 1 ? absl::StrCat(" (", nodes, " nodes of ",
+                                                         m.devices_size(), ")")
+                                          : "",
+                                "; placer takes at most ", kMaxDevices));
   }
   if (m.links_size() > kMaxDevices * (kMaxDevices - 1)) {
     return Invalid(source, absl::StrCat(m.links_size(), " links; at most ",
@@ -106,6 +116,49 @@ absl::StatusOr<Cluster> Cluster::FromProto(const proto::Cluster& m,
     }
     c.links_[src * n + dst] = {l.latency_seconds(), l.bandwidth()};
   }
+  if (nodes == 1) return c;
+  return c.Replicated(m, nodes, source);
+}
+
+absl::StatusOr<Cluster> Cluster::Replicated(const proto::Cluster& m,
+                                            int64_t nodes,
+                                            const std::string& source) const {
+  if (!m.has_between_nodes() || !(m.between_nodes().bandwidth() > 0) ||
+      !(m.between_nodes().latency_seconds() >= 0)) {
+    return Invalid(source,
+                   "between_nodes needs a positive bandwidth and a latency "
+                   ">= 0 (nodes is more than 1)");
+  }
+  for (int i = 0; i < m.devices_size(); ++i) {
+    if (!m.devices(i).host().empty() || m.devices(i).has_process()) {
+      return Invalid(source,
+                     absl::StrCat("devices[", i, "] ('", m.devices(i).name(),
+                                  "'): names a host or process, which a "
+                                  "cluster of nodes gives each copy"));
+    }
+  }
+  Cluster c;
+  c.name_ = name_;
+  const int per_node = num_devices();
+  for (int64_t k = 0; k < nodes; ++k) {
+    for (const Device& d : devices_) {
+      Device copy = d;
+      copy.name = absl::StrCat("/node:", k, d.name);
+      copy.host = absl::StrCat("node", k);
+      c.devices_.push_back(std::move(copy));
+    }
+  }
+  const LinkParams between{m.between_nodes().latency_seconds(),
+                           m.between_nodes().bandwidth()};
+  const size_t n = c.devices_.size();
+  c.links_.assign(n * n, between);
+  for (size_t a = 0; a < n; ++a) {
+    for (size_t b = 0; b < n; ++b) {
+      if (a / per_node == b / per_node) {
+        c.links_[a * n + b] = link(a % per_node, b % per_node);
+      }
+    }
+  }
   return c;
 }
 
@@ -159,19 +212,55 @@ absl::StatusOr<Cluster> LoadClusterFile(const std::string& path) {
   return ParseCluster(text, path);
 }
 
-absl::StatusOr<Cluster> LoadCluster(const std::string& spec) {
+absl::StatusOr<proto::Cluster> PresetClusterMessage(absl::string_view spec) {
+  std::vector<std::string> parts =
+      absl::StrSplit(spec, absl::MaxSplits(':', 1));
+  const ClusterPreset* preset = nullptr;
   for (const ClusterPreset& p : ClusterPresets()) {
-    if (spec == p.name) {
-      return ParseCluster(p.text, absl::StrCat("preset ", p.name));
-    }
+    if (parts[0] == p.name) preset = &p;
   }
+  if (preset == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("unknown preset '", parts[0], "' (presets: ",
+                     absl::StrJoin(PresetClusterNames(), ", "), ")"));
+  }
+  proto::Cluster message;
+  RETURN_IF_ERROR(
+      ParseTextOrJson(preset->text, absl::StrCat("preset ", preset->name),
+                      &message));
+  if (parts.size() == 1) return message;
+  int nodes = 0;
+  absl::string_view setting = parts[1];
+  if (!absl::ConsumePrefix(&setting, "nodes=") ||
+      !absl::SimpleAtoi(setting, &nodes) || nodes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cluster '", spec, "': after the preset's name, ':nodes=N' (N >= 1) "
+        "is the one setting"));
+  }
+  if (!message.has_between_nodes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cluster '", spec, "': preset ", preset->name,
+        " is not a cluster of hosts (it has no between_nodes link); "
+        "dgx_a100 and dgx_h100 are"));
+  }
+  message.set_nodes(nodes);
+  message.set_name(std::string(spec));
+  return message;
+}
+
+absl::StatusOr<Cluster> LoadCluster(const std::string& spec) {
   if (absl::StrContains(spec, '.') || absl::StrContains(spec, '/')) {
     return LoadClusterFile(spec);
   }
-  return absl::NotFoundError(absl::StrCat(
-      "unknown cluster '", spec, "': not a preset (",
-      absl::StrJoin(PresetClusterNames(), ", "),
-      ") and not a file path (.pbtxt or .json)"));
+  absl::StatusOr<proto::Cluster> message = PresetClusterMessage(spec);
+  if (absl::IsNotFound(message.status())) {
+    return absl::NotFoundError(absl::StrCat(
+        "unknown cluster '", spec, "': not a preset (",
+        absl::StrJoin(PresetClusterNames(), ", "),
+        ") and not a file path (.pbtxt or .json)"));
+  }
+  RETURN_IF_ERROR(message.status());
+  return Cluster::FromProto(*message, absl::StrCat("preset ", spec));
 }
 
 std::vector<std::string> PresetClusterNames() {

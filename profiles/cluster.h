@@ -77,6 +77,11 @@ class Cluster {
   Cluster Subset(const std::vector<int>& devices) const;
 
  private:
+  // The host's devices of `m` (this cluster) copied onto `nodes` hosts
+  // (proto::Cluster's nodes and between_nodes); errors name `source`.
+  absl::StatusOr<Cluster> Replicated(const proto::Cluster& m, int64_t nodes,
+                                     const std::string& source) const;
+
   std::string name_;
   std::vector<Device> devices_;
   std::vector<LinkParams> links_;  // row-major [src][dst]
@@ -86,8 +91,13 @@ class Cluster {
 absl::StatusOr<Cluster> ParseCluster(const std::string& text,
                                      const std::string& source);
 absl::StatusOr<Cluster> LoadClusterFile(const std::string& path);
-// A preset name (see PresetClusterNames) or a path to a file.
+// A preset name (see PresetClusterNames), with ":nodes=N" for N hosts of a
+// preset of hosts (dgx_a100, dgx_h100), or a path to a file.
 absl::StatusOr<Cluster> LoadCluster(const std::string& spec);
+// The message of a preset spec, "NAME" or "NAME:nodes=N" (then named so):
+// NotFound for an unknown name, InvalidArgument for another suffix or a
+// preset that is not a host.
+absl::StatusOr<proto::Cluster> PresetClusterMessage(absl::string_view spec);
 std::vector<std::string> PresetClusterNames();
 
 }  // namespace placer

@@ -13,7 +13,6 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "graph/onnx_import.h"
 #include "profiles/cluster.pb.h"
-#include "profiles/cluster_presets.h"
 #include "profiles/proto_io.h"
 
 namespace placer {
@@ -57,16 +56,9 @@ absl::StatusOr<ResolvedCluster> ResolveClusterSpec(
   switch (spec.source_case()) {
     case proto::ClusterSpec::kPreset: {
       source = absl::StrCat("cluster.preset '", spec.preset(), "'");
-      const ClusterPreset* preset = nullptr;
-      for (const ClusterPreset& p : ClusterPresets()) {
-        if (spec.preset() == p.name) preset = &p;
-      }
-      if (preset == nullptr) {
-        return Invalid(source, absl::StrCat("no such preset; known: ",
-                                            absl::StrJoin(PresetClusterNames(),
-                                                          ", ")));
-      }
-      RETURN_IF_ERROR(ParseTextOrJson(preset->text, source, &message));
+      absl::StatusOr<proto::Cluster> preset = PresetClusterMessage(spec.preset());
+      if (!preset.ok()) return Invalid(source, std::string(preset.status().message()));
+      message = std::move(*preset);
       break;
     }
     case proto::ClusterSpec::kCluster:

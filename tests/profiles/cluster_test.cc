@@ -127,6 +127,69 @@ TEST(ClusterTest, WhereDevicesLive) {
               ::testing::HasSubstr("bad.pbtxt: devices[0] ('a'): process"));
 }
 
+// dgx_h100:nodes=N is N hosts of the preset's 8 GPUs: NVLink inside a host,
+// a NIC per GPU between hosts, each copy named for its host; the file form
+// says the same with nodes and between_nodes.
+TEST(ClusterTest, ClustersOfHosts) {
+  absl::StatusOr<Cluster> one = LoadCluster("dgx_h100");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->num_devices(), 8);
+  EXPECT_EQ(one->device(0).name, "/gpu:0");
+  EXPECT_DOUBLE_EQ(one->device(0).bf16_peak_flops, 9.89e14);
+  absl::StatusOr<Cluster> two = LoadCluster("dgx_h100:nodes=2");
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->name(), "dgx_h100:nodes=2");
+  ASSERT_EQ(two->num_devices(), 16);
+  EXPECT_EQ(two->device(11).name, "/node:1/gpu:3");
+  EXPECT_EQ(two->device(11).host, "node1");
+  EXPECT_EQ(two->device(2).host, "node0");
+  EXPECT_DOUBLE_EQ(two->link(8, 15).bandwidth, 4.5e11);   // inside node1
+  EXPECT_DOUBLE_EQ(two->link(3, 12).bandwidth, 5e10);     // node0 -> node1
+  EXPECT_DOUBLE_EQ(two->link(12, 3).latency_seconds, 5e-6);
+  absl::StatusOr<Cluster> a100 = LoadCluster("dgx_a100:nodes=128");
+  ASSERT_TRUE(a100.ok()) << a100.status();
+  EXPECT_EQ(a100->num_devices(), 1024);
+  EXPECT_DOUBLE_EQ(a100->link(0, 1023).bandwidth, 2.5e10);
+  EXPECT_DOUBLE_EQ(a100->link(1016, 1023).bandwidth, 3e11);
+
+  const std::string host =
+      "devices { name: \"/gpu:0\" kind: GPU peak_flops: 1 memory_bandwidth: 1 "
+      "memory_bytes: 1 }\n"
+      "devices { name: \"/gpu:1\" kind: GPU peak_flops: 1 memory_bandwidth: 1 "
+      "memory_bytes: 1 }\n"
+      "default_link { latency_seconds: 0 bandwidth: 8 }\n"
+      "links { src: \"/gpu:1\" dst: \"/gpu:0\" latency_seconds: 0 "
+      "bandwidth: 4 }\n";
+  absl::StatusOr<Cluster> file =
+      ParseCluster(host + "nodes: 3 between_nodes { latency_seconds: 1 "
+                          "bandwidth: 2 }",
+                   "hosts.pbtxt");
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_EQ(file->num_devices(), 6);
+  EXPECT_DOUBLE_EQ(file->link(4, 5).bandwidth, 8);  // node2: default
+  EXPECT_DOUBLE_EQ(file->link(5, 4).bandwidth, 4);  // node2: the override
+  EXPECT_DOUBLE_EQ(file->link(1, 4).bandwidth, 2);  // node0 -> node2
+
+  absl::Status s = ParseCluster(host + "nodes: 2", "hosts.pbtxt").status();
+  EXPECT_THAT(s.message(), HasSubstr("hosts.pbtxt: between_nodes"));
+  std::string named = host;
+  named.replace(named.find("memory_bytes: 1 }"), 17,
+                "memory_bytes: 1 host: \"h\" }");
+  s = ParseCluster(named + "nodes: 2 between_nodes { bandwidth: 1 }",
+                   "named.pbtxt")
+          .status();
+  EXPECT_THAT(s.message(), HasSubstr("devices[0] ('/gpu:0'): names a host"));
+  EXPECT_THAT(LoadCluster("dgx_h100:nodes=129").status().message(),
+              HasSubstr("1032 devices (129 nodes of 8); placer takes at most "
+                        "1024"));
+  EXPECT_THAT(LoadCluster("dgx_h100:nodes=0").status().message(),
+              HasSubstr("':nodes=N' (N >= 1)"));
+  EXPECT_THAT(LoadCluster("dgx_h100:gpus=4").status().message(),
+              HasSubstr("':nodes=N' (N >= 1)"));
+  EXPECT_THAT(LoadCluster("p100x4:nodes=2").status().message(),
+              HasSubstr("is not a cluster of hosts"));
+}
+
 TEST(ClusterTest, SizesAreBoundedBeforeAnythingIsAllocated) {
   // 20,000 devices would ask for a 6.4 GB link matrix (the CLI died of
   // std::bad_alloc): refused by count, naming the file.
