@@ -199,7 +199,7 @@ const std::vector<ZooModel>& ZooModels() {
          8192},
     };
     auto decoder = [&](const std::string& name, const Decoder& d,
-                       const std::string& what) {
+                       const std::string& what, bool published_size) {
       ZooParams p;
       p.batch_size = 1;
       p.layers = d.layers;
@@ -219,12 +219,15 @@ const std::vector<ZooModel>& ZooModels() {
                        ", ffn ", d.ffn, ", vocab ", d.vocab, ", ", d.seq,
                        " tokens", llama ? "; RMSNorm, RoPE, SwiGLU" : ""),
           p, llama ? BuildLlama : BuildGpt);
+      m->back().published_size = published_size;
     };
     decoder("gpt", decoders[0],
-            "GPT decoder (pre-norm, GELU, tied output), GPT-3 125M's sizes");
+            "GPT decoder (pre-norm, GELU, tied output), GPT-3 125M's sizes",
+            false);
     decoder("llama", decoders[11],
-            "Llama decoder (grouped-query attention), Llama 3 8B's sizes");
-    for (const Decoder& d : decoders) decoder(d.name, d, d.family);
+            "Llama decoder (grouped-query attention), Llama 3 8B's sizes",
+            false);
+    for (const Decoder& d : decoders) decoder(d.name, d, d.family, true);
     ZooParams toy;
     toy.batch_size = 16;
     toy.hidden = 64;
@@ -265,7 +268,8 @@ absl::StatusOr<ZooParams> ResolveZooParams(absl::string_view name,
     fill(p.vocab, d.vocab);
     fill(p.image_size, d.image_size);
     fill(p.heads, d.heads);
-    fill(p.kv_heads, d.kv_heads);
+    // GPT has no grouped-query attention: its key/value heads are its heads.
+    fill(p.kv_heads, m.build == BuildGpt ? p.heads : d.kv_heads);
     fill(p.ffn, d.ffn);
     for (auto [field, value] :
          {std::pair<const char*, int64_t>{"batch_size", p.batch_size},

@@ -53,6 +53,9 @@ struct Scenario {
     p.hidden = 64;
     p.vocab = 100;
     p.image_size = 64;
+    p.heads = 4;  // decoders: 4 heads of 16, as many key/value heads
+    p.kv_heads = 4;
+    p.ffn = 128;
     return p;
   }
   const PolicyInput& input() const { return *input_; }
