@@ -54,9 +54,12 @@ Usage:
       Every policy on every model and cluster: simulated step times and
       placement times as Markdown (stdout, --out-dir/bench.md) and CSV.
   placer simulate MODEL --cluster C --placement P.json [--trace T.json]
+      [--report R.html]
       Simulates one training step of MODEL placed by P.json on cluster C
       (a preset such as p100x4, or a .pbtxt/.json file): step time, lower
-      bound, bytes moved, peak memory per device, out-of-memory verdict.
+      bound, bytes moved, peak memory per device, out-of-memory verdict;
+      --report writes the plan as one self-contained HTML page (place
+      --compare --report: the policies side by side).
   placer profile [MODEL] --cluster cpu2 [--devices cpu,gpu]
       [--reference-steps 5] [--nproc N] [--resume] -o PROFILE.pbtxt
       Measures with LibTorch on this machine: each distinct node of MODEL's
@@ -102,10 +105,13 @@ Usage:
   placer remote place|train|simulate MODEL --cluster C [--policy P ...]
       [--server HOST:PORT] [--deadline S] [-o P.json]
       [--tls-ca CA.pem [--token-file F] [--tls-cert C.pem --tls-key K.pem]]
-  placer remote get FINGERPRINT | remote report FINGERPRINT --step-seconds a,b
-      The same as RPCs to a placer serve (default 127.0.0.1:50051).
+  placer remote get FINGERPRINT [MODEL]
+  placer remote report FINGERPRINT --step-seconds a,b
+      The same as RPCs to a placer serve (default 127.0.0.1:50051);
+      place, train and get take --report R.html: the server's HTML page
+      of the stored placement (get: MODEL again for an ONNX placement).
   placer zoo list
-      The built-in benchmark models and their default sizes.
+      The built-in benchmark models and decoder LLMs, with their sizes.
   placer zoo export NAME -o FILE.onnx [--batch N --layers N ...]
       Writes a zoo model as an ONNX file.
 
