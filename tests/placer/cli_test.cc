@@ -115,6 +115,12 @@ TEST(CliTest, EachCommandsHelpShowsItsOwnUsageAndFlags) {
   EXPECT_TRUE(run_flags.count("nproc"));
   EXPECT_TRUE(run_flags.count("steps"));
   EXPECT_FALSE(run_flags.count("samples-per-step"));  // train's
+  // --report is each of place, simulate and remote's.
+  for (const char* c : {"place", "simulate", "remote"}) {
+    EXPECT_TRUE(HelpFlags(RunPlacer(std::string(c) + " --help").out)
+                    .count("report"))
+        << c;
+  }
   RunResult inspect = RunPlacer("inspect --help");
   EXPECT_THAT(inspect.out, HasSubstr("placer inspect MODEL"));
   std::set<std::string> inspect_flags = HelpFlags(inspect.out);
