@@ -78,6 +78,53 @@ auto OutOfMemoryAsStatus(F compute) -> decltype(compute()) {
   }
 }
 
+// A placement file's message simulated on its model: what Simulate answers
+// and GetReport draws. Owns everything the simulation context reads, so it
+// lives behind a pointer and never moves.
+struct SimulatedPlacement {
+  LoadedModel model;
+  std::unique_ptr<CostModel> costs;
+  std::optional<TrainingView> view;
+  std::unique_ptr<ReadyOrder> order;
+  std::optional<SimulationContext> context;
+  PlacementOrStrategy placement;
+  std::optional<StrategySimulation> strategy_step;  // strategies
+  std::optional<SimulationResult> result;           // op placements
+};
+
+absl::StatusOr<std::unique_ptr<SimulatedPlacement>> SimulatePlacementMessage(
+    const proto::ModelSpec& model, const RequestLimits& limits,
+    const Cluster& cluster, const proto::Placement& placement,
+    const TrainingOptions& training, std::unique_ptr<CostModel> costs,
+    bool record_schedule) {
+  auto s = std::make_unique<SimulatedPlacement>();
+  ASSIGN_OR_RETURN(s->model, LoadModelSpec(model, limits));
+  ASSIGN_OR_RETURN(s->placement,
+                   PlacementOrStrategyFromProto(placement, "placement",
+                                                s->model.graph, cluster));
+  s->costs = std::move(costs);
+  s->view.emplace(BuildTrainingView(s->model.graph, training));
+  s->order = NewCriticalPathReadyOrder();
+  s->context.emplace(
+      SimulationContext::Create(*s->view, cluster, *s->costs, *s->order));
+  SimulationOptions options;
+  options.record_schedule = record_schedule;
+  if (s->placement.strategy) {
+    absl::StatusOr<StrategySimulation> step =
+        SimulateStrategy(*s->context, *s->placement.strategy, options);
+    if (!step.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("placement: ", step.status().message()));
+    }
+    s->strategy_step = std::move(*step);
+  } else {
+    ASSIGN_OR_RETURN(s->result, placer::Simulate(*s->context,
+                                                 s->placement.placement,
+                                                 options));
+  }
+  return s;
+}
+
 }  // namespace
 
 PlacementServiceImpl::PlacementServiceImpl(PlacementStore* store,
@@ -387,35 +434,22 @@ grpc::Status PlacementServiceImpl::SimulateOrThrow(
       CostsFor(cluster->name(), request->use_reported_profiles(),
                request->profile_clients(), nullptr);
   if (!costs.ok()) return ToGrpc(costs.status());
-  absl::StatusOr<LoadedModel> model =
-      LoadModelSpec(request->model(), options_.limits);
-  if (!model.ok()) return ToGrpc(model.status());
-  absl::StatusOr<PlacementOrStrategy> placement = PlacementOrStrategyFromProto(
-      request->placement(), "placement", model->graph, *cluster);
-  if (!placement.ok()) return ToGrpc(placement.status());
-  TrainingView view = BuildTrainingView(model->graph, *training);
-  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
-  SimulationContext simulation =
-      SimulationContext::Create(view, *cluster, **costs, *order);
-  if (placement->strategy) {
-    absl::StatusOr<StrategySimulation> step =
-        SimulateStrategy(simulation, *placement->strategy);
-    if (!step.ok()) {
-      return ToGrpc(absl::InvalidArgumentError(
-          absl::StrCat("placement: ", step.status().message())));
-    }
+  absl::StatusOr<std::unique_ptr<SimulatedPlacement>> simulated =
+      SimulatePlacementMessage(request->model(), options_.limits, *cluster,
+                               request->placement(), *training,
+                               std::move(*costs), false);
+  if (!simulated.ok()) return ToGrpc(simulated.status());
+  const SimulatedPlacement& sim = **simulated;
+  if (sim.strategy_step) {
     proto::SimulationReport& report = *response->mutable_report();
-    report = ToReport(step->step, *cluster);
-    report.set_strategy(DescribeStrategy(*placement->strategy));
-    report.set_micro_batches(step->micro_batches);
-    report.set_seconds_per_batch(step->seconds_per_batch);
-    report.set_allreduce_seconds(step->allreduce_seconds);
+    report = ToReport(sim.strategy_step->step, *cluster);
+    report.set_strategy(DescribeStrategy(*sim.placement.strategy));
+    report.set_micro_batches(sim.strategy_step->micro_batches);
+    report.set_seconds_per_batch(sim.strategy_step->seconds_per_batch);
+    report.set_allreduce_seconds(sim.strategy_step->allreduce_seconds);
     return grpc::Status::OK;
   }
-  absl::StatusOr<SimulationResult> result =
-      placer::Simulate(simulation, placement->placement);
-  if (!result.ok()) return ToGrpc(result.status());
-  *response->mutable_report() = ToReport(*result, *cluster);
+  *response->mutable_report() = ToReport(*sim.result, *cluster);
   return grpc::Status::OK;
 }
 
@@ -569,34 +603,21 @@ absl::StatusOr<std::string> PlacementServiceImpl::ReportHtml(
   ASSIGN_OR_RETURN(TrainingOptions training,
                    ToTrainingOptions(spec, options.use_reported_profiles(),
                                      "options.training"));
-  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelSpec(model, options_.limits));
-  const proto::Placement& stored = entry->response().placement();
-  ASSIGN_OR_RETURN(PlacementOrStrategy placement,
-                   PlacementOrStrategyFromProto(stored, "placement",
-                                                loaded.graph, cluster));
-  TrainingView view = BuildTrainingView(loaded.graph, training);
-  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
-  SimulationContext simulation =
-      SimulationContext::Create(view, cluster, *costs, *order);
-  SimulationOptions simulation_options;
-  simulation_options.record_schedule = true;
+  ASSIGN_OR_RETURN(std::unique_ptr<SimulatedPlacement> sim,
+                   SimulatePlacementMessage(model, options_.limits, cluster,
+                                            entry->response().placement(),
+                                            training, std::move(costs), true));
   PlanReport report;
-  report.title = absl::StrCat(ModelName(placed.model()), " on ",
-                              cluster.name(), " (", stored.policy(), ")");
-  report.context = &simulation;
-  std::optional<StrategySimulation> strategy_step;
-  std::optional<SimulationResult> result;
-  if (placement.strategy) {
-    ASSIGN_OR_RETURN(strategy_step,
-                     SimulateStrategy(simulation, *placement.strategy,
-                                      simulation_options));
-    report.result = &strategy_step->step;
-    report.strategy = &*placement.strategy;
-    report.strategy_result = &*strategy_step;
+  report.title =
+      absl::StrCat(ModelName(placed.model()), " on ", cluster.name(), " (",
+                   entry->response().placement().policy(), ")");
+  report.context = &*sim->context;
+  if (sim->strategy_step) {
+    report.result = &sim->strategy_step->step;
+    report.strategy = &*sim->placement.strategy;
+    report.strategy_result = &*sim->strategy_step;
   } else {
-    ASSIGN_OR_RETURN(result, placer::Simulate(simulation, placement.placement,
-                                              simulation_options));
-    report.result = &*result;
+    report.result = &*sim->result;
   }
   return PlanReportHtml(report);
 }
