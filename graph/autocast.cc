@@ -14,6 +14,8 @@ const absl::flat_hash_map<absl::string_view, AutocastClass>& ClassTable() {
           {"MatMul", AutocastClass::kLowerPrecision},
           {"Gemm", AutocastClass::kLowerPrecision},
           {"Einsum", AutocastClass::kLowerPrecision},
+          // scaled_dot_product_attention: autocast's lower-precision list.
+          {"FusedAttention", AutocastClass::kLowerPrecision},
           {"LSTM", AutocastClass::kLowerPrecision},
           {"GRU", AutocastClass::kLowerPrecision},
           {"RNN", AutocastClass::kLowerPrecision},
@@ -111,7 +113,7 @@ DataType ComputeType(Precision precision) {
 }
 
 AutocastClass AutocastClassOf(const Op& op) {
-  if (!op.domain.empty() && op.domain != "ai.onnx") {
+  if (!IsTableDomain(op.domain)) {
     return AutocastClass::kPromote;
   }
   auto it = ClassTable().find(op.op_type);

@@ -96,6 +96,10 @@ absl::string_view CostStatusName(CostStatus status) {
   return "unknown";
 }
 
+bool IsTableDomain(absl::string_view domain) {
+  return domain.empty() || domain == "ai.onnx" || domain == kPlacerDomain;
+}
+
 int64_t ElementCount(absl::Span<const int64_t> dims) {
   int64_t n = 1;
   for (int64_t d : dims) {

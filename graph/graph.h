@@ -52,6 +52,14 @@ enum class DataType {
 
 // The product of `dims`: -1 when one is negative, INT64_MAX when the
 // product overflows (dims come from files).
+// The domain of the ops placer itself writes into a graph (never a file's:
+// graph/attention_fusion.h's FusedAttention).
+inline constexpr char kPlacerDomain[] = "placer";
+// Whether `domain` is ONNX's standard one ("" or "ai.onnx") or placer's:
+// the domains whose op types the op tables (costs, saved tensors, autocast,
+// kernels) know by type alone.
+bool IsTableDomain(absl::string_view domain);
+
 int64_t ElementCount(absl::Span<const int64_t> dims);
 
 // Bytes per element; 0 for kUndefined and kString.

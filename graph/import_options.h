@@ -39,6 +39,10 @@ struct ImportOptions {
   // its weights for planning): they are sized from their dims, like
   // external data. Off: such a file is refused as truncated.
   bool weights_optional = false;
+  // Run each attention core (Q·Kᵀ, scale and mask, Softmax, ·V) as one
+  // fused op, as training frameworks do (graph/attention_fusion.h); off:
+  // op by op as the file writes it.
+  bool fuse_attention = false;
   // Refuse (ResourceExhausted) a model with more nodes than this before
   // building anything from it; 0: no limit.
   int64_t max_ops = 0;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "graph/fused_attention.h"
 #include "graph/einsum.h"
 
 namespace placer {
@@ -154,6 +155,36 @@ double EinsumFlops(const Op& op, const OpShapes& s, double) {
   return 2 * EinsumPoints(*equation, shapes).value_or(0);
 }
 
+// FusedAttention [Q, Kᵀ, V, ...] -> O: the scores' product (2 per score
+// and contracted element), the probabilities times V (2 per score and
+// output feature), and per score 1 FLOP for each elementwise step and 5
+// for the softmax. No seq x seq tensor is read or written.
+double AttentionProducts(const OpShapes& s) {
+  const auto& q = s.input_shape(0);
+  const auto& kt = s.input_shape(1);
+  const auto& v = s.input_shape(2);
+  if (q.size() < 2 || kt.size() < 2 || v.empty()) return 0;
+  const double keys = static_cast<double>(kt.back());
+  const double head = static_cast<double>(q.back());
+  const double scores =
+      s.output_elements(0) / static_cast<double>(v.back()) * keys;
+  return 2 * scores * head + 2 * s.output_elements(0) * keys;
+}
+
+double AttentionElementwise(const Op& op, const OpShapes& s) {
+  const auto& kt = s.input_shape(1);
+  const auto& v = s.input_shape(2);
+  if (kt.empty() || v.empty()) return 0;
+  const double scores = s.output_elements(0) /
+                        static_cast<double>(v.back()) *
+                        static_cast<double>(kt.back());
+  return scores * (5 + static_cast<double>(AttentionSteps(op).size()));
+}
+
+double AttentionFlops(const Op& op, const OpShapes& s, double) {
+  return AttentionProducts(s) + AttentionElementwise(op, s);
+}
+
 struct Entry {
   OpCostRule rule;
   FlopsFn flops;
@@ -180,6 +211,8 @@ const Table& CostTable() {
         {{GradientRule::kPerInput, {0, 1}}, ConvTransposeFlops, 0, exact});
     Add(*t, {"MatMul"},
         {{GradientRule::kPerInput, {0, 1}}, MatMulFlops, 0, exact});
+    Add(*t, {kFusedAttentionType},
+        {{GradientRule::kAttention, {0, 1, 2}}, AttentionFlops, 0, exact});
     Add(*t, {"Gemm"}, {{GradientRule::kPerInput, {0, 1}}, GemmFlops, 0, exact});
     Add(*t, {"Einsum"},
         {{GradientRule::kPerInput, {0, 1}}, EinsumFlops, 0, exact});
@@ -267,7 +300,7 @@ int64_t KnownBytes(const Tensor* t) {
 
 const OpCostRule* FindOpCostRule(absl::string_view domain,
                                  absl::string_view op_type) {
-  if (!domain.empty() && domain != "ai.onnx") return nullptr;
+  if (!IsTableDomain(domain)) return nullptr;
   const Table& table = CostTable();
   auto it = table.find(op_type);
   return it == table.end() ? nullptr : &it->second.rule;
@@ -290,7 +323,7 @@ OpCost ComputeForwardCost(const Op& op, const std::vector<Tensor>& tensors) {
   for (int out : op.outputs) {
     if (out >= 0) cost.bytes_accessed += KnownBytes(&tensors[out]);
   }
-  if (!op.domain.empty() && op.domain != "ai.onnx") return cost;  // unknown
+  if (!IsTableDomain(op.domain)) return cost;  // unknown
   const Table& table = CostTable();
   auto it = table.find(op.op_type);
   if (it == table.end() || !shapes.all_known()) return cost;  // unknown
@@ -326,6 +359,12 @@ OpCost ComputeBackwardCost(const Op& op, const std::vector<Tensor>& tensors,
     case GradientRule::kSamePass:
       cost.flops = forward.flops;
       break;
+    case GradientRule::kAttention: {
+      OpShapes shapes(op, tensors);
+      cost.flops = 2.5 * AttentionProducts(shapes) +
+                   2 * AttentionElementwise(op, shapes);
+      break;
+    }
     case GradientRule::kPerInput: {
       int operands = 0;
       bool other = false;

@@ -29,6 +29,11 @@ enum class GradientRule {
   kPerInput,     // a contraction: computing the gradient of each input that
                  // needs one costs about one forward pass (Conv, MatMul...)
   kSamePass,     // one pass over the data costing about the forward FLOPs
+  // FlashAttention's backward (placer's FusedAttention): the scores
+  // recomputed from Q and Kᵀ, then dV, dP, dQ and dK, each a product the
+  // size of a forward one (5 products to the forward's 2), and the
+  // elementwise chain twice (recomputed, differentiated).
+  kAttention,
 };
 
 struct OpCostRule {

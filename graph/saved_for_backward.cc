@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "graph/fused_attention.h"
 
 namespace placer {
 namespace {
@@ -68,6 +69,15 @@ bool PadReadsInput(const Op& op) {
 
 SavedTensors SavedForBackward(const Op& op) {
   SavedTensors saved;
+  if (IsFusedAttention(op)) {
+    // FlashAttention keeps its inputs and its output (and a log-sum-exp
+    // per query row: SavedWorkspaceBytes).
+    for (int k = 0; k < static_cast<int>(op.inputs.size()); ++k) {
+      saved.inputs.push_back(k);
+    }
+    saved.outputs.push_back(0);
+    return saved;
+  }
   auto it = DefaultDomain(op.domain) ? Table().find(op.op_type) : Table().end();
   if (it == Table().end() || PadReadsInput(op)) {
     for (int k = 0; k < static_cast<int>(op.inputs.size()); ++k) {
@@ -144,6 +154,7 @@ RecurrentShape RecurrentShapeOf(const Op& op,
 }  // namespace
 
 int64_t SavedWorkspaceBytes(const Op& op, const std::vector<Tensor>& tensors) {
+  if (IsFusedAttention(op)) return AttentionLogSumExpBytes(op, tensors);
   const RecurrentShape s = RecurrentShapeOf(op, tensors);
   if (s.gates == 0) return 0;
   int64_t weights = 0;

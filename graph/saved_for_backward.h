@@ -28,6 +28,8 @@
 //    of the two tensors multiplied in place); RNN 2 (its activation and
 //    h_(t-1)); plus the gate-reordered copies of W and R the executor
 //    feeds the kernels (runtime/torch_ops.cc), which their matmuls keep.
+//    A FusedAttention op (graph/fused_attention.h) keeps its inputs, its
+//    output and one fp32 log-sum-exp per query row (FlashAttention's).
 //    0 for every other op, and when X's shape is unknown.
 //  - ForwardScratchBytes(op, tensors): what the op's forward allocates and
 //    frees before it ends, when that is more than its steps' share: a fused

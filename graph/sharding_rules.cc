@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
+#include "graph/fused_attention.h"
 
 namespace placer {
 namespace {
@@ -168,6 +169,26 @@ std::optional<OpRule> ShardingRule(const Graph& graph_, int index,
         }
       }
     }
+    return rule;
+  }
+  if (IsFusedAttention(op)) {
+    // Split on a batch or head dim (every input with it, the rest
+    // broadcast), or on the query rows (Q and the steps' inputs that have
+    // them; Kᵀ and V whole, their gradients partial).
+    if (contracted || d >= r - 1) return std::nullopt;
+    for (int i = 0; i < static_cast<int>(op.inputs.size()); ++i) {
+      const int x = input(i);
+      if (x < 0) continue;
+      if (!Known(graph_, x)) return std::nullopt;
+      const int aligned = d - (r - Rank(graph_, x));
+      if ((d == r - 2 && (i == 1 || i == 2)) || aligned < 0 ||
+          Shape(graph_, x)[aligned] == 1) {
+        whole(i);
+      } else if (!split(i, aligned)) {
+        return std::nullopt;
+      }
+    }
+    rule.outputs[0] = TensorLayout::Split(d);
     return rule;
   }
   if (type == "Gemm") {

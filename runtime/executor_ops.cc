@@ -27,6 +27,7 @@ const std::vector<std::string>& ExecutorOpTypes() {
       "Exp",
       "Expand",
       "Flatten",
+      "FusedAttention",
       "GRU",
       "Gather",
       "GatherElements",
@@ -89,7 +90,7 @@ const std::vector<std::string>& ExecutorOpTypes() {
 }
 
 bool ExecutorHasKernel(absl::string_view domain, absl::string_view op_type) {
-  if (!domain.empty() && domain != "ai.onnx") return false;
+  if (!IsTableDomain(domain)) return false;
   const std::vector<std::string>& types = ExecutorOpTypes();
   return std::binary_search(types.begin(), types.end(), op_type);
 }

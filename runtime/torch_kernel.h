@@ -4,7 +4,8 @@
 // torch_ops_layers.cc: convolution, pooling, normalization, recurrent
 // cells, softmax and losses, dropout;
 // torch_ops_image.cc: normalizations, transposed convolution, resizing;
-// torch_ops_indexing.cc: top-k, scatters, gathers, cumulative sums).
+// torch_ops_indexing.cc: top-k, scatters, gathers, cumulative sums;
+// torch_ops_attention.cc: placer's FusedAttention).
 //
 // Contract: a kernel computes exactly the ONNX op's outputs from its inputs
 // with differentiable LibTorch calls (autograd gives the backward), or
@@ -43,6 +44,8 @@ int64_t Axis(int64_t axis, int64_t rank);
 void AddLayerKernels(KernelTable& table);
 void AddImageKernels(KernelTable& table);
 void AddIndexingKernels(KernelTable& table);
+// torch_ops_attention.cc: placer's FusedAttention.
+void AddAttentionKernels(KernelTable& table);
 
 }  // namespace placer::kernels
 

@@ -467,6 +467,7 @@ const kernels::KernelTable& Kernels() {
     kernels::AddLayerKernels(*table);
     kernels::AddImageKernels(*table);
     kernels::AddIndexingKernels(*table);
+    kernels::AddAttentionKernels(*table);
     return table;
   }();
   return *table;
@@ -535,7 +536,7 @@ std::vector<std::string> TorchKernelOpTypes() {
 }
 
 bool HasTorchKernel(absl::string_view domain, absl::string_view op_type) {
-  if (!domain.empty() && domain != "ai.onnx") return false;
+  if (!IsTableDomain(domain)) return false;
   return Kernels().contains(op_type);
 }
 

@@ -132,6 +132,35 @@ TEST(TensorShardingTest, Gpt2FallsIntoMegatronsPattern) {
 // gradient an all-gather before the column-parallel MatMul (forward; a
 // reduce-scatter backward): the same bytes, the layer norms, dropout and
 // residuals run split.
+// The same GPT-2 exported in eval mode, its attention cores fused
+// (graph/attention_fusion.h): each FusedAttention op splits its heads,
+// the projections around it as before, and the collectives are exactly
+// the unfused graph's.
+TEST(TensorShardingTest, FusedAttentionSplitsItsHeads) {
+  const std::string file = std::string(kDir) + "gpt2.eval.op17.onnx";
+  ImportOptions options;
+  options.input_shapes = {{"tokens", {2, 16}}, {"targets", {2, 16}}};
+  absl::StatusOr<Graph> plain = ImportOnnxFile(file, options);
+  options.fuse_attention = true;
+  absl::StatusOr<Graph> fused = ImportOnnxFile(file, options);
+  ASSERT_TRUE(plain.ok() && fused.ok());
+  const TensorSharding a = ShardAll(*plain, 2);
+  const TensorSharding b = ShardAll(*fused, 2);
+  SCOPED_TRACE(Describe(*fused, b));
+  int cores = 0;
+  for (int op = 0; op < static_cast<int>(fused->ops().size()); ++op) {
+    if (fused->op(op).op_type != "FusedAttention") continue;
+    ++cores;
+    EXPECT_EQ(OpShardingName(b.op[op]), "out:1") << fused->op(op).key;
+  }
+  EXPECT_EQ(cores, 2);
+  for (const std::string block : {"/blocks.0", "/blocks.1"}) {
+    EXPECT_EQ(ShardingOf(*fused, b, block + "/c_attn/MatMul"), "out:2");
+    EXPECT_EQ(ShardingOf(*fused, b, block + "/c_proj/MatMul"), "contracted");
+  }
+  EXPECT_EQ(Tally(a), Tally(b));
+}
+
 TEST(TensorShardingTest, SequenceParallelismTradesAllreducesForHalves) {
   const Graph g =
       Load("gpt2.train.op17.onnx", {{"tokens", {2, 16}}, {"targets", {2, 16}}});

@@ -1,0 +1,244 @@
+#include "graph/attention_fusion.h"
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_helpers.h"
+#include "graph/op_costs.h"
+
+namespace placer {
+namespace {
+
+constexpr int kMaxSteps = 8;
+
+bool Standard(const Op& op) {
+  return op.domain.empty() || op.domain == "ai.onnx";
+}
+
+// One attention core found in the graph.
+struct Match {
+  int scores_matmul = -1;
+  int context_matmul = -1;
+  std::vector<int> fused_ops;  // every op of the core, in chain order
+  std::vector<AttentionStep> steps;
+  std::vector<int> inputs;     // Q, Kᵀ, V, then the steps' other inputs
+};
+
+class Matcher {
+ public:
+  explicit Matcher(const Graph& graph) : graph_(graph) {}
+
+  std::optional<Match> At(int matmul) const {
+    const Op& first = graph_.op(matmul);
+    if (!Standard(first) || first.op_type != "MatMul" ||
+        first.inputs.size() != 2 || first.outputs.size() != 1) {
+      return std::nullopt;
+    }
+    for (int in : first.inputs) {
+      // Activations or graph inputs, not weights: a linear layer is no
+      // attention core.
+      if (in < 0 || graph_.tensor(in).kind == TensorKind::kParameter ||
+          graph_.tensor(in).kind == TensorKind::kConstant ||
+          !graph_.tensor(in).shape_known || graph_.tensor(in).shape.size() < 3) {
+        return std::nullopt;
+      }
+    }
+    const Tensor& scores = graph_.tensor(first.outputs[0]);
+    if (!scores.shape_known) return std::nullopt;
+    Match m;
+    m.scores_matmul = matmul;
+    m.fused_ops.push_back(matmul);
+    m.inputs = {first.inputs[0], first.inputs[1], -1};
+    int x = first.outputs[0];
+    // The elementwise steps, up to the Softmax.
+    for (;;) {
+      const int next = SoleReader(x);
+      if (next < 0) return std::nullopt;
+      const Op& op = graph_.op(next);
+      if (!Standard(op)) return std::nullopt;
+      if (op.op_type == "Softmax") {
+        const int64_t rank = static_cast<int64_t>(scores.shape.size());
+        int64_t axis = op.IntAttribute("axis", -1);
+        if (axis < 0) axis += rank;
+        if (axis != rank - 1 || op.outputs.size() != 1) return std::nullopt;
+        m.fused_ops.push_back(next);
+        x = op.outputs[0];
+        break;
+      }
+      if (static_cast<int>(m.steps.size()) == kMaxSteps) return std::nullopt;
+      std::optional<AttentionStep> step = Step(op, x, scores.shape);
+      if (!step) return std::nullopt;
+      step->first_input = static_cast<int>(m.inputs.size());
+      for (size_t k = 0; k < op.inputs.size(); ++k) {
+        if (static_cast<int>(k) != step->score_position) {
+          m.inputs.push_back(op.inputs[k]);
+        }
+      }
+      m.steps.push_back(*step);
+      m.fused_ops.push_back(next);
+      x = op.outputs[0];
+    }
+    int next = SoleReader(x);
+    if (next >= 0 && IsIdentityDropout(graph_.op(next))) {
+      m.fused_ops.push_back(next);
+      x = graph_.op(next).outputs[0];
+      next = SoleReader(x);
+    }
+    if (next < 0) return std::nullopt;
+    const Op& last = graph_.op(next);
+    if (!Standard(last) || last.op_type != "MatMul" ||
+        last.inputs.size() != 2 || last.inputs[0] != x ||
+        last.inputs[1] == x || last.inputs[1] < 0 ||
+        !graph_.tensor(last.outputs[0]).shape_known) {
+      return std::nullopt;
+    }
+    m.inputs[2] = last.inputs[1];
+    m.context_matmul = next;
+    m.fused_ops.push_back(next);
+    return m;
+  }
+
+ private:
+  // The one op reading `tensor` (once), when it is not a graph output.
+  int SoleReader(int tensor) const {
+    const Tensor& t = graph_.tensor(tensor);
+    if (t.is_graph_output || t.consumers.size() != 1) return -1;
+    const Op& op = graph_.op(t.consumers[0]);
+    int uses = 0;
+    for (int in : op.inputs) uses += in == tensor;
+    return uses == 1 ? t.consumers[0] : -1;
+  }
+
+  bool IsScalar(int tensor) const {
+    if (tensor < 0) return false;
+    const Tensor& t = graph_.tensor(tensor);
+    return t.shape_known && t.num_elements() == 1 && IsFloatingPoint(t.dtype);
+  }
+
+  // A step on the scores `x` (of shape `shape`) keeping their shape.
+  std::optional<AttentionStep> Step(const Op& op, int x,
+                                    const std::vector<int64_t>& shape) const {
+    if (op.outputs.size() != 1) return std::nullopt;
+    const Tensor& out = graph_.tensor(op.outputs[0]);
+    if (!out.shape_known || out.shape != shape) return std::nullopt;
+    AttentionStep step;
+    step.op_type = op.op_type;
+    for (size_t k = 0; k < op.inputs.size(); ++k) {
+      if (op.inputs[k] < 0) return std::nullopt;
+      if (op.inputs[k] == x) step.score_position = static_cast<int>(k);
+    }
+    step.inputs = static_cast<int>(op.inputs.size()) - 1;
+    if (op.op_type == "Mul" || op.op_type == "Div") {
+      if (op.inputs.size() != 2) return std::nullopt;
+      if (op.op_type == "Div" && step.score_position != 0) return std::nullopt;
+      if (!IsScalar(op.inputs[1 - step.score_position])) {
+        return std::nullopt;
+      }
+      return step;
+    }
+    if (op.op_type == "Add" && op.inputs.size() == 2) return step;
+    if (op.op_type == "Where" && op.inputs.size() == 3 &&
+        step.score_position > 0) {
+      return step;
+    }
+    return std::nullopt;
+  }
+
+  // Dropout that passes its input through: no training_mode input or a
+  // constant false one, and no reader of its mask.
+  bool IsIdentityDropout(const Op& op) const {
+    if (!Standard(op) || op.op_type != "Dropout") return false;
+    if (op.outputs.size() > 1 && op.outputs[1] >= 0 &&
+        (!graph_.tensor(op.outputs[1]).consumers.empty() ||
+         graph_.tensor(op.outputs[1]).is_graph_output)) {
+      return false;
+    }
+    if (op.inputs.size() < 3 || op.inputs[2] < 0) return true;
+    const Tensor& mode = graph_.tensor(op.inputs[2]);
+    return mode.data != nullptr && mode.dtype == DataType::kBool &&
+           mode.data->raw.size() == 1 && mode.data->raw[0] == 0;
+  }
+
+  const Graph& graph_;
+};
+
+}  // namespace
+
+absl::StatusOr<Graph> FuseAttention(const Graph& graph, int* fused) {
+  const int n = static_cast<int>(graph.ops().size());
+  std::vector<std::optional<Match>> match_at(n);
+  std::vector<char> in_match(n, 0);
+  int count = 0;
+  for (int op : graph.topological_order()) {
+    if (in_match[op]) continue;
+    std::optional<Match> m = Matcher(graph).At(op);
+    if (!m) continue;
+    bool overlaps = false;
+    for (int o : m->fused_ops) overlaps |= in_match[o] != 0;
+    if (overlaps) continue;
+    for (int o : m->fused_ops) in_match[o] = 1;
+    match_at[m->context_matmul] = std::move(m);
+    ++count;
+  }
+  if (fused != nullptr) *fused = count;
+  if (count == 0) return graph;
+
+  const std::vector<Tensor>& tensors = graph.tensors();
+  GraphBuilder builder(graph.name(), graph.name());
+  for (const Tensor& t : tensors) {
+    if (t.kind != TensorKind::kActivation) builder.AddSourceTensor(t.name, t.kind);
+  }
+  auto name_of = [&](int t) { return t < 0 ? std::string() : tensors[t].name; };
+  // Ops in graph order; a core where its last MatMul was.
+  for (int i = 0; i < n; ++i) {
+    const Op& op = graph.op(i);
+    if (match_at[i]) {
+      const Match& m = *match_at[i];
+      std::vector<std::string> inputs;
+      for (int t : m.inputs) inputs.push_back(name_of(t));
+      Op& f = builder.AddOp(
+          absl::StrCat(graph.op(m.scores_matmul).key, "/FusedAttention"),
+          kFusedAttentionType, kPlacerDomain, inputs, {name_of(op.outputs[0])});
+      AttributeValue steps, positions, counts;
+      steps.kind = AttributeValue::Kind::kStrings;
+      positions.kind = counts.kind = AttributeValue::Kind::kInts;
+      for (const AttentionStep& s : m.steps) {
+        steps.strings.push_back(s.op_type);
+        positions.ints.push_back(s.score_position);
+        counts.ints.push_back(s.inputs);
+      }
+      f.attributes["steps"] = steps;
+      f.attributes["score_positions"] = positions;
+      f.attributes["step_inputs"] = counts;
+      continue;
+    }
+    if (in_match[i]) continue;
+    std::vector<std::string> inputs, outputs;
+    for (int t : op.inputs) inputs.push_back(name_of(t));
+    for (int t : op.outputs) outputs.push_back(name_of(t));
+    Op& copy = builder.AddOp(op.key, op.op_type, op.domain, inputs, outputs);
+    copy.attributes = op.attributes;
+    copy.forward = op.forward;
+  }
+  for (int out : graph.outputs()) builder.MarkOutput(tensors[out].name);
+  ASSIGN_OR_RETURN(Graph result, std::move(builder).Build());
+  std::vector<Tensor>& copied = result.mutable_tensors();
+  for (Tensor& t : copied) {
+    const Tensor& old = tensors[graph.FindTensor(t.name)];
+    t.dtype = old.dtype;
+    t.shape = old.shape;
+    t.shape_known = old.shape_known;
+    t.data = old.data;
+  }
+  for (Op& op : result.mutable_ops()) {
+    if (IsFusedAttention(op)) {
+      op.forward = ComputeForwardCost(op, copied);
+    }
+  }
+  return result;
+}
+
+}  // namespace placer

@@ -1,0 +1,210 @@
+// The FusedAttention kernel (graph/fused_attention.h), with
+// FlashAttention's memory: the forward keeps Q, Kᵀ, V, the steps' inputs,
+// O and the fp32 log-sum-exp of each query row, never the probabilities;
+// the backward recomputes the scores from Q and Kᵀ (Dao et al. 2022,
+// Algorithm 4, in blocks of query rows), so the executor holds what the
+// training view counts for the op, plus one block's scores while it runs.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "graph/fused_attention.h"
+#include "runtime/torch_kernel.h"
+
+namespace placer::kernels {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Steps as "Type:position:inputs" joined by commas, for autograd's context.
+std::string EncodeSteps(const std::vector<AttentionStep>& steps) {
+  std::vector<std::string> parts;
+  for (const AttentionStep& s : steps) {
+    parts.push_back(absl::StrCat(s.op_type, ":", s.score_position, ":",
+                                 s.inputs));
+  }
+  return absl::StrJoin(parts, ",");
+}
+
+// The scores after each step; `extras` are the fused op's inputs after V.
+torch::Tensor ApplySteps(torch::Tensor scores, const std::string& encoded,
+                         const std::vector<torch::Tensor>& extras) {
+  size_t next = 0;
+  for (absl::string_view part : absl::StrSplit(encoded, ',', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(part, ':');
+    const int position = std::stoi(f[1]);
+    const int count = std::stoi(f[2]);
+    std::vector<torch::Tensor> args;
+    for (int k = 0; k < count; ++k) args.push_back(extras.at(next + k));
+    next += count;
+    args.insert(args.begin() + position, scores);
+    const std::string& type = f[0];
+    if (type == "Mul") {
+      scores = args[0] * args[1];
+    } else if (type == "Div") {
+      scores = args[0] / args[1];
+    } else if (type == "Add") {
+      scores = args[0] + args[1];
+    } else if (type == "Where") {
+      scores = torch::where(args[0].to(torch::kBool), args[1], args[2]);
+    } else {
+      TORCH_CHECK(false, "FusedAttention: step ", type, " is not one of Mul, "
+                  "Div, Add, Where");
+    }
+  }
+  return scores;
+}
+
+// Query rows per block: FlashAttention-2's block of rows. Only one block's
+// scores exist at a time, in the forward and in the backward.
+constexpr int64_t kRowsPerBlock = 64;
+
+// The steps' inputs for query rows [row, row + rows): a tensor with the
+// query dim (aligned with the scores' second-to-last) is cut to the block;
+// one broadcast along it is kept whole.
+std::vector<torch::Tensor> BlockOf(const std::vector<torch::Tensor>& extras,
+                                   int64_t queries, int64_t row, int64_t rows) {
+  std::vector<torch::Tensor> block;
+  for (const torch::Tensor& e : extras) {
+    if (e.dim() >= 2 && e.size(-2) == queries && queries > 1) {
+      block.push_back(e.narrow(-2, row, rows));
+    } else {
+      block.push_back(e);
+    }
+  }
+  return block;
+}
+
+struct FlashAttention : torch::autograd::Function<FlashAttention> {
+  static variable_list forward(AutogradContext* ctx, std::string steps,
+                               torch::Tensor q, torch::Tensor kt,
+                               torch::Tensor v, at::TensorList extras) {
+    std::vector<torch::Tensor> rest(extras.begin(), extras.end());
+    const int64_t queries = q.size(-2);
+    std::vector<torch::Tensor> outputs, sums;
+    for (int64_t row = 0; row < queries; row += kRowsPerBlock) {
+      const int64_t rows = std::min(kRowsPerBlock, queries - row);
+      torch::Tensor scores =
+          ApplySteps(torch::matmul(q.narrow(-2, row, rows), kt), steps,
+                     BlockOf(rest, queries, row, rows))
+              .to(torch::kFloat);
+      torch::Tensor lse = torch::logsumexp(scores, -1, /*keepdim=*/true);
+      torch::Tensor p = torch::exp(scores - lse).to(v.scalar_type());
+      outputs.push_back(torch::matmul(p, v));
+      sums.push_back(lse);
+    }
+    torch::Tensor o = torch::cat(outputs, -2);
+    torch::Tensor lse = torch::cat(sums, -2);
+    std::vector<torch::Tensor> saved = {q, kt, v, o, lse};
+    saved.insert(saved.end(), rest.begin(), rest.end());
+    ctx->save_for_backward(saved);
+    ctx->saved_data["steps"] = steps;
+    return {o};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const std::string steps = ctx->saved_data["steps"].toStringRef();
+    const size_t extras = saved.size() - 5;
+    const torch::Tensor& q = saved[0];
+    const torch::Tensor& v = saved[2];
+    const torch::Tensor& o = saved[3];
+    const torch::Tensor& lse = saved[4];
+    const torch::Tensor go = grads[0];
+    const int64_t queries = q.size(-2);
+    // Whole leaves for Kᵀ and the steps' floating-point inputs (a learned
+    // bias added to the scores), a leaf per block for Q.
+    const bool want_q = ctx->needs_input_grad(0) && q.is_floating_point();
+    torch::Tensor kt = saved[1];
+    std::vector<torch::Tensor> rest(saved.begin() + 5, saved.end());
+    std::vector<int> leaf_edges;  // 1 (Kᵀ), 3 + k (extra k)
+    std::vector<torch::Tensor> leaves;
+    if (ctx->needs_input_grad(1) && kt.is_floating_point()) {
+      kt = kt.detach().requires_grad_(true);
+      leaf_edges.push_back(1);
+      leaves.push_back(kt);
+    }
+    for (size_t k = 0; k < extras; ++k) {
+      if (!ctx->needs_input_grad(3 + k) || !rest[k].is_floating_point()) {
+        continue;
+      }
+      rest[k] = rest[k].detach().requires_grad_(true);
+      leaf_edges.push_back(static_cast<int>(3 + k));
+      leaves.push_back(rest[k]);
+    }
+    variable_list result(5 + extras);  // [steps, Q, Kᵀ, V, extras...]
+    std::vector<torch::Tensor> dq_blocks;
+    std::vector<torch::Tensor> sums(leaves.size());
+    torch::Tensor dv;
+    torch::AutoGradMode grad_mode(true);
+    for (int64_t row = 0; row < queries; row += kRowsPerBlock) {
+      const int64_t rows = std::min(kRowsPerBlock, queries - row);
+      torch::Tensor qb = q.narrow(-2, row, rows);
+      if (want_q) qb = qb.detach().requires_grad_(true);
+      torch::Tensor scores = ApplySteps(torch::matmul(qb, kt), steps,
+                                        BlockOf(rest, queries, row, rows));
+      torch::Tensor p = torch::exp(scores.detach().to(torch::kFloat) -
+                                   lse.narrow(-2, row, rows));
+      torch::Tensor gob = go.narrow(-2, row, rows);
+      if (ctx->needs_input_grad(2)) {
+        torch::Tensor part =
+            torch::matmul(p.to(v.scalar_type()).transpose(-1, -2), gob);
+        dv = dv.defined() ? dv + part : part;
+      }
+      if (!want_q && leaves.empty()) continue;
+      torch::Tensor dp =
+          torch::matmul(gob, v.transpose(-1, -2)).to(torch::kFloat);
+      torch::Tensor d = (gob.to(torch::kFloat) *
+                         o.narrow(-2, row, rows).to(torch::kFloat))
+                            .sum(-1, true);
+      torch::Tensor ds = (p * (dp - d)).to(scores.scalar_type());
+      std::vector<torch::Tensor> wrt = leaves;
+      if (want_q) wrt.push_back(qb);
+      variable_list g = torch::autograd::grad({scores}, wrt, {ds},
+                                              /*retain_graph=*/false,
+                                              /*create_graph=*/false,
+                                              /*allow_unused=*/true);
+      for (size_t i = 0; i < leaves.size(); ++i) {
+        if (!g[i].defined()) continue;
+        sums[i] = sums[i].defined() ? sums[i] + g[i] : g[i];
+      }
+      if (want_q) dq_blocks.push_back(g.back());
+    }
+    if (dv.defined()) result[3] = dv.sum_to_size(v.sizes());
+    if (want_q) result[1] = torch::cat(dq_blocks, -2);
+    for (size_t i = 0; i < leaves.size(); ++i) result[1 + leaf_edges[i]] = sums[i];
+    return result;
+  }
+};
+
+Result FusedAttentionKernel(const Op& op, const Tensors& in) {
+  const std::vector<AttentionStep> steps = AttentionSteps(op);
+  size_t needed = 3;
+  for (const AttentionStep& s : steps) needed += s.inputs;
+  if (in.size() != needed) {
+    return Unsupported(op, absl::StrCat("expected ", needed, " inputs (Q, K^T, "
+                                        "V and the steps'), got ", in.size()));
+  }
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (!in[k].defined()) {
+      return Unsupported(op, absl::StrCat("input ", k, " is missing"));
+    }
+  }
+  std::vector<torch::Tensor> extras(in.begin() + 3, in.end());
+  return Tensors{FlashAttention::apply(EncodeSteps(steps), in[0], in[1], in[2],
+                                       at::TensorList(extras))[0]};
+}
+
+}  // namespace
+
+void AddAttentionKernels(KernelTable& table) {
+  table[kFusedAttentionType] = FusedAttentionKernel;
+}
+
+}  // namespace placer::kernels
