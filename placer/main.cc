@@ -117,6 +117,9 @@ Usage:
 
 MODEL is a path to an ONNX file or zoo:NAME (see `placer zoo list`); zoo
 models take --batch, --layers, --seq-len, --hidden, --vocab, --image-size.
+--attention fused runs every attention core (Q.K^T, scale and mask,
+Softmax, .V) as one FlashAttention op: no seq x seq scores kept for the
+backward, as PyTorch's scaled_dot_product_attention and Megatron-LM train.
 )";
 
 }  // namespace

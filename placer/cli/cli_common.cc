@@ -50,6 +50,11 @@ ABSL_FLAG(std::vector<std::string>, input_values, {},
 ABSL_FLAG(std::vector<std::string>, dim, {},
           "Values of symbolic dims by name, NAME=VALUE, comma separated "
           "(e.g. seq_len=128).");
+ABSL_FLAG(std::string, attention, "as-exported",
+          "as-exported: attention op by op as the model writes it (its "
+          "seq x seq scores a tensor of the step); fused: each attention "
+          "core (Q.K^T, scale and mask, Softmax, .V) one op costed and run "
+          "as FlashAttention, as training frameworks run it.");
 ABSL_FLAG(int64_t, layers, 0, "Zoo: layers (or toy depth/width).");
 ABSL_FLAG(int64_t, seq_len, 0, "Zoo: sequence length / unrolled steps.");
 ABSL_FLAG(int64_t, hidden, 0, "Zoo: hidden size / model width.");
@@ -294,8 +299,9 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
     };
     // What the shared readers read: LoadModelFromFlags (and the zoo's
     // sizes), PolicyOptionsFromFlags, CostModelFromFlags.
-    const Flags model = {"batch", "input_shape", "dim", "layers", "seq_len",
-                         "hidden", "vocab", "image_size", "weights", "seed"};
+    const Flags model = {"batch",  "input_shape", "dim",        "layers",
+                         "seq_len", "hidden",     "vocab",      "image_size",
+                         "weights", "attention",  "seed"};
     const Flags policy = {"policy", "budget", "evaluations",
                           "memory_headroom", "seed"};
     const Flags costs = {"profile"};
@@ -510,6 +516,13 @@ absl::StatusOr<ImportOptions> ImportOptionsFromFlags() {
   options.names.dim_values = "--dim";
   options.names.weights_optional = "--noweights";
   options.weights_optional = !absl::GetFlag(FLAGS_weights);
+  const std::string attention = absl::GetFlag(FLAGS_attention);
+  if (attention == "fused") {
+    options.fuse_attention = true;
+  } else if (attention != "as-exported") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--attention '", attention, "': expected as-exported or fused"));
+  }
   if (int64_t batch = absl::GetFlag(FLAGS_batch); batch > 0) {
     options.batch_size = batch;
   } else if (batch < 0) {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/struct.pb.h"
+#include "graph/attention_fusion.h"
 #include "graph/training_view.h"
 #include "placer/cli/cli_common.h"
 #include "placer/json_report.h"
@@ -177,6 +178,22 @@ StrategyRow FromSearch(Parallelism mode, const PolicyInput& input,
   row.micro_batches = choice->simulation.micro_batches;
   row.seconds_per_batch = choice->simulation.seconds_per_batch;
   return row;
+}
+
+// A failed search on a graph whose attention cores are written op by op:
+// the error says so, and what fuses them.
+absl::Status WithAttentionHint(const Graph& graph, const absl::Status& failed) {
+  if (failed.ok() || failed.code() != absl::StatusCode::kResourceExhausted) {
+    return failed;
+  }
+  int cores = 0;
+  if (!FuseAttention(graph, &cores).ok() || cores == 0) return failed;
+  return absl::Status(
+      failed.code(),
+      absl::StrCat(failed.message(), "\n  the model's ", cores,
+                   " attention cores run op by op, keeping every head's "
+                   "seq x seq scores for the backward; --attention fused "
+                   "runs each as one FlashAttention op"));
 }
 
 std::string StrategyText(const std::vector<StrategyRow>& rows,
@@ -357,7 +374,7 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
   std::cout << (flags.json
                     ? StrategyJson(rows, single_per_batch, chosen_name, cluster)
                     : StrategyText(rows, single_per_batch, chosen_name));
-  if (chosen == nullptr) return Fail(rows.back().status);
+  if (chosen == nullptr) return Fail(WithAttentionHint(model.graph, rows.back().status));
   if (const std::string& out = flags.out_path; !out.empty()) {
     PlacementInfo info{model.source, chosen->name, chosen->step.step_seconds};
     const std::string json =

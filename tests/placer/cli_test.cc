@@ -29,6 +29,7 @@ using ::placer::test::RunCommand;
 using ::placer::test::RunPlacer;
 using ::placer::test::RunResult;
 using ::placer::test::TmpFile;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -142,6 +143,22 @@ TEST(CliTest, EachCommandsHelpShowsItsOwnUsageAndFlags) {
   }
   EXPECT_GT(all.size(), 50u);
   for (const std::string& f : all) EXPECT_TRUE(covered.count(f)) << "--" << f;
+}
+
+// --attention fused: one FlashAttention op per layer in place of its
+// MatMul-Softmax-MatMul core; a value it does not know is an error.
+TEST(CliTest, AttentionFusedIsOneOpPerLayer) {
+  RunResult fused =
+      RunPlacer("inspect zoo:gpt --noweights --layers 2 --attention fused");
+  EXPECT_EQ(fused.exit_code, 0) << fused.out;
+  EXPECT_THAT(fused.out, ContainsRegex("placer::FusedAttention +2 "));
+  EXPECT_THAT(fused.out, Not(HasSubstr("Softmax ")));
+  RunResult plain = RunPlacer("inspect zoo:gpt --noweights --layers 2");
+  EXPECT_THAT(plain.out, Not(HasSubstr("FusedAttention")));
+  RunResult bad = RunPlacer("inspect zoo:gpt --noweights --attention flash");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.out,
+              HasSubstr("--attention 'flash': expected as-exported or fused"));
 }
 
 TEST(CliTest, ErrorsAreClearAndExitNonZero) {
