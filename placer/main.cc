@@ -30,7 +30,9 @@ Usage:
       prints one device, the op placement, the best data-parallel,
       pipeline, hybrid and tensor strategies and auto's choice, each per
       graph batch (the graph's batch is one micro-batch), and writes the
-      fastest per batch (-o: its op placement plus a "strategy" object).
+      fastest per batch (-o: its op placement plus a "strategy" object);
+      --emit megatron|deepspeed|torchtitan also prints the chosen strategy
+      as that system's flags, config or TOML, and what it cannot express.
   placer train MODEL... --cluster C[,C2...] [--budget 10s] [--seed N]
       [--checkpoint DIR [--resume]] [--samples N] [--warm-start]
       [--curve F.csv] [-o P.json] [--reward simulated|measured]

@@ -144,6 +144,11 @@ ABSL_FLAG(bool, sequence_parallel, false,
           "place --parallelism: tensor-parallel candidates split the norms, "
           "dropout and residuals between row- and column-parallel ops on a "
           "token dim (Megatron-LM's sequence parallelism).");
+ABSL_FLAG(std::string, emit, "",
+          "place --parallelism: also print the chosen plan in another "
+          "system's terms: megatron (Megatron-LM's flags), deepspeed (a "
+          "DeepSpeed config), torchtitan (its TOML sections), and what of "
+          "the plan that system cannot express.");
 ABSL_FLAG(int32_t, steps, 10,
           "run, calibrate: measured training steps (after --warmup).");
 ABSL_FLAG(std::string, profile_out, "",
@@ -320,7 +325,7 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                costs,
                {"cluster", "compare", "o", "report", "checkpoint", "json",
                 "parallelism", "micro_batches", "recompute", "zero", "tensor",
-                "sequence_parallel", "optimizer", "precision"}})},
+                "sequence_parallel", "emit", "optimizer", "precision"}})},
         {"bench", join({model,
                         policy,
                         {"models", "clusters", "policies", "out_dir", "json",

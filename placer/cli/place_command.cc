@@ -20,6 +20,7 @@
 #include "placer/cli/cli_common.h"
 #include "placer/json_report.h"
 #include "placer/model_source.h"
+#include "placer/plan_emit.h"
 #include "placer/plan_report.h"
 #include "placer/policy_run.h"
 #include "policies/policy.h"
@@ -267,6 +268,7 @@ struct PlaceFlags {
   std::string zero;         // "auto", "0", "1", "2", "3"
   std::string tensor;       // "auto" or devices per group
   bool sequence_parallel = false;
+  std::string emit;         // --emit: "", "megatron", "deepspeed", "torchtitan"
   bool compare = false;
   bool json = false;
   std::string out_path;     // -o; empty: no file
@@ -284,6 +286,7 @@ PlaceFlags ReadPlaceFlags() {
   f.zero = absl::GetFlag(FLAGS_zero);
   f.tensor = absl::GetFlag(FLAGS_tensor);
   f.sequence_parallel = absl::GetFlag(FLAGS_sequence_parallel);
+  f.emit = absl::GetFlag(FLAGS_emit);
   f.compare = absl::GetFlag(FLAGS_compare);
   f.json = absl::GetFlag(FLAGS_json);
   f.out_path = absl::GetFlag(FLAGS_o);
@@ -336,6 +339,15 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
         "--tensor: groups of ", tensor, " do not divide the ", pool.size(),
         " identical devices of cluster '", cluster.name(), "'"));
   }
+  std::optional<EmitFormat> emit_format;
+  if (!flags.emit.empty()) {
+    if (flags.json) return UsageError("--emit prints text: leave out --json");
+    absl::StatusOr<EmitFormat> parsed_emit = ParseEmitFormat(flags.emit);
+    if (!parsed_emit.ok()) {
+      return UsageError(absl::StrCat("--emit ", parsed_emit.status().message()));
+    }
+    emit_format = *parsed_emit;
+  }
   std::vector<StrategyRow> rows;
   rows.push_back(OneDevice(input, micro_batches));
   // The hybrid row's op placements inside replicas, reused by auto's.
@@ -375,6 +387,25 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
                     ? StrategyJson(rows, single_per_batch, chosen_name, cluster)
                     : StrategyText(rows, single_per_batch, chosen_name));
   if (chosen == nullptr) return Fail(WithAttentionHint(model.graph, rows.back().status));
+  if (emit_format) {
+    if (!chosen->strategy) {
+      std::cout << "\n--emit " << flags.emit << ": the chosen plan is an op "
+                << "placement, which " << flags.emit << " does not run\n";
+    } else {
+      EmitInput emit_input{&model.graph, &*chosen->strategy,
+                           input.view.options().precision};
+      absl::StatusOr<EmittedPlan> emitted = EmitPlan(*emit_format, emit_input);
+      if (!emitted.ok()) return Fail(emitted.status());
+      std::cout << "\n" << flags.emit << " (the chosen plan, " << chosen->name
+                << "):\n" << emitted->text;
+      if (!emitted->not_expressed.empty()) {
+        std::cout << "not expressed in " << flags.emit << ":\n";
+        for (const std::string& line : emitted->not_expressed) {
+          std::cout << "  - " << line << "\n";
+        }
+      }
+    }
+  }
   if (const std::string& out = flags.out_path; !out.empty()) {
     PlacementInfo info{model.source, chosen->name, chosen->step.step_seconds};
     const std::string json =
@@ -418,6 +449,11 @@ int PlaceCommand(const std::vector<std::string>& args) {
   if (!parallelism.ok()) {
     return UsageError(absl::StrCat("--parallelism: ",
                                    parallelism.status().message()));
+  }
+  if (*parallelism == Parallelism::kModel && !flags.emit.empty()) {
+    return UsageError(
+        "--emit prints a strategy in another system's terms: give "
+        "--parallelism (an op placement is no plan those systems run)");
   }
 
   absl::StatusOr<TrainingOptions> training = TrainingOptionsFromFlags();

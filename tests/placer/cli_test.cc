@@ -161,6 +161,35 @@ TEST(CliTest, AttentionFusedIsOneOpPerLayer) {
               HasSubstr("--attention 'flash': expected as-exported or fused"));
 }
 
+// place --parallelism --emit: the chosen strategy in another system's
+// terms after the table; without --parallelism, or an unknown system, an
+// error that says why.
+TEST(CliTest, PlaceEmitsTheChosenStrategy) {
+  RunResult ds = RunPlacer(
+      "place zoo:gpt --noweights --layers 2 --seq-len 64 --cluster p100x4 "
+      "--parallelism data --budget 1 --emit deepspeed");
+  EXPECT_EQ(ds.exit_code, 0) << ds.out;
+  EXPECT_THAT(ds.out, HasSubstr("deepspeed (the chosen plan, data):\n{\n"
+                                "  \"train_batch_size\": 4,\n"
+                                "  \"train_micro_batch_size_per_gpu\": 1,"));
+  RunResult megatron = RunPlacer(
+      "place zoo:gpt --noweights --layers 2 --seq-len 64 --cluster p100x4 "
+      "--parallelism data --budget 1 --emit megatron");
+  EXPECT_THAT(megatron.out,
+              HasSubstr("--tensor-model-parallel-size 1 "
+                        "--pipeline-model-parallel-size 1 --micro-batch-size 1 "
+                        "--global-batch-size 4 --seq-length 64\n"));
+  RunResult model = RunPlacer(
+      "place zoo:gpt --noweights --layers 2 --cluster p100x4 --emit megatron");
+  EXPECT_EQ(model.exit_code, 2) << model.out;
+  EXPECT_THAT(model.out, HasSubstr("--emit prints a strategy"));
+  RunResult bad = RunPlacer(
+      "place zoo:gpt --noweights --layers 2 --cluster p100x4 --parallelism "
+      "data --emit alpa");
+  EXPECT_THAT(bad.out, HasSubstr(
+      "--emit 'alpa': expected megatron, deepspeed or torchtitan"));
+}
+
 TEST(CliTest, ErrorsAreClearAndExitNonZero) {
   RunResult unknown = RunPlacer("inspect zoo:nope");
   EXPECT_EQ(unknown.exit_code, 1);
