@@ -404,6 +404,7 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                           "json",
                           "batch",
                           "input_shape",
+                          "attention",
                           "tls_ca",
                           "tls_cert",
                           "tls_key",
@@ -514,6 +515,14 @@ absl::StatusOr<LoadedModel> LoadModelFromFlags(const std::string& spec) {
   return LoadModel(UserPath(spec), options, ZooParamsFromFlags());
 }
 
+absl::StatusOr<bool> FuseAttentionFromFlag() {
+  const std::string attention = absl::GetFlag(FLAGS_attention);
+  if (attention == "fused") return true;
+  if (attention == "as-exported") return false;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--attention '", attention, "': expected as-exported or fused"));
+}
+
 absl::StatusOr<ImportOptions> ImportOptionsFromFlags() {
   ImportOptions options;
   options.names.batch_size = "--batch";
@@ -521,13 +530,7 @@ absl::StatusOr<ImportOptions> ImportOptionsFromFlags() {
   options.names.dim_values = "--dim";
   options.names.weights_optional = "--noweights";
   options.weights_optional = !absl::GetFlag(FLAGS_weights);
-  const std::string attention = absl::GetFlag(FLAGS_attention);
-  if (attention == "fused") {
-    options.fuse_attention = true;
-  } else if (attention != "as-exported") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--attention '", attention, "': expected as-exported or fused"));
-  }
+  ASSIGN_OR_RETURN(options.fuse_attention, FuseAttentionFromFlag());
   if (int64_t batch = absl::GetFlag(FLAGS_batch); batch > 0) {
     options.batch_size = batch;
   } else if (batch < 0) {

@@ -144,6 +144,9 @@ absl::Status CheckMeasuredStepDefaults();
 absl::StatusOr<Cluster> LoadUserCluster(const std::string& spec);
 // The roofline model, or the --profile measurements over it.
 absl::StatusOr<std::unique_ptr<CostModel>> CostModelFromFlags();
+// --attention: true for "fused", false for "as-exported"; INVALID_ARGUMENT
+// naming the flag otherwise.
+absl::StatusOr<bool> FuseAttentionFromFlag();
 absl::StatusOr<ImportOptions> ImportOptionsFromFlags();
 // LoadModel of a MODEL argument (relative to the user's directory) with
 // the import and zoo flags.

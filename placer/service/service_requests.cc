@@ -96,6 +96,7 @@ absl::StatusOr<LoadedModel> LoadModelSpec(const proto::ModelSpec& spec,
   if (spec.batch() > 0) import.batch_size = spec.batch();
   import.max_ops = limits.max_ops;
   import.weights_optional = true;  // placement needs the dims only
+  import.fuse_attention = spec.fuse_attention();
   std::map<std::string, std::string> shapes(spec.input_shapes().begin(),
                                             spec.input_shapes().end());
   for (const auto& [name, shape] : shapes) {
@@ -273,6 +274,8 @@ std::string PlaceFingerprint(const proto::ModelSpec& model,
                                             model.input_shapes().end());
   absl::StrAppend(&key, "batch ", model.batch(), "\nshapes ",
                   absl::StrJoin(shapes, ";", absl::PairFormatter("=")), "\n");
+  // Only when set, so that the fingerprints of other requests stay.
+  if (model.fuse_attention()) absl::StrAppend(&key, "attention fused\n");
   absl::StrAppend(&key, "cluster ", Sha256Hex(DeterministicBytes(cluster)),
                   "\noptions ", Sha256Hex(DeterministicBytes(options)),
                   "\nprofile ", profile_digest, "\n");

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
@@ -251,6 +252,31 @@ TEST_F(ServiceTest, FingerprintsFollowWhatChangesThePlacement) {
   (*tight.mutable_options()->mutable_memory_limit_bytes())["/gpu:0"] = 1 << 30;
   ASSERT_TRUE(Place(tight, &d).ok());
   EXPECT_NE(d.fingerprint(), a.fingerprint());
+}
+
+// model.fuse_attention: the graph placed has one FlashAttention op per
+// layer (its key in the placement), and the fingerprint says so.
+TEST_F(ServiceTest, FusedAttentionIsPartOfTheModel) {
+  StartServer("");
+  proto::PlaceRequest plain = SmallRequest("m_etf");
+  plain.mutable_model()->set_zoo("gpt:layers=2,hidden=48,seq_len=16,vocab=50");
+  proto::PlaceRequest fused = plain;
+  fused.mutable_model()->set_fuse_attention(true);
+  proto::PlaceResponse a, b;
+  grpc::Status s = Place(plain, &a);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  s = Place(fused, &b);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_NE(a.fingerprint(), b.fingerprint());
+  int fused_ops = 0, softmax = 0;
+  for (const auto& [key, device] : b.placement().assignment()) {
+    fused_ops += absl::EndsWith(key, "/FusedAttention");
+  }
+  for (const auto& [key, device] : a.placement().assignment()) {
+    softmax += absl::StrContains(key, "Softmax");
+  }
+  EXPECT_EQ(fused_ops, 2);
+  EXPECT_EQ(softmax, 2);
 }
 
 TEST_F(ServiceTest, TrainStreamsProgressThenTheResult) {
