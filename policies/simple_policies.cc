@@ -1,6 +1,8 @@
 // single, hash, expert and critical_path: the baselines of the literature.
 #include <algorithm>
 #include <cctype>
+#include <cstring>
+#include <map>
 #include <limits>
 #include <numeric>
 
@@ -25,6 +27,58 @@ Placement AllOn(const PolicyInput& in, const PolicyOptions& o, int device) {
   return p;
 }
 
+// One device of each set that would run the model alone alike: with no op
+// pinned, two devices whose every node takes the same time (alone and
+// beside others) under the same memory limit give the same step and peaks,
+// so only the first of them is simulated (a cluster of 1,024 identical
+// GPUs: one simulation, not 1,024). With pins: every device.
+std::vector<int> DistinctDevices(const PolicyInput& in, const PolicyOptions& o) {
+  const int devices = in.cluster.num_devices();
+  std::vector<int> all(devices);
+  std::iota(all.begin(), all.end(), 0);
+  if (!o.pinned.empty()) return all;
+  const SimulationContext& c = in.simulation;
+  const std::vector<int64_t> limits = MemoryLimits(in.cluster, o);
+  auto same = [&](int a, int b) {
+    if (limits[a] != limits[b]) return false;
+    for (int i = 0; i < c.num_nodes(); ++i) {
+      if (c.node_seconds(i, a) != c.node_seconds(i, b)) return false;
+      if (c.has_alone_times() &&
+          c.alone_node_seconds(i, a) != c.alone_node_seconds(i, b)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  // Candidates by a hash of the node times, then compared in full.
+  auto signature = [&](int d) {
+    uint64_t h = static_cast<uint64_t>(limits[d]);
+    for (int i = 0; i < c.num_nodes(); ++i) {
+      double t = c.node_seconds(i, d);
+      uint64_t bits;
+      std::memcpy(&bits, &t, sizeof bits);
+      h = (h ^ bits) * 1099511628211ull;
+    }
+    return h;
+  };
+  std::vector<int> distinct;
+  std::map<uint64_t, std::vector<int>> by_signature;
+  for (int d = 0; d < devices; ++d) {
+    std::vector<int>& alike = by_signature[signature(d)];
+    bool seen = false;
+    for (int e : alike) {
+      if (same(d, e)) {
+        seen = true;
+        break;
+      }
+    }
+    if (seen) continue;
+    alike.push_back(d);
+    distinct.push_back(d);
+  }
+  return distinct;
+}
+
 class SinglePolicy : public PlacementPolicy {
  public:
   absl::StatusOr<Placement> Place(const PolicyInput& in,
@@ -32,7 +86,8 @@ class SinglePolicy : public PlacementPolicy {
     std::optional<Placement> best;
     double best_seconds = 0;
     absl::Status first_error;
-    for (int d = 0; d < in.cluster.num_devices(); ++d) {
+    const std::vector<int> devices = DistinctDevices(in, o);
+    for (int d : devices) {
       Placement p = AllOn(in, o, d);
       absl::StatusOr<SimulationResult> r = CheckPlacement(in, o, p);
       if (!r.ok()) {

@@ -135,6 +135,26 @@ TEST(PoliciesTest, MemoryTightClusterForcesSpreading) {
   EXPECT_GE(used.size(), 2u);
 }
 
+// single simulates one device of each alike set (same node times, same
+// limit): on identical devices it takes the first; a device whose limit
+// differs is a set of its own, and the only one that fits is taken.
+TEST(PoliciesTest, SingleTriesEachDistinctDevice) {
+  Scenario s("gnmt2", "p100x4");
+  PolicyInput in = s.input();
+  absl::StatusOr<SimulationResult> one = Simulate(
+      *s.sim, Placement{std::vector<int>(s.graph.ops().size(), 0)});
+  ASSERT_TRUE(one.ok());
+  PolicyOptions o = Quick();
+  absl::StatusOr<Placement> alike = NewPolicy("single").value()->Place(in, o);
+  ASSERT_TRUE(alike.ok()) << alike.status();
+  EXPECT_EQ(alike->device_of_op[0], 0);
+  const int64_t peak = one->peak_memory_bytes[0];
+  o.memory_limit_bytes = {peak / 2, peak / 2, peak * 2, peak / 2};
+  absl::StatusOr<Placement> roomy = NewPolicy("single").value()->Place(in, o);
+  ASSERT_TRUE(roomy.ok()) << roomy.status();
+  for (int d : roomy->device_of_op) EXPECT_EQ(d, 2);
+}
+
 TEST(PoliciesTest, ImpossibleLimitsAreClearErrors) {
   Scenario s("chain", "cpu2", [] {
     zoo::ZooParams p;
