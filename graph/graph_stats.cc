@@ -35,4 +35,12 @@ double LongestPathFlops(const Graph& graph) {
   return best;
 }
 
+int64_t GraphBatch(const Graph& graph) {
+  for (int t : graph.inputs()) {
+    const Tensor& input = graph.tensor(t);
+    if (input.shape_known && !input.shape.empty()) return input.shape[0];
+  }
+  return 0;
+}
+
 }  // namespace placer

@@ -3,6 +3,7 @@
 #ifndef PLACER_GRAPH_GRAPH_STATS_H_
 #define PLACER_GRAPH_GRAPH_STATS_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -20,6 +21,11 @@ std::map<std::string, OpTypeStats> StatsByOpType(const Graph& graph);
 
 // The largest sum of forward FLOPs along any path of the forward graph.
 double LongestPathFlops(const Graph& graph);
+
+// The graph's batch: the first dim of its first graph input whose shape is
+// known and has a dim (a step's micro-batch, as the strategies run it);
+// 0 when no input has one.
+int64_t GraphBatch(const Graph& graph);
 
 }  // namespace placer
 

@@ -26,8 +26,8 @@ Usage:
       placement by --policy over several devices (hybrid), replicas that
       are tensor-parallel groups splitting ops (tensor; --tensor T fixes
       the group size), and stages with replicas (auto), --micro-batches M
-      per step (default one per device), --recompute and --zero; it
-      prints one device, the op placement, the best data-parallel,
+      per step (default one per device; or --global-batch G samples),
+      --recompute and --zero; it prints one device, the op placement, the best data-parallel,
       pipeline, hybrid and tensor strategies and auto's choice, each per
       graph batch (the graph's batch is one micro-batch), and writes the
       fastest per batch (-o: its op placement plus a "strategy" object);

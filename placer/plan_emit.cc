@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "graph/graph_stats.h"
 
 namespace placer {
 namespace {
@@ -53,20 +54,18 @@ absl::StatusOr<PlanShape> ShapeOf(const EmitInput& input, const char* system) {
   p.sequence_parallel = s.sequence_parallel;
   p.schedule = s.schedule;
   // The batch and sequence: the first graph input's first two dims.
-  const Tensor* first = nullptr;
-  for (int t : g.inputs()) {
-    if (g.tensor(t).shape_known && !g.tensor(t).shape.empty()) {
-      first = &g.tensor(t);
-      break;
-    }
-  }
-  if (first == nullptr) {
+  p.micro_batch = GraphBatch(g);
+  if (p.micro_batch <= 0) {
     return absl::InvalidArgumentError(
         "the graph has no input with a known shape to read its batch from");
   }
-  p.micro_batch = first->shape[0];
-  if (first->shape.size() >= 2 && !IsFloatingPoint(first->dtype)) {
-    p.sequence = first->shape[1];  // token ids [batch, sequence]
+  for (int t : g.inputs()) {
+    const Tensor& first = g.tensor(t);
+    if (!first.shape_known || first.shape.empty()) continue;
+    if (first.shape.size() >= 2 && !IsFloatingPoint(first.dtype)) {
+      p.sequence = first.shape[1];  // token ids [batch, sequence]
+    }
+    break;
   }
   auto& notes = p.not_expressed;
   std::vector<std::string> widths, tensors, recomputes;

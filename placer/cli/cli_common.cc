@@ -144,6 +144,10 @@ ABSL_FLAG(bool, sequence_parallel, false,
           "place --parallelism: tensor-parallel candidates split the norms, "
           "dropout and residuals between row- and column-parallel ops on a "
           "token dim (Megatron-LM's sequence parallelism).");
+ABSL_FLAG(int64_t, global_batch, 0,
+          "place --parallelism: the step's global batch (samples); the "
+          "graph's batch is one micro-batch, so a step runs global batch / "
+          "graph batch micro-batches (instead of --micro-batches).");
 ABSL_FLAG(std::string, emit, "",
           "place --parallelism: also print the chosen plan in another "
           "system's terms: megatron (Megatron-LM's flags), deepspeed (a "
@@ -325,7 +329,8 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                costs,
                {"cluster", "compare", "o", "report", "checkpoint", "json",
                 "parallelism", "micro_batches", "recompute", "zero", "tensor",
-                "sequence_parallel", "emit", "optimizer", "precision"}})},
+                "sequence_parallel", "emit", "global_batch", "optimizer",
+                "precision"}})},
         {"bench", join({model,
                         policy,
                         {"models", "clusters", "policies", "out_dir", "json",

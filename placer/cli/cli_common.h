@@ -68,6 +68,7 @@ ABSL_DECLARE_FLAG(std::string, zero);
 ABSL_DECLARE_FLAG(std::string, tensor);
 ABSL_DECLARE_FLAG(bool, sequence_parallel);
 ABSL_DECLARE_FLAG(std::string, emit);
+ABSL_DECLARE_FLAG(int64_t, global_batch);
 ABSL_DECLARE_FLAG(int32_t, steps);
 ABSL_DECLARE_FLAG(std::string, profile_out);
 ABSL_DECLARE_FLAG(int32_t, placements);

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -16,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "google/protobuf/struct.pb.h"
 #include "graph/attention_fusion.h"
+#include "graph/graph_stats.h"
 #include "graph/training_view.h"
 #include "placer/cli/cli_common.h"
 #include "placer/json_report.h"
@@ -269,6 +271,7 @@ struct PlaceFlags {
   std::string tensor;       // "auto" or devices per group
   bool sequence_parallel = false;
   std::string emit;         // --emit: "", "megatron", "deepspeed", "torchtitan"
+  int64_t global_batch = 0;  // --global-batch; 0: --micro-batches decides
   bool compare = false;
   bool json = false;
   std::string out_path;     // -o; empty: no file
@@ -287,6 +290,7 @@ PlaceFlags ReadPlaceFlags() {
   f.tensor = absl::GetFlag(FLAGS_tensor);
   f.sequence_parallel = absl::GetFlag(FLAGS_sequence_parallel);
   f.emit = absl::GetFlag(FLAGS_emit);
+  f.global_batch = absl::GetFlag(FLAGS_global_batch);
   f.compare = absl::GetFlag(FLAGS_compare);
   f.json = absl::GetFlag(FLAGS_json);
   f.out_path = absl::GetFlag(FLAGS_o);
@@ -308,6 +312,21 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
   int micro_batches = flags.micro_batches;
   if (micro_batches < 0) {
     return UsageError("--micro-batches must be at least 1 (0: one per device)");
+  }
+  if (flags.global_batch != 0) {
+    const int64_t batch = GraphBatch(model.graph);
+    if (flags.micro_batches != 0) {
+      return UsageError("--global-batch and --micro-batches both set the "
+                        "micro-batches of a step: give one");
+    }
+    if (flags.global_batch < 0 || batch <= 0 || flags.global_batch % batch != 0 ||
+        flags.global_batch / batch > std::numeric_limits<int>::max()) {
+      return UsageError(absl::StrCat(
+          "--global-batch ", flags.global_batch,
+          ": not a positive multiple of the graph's batch, ", batch,
+          " (one micro-batch; --batch sets it)"));
+    }
+    micro_batches = static_cast<int>(flags.global_batch / batch);
   }
   if (micro_batches == 0) micro_batches = static_cast<int>(pool.size());
   absl::StatusOr<StageRecompute> parsed = ParseStageRecompute(flags.recompute);

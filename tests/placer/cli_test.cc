@@ -179,6 +179,19 @@ TEST(CliTest, PlaceEmitsTheChosenStrategy) {
               HasSubstr("--tensor-model-parallel-size 1 "
                         "--pipeline-model-parallel-size 1 --micro-batch-size 1 "
                         "--global-batch-size 4 --seq-length 64\n"));
+  // --global-batch 8 over micro-batches of 2 sequences: 4 per step.
+  RunResult global = RunPlacer(
+      "place zoo:gpt --noweights --layers 2 --seq-len 64 --batch 2 "
+      "--cluster p100x4 --parallelism data --budget 1 --global-batch 8 "
+      "--emit megatron");
+  EXPECT_EQ(global.exit_code, 0) << global.out;
+  EXPECT_THAT(global.out, HasSubstr("--micro-batch-size 2 --global-batch-size 8"));
+  RunResult odd = RunPlacer(
+      "place zoo:gpt --noweights --layers 2 --batch 2 --cluster p100x4 "
+      "--parallelism data --global-batch 7");
+  EXPECT_EQ(odd.exit_code, 2);
+  EXPECT_THAT(odd.out, HasSubstr("--global-batch 7: not a positive multiple "
+                                 "of the graph's batch, 2"));
   RunResult model = RunPlacer(
       "place zoo:gpt --noweights --layers 2 --cluster p100x4 --emit megatron");
   EXPECT_EQ(model.exit_code, 2) << model.out;
