@@ -242,6 +242,25 @@ Strategy ToStrategy(const TrainingView& view, const Chunks& c,
   return s;
 }
 
+// Chunks cut into `stages` contiguous stages of about equal work, each
+// with `replicas` replicas.
+Partition EvenPartition(const Chunks& c, int stages, int replicas) {
+  const int K = c.size();
+  std::vector<double> cumulative(K + 1, 0);
+  for (int i = 0; i < K; ++i) cumulative[i + 1] = cumulative[i] + c.work[i];
+  Partition p;
+  p.first_chunk = {0};
+  for (int k = 1; k < stages; ++k) {
+    const double target = cumulative[K] * k / stages;
+    int i = p.first_chunk.back() + 1;
+    while (i < K - (stages - k) && cumulative[i] < target) ++i;
+    p.first_chunk.push_back(i);
+  }
+  p.first_chunk.push_back(K);
+  p.replicas.assign(stages, replicas);
+  return p;
+}
+
 // The whole model placed by `policy` on `devices` of the cluster (a
 // cluster of those alone): per forward op, the index in `devices` of its
 // device.
@@ -309,7 +328,7 @@ void InsidePlacements::Keep(const std::string& policy, int width,
   placed_[{policy, width}] = std::move(placed);
 }
 
-std::vector<int> IdenticalDevicePool(const Cluster& cluster) {
+std::vector<int> IdenticalDevices(const Cluster& cluster) {
   using Key = std::tuple<int, double, double, int64_t, double>;
   std::map<Key, std::vector<int>> groups;
   for (int d = 0; d < cluster.num_devices(); ++d) {
@@ -328,6 +347,11 @@ std::vector<int> IdenticalDevicePool(const Cluster& cluster) {
       best_flops = flops;
     }
   }
+  return best;
+}
+
+std::vector<int> IdenticalDevicePool(const Cluster& cluster) {
+  std::vector<int> best = IdenticalDevices(cluster);
   if (best.size() > kMaxPoolDevices) best.resize(kMaxPoolDevices);
   return best;
 }
@@ -545,6 +569,59 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
           s.allreduce = algorithm;
           consider(s);
         }
+      }
+    }
+  }
+  // Uniform candidates over every identical device, where the cluster has
+  // more than the pool: Megatron-LM's layout, t-device tensor groups (t a
+  // power of two up to 8 inside a host), p stages of equal work, each with
+  // G / p replicas (G = devices / t), for every p dividing G.
+  const std::vector<int> every = IdenticalDevices(input.cluster);
+  const int N = static_cast<int>(every.size());
+  const bool grid = N > P && (search.parallelism == Parallelism::kAuto ||
+                              search.parallelism == Parallelism::kTensor);
+  int per_host = N;
+  if (grid && !input.cluster.device(every[0]).host.empty()) {
+    per_host = 0;
+    for (int d : every) {
+      per_host += input.cluster.device(d).host ==
+                  input.cluster.device(every[0]).host;
+    }
+  }
+  std::vector<int> every_position(input.cluster.num_devices(), -1);
+  for (int i = 0; i < N; ++i) every_position[every[i]] = i;
+  for (int t = search.parallelism == Parallelism::kTensor ? 2 : 1;
+       grid && t <= std::min(per_host, 8) && !stop(); t *= 2) {
+    if (N % t != 0 || (search.tensor > 0 && t != search.tensor)) continue;
+    const int groups_count = N / t;
+    std::vector<int> groups;
+    for (int i = 0; i < N; i += t) groups.push_back(every[i]);
+    for (int stages = 1; stages <= std::min(chunks.size(), groups_count) &&
+                         !stop();
+         ++stages) {
+      if (groups_count % stages != 0) continue;
+      const int replicas = groups_count / stages;
+      if (replicas > micro_batches) continue;
+      Strategy shape =
+          ToStrategy(input.view, chunks, groups,
+                     EvenPartition(chunks, stages, replicas), micro_batches);
+      shape.sequence_parallel = t > 1 && search.sequence_parallel;
+      bool hosts = false;
+      for (PipelineStage& stage : shape.stages) {
+        hosts |= SpansHostsEvenly(input.cluster, stage.FirstDevices());
+        if (t < 2) continue;
+        for (Replica& replica : stage.replicas) {
+          const int base = every_position[replica.device_of_slot[0]];
+          replica.tensor_devices.assign(every.begin() + base,
+                                        every.begin() + base + t);
+        }
+      }
+      for (AllreduceAlgorithm algorithm :
+           {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kHierarchical}) {
+        if (algorithm == AllreduceAlgorithm::kHierarchical && !hosts) continue;
+        Strategy s = shape;
+        s.allreduce = algorithm;
+        consider(s);
       }
     }
   }

@@ -48,6 +48,14 @@
 //    ShardTensors chooses. kTensor takes only t >= 2; pipeline, data and
 //    hybrid only t = 1 unless `tensor` is fixed. Wide candidates are not
 //    tensor parallel.
+//  - Uniform candidates (kTensor and kAuto; only where the cluster has
+//    more identical devices than the pool, so they are all used): every
+//    identical device, in cluster order, cut into tensor groups of t (a
+//    power of two up to 8 and up to the devices of a host; kTensor from 2;
+//    `tensor` when fixed), the groups into p stages of about equal work
+//    (every p up to the chunks that divides the groups), each stage with
+//    groups / p replicas (Megatron-LM's layout); ring and, when a stage's
+//    replicas span hosts evenly, hierarchical allreduce; 1F1B.
 //  - Memory savers, tried on a candidate over a device's limit only (they
 //    add time or collectives; a candidate that fits is never tried with
 //    them), until one fits: ZeRO-1, then ZeRO-2, then ZeRO-3
@@ -158,6 +166,8 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
 
 // The devices SearchStrategy uses (see the contract).
 std::vector<int> IdenticalDevicePool(const Cluster& cluster);
+// The same set before it is cut to the pool's 32 devices.
+std::vector<int> IdenticalDevices(const Cluster& cluster);
 
 // The baseline every strategy is compared with: the whole model on
 // `device`, one stage, one replica, `micro_batches` accumulated one after

@@ -402,6 +402,33 @@ TEST(StrategySearchTest, TensorParallelismFitsWhatDataParallelismCannot) {
   EXPECT_EQ(ParallelismName(*ParseParallelism("tensor")), "tensor");
 }
 
+// A cluster of more identical devices than the search's pool (64 GPUs in
+// 8 hosts, the pool 32): a chain whose Adam state fits only when its
+// weights are split over all 64 (105 MiB each; the best over 32 needs
+// more) is placed by the uniform candidates, tensor groups inside a host,
+// stages of equal work and their replicas on every device, each within
+// its limit.
+TEST(StrategySearchTest, UniformCandidatesUseEveryDeviceBeyondThePool) {
+  Scenario s(Chain(8, 4096), "dgx_h100:nodes=8", Optimizer::kAdam);
+  PolicyOptions options;
+  const int64_t limit = int64_t{105} << 20;
+  options.memory_limit_bytes.assign(64, limit);
+  options.budget_seconds = 600;
+  absl::StatusOr<StrategyChoice> tensor = s.Search(
+      Parallelism::kTensor, 8, options, "", nullptr, StageRecompute::kNone);
+  ASSERT_TRUE(tensor.ok()) << tensor.status();
+  const Strategy& t = tensor->strategy;
+  int devices = 0;
+  for (const PipelineStage& stage : t.stages) {
+    devices += stage.num_replicas() * stage.tensor();
+    EXPECT_GE(stage.tensor(), 2) << DescribeStrategy(t);
+  }
+  EXPECT_EQ(devices, 64) << DescribeStrategy(t);
+  for (int64_t peak : tensor->simulation.step.peak_memory_bytes) {
+    EXPECT_LE(peak, limit);
+  }
+}
+
 // Data parallelism over two hosts of two devices, fast inside a host and
 // slow between: the search also simulates hierarchical allreduce and keeps
 // it, the gradients crossing the slow link once.
