@@ -372,8 +372,17 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
   // The hybrid row's op placements inside replicas, reused by auto's.
   InsidePlacements inside;
   if (mode == Parallelism::kAuto) {
-    rows.push_back(
-        FromPolicy(op_policy(), input.simulation, micro_batches));
+    // Op placement over more devices than the strategy search's pool is
+    // no plan at that scale, and its heuristics take minutes there: the
+    // row is left out (--parallelism model places ops alone).
+    if (IdenticalDevices(cluster).size() <= pool.size()) {
+      rows.push_back(
+          FromPolicy(op_policy(), input.simulation, micro_batches));
+    } else {
+      std::cerr << "place: the op placement row is left out: "
+                << cluster.num_devices() << " devices are more than the "
+                << pool.size() << " the strategy search's pool takes\n";
+    }
     for (Parallelism m :
          {Parallelism::kData, Parallelism::kPipeline, Parallelism::kHybrid,
           Parallelism::kTensor, Parallelism::kAuto}) {
