@@ -130,7 +130,9 @@ TEST(AttentionFusionTest, DecodersFuseEveryLayer) {
     EXPECT_EQ(CountFused(*fused), 3);
     for (const Op& op : fused->ops()) {
       EXPECT_NE(op.op_type, "Softmax") << op.key;
-      if (!IsFusedAttention(op)) EXPECT_GE(plain->FindOp(op.key), 0) << op.key;
+      if (!IsFusedAttention(op)) {
+        EXPECT_GE(plain->FindOp(op.key), 0) << op.key;
+      }
     }
     EXPECT_NEAR(fused->forward_flops(), plain->forward_flops(),
                 1e-9 * plain->forward_flops());
