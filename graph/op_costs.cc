@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
-#include "graph/fused_attention.h"
 #include "graph/einsum.h"
+#include "graph/fused_attention.h"
 
 namespace placer {
 namespace {
@@ -159,26 +159,26 @@ double EinsumFlops(const Op& op, const OpShapes& s, double) {
 // and contracted element), the probabilities times V (2 per score and
 // output feature), and per score 1 FLOP for each elementwise step and 5
 // for the softmax. No seq x seq tensor is read or written.
+// Scores of a FusedAttention op: its output's rows times the keys.
+double AttentionScores(const OpShapes& s) {
+  const auto& kt = s.input_shape(1);
+  const auto& v = s.input_shape(2);
+  if (kt.empty() || v.empty() || v.back() == 0) return 0;
+  return s.output_elements(0) / static_cast<double>(v.back()) *
+         static_cast<double>(kt.back());
+}
+
 double AttentionProducts(const OpShapes& s) {
   const auto& q = s.input_shape(0);
   const auto& kt = s.input_shape(1);
-  const auto& v = s.input_shape(2);
-  if (q.size() < 2 || kt.size() < 2 || v.empty()) return 0;
-  const double keys = static_cast<double>(kt.back());
-  const double head = static_cast<double>(q.back());
-  const double scores =
-      s.output_elements(0) / static_cast<double>(v.back()) * keys;
-  return 2 * scores * head + 2 * s.output_elements(0) * keys;
+  if (q.empty() || kt.empty()) return 0;
+  return 2 * AttentionScores(s) * static_cast<double>(q.back()) +
+         2 * s.output_elements(0) * static_cast<double>(kt.back());
 }
 
 double AttentionElementwise(const Op& op, const OpShapes& s) {
-  const auto& kt = s.input_shape(1);
-  const auto& v = s.input_shape(2);
-  if (kt.empty() || v.empty()) return 0;
-  const double scores = s.output_elements(0) /
-                        static_cast<double>(v.back()) *
-                        static_cast<double>(kt.back());
-  return scores * (5 + static_cast<double>(AttentionSteps(op).size()));
+  return AttentionScores(s) *
+         (5 + static_cast<double>(AttentionSteps(op).size()));
 }
 
 double AttentionFlops(const Op& op, const OpShapes& s, double) {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "graph/fused_attention.h"
 #include "runtime/torch_kernel.h"
+#include "runtime/torch_ops.h"
 
 namespace placer::kernels {
 namespace {
@@ -44,19 +45,14 @@ torch::Tensor ApplySteps(torch::Tensor scores, const std::string& encoded,
     for (int k = 0; k < count; ++k) args.push_back(extras.at(next + k));
     next += count;
     args.insert(args.begin() + position, scores);
-    const std::string& type = f[0];
-    if (type == "Mul") {
-      scores = args[0] * args[1];
-    } else if (type == "Div") {
-      scores = args[0] / args[1];
-    } else if (type == "Add") {
-      scores = args[0] + args[1];
-    } else if (type == "Where") {
-      scores = torch::where(args[0].to(torch::kBool), args[1], args[2]);
-    } else {
-      TORCH_CHECK(false, "FusedAttention: step ", type, " is not one of Mul, "
-                  "Div, Add, Where");
-    }
+    // The step's own kernel from the registry (torch_ops.cc), so a step
+    // computes what the op computes outside the core.
+    Op step;
+    step.op_type = f[0];
+    step.key = absl::StrCat("FusedAttention step ", f[0]);
+    absl::StatusOr<std::vector<torch::Tensor>> result = RunTorchOp(step, args);
+    TORCH_CHECK(result.ok(), std::string(result.status().message()));
+    scores = (*result)[0];
   }
   return scores;
 }
