@@ -15,6 +15,10 @@
 //    attributes say how to replay the chain: `steps` (each step's op type),
 //    `score_positions` (where the scores enter the step's inputs) and
 //    `step_inputs` (how many of the fused op's inputs the step reads).
+//    A core whose Add or Where step applies a causal mask (a Trilu of
+//    ConstantOfShape as the zoo's decoders build it, or constant data
+//    that is triangular; the rule is AppliesCausalMask's in the .cc) gets
+//    `causal` = 1.
 //    The fused op's key is the first MatMul's key + "/FusedAttention";
 //    every other op keeps its key, every other tensor its name and data.
 //  - A match: a MatMul of two tensors of rank >= 3 that are no weights or

@@ -6,6 +6,10 @@ bool IsFusedAttention(const Op& op) {
   return op.domain == kPlacerDomain && op.op_type == kFusedAttentionType;
 }
 
+bool IsCausalAttention(const Op& op) {
+  return IsFusedAttention(op) && op.IntAttribute("causal", 0) == 1;
+}
+
 std::vector<AttentionStep> AttentionSteps(const Op& op) {
   std::vector<AttentionStep> steps;
   const AttributeValue* types = op.FindAttribute("steps");

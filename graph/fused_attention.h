@@ -5,9 +5,10 @@
 //   softmax(step_n(... step_1(Q·Kᵀ)), axis=-1) · V
 // where step i is the ONNX op steps[i] with the scores as its input
 // score_positions[i] and the next step_inputs[i] inputs filling its other
-// positions in order. Its backward is FlashAttention's: it keeps Q, Kᵀ, V,
-// the steps' inputs, O and one fp32 log-sum-exp per query row, never the
-// scores.
+// positions in order; `causal` (1 or absent) says the steps' mask hides
+// every key after its query. Its backward is FlashAttention's: it keeps Q,
+// Kᵀ, V, the steps' inputs, O and one fp32 log-sum-exp per query row,
+// never the scores.
 #ifndef PLACER_GRAPH_FUSED_ATTENTION_H_
 #define PLACER_GRAPH_FUSED_ATTENTION_H_
 
@@ -22,6 +23,12 @@ inline constexpr char kFusedAttentionType[] = "FusedAttention";
 
 // Whether `op` is a FusedAttention op.
 bool IsFusedAttention(const Op& op);
+
+// Whether a FusedAttention op's mask is causal (its `causal` attribute is
+// 1: FuseAttention found a mask that hides exactly the keys after each
+// query), so that FlashAttention computes only the scores on and below the
+// diagonal.
+bool IsCausalAttention(const Op& op);
 
 // One elementwise step on the scores.
 struct AttentionStep {

@@ -159,30 +159,35 @@ double EinsumFlops(const Op& op, const OpShapes& s, double) {
 // and contracted element), the probabilities times V (2 per score and
 // output feature), and per score 1 FLOP for each elementwise step and 5
 // for the softmax. No seq x seq tensor is read or written.
-// Scores of a FusedAttention op: its output's rows times the keys.
-double AttentionScores(const OpShapes& s) {
+// Scores of a FusedAttention op: its output's rows times the keys; with a
+// causal mask (the op's `causal` attribute) only those on and below the
+// diagonal, rows x (keys + 1) / 2, since FlashAttention skips the blocks
+// above it.
+double AttentionScores(const Op& op, const OpShapes& s) {
   const auto& kt = s.input_shape(1);
   const auto& v = s.input_shape(2);
   if (kt.empty() || v.empty() || v.back() == 0) return 0;
-  return s.output_elements(0) / static_cast<double>(v.back()) *
-         static_cast<double>(kt.back());
+  const double rows = s.output_elements(0) / static_cast<double>(v.back());
+  const double keys = static_cast<double>(kt.back());
+  if (IsCausalAttention(op)) return rows * (keys + 1) / 2;
+  return rows * keys;
 }
 
-double AttentionProducts(const OpShapes& s) {
+double AttentionProducts(const Op& op, const OpShapes& s) {
   const auto& q = s.input_shape(0);
-  const auto& kt = s.input_shape(1);
-  if (q.empty() || kt.empty()) return 0;
-  return 2 * AttentionScores(s) * static_cast<double>(q.back()) +
-         2 * s.output_elements(0) * static_cast<double>(kt.back());
+  const auto& v = s.input_shape(2);
+  if (q.empty() || v.empty()) return 0;
+  return 2 * AttentionScores(op, s) *
+         static_cast<double>(q.back() + v.back());
 }
 
 double AttentionElementwise(const Op& op, const OpShapes& s) {
-  return AttentionScores(s) *
+  return AttentionScores(op, s) *
          (5 + static_cast<double>(AttentionSteps(op).size()));
 }
 
 double AttentionFlops(const Op& op, const OpShapes& s, double) {
-  return AttentionProducts(s) + AttentionElementwise(op, s);
+  return AttentionProducts(op, s) + AttentionElementwise(op, s);
 }
 
 struct Entry {
@@ -361,7 +366,7 @@ OpCost ComputeBackwardCost(const Op& op, const std::vector<Tensor>& tensors,
       break;
     case GradientRule::kAttention: {
       OpShapes shapes(op, tensors);
-      cost.flops = 2.5 * AttentionProducts(shapes) +
+      cost.flops = 2.5 * AttentionProducts(op, shapes) +
                    2 * AttentionElementwise(op, shapes);
       break;
     }

@@ -61,38 +61,55 @@ torch::Tensor ApplySteps(torch::Tensor scores, const std::string& encoded,
 // scores exist at a time, in the forward and in the backward.
 constexpr int64_t kRowsPerBlock = 64;
 
-// The steps' inputs for query rows [row, row + rows): a tensor with the
-// query dim (aligned with the scores' second-to-last) is cut to the block;
-// one broadcast along it is kept whole.
+// The steps' inputs for query rows [row, row + rows) and keys [0, keys)
+// of `all_keys`: a tensor with the query dim (aligned with the scores'
+// second-to-last) is cut to the block, one with the key dim (the last) to
+// the keys; one broadcast along either is kept whole there.
 std::vector<torch::Tensor> BlockOf(const std::vector<torch::Tensor>& extras,
-                                   int64_t queries, int64_t row, int64_t rows) {
+                                   int64_t queries, int64_t row, int64_t rows,
+                                   int64_t all_keys, int64_t keys) {
   std::vector<torch::Tensor> block;
-  for (const torch::Tensor& e : extras) {
+  for (torch::Tensor e : extras) {
     if (e.dim() >= 2 && e.size(-2) == queries && queries > 1) {
-      block.push_back(e.narrow(-2, row, rows));
-    } else {
-      block.push_back(e);
+      e = e.narrow(-2, row, rows);
     }
+    if (keys < all_keys && e.dim() >= 1 && e.size(-1) == all_keys) {
+      e = e.narrow(-1, 0, keys);
+    }
+    block.push_back(e);
   }
   return block;
 }
 
+// The keys a block of query rows [row, row + rows) attends to: with a
+// causal mask (square scores), those up to its last row, since every later
+// key's probability is exactly 0 (FlashAttention skips those blocks);
+// otherwise all of them.
+int64_t KeysOfBlock(bool causal, int64_t queries, int64_t all_keys,
+                    int64_t row, int64_t rows) {
+  if (!causal || queries != all_keys) return all_keys;
+  return std::min(all_keys, row + rows);
+}
+
 struct FlashAttention : torch::autograd::Function<FlashAttention> {
   static variable_list forward(AutogradContext* ctx, std::string steps,
-                               torch::Tensor q, torch::Tensor kt,
+                               bool causal, torch::Tensor q, torch::Tensor kt,
                                torch::Tensor v, at::TensorList extras) {
     std::vector<torch::Tensor> rest(extras.begin(), extras.end());
     const int64_t queries = q.size(-2);
+    const int64_t all_keys = kt.size(-1);
     std::vector<torch::Tensor> outputs, sums;
     for (int64_t row = 0; row < queries; row += kRowsPerBlock) {
       const int64_t rows = std::min(kRowsPerBlock, queries - row);
+      const int64_t keys = KeysOfBlock(causal, queries, all_keys, row, rows);
       torch::Tensor scores =
-          ApplySteps(torch::matmul(q.narrow(-2, row, rows), kt), steps,
-                     BlockOf(rest, queries, row, rows))
+          ApplySteps(torch::matmul(q.narrow(-2, row, rows),
+                                   kt.narrow(-1, 0, keys)),
+                     steps, BlockOf(rest, queries, row, rows, all_keys, keys))
               .to(torch::kFloat);
       torch::Tensor lse = torch::logsumexp(scores, -1, /*keepdim=*/true);
       torch::Tensor p = torch::exp(scores - lse).to(v.scalar_type());
-      outputs.push_back(torch::matmul(p, v));
+      outputs.push_back(torch::matmul(p, v.narrow(-2, 0, keys)));
       sums.push_back(lse);
     }
     torch::Tensor o = torch::cat(outputs, -2);
@@ -101,12 +118,14 @@ struct FlashAttention : torch::autograd::Function<FlashAttention> {
     saved.insert(saved.end(), rest.begin(), rest.end());
     ctx->save_for_backward(saved);
     ctx->saved_data["steps"] = steps;
+    ctx->saved_data["causal"] = causal;
     return {o};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const std::string steps = ctx->saved_data["steps"].toStringRef();
+    const bool causal = ctx->saved_data["causal"].toBool();
     const size_t extras = saved.size() - 5;
     const torch::Tensor& q = saved[0];
     const torch::Tensor& v = saved[2];
@@ -114,6 +133,7 @@ struct FlashAttention : torch::autograd::Function<FlashAttention> {
     const torch::Tensor& lse = saved[4];
     const torch::Tensor go = grads[0];
     const int64_t queries = q.size(-2);
+    const int64_t all_keys = saved[1].size(-1);
     // Whole leaves for Kᵀ and the steps' floating-point inputs (a learned
     // bias added to the scores), a leaf per block for Q.
     const bool want_q = ctx->needs_input_grad(0) && q.is_floating_point();
@@ -134,28 +154,34 @@ struct FlashAttention : torch::autograd::Function<FlashAttention> {
       leaf_edges.push_back(static_cast<int>(3 + k));
       leaves.push_back(rest[k]);
     }
-    variable_list result(5 + extras);  // [steps, Q, Kᵀ, V, extras...]
+    variable_list result(6 + extras);  // [steps, causal, Q, Kᵀ, V, extras...]
     std::vector<torch::Tensor> dq_blocks;
     std::vector<torch::Tensor> sums(leaves.size());
     torch::Tensor dv;
     torch::AutoGradMode grad_mode(true);
     for (int64_t row = 0; row < queries; row += kRowsPerBlock) {
       const int64_t rows = std::min(kRowsPerBlock, queries - row);
+      const int64_t keys = KeysOfBlock(causal, queries, all_keys, row, rows);
       torch::Tensor qb = q.narrow(-2, row, rows);
       if (want_q) qb = qb.detach().requires_grad_(true);
-      torch::Tensor scores = ApplySteps(torch::matmul(qb, kt), steps,
-                                        BlockOf(rest, queries, row, rows));
+      torch::Tensor scores = ApplySteps(
+          torch::matmul(qb, kt.narrow(-1, 0, keys)), steps,
+          BlockOf(rest, queries, row, rows, all_keys, keys));
       torch::Tensor p = torch::exp(scores.detach().to(torch::kFloat) -
                                    lse.narrow(-2, row, rows));
       torch::Tensor gob = go.narrow(-2, row, rows);
+      const torch::Tensor vb = v.narrow(-2, 0, keys);
       if (ctx->needs_input_grad(2)) {
         torch::Tensor part =
             torch::matmul(p.to(v.scalar_type()).transpose(-1, -2), gob);
+        if (keys < all_keys) {
+          part = torch::constant_pad_nd(part, {0, 0, 0, all_keys - keys});
+        }
         dv = dv.defined() ? dv + part : part;
       }
       if (!want_q && leaves.empty()) continue;
       torch::Tensor dp =
-          torch::matmul(gob, v.transpose(-1, -2)).to(torch::kFloat);
+          torch::matmul(gob, vb.transpose(-1, -2)).to(torch::kFloat);
       torch::Tensor d = (gob.to(torch::kFloat) *
                          o.narrow(-2, row, rows).to(torch::kFloat))
                             .sum(-1, true);
@@ -172,9 +198,9 @@ struct FlashAttention : torch::autograd::Function<FlashAttention> {
       }
       if (want_q) dq_blocks.push_back(g.back());
     }
-    if (dv.defined()) result[3] = dv.sum_to_size(v.sizes());
-    if (want_q) result[1] = torch::cat(dq_blocks, -2);
-    for (size_t i = 0; i < leaves.size(); ++i) result[1 + leaf_edges[i]] = sums[i];
+    if (dv.defined()) result[4] = dv.sum_to_size(v.sizes());
+    if (want_q) result[2] = torch::cat(dq_blocks, -2);
+    for (size_t i = 0; i < leaves.size(); ++i) result[2 + leaf_edges[i]] = sums[i];
     return result;
   }
 };
@@ -193,8 +219,9 @@ Result FusedAttentionKernel(const Op& op, const Tensors& in) {
     }
   }
   std::vector<torch::Tensor> extras(in.begin() + 3, in.end());
-  return Tensors{FlashAttention::apply(EncodeSteps(steps), in[0], in[1], in[2],
-                                       at::TensorList(extras))[0]};
+  return Tensors{FlashAttention::apply(EncodeSteps(steps),
+                                       IsCausalAttention(op), in[0], in[1],
+                                       in[2], at::TensorList(extras))[0]};
 }
 
 }  // namespace

@@ -107,6 +107,27 @@ int CountFused(const Graph& g) {
   return n;
 }
 
+// The FLOPs causal cores skip: FlashAttention computes the scores on and
+// below the diagonal, (keys + 1) / (2 keys) of those the exported ops
+// compute; as if not causal, a core's FLOPs are the ops' it replaced.
+// `causal` receives how many cores are causal.
+double SkippedByCausal(const Graph& fused, int* causal) {
+  double skipped = 0;
+  *causal = 0;
+  for (const Op& op : fused.ops()) {
+    if (!IsCausalAttention(op)) continue;
+    ++*causal;
+    Op full = op;
+    full.attributes.erase("causal");
+    const double all = ComputeForwardCost(full, fused.tensors()).flops;
+    const double keys = fused.tensor(op.inputs[1]).shape.back();
+    EXPECT_DOUBLE_EQ(op.forward.flops, all * (keys + 1) / (2 * keys))
+        << op.key;
+    skipped += all - op.forward.flops;
+  }
+  return skipped;
+}
+
 // The zoo's decoders: one core per layer, no Softmax left, every other op
 // its key; the step holds no seq x seq tensor, so the training view's
 // saved bytes drop by the scores it kept.
@@ -134,7 +155,11 @@ TEST(AttentionFusionTest, DecodersFuseEveryLayer) {
         EXPECT_GE(plain->FindOp(op.key), 0) << op.key;
       }
     }
-    EXPECT_NEAR(fused->forward_flops(), plain->forward_flops(),
+    // Every core is causal (their Trilu mask).
+    int causal = 0;
+    const double skipped = SkippedByCausal(*fused, &causal);
+    EXPECT_EQ(causal, 3);
+    EXPECT_NEAR(fused->forward_flops() + skipped, plain->forward_flops(),
                 1e-9 * plain->forward_flops());
     EXPECT_EQ(fused->parameter_bytes(), plain->parameter_bytes());
   }
@@ -147,12 +172,15 @@ TEST(AttentionFusionTest, PyTorchExports) {
   struct Case {
     const char* file;
     int fused;  // -1: every Softmax of the export
+    bool causal;  // every fused core's mask is causal (else none)
   };
-  for (const Case& c : {Case{"gpt2.eval.op17", -1}, Case{"gpt2.eval.op14", -1},
-                        Case{"bert_tiny.eval.op13", -1},
-                        Case{"bert_masked.eval.op17", -1},
-                        Case{"gpt2.train.op17", 0},
-                        Case{"bert_tiny.train.op13", 0}}) {
+  for (const Case& c :
+       {Case{"gpt2.eval.op17", -1, true}, Case{"gpt2.eval.op14", -1, true},
+        Case{"llama.eval.op17", -1, true},
+        Case{"bert_tiny.eval.op13", -1, false},
+        Case{"bert_masked.eval.op17", -1, false},
+        Case{"gpt2.train.op17", 0, false},
+        Case{"bert_tiny.train.op13", 0, false}}) {
     SCOPED_TRACE(c.file);
     const std::string path =
         std::string("tests/fixtures/corpus/") + c.file + ".onnx";
@@ -166,7 +194,10 @@ TEST(AttentionFusionTest, PyTorchExports) {
     for (const Op& op : plain->ops()) softmax += op.op_type == "Softmax";
     ASSERT_GT(softmax, 0);
     EXPECT_EQ(CountFused(*g), c.fused < 0 ? softmax : c.fused);
-    EXPECT_NEAR(g->forward_flops(), plain->forward_flops(),
+    int causal = 0;
+    const double skipped = SkippedByCausal(*g, &causal);
+    EXPECT_EQ(causal, c.causal ? CountFused(*g) : 0);
+    EXPECT_NEAR(g->forward_flops() + skipped, plain->forward_flops(),
                 1e-9 * plain->forward_flops());
     EXPECT_EQ(g->unknown_cost_ops().size(), plain->unknown_cost_ops().size());
   }

@@ -102,6 +102,27 @@ TEST(FusedAttentionTest, TrainsAsTheCoreItReplaces) {
   }
 }
 
+// Causal cores over more query rows than one block (64): each block
+// computes the keys up to its last row only (the later ones' probabilities
+// are exactly 0), and trains as the unfused graph does.
+TEST(FusedAttentionTest, CausalBlocksSkipTheHiddenKeys) {
+  for (const char* family : {"gpt", "llama"}) {
+    SCOPED_TRACE(family);
+    zoo::ZooParams p = Tiny(family);
+    p.seq_len = 160;  // blocks of 64, 64 and 32 rows
+    p.batch_size = 1;
+    absl::StatusOr<onnx::ModelProto> proto = zoo::BuildZooModel(family, p);
+    ASSERT_TRUE(proto.ok()) << proto.status();
+    std::unique_ptr<Model> plain = Load(&*proto, "", false);
+    std::unique_ptr<Model> fused = Load(&*proto, "", true);
+    ASSERT_TRUE(plain && fused);
+    for (const Op& op : fused->graph.ops()) {
+      if (IsFusedAttention(op)) EXPECT_TRUE(IsCausalAttention(op)) << op.key;
+    }
+    ExpectSameTraining(*plain, *fused);
+  }
+}
+
 // PyTorch's export of Hugging Face's GPT-2 (eval mode: its attention
 // masks with Where, scales with Div).
 TEST(FusedAttentionTest, TrainsAsTheCoreItReplacesOnAPyTorchExport) {
