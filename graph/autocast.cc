@@ -88,16 +88,19 @@ absl::string_view PrecisionName(Precision precision) {
       return "bf16";
     case Precision::kFp16:
       return "fp16";
+    case Precision::kFp8:
+      return "fp8";
   }
   return "fp32";
 }
 
 absl::StatusOr<Precision> ParsePrecision(absl::string_view text) {
-  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16,
+                      Precision::kFp8}) {
     if (text == PrecisionName(p)) return p;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("precision '", text, "': expected fp32, bf16 or fp16"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "precision '", text, "': expected fp32, bf16, fp16 or fp8"));
 }
 
 DataType ComputeType(Precision precision) {
@@ -108,6 +111,8 @@ DataType ComputeType(Precision precision) {
       return DataType::kBFloat16;
     case Precision::kFp16:
       return DataType::kFloat16;
+    case Precision::kFp8:
+      return DataType::kBFloat16;
   }
   return DataType::kFloat32;
 }
@@ -118,6 +123,32 @@ AutocastClass AutocastClassOf(const Op& op) {
   }
   auto it = ClassTable().find(op.op_type);
   return it == ClassTable().end() ? AutocastClass::kPromote : it->second;
+}
+
+std::vector<Precision> OpPrecisions(const Graph& graph, Precision step) {
+  const int n = static_cast<int>(graph.ops().size());
+  std::vector<Precision> precision(n, Precision::kFp32);
+  if (step == Precision::kFp32) return precision;
+  const Precision lower = step == Precision::kFp8 ? Precision::kBf16 : step;
+  int last_linear = -1;
+  for (int i : graph.topological_order()) {
+    const Op& op = graph.op(i);
+    if (AutocastClassOf(op) != AutocastClass::kLowerPrecision) continue;
+    precision[i] = lower;
+    if (step != Precision::kFp8 ||
+        (op.op_type != "MatMul" && op.op_type != "Gemm")) {
+      continue;
+    }
+    for (int in : op.inputs) {
+      if (in >= 0 && graph.tensor(in).kind == TensorKind::kParameter) {
+        precision[i] = Precision::kFp8;
+        last_linear = i;
+        break;
+      }
+    }
+  }
+  if (last_linear >= 0) precision[last_linear] = Precision::kBf16;
+  return precision;
 }
 
 std::vector<Tensor> AutocastTensors(const Graph& graph, Precision precision) {

@@ -23,6 +23,13 @@
 //  Only tensors the file types float32 change; parameters, graph inputs and
 //  constants keep their type (fp32 master weights), so parameter gradients
 //  and the optimizer stay fp32. At kFp32 nothing changes.
+//  kFp8 is Transformer Engine's FP8 training on top of bf16 autocast: the
+//  tensors are as at kBf16, and the products with a weight operand (a
+//  MatMul or Gemm reading a parameter: nn.Linear, which TE replaces) compute
+//  at fp8 (OpPrecisions, which keeps the output layer at bf16); every other
+//  lower-precision op at bf16. What TE
+//  adds (the fp8 casts and their scales, fp8 copies of inputs and weights)
+//  is not modelled.
 #ifndef PLACER_GRAPH_AUTOCAST_H_
 #define PLACER_GRAPH_AUTOCAST_H_
 
@@ -34,17 +41,26 @@
 
 namespace placer {
 
-enum class Precision { kFp32, kBf16, kFp16 };
+enum class Precision { kFp32, kBf16, kFp16, kFp8 };
 
-// "fp32", "bf16", "fp16".
+// "fp32", "bf16", "fp16", "fp8".
 absl::string_view PrecisionName(Precision precision);
 // Parses a PrecisionName; INVALID_ARGUMENT naming `text` otherwise.
 absl::StatusOr<Precision> ParsePrecision(absl::string_view text);
-// The type lower-precision ops compute in: kFloat32, kBFloat16, kFloat16.
+// The type lower-precision ops write: kFloat32, kBFloat16 (bf16 and fp8),
+// kFloat16.
 DataType ComputeType(Precision precision);
 
 enum class AutocastClass { kLowerPrecision, kFp32, kKeep, kPromote };
 AutocastClass AutocastClassOf(const Op& op);
+
+// Per op of `graph`, the precision it computes at in a step at `step`:
+// `step` for kLowerPrecision ops, kFp32 for the others; at kFp8, only the
+// products with a weight operand (a MatMul or Gemm with an input of kind
+// kParameter) compute at fp8, but for the last of them in topological order
+// (the output layer, which Megatron-LM keeps outside Transformer Engine),
+// and the other lower-precision ops at bf16.
+std::vector<Precision> OpPrecisions(const Graph& graph, Precision step);
 
 // The graph's tensors with the types they have under autocast at
 // `precision` (a copy of graph.tensors(), only dtypes changed).

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "graph/fused_attention.h"
 #include "graph/op_costs.h"
 #include "graph/saved_for_backward.h"
 
@@ -158,6 +159,8 @@ TrainingView BuildTrainingView(const Graph& graph,
                       DataTypeBytes(ComputeType(options.precision)));
   }
 
+  const std::vector<Precision> op_precision =
+      OpPrecisions(graph, options.precision);
   // Forward nodes: node i is op i.
   for (int i = 0; i < n; ++i) {
     TrainingNode node;
@@ -167,7 +170,8 @@ TrainingView BuildTrainingView(const Graph& graph,
     node.cost = ops[i].forward;
     const bool lower =
         autocast && AutocastClassOf(ops[i]) == AutocastClass::kLowerPrecision;
-    if (lower) node.compute_precision = options.precision;
+    if (lower) node.compute_precision = op_precision[i];
+    node.fused_attention = IsFusedAttention(ops[i]);
     if (autocast && ops[i].forward.status != CostStatus::kUnknown) {
       node.cost = ComputeForwardCost(ops[i], tensors);
     }
@@ -221,6 +225,7 @@ TrainingView BuildTrainingView(const Graph& graph,
       }
     }
     node.compute_precision = view.nodes_[i].compute_precision;
+    node.fused_attention = view.nodes_[i].fused_attention;
     node.cost = ComputeBackwardCost(op, tensors, input_needs_grad);
     if (op.forward.status == CostStatus::kUnknown) {
       node.cost.status = CostStatus::kUnknown;

@@ -102,6 +102,9 @@ struct TrainingNode {
   // The precision its FLOPs run at: the step's for the forward and
   // backward nodes of autocast's lower-precision ops, else kFp32.
   Precision compute_precision = Precision::kFp32;
+  // FusedAttention's forward or backward (graph/fused_attention.h): cost
+  // models may give it the rate devices reach on fused attention kernels.
+  bool fused_attention = false;
 };
 
 // The optimizers users train with, as their update costs and state:

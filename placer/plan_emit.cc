@@ -170,6 +170,10 @@ EmittedPlan Megatron(const PlanShape& p, Precision precision) {
   }
   if (precision == Precision::kBf16) flags.push_back("--bf16");
   if (precision == Precision::kFp16) flags.push_back("--fp16");
+  if (precision == Precision::kFp8) {
+    flags.push_back("--bf16");
+    flags.push_back("--fp8-format hybrid");
+  }
   if (p.schedule == PipelineSchedule::kGPipe && p.stages > 1) {
     out.not_expressed.push_back(
         "the GPipe schedule: Megatron-LM runs 1F1B (less activation memory, "
@@ -193,6 +197,12 @@ EmittedPlan DeepSpeed(const PlanShape& p, Precision precision) {
       ",\n  \"zero_optimization\": {\"stage\": ", ZeroNumber(p.zero), "}");
   if (precision == Precision::kBf16) absl::StrAppend(&json, ",\n  \"bf16\": {\"enabled\": true}");
   if (precision == Precision::kFp16) absl::StrAppend(&json, ",\n  \"fp16\": {\"enabled\": true}");
+  if (precision == Precision::kFp8) {
+    absl::StrAppend(&json, ",\n  \"bf16\": {\"enabled\": true}");
+    out.not_expressed.push_back(
+        "fp8: not in DeepSpeed's config (Transformer Engine's layers in the "
+        "model code); emitted bf16");
+  }
   absl::StrAppend(&json, "\n}\n");
   out.text = json;
   if (p.tensor > 1) {
@@ -242,7 +252,7 @@ EmittedPlan TorchTitan(const PlanShape& p, Precision precision) {
       "[training]\nlocal_batch_size = ", local, "\nglobal_batch_size = ",
       p.global_batch(), "\n");
   if (p.sequence > 0) absl::StrAppend(&toml, "seq_len = ", p.sequence, "\n");
-  if (precision == Precision::kBf16) {
+  if (precision == Precision::kBf16 || precision == Precision::kFp8) {
     absl::StrAppend(&toml, "mixed_precision_param = \"bfloat16\"\n");
   } else if (precision == Precision::kFp32) {
     absl::StrAppend(&toml, "mixed_precision_param = \"float32\"\n");
@@ -264,6 +274,10 @@ EmittedPlan TorchTitan(const PlanShape& p, Precision precision) {
                   RecomputeName(p.recompute), "\"\n");
   if (p.recompute == Recompute::kSelective) {
     absl::StrAppend(&toml, "selective_ac_option = \"op\"\n");
+  }
+  if (precision == Precision::kFp8) {
+    // torchao's float8 linear layers.
+    absl::StrAppend(&toml, "\n[model]\nconverters = [\"float8\"]\n");
   }
   out.text = toml;
   return out;

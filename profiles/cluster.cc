@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -15,6 +17,9 @@
 
 namespace placer {
 namespace {
+
+// An Achieved fraction as the cost model uses it: 0 (unsaid) is 1.
+double OrOne(double fraction) { return fraction > 0 ? fraction : 1; }
 
 absl::Status Invalid(const std::string& source, const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat(source, ": ", message));
@@ -68,11 +73,27 @@ absl::StatusOr<Cluster> Cluster::FromProto(const proto::Cluster& m,
     if (d.memory_bytes() <= 0) {
       return Invalid(source, where + ": memory_bytes must be positive");
     }
-    if (!(d.bf16_peak_flops() >= 0) || !(d.fp16_peak_flops() >= 0)) {
+    if (!(d.bf16_peak_flops() >= 0) || !(d.fp16_peak_flops() >= 0) ||
+        !(d.fp8_peak_flops() >= 0)) {
       return Invalid(source,
                      where +
-                         ": bf16_peak_flops and fp16_peak_flops must be "
-                         ">= 0 (0: no tensor cores for that type)");
+                         ": bf16_peak_flops, fp16_peak_flops and "
+                         "fp8_peak_flops must be >= 0 (0: no tensor cores "
+                         "for that type)");
+    }
+    const proto::Achieved& achieved = d.achieved();
+    for (const auto& [field, value] :
+         {std::pair<const char*, double>{"tensor_core_fraction",
+                                         achieved.tensor_core_fraction()},
+          {"attention_fraction", achieved.attention_fraction()},
+          {"memory_fraction", achieved.memory_fraction()},
+          {"fp8_fraction", achieved.fp8_fraction()}}) {
+      if (!(value >= 0 && value <= 1)) {
+        return Invalid(source, absl::StrCat(where, ": achieved.", field,
+                                            " must be in (0, 1] (0 or "
+                                            "unsaid: 1, the peak); got ",
+                                            value));
+      }
     }
     if (!(d.op_overhead_seconds() >= 0)) {
       return Invalid(source, where + ": op_overhead_seconds must be >= 0");
@@ -89,7 +110,11 @@ absl::StatusOr<Cluster> Cluster::FromProto(const proto::Cluster& m,
         {d.name(), d.kind() == proto::GPU ? DeviceKind::kGpu : DeviceKind::kCpu,
          d.peak_flops(), d.memory_bandwidth(), d.memory_bytes(),
          d.op_overhead_seconds(), d.has_process() ? d.process() : -1, d.host(),
-         d.bf16_peak_flops(), d.fp16_peak_flops()});
+         d.bf16_peak_flops(), d.fp16_peak_flops(),
+         OrOne(achieved.tensor_core_fraction()),
+         OrOne(achieved.attention_fraction()),
+         OrOne(achieved.memory_fraction()), d.fp8_peak_flops(),
+         OrOne(achieved.fp8_fraction())});
   }
   const int n = c.num_devices();
   if (n > 1) {
@@ -187,11 +212,50 @@ Cluster Cluster::Subset(const std::vector<int>& devices) const {
   return c;
 }
 
+namespace {
+
+// The tensor-core peak of `d` at `precision` (fp8 without an fp8 rate:
+// bf16's); 0: none.
+double TensorCorePeak(const Device& d, Precision precision) {
+  switch (precision) {
+    case Precision::kFp8:
+      return d.fp8_peak_flops > 0 ? d.fp8_peak_flops : d.bf16_peak_flops;
+    case Precision::kBf16:
+      return d.bf16_peak_flops;
+    case Precision::kFp16:
+      return d.fp16_peak_flops;
+    case Precision::kFp32:
+      return 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
 double Device::PeakFlops(Precision precision) const {
-  const double tensor_cores = precision == Precision::kBf16   ? bf16_peak_flops
-                              : precision == Precision::kFp16 ? fp16_peak_flops
-                                                              : 0;
+  const double tensor_cores = TensorCorePeak(*this, precision);
   return tensor_cores > 0 ? tensor_cores : peak_flops;
+}
+
+double Device::AchievedFlops(Precision precision, bool attention) const {
+  const double tensor_cores = TensorCorePeak(*this, precision);
+  if (!(tensor_cores > 0)) return peak_flops;
+  if (precision == Precision::kFp8 && fp8_peak_flops > 0) {
+    return tensor_cores * fp8_fraction;
+  }
+  return tensor_cores * (attention ? attention_fraction : tensor_core_fraction);
+}
+
+bool Device::SameRates(const Device& other) const {
+  auto rates = [](const Device& d) {
+    return std::make_tuple(static_cast<int>(d.kind), d.peak_flops,
+                           d.memory_bandwidth, d.memory_bytes,
+                           d.op_overhead_seconds, d.bf16_peak_flops,
+                           d.fp16_peak_flops, d.tensor_core_fraction,
+                           d.attention_fraction, d.memory_fraction,
+                           d.fp8_peak_flops, d.fp8_fraction);
+  };
+  return rates(*this) == rates(other);
 }
 
 double Cluster::total_peak_flops() const {

@@ -45,9 +45,31 @@ struct Device {
   // Tensor-core FLOP/s at bf16 and fp16; 0: none (peak_flops applies).
   double bf16_peak_flops = 0;
   double fp16_peak_flops = 0;
+  // Fractions of the peaks its kernels reach (proto::Achieved), each in
+  // (0, 1]: tensor-core products, fused attention, memory-bound ops.
+  double tensor_core_fraction = 1;
+  double attention_fraction = 1;
+  double memory_fraction = 1;
+  // Tensor-core FLOP/s at fp8 (0: none; fp8 products then run at bf16) and
+  // the fraction of it products reach.
+  double fp8_peak_flops = 0;
+  double fp8_fraction = 1;
 
-  // FLOP/s of a node computing at `precision` (graph/autocast.h).
+  // FLOP/s of a node computing at `precision` (graph/autocast.h); fp8
+  // without an fp8 rate is bf16's.
   double PeakFlops(Precision precision) const;
+  // FLOP/s a node computing at `precision` reaches: PeakFlops times the
+  // tensor-core fraction (or, for `attention`, the attention fraction;
+  // for fp8 on fp8 tensor cores, the fp8 fraction) where the precision
+  // runs on tensor cores; PeakFlops otherwise.
+  double AchievedFlops(Precision precision, bool attention) const;
+  // Bytes/s memory-bound work reaches: memory_bandwidth x memory_fraction.
+  double AchievedBandwidth() const {
+    return memory_bandwidth * memory_fraction;
+  }
+  // Whether the two run every node alike: the same kind, rates, fractions,
+  // capacity and overhead (not the name, host or process).
+  bool SameRates(const Device& other) const;
 };
 
 struct LinkParams {

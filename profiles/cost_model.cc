@@ -13,8 +13,10 @@ class RooflineCostModel : public CostModel {
     const OpCost& c = n.cost;
     return device.op_overhead_seconds +
            std::max(
-               c.flops / device.PeakFlops(n.compute_precision),
-               static_cast<double>(c.bytes_accessed) / device.memory_bandwidth);
+               c.flops / device.AchievedFlops(n.compute_precision,
+                                              n.fused_attention),
+               static_cast<double>(c.bytes_accessed) /
+                   device.AchievedBandwidth());
   }
 
   double TransferSeconds(int64_t bytes, const Cluster& cluster, int src,
@@ -36,7 +38,7 @@ class RooflineCostModel : public CostModel {
     const double bytes = static_cast<double>(view.value(p).bytes);
     return device.op_overhead_seconds +
            std::max(elements / device.peak_flops,
-                    3 * bytes / device.memory_bandwidth);
+                    3 * bytes / device.AchievedBandwidth());
   }
 };
 

@@ -52,11 +52,13 @@ class CostModel {
   }
 };
 
-// Roofline: op_overhead_seconds + max(flops / the device's PeakFlops at the
-// node's compute_precision (tensor cores for autocast's lower-precision ops),
-// bytes_accessed / memory_bandwidth); transfers: latency + bytes /
-// bandwidth; accumulation: op_overhead_seconds + max(elements /
-// peak_flops, 3 x bytes / memory_bandwidth) of the parameter. Guesses:
+// Roofline: op_overhead_seconds + max(flops / the device's AchievedFlops at
+// the node's compute_precision (tensor cores for autocast's lower-precision
+// ops, at the device's tensor-core or, for fused attention, attention
+// fraction of their peak), bytes_accessed / AchievedBandwidth); transfers:
+// latency + bytes / bandwidth; accumulation: op_overhead_seconds +
+// max(elements / peak_flops, 3 x bytes / AchievedBandwidth) of the
+// parameter. Devices that say no fractions run at their peaks. Guesses:
 // nodes whose cost status is not kExact.
 std::unique_ptr<CostModel> NewRooflineCostModel();
 

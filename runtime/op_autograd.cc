@@ -46,6 +46,11 @@ StepPrecision StepPrecisionFor(const Graph& graph, Precision precision) {
 absl::Status CheckStepPrecision(Precision precision, const Cluster& cluster,
                                 const std::vector<torch::Device>& devices,
                                 const std::vector<char>& local) {
+  if (precision == Precision::kFp8) {
+    return absl::InvalidArgumentError(
+        "precision fp8: the executor has no fp8 products (Transformer "
+        "Engine's); fp8 is simulated only: run at bf16");
+  }
   if (precision != Precision::kFp16) return absl::OkStatus();
   for (size_t d = 0; d < devices.size(); ++d) {
     if (!local.empty() && !local[d]) continue;

@@ -64,7 +64,8 @@ StepPrecision StepPrecisionFor(const Graph& graph, Precision precision);
 // OK when every device of `cluster` that this process drives (`devices`,
 // TorchDevices' answer; placeholders included) can compute at `precision`:
 // fp16 needs CUDA (LibTorch's CPU kernels have no fp16 matrix products);
-// INVALID_ARGUMENT naming the first device that cannot.
+// INVALID_ARGUMENT naming the first device that cannot, or for fp8 (no
+// device runs it here: it is simulated only).
 absl::Status CheckStepPrecision(Precision precision, const Cluster& cluster,
                                 const std::vector<torch::Device>& devices,
                                 const std::vector<char>& local = {});

@@ -99,7 +99,7 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
     c.host_of_.push_back(static_cast<int>(it - hosts.begin()));
     if (it == hosts.end()) hosts.push_back(device.host);
   }
-  double flops_at[3] = {0, 0, 0}, min_sum = 0;  // flops per Precision
+  double flops_at[4] = {0, 0, 0, 0}, min_sum = 0;  // flops per Precision
   bool any_alone = false;
   for (int i = 0; i < n; ++i) {
     double best = 0;
@@ -174,7 +174,8 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
   for (double r : ranks) path = std::max(path, r);
   // The cluster's whole compute at each precision's rate.
   double flops_seconds = 0;
-  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16,
+                      Precision::kFp8}) {
     const double at = flops_at[static_cast<int>(p)];
     if (at == 0) continue;
     double rate = 0;

@@ -111,6 +111,50 @@ TEST(AutocastTest, TheViewSizesAndCostsAtTheStepsPrecision) {
   }
 }
 
+// fp8 (Transformer Engine over bf16 autocast): products with a weight at
+// fp8 but for the last one (the output layer), products of two activations
+// at bf16, the tensors as at bf16; backward nodes compute as their forward.
+TEST(AutocastTest, Fp8RunsTheLinearLayersProductsAtFp8) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  AddInput(g, "x", {4, 8});
+  AddWeight(g, "W1", {8, 8});
+  AddWeight(g, "W2", {4, 8});
+  AddNode(g, "MatMul", "linear", {"x", "W1"}, {"h"});
+  AddNode(g, "Transpose", "t", {"h"}, {"ht"});
+  AddNode(g, "MatMul", "scores", {"h", "ht"}, {"s"});
+  AddNode(g, "MatMul", "output", {"s", "W2"}, {"y"});
+  g->add_output()->set_name("y");
+  absl::StatusOr<Graph> graph = ImportOnnxModel(m, "fp8", {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  const std::vector<Precision> at = OpPrecisions(*graph, Precision::kFp8);
+  EXPECT_EQ(at[graph->FindOp("linear")], Precision::kFp8);
+  EXPECT_EQ(at[graph->FindOp("scores")], Precision::kBf16);
+  EXPECT_EQ(at[graph->FindOp("output")], Precision::kBf16);
+  EXPECT_EQ(at[graph->FindOp("t")], Precision::kFp32);
+  for (Precision p : OpPrecisions(*graph, Precision::kBf16)) {
+    EXPECT_NE(p, Precision::kFp8);
+  }
+  const std::vector<Tensor> fp8 = AutocastTensors(*graph, Precision::kFp8);
+  const std::vector<Tensor> bf16 = AutocastTensors(*graph, Precision::kBf16);
+  for (size_t t = 0; t < fp8.size(); ++t) {
+    EXPECT_EQ(fp8[t].dtype, bf16[t].dtype) << fp8[t].name;
+  }
+  TrainingOptions options;
+  options.precision = Precision::kFp8;
+  const TrainingView view = BuildTrainingView(*graph, options);
+  const int linear = graph->FindOp("linear");
+  EXPECT_EQ(view.node(linear).compute_precision, Precision::kFp8);
+  EXPECT_EQ(view.node(view.backward_node(linear)).compute_precision,
+            Precision::kFp8);
+  EXPECT_EQ(view.node(graph->FindOp("output")).compute_precision,
+            Precision::kBf16);
+  EXPECT_EQ(ParsePrecision("fp8").value(), Precision::kFp8);
+  EXPECT_EQ(PrecisionName(Precision::kFp8), "fp8");
+}
+
 // A weight read by two products (an unrolled layer's): one bf16 copy, on
 // the first product, whose backward runs last.
 TEST(AutocastTest, ASharedWeightIsCastOnce) {

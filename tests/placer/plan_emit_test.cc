@@ -146,6 +146,29 @@ TEST(PlanEmitTest, TorchTitanSections) {
               HasSubstr("ZeRO-1: torchtitan replicates (DDP) or shards"));
 }
 
+// fp8 (Transformer Engine's recipe on bf16): Megatron-LM's --fp8-format
+// hybrid, torchtitan's float8 converter, DeepSpeed's bf16 with a word on
+// what its config cannot say.
+TEST(PlanEmitTest, Fp8InEachSystemsTerms) {
+  const Graph g = Gpt();
+  const Strategy s = ThreeD();
+  absl::StatusOr<EmittedPlan> megatron =
+      EmitPlan(EmitFormat::kMegatron, {&g, &s, Precision::kFp8});
+  ASSERT_TRUE(megatron.ok()) << megatron.status();
+  EXPECT_THAT(megatron->text, HasSubstr("--bf16 --fp8-format hybrid\n"));
+  absl::StatusOr<EmittedPlan> titan =
+      EmitPlan(EmitFormat::kTorchTitan, {&g, &s, Precision::kFp8});
+  ASSERT_TRUE(titan.ok()) << titan.status();
+  EXPECT_THAT(titan->text, HasSubstr("mixed_precision_param = \"bfloat16\"\n"));
+  EXPECT_THAT(titan->text, HasSubstr("[model]\nconverters = [\"float8\"]\n"));
+  absl::StatusOr<EmittedPlan> deepspeed =
+      EmitPlan(EmitFormat::kDeepSpeed, {&g, &s, Precision::kFp8});
+  ASSERT_TRUE(deepspeed.ok()) << deepspeed.status();
+  EXPECT_THAT(deepspeed->text, HasSubstr("\"bf16\": {\"enabled\": true}"));
+  EXPECT_THAT(absl::StrJoin(deepspeed->not_expressed, "\n"),
+              HasSubstr("fp8: not in DeepSpeed's config"));
+}
+
 TEST(PlanEmitTest, FormatNames) {
   EXPECT_EQ(*ParseEmitFormat("megatron"), EmitFormat::kMegatron);
   EXPECT_EQ(EmitFormatName(EmitFormat::kTorchTitan), "torchtitan");

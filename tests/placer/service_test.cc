@@ -693,7 +693,7 @@ TEST_F(ServiceTest, TheStepsTrainingOptionsChangeThePlan) {
   EXPECT_NE(s.error_message().find("options.training.optimizer"),
             std::string::npos)
       << s.error_message();
-  simulate.mutable_training()->set_precision("fp8");
+  simulate.mutable_training()->set_precision("fp4");
   grpc::ClientContext context;
   s = stub_->Simulate(&context, simulate, &bf16_step);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);

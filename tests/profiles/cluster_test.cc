@@ -79,6 +79,57 @@ TEST(ClusterTest, PeakFlopsPerPrecision) {
   EXPECT_THAT(bad.status().message(), HasSubstr("bf16_peak_flops"));
 }
 
+// What a device achieves: its peaks times the fractions it says; unsaid,
+// the peaks. fp32 has no tensor-core fraction (the products of fp32 nodes
+// run at peak_flops); a fraction outside (0, 1] names its field.
+TEST(ClusterTest, AchievedFractionsOfThePeaks) {
+  absl::StatusOr<Cluster> c = ParseCluster(R"(
+    name: "measured"
+    devices { name: "g" kind: GPU peak_flops: 1e12 memory_bandwidth: 1e11
+              memory_bytes: 1000 bf16_peak_flops: 8e12
+              achieved { tensor_core_fraction: 0.5 attention_fraction: 0.25
+                         memory_fraction: 0.8 } }
+    devices { name: "h" kind: GPU peak_flops: 1e12 memory_bandwidth: 1e11
+              memory_bytes: 1000 bf16_peak_flops: 8e12 }
+    default_link { latency_seconds: 0 bandwidth: 1e9 })",
+                                           "measured.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const Device& g = c->device(0);
+  EXPECT_DOUBLE_EQ(g.AchievedFlops(Precision::kBf16, false), 4e12);
+  EXPECT_DOUBLE_EQ(g.AchievedFlops(Precision::kBf16, true), 2e12);
+  EXPECT_DOUBLE_EQ(g.AchievedFlops(Precision::kFp16, false), 1e12);
+  EXPECT_DOUBLE_EQ(g.AchievedFlops(Precision::kFp32, true), 1e12);
+  EXPECT_DOUBLE_EQ(g.AchievedBandwidth(), 8e10);
+  const Device& h = c->device(1);
+  EXPECT_DOUBLE_EQ(h.AchievedFlops(Precision::kBf16, true), 8e12);
+  EXPECT_DOUBLE_EQ(h.AchievedBandwidth(), 1e11);
+  EXPECT_FALSE(g.SameRates(h));
+  EXPECT_TRUE(g.SameRates(g));
+  // Without an fp8 rate, fp8 products run at bf16's.
+  EXPECT_DOUBLE_EQ(g.PeakFlops(Precision::kFp8), 8e12);
+  EXPECT_DOUBLE_EQ(g.AchievedFlops(Precision::kFp8, false), 4e12);
+  absl::StatusOr<Cluster> hopper = ParseCluster(R"(
+    name: "hopper"
+    devices { name: "g" kind: GPU peak_flops: 1e12 memory_bandwidth: 1e11
+              memory_bytes: 1000 bf16_peak_flops: 8e12 fp8_peak_flops: 16e12
+              achieved { tensor_core_fraction: 0.5 fp8_fraction: 0.25 } })",
+                                                "hopper.pbtxt");
+  ASSERT_TRUE(hopper.ok()) << hopper.status();
+  EXPECT_DOUBLE_EQ(hopper->device(0).PeakFlops(Precision::kFp8), 16e12);
+  EXPECT_DOUBLE_EQ(hopper->device(0).AchievedFlops(Precision::kFp8, false),
+                   4e12);
+  EXPECT_DOUBLE_EQ(hopper->device(0).AchievedFlops(Precision::kBf16, false),
+                   4e12);
+  std::string text = R"(
+    name: "bad"
+    devices { name: "g" kind: GPU peak_flops: 1e12 memory_bandwidth: 1e11
+              memory_bytes: 1000 achieved { memory_fraction: 1.5 } })";
+  absl::StatusOr<Cluster> bad = ParseCluster(text, "bad.pbtxt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("bad.pbtxt: devices[0] ('g'): achieved.memory_fraction"));
+}
+
 // A search placing ops on part of a cluster hands the policy these
 // devices alone, in the order given, with the links between them.
 TEST(ClusterTest, ASubsetKeepsItsDevicesAndLinks) {

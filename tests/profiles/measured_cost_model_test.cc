@@ -73,6 +73,76 @@ TEST(MeasuredCostModelTest, AccumulationMeasuredOrTheRoofline) {
                    roofline->AccumulateSeconds(d.view, update, cpu));
 }
 
+// The roofline runs a node at the device's achieved rates: bf16 products
+// at the tensor-core fraction of the bf16 peak, fused attention (forward
+// and backward) at the attention fraction, bytes at the memory fraction
+// of the bandwidth; fp32 nodes' FLOPs at peak_flops.
+TEST(RooflineTest, RunsNodesAtTheAchievedRates) {
+  zoo::ZooParams p;
+  p.layers = 1;
+  p.hidden = 32;
+  p.heads = 4;
+  p.seq_len = 16;
+  p.vocab = 50;
+  ImportOptions import;
+  import.fuse_attention = true;
+  Graph graph =
+      *ImportOnnxModel(*zoo::BuildZooModel("gpt", p), "gpt", import);
+  TrainingOptions options;
+  options.precision = Precision::kBf16;
+  TrainingView view = BuildTrainingView(graph, options);
+  Cluster cluster = *ParseCluster(R"(
+    name: "measured"
+    devices { name: "g" kind: GPU peak_flops: 1e12 memory_bandwidth: 1e14
+              memory_bytes: 1000000000 bf16_peak_flops: 8e12
+              op_overhead_seconds: 1e-6
+              achieved { tensor_core_fraction: 0.5 attention_fraction: 0.25
+                         memory_fraction: 0.8 } })",
+                                  "measured.pbtxt");
+  const Device& g = cluster.device(0);
+  std::unique_ptr<CostModel> roofline = NewRooflineCostModel();
+  // Compute-bound nodes (their FLOPs' time over their bytes') and, for the
+  // memory fraction, a data movement (no FLOPs).
+  auto expect = [&](int node, double flops_per_second) {
+    const OpCost& c = view.node(node).cost;
+    const double bytes_seconds = c.bytes_accessed / 8e13;
+    if (c.flops > 0) {
+      EXPECT_GT(c.flops / flops_per_second, bytes_seconds)
+          << view.node(node).key;
+    }
+    EXPECT_DOUBLE_EQ(roofline->NodeSeconds(view, node, g),
+                     1e-6 + std::max(c.flops / flops_per_second,
+                                     bytes_seconds))
+        << view.node(node).key;
+  };
+  int attention = -1, product = -1, fp32 = -1, movement = -1;
+  for (int i = 0; i < static_cast<int>(graph.ops().size()); ++i) {
+    const TrainingNode& n = view.node(i);
+    if (n.fused_attention) {
+      attention = i;
+    } else if (n.compute_precision == Precision::kBf16 && n.cost.flops > 0) {
+      product = i;
+    } else if (n.cost.flops > 0) {
+      fp32 = i;
+    } else if (n.cost.bytes_accessed > 0) {
+      movement = i;
+    }
+  }
+  ASSERT_GE(attention, 0);
+  ASSERT_GE(product, 0);
+  ASSERT_GE(fp32, 0);
+  ASSERT_GE(movement, 0);
+  expect(movement, 1e12);
+  expect(attention, 2e12);
+  const int attention_backward = view.backward_node(attention);
+  ASSERT_GE(attention_backward, 0);
+  EXPECT_TRUE(view.node(attention_backward).fused_attention);
+  expect(attention_backward, 2e12);
+  expect(product, 4e12);
+  expect(view.backward_node(product), 4e12);
+  expect(fp32, 1e12);
+}
+
 TEST(FitLinkTest, RecoversLatencyAndBandwidthExactly) {
   std::vector<LinkSample> samples;
   for (int64_t bytes : {1, 1000, 1000000, 100000000}) {
