@@ -88,18 +88,22 @@ void InsidePlacements::Keep(const std::string& policy, int width,
 }
 
 std::vector<int> IdenticalDevices(const Cluster& cluster) {
-  using Key = std::tuple<int, double, double, int64_t, double>;
-  std::map<Key, std::vector<int>> groups;
+  std::vector<std::vector<int>> groups;
   for (int d = 0; d < cluster.num_devices(); ++d) {
-    const Device& x = cluster.device(d);
-    groups[Key{static_cast<int>(x.kind), x.peak_flops, x.memory_bandwidth,
-               x.memory_bytes, x.op_overhead_seconds}]
-        .push_back(d);
+    auto same = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
+      return cluster.device(g.front()).SameRates(cluster.device(d));
+    });
+    if (same == groups.end()) {
+      groups.push_back({d});
+    } else {
+      same->push_back(d);
+    }
   }
   std::vector<int> best;
   double best_flops = -1;
-  for (const auto& [key, devices] : groups) {
-    const double flops = std::get<1>(key) * devices.size();
+  for (const std::vector<int>& devices : groups) {
+    const double flops =
+        cluster.device(devices.front()).peak_flops * devices.size();
     if (flops > best_flops ||
         (flops == best_flops && devices.front() < best.front())) {
       best = devices;
@@ -124,6 +128,38 @@ absl::StatusOr<StageRecompute> ParseStageRecompute(const std::string& name) {
       absl::StrCat("unknown recomputation '", name,
                    "'; known: auto, none, full, selective"));
 }
+
+namespace {
+
+// Whether stages with these replica counts have the search's fixed shape.
+bool HasShape(const std::vector<int>& replicas_of_stage,
+              const StrategySearchOptions& search) {
+  if (search.stages > 0 &&
+      static_cast<int>(replicas_of_stage.size()) != search.stages) {
+    return false;
+  }
+  for (int r : replicas_of_stage) {
+    if (search.replicas > 0 && r != search.replicas) return false;
+  }
+  return true;
+}
+
+bool HasShape(const Strategy& s, const StrategySearchOptions& search) {
+  std::vector<int> replicas;
+  for (const PipelineStage& stage : s.stages) {
+    replicas.push_back(stage.num_replicas());
+  }
+  return HasShape(replicas, search);
+}
+
+// "2 stages of 4 replicas of tensor 2", with "any" for what is not fixed.
+std::string DescribeShape(const StrategySearchOptions& search) {
+  auto any = [](int n) { return n > 0 ? absl::StrCat(n) : std::string("any"); };
+  return absl::StrCat(any(search.stages), " stages of ", any(search.replicas),
+                      " replicas of tensor ", any(search.tensor));
+}
+
+}  // namespace
 
 absl::StatusOr<StrategyChoice> SearchStrategy(
     const PolicyInput& input, const PolicyOptions& options,
@@ -219,7 +255,10 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   // unset, when a stage has replicas; ZeRO-2 and -3 when every stage's
   // replicas run as many micro-batches), then with its over stages
   // recomputing (kAuto), until one fits. `peaks` gets the first try's.
+  int shaped = 0;  // candidates of the fixed shape (all when none is)
   auto consider = [&](Strategy s, std::vector<int64_t>* peaks = nullptr) {
+    if (!HasShape(s, search)) return;
+    ++shaped;
     if (search.recompute == StageRecompute::kFull ||
         search.recompute == StageRecompute::kSelective) {
       for (PipelineStage& stage : s.stages) {
@@ -292,6 +331,7 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
     }
     for (const Partition& part : parts) {
       if (stop()) break;
+      if (!HasShape(part.replicas, search)) continue;
       const int most =
           *std::max_element(part.replicas.begin(), part.replicas.end());
       if (most > micro_batches) continue;
@@ -349,8 +389,11 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   }
   std::vector<int> every_position(input.cluster.num_devices(), -1);
   for (int i = 0; i < N; ++i) every_position[every[i]] = i;
-  for (int t = search.parallelism == Parallelism::kTensor ? 2 : 1;
-       grid && t <= std::min(per_host, 8) && !stop(); t *= 2) {
+  // kTensor from 2, unless the group size is fixed at 1.
+  const int first_t =
+      search.parallelism == Parallelism::kTensor && search.tensor != 1 ? 2 : 1;
+  for (int t = first_t; grid && t <= std::min(per_host, 8) && !stop();
+       t *= 2) {
     if (N % t != 0 || (search.tensor > 0 && t != search.tensor)) continue;
     const int groups_count = N / t;
     std::vector<int> groups;
@@ -361,6 +404,7 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       if (groups_count % stages != 0) continue;
       const int replicas = groups_count / stages;
       if (replicas > micro_batches) continue;
+      if (!HasShape(std::vector<int>(stages, replicas), search)) continue;
       Strategy shape =
           ToStrategy(input.view, chunks, groups,
                      EvenPartition(chunks, stages, replicas), micro_batches);
@@ -525,6 +569,16 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   clock.ReportNow(best.evaluations,
                   found ? best.simulation.step.step_seconds : 0);
   if (!found) {
+    if (shaped == 0 && (search.stages > 0 || search.replicas > 0) &&
+        !clock.Expired()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "no candidate has ", DescribeShape(search), " on cluster '",
+          input.cluster.name(), "': its ", N,
+          " identical devices (the search's pool: ", P,
+          ") take stages x replicas x tensor group size devices, all of "
+          "them beyond the pool, and the micro-batches (", micro_batches,
+          ") at least the replicas"));
+    }
     if (!over_status.ok()) return over_status;
     if (!inside_status.ok()) return inside_status;
     return absl::NotFoundError(absl::StrCat(

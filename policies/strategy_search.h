@@ -72,11 +72,14 @@
 //    the one found first. Deterministic: no randomness, and the candidates
 //    are enumerated in a fixed order; the search stops early (with the best
 //    so far) at the budget or when should_stop says so.
+//  - Fixed shape (`stages`, `replicas`): a candidate with another stage
+//    count, or a stage with another replica count, is not simulated.
 //  - Errors: InvalidArgument for parallelism kModel (that is the op
 //    placement policies' job), kHybrid without inside_policy, or a cluster
 //    without two identical devices (hybrid: four);
 //    ResourceExhausted when no candidate fits, naming the smallest
-//    overshoot.
+//    overshoot; InvalidArgument when no candidate has the fixed shape
+//    (naming it and the devices).
 #ifndef PLACER_POLICIES_STRATEGY_SEARCH_H_
 #define PLACER_POLICIES_STRATEGY_SEARCH_H_
 
@@ -152,6 +155,12 @@ struct StrategySearchOptions {
   // Tensor-parallel candidates with sequence parallelism
   // (Strategy::sequence_parallel).
   bool sequence_parallel = false;
+  // Pipeline stages of every candidate, and data-parallel replicas of each
+  // of its stages; 0: any. With `tensor`, they fix a published layout
+  // (Megatron-LM's tensor x pipeline x data sizes): only candidates of that
+  // shape are simulated.
+  int stages = 0;
+  int replicas = 0;
 };
 
 struct StrategyChoice {

@@ -66,6 +66,8 @@ ABSL_DECLARE_FLAG(int32_t, micro_batches);
 ABSL_DECLARE_FLAG(std::string, recompute);
 ABSL_DECLARE_FLAG(std::string, zero);
 ABSL_DECLARE_FLAG(std::string, tensor);
+ABSL_DECLARE_FLAG(std::string, stages);
+ABSL_DECLARE_FLAG(std::string, replicas);
 ABSL_DECLARE_FLAG(bool, sequence_parallel);
 ABSL_DECLARE_FLAG(std::string, emit);
 ABSL_DECLARE_FLAG(int64_t, global_batch);

@@ -19,7 +19,8 @@ ABSL_FLAG(std::string, precision, "fp32",
           "bf16 or fp16 (matrix products at that precision on the devices' "
           "tensor-core rates, activations stored in it; weights, gradients "
           "and optimizer state fp32); simulate, place, bench and run (on "
-          "CPUs: bf16).");
+          "CPUs: bf16); fp8: bf16 with the linear layers' products at the "
+          "devices' fp8 rate, as Transformer Engine trains (simulated only).");
 ABSL_FLAG(int64_t, batch, 0,
           "Batch size: fixes the first dim of every graph input whose first "
           "dim is symbolic; for zoo models, the batch they are built with.");
@@ -124,6 +125,14 @@ ABSL_FLAG(std::string, tensor, "auto",
           "place --parallelism: devices per tensor-parallel group for every "
           "candidate (dividing the identical devices), or auto (tensor and "
           "auto try every power of two; the others none).");
+ABSL_FLAG(std::string, stages, "auto",
+          "place --parallelism: pipeline stages of every candidate, or auto "
+          "(any); with --tensor and --replicas it fixes a layout, such as a "
+          "published run's (Megatron-LM's pipeline-model-parallel size).");
+ABSL_FLAG(std::string, replicas, "auto",
+          "place --parallelism: data-parallel replicas of every stage of "
+          "every candidate, or auto (any); stages x replicas x tensor "
+          "devices in all.");
 ABSL_FLAG(bool, sequence_parallel, false,
           "place --parallelism: tensor-parallel candidates split the norms, "
           "dropout and residuals between row- and column-parallel ops on a "

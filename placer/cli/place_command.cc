@@ -152,22 +152,14 @@ StrategyRow OneDevice(const PolicyInput& input, int micro_batches) {
 
 // auto's wide candidates place ops inside a replica with `policy`, taking
 // the placements kept in `inside` (an earlier row's) where it has them.
+// `fixed` holds what the flags fix for every row (all but parallelism).
 StrategyRow FromSearch(Parallelism mode, const PolicyInput& input,
-                       const PolicyOptions& options, int micro_batches,
-                       StageRecompute recompute, std::optional<ZeroStage> zero,
-                       int tensor, bool sequence_parallel,
-                       const std::string& policy, InsidePlacements* inside) {
+                       const PolicyOptions& options,
+                       const StrategySearchOptions& fixed) {
   StrategyRow row;
   row.name = ParallelismName(mode);
-  StrategySearchOptions search;
+  StrategySearchOptions search = fixed;
   search.parallelism = mode;
-  search.recompute = recompute;
-  search.zero = zero;
-  search.tensor = tensor;
-  search.sequence_parallel = sequence_parallel;
-  search.micro_batches = micro_batches;
-  search.inside_policy = policy;
-  search.inside_placements = inside;
   const auto started = absl::Now();
   absl::StatusOr<StrategyChoice> choice =
       SearchStrategy(input, options, search);
@@ -269,6 +261,8 @@ struct PlaceFlags {
   std::string recompute;    // "auto", "none", "full"
   std::string zero;         // "auto", "0", "1", "2", "3"
   std::string tensor;       // "auto" or devices per group
+  std::string stages;       // "auto" or pipeline stages
+  std::string replicas;     // "auto" or data-parallel replicas per stage
   bool sequence_parallel = false;
   std::string emit;         // --emit: "", "megatron", "deepspeed", "torchtitan"
   int64_t global_batch = 0;  // --global-batch; 0: --micro-batches decides
@@ -288,6 +282,8 @@ PlaceFlags ReadPlaceFlags() {
   f.recompute = absl::GetFlag(FLAGS_recompute);
   f.zero = absl::GetFlag(FLAGS_zero);
   f.tensor = absl::GetFlag(FLAGS_tensor);
+  f.stages = absl::GetFlag(FLAGS_stages);
+  f.replicas = absl::GetFlag(FLAGS_replicas);
   f.sequence_parallel = absl::GetFlag(FLAGS_sequence_parallel);
   f.emit = absl::GetFlag(FLAGS_emit);
   f.global_batch = absl::GetFlag(FLAGS_global_batch);
@@ -358,6 +354,17 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
         "--tensor: groups of ", tensor, " do not divide the ", pool.size(),
         " identical devices of cluster '", cluster.name(), "'"));
   }
+  int stages = 0, replicas = 0;
+  for (const auto& [flag, text, count] :
+       {std::tuple<const char*, const std::string&, int*>{"stages",
+                                                          flags.stages,
+                                                          &stages},
+        {"replicas", flags.replicas, &replicas}}) {
+    if (text != "auto" && (!absl::SimpleAtoi(text, count) || *count < 1)) {
+      return UsageError(absl::StrCat("--", flag, ": '", text,
+                                     "' is neither auto nor a count"));
+    }
+  }
   std::optional<EmitFormat> emit_format;
   if (!flags.emit.empty()) {
     if (flags.json) return UsageError("--emit prints text: leave out --json");
@@ -371,6 +378,16 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
   rows.push_back(OneDevice(input, micro_batches));
   // The hybrid row's op placements inside replicas, reused by auto's.
   InsidePlacements inside;
+  StrategySearchOptions fixed;
+  fixed.micro_batches = micro_batches;
+  fixed.recompute = recompute;
+  fixed.zero = zero;
+  fixed.tensor = tensor;
+  fixed.stages = stages;
+  fixed.replicas = replicas;
+  fixed.sequence_parallel = flags.sequence_parallel;
+  fixed.inside_policy = policy;
+  fixed.inside_placements = &inside;
   if (mode == Parallelism::kAuto) {
     // Op placement over more devices than the strategy search's pool is
     // no plan at that scale, and its heuristics take minutes there: the
@@ -388,14 +405,10 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
           Parallelism::kTensor, Parallelism::kAuto}) {
       if (m == Parallelism::kHybrid && pool.size() < 4) continue;
       if (StopOnSignal::requested()) break;
-      rows.push_back(FromSearch(m, input, options, micro_batches, recompute,
-                                zero, tensor, flags.sequence_parallel, policy,
-                                &inside));
+      rows.push_back(FromSearch(m, input, options, fixed));
     }
   } else {
-    rows.push_back(FromSearch(mode, input, options, micro_batches, recompute,
-                              zero, tensor, flags.sequence_parallel, policy,
-                              &inside));
+    rows.push_back(FromSearch(mode, input, options, fixed));
   }
   // The fastest per batch; ties: the earlier row (the simpler strategy).
   const StrategyRow* chosen = nullptr;

@@ -209,6 +209,19 @@ TEST(CliTest, PlaceEmitsTheChosenStrategy) {
       "data --emit alpa");
   EXPECT_THAT(bad.out, HasSubstr(
       "--emit 'alpa': expected megatron, deepspeed or torchtitan"));
+  // A published layout fixed by --tensor, --stages and --replicas: the row
+  // is that layout; a count that is no count is a usage error.
+  RunResult fixed = RunPlacer(
+      "place zoo:gpt --noweights --layers 2 --seq-len 64 --cluster h100x8 "
+      "--parallelism tensor --tensor 2 --stages 1 --replicas 4 "
+      "--micro-batches 8 --precision fp8");
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.out;
+  EXPECT_THAT(fixed.out, HasSubstr("1 stage x 4 replicas of tensor 2"));
+  RunResult word = RunPlacer(
+      "place zoo:gpt --noweights --layers 2 --cluster h100x8 --parallelism "
+      "tensor --stages two");
+  EXPECT_EQ(word.exit_code, 2) << word.out;
+  EXPECT_THAT(word.out, HasSubstr("--stages: 'two' is neither auto nor a count"));
 }
 
 TEST(CliTest, ErrorsAreClearAndExitNonZero) {

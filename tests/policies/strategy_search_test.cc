@@ -429,6 +429,41 @@ TEST(StrategySearchTest, UniformCandidatesUseEveryDeviceBeyondThePool) {
   }
 }
 
+// A fixed layout (a published run's tensor x pipeline x data sizes): only
+// candidates of that shape are simulated, within the pool (8 devices) and
+// beyond it (64, the uniform candidates); a shape no candidate has is an
+// error naming it.
+TEST(StrategySearchTest, AFixedShapeIsTheOnlyOneSimulated) {
+  for (const char* name : {"h100x8", "dgx_h100:nodes=8"}) {
+    SCOPED_TRACE(name);
+    Scenario s(Chain(8, 1024), name, Optimizer::kAdam);
+    const int devices = s.cluster.num_devices();
+    StrategySearchOptions search;
+    search.parallelism = Parallelism::kTensor;
+    search.tensor = 2;
+    search.stages = 2;
+    search.replicas = devices / 4;
+    search.micro_batches = 2 * devices;
+    PolicyOptions options;
+    options.budget_seconds = 600;
+    absl::StatusOr<StrategyChoice> fixed =
+        SearchStrategy(s.input, options, search);
+    ASSERT_TRUE(fixed.ok()) << fixed.status();
+    const Strategy& t = fixed->strategy;
+    ASSERT_EQ(t.stages.size(), 2u) << DescribeStrategy(t);
+    for (const PipelineStage& stage : t.stages) {
+      EXPECT_EQ(stage.num_replicas(), devices / 4) << DescribeStrategy(t);
+      EXPECT_EQ(stage.tensor(), 2) << DescribeStrategy(t);
+    }
+    search.stages = 3;
+    absl::StatusOr<StrategyChoice> none =
+        SearchStrategy(s.input, options, search);
+    EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(none.status().message().find("3 stages of"), std::string::npos)
+        << none.status();
+  }
+}
+
 // Data parallelism over two hosts of two devices, fast inside a host and
 // slow between: the search also simulates hierarchical allreduce and keeps
 // it, the gradients crossing the slow link once.

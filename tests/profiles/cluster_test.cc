@@ -187,12 +187,19 @@ TEST(ClusterTest, ClustersOfHosts) {
   EXPECT_EQ(one->num_devices(), 8);
   EXPECT_EQ(one->device(0).name, "/gpu:0");
   EXPECT_DOUBLE_EQ(one->device(0).bf16_peak_flops, 9.89e14);
+  // The rates measured on an H100 (scripts/gpu_rates.py), on every copy.
+  EXPECT_DOUBLE_EQ(one->device(0).tensor_core_fraction, 0.69);
+  EXPECT_DOUBLE_EQ(one->device(7).attention_fraction, 0.47);
+  EXPECT_DOUBLE_EQ(one->device(3).memory_fraction, 0.68);
+  EXPECT_DOUBLE_EQ(one->device(5).AchievedFlops(Precision::kFp8, false),
+                   1.979e15 * 0.6);
   absl::StatusOr<Cluster> two = LoadCluster("dgx_h100:nodes=2");
   ASSERT_TRUE(two.ok()) << two.status();
   EXPECT_EQ(two->name(), "dgx_h100:nodes=2");
   ASSERT_EQ(two->num_devices(), 16);
   EXPECT_EQ(two->device(11).name, "/node:1/gpu:3");
   EXPECT_EQ(two->device(11).host, "node1");
+  EXPECT_TRUE(two->device(11).SameRates(two->device(0)));
   EXPECT_EQ(two->device(2).host, "node0");
   EXPECT_DOUBLE_EQ(two->link(8, 15).bandwidth, 4.5e11);   // inside node1
   EXPECT_DOUBLE_EQ(two->link(3, 12).bandwidth, 5e10);     // node0 -> node1

@@ -124,5 +124,19 @@ TEST(TrainingOptionsTest, Fp16OnACpuIsAnErrorNamingTheDevice) {
   EXPECT_NE(e.status().message().find("bf16"), std::string::npos);
 }
 
+// fp8 is simulated only: the executor says so rather than running bf16.
+TEST(TrainingOptionsTest, Fp8IsSimulatedOnly) {
+  const Graph g = TinyTransformer();
+  TrainingOptions options;
+  options.precision = Precision::kFp8;
+  TrainingView view = BuildTrainingView(g, options);
+  auto e = Executor::Create(view, Cpus(2), RoundRobin(g, 2));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(e.status().message().find("fp8 is simulated only"),
+            std::string::npos)
+      << e.status();
+}
+
 }  // namespace
 }  // namespace placer

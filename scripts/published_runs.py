@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Simulates published LLM training runs in their own configurations and
+prints, per row, the predicted tokens/s per GPU beside the published one
+(docs/llm.md, "Agreement with published runs").
+
+    python3 scripts/published_runs.py bazel-bin/placer/placer [ROW ...]
+
+Each row fixes the run's layout with `place --parallelism tensor --tensor T
+--stages P --replicas D` (plus its ZeRO stage, recomputation, precision and
+global batch) on the matching cluster preset, so the search only shards ops
+inside the tensor groups and cuts the stages. The step time is simulated
+twice: on the preset, whose verdict on memory is reported, and on the same
+cluster with its memory lifted, so that a row whose predicted peak is over
+80 GB still has a predicted step time. Nothing here is tuned to a row: the
+presets' achieved rates come from kernel measurements
+(scripts/gpu_rates.py), named in profiles/clusters/dgx_h100.pbtxt.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+# name: (source, model, cluster, tensor, stages, replicas, global batch,
+#        sequence length, micro batch, precision, zero, recompute,
+#        extra flags, published tokens/s per GPU, note)
+ROWS = {
+    "gpt3_5b": (
+        "NeMo 24.07, DGX-H100, FP8", "zoo:gpt:layers=24,hidden=4096,heads=32,"
+        "ffn=16384,seq_len=2048,vocab=50304,batch=4", "dgx_h100:nodes=8",
+        1, 1, 64, 2048, 2048, 4, "fp8", "1", "none", [], 22521, ""),
+    "gpt3_20b": (
+        "NeMo 24.07, DGX-H100, FP8", "zoo:gpt:layers=44,hidden=6144,heads=48,"
+        "ffn=24576,seq_len=2048,vocab=50304,batch=2", "dgx_h100:nodes=8",
+        2, 1, 32, 256, 2048, 2, "fp8", "1", "selective",
+        ["--sequence-parallel"], 5851, ""),
+    "llama2_7b": (
+        "NeMo 24.07, DGX-H100, FP8", "zoo:llama2_7b", "dgx_h100", 1, 1, 8, 128,
+        4096, 1, "fp8", "1", "none", [], 16847, ""),
+    "llama3_8b_25.09": (
+        "Megatron-Bridge 25.09, DGX-H100, FP8-CS", "zoo:llama3_8b", "dgx_h100",
+        1, 1, 8, 128, 8192, 1, "fp8", "3", "none", [], 14079, ""),
+    "llama3_8b_25.11": (
+        "Megatron-Bridge 25.11, DGX-H100, FP8-CS", "zoo:llama3_8b", "dgx_h100",
+        1, 1, 8, 128, 8192, 1, "fp8", "3", "none", [], 14451, ""),
+    "titan_8b_8gpu": (
+        "torchtitan 2024-12, Grand Teton H100 (500 W), BF16 eager",
+        "zoo:llama3_8b:batch=2", "dgx_h100", 1, 1, 8, 16, 8192, 2, "bf16",
+        "3", "selective", [], 5762, "500 W H100s, HBM2e"),
+    "titan_8b_128gpu": (
+        "torchtitan 2024-12, Grand Teton H100 (500 W), BF16 eager",
+        "zoo:llama3_8b:batch=2", "dgx_h100:nodes=16", 1, 1, 128, 256, 8192, 2,
+        "bf16", "3", "selective", [], 5605, "500 W H100s, HBM2e"),
+}
+
+
+def lifted_cluster(preset, directory):
+    """The preset's file with 100x the memory, as a cluster file."""
+    base, _, nodes = preset.partition(":nodes=")
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "profiles", "clusters",
+                           base + ".pbtxt")) as f:
+        text = f.read()
+    text = re.sub(r"memory_bytes: (\d+)",
+                  lambda m: "memory_bytes: %d" % (int(m.group(1)) * 100), text)
+    text = re.sub(r"^nodes: \d+", "nodes: %s" % (nodes or "1"), text,
+                  flags=re.M)
+    path = os.path.join(directory, preset.replace(":", "_") + ".pbtxt")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def simulate(placer, row, cluster):
+    (_, model, _, tensor, stages, replicas, batch, _, _, precision, zero,
+     recompute, extra, _, _) = row
+    command = [placer, "place", model, "--noweights", "--cluster", cluster,
+               "--parallelism", "tensor", "--tensor", str(tensor),
+               "--stages", str(stages), "--replicas", str(replicas),
+               "--global-batch", str(batch), "--precision", precision,
+               "--optimizer", "adam", "--attention", "fused", "--zero", zero,
+               "--recompute", recompute, "--budget", "600", "--json"] + extra
+    started = time.time()
+    out = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.time() - started
+    try:
+        result = json.loads(out.stdout)
+    except json.JSONDecodeError:
+        return None, out.stderr.strip(), seconds, command
+    rows = [r for r in result["results"] if r["row"] == "tensor"]
+    return (rows[0] if rows else None), out.stderr.strip(), seconds, command
+
+
+def main():
+    placer = sys.argv[1]
+    names = sys.argv[2:] or list(ROWS)
+    errors = []
+    print("| row | source | layout | published tok/s/GPU | predicted | error "
+          "| predicted peak | fits 80 GB | note |")
+    print("|---|---|---|---:|---:|---:|---:|---|---|")
+    with tempfile.TemporaryDirectory() as directory:
+        for name in names:
+            row = ROWS[name]
+            (source, model, cluster, tensor, stages, replicas, batch, seq,
+             micro, precision, zero, recompute, extra, published, note) = row
+            fits, fit_error, _, _ = simulate(placer, row, cluster)
+            timed, error, seconds, command = simulate(
+                placer, row, lifted_cluster(cluster, directory))
+            if timed is None or not timed.get("ok"):
+                print("| %s | %s | - | %d | failed: %s |" %
+                      (name, source, published, error.splitlines()[-1:]))
+                continue
+            gpus = tensor * stages * replicas
+            tokens = batch * seq / timed["step_seconds"] / gpus
+            peak = max(timed["peak_memory_bytes"].values())
+            relative = tokens / published - 1
+            errors.append(abs(relative))
+            layout = "TP%d PP%d DP%d, MBS %d, GBS %d, ZeRO-%s, %s recompute" % (
+                tensor, stages, replicas, micro, batch, zero, recompute)
+            print("| %s | %s | %s | %d | %d | %+.1f%% | %.1f GB | %s | %s |" %
+                  (name, source, layout, published, tokens, 100 * relative,
+                   peak / 1e9,
+                   "yes" if fits is not None and fits.get("ok") and
+                   not fits.get("out_of_memory") else "no", note),
+                  flush=True)
+            print("    %s (%.0f s)" % (" ".join(command[1:]), seconds),
+                  file=sys.stderr, flush=True)
+    if errors:
+        errors.sort()
+        print("\nmedian |error| %.1f%%, largest %.1f%% over %d rows" %
+              (100 * errors[len(errors) // 2], 100 * errors[-1], len(errors)))
+
+
+if __name__ == "__main__":
+    main()
