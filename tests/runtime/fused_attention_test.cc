@@ -117,7 +117,9 @@ TEST(FusedAttentionTest, CausalBlocksSkipTheHiddenKeys) {
     std::unique_ptr<Model> fused = Load(&*proto, "", true);
     ASSERT_TRUE(plain && fused);
     for (const Op& op : fused->graph.ops()) {
-      if (IsFusedAttention(op)) EXPECT_TRUE(IsCausalAttention(op)) << op.key;
+      if (IsFusedAttention(op)) {
+        EXPECT_TRUE(IsCausalAttention(op)) << op.key;
+      }
     }
     ExpectSameTraining(*plain, *fused);
   }
