@@ -225,21 +225,23 @@ class Decoder(torch.nn.Module):
                                targets.view(-1))
 
 
-def training_step(layers, micro_batches, repeats):
+def training_step(layers, micro_batches, repeats, compiled=False):
     """One Llama 3 8B-shaped step (layers as given, 8,192 tokens per
     micro-batch, batch 1): autocast bf16, fp32 weights, AdamW (foreach),
-    gradient accumulation over micro_batches."""
+    gradient accumulation over micro_batches; `compiled`: the model under
+    torch.compile (its elementwise chains fused into kernels)."""
     hidden, heads, kv_heads, ffn, vocab, seq = 4096, 32, 8, 14336, 128256, 8192
     torch.manual_seed(1)
     model = Decoder(layers, hidden, heads, kv_heads, ffn, vocab, seq).cuda()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
     tokens = torch.randint(0, vocab, (1, seq), device="cuda")
     targets = torch.randint(0, vocab, (1, seq), device="cuda")
+    run = torch.compile(model) if compiled else model
 
     def step():
         for _ in range(micro_batches):
             with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss = model(tokens, targets)
+                loss = run(tokens, targets)
             loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -250,6 +252,7 @@ def training_step(layers, micro_batches, repeats):
     seconds = timed(step, repeats)
     parameters = sum(p.numel() for p in model.parameters())
     result = {"layers": layers, "micro_batches": micro_batches,
+              "compiled": compiled,
               "seq": seq, "parameters": parameters, "step_seconds": seconds,
               "max_memory_allocated_bytes": torch.cuda.max_memory_allocated(),
               "max_memory_reserved_bytes": torch.cuda.max_memory_reserved()}
@@ -264,6 +267,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--fp8-only", action="store_true",
                         help="only the FP8 products")
+    parser.add_argument("--steps-only", action="store_true",
+                        help="only the training steps, eager and compiled")
     args = parser.parse_args()
     started = time.time()
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -272,6 +277,14 @@ def main():
               "memory_bytes": props.total_memory, "torch": torch.__version__,
               "cuda": torch.version.cuda, "gemms": [], "attention": []}
     print(report["device"], report["torch"], flush=True)
+    if args.steps_only:
+        report["steps"] = [training_step(layers, 1, 10, compiled)
+                           for compiled in (False, True) for layers in (2, 4)]
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=1)
+        for row in report["steps"]:
+            print(row, flush=True)
+        return
     report["fp8_gemms"] = []
     shapes = {"llama3_8b": (4096, 14336, 1024), "llama3_70b": (8192, 28672, 1024)}
     for model, (hidden, ffn, kv) in shapes.items():
