@@ -271,9 +271,9 @@ class Matcher {
         producer.op_type == "Cast" && producer.inputs.size() == 1) {
       return ExamineMask(producer.inputs[0], keys, form);
     }
-    // Trilu(upper=1, k=1) of ConstantOfShape: the value above the diagonal,
-    // 0 (false) on and below it.
-    const Op& trilu = graph_.op(m.producer);
+    // Trilu(upper=1, k=1) of one value: the value above the diagonal, 0
+    // (false) on and below it.
+    const Op& trilu = producer;
     if (!Standard(trilu) || trilu.op_type != "Trilu" ||
         trilu.IntAttribute("upper", 1) != 1 || trilu.inputs.size() != 2 ||
         form == MaskForm::kKeptTrue) {

@@ -168,9 +168,7 @@ TrainingView BuildTrainingView(const Graph& graph,
     node.kind = NodeKind::kForward;
     node.forward_op = i;
     node.cost = ops[i].forward;
-    const bool lower =
-        autocast && AutocastClassOf(ops[i]) == AutocastClass::kLowerPrecision;
-    if (lower) node.compute_precision = op_precision[i];
+    node.compute_precision = op_precision[i];
     node.fused_attention = IsFusedAttention(ops[i]);
     if (autocast && ops[i].forward.status != CostStatus::kUnknown) {
       node.cost = ComputeForwardCost(ops[i], tensors);
