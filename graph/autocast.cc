@@ -2,6 +2,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "graph/fused_region.h"
 
 namespace placer {
 namespace {
@@ -151,12 +152,30 @@ std::vector<Precision> OpPrecisions(const Graph& graph, Precision step) {
   return precision;
 }
 
-std::vector<Tensor> AutocastTensors(const Graph& graph, Precision precision) {
-  std::vector<Tensor> tensors = graph.tensors();
-  if (precision == Precision::kFp32) return tensors;
+namespace {
+
+// Retypes `tensors` (graph's, as typed so far) op by op; a FusedElementwise
+// op's outputs as its body types them from its inputs' types.
+void Retype(const Graph& graph, Precision precision,
+            std::vector<Tensor>& tensors) {
   const DataType lower = ComputeType(precision);
   for (int i : graph.topological_order()) {
     const Op& op = graph.op(i);
+    if (const Graph* body = RegionBody(op); body != nullptr) {
+      std::vector<DataType> input_types;
+      for (int in : op.inputs) {
+        input_types.push_back(in < 0 ? DataType::kUndefined : tensors[in].dtype);
+      }
+      const std::vector<Tensor> inner =
+          BodyTensors(*body, input_types, precision);
+      for (size_t j = 0; j < op.outputs.size() && j < body->outputs().size();
+           ++j) {
+        if (op.outputs[j] >= 0) {
+          tensors[op.outputs[j]].dtype = inner[body->outputs()[j]].dtype;
+        }
+      }
+      continue;
+    }
     const AutocastClass kind = AutocastClassOf(op);
     if (kind == AutocastClass::kKeep) continue;
     DataType type = DataType::kFloat32;
@@ -181,6 +200,34 @@ std::vector<Tensor> AutocastTensors(const Graph& graph, Precision precision) {
       }
     }
   }
+}
+
+}  // namespace
+
+std::vector<Tensor> AutocastTensors(const Graph& graph, Precision precision,
+                                    bool parameters) {
+  std::vector<Tensor> tensors = graph.tensors();
+  if (precision == Precision::kFp32) return tensors;
+  if (parameters) {
+    for (Tensor& t : tensors) {
+      if (t.kind == TensorKind::kParameter && t.dtype == DataType::kFloat32) {
+        t.dtype = ComputeType(precision);
+      }
+    }
+  }
+  Retype(graph, precision, tensors);
+  return tensors;
+}
+
+std::vector<Tensor> BodyTensors(const Graph& body,
+                                const std::vector<DataType>& input_types,
+                                Precision precision) {
+  std::vector<Tensor> tensors = body.tensors();
+  if (precision == Precision::kFp32) return tensors;
+  for (size_t k = 0; k < input_types.size() && k < tensors.size(); ++k) {
+    if (input_types[k] != DataType::kUndefined) tensors[k].dtype = input_types[k];
+  }
+  Retype(body, precision, tensors);
   return tensors;
 }
 

@@ -63,7 +63,20 @@ std::vector<Precision> OpPrecisions(const Graph& graph, Precision step);
 
 // The graph's tensors with the types they have under autocast at
 // `precision` (a copy of graph.tensors(), only dtypes changed).
-std::vector<Tensor> AutocastTensors(const Graph& graph, Precision precision);
+// A FusedElementwise op's outputs get the types its body's ops give them.
+// With `parameters` (training_view.h's MixedPrecision::kMaster), the fp32
+// parameters are held at the compute type too.
+std::vector<Tensor> AutocastTensors(const Graph& graph, Precision precision,
+                                    bool parameters = false);
+
+// The tensors of `body`, a FusedElementwise op's body (fused_region.h),
+// with the types they have under autocast at `precision` when the op's
+// inputs have `input_types` (per op input, as AutocastTensors typed them
+// in the enclosing graph; kUndefined: as the body says). A copy of
+// body.tensors() at kFp32.
+std::vector<Tensor> BodyTensors(const Graph& body,
+                                const std::vector<DataType>& input_types,
+                                Precision precision);
 
 }  // namespace placer
 

@@ -82,11 +82,14 @@ struct TensorData {
   std::string external_location;
 };
 
-// The attribute kinds placer uses. Graph and sparse-tensor attributes are
-// kept only by name (their kind) so nothing is silently lost.
+class Graph;
+
+// The attribute kinds placer uses. A file's graph and sparse-tensor
+// attributes are kept only by name (their kind) so nothing is silently
+// lost; kGraph is a body placer itself writes (graph/fused_region.h).
 struct AttributeValue {
   enum class Kind { kInt, kFloat, kString, kInts, kFloats, kStrings, kTensor,
-                    kOther };
+                    kGraph, kOther };
   Kind kind = Kind::kOther;
   int64_t i = 0;
   double f = 0;
@@ -95,6 +98,7 @@ struct AttributeValue {
   std::vector<double> floats;
   std::vector<std::string> strings;
   std::shared_ptr<const TensorData> tensor;
+  std::shared_ptr<const Graph> graph;  // kGraph
 };
 
 enum class TensorKind {

@@ -43,6 +43,10 @@ struct ImportOptions {
   // fused op, as training frameworks do (graph/attention_fusion.h); off:
   // op by op as the file writes it.
   bool fuse_attention = false;
+  // Run each region of elementwise ops, row reductions and data movement
+  // as one kernel (graph/elementwise_fusion.h), as torch.compile and
+  // Transformer Engine do; off: op by op as the file writes it.
+  bool fuse_elementwise = false;
   // Refuse (ResourceExhausted) a model with more nodes than this before
   // building anything from it; 0: no limit.
   int64_t max_ops = 0;

@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "base/status_helpers.h"
 #include "graph/attention_fusion.h"
+#include "graph/elementwise_fusion.h"
 #include "graph/constant_folding.h"
 #include "graph/input_shapes.h"
 #include "graph/onnx_file.h"
@@ -613,7 +614,10 @@ absl::StatusOr<Graph> Importer::Run() {
   RETURN_IF_ERROR(PrepareInferenceModel());
   RETURN_IF_ERROR(InferAndFold(graph));
   RETURN_IF_ERROR(ApplyShapes(graph));
-  if (options_.fuse_attention) return FuseAttention(graph);
+  if (options_.fuse_attention) {
+    ASSIGN_OR_RETURN(graph, FuseAttention(graph));
+  }
+  if (options_.fuse_elementwise) return FuseElementwise(graph);
   return graph;
 }
 

@@ -9,6 +9,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "graph/einsum.h"
 #include "graph/fused_attention.h"
+#include "graph/fused_region.h"
+#include "graph/saved_for_backward.h"
 
 namespace placer {
 namespace {
@@ -190,6 +192,17 @@ double AttentionFlops(const Op& op, const OpShapes& s, double) {
   return AttentionProducts(op, s) + AttentionElementwise(op, s);
 }
 
+// FusedElementwise: the FLOPs of the ops of its body.
+double RegionFlops(const Op& op, const OpShapes&, double) {
+  const Graph* body = RegionBody(op);
+  if (body == nullptr) return 0;
+  double flops = 0;
+  for (const Op& member : body->ops()) {
+    flops += ComputeForwardCost(member, body->tensors()).flops;
+  }
+  return flops;
+}
+
 struct Entry {
   OpCostRule rule;
   FlopsFn flops;
@@ -218,6 +231,8 @@ const Table& CostTable() {
         {{GradientRule::kPerInput, {0, 1}}, MatMulFlops, 0, exact});
     Add(*t, {kFusedAttentionType},
         {{GradientRule::kAttention, {0, 1, 2}}, AttentionFlops, 0, exact});
+    Add(*t, {kFusedRegionType}, {{GradientRule::kRegion, {}}, RegionFlops, 0,
+                                 exact});
     Add(*t, {"Gemm"}, {{GradientRule::kPerInput, {0, 1}}, GemmFlops, 0, exact});
     Add(*t, {"Einsum"},
         {{GradientRule::kPerInput, {0, 1}}, EinsumFlops, 0, exact});
@@ -338,8 +353,69 @@ OpCost ComputeForwardCost(const Op& op, const std::vector<Tensor>& tensors) {
   return cost;
 }
 
+namespace {
+
+// The backward of a FusedElementwise op (GradientRule::kRegion).
+OpCost RegionBackwardCost(const Op& op, const std::vector<Tensor>& tensors,
+                          const std::vector<bool>& input_needs_grad) {
+  OpCost cost;
+  cost.status = CostStatus::kUnknown;
+  const Graph* body = RegionBody(op);
+  if (body == nullptr) return cost;
+  const OpCost forward = ComputeForwardCost(op, tensors);
+  cost.status = forward.status;
+  for (int out : op.outputs) {
+    if (out >= 0) cost.bytes_accessed += KnownBytes(&tensors[out]);
+  }
+  const SavedTensors saved = SavedForBackward(op);
+  for (int k : saved.inputs) {
+    cost.bytes_accessed += KnownBytes(&tensors[op.inputs[k]]);
+  }
+  for (int k : saved.outputs) {
+    cost.bytes_accessed += KnownBytes(&tensors[op.outputs[k]]);
+  }
+  // Which body tensors need a gradient: the inputs the op's backward
+  // writes one for, then the floating-point outputs of the body ops that
+  // read one of those.
+  const std::vector<Tensor>& inner = body->tensors();
+  std::vector<bool> needs(inner.size(), false);
+  bool any = false;
+  for (size_t k = 0; k < op.inputs.size() && k < input_needs_grad.size();
+       ++k) {
+    if (op.inputs[k] < 0 || !input_needs_grad[k]) continue;
+    needs[k] = true;
+    any = true;
+    cost.bytes_accessed += KnownBytes(&tensors[op.inputs[k]]);
+  }
+  if (!any) return cost;
+  cost.flops = forward.flops;  // the body recomputed
+  for (int m : body->topological_order()) {
+    const Op& member = body->op(m);
+    std::vector<bool> member_needs;
+    bool reads = false;
+    for (int in : member.inputs) {
+      member_needs.push_back(in >= 0 && needs[in]);
+      reads |= member_needs.back();
+    }
+    if (!reads) continue;
+    const OpCost b = ComputeBackwardCost(member, inner, member_needs);
+    cost.flops += b.flops;
+    const OpCostRule* rule = FindOpCostRule(member.domain, member.op_type);
+    if (rule != nullptr && rule->gradient == GradientRule::kNone) continue;
+    for (int out : member.outputs) {
+      if (out >= 0 && IsFloatingPoint(inner[out].dtype)) needs[out] = true;
+    }
+  }
+  return cost;
+}
+
+}  // namespace
+
 OpCost ComputeBackwardCost(const Op& op, const std::vector<Tensor>& tensors,
                            const std::vector<bool>& input_needs_grad) {
+  if (IsFusedRegion(op)) {
+    return RegionBackwardCost(op, tensors, input_needs_grad);
+  }
   OpCost forward = ComputeForwardCost(op, tensors);
   OpCost cost;
   cost.status = forward.status;
@@ -360,6 +436,7 @@ OpCost ComputeBackwardCost(const Op& op, const std::vector<Tensor>& tensors,
   if (rule == nullptr || !any) return cost;
   switch (rule->gradient) {
     case GradientRule::kNone:
+    case GradientRule::kRegion:  // RegionBackwardCost
       break;
     case GradientRule::kSamePass:
       cost.flops = forward.flops;

@@ -34,6 +34,11 @@ enum class GradientRule {
   // size of a forward one (5 products to the forward's 2), and the
   // elementwise chain twice (recomputed, differentiated).
   kAttention,
+  // A FusedElementwise region (graph/fused_region.h): its body's forward
+  // recomputed, then each body op's own backward; it reads what it kept
+  // (saved_for_backward.h) and its outputs' gradients, and writes its
+  // inputs' gradients, nothing between its ops.
+  kRegion,
 };
 
 struct OpCostRule {

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "graph/fused_attention.h"
+#include "graph/fused_region.h"
 
 namespace placer {
 namespace {
@@ -65,10 +66,102 @@ bool PadReadsInput(const Op& op) {
   return op.op_type == "Pad" && mode != nullptr && mode->s != "constant";
 }
 
+// What a body op's backward reads, given which of its inputs need a
+// gradient: a product keeps each operand only for the other's gradient
+// (as PyTorch's mul saves `other` only when `self` needs one); every other
+// op its table entry.
+SavedTensors SavedByBodyOp(const Op& op, const std::vector<bool>& needs) {
+  if (op.op_type == "Mul" && op.inputs.size() == 2) {
+    SavedTensors saved;
+    if (needs[1]) saved.inputs.push_back(0);
+    if (needs[0]) saved.inputs.push_back(1);
+    return saved;
+  }
+  return SavedForBackward(op);
+}
+
+// A FusedElementwise op keeps, of its inputs and outputs, those from which
+// the tensors its body's backward reads are recomputed: a tensor the op
+// writes or reads is kept as it is; one between its ops is recomputed from
+// the tensors its producer reads, in turn.
+SavedTensors SavedByRegion(const Op& op, const Graph& body) {
+  const std::vector<Tensor>& tensors = body.tensors();
+  const int inputs = static_cast<int>(op.inputs.size());
+  std::vector<bool> needs(tensors.size(), false);
+  for (int k = 0; k < inputs && k < static_cast<int>(tensors.size()); ++k) {
+    const Tensor& t = tensors[k];
+    needs[k] = (t.kind == TensorKind::kGraphInput ||
+                t.kind == TensorKind::kParameter) &&
+               IsFloatingPoint(t.dtype);
+  }
+  std::vector<int> output_of(tensors.size(), -1);
+  for (int j = 0; j < static_cast<int>(body.outputs().size()); ++j) {
+    output_of[body.outputs()[j]] = j;
+  }
+  std::vector<char> kept_input(inputs, 0);
+  std::vector<char> kept_output(body.outputs().size(), 0);
+  std::vector<char> visited(tensors.size(), 0);
+  std::vector<int> stack;
+  auto keep = [&](int t) {
+    if (t >= 0 && !visited[t]) {
+      visited[t] = 1;
+      stack.push_back(t);
+    }
+  };
+  for (int m : body.topological_order()) {
+    const Op& member = body.op(m);
+    std::vector<bool> member_needs;
+    bool any = false;
+    for (int in : member.inputs) {
+      member_needs.push_back(in >= 0 && needs[in]);
+      any |= member_needs.back();
+    }
+    if (!any) continue;
+    for (int out : member.outputs) {
+      if (out >= 0 && IsFloatingPoint(tensors[out].dtype)) needs[out] = true;
+    }
+    const SavedTensors saved = SavedByBodyOp(member, member_needs);
+    for (int k : saved.inputs) {
+      if (k < static_cast<int>(member.inputs.size())) keep(member.inputs[k]);
+    }
+    for (int k : saved.outputs) {
+      if (k < static_cast<int>(member.outputs.size())) keep(member.outputs[k]);
+    }
+  }
+  while (!stack.empty()) {
+    const int t = stack.back();
+    stack.pop_back();
+    if (t < inputs) {
+      kept_input[t] = 1;
+    } else if (output_of[t] >= 0) {
+      kept_output[output_of[t]] = 1;
+    } else if (tensors[t].producer >= 0) {
+      for (int in : body.op(tensors[t].producer).inputs) keep(in);
+    }
+  }
+  // Constants and integer or bool inputs (shapes, indices, masks) are
+  // kept too: the recomputation's shapes and selections need them.
+  SavedTensors saved;
+  for (int k = 0; k < inputs; ++k) {
+    const Tensor& t = tensors[k];
+    if (kept_input[k] || t.kind == TensorKind::kConstant ||
+        !IsFloatingPoint(t.dtype)) {
+      saved.inputs.push_back(k);
+    }
+  }
+  for (int j = 0; j < static_cast<int>(kept_output.size()); ++j) {
+    if (kept_output[j]) saved.outputs.push_back(j);
+  }
+  return saved;
+}
+
 }  // namespace
 
 SavedTensors SavedForBackward(const Op& op) {
   SavedTensors saved;
+  if (const Graph* body = RegionBody(op); body != nullptr) {
+    return SavedByRegion(op, *body);
+  }
   if (IsFusedAttention(op)) {
     // FlashAttention keeps its inputs and its output (and a log-sum-exp
     // per query row: SavedWorkspaceBytes).

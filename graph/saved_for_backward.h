@@ -14,6 +14,13 @@
 //    LogSoftmax) keep their output; Gather keeps its indices, Where its
 //    condition; Dropout its mask (its second output, a byte per element;
 //    its input when the op has no mask output).
+//  - A FusedElementwise op (fused_region.h) keeps, of its inputs and
+//    outputs, those from which the tensors its body's backward reads are
+//    recomputed: such a tensor the op reads or writes is kept as it is, one
+//    between its ops is recomputed from what its producer reads, in turn
+//    (a Mul inside keeps an operand only for the other one's gradient);
+//    and its constant and integer or bool inputs, which the recomputation
+//    needs for shapes and selections.
 //  - Any other op type, including ones in other domains and types this
 //    table does not know, keeps every input: an over-count of memory, never
 //    an under-count.

@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "graph/fused_attention.h"
+#include "graph/fused_region.h"
 
 namespace placer {
 namespace {
@@ -99,9 +100,96 @@ std::optional<OpRule> ElementwiseRule(const Graph& graph_, const Op& op,
 
 }  // namespace
 
+namespace {
+
+// A FusedElementwise op split on its first output's dim: the layouts its
+// body's ops need, from that output back to the op's inputs, each body op
+// by its own rule; none when two of its readers want a tensor in different
+// layouts or an op has no rule for what is wanted of it.
+std::optional<OpRule> RegionRule(const Op& op, const Graph& body,
+                                 const OpSharding& mode, int t) {
+  OpRule rule;
+  rule.inputs.resize(op.inputs.size());
+  rule.outputs.assign(op.outputs.size(), TensorLayout::Replicated());
+  if (!mode.split()) return rule;
+  if (mode.kind != OpSharding::Kind::kSplitOutput || body.outputs().empty()) {
+    return std::nullopt;
+  }
+  const int tensors = static_cast<int>(body.tensors().size());
+  std::vector<std::optional<TensorLayout>> want(tensors);
+  std::vector<char> partial(tensors, 0);
+  // Its outputs of the first one's shape split alike.
+  for (int out : body.outputs()) {
+    if (body.tensor(out).shape == body.tensor(body.outputs()[0]).shape) {
+      want[out] = TensorLayout::Split(mode.dim);
+    }
+  }
+  const std::vector<int>& order = body.topological_order();
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Op& member = body.op(*it);
+    int wanted = -1;
+    for (size_t k = 0; k < member.outputs.size(); ++k) {
+      const int out = member.outputs[k];
+      if (out >= 0 && want[out]) {
+        wanted = static_cast<int>(k);
+        break;
+      }
+    }
+    if (wanted < 0) {
+      for (int out : member.outputs) {
+        if (out >= 0 && body.tensor(out).is_graph_output) return std::nullopt;
+      }
+      continue;  // read by no op of the body
+    }
+    const TensorLayout layout = *want[member.outputs[wanted]];
+    const OpSharding member_mode =
+        layout.kind == Kind::kSplit ? OpSharding::SplitOutput(layout.dim)
+                                    : OpSharding::Replicated();
+    if (layout.kind == Kind::kPartial) return std::nullopt;
+    std::optional<OpRule> inner = ShardingRule(body, *it, member_mode, t);
+    if (!inner) return std::nullopt;
+    for (size_t k = 0; k < member.outputs.size(); ++k) {
+      const int out = member.outputs[k];
+      if (out >= 0 && want[out] && *want[out] != inner->outputs[k]) {
+        return std::nullopt;
+      }
+    }
+    rule.internal_allreduce_bytes += inner->internal_allreduce_bytes;
+    for (size_t i = 0; i < member.inputs.size(); ++i) {
+      const int x = member.inputs[i];
+      const InputNeed& need = inner->inputs[i];
+      if (x < 0 || need.any) continue;
+      if (want[x] && *want[x] != need.layout) return std::nullopt;
+      want[x] = need.layout;
+      partial[x] |= need.gradient_partial;
+    }
+  }
+  for (size_t k = 0; k < op.inputs.size(); ++k) {
+    if (op.inputs[k] < 0) continue;
+    if (!want[k]) {
+      rule.inputs[k].any = true;
+      continue;
+    }
+    rule.inputs[k].layout = *want[k];
+    rule.inputs[k].gradient_partial = partial[k] != 0;
+  }
+  for (size_t j = 0; j < op.outputs.size(); ++j) {
+    const int out = body.outputs()[j];
+    if (op.outputs[j] < 0) continue;
+    if (!want[out]) return std::nullopt;
+    rule.outputs[j] = *want[out];
+  }
+  return rule;
+}
+
+}  // namespace
+
 std::optional<OpRule> ShardingRule(const Graph& graph_, int index,
                                    const OpSharding& mode, int t) {
   const Op& op = graph_.op(index);
+  if (const Graph* body = RegionBody(op); body != nullptr) {
+    return RegionRule(op, *body, mode, t);
+  }
   const std::string& type = op.op_type;
   OpRule rule;
   rule.inputs.resize(op.inputs.size());

@@ -99,7 +99,10 @@ TrainingView BuildTrainingView(const Graph& graph,
   // The tensors' types as the step computes them (graph/autocast.h).
   const bool autocast = options.precision != Precision::kFp32;
   std::vector<Tensor> retyped;
-  if (autocast) retyped = AutocastTensors(graph, options.precision);
+  if (autocast) {
+    retyped = AutocastTensors(graph, options.precision,
+                              options.low_precision_parameters());
+  }
   const std::vector<Tensor>& tensors = autocast ? retyped : graph.tensors();
   const std::vector<Op>& ops = graph.ops();
   const int n = static_cast<int>(ops.size());
@@ -358,16 +361,38 @@ double TrainingOptions::update_flops_per_element() const {
   return 4;
 }
 
+bool TrainingOptions::low_precision_parameters() const {
+  return mixed == MixedPrecision::kMaster && precision != Precision::kFp32;
+}
+
 double TrainingOptions::optimizer_state_per_parameter_byte() const {
+  double fp32_tensors = 1;
   switch (optimizer) {
     case Optimizer::kSgd:
-      return 0;
+      fp32_tensors = 0;
+      break;
     case Optimizer::kMomentum:
-      return 1;
+      fp32_tensors = 1;
+      break;
     case Optimizer::kAdam:
-      return 2;
+      fp32_tensors = 2;
+      break;
   }
-  return 1;
+  if (!low_precision_parameters()) return fp32_tensors;
+  // The master copy and the state, 4 bytes each over 2-byte parameters.
+  return 2 * (1 + fp32_tensors);
+}
+
+absl::string_view MixedPrecisionName(MixedPrecision mixed) {
+  return mixed == MixedPrecision::kMaster ? "master" : "amp";
+}
+
+absl::StatusOr<MixedPrecision> ParseMixedPrecision(absl::string_view text) {
+  for (MixedPrecision m : {MixedPrecision::kAmp, MixedPrecision::kMaster}) {
+    if (text == MixedPrecisionName(m)) return m;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "mixed-precision '", text, "': expected amp or master"));
 }
 
 }  // namespace placer

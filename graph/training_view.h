@@ -120,17 +120,40 @@ absl::string_view OptimizerName(Optimizer optimizer);
 // Parses an OptimizerName; INVALID_ARGUMENT naming `text` otherwise.
 absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view text);
 
-// How the step trains: the optimizer (update costs and state) and the
+// Where a step below fp32 keeps its weights:
+//   kAmp     torch.autocast: the parameters, their gradients and the
+//            optimizer state stay fp32; each lower-precision op casts the
+//            weights it reads, and autocast's cache keeps one cast copy per
+//            weight for the backward (training_view.h's contract).
+//   kMaster  Megatron-LM's --bf16 and FSDP's mixed precision: the
+//            parameters and their gradients are held at the compute type
+//            (bf16, fp16; Megatron-core's default, grad_reduce_in_fp32
+//            off), and the optimizer keeps an fp32 master copy beside its
+//            state; no cast copies. ZeRO shards the master copy with the
+//            state. Simulated only (the executors keep fp32 weights).
+enum class MixedPrecision { kAmp, kMaster };
+// "amp", "master".
+absl::string_view MixedPrecisionName(MixedPrecision mixed);
+// Parses a MixedPrecisionName; INVALID_ARGUMENT naming `text` otherwise.
+absl::StatusOr<MixedPrecision> ParseMixedPrecision(absl::string_view text);
+
+// How the step trains: the optimizer (update costs and state), the
 // precision of its compute (graph/autocast.h: activations, their gradients
-// and the lower-precision ops' costs; parameters, their gradients and the
+// and the lower-precision ops' costs) and, below fp32, where the weights
+// are kept (MixedPrecision; under kAmp parameters, their gradients and the
 // optimizer state stay in the file's type).
 struct TrainingOptions {
   Optimizer optimizer = Optimizer::kMomentum;
   Precision precision = Precision::kFp32;
+  MixedPrecision mixed = MixedPrecision::kAmp;
 
+  // Whether parameters are held at the compute type: kMaster below fp32.
+  bool low_precision_parameters() const;
   // FLOPs per parameter element of the update: 2, 4 or 16 (above).
   double update_flops_per_element() const;
-  // Optimizer state bytes per parameter byte: 0, 1 or 2 (above).
+  // Optimizer state bytes per parameter byte: 0, 1 or 2 (above); with
+  // low-precision parameters the fp32 master copy and fp32 state over
+  // 2-byte parameters: 2, 4 or 6.
   double optimizer_state_per_parameter_byte() const;
 };
 

@@ -1171,7 +1171,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
   ASSIGN_OR_RETURN(std::vector<torch::Device> devices,
                    TorchDevices(cluster, local));
   RETURN_IF_ERROR(
-      CheckStepPrecision(view.options().precision, cluster, devices, local));
+      CheckStepPrecision(view.options(), cluster, devices, local));
   auto executor = std::make_unique<TorchExecutor>(
       view, cluster, placement, options, std::move(devices), std::move(local));
   // Init copies every parameter to its device: LibTorch throws there on

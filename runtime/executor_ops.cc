@@ -28,6 +28,7 @@ const std::vector<std::string>& ExecutorOpTypes() {
       "Expand",
       "Flatten",
       "FusedAttention",
+      "FusedElementwise",
       "GRU",
       "Gather",
       "GatherElements",

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_helpers.h"
+#include "graph/fused_region.h"
 #include "runtime/initial_values.h"
 #include "runtime/torch_ops.h"
 
@@ -43,9 +44,17 @@ StepPrecision StepPrecisionFor(const Graph& graph, Precision precision) {
   return step;
 }
 
-absl::Status CheckStepPrecision(Precision precision, const Cluster& cluster,
+absl::Status CheckStepPrecision(const TrainingOptions& training,
+                                const Cluster& cluster,
                                 const std::vector<torch::Device>& devices,
                                 const std::vector<char>& local) {
+  const Precision precision = training.precision;
+  if (training.low_precision_parameters()) {
+    return absl::InvalidArgumentError(
+        "mixed-precision master: the executor keeps fp32 weights under "
+        "autocast (amp); parameters held at the compute type with an fp32 "
+        "master copy are simulated only: run with amp");
+  }
   if (precision == Precision::kFp8) {
     return absl::InvalidArgumentError(
         "precision fp8: the executor has no fp8 products (Transformer "
@@ -72,6 +81,25 @@ absl::StatusOr<std::vector<torch::Tensor>> RunAtPrecision(
     const Op& op, std::vector<torch::Tensor> inputs,
     const StepPrecision& precision) {
   if (precision.tensor_types.empty()) return RunTorchOp(op, inputs);
+  if (const Graph* body = RegionBody(op); body != nullptr) {
+    // Each op of the body at the step's precision, as it would run alone.
+    std::vector<DataType> input_types;
+    for (int in : op.inputs) {
+      input_types.push_back(in < 0 ? DataType::kUndefined
+                                   : precision.tensor_types[in]);
+    }
+    StepPrecision inner;
+    inner.precision = precision.precision;
+    for (const Tensor& t :
+         BodyTensors(*body, input_types, precision.precision)) {
+      inner.tensor_types.push_back(t.dtype);
+    }
+    return RunFusedRegion(
+        op, inputs,
+        [inner](const Op& member, std::vector<torch::Tensor> args) {
+          return RunAtPrecision(member, std::move(args), inner);
+        });
+  }
   const AutocastClass kind = AutocastClassOf(op);
   if (kind == AutocastClass::kLowerPrecision || kind == AutocastClass::kFp32) {
     const torch::ScalarType type =

@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "graph/autocast.h"
 #include "graph/graph.h"
+#include "graph/training_view.h"
 #include "profiles/cluster.h"
 
 namespace placer {
@@ -62,11 +63,13 @@ struct StepPrecision {
 };
 StepPrecision StepPrecisionFor(const Graph& graph, Precision precision);
 // OK when every device of `cluster` that this process drives (`devices`,
-// TorchDevices' answer; placeholders included) can compute at `precision`:
-// fp16 needs CUDA (LibTorch's CPU kernels have no fp16 matrix products);
-// INVALID_ARGUMENT naming the first device that cannot, or for fp8 (no
-// device runs it here: it is simulated only).
-absl::Status CheckStepPrecision(Precision precision, const Cluster& cluster,
+// TorchDevices' answer; placeholders included) can compute at the step's
+// precision: fp16 needs CUDA (LibTorch's CPU kernels have no fp16 matrix
+// products); INVALID_ARGUMENT naming the first device that cannot, or for
+// fp8 and for parameters held at the compute type (MixedPrecision::kMaster):
+// both are simulated only.
+absl::Status CheckStepPrecision(const TrainingOptions& training,
+                                const Cluster& cluster,
                                 const std::vector<torch::Device>& devices,
                                 const std::vector<char>& local = {});
 

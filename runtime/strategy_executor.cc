@@ -628,7 +628,7 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
   }
   ASSIGN_OR_RETURN(std::vector<torch::Device> devices, TorchDevices(cluster));
   RETURN_IF_ERROR(
-      CheckStepPrecision(view.options().precision, cluster, devices));
+      CheckStepPrecision(view.options(), cluster, devices));
   auto executor = std::make_unique<TorchStrategyExecutor>(
       view, cluster, strategy, options, std::move(devices));
   RETURN_IF_ERROR(

@@ -5,7 +5,8 @@
 // cells, softmax and losses, dropout;
 // torch_ops_image.cc: normalizations, transposed convolution, resizing;
 // torch_ops_indexing.cc: top-k, scatters, gathers, cumulative sums;
-// torch_ops_attention.cc: placer's FusedAttention).
+// torch_ops_attention.cc: placer's FusedAttention;
+// torch_ops_fused.cc: placer's FusedElementwise).
 //
 // Contract: a kernel computes exactly the ONNX op's outputs from its inputs
 // with differentiable LibTorch calls (autograd gives the backward), or
@@ -46,6 +47,8 @@ void AddImageKernels(KernelTable& table);
 void AddIndexingKernels(KernelTable& table);
 // torch_ops_attention.cc: placer's FusedAttention.
 void AddAttentionKernels(KernelTable& table);
+// torch_ops_fused.cc: placer's FusedElementwise.
+void AddFusedRegionKernels(KernelTable& table);
 
 }  // namespace placer::kernels
 

@@ -468,6 +468,7 @@ const kernels::KernelTable& Kernels() {
     kernels::AddImageKernels(*table);
     kernels::AddIndexingKernels(*table);
     kernels::AddAttentionKernels(*table);
+    kernels::AddFusedRegionKernels(*table);
     return table;
   }();
   return *table;

@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,17 @@ std::vector<std::string> TorchKernelOpTypes();
 // Results own their bytes (OwnBytes): what the training view counts.
 absl::StatusOr<std::vector<torch::Tensor>> RunTorchOp(
     const Op& op, const std::vector<torch::Tensor>& inputs);
+
+// Runs one op of a body (a FusedElementwise op's) as its caller runs ops.
+using OpRunner = std::function<absl::StatusOr<std::vector<torch::Tensor>>(
+    const Op&, std::vector<torch::Tensor>)>;
+
+// A FusedElementwise op (graph/fused_region.h) on `inputs`, each op of its
+// body run by `run` (RunTorchOp for the registry's kernel; the executor
+// passes its precision's). Differentiable: the backward recomputes the body
+// from what SavedForBackward says the op keeps (runtime/torch_ops_fused.cc).
+absl::StatusOr<std::vector<torch::Tensor>> RunFusedRegion(
+    const Op& op, const std::vector<torch::Tensor>& inputs, OpRunner run);
 
 // A value owns its bytes, as the training view counts them: a result that
 // is a strided view (a transpose, an expand) or a part of a larger block (a

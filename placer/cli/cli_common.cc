@@ -26,6 +26,8 @@
 
 // Flags (cli_flags.cc) that only the readers here use.
 ABSL_DECLARE_FLAG(std::string, attention);
+ABSL_DECLARE_FLAG(std::string, elementwise);
+ABSL_DECLARE_FLAG(std::string, mixed_precision);
 ABSL_DECLARE_FLAG(std::string, optimizer);
 ABSL_DECLARE_FLAG(std::string, precision);
 
@@ -94,7 +96,7 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
     // sizes), PolicyOptionsFromFlags, CostModelFromFlags.
     const Flags model = {"batch",  "input_shape", "dim",        "layers",
                          "seq_len", "hidden",     "vocab",      "image_size",
-                         "weights", "attention",  "seed"};
+                         "weights", "attention",  "elementwise", "seed"};
     const Flags policy = {"policy", "budget", "evaluations",
                           "memory_headroom", "seed"};
     const Flags costs = {"profile"};
@@ -106,7 +108,7 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
         {"simulate", join({model,
                            costs,
                            {"cluster", "placement", "trace", "report", "order",
-                            "json", "optimizer", "precision"}})},
+                            "json", "optimizer", "precision", "mixed_precision"}})},
         {"place",
          join({model,
                policy,
@@ -114,11 +116,11 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                {"cluster", "compare", "o", "report", "checkpoint", "json",
                 "parallelism", "micro_batches", "recompute", "zero", "tensor",
                 "stages", "replicas", "sequence_parallel", "emit",
-                "global_batch", "optimizer", "precision"}})},
+                "global_batch", "optimizer", "precision", "mixed_precision"}})},
         {"bench", join({model,
                         policy,
                         {"models", "clusters", "policies", "out_dir", "json",
-                         "optimizer", "precision"}})},
+                         "optimizer", "precision", "mixed_precision"}})},
         {"profile", join({model,
                           ranks,
                           {"cluster", "devices", "repeats", "reference_steps",
@@ -130,6 +132,7 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                       ranks,
                       {"cluster", "placement", "profile_out", "steps", "warmup",
                        "threads", "pin_cores", "json", "optimizer", "precision",
+                       "mixed_precision",
                        "input_values"}})},
         {"worker", join({ranks})},
         {"calibrate",
@@ -194,6 +197,7 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                           "batch",
                           "input_shape",
                           "attention",
+                          "elementwise",
                           "tls_ca",
                           "tls_cert",
                           "tls_key",
@@ -253,6 +257,13 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
         absl::StrCat("--", precision.status().message()));
   }
   options.precision = *precision;
+  absl::StatusOr<MixedPrecision> mixed =
+      ParseMixedPrecision(absl::GetFlag(FLAGS_mixed_precision));
+  if (!mixed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", mixed.status().message()));
+  }
+  options.mixed = *mixed;
   if (options.precision != Precision::kFp32 &&
       !absl::GetFlag(FLAGS_profile).empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -312,6 +323,14 @@ absl::StatusOr<bool> FuseAttentionFromFlag() {
       "--attention '", attention, "': expected as-exported or fused"));
 }
 
+absl::StatusOr<bool> FuseElementwiseFromFlag() {
+  const std::string elementwise = absl::GetFlag(FLAGS_elementwise);
+  if (elementwise == "fused") return true;
+  if (elementwise == "as-exported") return false;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--elementwise '", elementwise, "': expected as-exported or fused"));
+}
+
 absl::StatusOr<ImportOptions> ImportOptionsFromFlags() {
   ImportOptions options;
   options.names.batch_size = "--batch";
@@ -320,6 +339,7 @@ absl::StatusOr<ImportOptions> ImportOptionsFromFlags() {
   options.names.weights_optional = "--noweights";
   options.weights_optional = !absl::GetFlag(FLAGS_weights);
   ASSIGN_OR_RETURN(options.fuse_attention, FuseAttentionFromFlag());
+  ASSIGN_OR_RETURN(options.fuse_elementwise, FuseElementwiseFromFlag());
   if (int64_t batch = absl::GetFlag(FLAGS_batch); batch > 0) {
     options.batch_size = batch;
   } else if (batch < 0) {

@@ -150,6 +150,9 @@ absl::StatusOr<std::unique_ptr<CostModel>> CostModelFromFlags();
 // --attention: true for "fused", false for "as-exported"; INVALID_ARGUMENT
 // naming the flag otherwise.
 absl::StatusOr<bool> FuseAttentionFromFlag();
+// --elementwise: true for "fused", false for "as-exported"; INVALID_ARGUMENT
+// naming the flag otherwise.
+absl::StatusOr<bool> FuseElementwiseFromFlag();
 absl::StatusOr<ImportOptions> ImportOptionsFromFlags();
 // LoadModel of a MODEL argument (relative to the user's directory) with
 // the import and zoo flags.

@@ -21,6 +21,13 @@ ABSL_FLAG(std::string, precision, "fp32",
           "and optimizer state fp32); simulate, place, bench and run (on "
           "CPUs: bf16); fp8: bf16 with the linear layers' products at the "
           "devices' fp8 rate, as Transformer Engine trains (simulated only).");
+ABSL_FLAG(std::string, mixed_precision, "amp",
+          "Below fp32, where the weights are kept: amp (torch.autocast: "
+          "fp32 parameters, gradients and optimizer state, a cast copy of "
+          "each weight kept for the backward) or master (Megatron-LM's "
+          "--bf16, FSDP's mixed precision: parameters and gradients at the "
+          "compute type, an fp32 master copy in the optimizer state, "
+          "sharded with it by ZeRO; simulated only).");
 ABSL_FLAG(int64_t, batch, 0,
           "Batch size: fixes the first dim of every graph input whose first "
           "dim is symbolic; for zoo models, the batch they are built with.");
@@ -40,6 +47,12 @@ ABSL_FLAG(std::string, attention, "as-exported",
           "seq x seq scores a tensor of the step); fused: each attention "
           "core (Q.K^T, scale and mask, Softmax, .V) one op costed and run "
           "as FlashAttention, as training frameworks run it.");
+ABSL_FLAG(std::string, elementwise, "as-exported",
+          "as-exported: elementwise ops, norms and data movement op by op "
+          "as the model writes them (every tensor between them made and "
+          "kept as eager PyTorch does); fused: each region of them one "
+          "kernel that keeps only what its backward reads, as torch.compile "
+          "and Transformer Engine run them.");
 ABSL_FLAG(int64_t, layers, 0, "Zoo: layers (or toy depth/width).");
 ABSL_FLAG(int64_t, seq_len, 0, "Zoo: sequence length / unrolled steps.");
 ABSL_FLAG(int64_t, hidden, 0, "Zoo: hidden size / model width.");

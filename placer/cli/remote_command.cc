@@ -146,6 +146,8 @@ absl::StatusOr<proto::ModelSpec> ModelSpecFromArg(const std::string& arg) {
   if (int64_t b = absl::GetFlag(FLAGS_batch); b != 0) spec.set_batch(b);
   ASSIGN_OR_RETURN(bool fuse, FuseAttentionFromFlag());
   spec.set_fuse_attention(fuse);
+  ASSIGN_OR_RETURN(bool fuse_elementwise, FuseElementwiseFromFlag());
+  spec.set_fuse_elementwise(fuse_elementwise);
   for (const std::string& s : absl::GetFlag(FLAGS_input_shape)) {
     std::vector<std::string> kv = absl::StrSplit(s, absl::MaxSplits('=', 1));
     if (kv.size() != 2) {

@@ -97,6 +97,7 @@ absl::StatusOr<LoadedModel> LoadModelSpec(const proto::ModelSpec& spec,
   import.max_ops = limits.max_ops;
   import.weights_optional = true;  // placement needs the dims only
   import.fuse_attention = spec.fuse_attention();
+  import.fuse_elementwise = spec.fuse_elementwise();
   std::map<std::string, std::string> shapes(spec.input_shapes().begin(),
                                             spec.input_shapes().end());
   for (const auto& [name, shape] : shapes) {
@@ -276,6 +277,7 @@ std::string PlaceFingerprint(const proto::ModelSpec& model,
                   absl::StrJoin(shapes, ";", absl::PairFormatter("=")), "\n");
   // Only when set, so that the fingerprints of other requests stay.
   if (model.fuse_attention()) absl::StrAppend(&key, "attention fused\n");
+  if (model.fuse_elementwise()) absl::StrAppend(&key, "elementwise fused\n");
   absl::StrAppend(&key, "cluster ", Sha256Hex(DeterministicBytes(cluster)),
                   "\noptions ", Sha256Hex(DeterministicBytes(options)),
                   "\nprofile ", profile_digest, "\n");

@@ -176,5 +176,46 @@ TEST(AutocastTest, ASharedWeightIsCastOnce) {
   EXPECT_EQ(view.node(graph->FindOp("second")).saved_workspace_bytes, 0);
 }
 
+// --mixed-precision master (Megatron-LM's bf16, FSDP's mixed precision):
+// the weights and their gradients at 2 bytes, no cast copies, and the
+// optimizer's state carrying the fp32 master copy: 12 bytes a parameter
+// with Adam, 6 per parameter byte; the update reads and writes them.
+TEST(AutocastTest, MasterWeightsHoldParametersAtTheComputeType) {
+  const Graph g = Linear();
+  TrainingOptions amp;
+  amp.precision = Precision::kBf16;
+  amp.optimizer = Optimizer::kAdam;
+  TrainingOptions master = amp;
+  master.mixed = MixedPrecision::kMaster;
+  EXPECT_FALSE(amp.low_precision_parameters());
+  EXPECT_TRUE(master.low_precision_parameters());
+  EXPECT_EQ(amp.optimizer_state_per_parameter_byte(), 2);
+  EXPECT_EQ(master.optimizer_state_per_parameter_byte(), 6);
+  TrainingOptions fp32_master = master;
+  fp32_master.precision = Precision::kFp32;
+  EXPECT_FALSE(fp32_master.low_precision_parameters());
+  const TrainingView a = BuildTrainingView(g, amp);
+  const TrainingView m = BuildTrainingView(g, master);
+  const int mm = g.FindOp("mm");
+  const int w = g.FindTensor("W");
+  EXPECT_EQ(a.value(w).bytes, 8 * 16 * 4);
+  EXPECT_EQ(m.value(w).bytes, 8 * 16 * 2);
+  EXPECT_EQ(a.node(mm).saved_workspace_bytes, 8 * 16 * 2);
+  EXPECT_EQ(m.node(mm).saved_workspace_bytes, 0);
+  const TrainingNode& grad_mm = m.node(m.backward_node(mm));
+  ASSERT_EQ(grad_mm.outputs.size(), 1u);
+  EXPECT_EQ(m.value(grad_mm.outputs[0]).bytes, 8 * 16 * 2);
+  for (size_t i = 0; i < m.nodes().size(); ++i) {
+    if (m.node(i).kind != NodeKind::kUpdate || m.node(i).parameter != w) {
+      continue;
+    }
+    // One partial read; W and 12 bytes of state read and written a
+    // parameter: (1 + 2 + 2 x 6) x 256 B.
+    EXPECT_EQ(m.node(i).cost.bytes_accessed, (1 + 2 + 2 * 6) * 8 * 16 * 2);
+  }
+  EXPECT_EQ(ParseMixedPrecision("master").value(), MixedPrecision::kMaster);
+  EXPECT_FALSE(ParseMixedPrecision("fp32-master").ok());
+}
+
 }  // namespace
 }  // namespace placer

@@ -14,6 +14,7 @@
 #include "runtime/executor.h"
 #include "simulator/evaluator.h"
 #include "tests/runtime/cpu_cluster.h"
+#include "tests/runtime/same_training.h"
 #include "zoo/zoo.h"
 
 namespace placer {
@@ -57,36 +58,10 @@ zoo::ZooParams Tiny(const std::string& family) {
   return p;
 }
 
-// Three steps of SGD on one CPU: the fused graph's losses and parameters
-// are the unfused graph's (float32, 1e-5 relative).
+// Float32, 1e-5 relative.
 void ExpectSameTraining(const Model& plain, const Model& fused) {
   ASSERT_GT(CountFused(fused.graph), 0);
-  Placement one_a{std::vector<int>(plain.graph.ops().size(), 0)};
-  Placement one_b{std::vector<int>(fused.graph.ops().size(), 0)};
-  auto a = Executor::Create(plain.view, Cpus(1), one_a);
-  auto b = Executor::Create(fused.view, Cpus(1), one_b);
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_TRUE(b.ok()) << b.status();
-  for (int step = 0; step < 3; ++step) {
-    absl::StatusOr<StepReport> ra = (*a)->Step();
-    absl::StatusOr<StepReport> rb = (*b)->Step();
-    ASSERT_TRUE(ra.ok()) << ra.status();
-    ASSERT_TRUE(rb.ok()) << rb.status();
-    EXPECT_TRUE(std::isfinite(ra->loss));
-    EXPECT_NEAR(ra->loss, rb->loss, 1e-5 * (1 + std::abs(ra->loss)))
-        << "step " << step;
-  }
-  int compared = 0;
-  for (const Tensor& t : plain.graph.tensors()) {
-    if (t.kind != TensorKind::kParameter || t.consumers.empty()) continue;
-    absl::StatusOr<torch::Tensor> wa = (*a)->Resident(t.name);
-    absl::StatusOr<torch::Tensor> wb = (*b)->Resident(t.name);
-    ASSERT_TRUE(wa.ok()) << wa.status();
-    ASSERT_TRUE(wb.ok()) << wb.status();
-    EXPECT_TRUE(torch::allclose(*wa, *wb, 1e-5, 1e-6)) << t.name;
-    ++compared;
-  }
-  EXPECT_GT(compared, 0);
+  placer::ExpectSameTraining(plain.view, fused.view, 1e-5);
 }
 
 TEST(FusedAttentionTest, TrainsAsTheCoreItReplaces) {

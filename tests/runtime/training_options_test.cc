@@ -138,5 +138,21 @@ TEST(TrainingOptionsTest, Fp8IsSimulatedOnly) {
       << e.status();
 }
 
+// Parameters held at the compute type (--mixed-precision master) are
+// simulated only: the executors keep fp32 weights under autocast.
+TEST(TrainingOptionsTest, MasterWeightsAreSimulatedOnly) {
+  const Graph g = TinyTransformer();
+  TrainingOptions options;
+  options.precision = Precision::kBf16;
+  options.mixed = MixedPrecision::kMaster;
+  TrainingView view = BuildTrainingView(g, options);
+  auto e = Executor::Create(view, Cpus(2), RoundRobin(g, 2));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(e.status().message().find("mixed-precision master"),
+            std::string::npos)
+      << e.status();
+}
+
 }  // namespace
 }  // namespace placer
