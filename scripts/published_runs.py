@@ -23,6 +23,14 @@ import sys
 import tempfile
 import time
 
+# How each system runs its kernels and keeps its weights (placer's flags):
+# Transformer Engine fuses the elementwise regions; torchtitan's eager
+# rows run them op by op; both hold bf16 parameters with fp32 master
+# copies and gradients (Megatron's distributed optimizer, FSDP2's mixed
+# precision).
+TE = ["--elementwise", "fused", "--mixed-precision", "master"]
+EAGER_FSDP = ["--elementwise", "as-exported", "--mixed-precision", "master"]
+
 # name: (source, model, cluster, tensor, stages, replicas, global batch,
 #        sequence length, micro batch, precision, zero, recompute,
 #        extra flags, published tokens/s per GPU, note)
@@ -30,29 +38,29 @@ ROWS = {
     "gpt3_5b": (
         "NeMo 24.07, DGX-H100, FP8", "zoo:gpt:layers=24,hidden=4096,heads=32,"
         "ffn=16384,seq_len=2048,vocab=50304,batch=4", "dgx_h100:nodes=8",
-        1, 1, 64, 2048, 2048, 4, "fp8", "1", "none", [], 22521, ""),
+        1, 1, 64, 2048, 2048, 4, "fp8", "1", "none", TE, 22521, ""),
     "gpt3_20b": (
         "NeMo 24.07, DGX-H100, FP8", "zoo:gpt:layers=44,hidden=6144,heads=48,"
         "ffn=24576,seq_len=2048,vocab=50304,batch=2", "dgx_h100:nodes=8",
         2, 1, 32, 256, 2048, 2, "fp8", "1", "selective",
-        ["--sequence-parallel"], 5851, ""),
+        TE + ["--sequence-parallel"], 5851, ""),
     "llama2_7b": (
         "NeMo 24.07, DGX-H100, FP8", "zoo:llama2_7b", "dgx_h100", 1, 1, 8, 128,
-        4096, 1, "fp8", "1", "none", [], 16847, ""),
+        4096, 1, "fp8", "1", "none", TE, 16847, ""),
     "llama3_8b_25.09": (
         "Megatron-Bridge 25.09, DGX-H100, FP8-CS", "zoo:llama3_8b", "dgx_h100",
-        1, 1, 8, 128, 8192, 1, "fp8", "3", "none", [], 14079, ""),
+        1, 1, 8, 128, 8192, 1, "fp8", "3", "none", TE, 14079, ""),
     "llama3_8b_25.11": (
         "Megatron-Bridge 25.11, DGX-H100, FP8-CS", "zoo:llama3_8b", "dgx_h100",
-        1, 1, 8, 128, 8192, 1, "fp8", "3", "none", [], 14451, ""),
+        1, 1, 8, 128, 8192, 1, "fp8", "3", "none", TE, 14451, ""),
     "titan_8b_8gpu": (
         "torchtitan 2024-12, Grand Teton H100 (500 W), BF16 eager",
         "zoo:llama3_8b:batch=2", "dgx_h100", 1, 1, 8, 16, 8192, 2, "bf16",
-        "3", "selective", [], 5762, "500 W H100s, HBM2e"),
+        "3", "selective", EAGER_FSDP, 5762, "500 W H100s, HBM2e"),
     "titan_8b_128gpu": (
         "torchtitan 2024-12, Grand Teton H100 (500 W), BF16 eager",
         "zoo:llama3_8b:batch=2", "dgx_h100:nodes=16", 1, 1, 128, 256, 8192, 2,
-        "bf16", "3", "selective", [], 5605, "500 W H100s, HBM2e"),
+        "bf16", "3", "selective", EAGER_FSDP, 5605, "500 W H100s, HBM2e"),
 }
 
 
