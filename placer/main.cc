@@ -122,6 +122,11 @@ models take --batch, --layers, --seq-len, --hidden, --vocab, --image-size.
 --attention fused runs every attention core (Q.K^T, scale and mask,
 Softmax, .V) as one FlashAttention op: no seq x seq scores kept for the
 backward, as PyTorch's scaled_dot_product_attention and Megatron-LM train.
+--elementwise fused runs each region of elementwise ops, norms and data
+movement as one kernel that keeps only what its backward reads, as
+torch.compile and Transformer Engine do. --mixed-precision master (below
+fp32) holds weights and gradients at the compute type with an fp32 master
+copy in the optimizer state, as Megatron-LM and FSDP do (simulated only).
 )";
 
 }  // namespace
