@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/status_helpers.h"
 #include "policies/search_clock.h"
 #include "policies/stage_partitions.h"
@@ -17,6 +19,40 @@
 
 namespace placer {
 namespace {
+
+// ": parameters and optimizer state N GB, activations ..., gradients ...,
+// the rest of a micro-batch ..." for the device furthest over its limit,
+// largest part first; empty without a breakdown.
+std::string PeakParts(const SimulationResult& step,
+                      const std::vector<int64_t>& peaks,
+                      const std::vector<int64_t>& limits) {
+  int worst = -1;
+  int64_t most = 0;
+  for (size_t d = 0; d < peaks.size() && d < limits.size(); ++d) {
+    if (peaks[d] - limits[d] > most) {
+      most = peaks[d] - limits[d];
+      worst = static_cast<int>(d);
+    }
+  }
+  if (worst < 0 || worst >= static_cast<int>(step.peak_breakdown.size())) {
+    return "";
+  }
+  const MemoryBreakdown& b = step.peak_breakdown[worst];
+  std::vector<std::pair<int64_t, std::string>> parts = {
+      {b.parameters, "parameters and optimizer state"},
+      {b.activations, "activations kept for the backward"},
+      {b.gradients, "accumulated gradients"},
+      {b.workspace, "the rest of a micro-batch's peak"}};
+  std::stable_sort(parts.begin(), parts.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::vector<std::string> named;
+  for (const auto& [bytes, what] : parts) {
+    if (bytes > 0) {
+      named.push_back(absl::StrFormat("%s %.1f GB", what, bytes / 1e9));
+    }
+  }
+  return named.empty() ? "" : absl::StrCat(" (", absl::StrJoin(named, ", "), ")");
+}
 
 constexpr int kMaxPoolDevices = 32;
 
@@ -238,7 +274,9 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
         least_over = over;
         over_status = absl::ResourceExhaustedError(
             absl::StrCat("no strategy fits in memory; the closest (",
-                         DescribeStrategy(s), "): ", memory.message()));
+                         DescribeStrategy(s), "): ", memory.message(),
+                         PeakParts(r->step, r->step.peak_memory_bytes,
+                                   limits)));
       }
       return false;
     }

@@ -105,7 +105,10 @@ struct SimulationResult {
   std::vector<double> busy_seconds;        // per device
   std::vector<int64_t> peak_memory_bytes;  // per device
   // Per device: what was live when it first reached its peak (op
-  // placements; empty for strategies).
+  // placements); for strategies, the parts of the peak's formula
+  // (strategy_simulator.h): parameters and optimizer state resident,
+  // accumulated gradients, the activations kept by the micro-batches in
+  // flight, and the rest of one micro-batch's peak as workspace.
   std::vector<MemoryBreakdown> peak_breakdown;
   bool oom = false;                        // some device over capacity
   int64_t bytes_moved = 0;                 // across devices

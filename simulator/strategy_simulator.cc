@@ -92,6 +92,7 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
   step.step_seconds = ran.makespan_seconds;
   step.busy_seconds.assign(D, 0);
   step.peak_memory_bytes.assign(D, 0);
+  step.peak_breakdown.assign(D, MemoryBreakdown());
   step.inaccurate_nodes = context.inaccurate_nodes();
   // Copies between the slots of wide stages' tasks, M of each.
   for (const StageModel& st : plan.stages) {
@@ -272,6 +273,11 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
       out.most_in_flight[g] = in_flight_here;
       step.peak_memory_bytes[g] =
           resident + (runs > 1 ? gradients : 0) + in_flight_here * kept + rest;
+      MemoryBreakdown& parts = step.peak_breakdown[g];
+      parts.parameters = resident;
+      parts.gradients = runs > 1 ? gradients : 0;
+      parts.activations = in_flight_here * kept;
+      parts.workspace = rest;
       step.oom |= step.peak_memory_bytes[g] > cluster.device(g).memory_bytes;
     }
   }

@@ -213,6 +213,14 @@ TEST(StrategySearchTest, MemoryLimitsPushWeightsApart) {
             std::string::npos)
       << d.status();
   EXPECT_NE(d.status().message().find("/gpu:"), std::string::npos);
+  // It names what does not fit: the closest, ZeRO-3 over the 4 replicas,
+  // holds a quarter of the 128 MiB of weights and their momentum, and the
+  // gathered weights of a micro-batch's peak.
+  EXPECT_NE(d.status().message().find("parameters and optimizer state 0.1 GB"),
+            std::string::npos)
+      << d.status();
+  EXPECT_NE(d.status().message().find("the rest of a micro-batch's peak"),
+            std::string::npos);
 }
 
 TEST(StrategySearchTest, WhereNothingElseFitsReplicasOfAnOpPlacementDo) {
