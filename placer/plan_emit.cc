@@ -21,6 +21,7 @@ struct PlanShape {
   Recompute recompute = Recompute::kNone;
   ZeroStage zero = ZeroStage::kNone;
   bool sequence_parallel = false;
+  bool overlap_parameter_gather = false;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   std::vector<std::string> not_expressed;
 
@@ -52,6 +53,7 @@ absl::StatusOr<PlanShape> ShapeOf(const EmitInput& input, const char* system) {
   p.micro_batches = s.micro_batches;
   p.zero = s.zero;
   p.sequence_parallel = s.sequence_parallel;
+  p.overlap_parameter_gather = s.overlap_parameter_gather;
   p.schedule = s.schedule;
   // The batch and sequence: the first graph input's first two dims.
   p.micro_batch = GraphBatch(g);
@@ -168,6 +170,9 @@ EmittedPlan Megatron(const PlanShape& p, Precision precision) {
       }
       break;
   }
+  // placer reduces each bucket as the backward makes it (DDP's overlap).
+  if (p.replicas > 1) flags.push_back("--overlap-grad-reduce");
+  if (p.overlap_parameter_gather) flags.push_back("--overlap-param-gather");
   if (precision == Precision::kBf16) flags.push_back("--bf16");
   if (precision == Precision::kFp16) flags.push_back("--fp16");
   if (precision == Precision::kFp8) {
@@ -230,6 +235,11 @@ EmittedPlan DeepSpeed(const PlanShape& p, Precision precision) {
   }
   if (p.sequence_parallel) {
     out.not_expressed.push_back("sequence parallelism: not in DeepSpeed's config");
+  }
+  if (p.overlap_parameter_gather) {
+    out.not_expressed.push_back(
+        "the parameter all-gather overlapped with the next step's forward: "
+        "DeepSpeed's ZeRO-1/2 gathers the parameters in the optimizer step");
   }
   return out;
 }

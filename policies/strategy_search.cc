@@ -257,7 +257,11 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   absl::Status over_status;
   // Simulates `s` and keeps it when it fits and is the fastest so far;
   // `peaks` (when given) gets each device's peak. Returns whether it fits.
-  auto simulate = [&](const Strategy& s, std::vector<int64_t>* peaks) {
+  auto simulate = [&](Strategy s, std::vector<int64_t>* peaks) {
+    s.overlap_parameter_gather =
+        search.overlap_parameter_gather &&
+        (s.zero == ZeroStage::kOptimizerState ||
+         s.zero == ZeroStage::kGradients);
     absl::StatusOr<StrategySimulation> r =
         SimulateStrategy(input.simulation, s);
     ++best.evaluations;

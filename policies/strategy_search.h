@@ -155,6 +155,9 @@ struct StrategySearchOptions {
   // Tensor-parallel candidates with sequence parallelism
   // (Strategy::sequence_parallel).
   bool sequence_parallel = false;
+  // Candidates with ZeRO-1 or -2 gather their parameters in the next step's
+  // forward passes (Strategy::overlap_parameter_gather); the others cannot.
+  bool overlap_parameter_gather = false;
   // Pipeline stages of every candidate, and data-parallel replicas of each
   // of its stages; 0: any. With `tensor`, they fix a published layout
   // (Megatron-LM's tensor x pipeline x data sizes): only candidates of that

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 namespace placer {
 
@@ -39,6 +40,17 @@ std::vector<std::vector<int>> ByHost(const Cluster& cluster,
   return groups;
 }
 
+// Two levels over devices l >= 2 on each of h >= 2 hosts: the slowest
+// host's ring reduce-scatter of `bytes`, and per local rank the ring of
+// its devices across hosts, each over `shard` = ceil(bytes / l).
+struct TwoLevels {
+  double inside = 0;
+  std::vector<std::vector<int>> across;
+  int64_t shard = 0;
+};
+TwoLevels SplitByHost(const CostModel& costs, const Cluster& cluster,
+                      const std::vector<int>& devices, int64_t bytes);
+
 }  // namespace
 
 bool SpansHostsEvenly(const Cluster& cluster, const std::vector<int>& devices) {
@@ -60,6 +72,28 @@ double ReduceScatterSeconds(const CostModel& costs, const Cluster& cluster,
 double AllGatherSeconds(const CostModel& costs, const Cluster& cluster,
                         const std::vector<int>& devices, int64_t bytes) {
   return ReduceScatterSeconds(costs, cluster, devices, bytes);
+}
+
+double ReduceScatterSeconds(const CostModel& costs, const Cluster& cluster,
+                            const std::vector<int>& devices, int64_t bytes,
+                            AllreduceAlgorithm algorithm) {
+  if (algorithm != AllreduceAlgorithm::kHierarchical || bytes <= 0 ||
+      !SpansHostsEvenly(cluster, devices)) {
+    return ReduceScatterSeconds(costs, cluster, devices, bytes);
+  }
+  const TwoLevels levels = SplitByHost(costs, cluster, devices, bytes);
+  double across = 0;
+  for (const std::vector<int>& ring : levels.across) {
+    across = std::max(across,
+                      ReduceScatterSeconds(costs, cluster, ring, levels.shard));
+  }
+  return levels.inside + across;
+}
+
+double AllGatherSeconds(const CostModel& costs, const Cluster& cluster,
+                        const std::vector<int>& devices, int64_t bytes,
+                        AllreduceAlgorithm algorithm) {
+  return ReduceScatterSeconds(costs, cluster, devices, bytes, algorithm);
 }
 
 double AllToAllSeconds(const CostModel& costs, const Cluster& cluster,
@@ -113,21 +147,14 @@ double AllreduceSeconds(const CostModel& costs, const Cluster& cluster,
   if (p <= 1 || bytes <= 0) return 0;
   if (algorithm == AllreduceAlgorithm::kHierarchical &&
       SpansHostsEvenly(cluster, devices)) {
-    const std::vector<std::vector<int>> hosts = ByHost(cluster, devices);
-    const int l = static_cast<int>(hosts[0].size());
-    double inside = 0, across = 0;
-    for (const std::vector<int>& host : hosts) {
-      inside =
-          std::max(inside, ReduceScatterSeconds(costs, cluster, host, bytes));
-    }
-    const int64_t shard = (bytes + l - 1) / l;
-    for (int i = 0; i < l; ++i) {
-      std::vector<int> ring;
-      for (const std::vector<int>& host : hosts) ring.push_back(host[i]);
-      across = std::max(across, AllreduceSeconds(costs, cluster, ring, shard,
+    const TwoLevels levels = SplitByHost(costs, cluster, devices, bytes);
+    double across = 0;
+    for (const std::vector<int>& ring : levels.across) {
+      across = std::max(across, AllreduceSeconds(costs, cluster, ring,
+                                                 levels.shard,
                                                  AllreduceAlgorithm::kRing));
     }
-    return 2 * inside + across;  // the all-gather as long as the scatter
+    return 2 * levels.inside + across;  // the all-gather as long as the scatter
   }
   if (algorithm != AllreduceAlgorithm::kTree) {
     return 2.0 * (p - 1) * RingStepSeconds(costs, cluster, devices, bytes);
@@ -152,5 +179,27 @@ double AllreduceSeconds(const CostModel& costs, const Cluster& cluster,
     total += up[level] + down[level];
   return total;
 }
+
+namespace {
+
+TwoLevels SplitByHost(const CostModel& costs, const Cluster& cluster,
+                      const std::vector<int>& devices, int64_t bytes) {
+  const std::vector<std::vector<int>> hosts = ByHost(cluster, devices);
+  const int l = static_cast<int>(hosts[0].size());
+  TwoLevels levels;
+  for (const std::vector<int>& host : hosts) {
+    levels.inside = std::max(levels.inside,
+                             ReduceScatterSeconds(costs, cluster, host, bytes));
+  }
+  levels.shard = (bytes + l - 1) / l;
+  for (int i = 0; i < l; ++i) {
+    std::vector<int> ring;
+    for (const std::vector<int>& host : hosts) ring.push_back(host[i]);
+    levels.across.push_back(std::move(ring));
+  }
+  return levels;
+}
+
+}  // namespace
 
 }  // namespace placer

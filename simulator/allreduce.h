@@ -36,6 +36,19 @@ double ReduceScatterSeconds(const CostModel& costs, const Cluster& cluster,
                             const std::vector<int>& devices, int64_t bytes);
 double AllGatherSeconds(const CostModel& costs, const Cluster& cluster,
                         const std::vector<int>& devices, int64_t bytes);
+// The same with the data-parallel group's algorithm: kHierarchical over
+// devices l >= 2 on each of h >= 2 hosts is a ring reduce-scatter inside
+// every host (the slowest host's) then one of ceil(bytes / l) across hosts
+// per local rank (the slowest of the l rings), the l rings' links in
+// parallel (an all-gather: the reverse, as long); otherwise (ring, tree,
+// or devices not spread so) the ring above. NCCL's rings over several
+// GPUs of a host leave it through as many NICs: this is their bandwidth.
+double ReduceScatterSeconds(const CostModel& costs, const Cluster& cluster,
+                            const std::vector<int>& devices, int64_t bytes,
+                            AllreduceAlgorithm algorithm);
+double AllGatherSeconds(const CostModel& costs, const Cluster& cluster,
+                        const std::vector<int>& devices, int64_t bytes,
+                        AllreduceAlgorithm algorithm);
 // All-to-all of a tensor of `bytes` split over `devices`: p - 1 steps (the
 // ring's order), each as long as the slowest link carrying
 // ceil(bytes / p^2). One device: 0.

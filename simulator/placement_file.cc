@@ -244,6 +244,7 @@ absl::StatusOr<PlacementOrStrategy> PlacementOrStrategyFromProto(
     }
   }
   s.sequence_parallel = message.sequence_parallel();
+  s.overlap_parameter_gather = message.overlap_param_gather();
   if (message.bucket_bytes() < 0) return fail("bucket_bytes is negative");
   if (message.bucket_bytes() > 0) s.bucket_bytes = message.bucket_bytes();
   out.strategy = std::move(s);
@@ -318,6 +319,7 @@ proto::Placement StrategyToProto(const Strategy& strategy, const Graph& graph,
   message.set_bucket_bytes(strategy.bucket_bytes);
   message.set_zero(ZeroNumber(strategy.zero));
   message.set_sequence_parallel(strategy.sequence_parallel);
+  message.set_overlap_param_gather(strategy.overlap_parameter_gather);
   message.set_predicted_seconds_per_batch(predicted_seconds_per_batch);
   return file;
 }

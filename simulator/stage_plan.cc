@@ -328,12 +328,15 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   }
   // ZeRO-3's gathers: each parameter once per pass, before its first
   // reader there, held until its last reader has run; the window is the
-  // most held at once with the next gather in flight.
+  // most held at once with the next gather in flight. An overlapped
+  // ZeRO-1/2 gather: the forward's (its parameters stay whole).
+  const bool zero3 = strategy.zero == ZeroStage::kParameters;
   for (StageModel& st : plan.stages) {
-    if (strategy.zero != ZeroStage::kParameters) break;
-    for (auto [nodes, bytes] :
-         {std::make_pair(&st.forward, &st.forward_gather_bytes),
-          std::make_pair(&st.backward, &st.backward_gather_bytes)}) {
+    if (!zero3 && !strategy.overlap_parameter_gather) break;
+    std::vector<std::pair<std::vector<int>*, std::vector<int64_t>*>> passes =
+        {{&st.forward, &st.forward_gather_bytes}};
+    if (zero3) passes.push_back({&st.backward, &st.backward_gather_bytes});
+    for (auto [nodes, bytes] : passes) {
       const int count = static_cast<int>(nodes->size());
       bytes->assign(count, 0);
       std::map<int, std::pair<int, int>> readers;  // value -> first, last
@@ -354,6 +357,23 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       std::vector<int64_t> next(count + 1, 0);
       for (int i = count - 1; i >= 0; --i) {
         next[i] = (*bytes)[i] > 0 ? (*bytes)[i] : next[i + 1];
+      }
+      if (!zero3) {
+        // The distributed optimizer gathers its buckets (about
+        // bucket_bytes each, in the forward's order), each before the
+        // first reader of any parameter in it.
+        int open = -1;
+        for (int i = 0; i < count; ++i) {
+          if ((*bytes)[i] == 0) continue;
+          if (open >= 0 &&
+              (*bytes)[open] + (*bytes)[i] <= strategy.bucket_bytes) {
+            (*bytes)[open] += (*bytes)[i];
+            (*bytes)[i] = 0;
+          } else {
+            open = i;
+          }
+        }
+        continue;
       }
       int64_t live = 0;
       for (int i = 0; i < count; ++i) {

@@ -84,7 +84,10 @@ struct StageModel {
   // `backward`), the bytes of the parameters it is the first in its pass
   // to read (one device's share of them whole), gathered before it; and
   // the most the gathered parameters hold at once (those read before and
-  // after a node, and the next gather, prefetched).
+  // after a node, and the next gather, prefetched). An overlapped ZeRO-1/2
+  // gather (Strategy::overlap_parameter_gather): the forward's only, in
+  // buckets of about bucket_bytes (each at the first reader of any of its
+  // parameters).
   std::vector<int64_t> forward_gather_bytes, backward_gather_bytes;
   int64_t gathered_window_bytes = 0;
   // Tensor parallelism: the devices of each replica's group; the group's

@@ -215,6 +215,26 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
       }
     }
   }
+  if (strategy.overlap_parameter_gather) {
+    if (strategy.zero != ZeroStage::kOptimizerState &&
+        strategy.zero != ZeroStage::kGradients) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "overlapping the parameter all-gather with the next step's forward "
+          "needs ZeRO-1 or ZeRO-2, whose update all-gathers the parameters; "
+          "the strategy has ZeRO-",
+          ZeroNumber(strategy.zero),
+          strategy.zero == ZeroStage::kParameters
+              ? " (which gathers them in every pass already)"
+              : " (no gather)"));
+    }
+    for (int s = 0; s < stages; ++s) {
+      if (strategy.stages[s].width() > 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "an overlapped parameter all-gather with ops placed inside stage ",
+            s, "'s replicas is not modelled"));
+      }
+    }
+  }
   for (int s = 0; s < stages; ++s) {
     if (strategy.stages[s].recompute == Recompute::kSelective &&
         strategy.stages[s].width() > 1) {
@@ -437,7 +457,10 @@ std::string DescribeStrategy(const Strategy& strategy) {
       recompute,
       strategy.zero == ZeroStage::kNone
           ? ""
-          : absl::StrCat(", zero-", ZeroNumber(strategy.zero)));
+          : absl::StrCat(", zero-", ZeroNumber(strategy.zero),
+                         strategy.overlap_parameter_gather
+                             ? ", gather overlapped"
+                             : ""));
 }
 
 }  // namespace placer

@@ -41,8 +41,9 @@
 //    stage (each slot's devices) shard what they would each hold in full.
 //    ZeRO-1: each holds and updates 1/R of the optimizer state — buckets
 //    are reduce-scattered instead of allreduced, each replica updates its
-//    shard, then the updated parameters are all-gathered (ring, whatever
-//    `allreduce` says). ZeRO-2: also the accumulated gradients — every
+//    shard, then the updated parameters are all-gathered (reduce-scatters
+//    and all-gathers by ring, or by two levels when `allreduce` is
+//    hierarchical: simulator/allreduce.h). ZeRO-2: also the accumulated gradients — every
 //    round of micro-batches (the n-th of each replica) is reduce-scattered
 //    as its backward makes it, so the replicas of a stage must run as many
 //    micro-batches each. ZeRO-3 (FSDP): also the parameters — each holds
@@ -52,6 +53,15 @@
 //    one unit), and freed after its last reader; reduce-scatters as
 //    ZeRO-2's, no all-gather after the update. Not with op placement
 //    inside a stage.
+//  - overlap_parameter_gather (ZeRO-1 and -2 only; Megatron-LM's
+//    --overlap-param-gather): the updated parameters are all-gathered as
+//    the next step's first forward pass of each replica needs them, in
+//    buckets of about bucket_bytes in the order the forward first reads
+//    them, each before its first reader, the next prefetched (as ZeRO-3
+//    gathers), instead of once after the update. In the steady state a step then
+//    begins with those gathers, overlapping its first forward passes, and
+//    ends with the updates. The values are the same; the executors gather
+//    after the update. Not with op placement inside a stage.
 //  - Tensor parallelism (Megatron-LM; graph/tensor_sharding.h): a stage's
 //    replica may be a group of T devices (Replica::tensor_devices, its
 //    slot-0 device first; one slot, every replica as many) that split the
@@ -94,7 +104,8 @@ enum class AllreduceAlgorithm {
   // Across hosts: reduce-scatter inside each host, allreduce each shard
   // across hosts (one ring per local rank), all-gather inside each host
   // (Horovod's and NCCL's two-level scheme). A ring where the devices are
-  // not l >= 2 on each of h >= 2 hosts.
+  // not l >= 2 on each of h >= 2 hosts. ZeRO's reduce-scatters and
+  // all-gathers likewise in two levels.
   kHierarchical,
 };
 
@@ -175,6 +186,9 @@ struct Strategy {
   // parallelism when set.
   std::vector<OpSharding> op_sharding;
   bool sequence_parallel = false;
+  // ZeRO-1 and -2: gather the updated parameters in the next step's first
+  // forward passes (contract).
+  bool overlap_parameter_gather = false;
 };
 
 // Names for files and flags: "gpipe", "1f1b"; "ring", "tree",
@@ -234,7 +248,8 @@ int StrategyDevices(const Strategy& strategy);
 // placement inside a stage "1 stage x 4 replicas of 2 devices, ..."; with
 // recomputation "..., ring, recompute" (every stage) or "..., ring,
 // recompute stages 0, 2" ("selective recompute" likewise); with ZeRO "...,
-// ring, zero-1"; with tensor parallelism "1 stage x 2 replicas of tensor 2,
+// ring, zero-1" ("zero-1, gather overlapped" with
+// overlap_parameter_gather); with tensor parallelism "1 stage x 2 replicas of tensor 2,
 // ..." ("of tensor 2 (sequence parallel)" when set).
 std::string DescribeStrategy(const Strategy& strategy);
 

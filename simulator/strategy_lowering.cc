@@ -27,7 +27,7 @@ double GroupSeconds(const SimulationContext& context,
 
 // ZeRO-3: a pass's nodes on replica `k`'s device with the stage's
 // parameters gathered before the nodes that read them, one gather at a
-// time over the replicas' devices, each starting once the node of the
+// time over the replicas' devices (by `allreduce`'s scheme), each starting once the node of the
 // gather before it has started (one unit prefetched). Each node takes its
 // share of its time (a backward's partial adds too) and is followed by the
 // tensor-parallel group's collectives placed after it. Returns each
@@ -35,7 +35,7 @@ double GroupSeconds(const SimulationContext& context,
 std::vector<double> GatheredEnds(const SimulationContext& context,
                                  const StagePlan& plan, const StageModel& st,
                                  const PipelineStage& stage, int k,
-                                 bool backward) {
+                                 bool backward, AllreduceAlgorithm allreduce) {
   const std::vector<int>& nodes = backward ? st.backward : st.forward;
   const std::vector<int64_t>& gathers =
       backward ? st.backward_gather_bytes : st.forward_gather_bytes;
@@ -57,7 +57,7 @@ std::vector<double> GatheredEnds(const SimulationContext& context,
     if (gathers[i] > 0) {
       gather_end = std::max(gather_end, unit_start) +
                    AllGatherSeconds(context.costs(), context.cluster(), ring,
-                                    gathers[i]);
+                                    gathers[i], allreduce);
       start = std::max(start, gather_end);
       unit_start = start;
     }
@@ -135,7 +135,8 @@ LoweredStrategy LowerStrategy(
     for (int k = 0; k < static_cast<int>(replicas.size()); ++k) {
       const int d = replicas[k];
       const std::vector<int> group = strategy.stages[s].TensorGroup(k);
-      double f = 0, b = 0, accumulate = 0;
+      // f: a forward pass; first_f: the replica's first in the step.
+      double f = 0, first_f = 0, b = 0, accumulate = 0;
       if (wide[s].empty()) {
         f = SecondsOf(context, plan, st.forward, d);
         b = SecondsOf(context, plan, st.backward, d);
@@ -151,16 +152,27 @@ LoweredStrategy LowerStrategy(
         for (const auto& [after, c] : st.backward_collectives) {
           b += GroupSeconds(context, group, c);
         }
-        if (strategy.zero == ZeroStage::kParameters && replicas.size() > 1) {
+        // A forward pass that gathers the stage's parameters as it goes.
+        auto gathered_forward = [&] {
           const std::vector<double> forward =
-              GatheredEnds(context, plan, st, strategy.stages[s], k, false);
-          const std::vector<double> backward =
-              GatheredEnds(context, plan, st, strategy.stages[s], k, true);
-          f = forward.empty() ? 0 : forward.back();
+              GatheredEnds(context, plan, st, strategy.stages[s], k, false,
+                           strategy.allreduce);
+          double seconds = forward.empty() ? 0 : forward.back();
           for (const GroupCollective& c : st.forward_collectives) {
-            f += GroupSeconds(context, group, c);
+            seconds += GroupSeconds(context, group, c);
           }
+          return seconds;
+        };
+        if (strategy.zero == ZeroStage::kParameters && replicas.size() > 1) {
+          const std::vector<double> backward =
+              GatheredEnds(context, plan, st, strategy.stages[s], k, true,
+                           strategy.allreduce);
+          f = gathered_forward();
           b = backward.empty() ? 0 : backward.back();
+        }
+        first_f = f;
+        if (strategy.overlap_parameter_gather && replicas.size() > 1) {
+          first_f = gathered_forward();
         }
         // A replica's first backward makes its gradient buffers; every
         // later one adds into them.
@@ -174,7 +186,7 @@ LoweredStrategy LowerStrategy(
       const double shard =
           ShardsGradients(strategy.zero) ? 1.0 / replicas.size() : 1.0;
       accumulate *= shard;
-      bool first_backward = true;
+      bool first_forward = true, first_backward = true;
       int previous = -1;
       for (const ReplicaTask& order : ReplicaTaskOrder(strategy, s, k)) {
         const int index =
@@ -187,7 +199,8 @@ LoweredStrategy LowerStrategy(
         pass.backward = order.backward;
         double seconds = 0;
         if (wide[s].empty()) {
-          seconds = order.backward ? b + (first_backward ? 0 : accumulate) : f;
+          seconds = order.backward ? b + (first_backward ? 0 : accumulate)
+                                   : (first_forward ? first_f : f);
         } else {
           // A backward: once every slot has run its part (as the
           // executor's workers wait for each other), each slot adds up its
@@ -209,6 +222,7 @@ LoweredStrategy LowerStrategy(
           }
         }
         if (order.backward) first_backward = false;
+        if (!order.backward) first_forward = false;
         const double priority =
             static_cast<double>(lowered.device_passes_[d].size());
         if (order.backward && st.recompute != Recompute::kNone) {
@@ -283,7 +297,7 @@ LoweredStrategy LowerStrategy(
       offsets[k] =
           !wide[s].empty() ? wide[s][k].backward_end
           : strategy.zero == ZeroStage::kParameters && R > 1
-              ? GatheredEnds(context, plan, st, stage, k, true)
+              ? GatheredEnds(context, plan, st, stage, k, true, strategy.allreduce)
               : BackwardOffsets(context, plan, st, stage.TensorGroup(k));
     }
     const bool zero = strategy.zero != ZeroStage::kNone && R > 1;
@@ -311,7 +325,8 @@ LoweredStrategy LowerStrategy(
               kind == Collective::kAllreduce
                   ? AllreduceSeconds(context.costs(), cluster, ring, bytes,
                                      strategy.allreduce)
-                  : ReduceScatterSeconds(context.costs(), cluster, ring, bytes);
+                  : ReduceScatterSeconds(context.costs(), cluster, ring, bytes,
+                                         strategy.allreduce);
           const int t = graph.AddTask({collective, seconds});
           if (reduced >= 0) graph.AddEdge(reduced, t);
           for (int k = 0; k < R; ++k) {
@@ -349,13 +364,17 @@ LoweredStrategy LowerStrategy(
         lowered.updates_.push_back({t, s, slot, k, ring[k]});
         updated[k] = t;
       }
-      // ZeRO-3 keeps the updated parameters sharded: the next step's
-      // passes gather them.
-      if (!zero || strategy.zero == ZeroStage::kParameters) continue;
+      // ZeRO-3 keeps the updated parameters sharded, and an overlapped
+      // gather waits for them: the next step's passes gather them.
+      if (!zero || strategy.zero == ZeroStage::kParameters ||
+          strategy.overlap_parameter_gather) {
+        continue;
+      }
       const int64_t parameter_bytes = st.parameter_bytes[slot];
       const int t =
           graph.AddTask({collective, AllGatherSeconds(context.costs(), cluster,
-                                                      ring, parameter_bytes)});
+                                                      ring, parameter_bytes,
+                                                      strategy.allreduce)});
       for (int u : updated) graph.AddEdge(u, t);
       lowered.buckets_.push_back(
           {t, s, slot, parameter_bytes, Collective::kAllGather});

@@ -46,6 +46,9 @@
 //    replicas' devices, one at a time, each once the node of the one
 //    before has started), part of the pass's time (replicas run their
 //    rounds in step, each pass standing for the round's gather).
+//    overlap_parameter_gather (ZeRO-1/2): no all-gather after the updates;
+//    each replica's first forward pass of the step gathers its parameters
+//    as a ZeRO-3 forward pass does (the previous step's updated values).
 #ifndef PLACER_SIMULATOR_STRATEGY_LOWERING_H_
 #define PLACER_SIMULATOR_STRATEGY_LOWERING_H_
 

@@ -156,14 +156,20 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     }
   }
   // ZeRO-3's gathers: one all-gather per round (replica 0's passes) and
-  // tensor-parallel rank.
+  // tensor-parallel rank; an overlapped ZeRO-1/2 gather: the first
+  // round's forward only.
   for (int s = 0; s < static_cast<int>(strategy.stages.size()); ++s) {
     const PipelineStage& stage = strategy.stages[s];
     const int R = stage.num_replicas();
-    if (strategy.zero != ZeroStage::kParameters || R < 2) continue;
+    if (R < 2 || (strategy.zero != ZeroStage::kParameters &&
+                  !strategy.overlap_parameter_gather)) {
+      continue;
+    }
     const StageModel& st = plan.stages[s];
     const std::vector<int> ring = SlotDevices(stage, 0);
-    for (const ReplicaTask& task : ReplicaTaskOrder(strategy, s, 0)) {
+    std::vector<ReplicaTask> tasks = ReplicaTaskOrder(strategy, s, 0);
+    if (strategy.zero != ZeroStage::kParameters) tasks = {ReplicaTask()};
+    for (const ReplicaTask& task : tasks) {
       // A recomputing stage's backward reruns its forward first.
       const int runs =
           task.backward && st.recompute == Recompute::kFull ? 2 : 1;
@@ -178,7 +184,8 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
           step.transfers_count +=
               stage.tensor() * CollectiveMessages(Collective::kAllGather, R);
           out.allreduce_seconds +=
-              AllGatherSeconds(context.costs(), cluster, ring, bytes);
+              AllGatherSeconds(context.costs(), cluster, ring, bytes,
+                               strategy.allreduce);
         }
       }
     }

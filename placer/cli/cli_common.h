@@ -69,6 +69,7 @@ ABSL_DECLARE_FLAG(std::string, tensor);
 ABSL_DECLARE_FLAG(std::string, stages);
 ABSL_DECLARE_FLAG(std::string, replicas);
 ABSL_DECLARE_FLAG(bool, sequence_parallel);
+ABSL_DECLARE_FLAG(bool, overlap_param_gather);
 ABSL_DECLARE_FLAG(std::string, emit);
 ABSL_DECLARE_FLAG(int64_t, global_batch);
 ABSL_DECLARE_FLAG(int32_t, steps);

@@ -150,6 +150,11 @@ ABSL_FLAG(bool, sequence_parallel, false,
           "place --parallelism: tensor-parallel candidates split the norms, "
           "dropout and residuals between row- and column-parallel ops on a "
           "token dim (Megatron-LM's sequence parallelism).");
+ABSL_FLAG(bool, overlap_param_gather, false,
+          "place --parallelism: candidates with ZeRO-1 or -2 all-gather the "
+          "updated parameters as the next step's first forward pass needs "
+          "them, not after the update (Megatron-LM's --overlap-param-gather); "
+          "needs --zero 1, 2 or auto.");
 ABSL_FLAG(int64_t, global_batch, 0,
           "place --parallelism: the step's global batch (samples); the "
           "graph's batch is one micro-batch, so a step runs global batch / "

@@ -264,6 +264,7 @@ struct PlaceFlags {
   std::string stages;       // "auto" or pipeline stages
   std::string replicas;     // "auto" or data-parallel replicas per stage
   bool sequence_parallel = false;
+  bool overlap_param_gather = false;
   std::string emit;         // --emit: "", "megatron", "deepspeed", "torchtitan"
   int64_t global_batch = 0;  // --global-batch; 0: --micro-batches decides
   bool compare = false;
@@ -285,6 +286,7 @@ PlaceFlags ReadPlaceFlags() {
   f.stages = absl::GetFlag(FLAGS_stages);
   f.replicas = absl::GetFlag(FLAGS_replicas);
   f.sequence_parallel = absl::GetFlag(FLAGS_sequence_parallel);
+  f.overlap_param_gather = absl::GetFlag(FLAGS_overlap_param_gather);
   f.emit = absl::GetFlag(FLAGS_emit);
   f.global_batch = absl::GetFlag(FLAGS_global_batch);
   f.compare = absl::GetFlag(FLAGS_compare);
@@ -343,6 +345,12 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
       return UsageError(absl::StrCat("--zero: ", z.status().message()));
     zero = *z;
   }
+  if (flags.overlap_param_gather && zero.has_value() &&
+      *zero != ZeroStage::kOptimizerState && *zero != ZeroStage::kGradients) {
+    return UsageError(absl::StrCat(
+        "--overlap-param-gather overlaps ZeRO-1's and -2's parameter "
+        "all-gather; --zero ", flags.zero, " has none to overlap"));
+  }
   int tensor = 0;
   if (flags.tensor != "auto" &&
       (!absl::SimpleAtoi(flags.tensor, &tensor) || tensor < 1)) {
@@ -386,6 +394,7 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
   fixed.stages = stages;
   fixed.replicas = replicas;
   fixed.sequence_parallel = flags.sequence_parallel;
+  fixed.overlap_parameter_gather = flags.overlap_param_gather;
   fixed.inside_policy = policy;
   fixed.inside_placements = &inside;
   if (mode == Parallelism::kAuto) {

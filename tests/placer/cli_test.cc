@@ -178,7 +178,8 @@ TEST(CliTest, PlaceEmitsTheChosenStrategy) {
   EXPECT_THAT(megatron.out,
               HasSubstr("--tensor-model-parallel-size 1 "
                         "--pipeline-model-parallel-size 1 --micro-batch-size 1 "
-                        "--global-batch-size 4 --seq-length 64\n"));
+                        "--global-batch-size 4 --seq-length 64 "
+                        "--overlap-grad-reduce\n"));
   // --global-batch 8 over micro-batches of 2 sequences: 4 per step.
   RunResult global = RunPlacer(
       "place zoo:gpt --noweights --layers 2 --seq-len 64 --batch 2 "

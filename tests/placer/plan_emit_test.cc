@@ -59,8 +59,27 @@ TEST(PlanEmitTest, MegatronFlagsOfA3DPlan) {
             "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
             "--micro-batch-size 2 --global-batch-size 16 --seq-length 16 "
             "--sequence-parallel --recompute-granularity selective "
-            "--use-distributed-optimizer --bf16\n");
+            "--use-distributed-optimizer --overlap-grad-reduce --bf16\n");
   EXPECT_TRUE(e->not_expressed.empty());
+}
+
+// The distributed optimizer's all-gather overlapped with the next forward:
+// Megatron-LM's flag; DeepSpeed cannot, and says so.
+TEST(PlanEmitTest, OverlappedParameterGather) {
+  const Graph g = Gpt();
+  Strategy s = ThreeD();
+  s.overlap_parameter_gather = true;
+  absl::StatusOr<EmittedPlan> e =
+      EmitPlan(EmitFormat::kMegatron, {&g, &s, Precision::kBf16});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT(e->text, HasSubstr("--use-distributed-optimizer "
+                                 "--overlap-grad-reduce --overlap-param-gather "
+                                 "--bf16"));
+  EXPECT_TRUE(e->not_expressed.empty());
+  e = EmitPlan(EmitFormat::kDeepSpeed, {&g, &s, Precision::kBf16});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT(absl::StrJoin(e->not_expressed, "\n"),
+              HasSubstr("gathers the parameters in the optimizer step"));
 }
 
 TEST(PlanEmitTest, WhatMegatronCannotExpressIsSaid) {

@@ -265,6 +265,25 @@ TEST(StrategySimulatorTest, HierarchicalAllreduceCrossesHostsOnce) {
                    AllreduceSeconds(*roofline, *cluster, {0, 1, 2}, B,
                                     AllreduceAlgorithm::kRing));
   EXPECT_EQ(AllreduceName(*ParseAllreduce("hierarchical")), "hierarchical");
+  // ZeRO's reduce-scatter and all-gather: the ring's 3 steps of B/4 across
+  // the slow link; in two levels, 1 step of B/2 inside each host, then 1
+  // of B/4 across hosts per local rank, the two ranks' links in parallel.
+  using Sharded = double (*)(const CostModel&, const Cluster&,
+                             const std::vector<int>&, int64_t,
+                             AllreduceAlgorithm);
+  for (Sharded collective : {static_cast<Sharded>(&ReduceScatterSeconds),
+                             static_cast<Sharded>(&AllGatherSeconds)}) {
+    EXPECT_NEAR(collective(*roofline, *cluster, all, B,
+                           AllreduceAlgorithm::kRing),
+                3 * (1e-3 + 1000 / 1e6), 1e-12);
+    EXPECT_NEAR(collective(*roofline, *cluster, all, B,
+                           AllreduceAlgorithm::kHierarchical),
+                (1e-6 + 2000 / 1e9) + (1e-3 + 1000 / 1e6), 1e-12);
+    EXPECT_DOUBLE_EQ(collective(*roofline, *cluster, {0, 1, 2}, B,
+                                AllreduceAlgorithm::kHierarchical),
+                     collective(*roofline, *cluster, {0, 1, 2}, B,
+                                AllreduceAlgorithm::kRing));
+  }
 }
 
 TEST(StrategySimulatorTest, BucketsOverlapTheLastBackward) {
@@ -746,6 +765,63 @@ TEST(StrategySimulatorTest, ZeroThreeGathersEachWeightBeforeItsUse) {
   }
   EXPECT_EQ(DescribeStrategy(s),
             "1 stage x 4 replicas, 4 micro-batches, gpipe, ring, zero-3");
+}
+
+// ZeRO-1 with the parameter all-gather overlapped (Megatron-LM's
+// --overlap-param-gather) on four replicas of one micro-batch each (f = 1,
+// b = 2 per node, updates 0.5), in buckets of 128 bytes (two weights, H:
+// 3 ring steps of 32 bytes). The backward's buckets (w4 w3, then w2 w1)
+// are reduce-scattered at 4 and 8 into it; the last ends H after it.
+// Without the overlap the step ends with the updated weights' all-gather
+// (3 ring steps of 64 bytes); with it the forward gathers the bucket of w1
+// w2 before A and the one of w3 w4 during A and B, exposing one H; the
+// same bytes on the wire and the same memory.
+TEST(StrategySimulatorTest, ZeroOneOverlapsTheGatherWithTheNextForward) {
+  Fixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
+  Strategy s;
+  s.stage_of_op = {0, 0, 0, 0};
+  s.stages = {PipelineStage::OneDevicePerReplica({0, 1, 2, 3})};
+  s.micro_batches = 4;
+  s.bucket_bytes = 128;
+  s.zero = ZeroStage::kOptimizerState;
+  const StrategySimulation after = f.Run(s);
+  s.overlap_parameter_gather = true;
+  SimulationOptions record;
+  record.record_schedule = true;
+  absl::StatusOr<StrategySimulation> overlapped =
+      SimulateStrategy(f.context, s, record);
+  ASSERT_TRUE(overlapped.ok()) << overlapped.status();
+  const double h = 3 * (1e-3 + 32 / 1e6);
+  const double all_gather = 3 * (1e-3 + 64 / 1e6);
+  EXPECT_NEAR(after.step.step_seconds, 4 + 8 + h + 0.5 + all_gather, 1e-12);
+  EXPECT_NEAR(overlapped->step.step_seconds, (h + 4) + 8 + h + 0.5, 1e-12);
+  EXPECT_EQ(overlapped->step.bytes_moved, after.step.bytes_moved);
+  EXPECT_EQ(overlapped->step.bytes_moved, 3 * 256 + 3 * 256);
+  EXPECT_EQ(overlapped->step.peak_memory_bytes, after.step.peak_memory_bytes);
+  // Only the reduce-scatters are buckets; the gathers are the forward's.
+  ASSERT_EQ(overlapped->buckets.size(), 2u);
+  for (const StrategyBucket& bucket : overlapped->buckets) {
+    EXPECT_EQ(bucket.collective, Collective::kReduceScatter);
+  }
+  EXPECT_EQ(DescribeStrategy(s),
+            "1 stage x 4 replicas, 4 micro-batches, gpipe, ring, zero-1, "
+            "gather overlapped");
+  // Through the placement file.
+  const std::string json =
+      StrategyToJson(s, f.graph, f.cluster, PlacementInfo{}, 1.0);
+  absl::StatusOr<PlacementOrStrategy> read =
+      ParsePlacementOrStrategyJson(json, "s.json", f.graph, f.cluster);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(read->strategy->overlap_parameter_gather) << json;
+  // Nothing to overlap without ZeRO-1 or -2's gather.
+  for (ZeroStage zero : {ZeroStage::kNone, ZeroStage::kParameters}) {
+    s.zero = zero;
+    absl::StatusOr<StrategySimulation> r = SimulateStrategy(f.context, s);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("needs ZeRO-1 or ZeRO-2"),
+              std::string::npos)
+        << r.status();
+  }
 }
 
 // ZeRO's settings go through the placement file; what cannot be sharded is
