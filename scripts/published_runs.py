@@ -5,6 +5,11 @@ prints, per row, the predicted tokens/s per GPU beside the published one
 
     python3 scripts/published_runs.py bazel-bin/placer/placer [ROW ...]
 
+Then, for each row with tensor or pipeline parallelism, the same run with
+both removed (every GPU a data-parallel replica, the row's ZeRO stage and
+recomputation) on the preset itself: whether it fits, and if not what the
+simulator says does not.
+
 Each row fixes the run's layout with `place --parallelism tensor --tensor T
 --stages P --replicas D` (plus its ZeRO stage, recomputation, precision and
 global batch) on the matching cluster preset, so the search only shards ops
@@ -29,6 +34,9 @@ import time
 # copies and gradients (Megatron's distributed optimizer, FSDP2's mixed
 # precision).
 TE = ["--elementwise", "fused", "--mixed-precision", "master"]
+# NeMo's distributed optimizer (ZeRO-1) gathers the updated parameters in
+# the next step's forward (overlap_param_sync).
+NEMO_ZERO1 = TE + ["--overlap-param-gather"]
 EAGER_FSDP = ["--elementwise", "as-exported", "--mixed-precision", "master"]
 
 # name: (source, model, cluster, tensor, stages, replicas, global batch,
@@ -38,15 +46,15 @@ ROWS = {
     "gpt3_5b": (
         "NeMo 24.07, DGX-H100, FP8", "zoo:gpt:layers=24,hidden=4096,heads=32,"
         "ffn=16384,seq_len=2048,vocab=50304,batch=4", "dgx_h100:nodes=8",
-        1, 1, 64, 2048, 2048, 4, "fp8", "1", "none", TE, 22521, ""),
+        1, 1, 64, 2048, 2048, 4, "fp8", "1", "none", NEMO_ZERO1, 22521, ""),
     "gpt3_20b": (
         "NeMo 24.07, DGX-H100, FP8", "zoo:gpt:layers=44,hidden=6144,heads=48,"
         "ffn=24576,seq_len=2048,vocab=50304,batch=2", "dgx_h100:nodes=8",
         2, 1, 32, 256, 2048, 2, "fp8", "1", "selective",
-        TE + ["--sequence-parallel"], 5851, ""),
+        NEMO_ZERO1 + ["--sequence-parallel"], 5851, ""),
     "llama2_7b": (
         "NeMo 24.07, DGX-H100, FP8", "zoo:llama2_7b", "dgx_h100", 1, 1, 8, 128,
-        4096, 1, "fp8", "1", "none", TE, 16847, ""),
+        4096, 1, "fp8", "1", "none", NEMO_ZERO1, 16847, ""),
     "llama3_8b_25.09": (
         "Megatron-Bridge 25.09, DGX-H100, FP8-CS", "zoo:llama3_8b", "dgx_h100",
         1, 1, 8, 128, 8192, 1, "fp8", "3", "none", TE, 14079, ""),
@@ -81,9 +89,11 @@ def lifted_cluster(preset, directory):
     return path
 
 
-def simulate(placer, row, cluster):
+def simulate(placer, row, cluster, layout=None):
     (_, model, _, tensor, stages, replicas, batch, _, _, precision, zero,
      recompute, extra, _, _) = row
+    if layout is not None:
+        tensor, stages, replicas = layout
     command = [placer, "place", model, "--noweights", "--cluster", cluster,
                "--parallelism", "tensor", "--tensor", str(tensor),
                "--stages", str(stages), "--replicas", str(replicas),
@@ -139,6 +149,24 @@ def main():
         errors.sort()
         print("\nmedian |error| %.1f%%, largest %.1f%% over %d rows" %
               (100 * errors[len(errors) // 2], 100 * errors[-1], len(errors)))
+    truth = [n for n in names if ROWS[n][3] * ROWS[n][4] > 1]
+    if truth:
+        print("\nWithout tensor and pipeline parallelism, on the preset:\n")
+        print("| row | layout | fits 80 GB | what the simulator says |")
+        print("|---|---|---|---|")
+    for name in truth:
+        row = ROWS[name]
+        gpus = row[3] * row[4] * row[5]
+        result, error, _, command = simulate(placer, row, row[2],
+                                             (1, 1, gpus))
+        said = error.splitlines()[-1] if error else ""
+        said = said.replace("placer: error: ", "")
+        fits = result is not None and result.get("ok") and \
+            not result.get("out_of_memory")
+        print("| %s | TP1 PP1 DP%d, ZeRO-%s, %s recompute | %s | %s |" %
+              (name, gpus, row[10], row[11], "yes" if fits else "no",
+               "" if fits else said), flush=True)
+        print("    %s" % " ".join(command[1:]), file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
