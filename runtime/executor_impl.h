@@ -1,0 +1,263 @@
+// The op-placement executor's worker state (runtime/executor.h): one class
+// whose step is split over three files — executor.cc (the tables Init
+// builds, Step, Create), executor_workers.cc (the device and link workers,
+// those that send to and receive from other ranks too, and the step's
+// bookkeeping under one lock: what is present where, what is freed when,
+// which buffer a partial gradient is added into), executor_nodes.cc (the
+// bodies of forward, backward and update nodes). Internal to runtime/:
+// included by those three files only.
+#ifndef PLACER_RUNTIME_EXECUTOR_IMPL_H_
+#define PLACER_RUNTIME_EXECUTOR_IMPL_H_
+
+#include <c10/util/ThreadLocalDebugInfo.h>
+#include <torch/torch.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <queue>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "base/stopwatch.h"
+#include "graph/training_view.h"
+#include "profiles/cluster.h"
+#include "runtime/allocation_tracker.h"
+#include "runtime/executor.h"
+#include "runtime/op_autograd.h"
+#include "runtime/parameter_update.h"
+#include "simulator/gradient_partials.h"
+#include "simulator/placement.h"
+
+namespace placer {
+
+class TorchExecutor : public Executor {
+ public:
+  using Clock = SteadyClock;
+
+  static int64_t Bytes(const torch::Tensor& t) {
+    return t.defined() ? static_cast<int64_t>(t.numel() * t.element_size())
+                       : 0;
+  }
+
+  TorchExecutor(const TrainingView& view, const Cluster& cluster,
+                const Placement& placement, const ExecutorOptions& options,
+                std::vector<torch::Device> devices, std::vector<char> local)
+      : view_(view),
+        graph_(view.forward()),
+        cluster_(cluster),
+        options_(options),
+        devices_(std::move(devices)),
+        num_devices_(cluster.num_devices()),
+        local_(std::move(local)) {
+    device_of_node_ = DevicesOfNodes(view, placement);
+  }
+
+  ~TorchExecutor() override { StopWorkers(); }
+
+  absl::Status Init();
+  absl::StatusOr<StepReport> Step() override;
+  absl::StatusOr<torch::Tensor> Resident(
+      absl::string_view name) const override;
+
+ private:
+  struct LinkItem {
+    int value = -1;  // a value, or for a gradient sum the first partial
+    int sum = -1;    // the gradient sum whose buffer goes, or -1
+  };
+  // A worker waiting for work, and when another thread gave it some: the
+  // hand-off lasts until the worker starts on it (StepReport's
+  // handoff_seconds). Under mu_.
+  struct Idle {
+    bool waiting = false;
+    std::optional<Clock::time_point> given;
+    void Given() {
+      if (waiting && !given) given = Clock::now();
+    }
+  };
+  struct LinkQueue {
+    std::deque<LinkItem> values;
+    std::condition_variable cv;
+    Idle idle;
+  };
+  // A worker's wait on `cv` until it has work (`has_work()` while a step
+  // runs) or stop_; false on stop_. Records the hand-off that woke it, if
+  // another thread did.
+  template <typename HasWork>
+  bool WaitForWorkLocked(std::unique_lock<std::mutex>& lock,
+                         std::condition_variable& cv, Idle& idle,
+                         HasWork has_work) {
+    idle.waiting = true;
+    cv.wait(lock, [&] { return stop_ || (running_ && has_work()); });
+    if (stop_) return false;
+    idle.waiting = false;
+    if (idle.given) {
+      report_.handoff_seconds.push_back(SecondsSince(*idle.given));
+      idle.given.reset();
+    }
+    return true;
+  }
+  size_t SumSlot(int sum, int device) const {
+    return static_cast<size_t>(sum) * num_devices_ + device;
+  }
+  // Adds `partial` (a partial gradient made on, or a buffer copied to,
+  // `device`) into the device's buffer for `sum`, or makes it the buffer;
+  // true when it was added (so its bytes are freed). Called without mu_:
+  // the add runs outside the step's lock.
+  bool Accumulate(int sum, int device, const torch::Tensor& partial,
+                  bool owned);
+  // Under mu_: one more contribution to `sum` is in `device`'s buffer: a
+  // partial made there, or (`arrived`) another device's buffer.
+  void ContributedLocked(int sum, int device, int64_t bytes, bool added,
+                         bool arrived);
+
+  void StartWorkers();
+  void StopWorkers();
+  void DeviceWorker(int d);
+  void LinkWorker(int src, int dst);
+  // Distributed: a link from one of this rank's devices to another rank's
+  // (sends what its queue holds), and one into this rank (receives the
+  // link's messages of each step).
+  void SendWorker(int src, int dst);
+  void RecvWorker(int src, int dst);
+  bool Local(int d) const { return local_[d] != 0; }
+  bool SameHost(int a, int b) const {
+    return cluster_.device(a).host == cluster_.device(b).host;
+  }
+  bool Distributed() const { return options_.ranks != nullptr; }
+  int Channel(int src, int dst) const { return 1 + src * num_devices_ + dst; }
+  absl::Status LinkError(const absl::Status& s, int src, int dst) const {
+    return absl::Status(s.code(), absl::StrCat(s.message(), " (on the link ",
+                                               cluster_.device(src).name, " -> ",
+                                               cluster_.device(dst).name, ")"));
+  }
+  // Distributed: waits for the step's local work like Step, publishing a
+  // local failure and aborting on another rank's.
+  void WaitForStepLocked(std::unique_lock<std::mutex>& lock);
+
+  // Runs node i on its device; fills `outputs` (per node output value).
+  absl::Status RunNode(int i, std::vector<torch::Tensor>* outputs,
+                       double* loss);
+  absl::Status RunForward(int i, std::vector<torch::Tensor>* outputs,
+                          double* loss);
+  absl::Status RunBackward(int i, std::vector<torch::Tensor>* outputs);
+  absl::Status RunUpdate(int i);
+  torch::Tensor Present(int value, int device) const {
+    return copies_[static_cast<size_t>(value) * num_devices_ + device];
+  }
+  torch::Tensor& Slot(int value, int device) {
+    return copies_[static_cast<size_t>(value) * num_devices_ + device];
+  }
+  int& Uses(int value, int device) {
+    return uses_[static_cast<size_t>(value) * num_devices_ + device];
+  }
+
+  // Under mu_: a value arrived on (or was produced on) device d.
+  void ArriveLocked(int value, int d, torch::Tensor t);
+  void ReleaseLocked(int value, int d);
+  // Under mu_: `item` has left src (copied or sent): the sum's buffer there
+  // is freed, or the value's use there released.
+  void SentLocked(const LinkItem& item, int src);
+  void ReadyLocked(int node);
+  void FailLocked(absl::Status s);
+  // `bytes`: the value's tensor's, counted on dst from now.
+  void SendLocked(int value, int src, int dst, int64_t bytes);
+  void SendSumLocked(int sum, int src, int dst);
+  void WakeAllLocked();
+  void MaybeDoneLocked();
+  void AddBytesLocked(int d, int64_t bytes, int node);
+  // With measure_allocations: reports this thread's allocations as
+  // device d's (-1: frees only) until the guard goes.
+  std::unique_ptr<c10::DebugInfoGuard> ReportAllocations(int d) {
+    if (!options_.measure_allocations) return nullptr;
+    return std::make_unique<c10::DebugInfoGuard>(
+        c10::DebugInfoKind::PROFILER_STATE,
+        std::make_shared<ThreadAllocationReporter>(&allocations_, d));
+  }
+
+  const TrainingView& view_;
+  const Graph& graph_;
+  const Cluster cluster_;  // a copy: small, and callers pass temporaries
+  // Per device, the cores its worker runs on (pin_cpu_devices); empty:
+  // unpinned.
+  std::vector<std::vector<int>> cores_;
+  ExecutorOptions options_;
+  std::vector<torch::Device> devices_;
+  const int num_devices_;
+  const std::vector<char> local_;  // per device: driven by this process
+  std::vector<int> device_of_node_;
+  std::vector<double> priority_;
+  std::vector<int> key_rank_;  // NodeKeyRanks
+  std::vector<int> value_of_tensor_;            // forward tensors -> value
+  std::vector<std::vector<int>> consumer_devices_;  // per value, distinct
+  std::vector<int> home_;                       // per value: resident device or -1
+  std::vector<torch::Tensor> resident_;         // per value x device
+  std::vector<std::unique_ptr<ParameterUpdate>> updates_;  // per value
+  std::vector<torch::Tensor> seed_grad_;        // per tensor: loss gradient
+  std::vector<torch::Tensor> targets_;          // per tensor: labels/targets
+  std::vector<std::vector<bool>> needs_gradient_;  // per op, by input
+  StepPrecision precision_;  // the view's, as ForwardOp casts
+  std::vector<std::vector<int>> control_dependents_;
+  std::vector<int64_t> resident_bytes_;         // per device
+  // Per (gradient sum, device): the partials made there, the first of them.
+  PartialsByDevice partials_;
+
+  // Per-step state, guarded by mu_ (copies_ entries are written under mu_
+  // before the node that reads them becomes ready).
+  std::mutex mu_;
+  // One per device worker, one per link (in LinkQueue), one for Step: each
+  // completion wakes only the threads that have new work.
+  std::vector<std::unique_ptr<std::condition_variable>> device_cv_;
+  std::vector<Idle> device_idle_;
+  std::condition_variable done_cv_;
+  bool stop_ = false;
+  bool running_ = false;
+  absl::Status failure_;
+  int remaining_nodes_ = 0;
+  int in_flight_ = 0;  // nodes and transfers running now
+  std::vector<torch::Tensor> copies_;
+  std::vector<int> uses_;
+  // Per (gradient sum, device): the buffer, whether it is ours to add into
+  // in place (a partial that became the buffer may alias another gradient:
+  // the first add makes a new tensor), contributions so far. A buffer is
+  // written under its sum's lock, by one contributor at a time.
+  std::vector<torch::Tensor> sum_buffer_;
+  std::vector<char> sum_owned_;
+  std::vector<int> sum_done_;
+  std::unique_ptr<std::mutex[]> sum_mu_;
+  std::vector<int> pending_;
+  std::vector<SavedOp> saved_;  // per op
+  // (priority, key rank, node): ties broken by node key, as the simulator.
+  using ReadyEntry = std::tuple<double, int, int>;
+  std::vector<std::priority_queue<ReadyEntry, std::vector<ReadyEntry>,
+                                  std::greater<ReadyEntry>>>
+      ready_;
+  std::map<std::pair<int, int>, LinkQueue> links_;
+  // Distributed: per link into this rank, messages per step and so far;
+  // items queued on links out of this rank and not yet sent.
+  std::map<std::pair<int, int>, int> expected_, received_;
+  int sends_pending_ = 0;
+  int local_nodes_ = 0;
+  int step_index_ = 0;
+  bool broken_ = false;
+  std::vector<int64_t> live_bytes_, peak_bytes_;
+  StepReport report_;
+  AllocationTracker allocations_;
+  double loss_ = 0;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace placer
+
+#endif  // PLACER_RUNTIME_EXECUTOR_IMPL_H_
