@@ -326,6 +326,57 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       plan.stages[s].selective_kept_bytes[slot] += held(v);
     }
   }
+  // What selective recomputation rebuilds, live at once in a backward: each
+  // rerun value from the first of its stage's backward nodes that reads
+  // it to the last (each rerun op's own workspace at its backward node).
+  std::vector<std::vector<std::vector<int64_t>>> rebuilt(S);  // [s][slot][i]
+  for (int s = 0; s < S; ++s) {
+    StageModel& st = plan.stages[s];
+    st.selective_rebuilt_bytes.assign(st.width, 0);
+    if (st.recompute != Recompute::kSelective) continue;
+    rebuilt[s].assign(st.width,
+                      std::vector<int64_t>(st.backward.size() + 1, 0));
+  }
+  auto rebuild = [&](int s, int slot, int first, int last, int64_t bytes) {
+    if (rebuilt[s].empty() || first < 0 || bytes <= 0) return;
+    rebuilt[s][slot][first] += bytes;
+    rebuilt[s][slot][last + 1] -= bytes;
+  };
+  for (int v = 0; selective && v < static_cast<int>(view.values().size());
+       ++v) {
+    const TrainingValue& value = view.value(v);
+    if (value.producer < 0 || !rerun[value.producer]) continue;
+    const int s = stage_of_node(value.producer);
+    int first = -1, last = -1;
+    for (int c : value.consumers) {
+      if (view.node(c).kind != NodeKind::kBackward || stage_of_node(c) != s) {
+        continue;
+      }
+      first = first < 0 ? position[c] : std::min(first, position[c]);
+      last = std::max(last, position[c]);
+    }
+    rebuild(s, slot_of[value.producer], first, last, held(v));
+  }
+  for (int n = 0; selective && n < static_cast<int>(view.nodes().size());
+       ++n) {
+    if (!rerun[n]) continue;
+    const int b = view.backward_node(view.node(n).forward_op);
+    if (b < 0 || stage_of_node(b) != stage_of_node(n)) continue;
+    rebuild(stage_of_node(n), slot_of[n], position[b], position[b],
+            static_cast<int64_t>(
+                static_cast<double>(view.node(n).saved_workspace_bytes) *
+                plan.share_of_node[n]));
+  }
+  for (int s = 0; s < S; ++s) {
+    for (size_t slot = 0; slot < rebuilt[s].size(); ++slot) {
+      int64_t live = 0;
+      for (int64_t change : rebuilt[s][slot]) {
+        live += change;
+        plan.stages[s].selective_rebuilt_bytes[slot] =
+            std::max(plan.stages[s].selective_rebuilt_bytes[slot], live);
+      }
+    }
+  }
   // ZeRO-3's gathers: each parameter once per pass, before its first
   // reader there, held until its last reader has run; the window is the
   // most held at once with the next gather in flight. An overlapped

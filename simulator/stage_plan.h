@@ -63,6 +63,13 @@ struct StageModel {
   // reruns first (those that read no parameter), in order.
   std::vector<int64_t> selective_kept_bytes;
   std::vector<int> selective_rerun;
+  // Per slot: the most of what selective recomputation rebuilds that is
+  // live at once in a backward pass. Each rerun value is rebuilt before
+  // the first of the stage's backward nodes that reads it and freed after
+  // the last (a rerun op's own workspace at its backward node): layer by
+  // layer, as Megatron-LM reruns each layer's attention core in that
+  // layer's backward, not the whole stage's at once.
+  std::vector<int64_t> selective_rebuilt_bytes;
   // Per slot: what a micro-batch in flight (forward run, backward not)
   // holds there: its stash, its inputs when the stage recomputes, or what
   // selective recomputation keeps.

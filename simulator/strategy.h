@@ -36,7 +36,10 @@
 //    parameters make, and what its other ops read from before them, and
 //    its backward first reruns those other ops (Megatron-LM's selective
 //    recomputation of the attention core, generic: every op without a
-//    weight). Not with op placement inside the stage.
+//    weight). What it rebuilds is held layer by layer, not all at once:
+//    each rerun value from the first backward node that reads it to the
+//    last (StageModel::selective_rebuilt_bytes). Not with op placement
+//    inside the stage.
 //  - ZeRO (Strategy::zero; Rajbhandari et al. 2020): the replicas of each
 //    stage (each slot's devices) shard what they would each hold in full.
 //    ZeRO-1: each holds and updates 1/R of the optimizer state — buckets

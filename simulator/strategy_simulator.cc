@@ -270,9 +270,16 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
                                   : parameters;
     const int runs = (M - k + R - 1) / R;
     const int64_t kept = st.kept_bytes(slot);
-    // The one-micro-batch peak holds the whole optimizer state.
+    // The one-micro-batch peak holds the whole optimizer state (and the
+    // stash, which a selectively recomputing stage rebuilds only in part
+    // at a time: StageModel::selective_rebuilt_bytes).
     const int64_t rest =
-        std::max<int64_t>(0, st.one_batch_peak_bytes[slot] - whole - kept);
+        st.recompute == Recompute::kSelective
+            ? std::max<int64_t>(0, st.one_batch_peak_bytes[slot] - whole -
+                                       st.stash_bytes[slot]) +
+                  st.selective_rebuilt_bytes[slot]
+            : std::max<int64_t>(0,
+                                st.one_batch_peak_bytes[slot] - whole - kept);
     // A replica's devices run the same tasks: as many in flight.
     const int in_flight_here = out.most_in_flight[stage.device(k, 0)];
     // A tensor-parallel group's devices hold as much each.
