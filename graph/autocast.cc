@@ -131,22 +131,33 @@ std::vector<Precision> OpPrecisions(const Graph& graph, Precision step) {
   std::vector<Precision> precision(n, Precision::kFp32);
   if (step == Precision::kFp32) return precision;
   const Precision lower = step == Precision::kFp8 ? Precision::kBf16 : step;
+  // Weights: parameters, and what ops make from parameters and constants
+  // alone (a tied output layer's transposed embedding).
+  std::vector<char> weight(graph.tensors().size(), 0);
+  for (size_t t = 0; t < weight.size(); ++t) {
+    weight[t] = graph.tensor(t).kind == TensorKind::kParameter;
+  }
   int last_linear = -1;
   for (int i : graph.topological_order()) {
     const Op& op = graph.op(i);
+    bool reads_weight = false, only_weights = true;
+    for (int in : op.inputs) {
+      if (in < 0) continue;
+      reads_weight |= weight[in] != 0;
+      only_weights &=
+          weight[in] != 0 || graph.tensor(in).kind == TensorKind::kConstant;
+    }
+    for (int out : op.outputs) {
+      if (out >= 0) weight[out] = reads_weight && only_weights;
+    }
     if (AutocastClassOf(op) != AutocastClass::kLowerPrecision) continue;
     precision[i] = lower;
-    if (step != Precision::kFp8 ||
+    if (step != Precision::kFp8 || !reads_weight ||
         (op.op_type != "MatMul" && op.op_type != "Gemm")) {
       continue;
     }
-    for (int in : op.inputs) {
-      if (in >= 0 && graph.tensor(in).kind == TensorKind::kParameter) {
-        precision[i] = Precision::kFp8;
-        last_linear = i;
-        break;
-      }
-    }
+    precision[i] = Precision::kFp8;
+    last_linear = i;
   }
   if (last_linear >= 0) precision[last_linear] = Precision::kBf16;
   return precision;

@@ -55,9 +55,11 @@ AutocastClass AutocastClassOf(const Op& op);
 
 // Per op of `graph`, the precision it computes at in a step at `step`:
 // `step` for kLowerPrecision ops, kFp32 for the others; at kFp8, only the
-// products with a weight operand (a MatMul or Gemm with an input of kind
-// kParameter) compute at fp8, but for the last of them in topological order
-// (the output layer, which Megatron-LM keeps outside Transformer Engine),
+// products with a weight operand (a MatMul or Gemm reading a parameter, or
+// what ops make from parameters and constants alone: a tied output layer's
+// transposed embedding) compute at fp8, but for the last of them in
+// topological order (the output layer, which Megatron-LM keeps outside
+// Transformer Engine),
 // and the other lower-precision ops at bf16.
 std::vector<Precision> OpPrecisions(const Graph& graph, Precision step);
 

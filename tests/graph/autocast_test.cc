@@ -111,6 +111,28 @@ TEST(AutocastTest, TheViewSizesAndCostsAtTheStepsPrecision) {
   }
 }
 
+// A tied output layer reads the embedding transposed, not the parameter
+// itself: it is still the output layer (bf16), and the last linear layer
+// before it computes at fp8.
+TEST(AutocastTest, Fp8KeepsATiedOutputLayerAtBf16) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  AddInput(g, "x", {4, 8});
+  AddWeight(g, "W1", {8, 8});
+  AddWeight(g, "E", {16, 8});
+  AddNode(g, "MatMul", "linear", {"x", "W1"}, {"h"});
+  AddNode(g, "Transpose", "tie", {"E"}, {"Et"});
+  AddNode(g, "MatMul", "output", {"h", "Et"}, {"y"});
+  g->add_output()->set_name("y");
+  absl::StatusOr<Graph> graph = ImportOnnxModel(m, "tied", {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  const std::vector<Precision> at = OpPrecisions(*graph, Precision::kFp8);
+  EXPECT_EQ(at[graph->FindOp("linear")], Precision::kFp8);
+  EXPECT_EQ(at[graph->FindOp("output")], Precision::kBf16);
+}
+
 // fp8 (Transformer Engine over bf16 autocast): products with a weight at
 // fp8 but for the last one (the output layer), products of two activations
 // at bf16, the tensors as at bf16; backward nodes compute as their forward.
