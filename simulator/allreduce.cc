@@ -49,7 +49,22 @@ struct TwoLevels {
   int64_t shard = 0;
 };
 TwoLevels SplitByHost(const CostModel& costs, const Cluster& cluster,
-                      const std::vector<int>& devices, int64_t bytes);
+                      const std::vector<int>& devices, int64_t bytes) {
+  const std::vector<std::vector<int>> hosts = ByHost(cluster, devices);
+  const int l = static_cast<int>(hosts[0].size());
+  TwoLevels levels;
+  for (const std::vector<int>& host : hosts) {
+    levels.inside = std::max(levels.inside,
+                             ReduceScatterSeconds(costs, cluster, host, bytes));
+  }
+  levels.shard = (bytes + l - 1) / l;
+  for (int i = 0; i < l; ++i) {
+    std::vector<int> ring;
+    for (const std::vector<int>& host : hosts) ring.push_back(host[i]);
+    levels.across.push_back(std::move(ring));
+  }
+  return levels;
+}
 
 }  // namespace
 
@@ -179,27 +194,5 @@ double AllreduceSeconds(const CostModel& costs, const Cluster& cluster,
     total += up[level] + down[level];
   return total;
 }
-
-namespace {
-
-TwoLevels SplitByHost(const CostModel& costs, const Cluster& cluster,
-                      const std::vector<int>& devices, int64_t bytes) {
-  const std::vector<std::vector<int>> hosts = ByHost(cluster, devices);
-  const int l = static_cast<int>(hosts[0].size());
-  TwoLevels levels;
-  for (const std::vector<int>& host : hosts) {
-    levels.inside = std::max(levels.inside,
-                             ReduceScatterSeconds(costs, cluster, host, bytes));
-  }
-  levels.shard = (bytes + l - 1) / l;
-  for (int i = 0; i < l; ++i) {
-    std::vector<int> ring;
-    for (const std::vector<int>& host : hosts) ring.push_back(host[i]);
-    levels.across.push_back(std::move(ring));
-  }
-  return levels;
-}
-
-}  // namespace
 
 }  // namespace placer
