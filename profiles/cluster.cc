@@ -302,10 +302,18 @@ absl::StatusOr<proto::Cluster> PresetClusterMessage(absl::string_view spec) {
         "is the one setting"));
   }
   if (!message.has_between_nodes()) {
+    std::vector<std::string> hosts;
+    for (const ClusterPreset& p : ClusterPresets()) {
+      proto::Cluster other;
+      if (ParseTextOrJson(p.text, p.name, &other).ok() &&
+          other.has_between_nodes()) {
+        hosts.push_back(p.name);
+      }
+    }
     return absl::InvalidArgumentError(absl::StrCat(
         "cluster '", spec, "': preset ", preset->name,
-        " is not a cluster of hosts (it has no between_nodes link); "
-        "dgx_a100 and dgx_h100 are"));
+        " is not a cluster of hosts (it has no between_nodes link); these "
+        "are: ", absl::StrJoin(hosts, ", ")));
   }
   message.set_nodes(nodes);
   message.set_name(std::string(spec));

@@ -246,6 +246,21 @@ TEST(ClusterTest, ClustersOfHosts) {
               HasSubstr("':nodes=N' (N >= 1)"));
   EXPECT_THAT(LoadCluster("p100x4:nodes=2").status().message(),
               HasSubstr("is not a cluster of hosts"));
+  // The error lists the presets that are.
+  EXPECT_THAT(LoadCluster("p100x4:nodes=2").status().message(),
+              HasSubstr("these are: dgx_a100, dgx_h100, grand_teton_h100"));
+}
+
+TEST(ClusterTest, GrandTetonIsTorchtitansHost) {
+  // torchtitan's benchmark hosts: 96 GB HBM2e at 2.4 TB/s, 400 Gb/s a GPU
+  // between hosts; the peaks are the H100 SXM's (the upper end).
+  absl::StatusOr<Cluster> c = LoadCluster("grand_teton_h100:nodes=2");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->num_devices(), 16);
+  EXPECT_EQ(c->device(9).memory_bytes, int64_t{96} << 30);
+  EXPECT_DOUBLE_EQ(c->device(9).memory_bandwidth, 2.4e12);
+  EXPECT_DOUBLE_EQ(c->device(9).bf16_peak_flops, 9.89e14);
+  EXPECT_DOUBLE_EQ(c->link(0, 8).bandwidth, 5e10);
 }
 
 TEST(ClusterTest, SizesAreBoundedBeforeAnythingIsAllocated) {
