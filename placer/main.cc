@@ -27,7 +27,8 @@ Usage:
       are tensor-parallel groups splitting ops (tensor; --tensor T fixes
       the group size), and stages with replicas (auto), --micro-batches M
       per step (default one per device; or --global-batch G samples),
-      --recompute and --zero (--overlap-param-gather: ZeRO-1/2's
+      --recompute auto|none|full|selective|selective-op and --zero
+      (--overlap-param-gather: ZeRO-1/2's
       parameter all-gather in the next step's forward); it prints one device, the op placement, the best data-parallel,
       pipeline, hybrid and tensor strategies and auto's choice, each per
       graph batch (the graph's batch is one micro-batch), and writes the

@@ -36,8 +36,10 @@ int Strength(Recompute r) {
       return 0;
     case Recompute::kSelective:
       return 1;
-    case Recompute::kFull:
+    case Recompute::kSelectiveOp:
       return 2;
+    case Recompute::kFull:
+      return 3;
   }
   return 0;
 }
@@ -147,6 +149,11 @@ EmittedPlan Megatron(const PlanShape& p, Precision precision) {
         "little more memory, the same recomputation)");
   } else if (p.recompute == Recompute::kSelective) {
     flags.push_back("--recompute-granularity selective");
+  } else if (p.recompute == Recompute::kSelectiveOp) {
+    out.not_expressed.push_back(
+        "op-level selective recomputation (torchtitan's): Megatron-LM's "
+        "--recompute-granularity selective reruns the attention core only "
+        "(placer's --recompute selective)");
   }
   switch (p.zero) {
     case ZeroStage::kNone:
@@ -281,9 +288,19 @@ EmittedPlan TorchTitan(const PlanShape& p, Precision precision) {
                     "\n");
   }
   absl::StrAppend(&toml, "\n[activation_checkpoint]\nmode = \"",
-                  RecomputeName(p.recompute), "\"\n");
-  if (p.recompute == Recompute::kSelective) {
+                  RecomputesSelectively(p.recompute)
+                      ? "selective"
+                      : RecomputeName(p.recompute),
+                  "\"\n");
+  if (RecomputesSelectively(p.recompute)) {
     absl::StrAppend(&toml, "selective_ac_option = \"op\"\n");
+  }
+  if (p.recompute == Recompute::kSelective) {
+    out.not_expressed.push_back(
+        "selective recomputation: placer's reruns every op without a weight "
+        "(attention's core with them); torchtitan's \"op\" option keeps "
+        "attention's output and every other product and reruns the rest "
+        "(placer's --recompute selective-op)");
   }
   if (precision == Precision::kFp8) {
     // torchao's float8 linear layers.

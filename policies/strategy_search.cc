@@ -160,9 +160,10 @@ absl::StatusOr<StageRecompute> ParseStageRecompute(const std::string& name) {
   if (name == "none") return StageRecompute::kNone;
   if (name == "full") return StageRecompute::kFull;
   if (name == "selective") return StageRecompute::kSelective;
+  if (name == "selective-op") return StageRecompute::kSelectiveOp;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown recomputation '", name,
-                   "'; known: auto, none, full, selective"));
+                   "'; known: auto, none, full, selective, selective-op"));
 }
 
 namespace {
@@ -301,13 +302,13 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   auto consider = [&](Strategy s, std::vector<int64_t>* peaks = nullptr) {
     if (!HasShape(s, search)) return;
     ++shaped;
-    if (search.recompute == StageRecompute::kFull ||
-        search.recompute == StageRecompute::kSelective) {
-      for (PipelineStage& stage : s.stages) {
-        stage.recompute = search.recompute == StageRecompute::kFull
-                              ? Recompute::kFull
-                              : Recompute::kSelective;
-      }
+    if (search.recompute != StageRecompute::kAuto &&
+        search.recompute != StageRecompute::kNone) {
+      const Recompute fixed =
+          search.recompute == StageRecompute::kFull        ? Recompute::kFull
+          : search.recompute == StageRecompute::kSelective ? Recompute::kSelective
+                                                           : Recompute::kSelectiveOp;
+      for (PipelineStage& stage : s.stages) stage.recompute = fixed;
     }
     if (search.zero.has_value()) s.zero = *search.zero;
     std::vector<int64_t> tried;

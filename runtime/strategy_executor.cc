@@ -597,11 +597,11 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
   }
   for (size_t s = 0; s < strategy.stages.size(); ++s) {
     if (strategy.stages[s].recompute == Recompute::kNone) continue;
-    if (strategy.stages[s].recompute == Recompute::kSelective) {
-      return absl::UnimplementedError(
-          absl::StrCat("stage ", s,
-                       " recomputes selectively; the strategy executor "
-                       "reruns whole stages (--recompute full)"));
+    if (RecomputesSelectively(strategy.stages[s].recompute)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "stage ", s, " recomputes selectively (",
+          RecomputeName(strategy.stages[s].recompute),
+          "); the strategy executor reruns whole stages (--recompute full)"));
     }
     if (strategy.stages[s].width() > 1) {
       return absl::UnimplementedError(absl::StrCat(

@@ -41,39 +41,52 @@ EAGER_FSDP = ["--elementwise", "as-exported", "--mixed-precision", "master"]
 
 # name: (source, model, cluster, tensor, stages, replicas, global batch,
 #        sequence length, micro batch, precision, zero, recompute,
-#        extra flags, published tokens/s per GPU, note)
+#        extra flags, published tokens/s per GPU, published peak memory in
+#        GiB or None)
 ROWS = {
     "gpt3_5b": (
         "NeMo 24.07, DGX-H100, FP8", "zoo:gpt:layers=24,hidden=4096,heads=32,"
         "ffn=16384,seq_len=2048,vocab=50304,batch=4", "dgx_h100:nodes=8",
-        1, 1, 64, 2048, 2048, 4, "fp8", "1", "none", NEMO_ZERO1, 22521, ""),
+        1, 1, 64, 2048, 2048, 4, "fp8", "1", "none", NEMO_ZERO1, 22521, None),
     "gpt3_20b": (
         "NeMo 24.07, DGX-H100, FP8", "zoo:gpt:layers=44,hidden=6144,heads=48,"
         "ffn=24576,seq_len=2048,vocab=50304,batch=2", "dgx_h100:nodes=8",
         2, 1, 32, 256, 2048, 2, "fp8", "1", "selective",
-        NEMO_ZERO1 + ["--sequence-parallel"], 5851, ""),
+        NEMO_ZERO1 + ["--sequence-parallel"], 5851, None),
     "llama2_7b": (
         "NeMo 24.07, DGX-H100, FP8", "zoo:llama2_7b", "dgx_h100", 1, 1, 8, 128,
-        4096, 1, "fp8", "1", "none", NEMO_ZERO1, 16847, ""),
+        4096, 1, "fp8", "1", "none", NEMO_ZERO1, 16847, None),
     "llama3_8b_25.09": (
         "Megatron-Bridge 25.09, DGX-H100, FP8-CS", "zoo:llama3_8b", "dgx_h100",
-        1, 1, 8, 128, 8192, 1, "fp8", "3", "none", TE, 14079, ""),
+        1, 1, 8, 128, 8192, 1, "fp8", "3", "none", TE, 14079, None),
     "llama3_8b_25.11": (
         "Megatron-Bridge 25.11, DGX-H100, FP8-CS", "zoo:llama3_8b", "dgx_h100",
-        1, 1, 8, 128, 8192, 1, "fp8", "3", "none", TE, 14451, ""),
+        1, 1, 8, 128, 8192, 1, "fp8", "3", "none", TE, 14451, None),
     "titan_8b_8gpu": (
         "torchtitan 2024-12, Grand Teton H100 (500 W), BF16 eager",
-        "zoo:llama3_8b:batch=2", "dgx_h100", 1, 1, 8, 16, 8192, 2, "bf16",
-        "3", "selective", EAGER_FSDP, 5762, "500 W H100s, HBM2e"),
+        "zoo:llama3_8b:batch=2", "grand_teton_h100", 1, 1, 8, 16, 8192, 2,
+        "bf16", "3", "selective-op", EAGER_FSDP, 5762, 82.4),
     "titan_8b_128gpu": (
         "torchtitan 2024-12, Grand Teton H100 (500 W), BF16 eager",
-        "zoo:llama3_8b:batch=2", "dgx_h100:nodes=16", 1, 1, 128, 256, 8192, 2,
-        "bf16", "3", "selective", EAGER_FSDP, 5605, "500 W H100s, HBM2e"),
+        "zoo:llama3_8b:batch=2", "grand_teton_h100:nodes=16", 1, 1, 128, 256,
+        8192, 2, "bf16", "3", "selective-op", EAGER_FSDP, 5605, 67.0),
 }
 
 
-def lifted_cluster(preset, directory):
-    """The preset's file with 100x the memory, as a cluster file."""
+# Presets whose parts' peaks are not known exactly, and the low end of
+# them: torchtitan's 500 W Grand Teton H100s lie between the H100 SXM's
+# peaks (the preset's) and the H100 NVL's (NVIDIA's H100 datasheet: 1,671
+# TFLOP/s BF16 and FP16, 3,341 FP8, with sparsity; half that dense).
+LOW_END = {
+    "grand_teton_h100": {"bf16_peak_flops": 8.355e14,
+                         "fp16_peak_flops": 8.355e14,
+                         "fp8_peak_flops": 1.6705e15},
+}
+
+
+def lifted_cluster(preset, directory, peaks=None):
+    """The preset's file with 100x the memory (and `peaks`, a field: value
+    dict, in place of its peaks), as a cluster file."""
     base, _, nodes = preset.partition(":nodes=")
     here = os.path.dirname(os.path.abspath(__file__))
     with open(os.path.join(here, "..", "profiles", "clusters",
@@ -83,7 +96,11 @@ def lifted_cluster(preset, directory):
                   lambda m: "memory_bytes: %d" % (int(m.group(1)) * 100), text)
     text = re.sub(r"^nodes: \d+", "nodes: %s" % (nodes or "1"), text,
                   flags=re.M)
-    path = os.path.join(directory, preset.replace(":", "_") + ".pbtxt")
+    for field, value in (peaks or {}).items():
+        text = re.sub(r"\b%s: [0-9.e+]+" % field, "%s: %g" % (field, value),
+                      text)
+    path = os.path.join(directory, preset.replace(":", "_") +
+                        ("_low" if peaks else "") + ".pbtxt")
     with open(path, "w") as f:
         f.write(text)
     return path
@@ -116,13 +133,15 @@ def main():
     names = sys.argv[2:] or list(ROWS)
     errors = []
     print("| row | source | layout | published tok/s/GPU | predicted | error "
-          "| predicted peak | fits 80 GB | note |")
-    print("|---|---|---|---:|---:|---:|---:|---|---|")
+          "| at the low-end peaks | published peak | predicted peak "
+          "| fits its GPUs |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---|")
     with tempfile.TemporaryDirectory() as directory:
         for name in names:
             row = ROWS[name]
             (source, model, cluster, tensor, stages, replicas, batch, seq,
-             micro, precision, zero, recompute, extra, published, note) = row
+             micro, precision, zero, recompute, extra, published,
+             published_gib) = row
             fits, fit_error, _, _ = simulate(placer, row, cluster)
             timed, error, seconds, command = simulate(
                 placer, row, lifted_cluster(cluster, directory))
@@ -135,13 +154,25 @@ def main():
             peak = max(timed["peak_memory_bytes"].values())
             relative = tokens / published - 1
             errors.append(abs(relative))
+            low_end = "-"
+            peaks = LOW_END.get(cluster.partition(":")[0])
+            if peaks:
+                low, _, _, _ = simulate(
+                    placer, row, lifted_cluster(cluster, directory, peaks))
+                if low is not None and low.get("ok"):
+                    low_tokens = batch * seq / low["step_seconds"] / gpus
+                    low_end = "%d (%+.1f%%)" % (
+                        low_tokens, 100 * (low_tokens / published - 1))
             layout = "TP%d PP%d DP%d, MBS %d, GBS %d, ZeRO-%s, %s recompute" % (
                 tensor, stages, replicas, micro, batch, zero, recompute)
-            print("| %s | %s | %s | %d | %d | %+.1f%% | %.1f GB | %s | %s |" %
+            print("| %s | %s | %s | %d | %d | %+.1f%% | %s | %s | %.1f GiB "
+                  "| %s |" %
                   (name, source, layout, published, tokens, 100 * relative,
-                   peak / 1e9,
+                   low_end,
+                   "-" if published_gib is None else "%.1f GiB" % published_gib,
+                   peak / 2**30,
                    "yes" if fits is not None and fits.get("ok") and
-                   not fits.get("out_of_memory") else "no", note),
+                   not fits.get("out_of_memory") else "no"),
                   flush=True)
             print("    %s (%.0f s)" % (" ".join(command[1:]), seconds),
                   file=sys.stderr, flush=True)
@@ -152,7 +183,7 @@ def main():
     truth = [n for n in names if ROWS[n][3] * ROWS[n][4] > 1]
     if truth:
         print("\nWithout tensor and pipeline parallelism, on the preset:\n")
-        print("| row | layout | fits 80 GB | what the simulator says |")
+        print("| row | layout | fits its GPUs | what the simulator says |")
         print("|---|---|---|---|")
     for name in truth:
         row = ROWS[name]

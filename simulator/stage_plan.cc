@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/status_helpers.h"
+#include "graph/repeated_layers.h"
 
 namespace placer {
 namespace {
@@ -279,12 +280,44 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     }
   }
   // Selective recomputation: forward nodes that read no parameter are
-  // rerun; what the others make, and what the rerun ones read from
-  // outside the rerun, is kept.
-  bool selective = false;
+  // rerun (kSelective), or a layer's nodes but its attention cores and
+  // every other product (kSelectiveOp); what the others make, and what the
+  // rerun ones read from outside the rerun, is kept.
+  bool selective = false, op_level = false;
   for (StageModel& st : plan.stages) {
     st.selective_kept_bytes.assign(st.width, 0);
-    selective |= st.recompute == Recompute::kSelective;
+    selective |= RecomputesSelectively(st.recompute);
+    op_level |= st.recompute == Recompute::kSelectiveOp;
+  }
+  RepeatedLayers layers;
+  std::vector<char> op_kept;  // per node: what kSelectiveOp keeps
+  if (op_level) {
+    layers = FindRepeatedLayers(view);
+    if (layers.count == 0) {
+      return absl::InvalidArgumentError(
+          "op-level selective recomputation (selective-op) reruns ops of "
+          "the model's repeated layers, and this model has none "
+          "(graph/repeated_layers.h); use --recompute selective or full");
+    }
+    // A layer's output is the next layer's input, which torch's checkpoint
+    // of that layer keeps: what a node makes for a forward node outside its
+    // layer is kept.
+    op_kept.assign(view.nodes().size(), 1);
+    std::vector<int> products(layers.count, 0);
+    for (int n : view.topological_order()) {
+      const int layer = layers.layer_of_node[n];
+      if (layer < 0 || view.node(n).fused_attention) continue;
+      bool output = false;
+      for (int v : view.node(n).outputs) {
+        for (int c : view.value(v).consumers) {
+          output |= view.node(c).kind == NodeKind::kForward &&
+                    layers.layer_of_node[c] != layer;
+        }
+      }
+      const bool product = layers.weight_product[n];
+      op_kept[n] = output || (product && products[layer] % 2 == 0);
+      products[layer] += product;
+    }
   }
   std::vector<char> rerun(selective ? view.nodes().size() : 0, 0);
   for (StageModel& st : plan.stages) {
@@ -294,7 +327,7 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       for (int v : view.node(n).inputs) {
         weights |= view.value(v).kind == ValueKind::kParameter;
       }
-      if (weights) {
+      if (st.recompute == Recompute::kSelectiveOp ? op_kept[n] : weights) {
         st.selective_kept_bytes[slot_of[n]] += static_cast<int64_t>(
             static_cast<double>(view.node(n).saved_workspace_bytes) *
             plan.share_of_node[n]);
@@ -333,7 +366,7 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   for (int s = 0; s < S; ++s) {
     StageModel& st = plan.stages[s];
     st.selective_rebuilt_bytes.assign(st.width, 0);
-    if (st.recompute != Recompute::kSelective) continue;
+    if (!RecomputesSelectively(st.recompute)) continue;
     rebuilt[s].assign(st.width,
                       std::vector<int64_t>(st.backward.size() + 1, 0));
   }
@@ -342,6 +375,20 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     rebuilt[s][slot][first] += bytes;
     rebuilt[s][slot][last + 1] -= bytes;
   };
+  // kSelectiveOp: per stage, per layer, the position of the layer's first
+  // backward node there, where the layer's rerun runs.
+  std::vector<std::vector<int>> layer_start(op_level ? S : 0);
+  for (int s = 0; op_level && s < S; ++s) {
+    layer_start[s].assign(layers.count, -1);
+    if (plan.stages[s].recompute != Recompute::kSelectiveOp) continue;
+    for (int n : plan.stages[s].forward) {
+      const int layer = layers.layer_of_node[n];
+      const int b = view.backward_node(view.node(n).forward_op);
+      if (layer < 0 || b < 0 || stage_of_node(b) != s) continue;
+      int& start = layer_start[s][layer];
+      start = start < 0 ? position[b] : std::min(start, position[b]);
+    }
+  }
   for (int v = 0; selective && v < static_cast<int>(view.values().size());
        ++v) {
     const TrainingValue& value = view.value(v);
@@ -354,6 +401,10 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       }
       first = first < 0 ? position[c] : std::min(first, position[c]);
       last = std::max(last, position[c]);
+    }
+    if (first >= 0 && plan.stages[s].recompute == Recompute::kSelectiveOp) {
+      const int start = layer_start[s][layers.layer_of_node[value.producer]];
+      if (start >= 0) first = std::min(first, start);
     }
     rebuild(s, slot_of[value.producer], first, last, held(v));
   }

@@ -59,8 +59,10 @@ struct StageModel {
   // what `adds` charges (one entry per addition).
   std::vector<std::vector<int>> merges;
   // Selective recomputation: per slot, what the stage keeps of a
-  // micro-batch (Recompute::kSelective); the forward nodes its backward
-  // reruns first (those that read no parameter), in order.
+  // micro-batch (Recompute::kSelective, kSelectiveOp); the forward nodes
+  // its backward reruns first (kSelective: those that read no parameter;
+  // kSelectiveOp: its layers' ops but their attention cores and every
+  // other product), in order.
   std::vector<int64_t> selective_kept_bytes;
   std::vector<int> selective_rerun;
   // Per slot: the most of what selective recomputation rebuilds that is
@@ -68,7 +70,9 @@ struct StageModel {
   // the first of the stage's backward nodes that reads it and freed after
   // the last (a rerun op's own workspace at its backward node): layer by
   // layer, as Megatron-LM reruns each layer's attention core in that
-  // layer's backward, not the whole stage's at once.
+  // layer's backward, not the whole stage's at once. kSelectiveOp: before
+  // the first backward node of the value's layer (torch's checkpoint
+  // reruns a block when its backward starts).
   std::vector<int64_t> selective_rebuilt_bytes;
   // Per slot: what a micro-batch in flight (forward run, backward not)
   // holds there: its stash, its inputs when the stage recomputes, or what
@@ -80,6 +84,7 @@ struct StageModel {
       case Recompute::kFull:
         return input_bytes[slot];
       case Recompute::kSelective:
+      case Recompute::kSelectiveOp:
         return selective_kept_bytes[slot];
     }
     return stash_bytes[slot];

@@ -54,17 +54,20 @@ std::string RecomputeName(Recompute recompute) {
       return "full";
     case Recompute::kSelective:
       return "selective";
+    case Recompute::kSelectiveOp:
+      return "selective-op";
   }
   return "none";
 }
 
 absl::StatusOr<Recompute> ParseRecompute(const std::string& name) {
-  for (Recompute r :
-       {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
+  for (Recompute r : {Recompute::kNone, Recompute::kFull,
+                      Recompute::kSelective, Recompute::kSelectiveOp}) {
     if (name == RecomputeName(r)) return r;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown recomputation '", name, "'; known: none, full, selective"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown recomputation '", name,
+                   "'; known: none, full, selective, selective-op"));
 }
 
 int ZeroNumber(ZeroStage zero) {
@@ -236,11 +239,20 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
     }
   }
   for (int s = 0; s < stages; ++s) {
-    if (strategy.stages[s].recompute == Recompute::kSelective &&
+    if (RecomputesSelectively(strategy.stages[s].recompute) &&
         strategy.stages[s].width() > 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("selective recomputation with ops placed inside stage ",
                        s, "'s replicas is not modelled"));
+    }
+  }
+  for (int s = 0; s < stages; ++s) {
+    if (strategy.stages[s].recompute == Recompute::kSelectiveOp &&
+        strategy.stages[s].tensor() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "op-level selective recomputation (selective-op) in stage ", s,
+          ", whose replicas are tensor-parallel groups, is not modelled (it "
+          "reruns products whose collectives are not)"));
     }
   }
   if (!strategy.op_sharding.empty() &&
@@ -414,7 +426,8 @@ int StrategyDevices(const Strategy& strategy) {
 }
 
 std::string DescribeStrategy(const Strategy& strategy) {
-  std::vector<int> replicas, widths, recomputing, selective, tensors;
+  std::vector<int> replicas, widths, recomputing, selective, op_level,
+      tensors;
   bool wide = false, tensor = false;
   for (const PipelineStage& s : strategy.stages) {
     tensors.push_back(s.tensor());
@@ -423,6 +436,8 @@ std::string DescribeStrategy(const Strategy& strategy) {
       recomputing.push_back(static_cast<int>(replicas.size()));
     } else if (s.recompute == Recompute::kSelective) {
       selective.push_back(static_cast<int>(replicas.size()));
+    } else if (s.recompute == Recompute::kSelectiveOp) {
+      op_level.push_back(static_cast<int>(replicas.size()));
     }
     replicas.push_back(s.num_replicas());
     widths.push_back(s.width());
@@ -440,6 +455,7 @@ std::string DescribeStrategy(const Strategy& strategy) {
   };
   which(recomputing, "recompute");
   which(selective, "selective recompute");
+  which(op_level, "op-level selective recompute");
   auto list = [](const std::vector<int>& v) {
     return v.size() == 1 ? absl::StrCat(v[0])
                          : absl::StrCat("(", absl::StrJoin(v, ", "), ")");

@@ -38,8 +38,17 @@
 //    recomputation of the attention core, generic: every op without a
 //    weight). What it rebuilds is held layer by layer, not all at once:
 //    each rerun value from the first backward node that reads it to the
-//    last (StageModel::selective_rebuilt_bytes). Not with op placement
-//    inside the stage.
+//    last (StageModel::selective_rebuilt_bytes). Or op by op as torchtitan
+//    does (Recompute::kSelectiveOp): in each of the model's repeated layers
+//    (graph/repeated_layers.h) it keeps what the attention cores and every
+//    other linear layer's product (the first, third, ... of the layer, as
+//    torchtitan counts aten::mm) and the layer's outputs (the next
+//    layer's input, which its checkpoint keeps) make, and reruns the
+//    layer's other ops;
+//    what it rebuilds for a layer is live from the first of the layer's
+//    backward nodes (where the layer's rerun runs, as torch's checkpoint
+//    reruns a block) to its last reader. Neither with op placement inside
+//    the stage.
 //  - ZeRO (Strategy::zero; Rajbhandari et al. 2020): the replicas of each
 //    stage (each slot's devices) shard what they would each hold in full.
 //    ZeRO-1: each holds and updates 1/R of the optimizer state — buckets
@@ -134,7 +143,19 @@ enum class Recompute {
   // first reruns the ops that read no parameter (norms, activations, the
   // attention core: Megatron-LM's selective recomputation, generic).
   kSelective,
+  // torchtitan's op-level selective checkpointing (selective_ac_option =
+  // "op"): in each repeated layer, keeps the attention cores' outputs and
+  // every other linear product's (from the layer's first), reruns the
+  // layer's other ops; ops in no layer keep what they would.
+  kSelectiveOp,
 };
+
+// Whether a stage reruns some of its forward ops (kSelective and
+// kSelectiveOp), keeping the rest.
+inline bool RecomputesSelectively(Recompute recompute) {
+  return recompute == Recompute::kSelective ||
+         recompute == Recompute::kSelectiveOp;
+}
 
 // One data-parallel replica of a stage: the device of each of its slots
 // (slot 0 first; one slot unless ops are placed inside the stage).
@@ -196,7 +217,7 @@ struct Strategy {
 
 // Names for files and flags: "gpipe", "1f1b"; "ring", "tree",
 // "hierarchical"; "none",
-// "full", "selective".
+// "full", "selective", "selective-op".
 std::string ScheduleName(PipelineSchedule schedule);
 absl::StatusOr<PipelineSchedule> ParseSchedule(const std::string& name);
 std::string AllreduceName(AllreduceAlgorithm algorithm);

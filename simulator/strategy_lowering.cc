@@ -227,7 +227,7 @@ LoweredStrategy LowerStrategy(
             static_cast<double>(lowered.device_passes_[d].size());
         if (order.backward && st.recompute != Recompute::kNone) {
           const double rerun =
-              st.recompute == Recompute::kSelective
+              RecomputesSelectively(st.recompute)
                   ? SecondsOf(context, plan, st.selective_rerun, d)
                   : (wide[s].empty() ? f : wide[s][k].forward);
           pass.recompute_task = graph.AddTask({d, rerun, priority, 0});

@@ -274,7 +274,7 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     // stash, which a selectively recomputing stage rebuilds only in part
     // at a time: StageModel::selective_rebuilt_bytes).
     const int64_t rest =
-        st.recompute == Recompute::kSelective
+        RecomputesSelectively(st.recompute)
             ? std::max<int64_t>(0, st.one_batch_peak_bytes[slot] - whole -
                                        st.stash_bytes[slot]) +
                   st.selective_rebuilt_bytes[slot]

@@ -127,7 +127,9 @@ ABSL_FLAG(std::string, recompute, "auto",
           "(those whose devices would be over their memory otherwise, "
           "selectively, then wholly), none, full (every stage) or selective "
           "(every stage reruns its ops without weights: Megatron-LM's "
-          "selective recomputation).");
+          "selective recomputation) or selective-op (in each repeated "
+          "layer, every op but the attention cores and every other linear "
+          "product: torchtitan's op-level selective checkpointing).");
 ABSL_FLAG(std::string, zero, "auto",
           "place --parallelism: ZeRO over each stage's data-parallel "
           "replicas: 0 (each holds everything), 1 (the optimizer state "

@@ -258,7 +258,7 @@ struct PlaceFlags {
   std::string checkpoint;   // a trained model for learned policies
   std::string parallelism;  // "model", "data", "pipeline", "hybrid", "auto"
   int micro_batches = 0;    // 0: one per device
-  std::string recompute;    // "auto", "none", "full"
+  std::string recompute;    // ParseStageRecompute's names
   std::string zero;         // "auto", "0", "1", "2", "3"
   std::string tensor;       // "auto" or devices per group
   std::string stages;       // "auto" or pipeline stages

@@ -163,6 +163,26 @@ TEST(PlanEmitTest, TorchTitanSections) {
   EXPECT_THAT(e->text, HasSubstr("selective_ac_option = \"op\"\n"));
   EXPECT_THAT(absl::StrJoin(e->not_expressed, "\n"),
               HasSubstr("ZeRO-1: torchtitan replicates (DDP) or shards"));
+  // Megatron-LM's selective recomputation is not torchtitan's "op" option;
+  // placer's selective-op is, exactly.
+  EXPECT_THAT(absl::StrJoin(e->not_expressed, "\n"),
+              HasSubstr("placer's --recompute selective-op"));
+  Strategy op_level = pipelined;
+  for (PipelineStage& stage : op_level.stages) {
+    stage.recompute = Recompute::kSelectiveOp;
+  }
+  e = EmitPlan(EmitFormat::kTorchTitan, {&g, &op_level, Precision::kBf16});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT(e->text, HasSubstr("[activation_checkpoint]\nmode = "
+                                 "\"selective\"\nselective_ac_option = "
+                                 "\"op\"\n"));
+  EXPECT_THAT(absl::StrJoin(e->not_expressed, "\n"),
+              ::testing::Not(HasSubstr("selective")));
+  e = EmitPlan(EmitFormat::kMegatron, {&g, &op_level, Precision::kBf16});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT(e->text, ::testing::Not(HasSubstr("--recompute")));
+  EXPECT_THAT(absl::StrJoin(e->not_expressed, "\n"),
+              HasSubstr("op-level selective recomputation (torchtitan's)"));
 }
 
 // fp8 (Transformer Engine's recipe on bf16): Megatron-LM's --fp8-format

@@ -1,5 +1,5 @@
-// Selective recomputation (Recompute::kSelective) on a hand-computed case
-// (a fake cost model of constant costs).
+// Selective recomputation (Recompute::kSelective, kSelectiveOp) on
+// hand-computed cases (a fake cost model of constant costs).
 //
 // The model, an attention core in miniature: x [8, 2] -> A (MatMul w1) ->
 // a [8, 2]; T (Transpose a) -> t [2, 8]; Q (MatMul a t) -> q [8, 8];
@@ -102,6 +102,92 @@ TEST(SelectiveRecomputeTest, RerunsTheOpsWithoutWeightsAndKeepsTheRest) {
   EXPECT_NE(refused.status().message().find(
                 "selective recomputation with ops placed inside stage 0"),
             std::string::npos)
+      << refused.status();
+}
+
+// Two repeated blocks (graph/repeated_layers.h) between a stem and a head:
+// x [8, 2] -> S (MatMul wS) -> h0; per block l: A (MatMul h wA) -> a,
+// R (Relu) -> r, B (MatMul r wB) -> b, C (MatMul b wC) -> c,
+// D (Add c h) -> the next h; O (MatMul h2 wO) -> y. Every value is 64
+// bytes. Kept without recomputation: what the backward reads, x, h0, h1,
+// h2 and each block's r and b: 512 bytes.
+Graph Blocks() {
+  onnx::ModelProto m = testing::EmptyModel();
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {8, 2});
+  testing::AddWeight(g, "wS", {2, 2});
+  testing::AddWeight(g, "wO", {2, 2});
+  testing::AddNode(g, "MatMul", "S", {"x", "wS"}, {"h0"});
+  for (const std::string l : {"1", "2"}) {
+    const std::string in = l == "1" ? "h0" : "h1";
+    for (const char* w : {"wA", "wB", "wC"}) {
+      testing::AddWeight(g, w + l, {2, 2});
+    }
+    testing::AddNode(g, "MatMul", "A" + l, {in, "wA" + l}, {"a" + l});
+    testing::AddNode(g, "Relu", "R" + l, {"a" + l}, {"r" + l});
+    testing::AddNode(g, "MatMul", "B" + l, {"r" + l, "wB" + l}, {"b" + l});
+    testing::AddNode(g, "MatMul", "C" + l, {"b" + l, "wC" + l}, {"c" + l});
+    testing::AddNode(g, "Add", "D" + l, {"c" + l, in}, {l == "1" ? "h1" : "h2"});
+  }
+  testing::AddNode(g, "MatMul", "O", {"h2", "wO"}, {"y"});
+  testing::AddOutput(g, "y");
+  absl::StatusOr<Graph> graph = ImportOnnxModel(m, "blocks", {});
+  EXPECT_TRUE(graph.ok()) << graph.status();
+  return *std::move(graph);
+}
+
+// torchtitan's op-level policy: in each block the first and third products
+// (A, C) are kept, the second (B) rerun with R; D makes the block's output
+// (the next block's input) and is kept. So a micro-batch keeps x, h0, a1,
+// h1, a2 and h2 (384 bytes: the products' outputs are kept whether the
+// backward reads them or not, as torch's policy saves them) and reruns 4
+// nodes (1 s each) before its backward. A block's rebuilt values, r and b,
+// are live from the block's first backward node (D's) on, together: 128
+// bytes (rebuilt value by value as kSelective's are, 64). GPipe over 4
+// micro-batches on one device: 4 x (12 + 24) + 8 x 0.5 = 148 s without
+// recomputation, 4 x 4 s more with it; the peak 4 x (512 - 384) - 128
+// bytes lower.
+TEST(SelectiveRecomputeTest, OpLevelKeepsEveryOtherProductOfEachLayer) {
+  ExactFixture f(Blocks(), ConstantCosts(1, 2, 0.5, 1e-3, 1e6), 2);
+  Strategy s;
+  s.stage_of_op.assign(12, 0);
+  s.stages = {PipelineStage::OneDevicePerReplica({0})};
+  s.micro_batches = 4;
+  s.schedule = PipelineSchedule::kGPipe;
+  std::vector<StrategySimulation> runs;
+  for (Recompute r : {Recompute::kNone, Recompute::kSelectiveOp}) {
+    s.stages[0].recompute = r;
+    absl::StatusOr<StrategySimulation> sim = SimulateStrategy(f.context, s);
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    runs.push_back(*sim);
+  }
+  EXPECT_DOUBLE_EQ(runs[0].step.step_seconds, 148);
+  EXPECT_DOUBLE_EQ(runs[1].step.step_seconds, 148 + 4 * 4);
+  EXPECT_EQ(
+      runs[0].step.peak_memory_bytes[0] - runs[1].step.peak_memory_bytes[0],
+      4 * (512 - 384) - 128);
+  EXPECT_EQ(DescribeStrategy(s),
+            "1 stage x 1 replicas, 4 micro-batches, gpipe, ring, op-level "
+            "selective recompute");
+  const std::string json =
+      StrategyToJson(s, f.graph, f.cluster, PlacementInfo{}, 1.0);
+  EXPECT_NE(json.find("\"recompute\": \"selective-op\""), std::string::npos)
+      << json;
+  absl::StatusOr<PlacementOrStrategy> read =
+      ParsePlacementOrStrategyJson(json, "s.json", f.graph, f.cluster);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->strategy->stages[0].recompute, Recompute::kSelectiveOp);
+
+  // A model without repeated layers has nothing to rerun so.
+  ExactFixture plain(Model(), ConstantCosts(1, 2, 0.5, 1e-3, 1e6), 2);
+  Strategy one;
+  one.stage_of_op = {0, 0, 0, 0, 0};
+  one.stages = {PipelineStage::OneDevicePerReplica({0})};
+  one.stages[0].recompute = Recompute::kSelectiveOp;
+  absl::StatusOr<StrategySimulation> refused =
+      SimulateStrategy(plain.context, one);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("has none"), std::string::npos)
       << refused.status();
 }
 

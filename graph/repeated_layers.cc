@@ -1,0 +1,158 @@
+#include "graph/repeated_layers.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace placer {
+
+RepeatedLayers FindRepeatedLayers(const TrainingView& view) {
+  RepeatedLayers layers;
+  layers.layer_of_node.assign(view.nodes().size(), -1);
+  std::vector<int> forward;
+  for (int n : view.topological_order()) {
+    if (view.node(n).kind == NodeKind::kForward) forward.push_back(n);
+  }
+  std::vector<int> position(view.nodes().size(), -1);
+  for (size_t i = 0; i < forward.size(); ++i) position[forward[i]] = i;
+  // What each value depends on: a graph input, a parameter.
+  const size_t values = view.values().size();
+  std::vector<char> from_input(values, 0), from_parameter(values, 0);
+  for (size_t v = 0; v < values; ++v) {
+    from_input[v] = view.value(v).kind == ValueKind::kGraphInput;
+    from_parameter[v] = view.value(v).kind == ValueKind::kParameter;
+  }
+  for (int n : forward) {
+    char input = 0, parameter = 0;
+    for (int v : view.node(n).inputs) {
+      input |= from_input[v];
+      parameter |= from_parameter[v];
+    }
+    for (int v : view.node(n).outputs) {
+      from_input[v] = input;
+      from_parameter[v] = parameter;
+    }
+  }
+  layers.weight_product.assign(view.nodes().size(), 0);
+  for (int n : forward) {
+    const std::string& type = view.forward().op(view.node(n).forward_op).op_type;
+    if (type != "MatMul" && type != "Gemm") continue;
+    for (int v : view.node(n).inputs) {
+      layers.weight_product[n] |= from_parameter[v] && !from_input[v];
+    }
+  }
+  // Stream values live across each boundary (after forward position i).
+  std::vector<int> live(forward.size() + 1, 0);
+  std::vector<char> stream_node(view.nodes().size(), 0);
+  for (size_t v = 0; v < values; ++v) {
+    const TrainingValue& value = view.value(v);
+    if (value.kind != ValueKind::kActivation || value.producer < 0 ||
+        !from_input[v] || !from_parameter[v]) {
+      continue;
+    }
+    stream_node[value.producer] = 1;
+    const int made = position[value.producer];
+    int last = made;
+    for (int c : value.consumers) {
+      if (view.node(c).kind == NodeKind::kForward) {
+        last = std::max(last, position[c]);
+      }
+    }
+    ++live[made];
+    --live[last];
+  }
+  // Segments: the stream nodes between cuts, and their signatures.
+  std::vector<std::vector<int>> segments(1);
+  std::vector<int> signature;
+  std::map<std::string, int> signatures = {{"", 0}};
+  const int empty = 0;
+  std::string types;
+  int crossing = 0;
+  for (size_t i = 0; i < forward.size(); ++i) {
+    const int n = forward[i];
+    if (stream_node[n]) {
+      segments.back().push_back(n);
+      // The ops that read weights, and their weights' sizes: exporters
+      // leave shape arithmetic that differs from block to block.
+      bool weights = false;
+      for (int v : view.node(n).inputs) {
+        if (!from_parameter[v] || from_input[v]) continue;
+        if (!weights) {
+          absl::StrAppend(
+              &types, view.forward().op(view.node(n).forward_op).op_type);
+        }
+        weights = true;
+        absl::StrAppend(&types, ":", view.value(v).bytes);
+      }
+      if (weights) types += ",";
+    }
+    crossing += live[i];
+    if (crossing <= 1 && !segments.back().empty()) {
+      signature.push_back(
+          signatures.emplace(types, static_cast<int>(signatures.size()))
+              .first->second);
+      types.clear();
+      segments.emplace_back();
+    }
+  }
+  if (segments.back().empty()) segments.pop_back();
+  if (signature.size() < segments.size()) {
+    signature.push_back(
+        signatures.emplace(types, static_cast<int>(signatures.size()))
+            .first->second);
+  }
+  // Runs of repeated groups of segments, the shortest groups first: a
+  // ResNet's identical bottlenecks make layers of one segment before its
+  // stages' (projection, bottleneck, bottleneck) could make them of three.
+  const int m = static_cast<int>(segments.size());
+  auto same = [&](int a, int b, int p) {
+    return std::equal(signature.begin() + a, signature.begin() + a + p,
+                      signature.begin() + b);
+  };
+  // Whether a group of segments reads any weight (a run of segments
+  // without weights, such as a loss's shape arithmetic, is no layer).
+  auto weighed = [&](int from, int count) {
+    for (int k = from; k < from + count; ++k) {
+      if (signature[k] != empty) return true;
+    }
+    return false;
+  };
+  std::vector<char> taken(m, 0);
+  auto free = [&](int from, int count) {
+    return std::none_of(taken.begin() + from, taken.begin() + from + count,
+                        [](char t) { return t != 0; });
+  };
+  std::map<int, std::pair<int, int>> runs;  // first segment -> period, k
+  for (int p = 1; p <= kMaxLayerPeriod; ++p) {
+    for (int i = 0; i + 2 * p <= m;) {
+      if (!free(i, 2 * p) || !same(i, i + p, p) || !weighed(i, p)) {
+        ++i;
+        continue;
+      }
+      int k = 2;
+      while (i + (k + 1) * p <= m && free(i + k * p, p) &&
+             same(i, i + k * p, p)) {
+        ++k;
+      }
+      std::fill(taken.begin() + i, taken.begin() + i + k * p, 1);
+      runs[i] = {p, k};
+      i += k * p;
+    }
+  }
+  for (const auto& [first, run] : runs) {
+    const auto [period, k] = run;
+    for (int layer = 0; layer < k; ++layer) {
+      for (int s = 0; s < period; ++s) {
+        for (int n : segments[first + layer * period + s]) {
+          layers.layer_of_node[n] = layers.count;
+        }
+      }
+      ++layers.count;
+    }
+  }
+  return layers;
+}
+
+}  // namespace placer
