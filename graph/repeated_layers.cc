@@ -43,8 +43,9 @@ RepeatedLayers FindRepeatedLayers(const TrainingView& view) {
       layers.weight_product[n] |= from_parameter[v] && !from_input[v];
     }
   }
-  // Stream values live across each boundary (after forward position i).
-  std::vector<int> live(forward.size() + 1, 0);
+  // Per boundary (after forward position i): the stream values live
+  // across it, as counts of the nodes that made them.
+  std::vector<std::vector<std::pair<int, int>>> changes(forward.size() + 1);
   std::vector<char> stream_node(view.nodes().size(), 0);
   for (size_t v = 0; v < values; ++v) {
     const TrainingValue& value = view.value(v);
@@ -60,8 +61,9 @@ RepeatedLayers FindRepeatedLayers(const TrainingView& view) {
         last = std::max(last, position[c]);
       }
     }
-    ++live[made];
-    --live[last];
+    if (last == made) continue;
+    changes[made].push_back({value.producer, 1});
+    changes[last].push_back({value.producer, -1});
   }
   // Segments: the stream nodes between cuts, and their signatures.
   std::vector<std::vector<int>> segments(1);
@@ -69,7 +71,7 @@ RepeatedLayers FindRepeatedLayers(const TrainingView& view) {
   std::map<std::string, int> signatures = {{"", 0}};
   const int empty = 0;
   std::string types;
-  int crossing = 0;
+  std::map<int, int> crossing;  // producer -> its values live across
   for (size_t i = 0; i < forward.size(); ++i) {
     const int n = forward[i];
     if (stream_node[n]) {
@@ -88,8 +90,10 @@ RepeatedLayers FindRepeatedLayers(const TrainingView& view) {
       }
       if (weights) types += ",";
     }
-    crossing += live[i];
-    if (crossing <= 1 && !segments.back().empty()) {
+    for (const auto& [producer, change] : changes[i]) {
+      if ((crossing[producer] += change) == 0) crossing.erase(producer);
+    }
+    if (crossing.size() <= 1 && !segments.back().empty()) {
       signature.push_back(
           signatures.emplace(types, static_cast<int>(signatures.size()))
               .first->second);

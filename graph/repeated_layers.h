@@ -9,9 +9,11 @@
 //    attention mask, rotary tables, labels) or from parameters and
 //    constants alone (a tied output layer's transposed embedding) is a side
 //    value, and the nodes that make only side values belong to no layer.
-//  - A cut: a point in the forward nodes' topological order where at most
-//    one stream value made before it is read by a forward node after it
-//    (the residual stream between blocks). The stream nodes between two
+//  - A cut: a point in the forward nodes' topological order where the
+//    stream values made before it and read by a forward node after it are
+//    all one node's (the residual stream between blocks; with fused
+//    elementwise regions, the region that adds the residual and normalizes
+//    it for the next block, both its outputs). The stream nodes between two
 //    consecutive cuts form a segment (a transformer's attention block, its
 //    MLP block, a ResNet's bottleneck, or a single op of a plain chain).
 //  - A segment's signature is its nodes' op types in order. A run is k >= 2

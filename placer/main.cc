@@ -27,7 +27,7 @@ Usage:
       are tensor-parallel groups splitting ops (tensor; --tensor T fixes
       the group size), and stages with replicas (auto), --micro-batches M
       per step (default one per device; or --global-batch G samples),
-      --recompute auto|none|full|selective|selective-op and --zero
+      --recompute auto|none|full|selective|selective-op|layers and --zero
       (--overlap-param-gather: ZeRO-1/2's
       parameter all-gather in the next step's forward); it prints one device, the op placement, the best data-parallel,
       pipeline, hybrid and tensor strategies and auto's choice, each per

@@ -38,8 +38,10 @@ int Strength(Recompute r) {
       return 1;
     case Recompute::kSelectiveOp:
       return 2;
-    case Recompute::kFull:
+    case Recompute::kLayers:
       return 3;
+    case Recompute::kFull:
+      return 4;
   }
   return 0;
 }
@@ -139,10 +141,12 @@ EmittedPlan Megatron(const PlanShape& p, Precision precision) {
       absl::StrCat("--global-batch-size ", p.global_batch())};
   if (p.sequence > 0) flags.push_back(absl::StrCat("--seq-length ", p.sequence));
   if (p.sequence_parallel) flags.push_back("--sequence-parallel");
-  if (p.recompute == Recompute::kFull) {
+  if (p.recompute == Recompute::kFull || p.recompute == Recompute::kLayers) {
     flags.push_back(
         "--recompute-granularity full --recompute-method uniform "
         "--recompute-num-layers 1");
+  }
+  if (p.recompute == Recompute::kFull) {
     out.not_expressed.push_back(
         "placer recomputes a stage whole from its input; "
         "--recompute-num-layers 1 keeps each layer's input instead (a "
@@ -287,13 +291,22 @@ EmittedPlan TorchTitan(const PlanShape& p, Precision precision) {
                     "\"\npipeline_parallel_microbatch_size = ", p.micro_batch,
                     "\n");
   }
+  const bool full =
+      p.recompute == Recompute::kFull || p.recompute == Recompute::kLayers;
   absl::StrAppend(&toml, "\n[activation_checkpoint]\nmode = \"",
-                  RecomputesSelectively(p.recompute)
-                      ? "selective"
-                      : RecomputeName(p.recompute),
+                  full                                 ? "full"
+                  : p.recompute == Recompute::kNone ? "none"
+                                                       : "selective",
                   "\"\n");
-  if (RecomputesSelectively(p.recompute)) {
+  if (p.recompute == Recompute::kSelective ||
+      p.recompute == Recompute::kSelectiveOp) {
     absl::StrAppend(&toml, "selective_ac_option = \"op\"\n");
+  }
+  if (p.recompute == Recompute::kFull) {
+    out.not_expressed.push_back(
+        "full recomputation: placer reruns a stage whole from its input; "
+        "torchtitan's mode = \"full\" checkpoints each block (placer's "
+        "--recompute layers)");
   }
   if (p.recompute == Recompute::kSelective) {
     out.not_expressed.push_back(

@@ -161,9 +161,10 @@ absl::StatusOr<StageRecompute> ParseStageRecompute(const std::string& name) {
   if (name == "full") return StageRecompute::kFull;
   if (name == "selective") return StageRecompute::kSelective;
   if (name == "selective-op") return StageRecompute::kSelectiveOp;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown recomputation '", name,
-                   "'; known: auto, none, full, selective, selective-op"));
+  if (name == "layers") return StageRecompute::kLayers;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown recomputation '", name,
+      "'; known: auto, none, full, selective, selective-op, layers"));
 }
 
 namespace {
@@ -258,6 +259,7 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   absl::Status over_status;
   // Simulates `s` and keeps it when it fits and is the fastest so far;
   // `peaks` (when given) gets each device's peak. Returns whether it fits.
+  absl::Status refused;  // the first candidate the simulator refused
   auto simulate = [&](Strategy s, std::vector<int64_t>* peaks) {
     s.overlap_parameter_gather =
         search.overlap_parameter_gather &&
@@ -266,7 +268,10 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
     absl::StatusOr<StrategySimulation> r =
         SimulateStrategy(input.simulation, s);
     ++best.evaluations;
-    if (!r.ok()) return false;
+    if (!r.ok()) {
+      if (refused.ok()) refused = r.status();
+      return false;
+    }
     if (peaks != nullptr) *peaks = r->step.peak_memory_bytes;
     absl::Status memory =
         CheckMemory(input.cluster, r->step.peak_memory_bytes, limits);
@@ -307,6 +312,7 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       const Recompute fixed =
           search.recompute == StageRecompute::kFull        ? Recompute::kFull
           : search.recompute == StageRecompute::kSelective ? Recompute::kSelective
+          : search.recompute == StageRecompute::kLayers    ? Recompute::kLayers
                                                            : Recompute::kSelectiveOp;
       for (PipelineStage& stage : s.stages) stage.recompute = fixed;
     }
@@ -627,7 +633,8 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
     return absl::NotFoundError(absl::StrCat(
         "no ", ParallelismName(search.parallelism),
         " strategy found within the budget (", best.evaluations,
-        " simulated)"));
+        " simulated", refused.ok() ? "" : "; the first refused: ",
+        refused.message(), ")"));
   }
   return best;
 }

@@ -65,8 +65,9 @@
 //    still have a device over its limit recomputing selectively (not
 //    inside wide stages), then wholly (recompute kAuto).
 //    zero set: every candidate has that ZeRO stage (CheckStrategy refuses
-//    it without replicas); recompute kFull, kSelective, kSelectiveOp: every
-//    stage of every candidate recomputes so; kNone: none does.
+//    it without replicas); recompute kFull, kSelective, kSelectiveOp,
+//    kLayers: every stage of every candidate recomputes so; kNone: none
+//    does. kAuto never tries kSelectiveOp or kLayers.
 //  - The answer is the simulated strategy with the least seconds per graph
 //    batch whose every device peaks within MemoryLimits(options); ties:
 //    the one found first. Deterministic: no randomness, and the candidates
@@ -112,12 +113,13 @@ enum class StageRecompute {
   kFull,       // every one, wholly
   kSelective,  // every one, selectively (Recompute::kSelective)
   kSelectiveOp,  // every one, op by op (Recompute::kSelectiveOp)
+  kLayers,       // every one, layer by layer (Recompute::kLayers)
 };
 
 std::string ParallelismName(Parallelism parallelism);
 // "auto", "model", "pipeline", "data", "hybrid", "tensor".
 absl::StatusOr<Parallelism> ParseParallelism(const std::string& name);
-// "auto", "none", "full", "selective", "selective-op".
+// "auto", "none", "full", "selective", "selective-op", "layers".
 absl::StatusOr<StageRecompute> ParseStageRecompute(const std::string& name);
 
 // The op placements a search made inside wide replicas (per policy and

@@ -597,7 +597,7 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
   }
   for (size_t s = 0; s < strategy.stages.size(); ++s) {
     if (strategy.stages[s].recompute == Recompute::kNone) continue;
-    if (RecomputesSelectively(strategy.stages[s].recompute)) {
+    if (RecomputesInPart(strategy.stages[s].recompute)) {
       return absl::UnimplementedError(absl::StrCat(
           "stage ", s, " recomputes selectively (",
           RecomputeName(strategy.stages[s].recompute),

@@ -283,39 +283,49 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   // rerun (kSelective), or a layer's nodes but its attention cores and
   // every other product (kSelectiveOp); what the others make, and what the
   // rerun ones read from outside the rerun, is kept.
-  bool selective = false, op_level = false;
+  bool selective = false, by_layer = false;
   for (StageModel& st : plan.stages) {
     st.selective_kept_bytes.assign(st.width, 0);
-    selective |= RecomputesSelectively(st.recompute);
-    op_level |= st.recompute == Recompute::kSelectiveOp;
+    selective |= RecomputesInPart(st.recompute);
+    by_layer |= RecomputesByLayer(st.recompute);
   }
   RepeatedLayers layers;
-  std::vector<char> op_kept;  // per node: what kSelectiveOp keeps
-  if (op_level) {
+  // Per node, what kLayers keeps (a layer's output, which is the next
+  // layer's input, as torch's checkpoint of that layer keeps it: what a
+  // node makes for a forward node outside its layer or for none; every
+  // node in no layer) and what kSelectiveOp keeps besides (attention cores and every
+  // other product).
+  std::vector<char> layer_kept, op_kept;
+  if (by_layer) {
     layers = FindRepeatedLayers(view);
     if (layers.count == 0) {
       return absl::InvalidArgumentError(
-          "op-level selective recomputation (selective-op) reruns ops of "
-          "the model's repeated layers, and this model has none "
+          "recomputation by layer (selective-op, layers) reruns ops of the "
+          "model's repeated layers, and this model has none "
           "(graph/repeated_layers.h); use --recompute selective or full");
     }
-    // A layer's output is the next layer's input, which torch's checkpoint
-    // of that layer keeps: what a node makes for a forward node outside its
-    // layer is kept.
+    layer_kept.assign(view.nodes().size(), 1);
     op_kept.assign(view.nodes().size(), 1);
     std::vector<int> products(layers.count, 0);
     for (int n : view.topological_order()) {
       const int layer = layers.layer_of_node[n];
-      if (layer < 0 || view.node(n).fused_attention) continue;
+      if (layer < 0) continue;
+      // What leaves the layer: read by a forward node outside it, or by
+      // none (a graph output).
       bool output = false;
       for (int v : view.node(n).outputs) {
+        bool read = false;
         for (int c : view.value(v).consumers) {
-          output |= view.node(c).kind == NodeKind::kForward &&
-                    layers.layer_of_node[c] != layer;
+          if (view.node(c).kind != NodeKind::kForward) continue;
+          read = true;
+          output |= layers.layer_of_node[c] != layer;
         }
+        output |= !read;
       }
       const bool product = layers.weight_product[n];
-      op_kept[n] = output || (product && products[layer] % 2 == 0);
+      layer_kept[n] = output;
+      op_kept[n] = output || view.node(n).fused_attention ||
+                   (product && products[layer] % 2 == 0);
       products[layer] += product;
     }
   }
@@ -327,7 +337,10 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       for (int v : view.node(n).inputs) {
         weights |= view.value(v).kind == ValueKind::kParameter;
       }
-      if (st.recompute == Recompute::kSelectiveOp ? op_kept[n] : weights) {
+      const bool keep = st.recompute == Recompute::kSelectiveOp ? op_kept[n]
+                        : st.recompute == Recompute::kLayers   ? layer_kept[n]
+                                                               : weights;
+      if (keep) {
         st.selective_kept_bytes[slot_of[n]] += static_cast<int64_t>(
             static_cast<double>(view.node(n).saved_workspace_bytes) *
             plan.share_of_node[n]);
@@ -366,7 +379,7 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   for (int s = 0; s < S; ++s) {
     StageModel& st = plan.stages[s];
     st.selective_rebuilt_bytes.assign(st.width, 0);
-    if (!RecomputesSelectively(st.recompute)) continue;
+    if (!RecomputesInPart(st.recompute)) continue;
     rebuilt[s].assign(st.width,
                       std::vector<int64_t>(st.backward.size() + 1, 0));
   }
@@ -375,12 +388,12 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     rebuilt[s][slot][first] += bytes;
     rebuilt[s][slot][last + 1] -= bytes;
   };
-  // kSelectiveOp: per stage, per layer, the position of the layer's first
+  // By layer: per stage, per layer, the position of the layer's first
   // backward node there, where the layer's rerun runs.
-  std::vector<std::vector<int>> layer_start(op_level ? S : 0);
-  for (int s = 0; op_level && s < S; ++s) {
+  std::vector<std::vector<int>> layer_start(by_layer ? S : 0);
+  for (int s = 0; by_layer && s < S; ++s) {
     layer_start[s].assign(layers.count, -1);
-    if (plan.stages[s].recompute != Recompute::kSelectiveOp) continue;
+    if (!RecomputesByLayer(plan.stages[s].recompute)) continue;
     for (int n : plan.stages[s].forward) {
       const int layer = layers.layer_of_node[n];
       const int b = view.backward_node(view.node(n).forward_op);
@@ -402,7 +415,7 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       first = first < 0 ? position[c] : std::min(first, position[c]);
       last = std::max(last, position[c]);
     }
-    if (first >= 0 && plan.stages[s].recompute == Recompute::kSelectiveOp) {
+    if (first >= 0 && RecomputesByLayer(plan.stages[s].recompute)) {
       const int start = layer_start[s][layers.layer_of_node[value.producer]];
       if (start >= 0) first = std::min(first, start);
     }

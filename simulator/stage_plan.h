@@ -59,10 +59,11 @@ struct StageModel {
   // what `adds` charges (one entry per addition).
   std::vector<std::vector<int>> merges;
   // Selective recomputation: per slot, what the stage keeps of a
-  // micro-batch (Recompute::kSelective, kSelectiveOp); the forward nodes
-  // its backward reruns first (kSelective: those that read no parameter;
-  // kSelectiveOp: its layers' ops but their attention cores and every
-  // other product), in order.
+  // micro-batch (Recompute::kSelective, kSelectiveOp, kLayers); the
+  // forward nodes its backward reruns first (kSelective: those that read
+  // no parameter; kSelectiveOp: its layers' ops but their outputs,
+  // attention cores and every other product; kLayers: its layers' ops but
+  // their outputs), in order.
   std::vector<int64_t> selective_kept_bytes;
   std::vector<int> selective_rerun;
   // Per slot: the most of what selective recomputation rebuilds that is
@@ -72,7 +73,7 @@ struct StageModel {
   // layer, as Megatron-LM reruns each layer's attention core in that
   // layer's backward, not the whole stage's at once. kSelectiveOp: before
   // the first backward node of the value's layer (torch's checkpoint
-  // reruns a block when its backward starts).
+  // reruns a block when its backward starts); kLayers likewise.
   std::vector<int64_t> selective_rebuilt_bytes;
   // Per slot: what a micro-batch in flight (forward run, backward not)
   // holds there: its stash, its inputs when the stage recomputes, or what
@@ -85,6 +86,7 @@ struct StageModel {
         return input_bytes[slot];
       case Recompute::kSelective:
       case Recompute::kSelectiveOp:
+      case Recompute::kLayers:
         return selective_kept_bytes[slot];
     }
     return stash_bytes[slot];

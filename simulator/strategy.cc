@@ -56,18 +56,21 @@ std::string RecomputeName(Recompute recompute) {
       return "selective";
     case Recompute::kSelectiveOp:
       return "selective-op";
+    case Recompute::kLayers:
+      return "layers";
   }
   return "none";
 }
 
 absl::StatusOr<Recompute> ParseRecompute(const std::string& name) {
-  for (Recompute r : {Recompute::kNone, Recompute::kFull,
-                      Recompute::kSelective, Recompute::kSelectiveOp}) {
+  for (Recompute r :
+       {Recompute::kNone, Recompute::kFull, Recompute::kSelective,
+        Recompute::kSelectiveOp, Recompute::kLayers}) {
     if (name == RecomputeName(r)) return r;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown recomputation '", name,
-                   "'; known: none, full, selective, selective-op"));
+                   "'; known: none, full, selective, selective-op, layers"));
 }
 
 int ZeroNumber(ZeroStage zero) {
@@ -239,11 +242,12 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
     }
   }
   for (int s = 0; s < stages; ++s) {
-    if (RecomputesSelectively(strategy.stages[s].recompute) &&
+    if (RecomputesInPart(strategy.stages[s].recompute) &&
         strategy.stages[s].width() > 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat("selective recomputation with ops placed inside stage ",
-                       s, "'s replicas is not modelled"));
+          absl::StrCat(RecomputeName(strategy.stages[s].recompute),
+                       " recomputation with ops placed inside stage ", s,
+                       "'s replicas is not modelled"));
     }
   }
   for (int s = 0; s < stages; ++s) {
@@ -427,7 +431,7 @@ int StrategyDevices(const Strategy& strategy) {
 
 std::string DescribeStrategy(const Strategy& strategy) {
   std::vector<int> replicas, widths, recomputing, selective, op_level,
-      tensors;
+      by_layer, tensors;
   bool wide = false, tensor = false;
   for (const PipelineStage& s : strategy.stages) {
     tensors.push_back(s.tensor());
@@ -438,6 +442,8 @@ std::string DescribeStrategy(const Strategy& strategy) {
       selective.push_back(static_cast<int>(replicas.size()));
     } else if (s.recompute == Recompute::kSelectiveOp) {
       op_level.push_back(static_cast<int>(replicas.size()));
+    } else if (s.recompute == Recompute::kLayers) {
+      by_layer.push_back(static_cast<int>(replicas.size()));
     }
     replicas.push_back(s.num_replicas());
     widths.push_back(s.width());
@@ -456,6 +462,7 @@ std::string DescribeStrategy(const Strategy& strategy) {
   which(recomputing, "recompute");
   which(selective, "selective recompute");
   which(op_level, "op-level selective recompute");
+  which(by_layer, "recompute by layer");
   auto list = [](const std::vector<int>& v) {
     return v.size() == 1 ? absl::StrCat(v[0])
                          : absl::StrCat("(", absl::StrJoin(v, ", "), ")");

@@ -47,8 +47,13 @@
 //    layer's other ops;
 //    what it rebuilds for a layer is live from the first of the layer's
 //    backward nodes (where the layer's rerun runs, as torch's checkpoint
-//    reruns a block) to its last reader. Neither with op placement inside
-//    the stage.
+//    reruns a block) to its last reader. Or layer by layer whole
+//    (Recompute::kLayers): each layer keeps its input and output and
+//    reruns its other ops at its backward, rebuilt values held as
+//    kSelectiveOp's; with tensor parallelism its rerun pays the stage's
+//    forward collectives again (those of ops in no layer too, an
+//    over-count). None of the three with op placement inside the stage;
+//    kSelectiveOp not with tensor parallelism.
 //  - ZeRO (Strategy::zero; Rajbhandari et al. 2020): the replicas of each
 //    stage (each slot's devices) shard what they would each hold in full.
 //    ZeRO-1: each holds and updates 1/R of the optimizer state — buckets
@@ -148,13 +153,27 @@ enum class Recompute {
   // every other linear product's (from the layer's first), reruns the
   // layer's other ops; ops in no layer keep what they would.
   kSelectiveOp,
+  // Each repeated layer whole from its input (Megatron-LM's
+  // --recompute-granularity full --recompute-method uniform
+  // --recompute-num-layers 1; torchtitan's mode = "full"): keeps the
+  // layers' inputs and outputs, reruns every other op of a layer at its
+  // backward; ops in no layer keep what they would.
+  kLayers,
 };
 
-// Whether a stage reruns some of its forward ops (kSelective and
-// kSelectiveOp), keeping the rest.
-inline bool RecomputesSelectively(Recompute recompute) {
+// Whether a stage keeps part of its forward and reruns the rest at its
+// backward (kSelective, kSelectiveOp, kLayers), not the whole (kFull).
+inline bool RecomputesInPart(Recompute recompute) {
   return recompute == Recompute::kSelective ||
-         recompute == Recompute::kSelectiveOp;
+         recompute == Recompute::kSelectiveOp ||
+         recompute == Recompute::kLayers;
+}
+
+// Whether a stage's recomputation follows the model's repeated layers
+// (graph/repeated_layers.h): kSelectiveOp, kLayers.
+inline bool RecomputesByLayer(Recompute recompute) {
+  return recompute == Recompute::kSelectiveOp ||
+         recompute == Recompute::kLayers;
 }
 
 // One data-parallel replica of a stage: the device of each of its slots
@@ -217,7 +236,7 @@ struct Strategy {
 
 // Names for files and flags: "gpipe", "1f1b"; "ring", "tree",
 // "hierarchical"; "none",
-// "full", "selective", "selective-op".
+// "full", "selective", "selective-op", "layers".
 std::string ScheduleName(PipelineSchedule schedule);
 absl::StatusOr<PipelineSchedule> ParseSchedule(const std::string& name);
 std::string AllreduceName(AllreduceAlgorithm algorithm);

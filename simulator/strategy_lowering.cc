@@ -226,10 +226,15 @@ LoweredStrategy LowerStrategy(
         const double priority =
             static_cast<double>(lowered.device_passes_[d].size());
         if (order.backward && st.recompute != Recompute::kNone) {
-          const double rerun =
-              RecomputesSelectively(st.recompute)
+          double rerun =
+              RecomputesInPart(st.recompute)
                   ? SecondsOf(context, plan, st.selective_rerun, d)
                   : (wide[s].empty() ? f : wide[s][k].forward);
+          if (st.recompute == Recompute::kLayers) {
+            for (const GroupCollective& c : st.forward_collectives) {
+              rerun += GroupSeconds(context, group, c);
+            }
+          }
           pass.recompute_task = graph.AddTask({d, rerun, priority, 0});
           if (previous >= 0) graph.AddEdge(previous, pass.recompute_task);
           previous = pass.recompute_task;

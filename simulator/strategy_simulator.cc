@@ -146,8 +146,11 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
       out.tensor_seconds +=
           CollectiveSeconds(context.costs(), cluster, group, c.bytes, c.kind);
     };
-    const int runs =
-        pass.backward ? (st.recompute == Recompute::kFull ? 1 : 0) : 1;
+    const int runs = pass.backward ? (st.recompute == Recompute::kFull ||
+                                              st.recompute == Recompute::kLayers
+                                          ? 1
+                                          : 0)
+                                   : 1;
     for (int r = 0; r < runs; ++r) {
       for (const GroupCollective& c : st.forward_collectives) add(c);
     }
@@ -274,7 +277,7 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     // stash, which a selectively recomputing stage rebuilds only in part
     // at a time: StageModel::selective_rebuilt_bytes).
     const int64_t rest =
-        RecomputesSelectively(st.recompute)
+        RecomputesInPart(st.recompute)
             ? std::max<int64_t>(0, st.one_batch_peak_bytes[slot] - whole -
                                        st.stash_bytes[slot]) +
                   st.selective_rebuilt_bytes[slot]

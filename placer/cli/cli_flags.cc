@@ -129,7 +129,9 @@ ABSL_FLAG(std::string, recompute, "auto",
           "(every stage reruns its ops without weights: Megatron-LM's "
           "selective recomputation) or selective-op (in each repeated "
           "layer, every op but the attention cores and every other linear "
-          "product: torchtitan's op-level selective checkpointing).");
+          "product: torchtitan's op-level selective checkpointing) or "
+          "layers (each repeated layer whole from its input: Megatron-LM's "
+          "--recompute-num-layers 1, torchtitan's full).");
 ABSL_FLAG(std::string, zero, "auto",
           "place --parallelism: ZeRO over each stage's data-parallel "
           "replicas: 0 (each holds everything), 1 (the optimizer state "

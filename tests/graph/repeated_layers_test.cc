@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "graph/elementwise_fusion.h"
 #include "graph/onnx_import.h"
 #include "onnx/onnx_pb.h"
 #include "zoo/zoo.h"
@@ -84,6 +85,31 @@ TEST(RepeatedLayersTest, ZooLlamaBlocksAreLayers) {
   }
   EXPECT_EQ(found.outside_products, 1);
   EXPECT_TRUE(found.ordered);
+}
+
+// With elementwise regions fused (graph/elementwise_fusion.h) a block's
+// residual add and the next block's norm are one region making both the
+// stream and its normalized copy: a cut all the same. The first block's
+// attention has its norm as a region of its own, so the layers are each
+// block's MLP with the next block's attention, and the first attention
+// and the last MLP are in none: 3 blocks, 2 layers of 7 products each.
+TEST(RepeatedLayersTest, ZooLlamaWithFusedElementwiseRegions) {
+  zoo::ZooParams p;
+  p.layers = 3;
+  p.hidden = 64;
+  p.heads = 4;
+  p.kv_heads = 2;
+  p.ffn = 128;
+  p.seq_len = 16;
+  p.vocab = 100;
+  p.batch_size = 2;
+  absl::StatusOr<Graph> fused = FuseElementwise(Zoo("llama", p));
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  Found found = Describe(BuildTrainingView(*fused));
+  EXPECT_EQ(found.count, 2);
+  EXPECT_EQ(found.products[0], 7);
+  EXPECT_EQ(found.products[1], 7);
+  EXPECT_EQ(found.outside_products, 4 + 3 + 1);
 }
 
 TEST(RepeatedLayersTest, ZooGptWithItsTiedOutputLayer) {

@@ -183,6 +183,25 @@ TEST(PlanEmitTest, TorchTitanSections) {
   EXPECT_THAT(e->text, ::testing::Not(HasSubstr("--recompute")));
   EXPECT_THAT(absl::StrJoin(e->not_expressed, "\n"),
               HasSubstr("op-level selective recomputation (torchtitan's)"));
+  // Layer by layer: Megatron-LM's --recompute-num-layers 1 and
+  // torchtitan's full, exactly.
+  Strategy by_layer = pipelined;
+  for (PipelineStage& stage : by_layer.stages) {
+    stage.recompute = Recompute::kLayers;
+  }
+  e = EmitPlan(EmitFormat::kMegatron, {&g, &by_layer, Precision::kBf16});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT(e->text, HasSubstr("--recompute-granularity full "
+                                 "--recompute-method uniform "
+                                 "--recompute-num-layers 1"));
+  EXPECT_THAT(absl::StrJoin(e->not_expressed, "\n"),
+              ::testing::Not(HasSubstr("recompute")));
+  e = EmitPlan(EmitFormat::kTorchTitan, {&g, &by_layer, Precision::kBf16});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT(e->text, HasSubstr("[activation_checkpoint]\nmode = \"full\"\n"));
+  EXPECT_THAT(e->text, ::testing::Not(HasSubstr("selective_ac_option")));
+  EXPECT_THAT(absl::StrJoin(e->not_expressed, "\n"),
+              ::testing::Not(HasSubstr("recompute")));
 }
 
 // fp8 (Transformer Engine's recipe on bf16): Megatron-LM's --fp8-format

@@ -327,6 +327,43 @@ TEST(StrategySearchTest, RecomputationFitsAPipelineWhoseActivationsDoNot) {
   }
 }
 
+// Recomputation by layer on the chain: its eight MatMuls are eight
+// repeated layers of one op, each keeping its output (the next one's
+// input), so layer by layer reruns nothing and keeps what no recomputation
+// keeps. On a graph with no repeated layers, a search whose every
+// candidate the simulator refuses says why.
+TEST(StrategySearchTest, RecomputationByLayerAndWhyNothingWasFound) {
+  Scenario s(Chain(64, 32), "p100x4");
+  absl::StatusOr<StrategyChoice> layers = s.Search(
+      Parallelism::kData, 4, {}, "", nullptr, StageRecompute::kLayers);
+  absl::StatusOr<StrategyChoice> none = s.Search(
+      Parallelism::kData, 4, {}, "", nullptr, StageRecompute::kNone);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(layers->strategy.stages[0].recompute, Recompute::kLayers);
+  EXPECT_DOUBLE_EQ(layers->simulation.step.step_seconds,
+                   none->simulation.step.step_seconds);
+  EXPECT_EQ(layers->simulation.step.peak_memory_bytes,
+            none->simulation.step.peak_memory_bytes);
+
+  zoo::ZooParams params;
+  params.batch_size = 2;
+  params.hidden = 3;
+  absl::StatusOr<onnx::ModelProto> model =
+      zoo::BuildZooModel("diamond", params);
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<Graph> graph = ImportOnnxModel(*model, "diamond", {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  Scenario diamond(*std::move(graph), "p100x4");
+  absl::StatusOr<StrategyChoice> refused = diamond.Search(
+      Parallelism::kData, 4, {}, "", nullptr, StageRecompute::kLayers);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(
+                "the first refused: recomputation by layer"),
+            std::string::npos)
+      << refused.status();
+}
+
 // Eight 16 MiB weights (P = 128 MiB) trained with AdamW (256 MiB of state)
 // on four P100s limited to 400 MiB: data parallelism holds P, the state and
 // a micro-batch's gradients (P) on every device, over the limit; with

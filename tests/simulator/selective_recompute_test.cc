@@ -178,6 +178,22 @@ TEST(SelectiveRecomputeTest, OpLevelKeepsEveryOtherProductOfEachLayer) {
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->strategy->stages[0].recompute, Recompute::kSelectiveOp);
 
+  // Layer by layer whole (kLayers): each block keeps its input and output
+  // only (x, h0, h1, h2: 256 bytes) and reruns A, R, B and C (8 nodes, 1 s
+  // each); it rebuilds r and b as kSelectiveOp does (a is read by no
+  // backward node, c by none either: D's backward keeps nothing), 128
+  // bytes at once.
+  s.stages[0].recompute = Recompute::kLayers;
+  absl::StatusOr<StrategySimulation> layers = SimulateStrategy(f.context, s);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  EXPECT_DOUBLE_EQ(layers->step.step_seconds, 148 + 4 * 8);
+  EXPECT_EQ(
+      runs[0].step.peak_memory_bytes[0] - layers->step.peak_memory_bytes[0],
+      4 * (512 - 256) - 128);
+  EXPECT_EQ(DescribeStrategy(s),
+            "1 stage x 1 replicas, 4 micro-batches, gpipe, ring, recompute "
+            "by layer");
+
   // A model without repeated layers has nothing to rerun so.
   ExactFixture plain(Model(), ConstantCosts(1, 2, 0.5, 1e-3, 1e6), 2);
   Strategy one;
@@ -186,6 +202,11 @@ TEST(SelectiveRecomputeTest, OpLevelKeepsEveryOtherProductOfEachLayer) {
   one.stages[0].recompute = Recompute::kSelectiveOp;
   absl::StatusOr<StrategySimulation> refused =
       SimulateStrategy(plain.context, one);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("has none"), std::string::npos)
+      << refused.status();
+  one.stages[0].recompute = Recompute::kLayers;
+  refused = SimulateStrategy(plain.context, one);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("has none"), std::string::npos)
       << refused.status();

@@ -145,6 +145,31 @@ TEST(TensorParallelTest, RecomputationRerunsTheGroupsForward) {
   EXPECT_NEAR(r.tensor_seconds, 3 * kAllreduce, 1e-12);
 }
 
+// Recomputing layer by layer: the MLP's repeated layers
+// (graph/repeated_layers.h) are (R, A) and (G, B), the same weight
+// signature after a segment without one. A's output (the next layer's
+// input) and B's (the graph's output) leave their layers and are kept;
+// R (whole, 1 s) and G (half) are rerun, and the rerun pays the forward's
+// collectives again, as full recomputation does: one allreduce. op-level selective recomputation is refused with
+// tensor parallelism.
+TEST(TensorParallelTest, RecomputationByLayerRerunsTheForwardsCollectives) {
+  Fixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
+  Strategy s = OneStage({{0, 1}}, 1);
+  s.stages[0].recompute = Recompute::kLayers;
+  const StrategySimulation r = f.Run(s);
+  const double forward = 2 + 3 * 0.5 + kAllreduce;
+  const double backward = 2 * 2 + 3 * 2 / 2.0 + kAllreduce;
+  const double rerun = 1 + 0.5 + kAllreduce;
+  EXPECT_NEAR(r.step.step_seconds, forward + backward + 1.0 + rerun, 1e-12);
+  EXPECT_NEAR(r.tensor_seconds, 3 * kAllreduce, 1e-12);
+  s.stages[0].recompute = Recompute::kSelectiveOp;
+  absl::StatusOr<StrategySimulation> refused = SimulateStrategy(f.context, s);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("tensor-parallel groups"),
+            std::string::npos)
+      << refused.status();
+}
+
 // Groups that do not match, a sharding an op cannot run, and the
 // placement file's round trip.
 TEST(TensorParallelTest, RoundTripsAndBadGroupsAreRefused) {
