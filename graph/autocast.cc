@@ -126,18 +126,11 @@ AutocastClass AutocastClassOf(const Op& op) {
   return it == ClassTable().end() ? AutocastClass::kPromote : it->second;
 }
 
-std::vector<Precision> OpPrecisions(const Graph& graph, Precision step) {
-  const int n = static_cast<int>(graph.ops().size());
-  std::vector<Precision> precision(n, Precision::kFp32);
-  if (step == Precision::kFp32) return precision;
-  const Precision lower = step == Precision::kFp8 ? Precision::kBf16 : step;
-  // Weights: parameters, and what ops make from parameters and constants
-  // alone (a tied output layer's transposed embedding).
+std::vector<char> WeightTensors(const Graph& graph) {
   std::vector<char> weight(graph.tensors().size(), 0);
   for (size_t t = 0; t < weight.size(); ++t) {
     weight[t] = graph.tensor(t).kind == TensorKind::kParameter;
   }
-  int last_linear = -1;
   for (int i : graph.topological_order()) {
     const Op& op = graph.op(i);
     bool reads_weight = false, only_weights = true;
@@ -150,12 +143,35 @@ std::vector<Precision> OpPrecisions(const Graph& graph, Precision step) {
     for (int out : op.outputs) {
       if (out >= 0) weight[out] = reads_weight && only_weights;
     }
-    if (AutocastClassOf(op) != AutocastClass::kLowerPrecision) continue;
-    precision[i] = lower;
-    if (step != Precision::kFp8 || !reads_weight ||
-        (op.op_type != "MatMul" && op.op_type != "Gemm")) {
+  }
+  return weight;
+}
+
+std::vector<char> WeightProducts(const Graph& graph) {
+  const std::vector<char> weight = WeightTensors(graph);
+  std::vector<char> products(graph.ops().size(), 0);
+  for (size_t i = 0; i < products.size(); ++i) {
+    const Op& op = graph.op(i);
+    if (op.op_type != "MatMul" && op.op_type != "Gemm") continue;
+    for (int in : op.inputs) products[i] |= in >= 0 && weight[in] != 0;
+  }
+  return products;
+}
+
+std::vector<Precision> OpPrecisions(const Graph& graph, Precision step) {
+  const int n = static_cast<int>(graph.ops().size());
+  std::vector<Precision> precision(n, Precision::kFp32);
+  if (step == Precision::kFp32) return precision;
+  const Precision lower = step == Precision::kFp8 ? Precision::kBf16 : step;
+  const std::vector<char> products =
+      step == Precision::kFp8 ? WeightProducts(graph) : std::vector<char>(n, 0);
+  int last_linear = -1;
+  for (int i : graph.topological_order()) {
+    if (AutocastClassOf(graph.op(i)) != AutocastClass::kLowerPrecision) {
       continue;
     }
+    precision[i] = lower;
+    if (!products[i]) continue;
     precision[i] = Precision::kFp8;
     last_linear = i;
   }

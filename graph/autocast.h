@@ -53,11 +53,20 @@ DataType ComputeType(Precision precision);
 enum class AutocastClass { kLowerPrecision, kFp32, kKeep, kPromote };
 AutocastClass AutocastClassOf(const Op& op);
 
+// Per tensor of `graph`: whether it is a weight, a parameter or what ops
+// make from parameters and constants alone (a tied output layer's
+// transposed embedding, an exporter's Transpose(W)).
+std::vector<char> WeightTensors(const Graph& graph);
+
+// Per op of `graph`: whether it is a linear layer's product, a MatMul or
+// Gemm with a weight operand (WeightTensors): what fp8 runs at fp8
+// (OpPrecisions) and torchtitan's op-level recomputation counts
+// (graph/repeated_layers.h).
+std::vector<char> WeightProducts(const Graph& graph);
+
 // Per op of `graph`, the precision it computes at in a step at `step`:
 // `step` for kLowerPrecision ops, kFp32 for the others; at kFp8, only the
-// products with a weight operand (a MatMul or Gemm reading a parameter, or
-// what ops make from parameters and constants alone: a tied output layer's
-// transposed embedding) compute at fp8, but for the last of them in
+// WeightProducts compute at fp8, but for the last of them in
 // topological order (the output layer, which Megatron-LM keeps outside
 // Transformer Engine),
 // and the other lower-precision ops at bf16.

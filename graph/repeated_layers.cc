@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "graph/autocast.h"
 
 namespace placer {
 
@@ -35,13 +36,17 @@ RepeatedLayers FindRepeatedLayers(const TrainingView& view) {
       from_parameter[v] = parameter;
     }
   }
+  // Weights and linear products as autocast counts them.
+  const std::vector<char> weight_tensors = WeightTensors(view.forward());
+  auto weight = [&](int v) {
+    const int t = view.value(v).tensor;
+    return view.value(v).kind != ValueKind::kGradient && t >= 0 &&
+           weight_tensors[t] != 0;
+  };
+  const std::vector<char> products = WeightProducts(view.forward());
   layers.weight_product.assign(view.nodes().size(), 0);
   for (int n : forward) {
-    const std::string& type = view.forward().op(view.node(n).forward_op).op_type;
-    if (type != "MatMul" && type != "Gemm") continue;
-    for (int v : view.node(n).inputs) {
-      layers.weight_product[n] |= from_parameter[v] && !from_input[v];
-    }
+    layers.weight_product[n] = products[view.node(n).forward_op];
   }
   // Per boundary (after forward position i): the stream values live
   // across it, as counts of the nodes that made them.
@@ -80,7 +85,7 @@ RepeatedLayers FindRepeatedLayers(const TrainingView& view) {
       // leave shape arithmetic that differs from block to block.
       bool weights = false;
       for (int v : view.node(n).inputs) {
-        if (!from_parameter[v] || from_input[v]) continue;
+        if (!weight(v)) continue;
         if (!weights) {
           absl::StrAppend(
               &types, view.forward().op(view.node(n).forward_op).op_type);

@@ -16,10 +16,11 @@
 //    it for the next block, both its outputs). The stream nodes between two
 //    consecutive cuts form a segment (a transformer's attention block, its
 //    MLP block, a ResNet's bottleneck, or a single op of a plain chain).
-//  - A segment's signature is its nodes' op types in order. A run is k >= 2
-//    consecutive groups of p segments with equal signatures, and makes k
-//    layers of p segments each (a decoder's attention and MLP blocks
-//    together, as a TransformerBlock wraps them). Runs are taken the
+//  - A segment's signature is the op types of its nodes that read weights
+//    (autocast's WeightTensors), in order, with those weights' sizes. A
+//    run is k >= 2 consecutive groups of p segments with equal signatures,
+//    and makes k layers of p segments each (a decoder's attention and MLP
+//    blocks together, as a TransformerBlock wraps them). Runs are taken the
 //    shortest groups first (p = 1, 2, ... kMaxLayerPeriod), each over
 //    segments no shorter run took, leftmost first: a ResNet's identical
 //    bottlenecks are one layer each, and a stage's first (projection)
@@ -44,10 +45,9 @@ struct RepeatedLayers {
   // in a layer; -1 for every other node.
   std::vector<int> layer_of_node;
   int count = 0;
-  // Per view node: whether it is a forward MatMul or Gemm reading a
-  // parameter or what ops make from parameters and constants alone (an
-  // exporter's Transpose(W)): a linear layer's product, as torch runs it
-  // (aten::mm) and autocast's OpPrecisions counts it.
+  // Per view node: whether it is a forward node of one of autocast's
+  // WeightProducts (graph/autocast.h): a linear layer's product, as torch
+  // runs it (aten::mm).
   std::vector<char> weight_product;
 };
 

@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -169,6 +170,24 @@ absl::StatusOr<StageRecompute> ParseStageRecompute(const std::string& name) {
 
 namespace {
 
+// The recomputation every stage of every candidate has, if fixed.
+std::optional<Recompute> FixedRecompute(StageRecompute recompute) {
+  switch (recompute) {
+    case StageRecompute::kAuto:
+    case StageRecompute::kNone:
+      return std::nullopt;
+    case StageRecompute::kFull:
+      return Recompute::kFull;
+    case StageRecompute::kSelective:
+      return Recompute::kSelective;
+    case StageRecompute::kSelectiveOp:
+      return Recompute::kSelectiveOp;
+    case StageRecompute::kLayers:
+      return Recompute::kLayers;
+  }
+  return std::nullopt;
+}
+
 // Whether stages with these replica counts have the search's fixed shape.
 bool HasShape(const std::vector<int>& replicas_of_stage,
               const StrategySearchOptions& search) {
@@ -307,14 +326,9 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   auto consider = [&](Strategy s, std::vector<int64_t>* peaks = nullptr) {
     if (!HasShape(s, search)) return;
     ++shaped;
-    if (search.recompute != StageRecompute::kAuto &&
-        search.recompute != StageRecompute::kNone) {
-      const Recompute fixed =
-          search.recompute == StageRecompute::kFull        ? Recompute::kFull
-          : search.recompute == StageRecompute::kSelective ? Recompute::kSelective
-          : search.recompute == StageRecompute::kLayers    ? Recompute::kLayers
-                                                           : Recompute::kSelectiveOp;
-      for (PipelineStage& stage : s.stages) stage.recompute = fixed;
+    if (const std::optional<Recompute> fixed = FixedRecompute(search.recompute);
+        fixed.has_value()) {
+      for (PipelineStage& stage : s.stages) stage.recompute = *fixed;
     }
     if (search.zero.has_value()) s.zero = *search.zero;
     std::vector<int64_t> tried;

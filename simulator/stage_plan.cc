@@ -279,10 +279,11 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       }
     }
   }
-  // Selective recomputation: forward nodes that read no parameter are
-  // rerun (kSelective), or a layer's nodes but its attention cores and
-  // every other product (kSelectiveOp); what the others make, and what the
-  // rerun ones read from outside the rerun, is kept.
+  // Recomputation in part: forward nodes that read no parameter are rerun
+  // (kSelective), or a layer's nodes but its outputs, attention cores and
+  // every other product (kSelectiveOp), or but its outputs (kLayers); what
+  // the others make, and what the rerun ones read from outside the rerun,
+  // is kept.
   bool selective = false, by_layer = false;
   for (StageModel& st : plan.stages) {
     st.selective_kept_bytes.assign(st.width, 0);
@@ -293,8 +294,8 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   // Per node, what kLayers keeps (a layer's output, which is the next
   // layer's input, as torch's checkpoint of that layer keeps it: what a
   // node makes for a forward node outside its layer or for none; every
-  // node in no layer) and what kSelectiveOp keeps besides (attention cores and every
-  // other product).
+  // node in no layer) and what kSelectiveOp keeps besides (attention
+  // cores and every other product).
   std::vector<char> layer_kept, op_kept;
   if (by_layer) {
     layers = FindRepeatedLayers(view);

@@ -54,6 +54,20 @@ Graph Zoo(const std::string& name, zoo::ZooParams p) {
   return std::move(*g);
 }
 
+// Three Llama blocks, 4 query and 2 key/value heads of 16.
+zoo::ZooParams SmallLlama() {
+  zoo::ZooParams p;
+  p.layers = 3;
+  p.hidden = 64;
+  p.heads = 4;
+  p.kv_heads = 2;
+  p.ffn = 128;
+  p.seq_len = 16;
+  p.vocab = 100;
+  p.batch_size = 2;
+  return p;
+}
+
 Graph Corpus(const std::string& file, const std::string& input,
              std::vector<int64_t> dims, const std::string& second = "") {
   ImportOptions options;
@@ -66,16 +80,7 @@ Graph Corpus(const std::string& file, const std::string& input,
 }
 
 TEST(RepeatedLayersTest, ZooLlamaBlocksAreLayers) {
-  zoo::ZooParams p;
-  p.layers = 3;
-  p.hidden = 64;
-  p.heads = 4;
-  p.kv_heads = 2;
-  p.ffn = 128;
-  p.seq_len = 16;
-  p.vocab = 100;
-  p.batch_size = 2;
-  Graph g = Zoo("llama", p);
+  Graph g = Zoo("llama", SmallLlama());
   const Found found = Describe(BuildTrainingView(g));
   EXPECT_EQ(found.count, 3);
   // q, k, v, o, gate, up, down in each block; the output layer in none.
@@ -94,16 +99,7 @@ TEST(RepeatedLayersTest, ZooLlamaBlocksAreLayers) {
 // block's MLP with the next block's attention, and the first attention
 // and the last MLP are in none: 3 blocks, 2 layers of 7 products each.
 TEST(RepeatedLayersTest, ZooLlamaWithFusedElementwiseRegions) {
-  zoo::ZooParams p;
-  p.layers = 3;
-  p.hidden = 64;
-  p.heads = 4;
-  p.kv_heads = 2;
-  p.ffn = 128;
-  p.seq_len = 16;
-  p.vocab = 100;
-  p.batch_size = 2;
-  absl::StatusOr<Graph> fused = FuseElementwise(Zoo("llama", p));
+  absl::StatusOr<Graph> fused = FuseElementwise(Zoo("llama", SmallLlama()));
   ASSERT_TRUE(fused.ok()) << fused.status();
   Found found = Describe(BuildTrainingView(*fused));
   EXPECT_EQ(found.count, 2);
