@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_helpers.h"
 #include "graph/op_costs.h"
+#include "graph/repeated_layers.h"
 
 namespace placer {
 namespace {
@@ -46,10 +47,13 @@ bool Folded(const Graph& graph, const Op& op) {
 // contracting every region to one op leaves the graph acyclic.
 class Regions {
  public:
-  // `gradient[i]`: whether op i reads a tensor computed from parameters.
-  Regions(const Graph& graph, std::vector<char> gradient)
+  // `gradient[i]`: whether op i reads a tensor computed from parameters;
+  // `layer[i]`: op i's repeated layer, -1 for none.
+  Regions(const Graph& graph, std::vector<char> gradient,
+          std::vector<int> layer)
       : graph_(graph),
         gradient_(std::move(gradient)),
+        layer_(std::move(layer)),
         region_of_(graph.ops().size(), -1),
         mark_(graph.ops().size(), 0),
         seen_(graph.ops().size(), 0) {}
@@ -65,6 +69,9 @@ class Regions {
       // A region computed from parameters and one that is not (a rotary
       // table) stay apart: the second runs once, and gets no gradient.
       if (gradient_[producer] != gradient_[op]) continue;
+      // Kernels are compiled block by block (torch.compile per
+      // TransformerBlock, Transformer Engine's layers): none spans two.
+      if (layer_[producer] != layer_[op]) continue;
       const int r = region_of_[producer];
       if (std::find(joined_.begin(), joined_.end(), r) != joined_.end()) {
         continue;
@@ -142,6 +149,7 @@ class Regions {
 
   const Graph& graph_;
   std::vector<char> gradient_;
+  std::vector<int> layer_;
   std::vector<int> region_of_;
   std::vector<std::vector<int>> members_;
   std::vector<int> joined_;  // regions merged into the one growing
@@ -177,7 +185,8 @@ absl::StatusOr<Graph> FuseElementwise(const Graph& graph, int* fused) {
       if (out >= 0) from_parameters[out] = gradient[op];
     }
   }
-  Regions regions(graph, std::move(gradient));
+  Regions regions(graph, std::move(gradient),
+                  FindRepeatedLayers(graph).layer_of_op);
   for (int op : graph.topological_order()) {
     if (IsFusible(graph, op)) regions.Grow(op);
   }

@@ -28,9 +28,13 @@
 //  - Regions grow in topological order: an op joins the regions of the
 //    fusible ops it reads from while the graph stays acyclic (no path
 //    leaves a region and comes back into it, every other region taken as
-//    one op), and only where both or neither read a tensor computed from
+//    one op), only where both or neither read a tensor computed from
 //    parameters (tables computed from constants, as rotary embeddings'
-//    cos and sin, stay a region of their own). Deterministic.
+//    cos and sin, stay a region of their own), and only within one of the
+//    graph's repeated layers (graph/repeated_layers.h) or between ops in
+//    none: a block's residual sum and the next block's norm are two
+//    kernels, as torch.compile, compiling each TransformerBlock, and
+//    Transformer Engine's layers run them. Deterministic.
 //  - `fused` (optional) receives the number of regions made.
 //  - Errors: only GraphBuilder's, naming the graph's source.
 #ifndef PLACER_GRAPH_ELEMENTWISE_FUSION_H_

@@ -9,63 +9,51 @@
 
 namespace placer {
 
-RepeatedLayers FindRepeatedLayers(const TrainingView& view) {
-  RepeatedLayers layers;
-  layers.layer_of_node.assign(view.nodes().size(), -1);
-  std::vector<int> forward;
-  for (int n : view.topological_order()) {
-    if (view.node(n).kind == NodeKind::kForward) forward.push_back(n);
-  }
-  std::vector<int> position(view.nodes().size(), -1);
+OpLayers FindRepeatedLayers(const Graph& forward_graph) {
+  OpLayers layers;
+  const int ops = static_cast<int>(forward_graph.ops().size());
+  layers.layer_of_op.assign(ops, -1);
+  const std::vector<int>& forward = forward_graph.topological_order();
+  std::vector<int> position(ops, -1);
   for (size_t i = 0; i < forward.size(); ++i) position[forward[i]] = i;
-  // What each value depends on: a graph input, a parameter.
-  const size_t values = view.values().size();
+  // What each tensor depends on: a graph input, a parameter.
+  const std::vector<Tensor>& tensors = forward_graph.tensors();
+  const size_t values = tensors.size();
   std::vector<char> from_input(values, 0), from_parameter(values, 0);
   for (size_t v = 0; v < values; ++v) {
-    from_input[v] = view.value(v).kind == ValueKind::kGraphInput;
-    from_parameter[v] = view.value(v).kind == ValueKind::kParameter;
+    from_input[v] = tensors[v].kind == TensorKind::kGraphInput;
+    from_parameter[v] = tensors[v].kind == TensorKind::kParameter;
   }
   for (int n : forward) {
     char input = 0, parameter = 0;
-    for (int v : view.node(n).inputs) {
+    for (int v : forward_graph.op(n).inputs) {
+      if (v < 0) continue;
       input |= from_input[v];
       parameter |= from_parameter[v];
     }
-    for (int v : view.node(n).outputs) {
+    for (int v : forward_graph.op(n).outputs) {
+      if (v < 0) continue;
       from_input[v] = input;
       from_parameter[v] = parameter;
     }
   }
-  // Weights and linear products as autocast counts them.
-  const std::vector<char> weight_tensors = WeightTensors(view.forward());
-  auto weight = [&](int v) {
-    const int t = view.value(v).tensor;
-    return view.value(v).kind != ValueKind::kGradient && t >= 0 &&
-           weight_tensors[t] != 0;
-  };
-  const std::vector<char> products = WeightProducts(view.forward());
-  layers.weight_product.assign(view.nodes().size(), 0);
-  for (int n : forward) {
-    layers.weight_product[n] = products[view.node(n).forward_op];
-  }
+  // Weights as autocast counts them.
+  const std::vector<char> weight_tensors = WeightTensors(forward_graph);
+  auto weight = [&](int v) { return v >= 0 && weight_tensors[v] != 0; };
   // Per boundary (after forward position i): the stream values live
   // across it, as counts of the nodes that made them.
   std::vector<std::vector<std::pair<int, int>>> changes(forward.size() + 1);
-  std::vector<char> stream_node(view.nodes().size(), 0);
+  std::vector<char> stream_node(ops, 0);
   for (size_t v = 0; v < values; ++v) {
-    const TrainingValue& value = view.value(v);
-    if (value.kind != ValueKind::kActivation || value.producer < 0 ||
+    const Tensor& value = tensors[v];
+    if (value.kind != TensorKind::kActivation || value.producer < 0 ||
         !from_input[v] || !from_parameter[v]) {
       continue;
     }
     stream_node[value.producer] = 1;
     const int made = position[value.producer];
     int last = made;
-    for (int c : value.consumers) {
-      if (view.node(c).kind == NodeKind::kForward) {
-        last = std::max(last, position[c]);
-      }
-    }
+    for (int c : value.consumers) last = std::max(last, position[c]);
     if (last == made) continue;
     changes[made].push_back({value.producer, 1});
     changes[last].push_back({value.producer, -1});
@@ -84,14 +72,11 @@ RepeatedLayers FindRepeatedLayers(const TrainingView& view) {
       // The ops that read weights, and their weights' sizes: exporters
       // leave shape arithmetic that differs from block to block.
       bool weights = false;
-      for (int v : view.node(n).inputs) {
+      for (int v : forward_graph.op(n).inputs) {
         if (!weight(v)) continue;
-        if (!weights) {
-          absl::StrAppend(
-              &types, view.forward().op(view.node(n).forward_op).op_type);
-        }
+        if (!weights) absl::StrAppend(&types, forward_graph.op(n).op_type);
         weights = true;
-        absl::StrAppend(&types, ":", view.value(v).bytes);
+        absl::StrAppend(&types, ":", tensors[v].bytes());
       }
       if (weights) types += ",";
     }
@@ -155,11 +140,27 @@ RepeatedLayers FindRepeatedLayers(const TrainingView& view) {
     for (int layer = 0; layer < k; ++layer) {
       for (int s = 0; s < period; ++s) {
         for (int n : segments[first + layer * period + s]) {
-          layers.layer_of_node[n] = layers.count;
+          layers.layer_of_op[n] = layers.count;
         }
       }
       ++layers.count;
     }
+  }
+  return layers;
+}
+
+RepeatedLayers FindRepeatedLayers(const TrainingView& view) {
+  const OpLayers of_ops = FindRepeatedLayers(view.forward());
+  const std::vector<char> products = WeightProducts(view.forward());
+  RepeatedLayers layers;
+  layers.count = of_ops.count;
+  layers.layer_of_node.assign(view.nodes().size(), -1);
+  layers.weight_product.assign(view.nodes().size(), 0);
+  for (size_t n = 0; n < view.nodes().size(); ++n) {
+    const TrainingNode& node = view.node(n);
+    if (node.kind != NodeKind::kForward) continue;
+    layers.layer_of_node[n] = of_ops.layer_of_op[node.forward_op];
+    layers.weight_product[n] = products[node.forward_op];
   }
   return layers;
 }

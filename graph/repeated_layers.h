@@ -1,9 +1,12 @@
-// The repeated layers of a model's forward pass, found from the training
-// view's dataflow and op types alone (no names): the unit that
-// recomputation per layer checkpoints (a transformer block, a ResNet
-// bottleneck), as frameworks wrap each block of a model's layer list.
+// The repeated layers of a model's forward pass, found from its dataflow
+// and op types alone (no names): the unit that recomputation per layer
+// checkpoints and that compiled kernels do not fuse across (a transformer
+// block, a ResNet bottleneck), as frameworks wrap and compile each block of
+// a model's layer list.
 //
 // Contract:
+//  - The nodes are the forward graph's ops, in its topological order; a
+//    training view's layers are those of its forward graph.
 //  - The stream: forward activations that depend on a graph input and on a
 //    parameter. What is made from graph inputs and constants alone (an
 //    attention mask, rotary tables, labels) or from parameters and
@@ -12,10 +15,11 @@
 //  - A cut: a point in the forward nodes' topological order where the
 //    stream values made before it and read by a forward node after it are
 //    all one node's (the residual stream between blocks; with fused
-//    elementwise regions, the region that adds the residual and normalizes
-//    it for the next block, both its outputs). The stream nodes between two
-//    consecutive cuts form a segment (a transformer's attention block, its
-//    MLP block, a ResNet's bottleneck, or a single op of a plain chain).
+//    elementwise regions, the region that adds the attention's residual
+//    and normalizes it for the MLP, both its outputs). The stream nodes
+//    between two consecutive cuts form a segment (a transformer's attention
+//    block, its MLP block, a ResNet's bottleneck, or a single op of a plain
+//    chain).
 //  - A segment's signature is the op types of its nodes that read weights
 //    (autocast's WeightTensors), in order, with those weights' sizes. A
 //    run is k >= 2 consecutive groups of p segments with equal signatures,
@@ -27,7 +31,7 @@
 //    block, in no run, belongs to no layer. Nor do the embeddings, the
 //    final norm, the output layer and the loss. Layers are numbered in
 //    forward order.
-//  - Pure function of the view; linear in its size but for the signature
+//  - Pure function of the graph; linear in its size but for the signature
 //    comparisons.
 #ifndef PLACER_GRAPH_REPEATED_LAYERS_H_
 #define PLACER_GRAPH_REPEATED_LAYERS_H_
@@ -39,6 +43,15 @@
 namespace placer {
 
 inline constexpr int kMaxLayerPeriod = 8;
+
+struct OpLayers {
+  // Per op of the forward graph: its layer (0, 1, ... in forward order), or
+  // -1 for an op in no layer.
+  std::vector<int> layer_of_op;
+  int count = 0;
+};
+
+OpLayers FindRepeatedLayers(const Graph& forward);
 
 struct RepeatedLayers {
   // Per view node: its layer (0, 1, ... in forward order) for forward nodes

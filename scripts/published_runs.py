@@ -38,6 +38,9 @@ TE = ["--elementwise", "fused", "--mixed-precision", "master"]
 # the next step's forward (overlap_param_sync).
 NEMO_ZERO1 = TE + ["--overlap-param-gather"]
 EAGER_FSDP = ["--elementwise", "as-exported", "--mixed-precision", "master"]
+# torch.compile, compiling each TransformerBlock, fuses its elementwise
+# regions as Transformer Engine does.
+COMPILED_FSDP = TE
 
 # name: (source, model, cluster, tensor, stages, replicas, global batch,
 #        sequence length, micro batch, precision, zero, recompute,
@@ -70,6 +73,27 @@ ROWS = {
         "torchtitan 2024-12, Grand Teton H100 (500 W), BF16 eager",
         "zoo:llama3_8b:batch=2", "grand_teton_h100:nodes=16", 1, 1, 128, 256,
         8192, 2, "bf16", "3", "selective-op", EAGER_FSDP, 5605, 67.0),
+    "titan_8b_8gpu_compile": (
+        "torchtitan 2024-12, Grand Teton H100 (500 W), BF16 compiled",
+        "zoo:llama3_8b:batch=2", "grand_teton_h100", 1, 1, 8, 16, 8192, 2,
+        "bf16", "3", "selective-op", COMPILED_FSDP, 6667, 77.0),
+    "titan_8b_8gpu_fp8": (
+        "torchtitan 2024-12, Grand Teton H100 (500 W), Float8 compiled",
+        "zoo:llama3_8b:batch=2", "grand_teton_h100", 1, 1, 8, 16, 8192, 2,
+        "fp8", "3", "selective-op", COMPILED_FSDP, 8532, 76.8),
+    "titan_8b_128gpu_compile": (
+        "torchtitan 2024-12, Grand Teton H100 (500 W), BF16 compiled",
+        "zoo:llama3_8b:batch=2", "grand_teton_h100:nodes=16", 1, 1, 128, 256,
+        8192, 2, "bf16", "3", "selective-op", COMPILED_FSDP, 6514, 62.0),
+    "titan_8b_128gpu_fp8": (
+        "torchtitan 2024-12, Grand Teton H100 (500 W), Float8 compiled",
+        "zoo:llama3_8b:batch=2", "grand_teton_h100:nodes=16", 1, 1, 128, 256,
+        8192, 2, "fp8", "3", "selective-op", COMPILED_FSDP, 8380, 61.8),
+    "titan_70b_256gpu": (
+        "torchtitan 2024-12, Grand Teton H100 (500 W), Float8 compiled",
+        "zoo:llama3_70b:batch=16", "grand_teton_h100:nodes=32", 8, 1, 32,
+        512, 8192, 16, "fp8", "3", "layers",
+        COMPILED_FSDP + ["--sequence-parallel"], 829, 71.9),
 }
 
 
@@ -188,14 +212,24 @@ def main():
     for name in truth:
         row = ROWS[name]
         gpus = row[3] * row[4] * row[5]
+        # Every GPU a replica needs a micro-batch of its own: the global
+        # batch's share per GPU, when the row's micro batch is larger.
+        if row[6] // row[8] < gpus:
+            share = "batch=%d" % (row[6] // gpus)
+            model = re.sub(r"batch=\d+", share, row[1])
+            if model == row[1]:
+                model += (":" if ":" not in model[4:] else ",") + share
+            row = (row[0], model) + row[2:]
         result, error, _, command = simulate(placer, row, row[2],
                                              (1, 1, gpus))
         said = error.splitlines()[-1] if error else ""
         said = said.replace("placer: error: ", "")
         fits = result is not None and result.get("ok") and \
             not result.get("out_of_memory")
-        print("| %s | TP1 PP1 DP%d, ZeRO-%s, %s recompute | %s | %s |" %
-              (name, gpus, row[10], row[11], "yes" if fits else "no",
+        micro = int(re.search(r"batch=(\d+)", row[1]).group(1)) \
+            if "batch=" in row[1] else row[8]
+        print("| %s | TP1 PP1 DP%d, MBS %d, ZeRO-%s, %s recompute | %s | %s |"
+              % (name, gpus, micro, row[10], row[11], "yes" if fits else "no",
                "" if fits else said), flush=True)
         print("    %s" % " ".join(command[1:]), file=sys.stderr, flush=True)
 

@@ -5,11 +5,13 @@
 #include "graph/elementwise_fusion.h"
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "graph/autocast.h"
 #include "graph/onnx_import.h"
 #include "graph/op_costs.h"
+#include "graph/repeated_layers.h"
 #include "graph/saved_for_backward.h"
 #include "graph/tensor_sharding.h"
 #include "graph/training_view.h"
@@ -157,6 +159,22 @@ TEST(ElementwiseFusionTest, DecodersFuseTheirNormsRotaryAndGates) {
       for (const char* type : {"Pow", "Sigmoid", "Erf", "Reciprocal", "Neg"}) {
         EXPECT_NE(op.op_type, type) << op.key;
       }
+    }
+    // No region spans two blocks: each block's residual sum and the next
+    // block's norm stay two kernels, and the fused graph's layers are the
+    // blocks as exported.
+    const OpLayers layers = FindRepeatedLayers(*plain);
+    EXPECT_EQ(layers.count, 3);
+    EXPECT_EQ(FindRepeatedLayers(*fused).count, 3);
+    for (const Op& op : fused->ops()) {
+      if (!IsFusedRegion(op)) continue;
+      std::set<int> of_members;
+      for (const Op& member : RegionBody(op)->ops()) {
+        const int index = plain->FindOp(member.key);
+        ASSERT_GE(index, 0) << member.key;
+        of_members.insert(layers.layer_of_op[index]);
+      }
+      EXPECT_EQ(of_members.size(), 1u) << op.key;
     }
     EXPECT_NEAR(fused->forward_flops(), plain->forward_flops(),
                 1e-9 * plain->forward_flops());

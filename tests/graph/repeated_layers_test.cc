@@ -79,33 +79,25 @@ Graph Corpus(const std::string& file, const std::string& input,
   return std::move(*g);
 }
 
+// As exported and with elementwise regions fused (graph/elementwise_fusion.h,
+// whose regions no layer boundary crosses): the same blocks, fused or not
+// (fused, the attention's residual add and the MLP's norm are one region
+// inside each block: a cut all the same, the stream and its normalized
+// copy from one node).
 TEST(RepeatedLayersTest, ZooLlamaBlocksAreLayers) {
-  Graph g = Zoo("llama", SmallLlama());
-  const Found found = Describe(BuildTrainingView(g));
-  EXPECT_EQ(found.count, 3);
-  // q, k, v, o, gate, up, down in each block; the output layer in none.
-  for (int layer = 0; layer < 3; ++layer) {
-    EXPECT_EQ(found.products.at(layer), 7) << layer;
-    EXPECT_EQ(found.nodes.at(layer), found.nodes.at(0)) << layer;
-  }
-  EXPECT_EQ(found.outside_products, 1);
-  EXPECT_TRUE(found.ordered);
-}
-
-// With elementwise regions fused (graph/elementwise_fusion.h) a block's
-// residual add and the next block's norm are one region making both the
-// stream and its normalized copy: a cut all the same. The first block's
-// attention has its norm as a region of its own, so the layers are each
-// block's MLP with the next block's attention, and the first attention
-// and the last MLP are in none: 3 blocks, 2 layers of 7 products each.
-TEST(RepeatedLayersTest, ZooLlamaWithFusedElementwiseRegions) {
   absl::StatusOr<Graph> fused = FuseElementwise(Zoo("llama", SmallLlama()));
   ASSERT_TRUE(fused.ok()) << fused.status();
-  Found found = Describe(BuildTrainingView(*fused));
-  EXPECT_EQ(found.count, 2);
-  EXPECT_EQ(found.products[0], 7);
-  EXPECT_EQ(found.products[1], 7);
-  EXPECT_EQ(found.outside_products, 4 + 3 + 1);
+  for (const Graph& g : {Zoo("llama", SmallLlama()), *fused}) {
+    const Found found = Describe(BuildTrainingView(g));
+    EXPECT_EQ(found.count, 3);
+    // q, k, v, o, gate, up, down in each block; the output layer in none.
+    for (int layer = 0; layer < 3; ++layer) {
+      EXPECT_EQ(found.products.at(layer), 7) << layer;
+      EXPECT_EQ(found.nodes.at(layer), found.nodes.at(0)) << layer;
+    }
+    EXPECT_EQ(found.outside_products, 1);
+    EXPECT_TRUE(found.ordered);
+  }
 }
 
 TEST(RepeatedLayersTest, ZooGptWithItsTiedOutputLayer) {
