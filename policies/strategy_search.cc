@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status_helpers.h"
+#include "graph/repeated_layers.h"
 #include "policies/search_clock.h"
 #include "policies/stage_partitions.h"
 #include "simulator/memory_check.h"
@@ -321,8 +322,14 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   // limit is tried again: with ZeRO-1, then ZeRO-2, then ZeRO-3 (zero
   // unset, when a stage has replicas; ZeRO-2 and -3 when every stage's
   // replicas run as many micro-batches), then with its over stages
-  // recomputing (kAuto), until one fits. `peaks` gets the first try's.
+  // recomputing (kAuto), until one fits or the budget ends (read before
+  // each retry: at a thousand devices one simulation takes seconds).
+  // `peaks` gets the first try's.
+  auto stop = [&] { return clock.Expired(); };
   int shaped = 0;  // candidates of the fixed shape (all when none is)
+  const bool repeated_layers =
+      search.recompute == StageRecompute::kAuto &&
+      FindRepeatedLayers(input.view).count > 0;
   auto consider = [&](Strategy s, std::vector<int64_t>* peaks = nullptr) {
     if (!HasShape(s, search)) return;
     ++shaped;
@@ -343,16 +350,17 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       }
       for (ZeroStage zero : {ZeroStage::kOptimizerState, ZeroStage::kGradients,
                              ZeroStage::kParameters}) {
-        if (!replicas || (ShardsGradients(zero) && !even)) break;
+        if (!replicas || (ShardsGradients(zero) && !even) || stop()) break;
         s.zero = zero;
         std::vector<int64_t> sharded;
         if (simulate(s, &sharded)) return;
         if (!sharded.empty()) tried = std::move(sharded);
       }
     }
-    if (search.recompute != StageRecompute::kAuto) return;
-    // The over stages recompute selectively (not inside wide stages),
-    // then wholly.
+    if (search.recompute != StageRecompute::kAuto || stop()) return;
+    // The over stages recompute selectively, then layer by layer (where
+    // the model has repeated layers; neither inside wide stages), then
+    // wholly.
     std::vector<char> over(s.stages.size(), 0);
     for (size_t k = 0; k < s.stages.size(); ++k) {
       for (const Replica& replica : s.stages[k].replicas) {
@@ -360,11 +368,14 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       }
       over[k] &= s.stages[k].recompute == Recompute::kNone;
     }
-    for (Recompute recompute : {Recompute::kSelective, Recompute::kFull}) {
+    for (Recompute recompute :
+         {Recompute::kSelective, Recompute::kLayers, Recompute::kFull}) {
+      if (recompute == Recompute::kLayers && !repeated_layers) continue;
+      if (stop()) return;
       bool any = false;
       for (size_t k = 0; k < s.stages.size(); ++k) {
         if (!over[k] ||
-            (recompute == Recompute::kSelective && s.stages[k].width() > 1)) {
+            (RecomputesInPart(recompute) && s.stages[k].width() > 1)) {
           continue;
         }
         s.stages[k].recompute = recompute;
@@ -373,7 +384,6 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       if (any && simulate(s, nullptr)) return;
     }
   };
-  auto stop = [&] { return clock.Expired(); };
   // Each tensor-parallel group size; each partition (over the groups, a
   // group acting as one device) with each schedule (when it has stages to
   // pipeline) and allreduce (when it has replicas), 1F1B and ring first.

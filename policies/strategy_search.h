@@ -62,17 +62,20 @@
 //    (StrategySearchOptions::zero unset; when a stage has replicas, and
 //    for ZeRO-2 and -3 when every stage's replicas run as many
 //    micro-batches; ZeRO-3 not inside wide stages), then the stages that
-//    still have a device over its limit recomputing selectively (not
-//    inside wide stages), then wholly (recompute kAuto).
+//    still have a device over its limit recomputing selectively, then
+//    layer by layer (kLayers, where graph/repeated_layers.h finds layers;
+//    neither inside wide stages), then wholly (recompute kAuto).
 //    zero set: every candidate has that ZeRO stage (CheckStrategy refuses
 //    it without replicas); recompute kFull, kSelective, kSelectiveOp,
 //    kLayers: every stage of every candidate recomputes so; kNone: none
-//    does. kAuto never tries kSelectiveOp or kLayers.
+//    does. kAuto never tries kSelectiveOp (torchtitan's policy, for a
+//    user to ask for).
 //  - The answer is the simulated strategy with the least seconds per graph
 //    batch whose every device peaks within MemoryLimits(options); ties:
 //    the one found first. Deterministic: no randomness, and the candidates
 //    are enumerated in a fixed order; the search stops early (with the best
-//    so far) at the budget or when should_stop says so.
+//    so far) at the budget or when should_stop says so, read between
+//    candidates and before each memory saver's retry of one.
 //  - Fixed shape (`stages`, `replicas`): a candidate with another stage
 //    count, or a stage with another replica count, is not simulated.
 //  - Errors: InvalidArgument for parallelism kModel (that is the op

@@ -364,6 +364,57 @@ TEST(StrategySearchTest, RecomputationByLayerAndWhyNothingWasFound) {
       << refused.status();
 }
 
+// One stage of data parallelism gains nothing from recomputing its
+// forward whole (its backward rebuilds at once what it would have kept)
+// and little from selective recomputation of a decoder, whose products
+// it keeps; layer by layer holds one layer's activations at a time. With
+// the limit at that peak, auto tries it between the two and fits.
+TEST(StrategySearchTest, AutoRecomputesLayerByLayerWhereNothingElseFits) {
+  zoo::ZooParams params;
+  params.layers = 4;
+  params.hidden = 64;
+  params.heads = 4;
+  params.kv_heads = 2;
+  params.ffn = 128;
+  params.seq_len = 64;
+  params.vocab = 100;
+  params.batch_size = 2;
+  absl::StatusOr<onnx::ModelProto> model =
+      zoo::BuildZooModel("llama", params);
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<Graph> graph = ImportOnnxModel(*model, "llama", {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  Scenario s(*std::move(graph), "p100x4");
+  auto search = [&](StageRecompute recompute, PolicyOptions options = {}) {
+    return s.Search(Parallelism::kData, 4, options, "", nullptr, recompute,
+                    ZeroStage::kNone);
+  };
+  auto peak = [](const StrategyChoice& c) {
+    return *std::max_element(c.simulation.step.peak_memory_bytes.begin(),
+                             c.simulation.step.peak_memory_bytes.end());
+  };
+  absl::StatusOr<StrategyChoice> layers = search(StageRecompute::kLayers);
+  absl::StatusOr<StrategyChoice> selective =
+      search(StageRecompute::kSelective);
+  absl::StatusOr<StrategyChoice> full = search(StageRecompute::kFull);
+  ASSERT_TRUE(layers.ok() && selective.ok() && full.ok());
+  const int64_t limit = peak(*layers);
+  ASSERT_GT(peak(*selective), limit);
+  ASSERT_GT(peak(*full), limit);
+
+  PolicyOptions options;
+  options.memory_limit_bytes.assign(4, limit);
+  EXPECT_EQ(search(StageRecompute::kNone, options).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  absl::StatusOr<StrategyChoice> chosen =
+      search(StageRecompute::kAuto, options);
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  EXPECT_EQ(chosen->strategy.stages[0].recompute, Recompute::kLayers);
+  EXPECT_EQ(peak(*chosen), limit);
+  EXPECT_DOUBLE_EQ(chosen->simulation.step.step_seconds,
+                   layers->simulation.step.step_seconds);
+}
+
 // Eight 16 MiB weights (P = 128 MiB) trained with AdamW (256 MiB of state)
 // on four P100s limited to 400 MiB: data parallelism holds P, the state and
 // a micro-batch's gradients (P) on every device, over the limit; with
