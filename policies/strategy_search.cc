@@ -15,48 +15,13 @@
 #include "absl/strings/str_join.h"
 #include "base/status_helpers.h"
 #include "graph/repeated_layers.h"
+#include "policies/memory_savers.h"
 #include "policies/search_clock.h"
 #include "policies/stage_partitions.h"
 #include "simulator/memory_check.h"
 
 namespace placer {
 namespace {
-
-// ": parameters and optimizer state N GB, activations ..., gradients ...,
-// the rest of a micro-batch ..." for the device furthest over its limit,
-// largest part first; empty without a breakdown.
-std::string PeakParts(const SimulationResult& step,
-                      const std::vector<int64_t>& peaks,
-                      const std::vector<int64_t>& limits) {
-  int worst = -1;
-  int64_t most = 0;
-  for (size_t d = 0; d < peaks.size() && d < limits.size(); ++d) {
-    if (peaks[d] - limits[d] > most) {
-      most = peaks[d] - limits[d];
-      worst = static_cast<int>(d);
-    }
-  }
-  if (worst < 0 || worst >= static_cast<int>(step.peak_breakdown.size())) {
-    return "";
-  }
-  const MemoryBreakdown& b = step.peak_breakdown[worst];
-  std::vector<std::pair<int64_t, std::string>> parts = {
-      {b.parameters, "parameters and optimizer state"},
-      {b.activations, "activations kept for the backward"},
-      {b.gradients, "accumulated gradients"},
-      {b.workspace, "the rest of a micro-batch's peak"}};
-  std::stable_sort(parts.begin(), parts.end(),
-                   [](const auto& x, const auto& y) { return x.first > y.first; });
-  std::vector<std::string> named;
-  for (const auto& [bytes, what] : parts) {
-    if (bytes > 0) {
-      named.push_back(absl::StrFormat("%s %.1f GB", what, bytes / 1e9));
-    }
-  }
-  return named.empty() ? "" : absl::StrCat(" (", absl::StrJoin(named, ", "), ")");
-}
-
-constexpr int kMaxPoolDevices = 32;
 
 // The whole model placed by `policy` on `devices` of the cluster (a
 // cluster of those alone): per forward op, the index in `devices` of its
@@ -90,30 +55,6 @@ absl::StatusOr<std::vector<int>> PlaceOnDevices(
 
 }  // namespace
 
-std::string ParallelismName(Parallelism parallelism) {
-  switch (parallelism) {
-    case Parallelism::kModel: return "model";
-    case Parallelism::kPipeline: return "pipeline";
-    case Parallelism::kData: return "data";
-    case Parallelism::kHybrid: return "hybrid";
-    case Parallelism::kTensor:
-      return "tensor";
-    case Parallelism::kAuto: return "auto";
-  }
-  return "?";
-}
-
-absl::StatusOr<Parallelism> ParseParallelism(const std::string& name) {
-  for (Parallelism p :
-       {Parallelism::kAuto, Parallelism::kModel, Parallelism::kPipeline,
-        Parallelism::kData, Parallelism::kHybrid, Parallelism::kTensor}) {
-    if (ParallelismName(p) == name) return p;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown parallelism '", name,
-                   "'; known: auto, model, pipeline, data, hybrid, tensor"));
-}
-
 const std::vector<int>* InsidePlacements::Find(const std::string& policy,
                                                int width) const {
   auto it = placed_.find({policy, width});
@@ -123,50 +64,6 @@ const std::vector<int>* InsidePlacements::Find(const std::string& policy,
 void InsidePlacements::Keep(const std::string& policy, int width,
                             std::vector<int> placed) {
   placed_[{policy, width}] = std::move(placed);
-}
-
-std::vector<int> IdenticalDevices(const Cluster& cluster) {
-  std::vector<std::vector<int>> groups;
-  for (int d = 0; d < cluster.num_devices(); ++d) {
-    auto same = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
-      return cluster.device(g.front()).SameRates(cluster.device(d));
-    });
-    if (same == groups.end()) {
-      groups.push_back({d});
-    } else {
-      same->push_back(d);
-    }
-  }
-  std::vector<int> best;
-  double best_flops = -1;
-  for (const std::vector<int>& devices : groups) {
-    const double flops =
-        cluster.device(devices.front()).peak_flops * devices.size();
-    if (flops > best_flops ||
-        (flops == best_flops && devices.front() < best.front())) {
-      best = devices;
-      best_flops = flops;
-    }
-  }
-  return best;
-}
-
-std::vector<int> IdenticalDevicePool(const Cluster& cluster) {
-  std::vector<int> best = IdenticalDevices(cluster);
-  if (best.size() > kMaxPoolDevices) best.resize(kMaxPoolDevices);
-  return best;
-}
-
-absl::StatusOr<StageRecompute> ParseStageRecompute(const std::string& name) {
-  if (name == "auto") return StageRecompute::kAuto;
-  if (name == "none") return StageRecompute::kNone;
-  if (name == "full") return StageRecompute::kFull;
-  if (name == "selective") return StageRecompute::kSelective;
-  if (name == "selective-op") return StageRecompute::kSelectiveOp;
-  if (name == "layers") return StageRecompute::kLayers;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown recomputation '", name,
-      "'; known: auto, none, full, selective, selective-op, layers"));
 }
 
 namespace {
@@ -280,6 +177,8 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   // Simulates `s` and keeps it when it fits and is the fastest so far;
   // `peaks` (when given) gets each device's peak. Returns whether it fits.
   absl::Status refused;  // the first candidate the simulator refused
+  // With `peaks`: each device's breakdown at its peak.
+  std::vector<MemoryBreakdown> last_breakdown;
   auto simulate = [&](Strategy s, std::vector<int64_t>* peaks) {
     s.overlap_parameter_gather =
         search.overlap_parameter_gather &&
@@ -292,7 +191,10 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       if (refused.ok()) refused = r.status();
       return false;
     }
-    if (peaks != nullptr) *peaks = r->step.peak_memory_bytes;
+    if (peaks != nullptr) {
+      *peaks = r->step.peak_memory_bytes;
+      last_breakdown = r->step.peak_breakdown;
+    }
     absl::Status memory =
         CheckMemory(input.cluster, r->step.peak_memory_bytes, limits);
     if (!memory.ok()) {
@@ -305,8 +207,8 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
         over_status = absl::ResourceExhaustedError(
             absl::StrCat("no strategy fits in memory; the closest (",
                          DescribeStrategy(s), "): ", memory.message(),
-                         PeakParts(r->step, r->step.peak_memory_bytes,
-                                   limits)));
+                         PeakParts(r->step.peak_breakdown,
+                                   r->step.peak_memory_bytes, limits)));
       }
       return false;
     }
@@ -318,60 +220,125 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
     clock.Report(best.evaluations, best.simulation.step.step_seconds);
     return true;
   };
+  // A lower bound on any candidate's seconds per micro-batch: a
+  // micro-batch's forward and backward nodes on one pool device, split over
+  // the candidate's devices (tensor parallelism splits a node's time
+  // exactly, recomputation only adds, and a device runs one node at a
+  // time). A candidate whose bound is no better than the best so far is
+  // not simulated.
+  double work_seconds = 0;
+  for (int n = 0; n < input.simulation.num_nodes(); ++n) {
+    if (input.view.node(n).kind == NodeKind::kUpdate) continue;
+    work_seconds += std::min(input.simulation.node_seconds(n, pool[0]),
+                             input.simulation.alone_node_seconds(n, pool[0]));
+  }
+  const double state_fraction = [&] {
+    const double state =
+        input.view.options().optimizer_state_per_parameter_byte();
+    return state / (1 + state);
+  }();
+  // What a candidate ended as: not simulated (its bound), fitting (with
+  // the ZeRO stage and recomputation that made it fit), or over a limit
+  // with every memory saver tried (or ruled out).
+  enum class Outcome { kSkipped, kFits, kOver };
   // `simulate` with the search's recomputation and ZeRO. A candidate over a
   // limit is tried again: with ZeRO-1, then ZeRO-2, then ZeRO-3 (zero
   // unset, when a stage has replicas; ZeRO-2 and -3 when every stage's
   // replicas run as many micro-batches), then with its over stages
   // recomputing (kAuto), until one fits or the budget ends (read before
-  // each retry: at a thousand devices one simulation takes seconds).
-  // `peaks` gets the first try's.
+  // each retry: at a thousand devices one simulation takes seconds). A
+  // retry is skipped when the first try's peaks, less all that the saver
+  // could free at each over device's peak (ZeRO: the sharded part of the
+  // optimizer state, gradients and parameters over the stage's replicas;
+  // recomputation: every activation and workspace byte), are still over.
+  // `s` comes back with the savers it was last simulated with; `peaks`
+  // gets the first try's.
   auto stop = [&] { return clock.Expired(); };
   int shaped = 0;  // candidates of the fixed shape (all when none is)
   const bool repeated_layers =
       search.recompute == StageRecompute::kAuto &&
       FindRepeatedLayers(input.view).count > 0;
-  auto consider = [&](Strategy s, std::vector<int64_t>* peaks = nullptr) {
-    if (!HasShape(s, search)) return;
+  auto consider = [&](Strategy& s,
+                      std::vector<int64_t>* peaks = nullptr) -> Outcome {
+    if (!HasShape(s, search)) return Outcome::kSkipped;
     ++shaped;
     if (const std::optional<Recompute> fixed = FixedRecompute(search.recompute);
         fixed.has_value()) {
       for (PipelineStage& stage : s.stages) stage.recompute = *fixed;
     }
     if (search.zero.has_value()) s.zero = *search.zero;
-    std::vector<int64_t> tried;
-    const bool fits = simulate(s, &tried);
-    if (peaks != nullptr) *peaks = tried;
-    if (fits || tried.empty()) return;
-    if (!search.zero.has_value()) {
+    const std::vector<int> replicas_of_device =
+        ReplicasOfDevices(s, input.cluster.num_devices());
+    const int devices_used = static_cast<int>(
+        std::count_if(replicas_of_device.begin(), replicas_of_device.end(),
+                      [](int replicas) { return replicas > 0; }));
+    if (found && devices_used > 0 &&
+        work_seconds / devices_used >= best.simulation.seconds_per_batch) {
+      ++best.bounded;
+      return Outcome::kSkipped;
+    }
+    TriedMemory tried;
+    const bool fits = simulate(s, &tried.peak_bytes);
+    tried.parts = last_breakdown;
+    if (peaks != nullptr) *peaks = tried.peak_bytes;
+    if (fits) return Outcome::kFits;
+    if (tried.peak_bytes.empty()) return Outcome::kOver;
+    auto could_fit = [&](ZeroStage zero, bool recompute) {
+      return SaversCouldFit(tried, limits, replicas_of_device,
+                            {s.zero, zero, recompute, state_fraction});
+    };
+    if (!search.zero.has_value() && s.zero == ZeroStage::kNone) {
       bool replicas = false, even = true;
       for (const PipelineStage& stage : s.stages) {
         replicas |= stage.num_replicas() > 1;
         even &= s.micro_batches % stage.num_replicas() == 0;
       }
+      const bool recompute_later = search.recompute == StageRecompute::kAuto;
+      if (!could_fit(even && replicas ? ZeroStage::kParameters
+                                      : ZeroStage::kOptimizerState,
+                     recompute_later)) {
+        return Outcome::kOver;
+      }
       for (ZeroStage zero : {ZeroStage::kOptimizerState, ZeroStage::kGradients,
                              ZeroStage::kParameters}) {
         if (!replicas || (ShardsGradients(zero) && !even) || stop()) break;
-        s.zero = zero;
+        // ZeRO-3 is the recomputation's base: simulated even when it
+        // alone would not do.
+        if (!could_fit(zero, false) &&
+            !(zero == ZeroStage::kParameters && recompute_later)) {
+          continue;
+        }
         std::vector<int64_t> sharded;
-        if (simulate(s, &sharded)) return;
-        if (!sharded.empty()) tried = std::move(sharded);
+        s.zero = zero;
+        const bool zero_fits = simulate(s, &sharded);
+        if (zero_fits) return Outcome::kFits;
+        if (!sharded.empty()) {
+          tried.peak_bytes = std::move(sharded);
+          tried.parts = last_breakdown;
+        }
       }
     }
-    if (search.recompute != StageRecompute::kAuto || stop()) return;
+    if (search.recompute != StageRecompute::kAuto || stop()) {
+      return Outcome::kOver;
+    }
+    if (!could_fit(s.zero, true)) return Outcome::kOver;
     // The over stages recompute selectively, then layer by layer (where
     // the model has repeated layers; neither inside wide stages), then
     // wholly.
     std::vector<char> over(s.stages.size(), 0);
     for (size_t k = 0; k < s.stages.size(); ++k) {
       for (const Replica& replica : s.stages[k].replicas) {
-        for (int d : replica.device_of_slot) over[k] |= tried[d] > limits[d];
+        for (int d : replica.device_of_slot) {
+          over[k] |= tried.peak_bytes[d] > limits[d];
+        }
       }
       over[k] &= s.stages[k].recompute == Recompute::kNone;
     }
+    const std::vector<PipelineStage> unrecomputed = s.stages;
     for (Recompute recompute :
          {Recompute::kSelective, Recompute::kLayers, Recompute::kFull}) {
       if (recompute == Recompute::kLayers && !repeated_layers) continue;
-      if (stop()) return;
+      if (stop()) break;
       bool any = false;
       for (size_t k = 0; k < s.stages.size(); ++k) {
         if (!over[k] ||
@@ -381,7 +348,28 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
         s.stages[k].recompute = recompute;
         any = true;
       }
-      if (any && simulate(s, nullptr)) return;
+      if (any && simulate(s, nullptr)) return Outcome::kFits;
+    }
+    s.stages = unrecomputed;
+    return Outcome::kOver;
+  };
+  // Considers each of `variants` (one shape and schedule with different
+  // allreduce algorithms: alike in memory): the first with every memory
+  // saver it needs; the others start from the savers that made the first
+  // fit; when the first cannot fit, the others are not simulated.
+  auto consider_alike = [&](std::vector<Strategy> variants) {
+    std::optional<Strategy> settled;
+    for (Strategy& s : variants) {
+      if (stop()) return;
+      if (settled.has_value()) {
+        s.zero = settled->zero;
+        for (size_t k = 0; k < s.stages.size(); ++k) {
+          s.stages[k].recompute = settled->stages[k].recompute;
+        }
+      }
+      const Outcome outcome = consider(s);
+      if (outcome == Outcome::kOver) return;
+      if (outcome == Outcome::kFits && !settled.has_value()) settled = s;
     }
   };
   // Each tensor-parallel group size; each partition (over the groups, a
@@ -389,61 +377,65 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   // pipeline) and allreduce (when it has replicas), 1F1B and ring first.
   std::vector<int> pool_position(input.cluster.num_devices(), -1);
   for (int i = 0; i < P; ++i) pool_position[pool[i]] = i;
-  for (int t : tensors) {
-    if (stop() || search.parallelism == Parallelism::kHybrid) break;
-    std::vector<int> groups;
-    for (int i = 0; i + t <= P; i += t) groups.push_back(pool[i]);
-    const Parallelism mode = search.parallelism == Parallelism::kTensor
-                                 ? Parallelism::kAuto
-                                 : search.parallelism;
-    std::vector<Partition> parts;
-    if (groups.size() >= 2) {
-      parts = Partitions(input, chunks, groups, micro_batches, mode);
-    } else {
-      parts.push_back({{0, chunks.size()}, {1}});  // one group
-    }
-    for (const Partition& part : parts) {
-      if (stop()) break;
-      if (!HasShape(part.replicas, search)) continue;
-      const int most =
-          *std::max_element(part.replicas.begin(), part.replicas.end());
-      if (most > micro_batches) continue;
-      const int m = micro_batches;
-      Strategy shape = ToStrategy(input.view, chunks, groups, part, m);
-      shape.sequence_parallel = t > 1 && search.sequence_parallel;
-      for (PipelineStage& stage : shape.stages) {
-        for (Replica& replica : stage.replicas) {
-          if (t < 2) break;
-          const int base = pool_position[replica.device_of_slot[0]];
-          replica.tensor_devices.assign(pool.begin() + base,
-                                        pool.begin() + base + t);
-        }
+  auto pool_candidates = [&] {
+    for (int t : tensors) {
+      if (stop() || search.parallelism == Parallelism::kHybrid) break;
+      std::vector<int> groups;
+      for (int i = 0; i + t <= P; i += t) groups.push_back(pool[i]);
+      const Parallelism mode = search.parallelism == Parallelism::kTensor
+                                   ? Parallelism::kAuto
+                                   : search.parallelism;
+      std::vector<Partition> parts;
+      if (groups.size() >= 2) {
+        parts = Partitions(input, chunks, groups, micro_batches, mode);
+      } else {
+        parts.push_back({{0, chunks.size()}, {1}});  // one group
       }
-      for (PipelineSchedule schedule :
-           {PipelineSchedule::k1F1B, PipelineSchedule::kGPipe}) {
-        if (schedule == PipelineSchedule::kGPipe && shape.stages.size() < 2) {
-          continue;
+      for (const Partition& part : parts) {
+        if (stop()) break;
+        if (!HasShape(part.replicas, search)) continue;
+        const int most =
+            *std::max_element(part.replicas.begin(), part.replicas.end());
+        if (most > micro_batches) continue;
+        const int m = micro_batches;
+        Strategy shape = ToStrategy(input.view, chunks, groups, part, m);
+        shape.sequence_parallel = t > 1 && search.sequence_parallel;
+        for (PipelineStage& stage : shape.stages) {
+          for (Replica& replica : stage.replicas) {
+            if (t < 2) break;
+            const int base = pool_position[replica.device_of_slot[0]];
+            replica.tensor_devices.assign(pool.begin() + base,
+                                          pool.begin() + base + t);
+          }
         }
-        // Hierarchical where some stage's replicas span hosts evenly.
-        bool hosts = false;
-        for (const PipelineStage& stage : shape.stages) {
-          hosts |= SpansHostsEvenly(input.cluster, stage.FirstDevices());
-        }
-        for (AllreduceAlgorithm algorithm :
-             {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
-              AllreduceAlgorithm::kHierarchical}) {
-          if (algorithm == AllreduceAlgorithm::kTree && most < 2) continue;
-          if (algorithm == AllreduceAlgorithm::kHierarchical && !hosts) {
+        for (PipelineSchedule schedule :
+             {PipelineSchedule::k1F1B, PipelineSchedule::kGPipe}) {
+          if (schedule == PipelineSchedule::kGPipe && shape.stages.size() < 2) {
             continue;
           }
-          Strategy s = shape;
-          s.schedule = schedule;
-          s.allreduce = algorithm;
-          consider(s);
+          // Hierarchical where some stage's replicas span hosts evenly.
+          bool hosts = false;
+          for (const PipelineStage& stage : shape.stages) {
+            hosts |= SpansHostsEvenly(input.cluster, stage.FirstDevices());
+          }
+          std::vector<Strategy> variants;
+          for (AllreduceAlgorithm algorithm :
+               {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
+                AllreduceAlgorithm::kHierarchical}) {
+            if (algorithm == AllreduceAlgorithm::kTree && most < 2) continue;
+            if (algorithm == AllreduceAlgorithm::kHierarchical && !hosts) {
+              continue;
+            }
+            Strategy s = shape;
+            s.schedule = schedule;
+            s.allreduce = algorithm;
+            variants.push_back(std::move(s));
+          }
+          consider_alike(std::move(variants));
         }
       }
     }
-  }
+  };
   // Uniform candidates over every identical device, where the cluster has
   // more than the pool: Megatron-LM's layout, t-device tensor groups (t a
   // power of two up to 8 inside a host), p stages of equal work, each with
@@ -465,47 +457,76 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   // kTensor from 2, unless the group size is fixed at 1.
   const int first_t =
       search.parallelism == Parallelism::kTensor && search.tensor != 1 ? 2 : 1;
-  for (int t = first_t; grid && t <= std::min(per_host, 8) && !stop();
-       t *= 2) {
-    if (N % t != 0 || (search.tensor > 0 && t != search.tensor)) continue;
-    const int groups_count = N / t;
-    std::vector<int> groups;
-    for (int i = 0; i < N; i += t) groups.push_back(every[i]);
-    for (int stages = 1; stages <= std::min(chunks.size(), groups_count) &&
-                         !stop();
-         ++stages) {
-      if (groups_count % stages != 0) continue;
-      const int replicas = groups_count / stages;
-      if (replicas > micro_batches) continue;
-      if (!HasShape(std::vector<int>(stages, replicas), search)) continue;
-      Strategy shape =
-          ToStrategy(input.view, chunks, groups,
-                     EvenPartition(chunks, stages, replicas), micro_batches);
-      shape.sequence_parallel = t > 1 && search.sequence_parallel;
-      bool hosts = false;
-      for (PipelineStage& stage : shape.stages) {
-        hosts |= SpansHostsEvenly(input.cluster, stage.FirstDevices());
-        if (t < 2) continue;
-        for (Replica& replica : stage.replicas) {
-          const int base = every_position[replica.device_of_slot[0]];
-          replica.tensor_devices.assign(every.begin() + base,
-                                        every.begin() + base + t);
+  auto grid_candidates = [&] {
+    for (int t = first_t; grid && t <= std::min(per_host, 8) && !stop();
+         t *= 2) {
+      if (N % t != 0 || (search.tensor > 0 && t != search.tensor)) continue;
+      const int groups_count = N / t;
+      std::vector<int> groups;
+      for (int i = 0; i < N; i += t) groups.push_back(every[i]);
+      for (int stages = 1; stages <= std::min(chunks.size(), groups_count) &&
+                           !stop();
+           ++stages) {
+        if (groups_count % stages != 0) continue;
+        const int replicas = groups_count / stages;
+        if (replicas > micro_batches) continue;
+        if (!HasShape(std::vector<int>(stages, replicas), search)) continue;
+        Strategy shape =
+            ToStrategy(input.view, chunks, groups,
+                       EvenPartition(chunks, stages, replicas), micro_batches);
+        shape.sequence_parallel = t > 1 && search.sequence_parallel;
+        bool hosts = false;
+        for (PipelineStage& stage : shape.stages) {
+          hosts |= SpansHostsEvenly(input.cluster, stage.FirstDevices());
+          if (t < 2) continue;
+          for (Replica& replica : stage.replicas) {
+            const int base = every_position[replica.device_of_slot[0]];
+            replica.tensor_devices.assign(every.begin() + base,
+                                          every.begin() + base + t);
+          }
         }
-      }
-      for (AllreduceAlgorithm algorithm :
-           {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kHierarchical}) {
-        if (algorithm == AllreduceAlgorithm::kHierarchical && !hosts) continue;
-        Strategy s = shape;
-        s.allreduce = algorithm;
-        consider(s);
+        std::vector<Strategy> variants;
+        for (AllreduceAlgorithm algorithm :
+             {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kHierarchical}) {
+          if (algorithm == AllreduceAlgorithm::kHierarchical && !hosts) {
+            continue;
+          }
+          Strategy s = shape;
+          s.allreduce = algorithm;
+          variants.push_back(std::move(s));
+        }
+        consider_alike(std::move(variants));
       }
     }
-  }
+  };
+  // The uniform candidates first: they use every device, and the bound
+  // above then spares the pool's candidates the budget.
+  grid_candidates();
+  pool_candidates();
   // Wide candidates: replicas of an op placement over w devices.
   absl::Status inside_status;
-  const bool wide = search.parallelism == Parallelism::kHybrid ||
-                    (search.parallelism == Parallelism::kAuto &&
-                     !search.inside_policy.empty());
+  // They use the pool's P devices at most, which together hold every
+  // parameter and its optimizer state at least once (no ZeRO-3 inside
+  // wide stages): they are not placed when that, over P devices, is over
+  // every limit, or when the bound above is no better than the best.
+  const double resident_bytes =
+      input.view.parameter_bytes() *
+      (1 + input.view.options().optimizer_state_per_parameter_byte());
+  const int64_t most_limit = *std::max_element(limits.begin(), limits.end());
+  const bool too_big = resident_bytes / P > most_limit;
+  const bool hopeless =
+      too_big ||
+      (found && work_seconds / P >= best.simulation.seconds_per_batch);
+  const bool wide = !hopeless && (search.parallelism == Parallelism::kHybrid ||
+                                  (search.parallelism == Parallelism::kAuto &&
+                                   !search.inside_policy.empty()));
+  if (too_big && search.parallelism == Parallelism::kHybrid) {
+    over_status = absl::ResourceExhaustedError(absl::StrFormat(
+        "no hybrid strategy fits in memory: the parameters and their "
+        "optimizer state, %.1f GB, over the pool's %d devices are %.1f GB "
+        "each, over every device's limit (at most %.1f GB)",
+        resident_bytes / 1e9, P, resident_bytes / P / 1e9, most_limit / 1e9));
+  }
   const int widths = std::max(0, P / 2 - 1);
   for (int w = 2; wide && w <= P / 2 && !stop(); ++w) {
     const int replicas = P / w;

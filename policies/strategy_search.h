@@ -55,7 +55,12 @@
 //    `tensor` when fixed), the groups into p stages of about equal work
 //    (every p up to the chunks that divides the groups), each stage with
 //    groups / p replicas (Megatron-LM's layout); ring and, when a stage's
-//    replicas span hosts evenly, hierarchical allreduce; 1F1B.
+//    replicas span hosts evenly, hierarchical allreduce; 1F1B. They are
+//    simulated before the pool's candidates.
+//  - Bound: a candidate whose lower bound on seconds per micro-batch (a
+//    micro-batch's forward and backward node times on one device over the
+//    devices the candidate uses) is no less than the best so far is not
+//    simulated.
 //  - Memory savers, tried on a candidate over a device's limit only (they
 //    add time or collectives; a candidate that fits is never tried with
 //    them), until one fits: ZeRO-1, then ZeRO-2, then ZeRO-3
@@ -64,7 +69,15 @@
 //    micro-batches; ZeRO-3 not inside wide stages), then the stages that
 //    still have a device over its limit recomputing selectively, then
 //    layer by layer (kLayers, where graph/repeated_layers.h finds layers;
-//    neither inside wide stages), then wholly (recompute kAuto).
+//    neither inside wide stages), then wholly (recompute kAuto). A retry
+//    is not simulated when the candidate's last simulated peaks, less all
+//    that the saver could free at each over device's peak
+//    (policies/memory_savers.h), are still over; nor are the others when
+//    ZeRO-3 with recomputation could not fit (ZeRO-3 is simulated, as the
+//    recomputation's base, whenever recomputation could). Candidates of
+//    one shape that differ only in allreduce algorithm are alike in
+//    memory: the later ones start from the savers the first fitted with,
+//    and are not simulated when the first did not fit.
 //    zero set: every candidate has that ZeRO stage (CheckStrategy refuses
 //    it without replicas); recompute kFull, kSelective, kSelectiveOp,
 //    kLayers: every stage of every candidate recomputes so; kNone: none
@@ -176,6 +189,9 @@ struct StrategyChoice {
   Strategy strategy;
   StrategySimulation simulation;
   int evaluations = 0;  // strategies simulated
+  // Candidates not simulated: their bound no better than the best so far
+  // (contract's Bound).
+  int bounded = 0;
 };
 
 absl::StatusOr<StrategyChoice> SearchStrategy(

@@ -525,6 +525,51 @@ TEST(StrategySearchTest, UniformCandidatesUseEveryDeviceBeyondThePool) {
   }
 }
 
+// The uniform candidates over all 64 devices go first; the pool's over 32
+// are then bounded by a micro-batch's work over their devices, which none
+// beats: a fixed pool shape simulated on its own is no faster than the
+// answer.
+TEST(StrategySearchTest, CandidatesOnFewerDevicesAreBoundedByTheBest) {
+  Scenario s(Chain(8, 4096), "dgx_h100:nodes=8", Optimizer::kAdam);
+  PolicyOptions options;
+  options.budget_seconds = 600;
+  absl::StatusOr<StrategyChoice> all = s.Search(
+      Parallelism::kTensor, 64, options, "", nullptr, StageRecompute::kNone);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_GT(all->bounded, 0);
+  StrategySearchOptions search;
+  search.parallelism = Parallelism::kTensor;
+  search.recompute = StageRecompute::kNone;
+  search.micro_batches = 64;
+  search.tensor = 2;
+  search.stages = 1;
+  search.replicas = 16;  // 32 devices: the pool's
+  absl::StatusOr<StrategyChoice> pool = SearchStrategy(s.input, options, search);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  EXPECT_GE(pool->simulation.seconds_per_batch,
+            all->simulation.seconds_per_batch)
+      << DescribeStrategy(pool->strategy) << " against "
+      << DescribeStrategy(all->strategy);
+}
+
+// Under a limit below what any memory saver could free (1 MiB against
+// 16 MiB weights), each candidate is simulated once: no ZeRO or
+// recomputation retry, and its tree allreduce variant not at all.
+TEST(StrategySearchTest, RetriesThatCannotFitAreNotSimulated) {
+  Scenario s(Chain(8, 2048), "p100x4", Optimizer::kAdam);
+  PolicyOptions options;
+  options.memory_limit_bytes.assign(4, int64_t{1} << 20);
+  int64_t evaluations = -1;
+  options.on_progress = [&](const SearchProgress& p) {
+    evaluations = p.evaluations;
+  };
+  absl::StatusOr<StrategyChoice> data = s.Search(Parallelism::kData, 4, options);
+  EXPECT_EQ(data.status().code(), absl::StatusCode::kResourceExhausted)
+      << data.status();
+  // Data parallelism's one shape (a stage of 4 replicas), ring first.
+  EXPECT_EQ(evaluations, 1);
+}
+
 // A fixed layout (a published run's tensor x pipeline x data sizes): only
 // candidates of that shape are simulated, within the pool (8 devices) and
 // beyond it (64, the uniform candidates); a shape no candidate has is an
