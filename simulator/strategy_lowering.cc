@@ -27,7 +27,7 @@ double GroupSeconds(const SimulationContext& context,
 
 // ZeRO-3: a pass's nodes on replica `k`'s device with the stage's
 // parameters gathered before the nodes that read them, one gather at a
-// time over the replicas' devices (by `allreduce`'s scheme), each starting once the node of the
+// time (`gathers`, StageGatherTimes), each starting once the node of the
 // gather before it has started (one unit prefetched). Each node takes its
 // share of its time (a backward's partial adds too) and is followed by the
 // tensor-parallel group's collectives placed after it. Returns each
@@ -35,11 +35,12 @@ double GroupSeconds(const SimulationContext& context,
 std::vector<double> GatheredEnds(const SimulationContext& context,
                                  const StagePlan& plan, const StageModel& st,
                                  const PipelineStage& stage, int k,
-                                 bool backward, AllreduceAlgorithm allreduce) {
+                                 bool backward, const GatherTimes& gathers) {
   const std::vector<int>& nodes = backward ? st.backward : st.forward;
-  const std::vector<int64_t>& gathers =
+  const std::vector<double>& gather_seconds =
+      backward ? gathers.backward : gathers.forward;
+  const std::vector<int64_t>& gather_bytes =
       backward ? st.backward_gather_bytes : st.forward_gather_bytes;
-  const std::vector<int> ring = SlotDevices(stage, 0);
   const std::vector<int> group = stage.TensorGroup(k);
   const int device = group[0];
   std::vector<double> ends;
@@ -54,10 +55,8 @@ std::vector<double> GatheredEnds(const SimulationContext& context,
       }
     }
     double start = node_end;
-    if (gathers[i] > 0) {
-      gather_end = std::max(gather_end, unit_start) +
-                   AllGatherSeconds(context.costs(), context.cluster(), ring,
-                                    gathers[i], allreduce);
+    if (gather_bytes[i] > 0) {
+      gather_end = std::max(gather_end, unit_start) + gather_seconds[i];
       start = std::max(start, gather_end);
       unit_start = start;
     }
@@ -112,6 +111,23 @@ std::vector<double> BackwardOffsets(const SimulationContext& context,
 
 }  // namespace
 
+GatherTimes StageGatherTimes(const SimulationContext& context,
+                             const StageModel& st, const PipelineStage& stage,
+                             AllreduceAlgorithm allreduce) {
+  const std::vector<int> ring = SlotDevices(stage, 0);
+  auto times = [&](const std::vector<int64_t>& gathers) {
+    std::vector<double> seconds(gathers.size(), 0);
+    for (size_t i = 0; i < gathers.size(); ++i) {
+      if (gathers[i] > 0) {
+        seconds[i] = AllGatherSeconds(context.costs(), context.cluster(), ring,
+                                      gathers[i], allreduce);
+      }
+    }
+    return seconds;
+  };
+  return {times(st.forward_gather_bytes), times(st.backward_gather_bytes)};
+}
+
 LoweredStrategy LowerStrategy(
     const SimulationContext& context, const Strategy& strategy,
     const StagePlan& plan,
@@ -132,6 +148,8 @@ LoweredStrategy LowerStrategy(
   for (int s = 0; s < S; ++s) {
     const StageModel& st = plan.stages[s];
     const std::vector<int> replicas = strategy.stages[s].FirstDevices();
+    const GatherTimes gathers = StageGatherTimes(
+        context, st, strategy.stages[s], strategy.allreduce);
     for (int k = 0; k < static_cast<int>(replicas.size()); ++k) {
       const int d = replicas[k];
       const std::vector<int> group = strategy.stages[s].TensorGroup(k);
@@ -156,7 +174,7 @@ LoweredStrategy LowerStrategy(
         auto gathered_forward = [&] {
           const std::vector<double> forward =
               GatheredEnds(context, plan, st, strategy.stages[s], k, false,
-                           strategy.allreduce);
+                           gathers);
           double seconds = forward.empty() ? 0 : forward.back();
           for (const GroupCollective& c : st.forward_collectives) {
             seconds += GroupSeconds(context, group, c);
@@ -166,7 +184,7 @@ LoweredStrategy LowerStrategy(
         if (strategy.zero == ZeroStage::kParameters && replicas.size() > 1) {
           const std::vector<double> backward =
               GatheredEnds(context, plan, st, strategy.stages[s], k, true,
-                           strategy.allreduce);
+                           gathers);
           f = gathered_forward();
           b = backward.empty() ? 0 : backward.back();
         }
@@ -287,6 +305,8 @@ LoweredStrategy LowerStrategy(
     const PipelineStage& stage = strategy.stages[s];
     const std::vector<int> replicas = stage.FirstDevices();
     const int R = static_cast<int>(replicas.size());
+    const GatherTimes gathers =
+        StageGatherTimes(context, st, stage, strategy.allreduce);
     std::vector<int> last(R);
     // Per replica, its backward passes' tasks in its order.
     std::vector<std::vector<int>> backwards(R);
@@ -302,7 +322,7 @@ LoweredStrategy LowerStrategy(
       offsets[k] =
           !wide[s].empty() ? wide[s][k].backward_end
           : strategy.zero == ZeroStage::kParameters && R > 1
-              ? GatheredEnds(context, plan, st, stage, k, true, strategy.allreduce)
+              ? GatheredEnds(context, plan, st, stage, k, true, gathers)
               : BackwardOffsets(context, plan, st, stage.TensorGroup(k));
     }
     const bool zero = strategy.zero != ZeroStage::kNone && R > 1;

@@ -63,6 +63,18 @@
 
 namespace placer {
 
+// ZeRO-3 (and an overlapped ZeRO-1/2 gather): per node of a stage's pass
+// (positions as in StageModel's forward or backward), the time of the
+// all-gather before it over the stage's replicas (slot 0's devices, by
+// `allreduce`'s scheme), 0 where none; the same for every replica and
+// micro-batch, so computed once per stage.
+struct GatherTimes {
+  std::vector<double> forward, backward;
+};
+GatherTimes StageGatherTimes(const SimulationContext& context,
+                             const StageModel& st, const PipelineStage& stage,
+                             AllreduceAlgorithm allreduce);
+
 // A forward or backward pass of one stage replica over one micro-batch.
 struct PassTask {
   int task = -1;  // in the graph

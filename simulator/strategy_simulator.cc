@@ -169,7 +169,8 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
       continue;
     }
     const StageModel& st = plan.stages[s];
-    const std::vector<int> ring = SlotDevices(stage, 0);
+    const GatherTimes times =
+        StageGatherTimes(context, st, stage, strategy.allreduce);
     std::vector<ReplicaTask> tasks = ReplicaTaskOrder(strategy, s, 0);
     if (strategy.zero != ZeroStage::kParameters) tasks = {ReplicaTask()};
     for (const ReplicaTask& task : tasks) {
@@ -178,17 +179,18 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
           task.backward && st.recompute == Recompute::kFull ? 2 : 1;
       for (int r = 0; r < runs; ++r) {
         const bool backward = task.backward && r == runs - 1;
-        for (int64_t bytes :
-             backward ? st.backward_gather_bytes : st.forward_gather_bytes) {
-          if (bytes == 0) continue;
+        const std::vector<int64_t>& gathers =
+            backward ? st.backward_gather_bytes : st.forward_gather_bytes;
+        const std::vector<double>& seconds =
+            backward ? times.backward : times.forward;
+        for (size_t i = 0; i < gathers.size(); ++i) {
+          if (gathers[i] == 0) continue;
           step.bytes_moved +=
               stage.tensor() *
-              CollectiveWireBytes(Collective::kAllGather, R, bytes);
+              CollectiveWireBytes(Collective::kAllGather, R, gathers[i]);
           step.transfers_count +=
               stage.tensor() * CollectiveMessages(Collective::kAllGather, R);
-          out.allreduce_seconds +=
-              AllGatherSeconds(context.costs(), cluster, ring, bytes,
-                               strategy.allreduce);
+          out.allreduce_seconds += seconds[i];
         }
       }
     }
