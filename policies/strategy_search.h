@@ -60,7 +60,10 @@
 //  - Bound: a candidate whose lower bound on seconds per micro-batch (a
 //    micro-batch's forward and backward node times on one device over the
 //    devices the candidate uses) is no less than the best so far is not
-//    simulated.
+//    simulated. Wide candidates (at most the pool's devices) are not
+//    placed when that bound over the pool is no less than the best, or
+//    when the parameters with their optimizer state over the pool's
+//    devices are over every limit (hybrid: ResourceExhausted saying so).
 //  - Memory savers, tried on a candidate over a device's limit only (they
 //    add time or collectives; a candidate that fits is never tried with
 //    them), until one fits: ZeRO-1, then ZeRO-2, then ZeRO-3

@@ -570,6 +570,24 @@ TEST(StrategySearchTest, RetriesThatCannotFitAreNotSimulated) {
   EXPECT_EQ(evaluations, 1);
 }
 
+// Eight 16 MiB weights trained with Adam hold 384 MiB with their state:
+// 96 MiB a device over the four, whatever the op placement inside
+// replicas. Under 64 MiB hybrid places nothing and says why.
+TEST(StrategySearchTest, HybridSaysWhenTheWeightsCannotFitThePool) {
+  Scenario s(Chain(8, 2048), "p100x4", Optimizer::kAdam);
+  PolicyOptions options;
+  options.memory_limit_bytes.assign(4, int64_t{64} << 20);
+  absl::StatusOr<StrategyChoice> hybrid =
+      s.Search(Parallelism::kHybrid, 4, options, "heft");
+  EXPECT_EQ(hybrid.status().code(), absl::StatusCode::kResourceExhausted)
+      << hybrid.status();
+  EXPECT_NE(hybrid.status().message().find(
+                "no hybrid strategy fits in memory: the parameters and their "
+                "optimizer state, 0.4 GB"),
+            std::string::npos)
+      << hybrid.status();
+}
+
 // A fixed layout (a published run's tensor x pipeline x data sizes): only
 // candidates of that shape are simulated, within the pool (8 devices) and
 // beyond it (64, the uniform candidates); a shape no candidate has is an
