@@ -400,19 +400,25 @@ int PlaceWithStrategies(Parallelism mode, const LoadedModel& model,
   if (mode == Parallelism::kAuto) {
     // Op placement over more devices than the strategy search's pool is
     // no plan at that scale, and its heuristics take minutes there: the
-    // row is left out (--parallelism model places ops alone).
-    if (IdenticalDevices(cluster).size() <= pool.size()) {
+    // op placement row, the hybrid row and auto's replicas of op
+    // placements (all within the pool) are left out (--parallelism model
+    // and hybrid place ops alone).
+    const bool beyond_pool = IdenticalDevices(cluster).size() > pool.size();
+    if (!beyond_pool) {
       rows.push_back(
           FromPolicy(op_policy(), input.simulation, micro_batches));
     } else {
-      std::cerr << "place: the op placement row is left out: "
+      std::cerr << "place: the op placement and hybrid rows are left out: "
                 << cluster.num_devices() << " devices are more than the "
                 << pool.size() << " the strategy search's pool takes\n";
+      fixed.inside_policy.clear();
     }
     for (Parallelism m :
          {Parallelism::kData, Parallelism::kPipeline, Parallelism::kHybrid,
           Parallelism::kTensor, Parallelism::kAuto}) {
-      if (m == Parallelism::kHybrid && pool.size() < 4) continue;
+      if (m == Parallelism::kHybrid && (pool.size() < 4 || beyond_pool)) {
+        continue;
+      }
       if (StopOnSignal::requested()) break;
       rows.push_back(FromSearch(m, input, options, fixed));
     }

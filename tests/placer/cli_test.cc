@@ -194,13 +194,14 @@ TEST(CliTest, PlaceEmitsTheChosenStrategy) {
   EXPECT_THAT(odd.out, HasSubstr("--global-batch 7: not a positive multiple "
                                  "of the graph's batch, 2"));
   // Over the strategy search's pool (40 GPUs, the pool 32), auto leaves
-  // the op placement row out and says so.
+  // the op placement and hybrid rows out and says so.
   RunResult wide = RunPlacer(
       "place zoo:gpt --noweights --layers 2 --seq-len 64 --cluster "
       "dgx_h100:nodes=5 --parallelism auto --budget 1 --micro-batches 40");
   EXPECT_EQ(wide.exit_code, 0) << wide.out;
-  EXPECT_THAT(wide.out, HasSubstr("the op placement row is left out: 40 "
-                                  "devices are more than the 32"));
+  EXPECT_THAT(wide.out, HasSubstr("the op placement and hybrid rows are left "
+                                  "out: 40 devices are more than the 32"));
+  EXPECT_THAT(wide.out, Not(HasSubstr("\nhybrid ")));
   RunResult model = RunPlacer(
       "place zoo:gpt --noweights --layers 2 --cluster p100x4 --emit megatron");
   EXPECT_EQ(model.exit_code, 2) << model.out;
