@@ -27,7 +27,7 @@ double GroupSeconds(const SimulationContext& context,
 
 // ZeRO-3: a pass's nodes on replica `k`'s device with the stage's
 // parameters gathered before the nodes that read them, one gather at a
-// time (`gathers`, StageGatherTimes), each starting once the node of the
+// time (`gathers`, GatherTimes), each starting once the node of the
 // gather before it has started (one unit prefetched). Each node takes its
 // share of its time (a backward's partial adds too) and is followed by the
 // tensor-parallel group's collectives placed after it. Returns each
@@ -109,8 +109,7 @@ std::vector<double> BackwardOffsets(const SimulationContext& context,
   return offsets;
 }
 
-}  // namespace
-
+// The GatherTimes of `stage` (their contract in strategy_lowering.h).
 GatherTimes StageGatherTimes(const SimulationContext& context,
                              const StageModel& st, const PipelineStage& stage,
                              AllreduceAlgorithm allreduce) {
@@ -128,6 +127,8 @@ GatherTimes StageGatherTimes(const SimulationContext& context,
   return {times(st.forward_gather_bytes), times(st.backward_gather_bytes)};
 }
 
+}  // namespace
+
 LoweredStrategy LowerStrategy(
     const SimulationContext& context, const Strategy& strategy,
     const StagePlan& plan,
@@ -142,14 +143,18 @@ LoweredStrategy LowerStrategy(
   TaskGraph& graph = lowered.graph_;
   for (int d = 0; d < D; ++d) graph.AddResource(ResourceOrder::kPriority);
 
+  for (int s = 0; s < S; ++s) {
+    lowered.gather_times_.push_back(StageGatherTimes(
+        context, plan.stages[s], strategy.stages[s], strategy.allreduce));
+  }
+
   // Passes, in each replica's order.
   lowered.passes_.resize(static_cast<size_t>(S) * M * 2);
   lowered.device_passes_.assign(D, {});
   for (int s = 0; s < S; ++s) {
     const StageModel& st = plan.stages[s];
     const std::vector<int> replicas = strategy.stages[s].FirstDevices();
-    const GatherTimes gathers = StageGatherTimes(
-        context, st, strategy.stages[s], strategy.allreduce);
+    const GatherTimes& gathers = lowered.gather_times_[s];
     for (int k = 0; k < static_cast<int>(replicas.size()); ++k) {
       const int d = replicas[k];
       const std::vector<int> group = strategy.stages[s].TensorGroup(k);
@@ -305,8 +310,7 @@ LoweredStrategy LowerStrategy(
     const PipelineStage& stage = strategy.stages[s];
     const std::vector<int> replicas = stage.FirstDevices();
     const int R = static_cast<int>(replicas.size());
-    const GatherTimes gathers =
-        StageGatherTimes(context, st, stage, strategy.allreduce);
+    const GatherTimes& gathers = lowered.gather_times_[s];
     std::vector<int> last(R);
     // Per replica, its backward passes' tasks in its order.
     std::vector<std::vector<int>> backwards(R);

@@ -65,15 +65,12 @@ namespace placer {
 
 // ZeRO-3 (and an overlapped ZeRO-1/2 gather): per node of a stage's pass
 // (positions as in StageModel's forward or backward), the time of the
-// all-gather before it over the stage's replicas (slot 0's devices, by
-// `allreduce`'s scheme), 0 where none; the same for every replica and
-// micro-batch, so computed once per stage.
+// all-gather before it over the stage's replicas (slot 0's devices, by the
+// strategy's allreduce scheme), 0 where none; the same for every replica
+// and micro-batch.
 struct GatherTimes {
   std::vector<double> forward, backward;
 };
-GatherTimes StageGatherTimes(const SimulationContext& context,
-                             const StageModel& st, const PipelineStage& stage,
-                             AllreduceAlgorithm allreduce);
 
 // A forward or backward pass of one stage replica over one micro-batch.
 struct PassTask {
@@ -136,6 +133,10 @@ class LoweredStrategy {
   const std::vector<BucketTask>& buckets() const { return buckets_; }
   // In (stage, slot, replica) order.
   const std::vector<UpdateTask>& updates() const { return updates_; }
+  // Per stage, its gathers' times (computed once a lowering).
+  const GatherTimes& gather_times(int stage) const {
+    return gather_times_[stage];
+  }
 
  private:
   friend LoweredStrategy LowerStrategy(
@@ -153,6 +154,7 @@ class LoweredStrategy {
   std::vector<TransferTask> transfers_;
   std::vector<BucketTask> buckets_;
   std::vector<UpdateTask> updates_;
+  std::vector<GatherTimes> gather_times_;
 };
 
 LoweredStrategy LowerStrategy(

@@ -169,8 +169,7 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
       continue;
     }
     const StageModel& st = plan.stages[s];
-    const GatherTimes times =
-        StageGatherTimes(context, st, stage, strategy.allreduce);
+    const GatherTimes& times = lowered.gather_times(s);
     std::vector<ReplicaTask> tasks = ReplicaTaskOrder(strategy, s, 0);
     if (strategy.zero != ZeroStage::kParameters) tasks = {ReplicaTask()};
     for (const ReplicaTask& task : tasks) {
