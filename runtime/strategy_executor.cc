@@ -296,6 +296,17 @@ absl::Status TorchStrategyExecutor::Init() {
       for (int d : SlotDevices(strategy_.stages[s], SlotOfOp(strategy_, g))) {
         if (!Local(d)) continue;
         params_[d][p] = host_[p].to(devices_[d], false, /*copy=*/true);
+        if (ShardsGradientsOf(s)) {
+          // ZeRO-2/3: the replica updates its shard of every parameter
+          // (ZeRO-3: and holds only that).
+          torch::Tensor shard = Shard(params_[d][p], p, replica_of_device_[d]);
+          if (ShardsParametersOf(s)) params_[d][p] = shard = shard.clone();
+          if (shard.numel() > 0) {
+            updates_[d][p] = std::make_unique<ParameterUpdate>(
+                view_.options().optimizer, options_.update, shard);
+          }
+          continue;
+        }
         if (owner_[p] >= 0 && owner_[p] != replica_of_device_[d]) continue;
         updates_[d][p] = std::make_unique<ParameterUpdate>(
             view_.options().optimizer, options_.update, params_[d][p]);
@@ -312,8 +323,16 @@ absl::Status TorchStrategyExecutor::Init() {
   for (int d = 0; d < D_; ++d) {
     for (int p = 0; p < V_; ++p) {
       const double w = static_cast<double>(bytes(params_[d][p]));
-      resident_bytes_[d] +=
-          static_cast<int64_t>(updates_[d][p] != nullptr ? (1 + state) * w : w);
+      // The optimizer's state is of what the replica updates (its shard
+      // under ZeRO-2/3).
+      const double updated =
+          updates_[d][p] == nullptr ? 0
+          : ShardsGradientsOf(stage_of_device_[d])
+              ? static_cast<double>(
+                    ShardRange(p, replica_of_device_[d]).second *
+                    params_[d][p].element_size())
+              : w;
+      resident_bytes_[d] += static_cast<int64_t>(w + state * updated);
     }
     const int s = stage_of_device_[d];
     if (s < 0 || !Local(d) || !devices_[d].is_cpu()) continue;
@@ -333,6 +352,7 @@ absl::Status TorchStrategyExecutor::Init() {
       for (const torch::Tensor& t : targets) resident_bytes_[d] += bytes(t);
     }
   }
+  InitSharding();
   SetBlasThreads(options_.threads_per_cpu_device);
   // As the placed executor and the profiler do: freed blocks stay in the
   // heap for reuse instead of page-faulting in fresh memory every step, so
@@ -434,6 +454,22 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
                     0);
   saved_.assign(M_, std::vector<SavedOp>(graph_.ops().size()));
   kept_.assign(static_cast<size_t>(S_) * M_, {});
+  if (strategy_.zero == ZeroStage::kParameters) {
+    parked_.assign(M_, std::vector<torch::Tensor>(V_));
+  }
+  rounds_delivered_.assign(static_cast<size_t>(S_) * M_, 0);
+  if (ShardsGradients(strategy_.zero)) {
+    std::lock_guard<std::mutex> lock(fold_mu_);
+    rounds_.assign(V_, {});
+    next_round_.assign(V_, {});
+    for (int p = 0; p < V_; ++p) {
+      if (group_of_parameter_[p] < 0) continue;
+      const int R = strategy_.stages[strategy_.stage_of_op[group_of_parameter_[p]]]
+                        .num_replicas();
+      rounds_[p].assign(R, {});
+      next_round_[p].assign(R, 0);
+    }
+  }
   seeds_.assign(M_, std::vector<torch::Tensor>(graph_.tensors().size()));
   loss_.assign(M_, 0);
   for (int d = 0; d < D_; ++d) {
@@ -525,6 +561,7 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   values_.clear();
   saved_.clear();
   partials_.clear();
+  parked_.clear();
   if (Distributed()) {
     StepReport mine;
     mine.seconds = report.seconds;
@@ -572,6 +609,10 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(
                                                 "' replica ", replica,
                                                 " is on rank ", RankOf(d)));
       }
+      // ZeRO-3: the replica's shard holds part of it; gathered whole.
+      if (ShardsParametersOf(strategy_.stage_of_op[g])) {
+        return Gather(p, d).to(torch::kCPU);
+      }
       return params_[d][p].to(torch::kCPU).clone();
     }
   }
@@ -589,11 +630,12 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
         "): the strategy executor runs every op whole on one device; "
         "simulate the plan, or place it without --tensor"));
   }
-  if (ShardsGradients(strategy.zero)) {
+  if (ShardsGradients(strategy.zero) && options.ranks != nullptr) {
     return absl::UnimplementedError(absl::StrCat(
         "ZeRO-", ZeroNumber(strategy.zero), " (", DescribeStrategy(strategy),
-        "): the strategy executor shards the optimizer state only (ZeRO-1); "
-        "simulate the plan, or place it with --zero 1"));
+        ") across ranks: the strategy executor runs ZeRO-2 and ZeRO-3 with "
+        "one process's devices (threads), ZeRO-1 across ranks; run it "
+        "without --nproc, or place it with --zero 1"));
   }
   for (size_t s = 0; s < strategy.stages.size(); ++s) {
     if (strategy.stages[s].recompute == Recompute::kNone) continue;

@@ -87,8 +87,28 @@
 //    from the replicas that updated them. The same bits as without. As
 //    ranks, a replica sends what it updated, as one flat bucket, to the
 //    first replica of its slot on every other rank, after its update.
+//  - ZeRO-2 and ZeRO-3 (in one process): each replica of a stage holds
+//    a shard of every parameter, the k-th of R equal runs of its
+//    elements, flattened, and updates only that (its optimizer state is
+//    of the shard). After each backward a replica cuts the micro-batch's
+//    gradients into the shards' parts, and the round's reduce-scatter
+//    (the n-th micro-batch of every replica) waits until every replica
+//    has delivered its parts; then each shard's replica sums the round in
+//    replica order on its device and adds the rounds in order into its
+//    accumulator of the shard (the others keep none). ZeRO-2 holds its
+//    parameters whole and, after the updates, copies the other replicas'
+//    shards in. ZeRO-3 holds only its shards: each forward, rerun and
+//    backward pass of a micro-batch gathers a parameter whole from the
+//    shards before its first reader there (and the next node's,
+//    prefetched) and lets the copy go after its last reader; what a
+//    forward's saved graph keeps of the copy has its storage freed until
+//    the backward that reads it, which fills it again from the shards
+//    (FSDP's reshard after forward); a copy an op's output shares storage
+//    with (a view of the weight) is left to reference counting. The sums
+//    are in another order than ZeRO-1's: the same parameters to rounding.
 //  - Create fails when the strategy does not fit the view and cluster
-//    (CheckStrategy), it uses ZeRO-2 (Unimplemented),
+//    (CheckStrategy), it uses ZeRO-2 or ZeRO-3 across ranks
+//    (Unimplemented),
 //    a stage recomputes over several devices per replica
 //    or holds an op that draws random numbers (Unimplemented, naming the
 //    stage and op: a rerun would draw other numbers), a device is not

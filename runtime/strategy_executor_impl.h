@@ -1,9 +1,10 @@
 // The strategy executor's worker state (runtime/strategy_executor.h): one
-// class whose step is split over three files — strategy_executor.cc (the
+// class whose step is split over four files — strategy_executor.cc (the
 // tables Init builds, Step, Create), strategy_tasks.cc (a device's worker:
 // its forward, backward and recomputation tasks, accumulation, allreduce
-// and update), strategy_messages.cc (what crosses ranks). Internal to
-// runtime/: included by those three files only.
+// and update), strategy_sharding.cc (ZeRO-2/3: gathers and the
+// round-by-round reduce-scatter), strategy_messages.cc (what crosses
+// ranks). Internal to runtime/: included by those four files only.
 #ifndef PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 #define PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 
@@ -14,9 +15,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -142,6 +145,65 @@ class TorchStrategyExecutor : public StrategyExecutor {
   bool Recomputes(int s) const {
     return strategy_.stages[s].recompute != Recompute::kNone;
   }
+  // ZeRO-2/3 (strategy_sharding.cc) on stage s: with more than one replica,
+  // its gradients are reduce-scattered round by round (Deliver), and with
+  // ZeRO-3 its parameters are held as shards only, gathered for
+  // each pass.
+  bool ShardsGradientsOf(int s) const {
+    return ShardsGradients(strategy_.zero) &&
+           strategy_.stages[s].num_replicas() > 1;
+  }
+  bool ShardsParametersOf(int s) const {
+    return strategy_.zero == ZeroStage::kParameters &&
+           strategy_.stages[s].num_replicas() > 1;
+  }
+  // The tables of InitSharding: per node, the parameters whose last reader
+  // in a forward (or rerun) pass of its stage it is; per backward node,
+  // the parameters its op read in the forward (what its saved graph may
+  // hold) and those it is the last of its stage's backward to need.
+  void InitSharding();
+  // ZeRO-2/3: replica k's shard of parameter v: the k-th of its replicas'
+  // equal runs of its elements, flattened (the last shorter; empty when
+  // the parameter has fewer elements than replicas), as a view of
+  // `whole` (v's shape).
+  torch::Tensor Shard(const torch::Tensor& whole, int v, int k) const;
+  // Its first element and length.
+  std::pair<int64_t, int64_t> ShardRange(int v, int k) const;
+  // ZeRO-3: parameter v whole on device d, from every replica's shard (as
+  // FSDP's all-gather fills its unsharded buffer); FillFromShards writes
+  // them into `whole` (v's shape).
+  torch::Tensor Gather(int v, int d) const;
+  void FillFromShards(const torch::Tensor& whole, int v) const;
+  // ZeRO-3, before forward node n runs on device d: the parameters the
+  // pass's next node to gather reads first, gathered into `copied` (as
+  // FSDP prefetches the next unit's all-gather).
+  void Prefetch(int n, int d, std::map<int, torch::Tensor>* copied) const;
+  // ZeRO-3, after forward node n of micro-batch j ran (under autograd when
+  // `autograd`; `outputs` its results): the gathered parameters (in
+  // `copied`) whose last reader in this pass it was are let go. Those its
+  // saved graph holds have their storage freed and are parked for the
+  // backward (parked_), unless an output shares their storage (`pinned`
+  // since a node of this pass made one: left to reference counting).
+  void ReleaseAfterForward(int n, int j, bool autograd,
+                           const std::vector<torch::Tensor>& outputs,
+                           std::map<int, torch::Tensor>* copied,
+                           std::set<int>* pinned);
+  // ZeRO-3, before backward node b of micro-batch j: the parked parameters
+  // its op's saved graph may read get their storage back, filled from the
+  // shards (the step's parameters do not change before its updates).
+  // After it: those it was the last to need are let go.
+  void RestoreBeforeBackward(int b, int j);
+  void ReleaseAfterBackward(int b, int j);
+  // ZeRO-2/3: replica `from`'s gradient of parameter p's shard `to` (on
+  // that shard's device), from micro-batch j. A round of micro-batches
+  // (the n-th of every replica) is summed in replica order on the shard's
+  // device once every replica has delivered it, and the rounds are added
+  // into that replica's accumulator (of the shard) in order; with
+  // `flush`, also the rounds some replica sent nothing for (called once
+  // every task of the stage has ended).
+  void Deliver(int s, int p, int j, int from, int to, torch::Tensor g);
+  void FoldRounds(int p, int to, bool flush)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(fold_mu_);
   // After a task on local device d: what other ranks need from it.
   absl::Status SendAfter(int s, int j, int d, bool backward);
   void Worker(int d, double* busy);
@@ -230,6 +292,29 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // (updated_[s * W + slot] counts them).
   std::vector<int> owner_;
   std::vector<int> updated_;
+  // ZeRO-3's tables (InitSharding), per node: besides the above, the
+  // parameters a forward node is the first of its pass to read, those
+  // gathered before it for the next node that gathers, and the next
+  // backward node (-1: none) that restores any.
+  std::vector<std::vector<int>> released_after_forward_,
+      restored_before_backward_, released_after_backward_, first_read_,
+      prefetched_before_;
+  std::vector<int> next_restored_;
+  // ZeRO-3: [j][v], a gathered parameter whose storage was freed after
+  // micro-batch j's forward (or rerun) pass, its saved graph still holding
+  // it; only the worker of j's replica of v's stage touches an entry.
+  std::vector<std::vector<torch::Tensor>> parked_;
+  // ZeRO-2/3: per parameter (value) and shard, the gradients delivered per
+  // round (per replica) and the next round to add into the shard's
+  // accumulator; the accumulators of sharded stages are touched under
+  // fold_mu_ only.
+  std::mutex fold_mu_;
+  std::vector<std::vector<std::map<int, std::vector<torch::Tensor>>>> rounds_
+      ABSL_GUARDED_BY(fold_mu_);
+  std::vector<std::vector<int>> next_round_ ABSL_GUARDED_BY(fold_mu_);
+  // ZeRO-2/3: [s * M + n], the replicas of stage s that have delivered
+  // their n-th micro-batch's gradients (under mu_).
+  std::vector<int> rounds_delivered_;
   // ZeRO-1 across ranks: [device][value], the parameters another rank's
   // replica (that device) updated, as received; buckets received per
   // device.

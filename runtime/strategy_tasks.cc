@@ -48,7 +48,11 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::ForwardNode(
       torch::Tensor in;
       if (value.kind == ValueKind::kParameter) {
         const int holder = ParameterDevice(v, replica_of_device_[d]);
-        if (holder == d) {
+        if (ShardsParametersOf(StageOfNode(n))) {
+          auto [at, fresh] = copied->emplace(v, torch::Tensor());
+          if (fresh) at->second = Gather(v, d);
+          in = at->second;
+        } else if (holder == d) {
           in = params_[d][v];
         } else {
           auto [at, fresh] = copied->emplace(v, torch::Tensor());
@@ -77,8 +81,10 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::ForwardNode(
 }
 
 absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
-  // Values and weights made on other devices, copied here once per task.
+  // Values and weights made on other devices, copied here once per task
+  // (ZeRO-3: every weight, gathered, until its last reader of the task).
   std::map<int, torch::Tensor> copied;
+  std::set<int> pinned;
   // What other stages made, as this task reads it.
   auto activation = [&](int v) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -110,12 +116,14 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     // Recomputing, the backward's rerun keeps what the op saves instead.
     const bool autograd =
         view_.backward_node(node.forward_op) >= 0 && !Recomputes(s);
+    Prefetch(n, d, &copied);
     absl::StatusOr<std::vector<torch::Tensor>> results = ForwardNode(
         n, j, d, autograd, /*copy_constants=*/false, &copied, activation);
     if (!results.ok()) {
       return WithContext(results.status(),
                          absl::StrCat(node.key, " (micro-batch ", j, "): "));
     }
+    ReleaseAfterForward(n, j, autograd, *results, &copied, &pinned);
     const double loss = OutputLosses(graph_, op, *results, targets_[d][j],
                                      1.0 / M_, &seeds_[j]);
     {
@@ -143,6 +151,7 @@ absl::Status TorchStrategyExecutor::Rerun(int s, int j, int d) {
   // what other stages made, as the forward kept it.
   std::map<int, torch::Tensor> made, kept, copied;
   std::map<int, int> reads_left;
+  std::set<int> pinned;
   {
     std::lock_guard<std::mutex> lock(mu_);
     kept.swap(kept_[s * M_ + j]);
@@ -162,14 +171,17 @@ absl::Status TorchStrategyExecutor::Rerun(int s, int j, int d) {
     const Op& op = graph_.op(node.forward_op);
     // Constants copied: kernels that update state in place
     // (BatchNormalization's running statistics) did so in the forward.
+    const bool autograd = view_.backward_node(node.forward_op) >= 0;
+    Prefetch(n, d, &copied);
     absl::StatusOr<std::vector<torch::Tensor>> results =
-        ForwardNode(n, j, d, view_.backward_node(node.forward_op) >= 0,
-                    /*copy_constants=*/true, &copied, activation);
+        ForwardNode(n, j, d, autograd, /*copy_constants=*/true, &copied,
+                    activation);
     if (!results.ok()) {
       return WithContext(
           results.status(),
           absl::StrCat(node.key, " (micro-batch ", j, ", recomputed): "));
     }
+    ReleaseAfterForward(n, j, autograd, *results, &copied, &pinned);
     for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
       const int t = op.outputs[k];
       const int v = t >= 0 ? value_of_tensor_[t] : -1;
@@ -229,10 +241,13 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
     parts.clear();
     std::vector<int> tensors;
     for (int v : node.outputs) tensors.push_back(view_.value(v).tensor);
+    RestoreBeforeBackward(n, j);
+    RestoreBeforeBackward(next_restored_[n], j);  // prefetched
     absl::StatusOr<std::vector<torch::Tensor>> grads =
         BackwardOp(graph_, op, std::move(saved_[j][node.forward_op]),
                    output_gradients, tensors);
     saved_[j][node.forward_op] = SavedOp();
+    ReleaseAfterBackward(n, j);
     if (!grads.ok()) {
       return WithContext(grads.status(),
                          absl::StrCat(node.key, " (micro-batch ", j, "): "));
@@ -273,6 +288,42 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
         }
       }
     }
+  }
+  if (ShardsGradientsOf(s)) {
+    // ZeRO-2/3: the micro-batch's gradient (its slots' parts added in slot
+    // order) cut into its shards' parts, summed round by round there.
+    std::map<int, torch::Tensor> gradient;
+    torch::NoGradGuard no_grad;
+    for (auto& [p, g] : completed) {
+      torch::Tensor& sum = gradient[p];
+      sum = sum.defined() ? sum + g.to(sum.device()) : std::move(g);
+    }
+    // Each shard's part, a copy of its own held here (the send buffer) so
+    // that the gradient goes before the next one's parts are made, for the
+    // shard's replica; its device receives the parts when the round's
+    // reduce-scatter runs (FoldRounds).
+    const int replicas = strategy_.stages[s].num_replicas();
+    for (auto& [p, g] : gradient) {
+      for (int k = 0; k < replicas; ++k) {
+        torch::Tensor part = Shard(g, p, k);
+        if (part.numel() == 0) continue;
+        Deliver(s, p, j, replica_of_device_[d], k, part.clone());
+      }
+      g = torch::Tensor();
+    }
+    // As the collective it is, the round's reduce-scatter ends once every
+    // replica has delivered its part: a replica does not run ahead with
+    // its rounds' parts piling up on the others.
+    const size_t round = static_cast<size_t>(s) * M_ + j / replicas;
+    const auto start = SteadyClock::now();
+    std::unique_lock<std::mutex> lock(mu_);
+    ++rounds_delivered_[round];
+    cv_.notify_all();
+    cv_.wait(lock, [&] {
+      return !failure_.ok() || rounds_delivered_[round] == replicas;
+    });
+    waited_seconds_[d] += SecondsSince(start);
+    return absl::OkStatus();
   }
   std::set<int> made_here;  // buffers that are this call's first part
   for (auto& [p, g] : completed) {
@@ -357,12 +408,14 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
     }
     if (task.backward) {
       const auto added = SteadyClock::now();
+      waited_seconds_[d] = 0;
       status = CatchExceptions("", [&] {
         absl::Status result = Accumulate(s, j, d);
         Synchronize(devices_[d]);
         return result;
       });
-      *busy += SecondsSince(added);
+      // Not busy while the reduce-scatter waited for the other replicas.
+      *busy += SecondsSince(added) - waited_seconds_[d];
       if (!status.ok()) {
         Fail(status);
         return;
@@ -442,7 +495,15 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < updates.size(); ++i) {
       const int p = view_.node(updates[i]).parameter;
-      if (updates_[d][p] == nullptr) continue;  // ZeRO-1: another's shard
+      if (updates_[d][p] == nullptr) continue;  // ZeRO: another's shard
+      if (ShardsGradientsOf(s)) {
+        // Reduce-scattered already (this replica's shard): every delivery
+        // is in.
+        std::lock_guard<std::mutex> lock(fold_mu_);
+        FoldRounds(p, replica_of_device_[d], /*flush=*/true);
+        totals[i] = accum_[d][p];
+        continue;
+      }
       for (int r : replicas) {
         const torch::Tensor& g = accum_[r][p];
         if (!g.defined()) continue;
@@ -480,7 +541,11 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     Fail(status);
     return;
   }
-  if (strategy_.zero == ZeroStage::kNone || replicas.size() < 2) return;
+  // ZeRO-3: each replica holds its shards only.
+  if (strategy_.zero == ZeroStage::kNone || replicas.size() < 2 ||
+      ShardsParametersOf(s)) {
+    return;
+  }
   // ZeRO-1's all-gather. Across ranks, what this replica updated goes, as
   // one flat bucket, to the first replica of the slot on every other rank
   // (which files it under d); once every replica of the slot has updated
@@ -540,6 +605,16 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     torch::NoGradGuard no_grad;
     for (int u : updates) {
       const int p = view_.node(u).parameter;
+      if (ShardsGradientsOf(s)) {
+        // ZeRO-2: the other replicas' shards, as they updated them.
+        for (size_t k = 0; k < replicas.size(); ++k) {
+          if (static_cast<int>(k) == replica_of_device_[d]) continue;
+          torch::Tensor part = Shard(params_[d][p], p, static_cast<int>(k));
+          if (part.numel() == 0) continue;
+          part.copy_(Shard(params_[replicas[k]][p], p, static_cast<int>(k)));
+        }
+        continue;
+      }
       if (updates_[d][p] != nullptr) continue;
       const int owner = replicas[owner_[p]];
       params_[d][p].copy_(Local(owner) ? params_[owner][p]

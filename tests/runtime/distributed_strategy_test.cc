@@ -313,6 +313,47 @@ TEST(DistributedStrategyTest, ZeroOneAcrossRanks) {
   }
 }
 
+// ZeRO-2 and ZeRO-3 in one process, over two stages of two replicas each
+// (GPipe and 1F1B; ZeRO-3 also with recomputing stages, whose reruns
+// gather the parameters again): one process's losses and parameters
+// without ZeRO. Across ranks they are refused, saying so.
+TEST(DistributedStrategyTest, ZeroTwoAndThreeOverStagesInOneProcess) {
+  const Cluster cluster = Cpus(4);
+  for (auto& [name, graph] : std::vector<std::pair<std::string, Graph>>{
+           {"gnmt2", Gnmt2()}, {"transformer", Transformer()}}) {
+    SCOPED_TRACE(name);
+    TrainingView view = BuildTrainingView(graph);
+    Strategy pipeline = TwoStages(view, cluster, {0, 1}, {2, 3});
+    for (PipelineSchedule schedule :
+         {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B}) {
+      pipeline.schedule = schedule;
+      RunResult one = RunOneProcess(view, cluster, pipeline);
+      for (ZeroStage zero : {ZeroStage::kGradients, ZeroStage::kParameters}) {
+        for (Recompute recompute : {Recompute::kNone, Recompute::kFull}) {
+          if (recompute == Recompute::kFull && zero != ZeroStage::kParameters) {
+            continue;
+          }
+          Strategy sharded = pipeline;
+          sharded.zero = zero;
+          for (PipelineStage& stage : sharded.stages) {
+            stage.recompute = recompute;
+          }
+          SCOPED_TRACE(DescribeStrategy(sharded));
+          ExpectSame(one, RunOneProcess(view, cluster, sharded));
+        }
+      }
+    }
+    Strategy zero = pipeline;
+    zero.zero = ZeroStage::kParameters;
+    RunResult ranks = RunRanks(view, cluster, zero, 2);
+    EXPECT_EQ(ranks.status.code(), absl::StatusCode::kUnimplemented);
+    EXPECT_NE(ranks.status.message().find("ZeRO-3"), std::string::npos)
+        << ranks.status;
+    EXPECT_NE(ranks.status.message().find("across ranks"), std::string::npos)
+        << ranks.status;
+  }
+}
+
 // A replica's devices in one rank each, the slots' allreduce between the
 // ranks: one process's losses and parameters. A replica split over ranks
 // is refused, naming it.

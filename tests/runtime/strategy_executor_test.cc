@@ -449,11 +449,19 @@ TEST(StrategyExecutorTest, RecomputationLowersTheAllocatedPeakAsSimulated) {
   }
 }
 
-// ZeRO-1 over two replicas (data parallel, 4 micro-batches): each replica
-// updates the parameters it was dealt (its optimizer state only) and copies
-// the others' once they have updated: one device's losses and parameters;
-// less allocated per device than without, as simulated.
-TEST(StrategyExecutorTest, ZeroOneMatchesOneDeviceAndHoldsLessState) {
+// ZeRO over two replicas (data parallel, 4 micro-batches). ZeRO-1: each
+// replica updates the parameters it was dealt (its optimizer state only)
+// and copies the others' once they have updated. ZeRO-2 and ZeRO-3: each
+// replica's gradients go to the replicas holding their shards, summed
+// round by round (ZeRO-3: the parameters gathered from the shards for each
+// pass, the saved copies' storage freed from the forward to the backward).
+// Each: one device's losses and parameters, and what each device allocates
+// within 10% of the simulated peak. ZeRO-1 allocates less than without by
+// the state that went, as simulated; ZeRO-2 and ZeRO-3 less than ZeRO-1,
+// both ways (GNMT-2: 668 KB allocated with ZeRO-1, 578 with ZeRO-2, 546
+// with ZeRO-3; simulated 643, 552 and 578: the simulator's ZeRO-3 holds
+// its gathered window and the next gather at its peak).
+TEST(StrategyExecutorTest, ZeroMatchesOneDeviceAndHoldsLess) {
   const Cluster cluster = Cpus(2);
   std::vector<Model> models = ModelsAndLlama({});
   for (Model& m : models) {
@@ -462,27 +470,38 @@ TEST(StrategyExecutorTest, ZeroOneMatchesOneDeviceAndHoldsLessState) {
     Trajectory one = RunStrategy(view, cluster, OneDevice(view, 4));
     Strategy data = OneDevice(view, 4);
     data.stages[0] = PipelineStage::OneDevicePerReplica({0, 1});
-    Strategy zero = data;
-    zero.zero = ZeroStage::kOptimizerState;
-    ExpectSame(one, RunStrategy(view, cluster, zero), 1e-5);
-    const auto plain = SimulatedAndAllocated(view, cluster, data);
-    const auto sharded = SimulatedAndAllocated(view, cluster, zero);
-    ASSERT_EQ(plain.size(), 2u);
-    ASSERT_EQ(sharded.size(), 2u);
+    // Per ZeRO stage (none, 1, 2, 3), per device: simulated, allocated.
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> peaks;
+    for (ZeroStage zero : {ZeroStage::kNone, ZeroStage::kOptimizerState,
+                           ZeroStage::kGradients, ZeroStage::kParameters}) {
+      Strategy sharded = data;
+      sharded.zero = zero;
+      SCOPED_TRACE(DescribeStrategy(sharded));
+      if (zero != ZeroStage::kNone) {
+        ExpectSame(one, RunStrategy(view, cluster, sharded), 1e-5);
+      }
+      peaks.push_back(SimulatedAndAllocated(view, cluster, sharded));
+      ASSERT_EQ(peaks.back().size(), 2u);
+      for (int d = 0; d < 2; ++d) {
+        const auto [simulated, allocated] = peaks.back()[d];
+        const double ratio = static_cast<double>(simulated) / allocated;
+        EXPECT_GE(ratio, 0.9) << "device " << d;
+        EXPECT_LE(ratio, 1.1) << "device " << d;
+      }
+    }
     for (int d = 0; d < 2; ++d) {
       SCOPED_TRACE(::testing::Message() << "device " << d);
-      for (const auto& [simulated, allocated] : {plain[d], sharded[d]}) {
-        const double ratio = static_cast<double>(simulated) / allocated;
-        EXPECT_GE(ratio, 0.9);
-        EXPECT_LE(ratio, 1.1);
-      }
       // The state that went (the Transformer: 8.89 MB both ways).
-      const int64_t simulated = plain[d].first - sharded[d].first;
-      const int64_t allocated = plain[d].second - sharded[d].second;
+      const int64_t simulated = peaks[0][d].first - peaks[1][d].first;
+      const int64_t allocated = peaks[0][d].second - peaks[1][d].second;
       EXPECT_GT(allocated, 0);
       EXPECT_NEAR(static_cast<double>(simulated),
                   static_cast<double>(allocated),
                   0.1 * static_cast<double>(allocated));
+      for (int z : {2, 3}) {
+        EXPECT_LT(peaks[z][d].first, peaks[1][d].first) << "ZeRO-" << z;
+        EXPECT_LT(peaks[z][d].second, peaks[1][d].second) << "ZeRO-" << z;
+      }
     }
   }
 }
@@ -499,7 +518,7 @@ void ExpectRefused(const TrainingView& view, const Strategy& s,
 }
 
 // What the executor cannot run it refuses by name rather than run another
-// plan: a recomputing stage over several devices per replica, ZeRO-2,
+// plan: a recomputing stage over several devices per replica,
 // selective recomputation, tensor parallelism, and a
 // recomputing stage with an op that draws random numbers (PyTorch's
 // training-mode GPT-2 export: Dropout given a training_mode input).
@@ -512,11 +531,7 @@ TEST(StrategyExecutorTest, WhatItCannotRecomputeIsRefusedByName) {
   wide.stages[0] = PipelineStage::OfReplicas({{0, 1}});
   wide.stages[0].recompute = Recompute::kFull;
   ExpectRefused(gnmt, wide, "stage 0 recomputes over 2 devices per replica");
-  // Simulated only: ZeRO-2, selective recomputation, tensor parallelism.
-  Strategy zero = OneDevice(gnmt, 2);
-  zero.stages[0] = PipelineStage::OneDevicePerReplica({0, 1});
-  zero.zero = ZeroStage::kGradients;
-  ExpectRefused(gnmt, zero, "ZeRO-2");
+  // Simulated only: selective recomputation, tensor parallelism.
   Strategy selective = OneDevice(gnmt, 1);
   selective.stages[0].recompute = Recompute::kSelective;
   ExpectRefused(gnmt, selective, "recomputes selectively");
