@@ -9,6 +9,7 @@
 // (placer/cli/ranks.h), rank 0 chooses the placement and sends it; every
 // rank runs its devices; rank 0 reports.
 #include <iostream>
+#include <algorithm>
 #include <map>
 
 #include "absl/flags/flag.h"
@@ -114,6 +115,8 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
   options.pin_cpu_devices = absl::GetFlag(FLAGS_pin_cores);
   options.ranks = ranks.group;
   options.rank_of_device = ranks.rank_of_device;
+  // What LibTorch allocates per device, beside the simulated peak.
+  options.measure_allocations = true;
   absl::StatusOr<std::unique_ptr<StrategyExecutor>> executor =
       StrategyExecutor::Create(view, cluster, strategy, options);
   if (!executor.ok()) return fail(executor.status());
@@ -134,6 +137,8 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
   }
   std::vector<double> losses, times;
   std::vector<double> busy(cluster.num_devices(), 0);
+  // Per device of this process: the most allocated in a measured step.
+  std::vector<int64_t> allocated(cluster.num_devices(), 0);
   for (int step = 0; step < warmup + steps; ++step) {
     absl::StatusOr<StrategyStepReport> r = (*executor)->Step();
     if (!r.ok()) return fail(r.status());
@@ -142,6 +147,9 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
       times.push_back(r->seconds);
       for (int d = 0; d < cluster.num_devices(); ++d) {
         busy[d] += r->busy_seconds[d] / steps;
+        if (d < static_cast<int>(r->allocated_peak_bytes.size())) {
+          allocated[d] = std::max(allocated[d], r->allocated_peak_bytes[d]);
+        }
       }
     }
     if (!json) {
@@ -170,6 +178,15 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
     for (double x : losses) l->add_values()->set_number_value(x);
     auto* t = f["step_seconds"].mutable_list_value();
     for (double x : times) t->add_values()->set_number_value(x);
+    auto& peak =
+        *f["peak_memory_bytes"].mutable_struct_value()->mutable_fields();
+    for (int d = 0; d < cluster.num_devices(); ++d) {
+      if (!ranks.rank_of_device.empty() && ranks.rank_of_device[d] != 0) {
+        continue;  // another rank's
+      }
+      peak[cluster.device(d).name].set_number_value(
+          static_cast<double>(allocated[d]));
+    }
     std::cout << ReportJson(s);
     return 0;
   }
@@ -177,13 +194,17 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
       "\nstep time   measured %.6f s (median of %d)   simulated %.6f s   "
       "simulated/measured %.3f\n",
       median, steps, sim.step_seconds, sim.step_seconds / median);
-  std::cout << absl::StrFormat("%-10s %12s %12s %12s\n", "device", "busy s",
-                               "sim busy s", "sim peak");
+  // "peak": what LibTorch allocated (this rank's devices; "-" for
+  // another's).
+  std::cout << absl::StrFormat("%-10s %12s %12s %12s %12s\n", "device",
+                               "busy s", "sim busy s", "peak", "sim peak");
   for (int d = 0; d < cluster.num_devices(); ++d) {
-    std::cout << absl::StrFormat("%-10s %12.6f %12.6f %12s\n",
-                                 cluster.device(d).name, busy[d],
-                                 sim.busy_seconds[d],
-                                 HumanBytes(sim.peak_memory_bytes[d]));
+    const bool here =
+        ranks.rank_of_device.empty() || ranks.rank_of_device[d] == 0;
+    std::cout << absl::StrFormat(
+        "%-10s %12.6f %12.6f %12s %12s\n", cluster.device(d).name, busy[d],
+        sim.busy_seconds[d], here ? HumanBytes(allocated[d]) : "-",
+        HumanBytes(sim.peak_memory_bytes[d]));
   }
   return 0;
 }

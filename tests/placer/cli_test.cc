@@ -1100,7 +1100,7 @@ TEST(CliTest, PlaceAStrategyThenSimulateIt) {
 TEST(CliTest, RecomputationAndZeroFromPlaceToRun) {
   // Data parallelism on two CPUs with ZeRO-1 and the stage recomputing,
   // fixed by flags: the file carries both, simulate reads them back (the
-  // same step), run executes them; ZeRO-2 is simulated but run refuses it.
+  // same step), run executes them.
   const std::string file = TmpFile("zero.json");
   RunResult place = RunPlacer(
       "place zoo:chain --noweights --cluster cpu2 --parallelism data "
@@ -1124,13 +1124,43 @@ TEST(CliTest, RecomputationAndZeroFromPlaceToRun) {
                             "--steps 2 --warmup 0 --json --placement " + file);
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_EQ(Json(run.out).fields().at("losses").list_value().values_size(), 2);
-  RunResult two = RunCommand("sed 's#\"zero\": 1#\"zero\": 2#' " + file +
-                             " > " + file + ".2");
-  ASSERT_EQ(two.exit_code, 0);
-  RunResult refused = RunPlacer("run zoo:chain --noweights --cluster cpu2 "
-                                "--steps 1 --placement " + file + ".2");
+  const google::protobuf::Struct ran = Json(run.out);
+  const google::protobuf::ListValue& losses =
+      ran.fields().at("losses").list_value();
+  // ZeRO-2 and ZeRO-3 run as threads: the same losses, each device's
+  // allocated peak reported; across ranks they are refused by name.
+  for (int zero : {2, 3}) {
+    SCOPED_TRACE(zero);
+    const std::string sharded_file = file + "." + std::to_string(zero);
+    RunResult edit = RunCommand("sed 's#\"zero\": 1#\"zero\": " +
+                                std::to_string(zero) + "#' " + file + " > " +
+                                sharded_file);
+    ASSERT_EQ(edit.exit_code, 0);
+    RunResult sharded =
+        RunPlacer("run zoo:chain --noweights --cluster cpu2 --steps 2 "
+                  "--warmup 0 --json --placement " + sharded_file);
+    ASSERT_EQ(sharded.exit_code, 0) << sharded.out;
+    google::protobuf::Struct out = Json(sharded.out);
+    EXPECT_THAT(out.fields().at("strategy").string_value(),
+                HasSubstr("zero-" + std::to_string(zero)));
+    const google::protobuf::ListValue& got =
+        out.fields().at("losses").list_value();
+    ASSERT_EQ(got.values_size(), losses.values_size());
+    for (int i = 0; i < got.values_size(); ++i) {
+      EXPECT_NEAR(got.values(i).number_value(),
+                  losses.values(i).number_value(),
+                  1e-5 * std::abs(losses.values(i).number_value()));
+    }
+    EXPECT_GT(Number(out.fields().at("peak_memory_bytes").struct_value(),
+                     "/cpu:0"),
+              0);
+  }
+  RunResult refused =
+      RunPlacer("run zoo:chain --noweights --cluster cpu2 --steps 1 "
+                "--nproc 2 --placement " + file + ".3");
   EXPECT_NE(refused.exit_code, 0);
-  EXPECT_THAT(refused.out, HasSubstr("ZeRO-2"));
+  EXPECT_THAT(refused.out, HasSubstr("ZeRO-3"));
+  EXPECT_THAT(refused.out, HasSubstr("across ranks"));
 }
 
 TEST(CliTest, TensorParallelismFromPlaceToSimulate) {
