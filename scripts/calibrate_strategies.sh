@@ -9,8 +9,8 @@
 # NPROC=2: the devices run as 2 c10d ranks, and the profile's links between
 # them are measured over that transport (`profile --nproc 2`).
 # MEMORY=1: also each data-parallel and pipeline strategy with every stage
-# recomputing, and the data-parallel ones with ZeRO-1 (WIDE=0 and MB="2 4"
-# keep such a run short).
+# recomputing, and the data-parallel ones with ZeRO-1, ZeRO-2 and ZeRO-3
+# (ZeRO-1 only with NPROC; WIDE=0 and MB="2 4" keep such a run short).
 set -euo pipefail
 model="$1"
 placer="${2:-$(bazel info bazel-bin 2>/dev/null)/placer/placer}"
@@ -33,21 +33,27 @@ for mb in ${MB:-2 4 8}; do
         >/dev/null 2>&1; then
       strategies+=("$f")
       if [ "${MEMORY:-0}" = 1 ]; then
-        python3 - "$f" "$dir/$mode-$mb-recompute.json" "$dir/$mode-$mb-zero.json" <<'PY'
+        # ZeRO-2 and ZeRO-3 run in one process only.
+        zeros="1 2 3"
+        if [ "${NPROC:-1}" != 1 ]; then zeros="1"; fi
+        python3 - "$f" "$dir/$mode-$mb" "$zeros" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 for stage in d["strategy"]["stages"]:
     stage["recompute"] = "full"
-json.dump(d, open(sys.argv[2], "w"))
-d = json.load(open(sys.argv[1]))
-if len(d["strategy"]["stages"]) == 1 and len(d["strategy"]["stages"][0]["devices"]) > 1:
-    d["strategy"]["zero"] = 1
-    json.dump(d, open(sys.argv[3], "w"))
+json.dump(d, open(sys.argv[2] + "-recompute.json", "w"))
+for zero in sys.argv[3].split():
+    d = json.load(open(sys.argv[1]))
+    if len(d["strategy"]["stages"]) == 1 and len(d["strategy"]["stages"][0]["devices"]) > 1:
+        d["strategy"]["zero"] = int(zero)
+        json.dump(d, open("%s-zero%s.json" % (sys.argv[2], zero), "w"))
 PY
         strategies+=("$dir/$mode-$mb-recompute.json")
-        if [ -f "$dir/$mode-$mb-zero.json" ]; then
-          strategies+=("$dir/$mode-$mb-zero.json")
-        fi
+        for zero in $zeros; do
+          if [ -f "$dir/$mode-$mb-zero$zero.json" ]; then
+            strategies+=("$dir/$mode-$mb-zero$zero.json")
+          fi
+        done
       fi
       if [ "$mode" = pipeline ]; then
         # The same stages with the other schedule.
