@@ -200,6 +200,18 @@ absl::Status TorchStrategyExecutor::Init() {
         for (int u : update_[s]) updates |= SlotOfNode(u) == slot;
         if (!updates) continue;
         const std::vector<int> devices = SlotDevices(stage, slot);
+        if (ShardsGradientsOf(s)) {
+          // ZeRO-2/3: every round, a bucket of parts for each replica on
+          // another rank.
+          for (int r : devices) {
+            for (int q : devices) {
+              if (RankOf(r) != RankOf(q)) {
+                expect(r, q, M_ / stage.num_replicas());
+              }
+            }
+          }
+          continue;
+        }
         for (int r : devices) {
           std::set<int> ranks_done{RankOf(r)};
           for (int q : devices) {
@@ -274,7 +286,7 @@ absl::Status TorchStrategyExecutor::Init() {
         const std::vector<int> devices = SlotDevices(stage, slot);
         for (size_t k = 0; k < devices.size(); ++k) {
           const int r = devices[k];
-          if (SlotParameters(s, slot, static_cast<int>(k)).empty()) continue;
+          if (!SendsUpdated(s, slot, static_cast<int>(k))) continue;
           std::set<int> ranks_done{RankOf(r)};
           for (int q : devices) {
             if (ranks_done.insert(RankOf(q)).second && !Local(r) && Local(q)) {
@@ -457,7 +469,8 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   if (strategy_.zero == ZeroStage::kParameters) {
     parked_.assign(M_, std::vector<torch::Tensor>(V_));
   }
-  rounds_delivered_.assign(static_cast<size_t>(S_) * M_, 0);
+  rounds_delivered_.assign(static_cast<size_t>(S_) * W_ * M_, 0);
+  shard_rounds_arrived_.assign(static_cast<size_t>(D_) * D_, 0);
   if (ShardsGradients(strategy_.zero)) {
     std::lock_guard<std::mutex> lock(fold_mu_);
     rounds_.assign(V_, {});
@@ -580,6 +593,25 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   return report;
 }
 
+int TorchStrategyExecutor::LocalReplicas(int s, int slot) const {
+  int local = 0;
+  for (int d : SlotDevices(strategy_.stages[s], slot)) local += Local(d);
+  return local;
+}
+
+bool TorchStrategyExecutor::SendsUpdated(int s, int slot, int k) const {
+  switch (strategy_.zero) {
+    case ZeroStage::kNone:
+    case ZeroStage::kParameters:
+      return false;
+    case ZeroStage::kOptimizerState:
+      return !SlotParameters(s, slot, k).empty();
+    case ZeroStage::kGradients:
+      return !SlotParameters(s, slot).empty();
+  }
+  return false;
+}
+
 std::vector<int> TorchStrategyExecutor::SlotParameters(int s, int slot,
                                                        int k) const {
   std::vector<int> parameters;
@@ -630,12 +662,12 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
         "): the strategy executor runs every op whole on one device; "
         "simulate the plan, or place it without --tensor"));
   }
-  if (ShardsGradients(strategy.zero) && options.ranks != nullptr) {
+  if (strategy.zero == ZeroStage::kParameters && options.ranks != nullptr) {
     return absl::UnimplementedError(absl::StrCat(
-        "ZeRO-", ZeroNumber(strategy.zero), " (", DescribeStrategy(strategy),
-        ") across ranks: the strategy executor runs ZeRO-2 and ZeRO-3 with "
-        "one process's devices (threads), ZeRO-1 across ranks; run it "
-        "without --nproc, or place it with --zero 1"));
+        "ZeRO-3 (", DescribeStrategy(strategy),
+        ") across ranks: the strategy executor runs ZeRO-3 with one "
+        "process's devices (threads), ZeRO-1 and ZeRO-2 across ranks; run it "
+        "without --nproc, or place it with --zero 2"));
   }
   for (size_t s = 0; s < strategy.stages.size(); ++s) {
     if (strategy.stages[s].recompute == Recompute::kNone) continue;

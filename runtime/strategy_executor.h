@@ -87,7 +87,7 @@
 //    from the replicas that updated them. The same bits as without. As
 //    ranks, a replica sends what it updated, as one flat bucket, to the
 //    first replica of its slot on every other rank, after its update.
-//  - ZeRO-2 and ZeRO-3 (in one process): each replica of a stage holds
+//  - ZeRO-2 and ZeRO-3 (ZeRO-3 in one process): each replica of a stage holds
 //    a shard of every parameter, the k-th of R equal runs of its
 //    elements, flattened, and updates only that (its optimizer state is
 //    of the shard). After each backward a replica cuts the micro-batch's
@@ -106,8 +106,12 @@
 //    (FSDP's reshard after forward); a copy an op's output shares storage
 //    with (a view of the weight) is left to reference counting. The sums
 //    are in another order than ZeRO-1's: the same parameters to rounding.
+//    As ranks (ZeRO-2), a replica's parts for a replica on another rank go
+//    as one flat bucket per round (zeros where no gradient flowed), and
+//    its updated shards as one bucket to the first replica of its slot on
+//    every other rank.
 //  - Create fails when the strategy does not fit the view and cluster
-//    (CheckStrategy), it uses ZeRO-2 or ZeRO-3 across ranks
+//    (CheckStrategy), it uses ZeRO-3 across ranks
 //    (Unimplemented),
 //    a stage recomputes over several devices per replica
 //    or holds an op that draws random numbers (Unimplemented, naming the

@@ -65,9 +65,16 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // 0.131 s a step with a message per value, 0.112 s packed); a replica's
   // accumulators as one flat bucket.
   // ZeRO-1: a replica's updated parameters (those it was dealt), one flat
-  // bucket, for the other ranks' replicas.
-  enum MessageKind { kPacked = 0, kAccumulator = 1, kParameters = 2 };
-  static constexpr int kKinds = 3;
+  // bucket, for the other ranks' replicas; ZeRO-2: its updated shards.
+  // ZeRO-2/3: a replica's parts of another rank's replica's shards of one
+  // round's gradients (the reduce-scatter), one flat bucket.
+  enum MessageKind {
+    kPacked = 0,
+    kAccumulator = 1,
+    kParameters = 2,
+    kShardGradients = 3
+  };
+  static constexpr int kKinds = 4;
   // Index words: count, from stage, to stage, micro-batch, backward; then
   // per item: its value (or sum), dtype, rank (-1: undefined), 8 dims.
   static constexpr int kIndexHead = 5;
@@ -312,9 +319,24 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<std::vector<std::map<int, std::vector<torch::Tensor>>>> rounds_
       ABSL_GUARDED_BY(fold_mu_);
   std::vector<std::vector<int>> next_round_ ABSL_GUARDED_BY(fold_mu_);
-  // ZeRO-2/3: [s * M + n], the replicas of stage s that have delivered
-  // their n-th micro-batch's gradients (under mu_).
+  // ZeRO-2/3: [RoundKey(s, slot, n)], the deliveries of round n's parts
+  // to this process's replicas of stage s's slot: each of its replicas
+  // delivers to all of them, each other rank's replica sends each one a
+  // bucket (under mu_); the round's reduce-scatter is done here when every
+  // replica of the slot has delivered to every local one.
   std::vector<int> rounds_delivered_;
+  size_t RoundKey(int s, int slot, int round) const {
+    return (static_cast<size_t>(s) * W_ + slot) * M_ + round;
+  }
+  // The replicas of stage s's slot in this process.
+  int LocalReplicas(int s, int slot) const;
+  // ZeRO-2/3 across ranks: buckets received per (src, dst) device pair
+  // (the round the next one is of).
+  std::vector<int> shard_rounds_arrived_;
+  // Whether replica k of stage s's slot sends what it updated to the other
+  // ranks: ZeRO-1 when it was dealt parameters, ZeRO-2 always (its
+  // shards), ZeRO-3 never (nobody else holds them).
+  bool SendsUpdated(int s, int slot, int k) const;
   // ZeRO-1 across ranks: [device][value], the parameters another rank's
   // replica (that device) updated, as received; buckets received per
   // device.
@@ -325,11 +347,12 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // to replica k only.
   std::vector<int> SlotParameters(int s, int slot, int k = -1) const;
   // A flat bucket from src (another rank) as one tensor per parameter of
-  // `parameters`, on dst; DataLoss naming the rank, the stage and `what`
-  // when its size is not theirs.
+  // `parameters` (with `shard` >= 0: that replica's shard of each, flat),
+  // on dst; DataLoss naming the rank, the stage and `what` when its size
+  // is not theirs.
   absl::StatusOr<std::vector<std::pair<int, torch::Tensor>>> Unpack(
       torch::Tensor bucket, const std::vector<int>& parameters, int src,
-      int dst, absl::string_view what) const;
+      int dst, absl::string_view what, int shard = -1) const;
   std::vector<std::vector<torch::Tensor>> seeds_;  // [j][tensor]
   std::vector<double> loss_;                       // [j]
   std::vector<char> tasks_done_;    // per device: past its last task

@@ -134,16 +134,19 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
 absl::StatusOr<std::vector<std::pair<int, torch::Tensor>>>
 TorchStrategyExecutor::Unpack(torch::Tensor bucket,
                               const std::vector<int>& parameters, int src,
-                              int dst, absl::string_view what) const {
+                              int dst, absl::string_view what,
+                              int shard) const {
   std::vector<std::pair<int, torch::Tensor>> parts;
   RETURN_IF_ERROR(CatchExceptions("receiving: ", [&]() -> absl::Status {
     bucket = bucket.to(devices_[dst]);
     int64_t at = 0;
     for (int p : parameters) {
-      const int64_t n = graph_.tensor(p).num_elements();
+      const int64_t n = shard >= 0 ? ShardRange(p, shard).second
+                                   : graph_.tensor(p).num_elements();
       if (at + n > bucket.numel()) break;
+      torch::Tensor part = bucket.narrow(0, at, n);
       parts.emplace_back(
-          p, bucket.narrow(0, at, n).reshape(graph_.tensor(p).shape));
+          p, shard >= 0 ? part : part.reshape(graph_.tensor(p).shape));
       at += n;
     }
     if (at != bucket.numel()) {
@@ -192,12 +195,45 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
     const bool parameters =
         got->first == static_cast<int64_t>(ss) * kKinds + kParameters &&
         !gathered_.empty();
+    // ZeRO-2/3: a round's parts of dst's shards (the rounds in order on
+    // this link).
+    if (got->first == static_cast<int64_t>(ss) * kKinds + kShardGradients &&
+        ss == ds && ShardsGradientsOf(ss)) {
+      const int slot = slot_of_device_[dst];
+      absl::StatusOr<std::vector<std::pair<int, torch::Tensor>>> parts =
+          Unpack(got->second, SlotParameters(ss, slot), src, dst, "gradient",
+                 replica_of_device_[dst]);
+      if (!parts.ok()) {
+        Fail(parts.status());
+        return;
+      }
+      const int R = strategy_.stages[ss].num_replicas();
+      int round = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        round = shard_rounds_arrived_[src * D_ + dst]++;
+      }
+      for (auto& [p, t] : *parts) {
+        if (t.numel() == 0) continue;
+        Deliver(ss, p, round * R, replica_of_device_[src],
+                replica_of_device_[dst], std::move(t));
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      ++rounds_delivered_[RoundKey(ss, slot, round)];
+      cv_.notify_all();
+      continue;
+    }
     if ((accumulators || parameters) && ss == ds) {
+      // ZeRO-2's updated parameters: the sender's shard of each.
+      const bool shards = parameters && ShardsGradientsOf(ss);
       absl::StatusOr<std::vector<std::pair<int, torch::Tensor>>> parts =
           Unpack(got->second,
                  SlotParameters(ss, slot_of_device_[src],
-                                accumulators ? -1 : replica_of_device_[src]),
-                 src, dst, accumulators ? "gradient" : "parameter");
+                                accumulators || shards
+                                    ? -1
+                                    : replica_of_device_[src]),
+                 src, dst, accumulators ? "gradient" : "parameter",
+                 shards ? replica_of_device_[src] : -1);
       if (!parts.ok()) {
         Fail(parts.status());
         return;

@@ -301,26 +301,63 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
     // Each shard's part, a copy of its own held here (the send buffer) so
     // that the gradient goes before the next one's parts are made, for the
     // shard's replica; its device receives the parts when the round's
-    // reduce-scatter runs (FoldRounds).
-    const int replicas = strategy_.stages[s].num_replicas();
-    for (auto& [p, g] : gradient) {
-      for (int k = 0; k < replicas; ++k) {
-        torch::Tensor part = Shard(g, p, k);
+    // reduce-scatter runs (FoldRounds). For a replica on another rank, the
+    // parts of every parameter of the slot (zeros where no gradient
+    // flowed) go as one flat bucket.
+    const int slot = slot_of_device_[d];
+    const std::vector<int> replicas = SlotDevices(strategy_.stages[s], slot);
+    const int R = static_cast<int>(replicas.size());
+    const std::vector<int> parameters = SlotParameters(s, slot);
+    if (parameters.empty()) return absl::OkStatus();
+    std::vector<std::vector<torch::Tensor>> buckets(R);
+    for (int p : parameters) {
+      auto at = gradient.find(p);
+      for (int k = 0; k < R; ++k) {
+        if (!Local(replicas[k])) {
+          buckets[k].push_back(
+              at != gradient.end()
+                  ? Shard(at->second, p, k)
+                        .to(torch::Device(torch::kCPU), /*non_blocking=*/false,
+                            /*copy=*/true)
+                  : torch::zeros({ShardRange(p, k).second},
+                                 params_[d][p].options().device(torch::kCPU)));
+          continue;
+        }
+        if (at == gradient.end()) continue;
+        torch::Tensor part = Shard(at->second, p, k);
         if (part.numel() == 0) continue;
         Deliver(s, p, j, replica_of_device_[d], k, part.clone());
       }
-      g = torch::Tensor();
+      if (at != gradient.end()) at->second = torch::Tensor();
+    }
+    const int round = j / R;
+    for (int k = 0; k < R; ++k) {
+      if (Local(replicas[k])) continue;
+      absl::Status sent = CatchExceptions("reduce-scatter: ", [&] {
+        return options_.ranks->SendTensor(
+            torch::cat(buckets[k]),
+            static_cast<int64_t>(s) * kKinds + kShardGradients,
+            RankOf(replicas[k]), Channel(d, replicas[k]));
+      });
+      if (!sent.ok()) {
+        return absl::Status(
+            sent.code(), absl::StrCat(sent.message(), " (reduce-scatter ",
+                                      cluster_.device(d).name, " -> ",
+                                      cluster_.device(replicas[k]).name, ")"));
+      }
     }
     // As the collective it is, the round's reduce-scatter ends once every
-    // replica has delivered its part: a replica does not run ahead with
-    // its rounds' parts piling up on the others.
-    const size_t round = static_cast<size_t>(s) * M_ + j / replicas;
+    // replica has delivered its parts to this process's replicas: a
+    // replica does not run ahead with its rounds' parts piling up on the
+    // others.
+    const int local = LocalReplicas(s, slot);
+    const size_t key = RoundKey(s, slot, round);
     const auto start = SteadyClock::now();
     std::unique_lock<std::mutex> lock(mu_);
-    ++rounds_delivered_[round];
+    rounds_delivered_[key] += local;
     cv_.notify_all();
     cv_.wait(lock, [&] {
-      return !failure_.ok() || rounds_delivered_[round] == replicas;
+      return !failure_.ok() || rounds_delivered_[key] == local * R;
     });
     waited_seconds_[d] += SecondsSince(start);
     return absl::OkStatus();
@@ -439,7 +476,8 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   // 9 ms with a message per parameter, 1.4-2.8 ms with one), go to the
   // first replica of the stage on every other rank (from this worker, the
   // only sender on d's channels), which files them under d.
-  if (Distributed() && !updates.empty()) {
+  // (ZeRO-2/3: reduce-scattered after each round instead.)
+  if (Distributed() && !updates.empty() && !ShardsGradientsOf(s)) {
     std::set<int> ranks_done{rank_};
     torch::Tensor bucket;
     for (int q : replicas) {
@@ -478,7 +516,8 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
       if (!failure_.ok()) return true;
       for (int r : replicas) {
         if (Local(r) ? !tasks_done_[r]
-                     : !updates.empty() && accum_arrived_[r] < 1) {
+                     : !updates.empty() && !ShardsGradientsOf(s) &&
+                           accum_arrived_[r] < 1) {
           return false;
         }
       }
@@ -554,15 +593,17 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   // Replicas on other ranks that were dealt parameters: what to wait for.
   std::vector<int> awaited;
   for (size_t k = 0; k < replicas.size(); ++k) {
-    if (!Local(replicas[k]) &&
-        !SlotParameters(s, slot, static_cast<int>(k)).empty()) {
+    if (!Local(replicas[k]) && SendsUpdated(s, slot, static_cast<int>(k))) {
       awaited.push_back(replicas[k]);
     }
   }
   if (Distributed()) {
+    // ZeRO-1: the parameters dealt to it; ZeRO-2: its shard of each.
     std::vector<torch::Tensor> flat;
-    for (int p : SlotParameters(s, slot, replica_of_device_[d])) {
-      flat.push_back(params_[d][p].reshape({-1}));
+    const int k = replica_of_device_[d];
+    for (int p : SlotParameters(s, slot, ShardsGradientsOf(s) ? -1 : k)) {
+      flat.push_back(ShardsGradientsOf(s) ? Shard(params_[d][p], p, k)
+                                          : params_[d][p].reshape({-1}));
     }
     torch::Tensor bucket;
     std::set<int> ranks_done{rank_};
@@ -606,12 +647,15 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     for (int u : updates) {
       const int p = view_.node(u).parameter;
       if (ShardsGradientsOf(s)) {
-        // ZeRO-2: the other replicas' shards, as they updated them.
+        // ZeRO-2: the other replicas' shards, as they updated them (or
+        // sent them, from another rank).
         for (size_t k = 0; k < replicas.size(); ++k) {
           if (static_cast<int>(k) == replica_of_device_[d]) continue;
           torch::Tensor part = Shard(params_[d][p], p, static_cast<int>(k));
           if (part.numel() == 0) continue;
-          part.copy_(Shard(params_[replicas[k]][p], p, static_cast<int>(k)));
+          const int r = replicas[k];
+          part.copy_(Local(r) ? Shard(params_[r][p], p, static_cast<int>(k))
+                              : gathered_[r][p]);
         }
         continue;
       }

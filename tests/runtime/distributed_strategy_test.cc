@@ -315,9 +315,10 @@ TEST(DistributedStrategyTest, ZeroOneAcrossRanks) {
 
 // ZeRO-2 and ZeRO-3 in one process, over two stages of two replicas each
 // (GPipe and 1F1B; ZeRO-3 also with recomputing stages, whose reruns
-// gather the parameters again): one process's losses and parameters
-// without ZeRO. Across ranks they are refused, saying so.
-TEST(DistributedStrategyTest, ZeroTwoAndThreeOverStagesInOneProcess) {
+// gather the parameters again), and ZeRO-2 as two ranks: one process's
+// losses and parameters without ZeRO. ZeRO-3 across ranks is refused,
+// saying so.
+TEST(DistributedStrategyTest, ZeroTwoAndThreeOverStagesAndRanks) {
   const Cluster cluster = Cpus(4);
   for (auto& [name, graph] : std::vector<std::pair<std::string, Graph>>{
            {"gnmt2", Gnmt2()}, {"transformer", Transformer()}}) {
@@ -342,6 +343,21 @@ TEST(DistributedStrategyTest, ZeroTwoAndThreeOverStagesInOneProcess) {
           ExpectSame(one, RunOneProcess(view, cluster, sharded));
         }
       }
+    }
+    // ZeRO-2 across two ranks: four replicas of one stage, and two stages
+    // whose replicas are on both ranks (each round's parts for the other
+    // rank's shards go as one bucket, the updated shards after the step).
+    Strategy data;
+    data.stage_of_op.assign(view.num_groups(), 0);
+    data.stages = {PipelineStage::OneDevicePerReplica({0, 1, 2, 3})};
+    data.micro_batches = 4;
+    Strategy across = TwoStages(view, cluster, {0, 2}, {1, 3});
+    for (const Strategy& plain : {data, across}) {
+      Strategy zero = plain;
+      zero.zero = ZeroStage::kGradients;
+      SCOPED_TRACE(DescribeStrategy(zero));
+      ExpectSame(RunOneProcess(view, cluster, plain),
+                 RunRanks(view, cluster, zero, 2));
     }
     Strategy zero = pipeline;
     zero.zero = ZeroStage::kParameters;
