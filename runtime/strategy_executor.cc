@@ -174,6 +174,7 @@ absl::Status TorchStrategyExecutor::Init() {
       }
     }
   }
+  InitSharding();
   // Messages into this rank per step and channel.
   if (Distributed()) {
     auto expect = [&](int src, int dst, int count) {
@@ -202,12 +203,16 @@ absl::Status TorchStrategyExecutor::Init() {
         const std::vector<int> devices = SlotDevices(stage, slot);
         if (ShardsGradientsOf(s)) {
           // ZeRO-2/3: every round, a bucket of parts for each replica on
-          // another rank.
+          // another rank; ZeRO-3 also a bucket of shards for each gather
+          // of a forward (and rerun) and a backward pass.
+          const int passes = M_ / stage.num_replicas();
+          const int gathers =
+              passes * (gather_events_[s].first *
+                            (stage.recompute == Recompute::kFull ? 2 : 1) +
+                        gather_events_[s].second);
           for (int r : devices) {
             for (int q : devices) {
-              if (RankOf(r) != RankOf(q)) {
-                expect(r, q, M_ / stage.num_replicas());
-              }
+              if (RankOf(r) != RankOf(q)) expect(r, q, passes + gathers);
             }
           }
           continue;
@@ -364,7 +369,6 @@ absl::Status TorchStrategyExecutor::Init() {
       for (const torch::Tensor& t : targets) resident_bytes_[d] += bytes(t);
     }
   }
-  InitSharding();
   SetBlasThreads(options_.threads_per_cpu_device);
   // As the placed executor and the profiler do: freed blocks stay in the
   // heap for reuse instead of page-faulting in fresh memory every step, so
@@ -470,6 +474,7 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
     parked_.assign(M_, std::vector<torch::Tensor>(V_));
   }
   rounds_delivered_.assign(static_cast<size_t>(S_) * W_ * M_, 0);
+  gather_inbox_.assign(Distributed() ? static_cast<size_t>(D_) * D_ : 0, {});
   shard_rounds_arrived_.assign(static_cast<size_t>(D_) * D_, 0);
   if (ShardsGradients(strategy_.zero)) {
     std::lock_guard<std::mutex> lock(fold_mu_);
@@ -643,9 +648,50 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(
       }
       // ZeRO-3: the replica's shard holds part of it; gathered whole.
       if (ShardsParametersOf(strategy_.stage_of_op[g])) {
+        const PipelineStage& stage = strategy_.stages[strategy_.stage_of_op[g]];
+        for (int k = 0; k < stage.num_replicas(); ++k) {
+          if (!Local(stage.device(k, 0))) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "parameter '", name, "' (ZeRO-3): replica ", k,
+                "'s shard of it is on rank ", RankOf(stage.device(k, 0)),
+                "; ParameterShard gives this rank's shards"));
+          }
+        }
         return Gather(p, d).to(torch::kCPU);
       }
       return params_[d][p].to(torch::kCPU).clone();
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no parameter '", name, "'"));
+}
+
+absl::StatusOr<torch::Tensor> TorchStrategyExecutor::ParameterShard(
+    absl::string_view name, int replica) const {
+  for (int g = 0; g < view_.num_groups(); ++g) {
+    for (int p : view_.group_parameters(g)) {
+      if (view_.value(p).name != name) continue;
+      const int s = strategy_.stage_of_op[g];
+      if (!ShardsGradientsOf(s)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("parameter '", name, "': stage ", s,
+                         " is not sharded (ZeRO-2 or -3 over replicas)"));
+      }
+      if (replica < 0 || replica >= strategy_.stages[s].num_replicas()) {
+        return absl::NotFoundError(absl::StrCat(
+            "parameter '", name, "' has ",
+            strategy_.stages[s].num_replicas(), " replicas"));
+      }
+      const int d = ParameterDevice(p, replica);
+      if (!Local(d)) {
+        return absl::NotFoundError(absl::StrCat("parameter '", name,
+                                                "' replica ", replica,
+                                                " is on rank ", RankOf(d)));
+      }
+      // ZeRO-3 holds the shard itself, ZeRO-2 the whole parameter.
+      const torch::Tensor shard = ShardsParametersOf(s)
+                                      ? params_[d][p]
+                                      : Shard(params_[d][p], p, replica);
+      return shard.to(torch::kCPU).clone();
     }
   }
   return absl::NotFoundError(absl::StrCat("no parameter '", name, "'"));
@@ -661,13 +707,6 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
         "tensor parallelism (", DescribeStrategy(strategy),
         "): the strategy executor runs every op whole on one device; "
         "simulate the plan, or place it without --tensor"));
-  }
-  if (strategy.zero == ZeroStage::kParameters && options.ranks != nullptr) {
-    return absl::UnimplementedError(absl::StrCat(
-        "ZeRO-3 (", DescribeStrategy(strategy),
-        ") across ranks: the strategy executor runs ZeRO-3 with one "
-        "process's devices (threads), ZeRO-1 and ZeRO-2 across ranks; run it "
-        "without --nproc, or place it with --zero 2"));
   }
   for (size_t s = 0; s < strategy.stages.size(); ++s) {
     if (strategy.stages[s].recompute == Recompute::kNone) continue;

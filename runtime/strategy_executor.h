@@ -87,7 +87,7 @@
 //    from the replicas that updated them. The same bits as without. As
 //    ranks, a replica sends what it updated, as one flat bucket, to the
 //    first replica of its slot on every other rank, after its update.
-//  - ZeRO-2 and ZeRO-3 (ZeRO-3 in one process): each replica of a stage holds
+//  - ZeRO-2 and ZeRO-3: each replica of a stage holds
 //    a shard of every parameter, the k-th of R equal runs of its
 //    elements, flattened, and updates only that (its optimizer state is
 //    of the shard). After each backward a replica cuts the micro-batch's
@@ -106,13 +106,16 @@
 //    (FSDP's reshard after forward); a copy an op's output shares storage
 //    with (a view of the weight) is left to reference counting. The sums
 //    are in another order than ZeRO-1's: the same parameters to rounding.
-//    As ranks (ZeRO-2), a replica's parts for a replica on another rank go
-//    as one flat bucket per round (zeros where no gradient flowed), and
-//    its updated shards as one bucket to the first replica of its slot on
-//    every other rank.
+//    As ranks, a replica's parts for a replica on another rank go as one
+//    flat bucket per round (zeros where no gradient flowed); ZeRO-2's
+//    updated shards as one bucket to the first replica of its slot on
+//    every other rank; and at each ZeRO-3 gather (the same ones, in the
+//    same order, on every replica of the stage) each replica sends its
+//    shards of the gathered parameters to every replica on another rank
+//    as one bucket and takes theirs. Parameter() then answers only where
+//    every shard is on this rank (ParameterShard: the replica's shard).
 //  - Create fails when the strategy does not fit the view and cluster
-//    (CheckStrategy), it uses ZeRO-3 across ranks
-//    (Unimplemented),
+//    (CheckStrategy),
 //    a stage recomputes over several devices per replica
 //    or holds an op that draws random numbers (Unimplemented, naming the
 //    stage and op: a rerun would draw other numbers), a device is not
@@ -162,9 +165,16 @@ class StrategyExecutor {
   virtual absl::StatusOr<StrategyStepReport> Step() = 0;
 
   // A parameter's current value on replica `replica` of its stage (a copy
-  // on the CPU); NotFound for other names or replicas.
+  // on the CPU); NotFound for other names or replicas (or a replica on
+  // another rank); FailedPrecondition under ZeRO-3 when some of its
+  // shards are on other ranks.
   virtual absl::StatusOr<torch::Tensor> Parameter(absl::string_view name,
                                                   int replica = 0) const = 0;
+  // ZeRO-2/3: replica `replica`'s shard of the parameter (its run of the
+  // flattened elements, 1-D; a copy on the CPU); errors as Parameter's,
+  // and FailedPrecondition when the parameter's stage is not sharded.
+  virtual absl::StatusOr<torch::Tensor> ParameterShard(absl::string_view name,
+                                                       int replica) const = 0;
 };
 
 }  // namespace placer

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -56,6 +57,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   absl::StatusOr<StrategyStepReport> Step() override;
   absl::StatusOr<torch::Tensor> Parameter(absl::string_view name,
                                           int replica) const override;
+  absl::StatusOr<torch::Tensor> ParameterShard(absl::string_view name,
+                                               int replica) const override;
 
  private:
   // What a message between ranks carries: its id's low bits say the kind.
@@ -68,13 +71,15 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // bucket, for the other ranks' replicas; ZeRO-2: its updated shards.
   // ZeRO-2/3: a replica's parts of another rank's replica's shards of one
   // round's gradients (the reduce-scatter), one flat bucket.
+  // ZeRO-3: a replica's shards of the parameters of one gather.
   enum MessageKind {
     kPacked = 0,
     kAccumulator = 1,
     kParameters = 2,
-    kShardGradients = 3
+    kShardGradients = 3,
+    kGatherShards = 4
   };
-  static constexpr int kKinds = 4;
+  static constexpr int kKinds = 5;
   // Index words: count, from stage, to stage, micro-batch, backward; then
   // per item: its value (or sum), dtype, rank (-1: undefined), 8 dims.
   static constexpr int kIndexHead = 5;
@@ -176,15 +181,25 @@ class TorchStrategyExecutor : public StrategyExecutor {
   torch::Tensor Shard(const torch::Tensor& whole, int v, int k) const;
   // Its first element and length.
   std::pair<int64_t, int64_t> ShardRange(int v, int k) const;
-  // ZeRO-3: parameter v whole on device d, from every replica's shard (as
-  // FSDP's all-gather fills its unsharded buffer); FillFromShards writes
-  // them into `whole` (v's shape).
+  // ZeRO-3: parameter v whole on device d from its replicas' shards (this
+  // process's; as FSDP's all-gather fills its unsharded buffer);
+  // FillFromShards writes them into `whole` (v's shape), taking replica
+  // k's from `others` when it has k.
   torch::Tensor Gather(int v, int d) const;
-  void FillFromShards(const torch::Tensor& whole, int v) const;
-  // ZeRO-3, before forward node n runs on device d: the parameters the
-  // pass's next node to gather reads first, gathered into `copied` (as
-  // FSDP prefetches the next unit's all-gather).
-  void Prefetch(int n, int d, std::map<int, torch::Tensor>* copied) const;
+  void FillFromShards(const torch::Tensor& whole, int v,
+                      const std::map<int, torch::Tensor>& others) const;
+  // ZeRO-3, one gather of `parameters` (of stage s) by device d: across
+  // ranks, d's shards of them go as one bucket to each replica of the
+  // stage on another rank, and each such replica's bucket for this gather
+  // is taken (the replicas gather in the same order); per parameter, the
+  // other ranks' replicas' shards by replica. Waiting adds to
+  // waited_seconds_[d].
+  absl::StatusOr<std::vector<std::map<int, torch::Tensor>>> ExchangeShards(
+      int s, int d, const std::vector<int>& parameters);
+  // ZeRO-3, before forward node n runs on device d: the parameters of
+  // forward_gathers_[n], gathered whole into `copied`.
+  absl::Status GatherBefore(int n, int d,
+                            std::map<int, torch::Tensor>* copied);
   // ZeRO-3, after forward node n of micro-batch j ran (under autograd when
   // `autograd`; `outputs` its results): the gathered parameters (in
   // `copied`) whose last reader in this pass it was are let go. Those its
@@ -195,11 +210,12 @@ class TorchStrategyExecutor : public StrategyExecutor {
                            const std::vector<torch::Tensor>& outputs,
                            std::map<int, torch::Tensor>* copied,
                            std::set<int>* pinned);
-  // ZeRO-3, before backward node b of micro-batch j: the parked parameters
-  // its op's saved graph may read get their storage back, filled from the
-  // shards (the step's parameters do not change before its updates).
-  // After it: those it was the last to need are let go.
-  void RestoreBeforeBackward(int b, int j);
+  // ZeRO-3, before backward node b of micro-batch j on device d: the
+  // parameters of backward_gathers_[b] are gathered, and those parked get
+  // their storage back, filled from the shards (the step's parameters do
+  // not change before its updates). After it: those it was the last to
+  // need are let go.
+  absl::Status RestoreBefore(int b, int j, int d);
   void ReleaseAfterBackward(int b, int j);
   // ZeRO-2/3: replica `from`'s gradient of parameter p's shard `to` (on
   // that shard's device), from micro-batch j. A round of micro-batches
@@ -300,13 +316,16 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<int> owner_;
   std::vector<int> updated_;
   // ZeRO-3's tables (InitSharding), per node: besides the above, the
-  // parameters a forward node is the first of its pass to read, those
-  // gathered before it for the next node that gathers, and the next
-  // backward node (-1: none) that restores any.
+  // parameters gathered before it in its pass (what it reads first and
+  // what the next node to read any first does, but those gathered
+  // already); per stage, how many of its forward and of its backward
+  // nodes gather (the bucket exchanges of a pass, across ranks).
   std::vector<std::vector<int>> released_after_forward_,
-      restored_before_backward_, released_after_backward_, first_read_,
-      prefetched_before_;
-  std::vector<int> next_restored_;
+      released_after_backward_, forward_gathers_, backward_gathers_;
+  std::vector<std::pair<int, int>> gather_events_;
+  // ZeRO-3 across ranks: [src * D + dst], the buckets of shards device src
+  // (another rank's) sent dst, not yet taken (under mu_).
+  std::vector<std::deque<torch::Tensor>> gather_inbox_;
   // ZeRO-3: [j][v], a gathered parameter whose storage was freed after
   // micro-batch j's forward (or rerun) pass, its saved graph still holding
   // it; only the worker of j's replica of v's stage touches an entry.

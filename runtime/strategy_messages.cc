@@ -195,6 +195,15 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
     const bool parameters =
         got->first == static_cast<int64_t>(ss) * kKinds + kParameters &&
         !gathered_.empty();
+    // ZeRO-3: src's shards for one of dst's gathers (in order on this
+    // link), taken by dst's worker.
+    if (got->first == static_cast<int64_t>(ss) * kKinds + kGatherShards &&
+        ss == ds && ShardsParametersOf(ss)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      gather_inbox_[src * D_ + dst].push_back(got->second);
+      cv_.notify_all();
+      continue;
+    }
     // ZeRO-2/3: a round's parts of dst's shards (the rounds in order on
     // this link).
     if (got->first == static_cast<int64_t>(ss) * kKinds + kShardGradients &&

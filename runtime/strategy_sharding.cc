@@ -5,9 +5,14 @@
 #include <c10/core/StorageImpl.h>
 
 #include <algorithm>
+#include <deque>
 #include <set>
 #include <utility>
 
+#include "base/status_helpers.h"
+#include "base/stopwatch.h"
+#include "base/torch_status.h"
+#include "runtime/rank_group.h"
 #include "runtime/strategy_executor_impl.h"
 
 namespace placer {
@@ -52,7 +57,6 @@ bool SharesStorage(const torch::Tensor& a, const torch::Tensor& b) {
 void TorchStrategyExecutor::InitSharding() {
   const size_t N = view_.nodes().size();
   released_after_forward_.assign(N, {});
-  restored_before_backward_.assign(N, {});
   released_after_backward_.assign(N, {});
   auto parameters_of = [&](int n) {
     std::vector<int> parameters;
@@ -66,41 +70,57 @@ void TorchStrategyExecutor::InitSharding() {
     }
     return parameters;
   };
-  first_read_.assign(N, {});
-  prefetched_before_.assign(N, {});
-  next_restored_.assign(N, -1);
+  forward_gathers_.assign(N, {});
+  backward_gathers_.assign(N, {});
+  gather_events_.assign(S_, {0, 0});
   for (int s = 0; s < S_; ++s) {
     if (!ShardsParametersOf(s)) continue;
     // A pass reads each parameter first at one node and last at one.
     std::map<int, int> last;
+    std::vector<std::vector<int>> first(N);
     std::set<int> seen;
     for (int n : forward_[s]) {
       std::vector<int> read = parameters_of(n);
       for (int v : std::set<int>(read.begin(), read.end())) {
-        if (seen.insert(v).second) first_read_[n].push_back(v);
+        if (seen.insert(v).second) first[n].push_back(v);
         last[v] = n;
       }
     }
     for (const auto& [v, n] : last) released_after_forward_[n].push_back(v);
-    // Before each node, the next one's gathers (FSDP's prefetch).
-    int next = -1;
-    for (auto n = forward_[s].rbegin(); n != forward_[s].rend(); ++n) {
-      if (next >= 0) prefetched_before_[*n] = first_read_[next];
-      if (!first_read_[*n].empty()) next = *n;
-    }
+    // Gathered before a node: what it reads first, unless gathered
+    // already, and what the next node that reads any first does (FSDP's
+    // prefetch of the next unit).
+    auto events = [&](const std::vector<int>& pass,
+                      const std::vector<std::vector<int>>& wanted,
+                      std::vector<std::vector<int>>* gathers) {
+      std::set<int> have;
+      int count = 0;
+      for (size_t i = 0; i < pass.size(); ++i) {
+        std::set<int> now(wanted[pass[i]].begin(), wanted[pass[i]].end());
+        for (size_t x = i + 1; x < pass.size(); ++x) {
+          if (wanted[pass[x]].empty()) continue;
+          now.insert(wanted[pass[x]].begin(), wanted[pass[x]].end());
+          break;
+        }
+        for (int v : now) {
+          if (have.insert(v).second) (*gathers)[pass[i]].push_back(v);
+        }
+        count += (*gathers)[pass[i]].empty() ? 0 : 1;
+      }
+      return count;
+    };
+    gather_events_[s].first = events(forward_[s], first, &forward_gathers_);
     last.clear();
+    std::vector<std::vector<int>> restored(N);
     for (int b : backward_[s]) {
       std::vector<int> read = parameters_of(b);
       std::set<int> unique(read.begin(), read.end());
-      restored_before_backward_[b].assign(unique.begin(), unique.end());
+      restored[b].assign(unique.begin(), unique.end());
       for (int v : unique) last[v] = b;
     }
     for (const auto& [v, b] : last) released_after_backward_[b].push_back(v);
-    next = -1;
-    for (auto b = backward_[s].rbegin(); b != backward_[s].rend(); ++b) {
-      next_restored_[*b] = next;
-      if (!restored_before_backward_[*b].empty()) next = *b;
-    }
+    gather_events_[s].second =
+        events(backward_[s], restored, &backward_gathers_);
   }
 }
 
@@ -121,30 +141,84 @@ torch::Tensor TorchStrategyExecutor::Shard(const torch::Tensor& whole, int v,
   return whole.reshape({-1}).narrow(0, first, length);
 }
 
-void TorchStrategyExecutor::FillFromShards(const torch::Tensor& whole,
-                                           int v) const {
+void TorchStrategyExecutor::FillFromShards(
+    const torch::Tensor& whole, int v,
+    const std::map<int, torch::Tensor>& others) const {
   torch::NoGradGuard no_grad;
   const int g = group_of_parameter_[v];
   const PipelineStage& stage = strategy_.stages[strategy_.stage_of_op[g]];
   for (int k = 0; k < stage.num_replicas(); ++k) {
     torch::Tensor part = Shard(whole, v, k);
-    if (part.numel() > 0) part.copy_(params_[ParameterDevice(v, k)][v]);
+    if (part.numel() == 0) continue;
+    auto at = others.find(k);
+    part.copy_(at != others.end() ? at->second
+                                  : params_[ParameterDevice(v, k)][v]);
   }
 }
 
 torch::Tensor TorchStrategyExecutor::Gather(int v, int d) const {
   torch::Tensor whole = torch::empty(
       host_[v].sizes(), params_[d][v].options().device(devices_[d]));
-  FillFromShards(whole, v);
+  FillFromShards(whole, v, {});
   return whole;
 }
 
-void TorchStrategyExecutor::Prefetch(
-    int n, int d, std::map<int, torch::Tensor>* copied) const {
-  for (int v : prefetched_before_[n]) {
-    auto [at, fresh] = copied->emplace(v, torch::Tensor());
-    if (fresh) at->second = Gather(v, d);
+absl::StatusOr<std::vector<std::map<int, torch::Tensor>>>
+TorchStrategyExecutor::ExchangeShards(int s, int d,
+                                      const std::vector<int>& parameters) {
+  std::vector<std::map<int, torch::Tensor>> others(parameters.size());
+  if (!Distributed() || parameters.empty()) return others;
+  const std::vector<int> replicas = SlotDevices(strategy_.stages[s], 0);
+  std::vector<torch::Tensor> mine;
+  for (int v : parameters) mine.push_back(params_[d][v].reshape({-1}));
+  torch::Tensor bucket;
+  for (int r : replicas) {
+    if (Local(r)) continue;
+    RETURN_IF_ERROR(CatchExceptions("all-gather: ", [&] {
+      if (!bucket.defined()) bucket = torch::cat(mine).to(torch::kCPU);
+      return options_.ranks->SendTensor(
+          bucket, static_cast<int64_t>(s) * kKinds + kGatherShards,
+          RankOf(r), Channel(d, r));
+    }));
   }
+  const auto start = SteadyClock::now();
+  for (int r : replicas) {
+    if (Local(r)) continue;
+    torch::Tensor got;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      std::deque<torch::Tensor>& inbox = gather_inbox_[r * D_ + d];
+      cv_.wait(lock, [&] { return !failure_.ok() || !inbox.empty(); });
+      if (!failure_.ok()) return failure_;
+      got = std::move(inbox.front());
+      inbox.pop_front();
+    }
+    using Parts = std::vector<std::pair<int, torch::Tensor>>;
+    ASSIGN_OR_RETURN(
+        Parts parts,
+        Unpack(got, parameters, r, d, "parameter", replica_of_device_[r]));
+    for (size_t i = 0; i < parts.size(); ++i) {
+      others[i][replica_of_device_[r]] = std::move(parts[i].second);
+    }
+  }
+  waited_seconds_[d] += SecondsSince(start);
+  return others;
+}
+
+absl::Status TorchStrategyExecutor::GatherBefore(
+    int n, int d, std::map<int, torch::Tensor>* copied) {
+  const std::vector<int>& parameters = forward_gathers_[n];
+  if (parameters.empty()) return absl::OkStatus();
+  using Others = std::vector<std::map<int, torch::Tensor>>;
+  ASSIGN_OR_RETURN(Others others, ExchangeShards(StageOfNode(n), d, parameters));
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const int v = parameters[i];
+    torch::Tensor whole = torch::empty(
+        host_[v].sizes(), params_[d][v].options().device(devices_[d]));
+    FillFromShards(whole, v, others[i]);
+    (*copied)[v] = std::move(whole);
+  }
+  return absl::OkStatus();
 }
 
 void TorchStrategyExecutor::ReleaseAfterForward(
@@ -177,13 +251,17 @@ void TorchStrategyExecutor::ReleaseAfterForward(
   }
 }
 
-void TorchStrategyExecutor::RestoreBeforeBackward(int b, int j) {
-  if (b < 0) return;
-  for (int v : restored_before_backward_[b]) {
-    const torch::Tensor& gathered = parked_[j][v];
+absl::Status TorchStrategyExecutor::RestoreBefore(int b, int j, int d) {
+  const std::vector<int>& parameters = backward_gathers_[b];
+  if (parameters.empty()) return absl::OkStatus();
+  using Others = std::vector<std::map<int, torch::Tensor>>;
+  ASSIGN_OR_RETURN(Others others, ExchangeShards(StageOfNode(b), d, parameters));
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const torch::Tensor& gathered = parked_[j][parameters[i]];
     if (!gathered.defined() || !StorageFreed(gathered)) continue;
-    FillFromShards(RefillStorage(gathered), v);
+    FillFromShards(RefillStorage(gathered), parameters[i], others[i]);
   }
+  return absl::OkStatus();
 }
 
 void TorchStrategyExecutor::ReleaseAfterBackward(int b, int j) {

@@ -49,8 +49,12 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::ForwardNode(
       if (value.kind == ValueKind::kParameter) {
         const int holder = ParameterDevice(v, replica_of_device_[d]);
         if (ShardsParametersOf(StageOfNode(n))) {
-          auto [at, fresh] = copied->emplace(v, torch::Tensor());
-          if (fresh) at->second = Gather(v, d);
+          // Gathered before the node (GatherBefore).
+          auto at = copied->find(v);
+          if (at == copied->end()) {
+            return absl::InternalError(absl::StrCat(
+                "ZeRO-3: '", value.name, "' was not gathered for ", node.key));
+          }
           in = at->second;
         } else if (holder == d) {
           in = params_[d][v];
@@ -116,7 +120,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     // Recomputing, the backward's rerun keeps what the op saves instead.
     const bool autograd =
         view_.backward_node(node.forward_op) >= 0 && !Recomputes(s);
-    Prefetch(n, d, &copied);
+    RETURN_IF_ERROR(GatherBefore(n, d, &copied));
     absl::StatusOr<std::vector<torch::Tensor>> results = ForwardNode(
         n, j, d, autograd, /*copy_constants=*/false, &copied, activation);
     if (!results.ok()) {
@@ -172,7 +176,7 @@ absl::Status TorchStrategyExecutor::Rerun(int s, int j, int d) {
     // Constants copied: kernels that update state in place
     // (BatchNormalization's running statistics) did so in the forward.
     const bool autograd = view_.backward_node(node.forward_op) >= 0;
-    Prefetch(n, d, &copied);
+    RETURN_IF_ERROR(GatherBefore(n, d, &copied));
     absl::StatusOr<std::vector<torch::Tensor>> results =
         ForwardNode(n, j, d, autograd, /*copy_constants=*/true, &copied,
                     activation);
@@ -241,8 +245,7 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
     parts.clear();
     std::vector<int> tensors;
     for (int v : node.outputs) tensors.push_back(view_.value(v).tensor);
-    RestoreBeforeBackward(n, j);
-    RestoreBeforeBackward(next_restored_[n], j);  // prefetched
+    RETURN_IF_ERROR(RestoreBefore(n, j, d));
     absl::StatusOr<std::vector<torch::Tensor>> grads =
         BackwardOp(graph_, op, std::move(saved_[j][node.forward_op]),
                    output_gradients, tensors);

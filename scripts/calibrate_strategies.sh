@@ -10,7 +10,7 @@
 # them are measured over that transport (`profile --nproc 2`).
 # MEMORY=1: also each data-parallel and pipeline strategy with every stage
 # recomputing, and the data-parallel ones with ZeRO-1, ZeRO-2 and ZeRO-3
-# (ZeRO-1 only with NPROC; WIDE=0 and MB="2 4" keep such a run short).
+# (WIDE=0 and MB="2 4" keep such a run short).
 set -euo pipefail
 model="$1"
 placer="${2:-$(bazel info bazel-bin 2>/dev/null)/placer/placer}"
@@ -33,9 +33,7 @@ for mb in ${MB:-2 4 8}; do
         >/dev/null 2>&1; then
       strategies+=("$f")
       if [ "${MEMORY:-0}" = 1 ]; then
-        # ZeRO-2 and ZeRO-3 run in one process only.
         zeros="1 2 3"
-        if [ "${NPROC:-1}" != 1 ]; then zeros="1"; fi
         python3 - "$f" "$dir/$mode-$mb" "$zeros" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
