@@ -256,32 +256,7 @@ absl::Status TorchStrategyExecutor::Init() {
       targets_[d].push_back(std::move(on));
     }
   }
-  // ZeRO-1: each slot's parameters dealt to its replicas, largest first,
-  // each to the replica holding the fewest bytes so far (ties: the lower
-  // index), as PyTorch's ZeroRedundancyOptimizer deals them.
-  owner_.assign(V_, -1);
-  if (strategy_.zero == ZeroStage::kOptimizerState) {
-    std::map<std::pair<int, int>, std::vector<int>> by_slot;
-    for (int g = 0; g < view_.num_groups(); ++g) {
-      for (int p : view_.group_parameters(g)) {
-        by_slot[{strategy_.stage_of_op[g], SlotOfOp(strategy_, g)}].push_back(
-            p);
-      }
-    }
-    for (auto& [key, parameters] : by_slot) {
-      const int replicas = strategy_.stages[key.first].num_replicas();
-      std::stable_sort(parameters.begin(), parameters.end(), [&](int a, int b) {
-        return view_.value(a).bytes > view_.value(b).bytes;
-      });
-      std::vector<int64_t> held(replicas, 0);
-      for (int p : parameters) {
-        const int k = static_cast<int>(
-            std::min_element(held.begin(), held.end()) - held.begin());
-        owner_[p] = k;
-        held[k] += view_.value(p).bytes;
-      }
-    }
-  }
+  DealParameters();
   // ZeRO-1 across ranks: each replica's updated parameters go to the
   // first replica of its slot on every other rank.
   if (Distributed() && strategy_.zero != ZeroStage::kNone) {
@@ -598,25 +573,6 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   return report;
 }
 
-int TorchStrategyExecutor::LocalReplicas(int s, int slot) const {
-  int local = 0;
-  for (int d : SlotDevices(strategy_.stages[s], slot)) local += Local(d);
-  return local;
-}
-
-bool TorchStrategyExecutor::SendsUpdated(int s, int slot, int k) const {
-  switch (strategy_.zero) {
-    case ZeroStage::kNone:
-    case ZeroStage::kParameters:
-      return false;
-    case ZeroStage::kOptimizerState:
-      return !SlotParameters(s, slot, k).empty();
-    case ZeroStage::kGradients:
-      return !SlotParameters(s, slot).empty();
-  }
-  return false;
-}
-
 std::vector<int> TorchStrategyExecutor::SlotParameters(int s, int slot,
                                                        int k) const {
   std::vector<int> parameters;
@@ -660,38 +616,6 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(
         return Gather(p, d).to(torch::kCPU);
       }
       return params_[d][p].to(torch::kCPU).clone();
-    }
-  }
-  return absl::NotFoundError(absl::StrCat("no parameter '", name, "'"));
-}
-
-absl::StatusOr<torch::Tensor> TorchStrategyExecutor::ParameterShard(
-    absl::string_view name, int replica) const {
-  for (int g = 0; g < view_.num_groups(); ++g) {
-    for (int p : view_.group_parameters(g)) {
-      if (view_.value(p).name != name) continue;
-      const int s = strategy_.stage_of_op[g];
-      if (!ShardsGradientsOf(s)) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("parameter '", name, "': stage ", s,
-                         " is not sharded (ZeRO-2 or -3 over replicas)"));
-      }
-      if (replica < 0 || replica >= strategy_.stages[s].num_replicas()) {
-        return absl::NotFoundError(absl::StrCat(
-            "parameter '", name, "' has ",
-            strategy_.stages[s].num_replicas(), " replicas"));
-      }
-      const int d = ParameterDevice(p, replica);
-      if (!Local(d)) {
-        return absl::NotFoundError(absl::StrCat("parameter '", name,
-                                                "' replica ", replica,
-                                                " is on rank ", RankOf(d)));
-      }
-      // ZeRO-3 holds the shard itself, ZeRO-2 the whole parameter.
-      const torch::Tensor shard = ShardsParametersOf(s)
-                                      ? params_[d][p]
-                                      : Shard(params_[d][p], p, replica);
-      return shard.to(torch::kCPU).clone();
     }
   }
   return absl::NotFoundError(absl::StrCat("no parameter '", name, "'"));

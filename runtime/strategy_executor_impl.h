@@ -2,9 +2,9 @@
 // class whose step is split over four files — strategy_executor.cc (the
 // tables Init builds, Step, Create), strategy_tasks.cc (a device's worker:
 // its forward, backward and recomputation tasks, accumulation, allreduce
-// and update), strategy_sharding.cc (ZeRO-2/3: gathers and the
-// round-by-round reduce-scatter), strategy_messages.cc (what crosses
-// ranks). Internal to runtime/: included by those four files only.
+// and update), strategy_sharding.cc (ZeRO: the deal, shards, gathers
+// and the round-by-round reduce-scatter), strategy_messages.cc (what
+// crosses ranks). Internal to runtime/: included by those four files only.
 #ifndef PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 #define PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 
@@ -169,6 +169,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
     return strategy_.zero == ZeroStage::kParameters &&
            strategy_.stages[s].num_replicas() > 1;
   }
+  // ZeRO-1: each slot's parameters dealt to its replicas (owner_).
+  void DealParameters();
   // The tables of InitSharding: per node, the parameters whose last reader
   // in a forward (or rerun) pass of its stage it is; per backward node,
   // the parameters its op read in the forward (what its saved graph may

@@ -1,6 +1,7 @@
-// ZeRO-2 and ZeRO-3 in the strategy executor (runtime/strategy_executor.h):
-// the parameters' shards, ZeRO-3's parameters gathered whole from them for
-// each pass and let go after their last reader there, and the gradients
+// ZeRO in the strategy executor (runtime/strategy_executor.h): ZeRO-1's
+// deal of the parameters; ZeRO-2/3's shards of them, ZeRO-3's parameters
+// gathered whole from them for each pass (across ranks, exchanged at each
+// gather) and let go after their last reader there, and the gradients
 // summed round by round on their shards' devices (the reduce-scatter).
 #include <c10/core/StorageImpl.h>
 
@@ -53,6 +54,86 @@ bool SharesStorage(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 }  // namespace
+
+void TorchStrategyExecutor::DealParameters() {
+  // ZeRO-1: each slot's parameters dealt to its replicas, largest first,
+  // each to the replica holding the fewest bytes so far (ties: the lower
+  // index), as PyTorch's ZeroRedundancyOptimizer deals them.
+  owner_.assign(V_, -1);
+  if (strategy_.zero == ZeroStage::kOptimizerState) {
+    std::map<std::pair<int, int>, std::vector<int>> by_slot;
+    for (int g = 0; g < view_.num_groups(); ++g) {
+      for (int p : view_.group_parameters(g)) {
+        by_slot[{strategy_.stage_of_op[g], SlotOfOp(strategy_, g)}].push_back(
+            p);
+      }
+    }
+    for (auto& [key, parameters] : by_slot) {
+      const int replicas = strategy_.stages[key.first].num_replicas();
+      std::stable_sort(parameters.begin(), parameters.end(), [&](int a, int b) {
+        return view_.value(a).bytes > view_.value(b).bytes;
+      });
+      std::vector<int64_t> held(replicas, 0);
+      for (int p : parameters) {
+        const int k = static_cast<int>(
+            std::min_element(held.begin(), held.end()) - held.begin());
+        owner_[p] = k;
+        held[k] += view_.value(p).bytes;
+      }
+    }
+  }
+}
+
+int TorchStrategyExecutor::LocalReplicas(int s, int slot) const {
+  int local = 0;
+  for (int d : SlotDevices(strategy_.stages[s], slot)) local += Local(d);
+  return local;
+}
+
+bool TorchStrategyExecutor::SendsUpdated(int s, int slot, int k) const {
+  switch (strategy_.zero) {
+    case ZeroStage::kNone:
+    case ZeroStage::kParameters:
+      return false;
+    case ZeroStage::kOptimizerState:
+      return !SlotParameters(s, slot, k).empty();
+    case ZeroStage::kGradients:
+      return !SlotParameters(s, slot).empty();
+  }
+  return false;
+}
+
+absl::StatusOr<torch::Tensor> TorchStrategyExecutor::ParameterShard(
+    absl::string_view name, int replica) const {
+  for (int g = 0; g < view_.num_groups(); ++g) {
+    for (int p : view_.group_parameters(g)) {
+      if (view_.value(p).name != name) continue;
+      const int s = strategy_.stage_of_op[g];
+      if (!ShardsGradientsOf(s)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("parameter '", name, "': stage ", s,
+                         " is not sharded (ZeRO-2 or -3 over replicas)"));
+      }
+      if (replica < 0 || replica >= strategy_.stages[s].num_replicas()) {
+        return absl::NotFoundError(absl::StrCat(
+            "parameter '", name, "' has ",
+            strategy_.stages[s].num_replicas(), " replicas"));
+      }
+      const int d = ParameterDevice(p, replica);
+      if (!Local(d)) {
+        return absl::NotFoundError(absl::StrCat("parameter '", name,
+                                                "' replica ", replica,
+                                                " is on rank ", RankOf(d)));
+      }
+      // ZeRO-3 holds the shard itself, ZeRO-2 the whole parameter.
+      const torch::Tensor shard = ShardsParametersOf(s)
+                                      ? params_[d][p]
+                                      : Shard(params_[d][p], p, replica);
+      return shard.to(torch::kCPU).clone();
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no parameter '", name, "'"));
+}
 
 void TorchStrategyExecutor::InitSharding() {
   const size_t N = view_.nodes().size();
