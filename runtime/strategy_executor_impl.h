@@ -351,9 +351,11 @@ class TorchStrategyExecutor : public StrategyExecutor {
   }
   // The replicas of stage s's slot in this process.
   int LocalReplicas(int s, int slot) const;
-  // ZeRO-2/3 across ranks: buckets received per (src, dst) device pair
-  // (the round the next one is of).
+  // ZeRO-2/3 across ranks: buckets received per (src, dst) device pair;
+  // per device, the micro-batches of its backward tasks in its order (the
+  // n-th bucket from src is of backward_order_[src][n]).
   std::vector<int> shard_rounds_arrived_;
+  std::vector<std::vector<int>> backward_order_;
   // Whether replica k of stage s's slot sends what it updated to the other
   // ranks: ZeRO-1 when it was dealt parameters, ZeRO-2 always (its
   // shards), ZeRO-3 never (nobody else holds them).

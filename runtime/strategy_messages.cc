@@ -216,19 +216,20 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
         Fail(parts.status());
         return;
       }
+      // The n-th bucket on this link is of src's n-th backward.
       const int R = strategy_.stages[ss].num_replicas();
-      int round = 0;
+      int j = 0;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        round = shard_rounds_arrived_[src * D_ + dst]++;
+        j = backward_order_[src][shard_rounds_arrived_[src * D_ + dst]++];
       }
       for (auto& [p, t] : *parts) {
         if (t.numel() == 0) continue;
-        Deliver(ss, p, round * R, replica_of_device_[src],
-                replica_of_device_[dst], std::move(t));
+        Deliver(ss, p, j, replica_of_device_[src], replica_of_device_[dst],
+                std::move(t));
       }
       std::lock_guard<std::mutex> lock(mu_);
-      ++rounds_delivered_[RoundKey(ss, slot, round)];
+      ++rounds_delivered_[RoundKey(ss, slot, j / R)];
       cv_.notify_all();
       continue;
     }

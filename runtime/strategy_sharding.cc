@@ -137,6 +137,14 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::ParameterShard(
 
 void TorchStrategyExecutor::InitSharding() {
   const size_t N = view_.nodes().size();
+  backward_order_.assign(D_, {});
+  for (int d = 0; d < D_; ++d) {
+    if (stage_of_device_[d] < 0) continue;
+    for (const ReplicaTask& task : ReplicaTaskOrder(
+             strategy_, stage_of_device_[d], replica_of_device_[d])) {
+      if (task.backward) backward_order_[d].push_back(task.micro_batch);
+    }
+  }
   released_after_forward_.assign(N, {});
   released_after_backward_.assign(N, {});
   auto parameters_of = [&](int n) {

@@ -399,8 +399,8 @@ TEST(DistributedStrategyTest, ZeroTwoAndThreeOverStagesAndRanks) {
 }
 
 // A replica's devices in one rank each, the slots' allreduce between the
-// ranks: one process's losses and parameters. A replica split over ranks
-// is refused, naming it.
+// ranks: one process's losses and parameters; with ZeRO-2 too. A replica
+// split over ranks is refused, naming it.
 TEST(DistributedStrategyTest, ReplicasOverSeveralDevicesRunOnePerRank) {
   const Cluster cluster = Cpus(4);
   for (auto& [name, graph] : WideTestModels()) {
@@ -410,6 +410,19 @@ TEST(DistributedStrategyTest, ReplicasOverSeveralDevicesRunOnePerRank) {
     ASSERT_TRUE(CheckStrategy(view, cluster, wide).ok());
     ExpectSame(RunOneProcess(view, cluster, wide),
                RunRanks(view, cluster, wide, 2));
+  }
+  // ZeRO-2 with each replica over two devices: each slot's parameters
+  // sharded over its devices in the replicas, in one process and as two
+  // ranks (a replica a rank).
+  for (auto& [name, graph] : WideTestModels()) {
+    SCOPED_TRACE(name);
+    TrainingView view = BuildTrainingView(graph);
+    const Strategy wide = WideReplicas(view);
+    Strategy zero = wide;
+    zero.zero = ZeroStage::kGradients;
+    const RunResult one = RunOneProcess(view, cluster, wide);
+    ExpectSame(one, RunOneProcess(view, cluster, zero));
+    ExpectSame(one, RunRanks(view, cluster, zero, 2));
   }
   Graph graph = Gnmt2();
   TrainingView view = BuildTrainingView(graph);
