@@ -7,6 +7,7 @@
 
 #include "base/status_helpers.h"
 #include "graph/repeated_layers.h"
+#include "simulator/selective_recompute.h"
 
 namespace placer {
 namespace {
@@ -290,63 +291,19 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     selective |= RecomputesInPart(st.recompute);
     by_layer |= RecomputesByLayer(st.recompute);
   }
-  RepeatedLayers layers;
-  // Per node, what kLayers keeps (a layer's output, which is the next
-  // layer's input, as torch's checkpoint of that layer keeps it: what a
-  // node makes for a forward node outside its layer or for none; every
-  // node in no layer) and what kSelectiveOp keeps besides (attention
-  // cores and every other product).
-  std::vector<char> layer_kept, op_kept;
-  if (by_layer) {
-    layers = FindRepeatedLayers(view);
-    if (layers.count == 0) {
-      return absl::InvalidArgumentError(
-          "recomputation by layer (selective-op, layers) reruns ops of the "
-          "model's repeated layers, and this model has none "
-          "(graph/repeated_layers.h); use --recompute selective or full");
-    }
-    layer_kept.assign(view.nodes().size(), 1);
-    op_kept.assign(view.nodes().size(), 1);
-    std::vector<int> products(layers.count, 0);
-    for (int n : view.topological_order()) {
-      const int layer = layers.layer_of_node[n];
-      if (layer < 0) continue;
-      // What leaves the layer: read by a forward node outside it, or by
-      // none (a graph output).
-      bool output = false;
-      for (int v : view.node(n).outputs) {
-        bool read = false;
-        for (int c : view.value(v).consumers) {
-          if (view.node(c).kind != NodeKind::kForward) continue;
-          read = true;
-          output |= layers.layer_of_node[c] != layer;
-        }
-        output |= !read;
-      }
-      const bool product = layers.weight_product[n];
-      layer_kept[n] = output;
-      op_kept[n] = output || view.node(n).fused_attention ||
-                   (product && products[layer] % 2 == 0);
-      products[layer] += product;
-    }
-  }
-  std::vector<char> rerun(selective ? view.nodes().size() : 0, 0);
+  // The one rule of what is rerun (simulator/selective_recompute.h).
+  ASSIGN_OR_RETURN(SelectiveRecompute chosen,
+                   FindSelectiveRecompute(view, strategy));
+  const RepeatedLayers& layers = chosen.layers;
+  const std::vector<char>& rerun = chosen.rerun;
   for (StageModel& st : plan.stages) {
     if (!selective) break;
     for (int n : st.forward) {
-      bool weights = false;
-      for (int v : view.node(n).inputs) {
-        weights |= view.value(v).kind == ValueKind::kParameter;
-      }
-      const bool keep = st.recompute == Recompute::kSelectiveOp ? op_kept[n]
-                        : st.recompute == Recompute::kLayers   ? layer_kept[n]
-                                                               : weights;
-      if (keep) {
+      if (!rerun[n]) {
         st.selective_kept_bytes[slot_of[n]] += static_cast<int64_t>(
             static_cast<double>(view.node(n).saved_workspace_bytes) *
             plan.share_of_node[n]);
       } else {
-        rerun[n] = 1;
         st.selective_rerun.push_back(n);
       }
     }
