@@ -175,6 +175,7 @@ absl::Status TorchStrategyExecutor::Init() {
     }
   }
   InitSharding();
+  RETURN_IF_ERROR(InitRecompute());
   // Messages into this rank per step and channel.
   if (Distributed()) {
     auto expect = [&](int src, int dst, int count) {
@@ -445,6 +446,7 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
                     0);
   saved_.assign(M_, std::vector<SavedOp>(graph_.ops().size()));
   kept_.assign(static_cast<size_t>(S_) * M_, {});
+  kept_reads_.assign(static_cast<size_t>(S_) * M_, {});
   if (strategy_.zero == ZeroStage::kParameters) {
     parked_.assign(M_, std::vector<torch::Tensor>(V_));
   }
@@ -634,11 +636,21 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
   }
   for (size_t s = 0; s < strategy.stages.size(); ++s) {
     if (strategy.stages[s].recompute == Recompute::kNone) continue;
-    if (RecomputesInPart(strategy.stages[s].recompute)) {
+    if (strategy.stages[s].recompute == Recompute::kSelective) {
       return absl::UnimplementedError(absl::StrCat(
-          "stage ", s, " recomputes selectively (",
+          "stage ", s,
+          " recomputes selectively (selective: every op without a weight); "
+          "the strategy executor reruns whole stages or layers (--recompute "
+          "full, layers or selective-op)"));
+    }
+    if (RecomputesByLayer(strategy.stages[s].recompute) &&
+        strategy.zero == ZeroStage::kParameters &&
+        strategy.stages[s].num_replicas() > 1) {
+      return absl::UnimplementedError(absl::StrCat(
+          "stage ", s, " recomputes by layer (",
           RecomputeName(strategy.stages[s].recompute),
-          "); the strategy executor reruns whole stages (--recompute full)"));
+          ") with ZeRO-3: the strategy executor gathers parameters for "
+          "whole passes; recompute it whole (--recompute full) or use ZeRO-2"));
     }
     if (strategy.stages[s].width() > 1) {
       return absl::UnimplementedError(absl::StrCat(

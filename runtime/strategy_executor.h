@@ -79,6 +79,14 @@
 //    under autograd from those (graph inputs, constants and weights read
 //    again; constants copied, so that BatchNormalization's running
 //    statistics are updated once), then runs the backward as usual.
+//    Recomputing by layer (kLayers, kSelectiveOp): the nodes the
+//    simulator's rule reruns (simulator/selective_recompute.h) run without
+//    autograd, and what they read that no rerun node of the stage makes is
+//    kept; before the first backward node of each layer (in the stage's
+//    backward order) that layer's rerun nodes run again under autograd
+//    from it, each kept value let go after its last rerun read. A kept op
+//    that saves a rerun node's output for its backward (selective-op's
+//    products) keeps it, where the simulator counts it rebuilt.
 //  - ZeRO-1 (Strategy::zero): each slot's parameters are dealt to its
 //    replicas (largest first, each to the replica holding the fewest bytes,
 //    as PyTorch's ZeroRedundancyOptimizer); a replica sums and updates only
@@ -115,7 +123,8 @@
 //    as one bucket and takes theirs. Parameter() then answers only where
 //    every shard is on this rank (ParameterShard: the replica's shard).
 //  - Create fails when the strategy does not fit the view and cluster
-//    (CheckStrategy),
+//    (CheckStrategy), a stage recomputes selectively (kSelective) or by
+//    layer with ZeRO-3 over its replicas (Unimplemented),
 //    a stage recomputes over several devices per replica
 //    or holds an op that draws random numbers (Unimplemented, naming the
 //    stage and op: a rerun would draw other numbers), a device is not

@@ -1,10 +1,11 @@
 // The strategy executor's worker state (runtime/strategy_executor.h): one
-// class whose step is split over four files — strategy_executor.cc (the
+// class whose step is split over five files — strategy_executor.cc (the
 // tables Init builds, Step, Create), strategy_tasks.cc (a device's worker:
-// its forward, backward and recomputation tasks, accumulation, allreduce
-// and update), strategy_sharding.cc (ZeRO: the deal, shards, gathers
-// and the round-by-round reduce-scatter), strategy_messages.cc (what
-// crosses ranks). Internal to runtime/: included by those four files only.
+// its forward and backward tasks, accumulation, allreduce and update),
+// strategy_recompute.cc (reruns of stages and layers),
+// strategy_sharding.cc (ZeRO: the deal, shards, gathers and the
+// round-by-round reduce-scatter), strategy_messages.cc (what crosses
+// ranks). Internal to runtime/: included by those five files only.
 #ifndef PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 #define PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 
@@ -32,6 +33,7 @@
 #include "runtime/op_autograd.h"
 #include "runtime/parameter_update.h"
 #include "runtime/strategy_executor.h"
+#include "simulator/selective_recompute.h"
 #include "simulator/strategy.h"
 
 namespace placer {
@@ -152,7 +154,18 @@ class TorchStrategyExecutor : public StrategyExecutor {
       std::map<int, torch::Tensor>* copied,
       const std::function<torch::Tensor(int value)>& activation);
   absl::Status RunForward(int s, int j, int d);
+  // A stage recomputed whole: its forward rerun under autograd before its
+  // backward (strategy_recompute.cc).
   absl::Status Rerun(int s, int j, int d);
+  // Recomputing by layer (Recompute::kLayers, kSelectiveOp): the tables
+  // (selective_, layer_reruns_, reruns_before_, rerun_reads_); whether
+  // forward node n is rerun at its stage's backward (every node of a stage
+  // recomputed whole); and a layer's rerun nodes of stage s run again
+  // under autograd for micro-batch j on device d, from what the forward
+  // kept (kept_, each let go after its last rerun read).
+  absl::Status InitRecompute();
+  bool Reruns(int n) const;
+  absl::Status RerunLayer(int s, int layer, int j, int d);
   absl::Status RunBackward(int s, int j, int d);
   bool Recomputes(int s) const {
     return strategy_.stages[s].recompute != Recompute::kNone;
@@ -311,6 +324,16 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // [s * M + j]: a recomputing stage's inputs made by other stages, by
   // value, from its forward until its backward reruns it.
   std::vector<std::map<int, torch::Tensor>> kept_;
+  // Recomputing by layer: [s * M + j], per kept value, the rerun reads
+  // still to come.
+  std::vector<std::map<int, int>> kept_reads_;
+  SelectiveRecompute selective_;
+  // Per stage: each layer's rerun nodes in forward order; per stage and
+  // value, how many times its rerun nodes read it. Per backward node: the
+  // layers rerun before it.
+  std::vector<std::map<int, std::vector<int>>> layer_reruns_;
+  std::vector<std::map<int, int>> rerun_reads_;
+  std::vector<std::vector<int>> reruns_before_;
   // ZeRO-1: per parameter (value), the replica of its stage that holds its
   // optimizer state and updates it (-1: every replica); the others copy it
   // from there once their slot's replicas have all updated

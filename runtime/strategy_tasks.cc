@@ -89,6 +89,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
   // (ZeRO-3: every weight, gathered, until its last reader of the task).
   std::map<int, torch::Tensor> copied;
   std::set<int> pinned;
+  int current = -1;  // the node reading
   // What other stages made, as this task reads it.
   auto activation = [&](int v) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -104,8 +105,14 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     // Freed after its last read, as a framework frees it (what is not
     // freed early page-faults in fresh memory every step).
     if (--reads_left_[j * V_ + v] == 0) held = torch::Tensor();
-    if (Recomputes(s) && StageOfNode(view_.value(v).producer) != s) {
-      kept_[s * M_ + j].emplace(v, in);
+    // Kept for the rerun: what a rerun node reads that no rerun node of
+    // this stage makes.
+    const int producer = view_.value(v).producer;
+    if (current >= 0 && Reruns(current) &&
+        !(StageOfNode(producer) == s && Reruns(producer)) &&
+        kept_[s * M_ + j].emplace(v, in).second &&
+        RecomputesByLayer(strategy_.stages[s].recompute)) {
+      kept_reads_[s * M_ + j][v] = rerun_reads_[s][v];
     }
     return in;
   };
@@ -117,9 +124,10 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     const TrainingNode& node = view_.node(n);
     RETURN_IF_ERROR(BeforeNode(node));
     const Op& op = graph_.op(node.forward_op);
-    // Recomputing, the backward's rerun keeps what the op saves instead.
+    // Rerun at the backward, the rerun keeps what the op saves instead.
     const bool autograd =
-        view_.backward_node(node.forward_op) >= 0 && !Recomputes(s);
+        view_.backward_node(node.forward_op) >= 0 && !Reruns(n);
+    current = n;
     RETURN_IF_ERROR(GatherBefore(n, d, &copied));
     absl::StatusOr<std::vector<torch::Tensor>> results = ForwardNode(
         n, j, d, autograd, /*copy_constants=*/false, &copied, activation);
@@ -149,56 +157,10 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
   return absl::OkStatus();
 }
 
-absl::Status TorchStrategyExecutor::Rerun(int s, int j, int d) {
-  // The stage's own values of this micro-batch, each freed after its last
-  // read in the rerun (what the ops save for the backward stays in saved_);
-  // what other stages made, as the forward kept it.
-  std::map<int, torch::Tensor> made, kept, copied;
-  std::map<int, int> reads_left;
-  std::set<int> pinned;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    kept.swap(kept_[s * M_ + j]);
-  }
-  auto activation = [&](int v) {
-    torch::Tensor in;
-    if (StageOfNode(view_.value(v).producer) != s) {
-      if (auto at = kept.find(v); at != kept.end()) in = at->second;
-    } else if (auto at = made.find(v); at != made.end()) {
-      in = at->second;
-      if (--reads_left[v] == 0) made.erase(at);
-    }
-    return in;
-  };
-  for (int n : forward_[s]) {
-    const TrainingNode& node = view_.node(n);
-    const Op& op = graph_.op(node.forward_op);
-    // Constants copied: kernels that update state in place
-    // (BatchNormalization's running statistics) did so in the forward.
-    const bool autograd = view_.backward_node(node.forward_op) >= 0;
-    RETURN_IF_ERROR(GatherBefore(n, d, &copied));
-    absl::StatusOr<std::vector<torch::Tensor>> results =
-        ForwardNode(n, j, d, autograd, /*copy_constants=*/true, &copied,
-                    activation);
-    if (!results.ok()) {
-      return WithContext(
-          results.status(),
-          absl::StrCat(node.key, " (micro-batch ", j, ", recomputed): "));
-    }
-    ReleaseAfterForward(n, j, autograd, *results, &copied, &pinned);
-    for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
-      const int t = op.outputs[k];
-      const int v = t >= 0 ? value_of_tensor_[t] : -1;
-      if (v < 0 || forward_reads_[s][v] == 0) continue;
-      made[v] = (*results)[k];
-      reads_left[v] = forward_reads_[s][v];
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
-  if (Recomputes(s)) RETURN_IF_ERROR(Rerun(s, j, d));
+  if (strategy_.stages[s].recompute == Recompute::kFull) {
+    RETURN_IF_ERROR(Rerun(s, j, d));
+  }
   // Tensors are only moved in and out of the shared slots under the lock;
   // the additions run outside it, so that workers do not wait for each
   // other's arithmetic. A slot PartialIndex(sum, s, slot) has one writer:
@@ -245,6 +207,10 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
     parts.clear();
     std::vector<int> tensors;
     for (int v : node.outputs) tensors.push_back(view_.value(v).tensor);
+    // Recomputing by layer: the layers whose first backward node this is.
+    for (int layer : reruns_before_[n]) {
+      RETURN_IF_ERROR(RerunLayer(s, layer, j, d));
+    }
     RETURN_IF_ERROR(RestoreBefore(n, j, d));
     absl::StatusOr<std::vector<torch::Tensor>> grads =
         BackwardOp(graph_, op, std::move(saved_[j][node.forward_op]),

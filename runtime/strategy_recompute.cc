@@ -1,0 +1,167 @@
+// Recomputation in the strategy executor (runtime/strategy_executor.h): a
+// stage recomputed whole reruns its forward at each backward (Rerun); one
+// recomputed by layer (Recompute::kLayers, kSelectiveOp) reruns a layer's
+// rerun nodes (simulator/selective_recompute.h, the simulator's rule) at
+// the layer's first backward node (RerunLayer).
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_helpers.h"
+#include "runtime/op_autograd.h"
+#include "runtime/strategy_executor_impl.h"
+
+namespace placer {
+
+absl::Status TorchStrategyExecutor::InitRecompute() {
+  const size_t N = view_.nodes().size();
+  reruns_before_.assign(N, {});
+  layer_reruns_.assign(S_, {});
+  rerun_reads_.assign(S_, {});
+  ASSIGN_OR_RETURN(selective_, FindSelectiveRecompute(view_, strategy_));
+  for (int s = 0; s < S_; ++s) {
+    if (!RecomputesByLayer(strategy_.stages[s].recompute)) continue;
+    for (int n : forward_[s]) {
+      if (!selective_.rerun[n]) continue;
+      const int layer = selective_.layers.layer_of_node[n];
+      layer_reruns_[s][layer].push_back(n);
+      const Op& op = graph_.op(view_.node(n).forward_op);
+      if (AllOutputsFolded(graph_, op)) continue;
+      for (int t : op.inputs) {
+        const int v = t >= 0 ? value_of_tensor_[t] : -1;
+        if (v >= 0) ++rerun_reads_[s][v];
+      }
+    }
+    // Each layer's rerun before the first of its backward nodes, in the
+    // stage's backward order (as torch's checkpoint reruns a block when
+    // its backward starts).
+    std::set<int> started;
+    for (int b : backward_[s]) {
+      const int n = view_.node(b).forward_op;  // its forward node
+      const int layer = selective_.layers.layer_of_node[n];
+      if (layer < 0 || layer_reruns_[s].count(layer) == 0) continue;
+      if (started.insert(layer).second) reruns_before_[b].push_back(layer);
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool TorchStrategyExecutor::Reruns(int n) const {
+  const Recompute recompute = strategy_.stages[StageOfNode(n)].recompute;
+  return recompute == Recompute::kFull ||
+         (RecomputesInPart(recompute) && !selective_.rerun.empty() &&
+          selective_.rerun[n]);
+}
+
+absl::Status TorchStrategyExecutor::Rerun(int s, int j, int d) {
+  // The stage's own values of this micro-batch, each freed after its last
+  // read in the rerun (what the ops save for the backward stays in saved_);
+  // what other stages made, as the forward kept it.
+  std::map<int, torch::Tensor> made, kept, copied;
+  std::map<int, int> reads_left;
+  std::set<int> pinned;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    kept.swap(kept_[s * M_ + j]);
+  }
+  auto activation = [&](int v) {
+    torch::Tensor in;
+    if (StageOfNode(view_.value(v).producer) != s) {
+      if (auto at = kept.find(v); at != kept.end()) in = at->second;
+    } else if (auto at = made.find(v); at != made.end()) {
+      in = at->second;
+      if (--reads_left[v] == 0) made.erase(at);
+    }
+    return in;
+  };
+  for (int n : forward_[s]) {
+    const TrainingNode& node = view_.node(n);
+    const Op& op = graph_.op(node.forward_op);
+    // Constants copied: kernels that update state in place
+    // (BatchNormalization's running statistics) did so in the forward.
+    const bool autograd = view_.backward_node(node.forward_op) >= 0;
+    RETURN_IF_ERROR(GatherBefore(n, d, &copied));
+    absl::StatusOr<std::vector<torch::Tensor>> results =
+        ForwardNode(n, j, d, autograd, /*copy_constants=*/true, &copied,
+                    activation);
+    if (!results.ok()) {
+      return WithContext(
+          results.status(),
+          absl::StrCat(node.key, " (micro-batch ", j, ", recomputed): "));
+    }
+    ReleaseAfterForward(n, j, autograd, *results, &copied, &pinned);
+    for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
+      const int t = op.outputs[k];
+      const int v = t >= 0 ? value_of_tensor_[t] : -1;
+      if (v < 0 || forward_reads_[s][v] == 0) continue;
+      made[v] = (*results)[k];
+      reads_left[v] = forward_reads_[s][v];
+    }
+  }
+  return absl::OkStatus();
+}
+
+
+absl::Status TorchStrategyExecutor::RerunLayer(int s, int layer, int j,
+                                               int d) {
+  // What the layer's rerun nodes make, each freed after its last read in
+  // the rerun (what the ops save for the backward stays in saved_); what
+  // they read from elsewhere, as the forward kept it, let go after the
+  // last rerun that reads it.
+  std::map<int, torch::Tensor> made, copied;
+  std::map<int, int> reads_left;
+  std::set<int> pinned;
+  const std::vector<int>& nodes = layer_reruns_[s].at(layer);
+  for (int n : nodes) {
+    const Op& op = graph_.op(view_.node(n).forward_op);
+    for (int t : op.inputs) {
+      const int v = t >= 0 ? value_of_tensor_[t] : -1;
+      if (v >= 0 && view_.value(v).producer >= 0 &&
+          Reruns(view_.value(v).producer) &&
+          StageOfNode(view_.value(v).producer) == s) {
+        ++reads_left[v];
+      }
+    }
+  }
+  auto activation = [&](int v) {
+    torch::Tensor in;
+    const int producer = view_.value(v).producer;
+    if (StageOfNode(producer) == s && Reruns(producer)) {
+      if (auto at = made.find(v); at != made.end()) {
+        in = at->second;
+        if (--reads_left[v] == 0) made.erase(at);
+      }
+      return in;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    std::map<int, torch::Tensor>& kept = kept_[s * M_ + j];
+    if (auto at = kept.find(v); at != kept.end()) {
+      in = at->second;
+      if (--kept_reads_[s * M_ + j][v] == 0) kept.erase(at);
+    }
+    return in;
+  };
+  for (int n : nodes) {
+    const TrainingNode& node = view_.node(n);
+    const Op& op = graph_.op(node.forward_op);
+    const bool autograd = view_.backward_node(node.forward_op) >= 0;
+    absl::StatusOr<std::vector<torch::Tensor>> results =
+        ForwardNode(n, j, d, autograd, /*copy_constants=*/true, &copied,
+                    activation);
+    if (!results.ok()) {
+      return WithContext(
+          results.status(),
+          absl::StrCat(node.key, " (micro-batch ", j, ", recomputed): "));
+    }
+    for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
+      const int t = op.outputs[k];
+      const int v = t >= 0 ? value_of_tensor_[t] : -1;
+      if (v < 0 || reads_left.count(v) == 0) continue;
+      made[v] = (*results)[k];
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace placer
