@@ -165,6 +165,12 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // kept (kept_, each let go after its last rerun read).
   absl::Status InitRecompute();
   bool Reruns(int n) const;
+  bool HasBackward(int n) const;  // forward node n's op has a backward node
+  // Forward node n run again for micro-batch j on device d (under autograd
+  // when it has a backward), errors naming it as recomputed.
+  absl::StatusOr<std::vector<torch::Tensor>> RerunNode(
+      int n, int j, int d, std::map<int, torch::Tensor>* copied,
+      const std::function<torch::Tensor(int value)>& activation);
   absl::Status RerunLayer(int s, int layer, int j, int d);
   absl::Status RunBackward(int s, int j, int d);
   bool Recomputes(int s) const {

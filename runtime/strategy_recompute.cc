@@ -3,6 +3,7 @@
 // recomputed by layer (Recompute::kLayers, kSelectiveOp) reruns a layer's
 // rerun nodes (simulator/selective_recompute.h, the simulator's rule) at
 // the layer's first backward node (RerunLayer).
+#include <functional>
 #include <map>
 #include <set>
 #include <utility>
@@ -47,6 +48,27 @@ absl::Status TorchStrategyExecutor::InitRecompute() {
   return absl::OkStatus();
 }
 
+bool TorchStrategyExecutor::HasBackward(int n) const {
+  return view_.backward_node(view_.node(n).forward_op) >= 0;
+}
+
+absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::RerunNode(
+    int n, int j, int d, std::map<int, torch::Tensor>* copied,
+    const std::function<torch::Tensor(int value)>& activation) {
+  // Under autograd into saved_; constants copied: kernels that update state
+  // in place (BatchNormalization's running statistics) did so in the
+  // forward.
+  absl::StatusOr<std::vector<torch::Tensor>> results =
+      ForwardNode(n, j, d, HasBackward(n), /*copy_constants=*/true, copied,
+                  activation);
+  if (!results.ok()) {
+    return WithContext(results.status(),
+                       absl::StrCat(view_.node(n).key, " (micro-batch ", j,
+                                    ", recomputed): "));
+  }
+  return results;
+}
+
 bool TorchStrategyExecutor::Reruns(int n) const {
   const Recompute recompute = strategy_.stages[StageOfNode(n)].recompute;
   return recompute == Recompute::kFull ||
@@ -76,26 +98,16 @@ absl::Status TorchStrategyExecutor::Rerun(int s, int j, int d) {
     return in;
   };
   for (int n : forward_[s]) {
-    const TrainingNode& node = view_.node(n);
-    const Op& op = graph_.op(node.forward_op);
-    // Constants copied: kernels that update state in place
-    // (BatchNormalization's running statistics) did so in the forward.
-    const bool autograd = view_.backward_node(node.forward_op) >= 0;
+    const Op& op = graph_.op(view_.node(n).forward_op);
     RETURN_IF_ERROR(GatherBefore(n, d, &copied));
-    absl::StatusOr<std::vector<torch::Tensor>> results =
-        ForwardNode(n, j, d, autograd, /*copy_constants=*/true, &copied,
-                    activation);
-    if (!results.ok()) {
-      return WithContext(
-          results.status(),
-          absl::StrCat(node.key, " (micro-batch ", j, ", recomputed): "));
-    }
-    ReleaseAfterForward(n, j, autograd, *results, &copied, &pinned);
-    for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
+    ASSIGN_OR_RETURN(std::vector<torch::Tensor> results,
+                     RerunNode(n, j, d, &copied, activation));
+    ReleaseAfterForward(n, j, HasBackward(n), results, &copied, &pinned);
+    for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) {
       const int t = op.outputs[k];
       const int v = t >= 0 ? value_of_tensor_[t] : -1;
       if (v < 0 || forward_reads_[s][v] == 0) continue;
-      made[v] = (*results)[k];
+      made[v] = results[k];
       reads_left[v] = forward_reads_[s][v];
     }
   }
@@ -143,22 +155,14 @@ absl::Status TorchStrategyExecutor::RerunLayer(int s, int layer, int j,
     return in;
   };
   for (int n : nodes) {
-    const TrainingNode& node = view_.node(n);
-    const Op& op = graph_.op(node.forward_op);
-    const bool autograd = view_.backward_node(node.forward_op) >= 0;
-    absl::StatusOr<std::vector<torch::Tensor>> results =
-        ForwardNode(n, j, d, autograd, /*copy_constants=*/true, &copied,
-                    activation);
-    if (!results.ok()) {
-      return WithContext(
-          results.status(),
-          absl::StrCat(node.key, " (micro-batch ", j, ", recomputed): "));
-    }
-    for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
+    const Op& op = graph_.op(view_.node(n).forward_op);
+    ASSIGN_OR_RETURN(std::vector<torch::Tensor> results,
+                     RerunNode(n, j, d, &copied, activation));
+    for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) {
       const int t = op.outputs[k];
       const int v = t >= 0 ? value_of_tensor_[t] : -1;
       if (v < 0 || reads_left.count(v) == 0) continue;
-      made[v] = (*results)[k];
+      made[v] = results[k];
     }
   }
   return absl::OkStatus();
