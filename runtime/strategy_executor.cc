@@ -641,7 +641,9 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
           "stage ", s,
           " recomputes selectively (selective: every op without a weight); "
           "the strategy executor reruns whole stages or layers (--recompute "
-          "full, layers or selective-op)"));
+          "full, layers or selective-op): run op by op under autograd, the "
+          "products it keeps would keep the rerun values they read, more "
+          "than without recomputation"));
     }
     if (RecomputesByLayer(strategy.stages[s].recompute) &&
         strategy.zero == ZeroStage::kParameters &&
