@@ -647,12 +647,13 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
     }
     if (RecomputesByLayer(strategy.stages[s].recompute) &&
         strategy.zero == ZeroStage::kParameters &&
-        strategy.stages[s].num_replicas() > 1) {
+        strategy.stages[s].num_replicas() > 1 && options.ranks != nullptr) {
       return absl::UnimplementedError(absl::StrCat(
           "stage ", s, " recomputes by layer (",
           RecomputeName(strategy.stages[s].recompute),
-          ") with ZeRO-3: the strategy executor gathers parameters for "
-          "whole passes; recompute it whole (--recompute full) or use ZeRO-2"));
+          ") with ZeRO-3 across ranks: the ranks exchange shards for whole "
+          "passes; run it in one process, recompute it whole (--recompute "
+          "full), or use ZeRO-2"));
     }
     if (strategy.stages[s].width() > 1) {
       return absl::UnimplementedError(absl::StrCat(

@@ -156,6 +156,18 @@ absl::Status TorchStrategyExecutor::RerunLayer(int s, int layer, int j,
   };
   for (int n : nodes) {
     const Op& op = graph_.op(view_.node(n).forward_op);
+    // ZeRO-3 (one process): the node's weights gathered from the shards;
+    // the copies stay with the saved graphs until the layer's backward,
+    // which reads them (as FSDP's backward gathers the layer again).
+    if (ShardsParametersOf(s)) {
+      for (int t : op.inputs) {
+        const int v = t >= 0 ? value_of_tensor_[t] : -1;
+        if (v >= 0 && view_.value(v).kind == ValueKind::kParameter &&
+            copied.count(v) == 0) {
+          copied[v] = Gather(v, d);
+        }
+      }
+    }
     ASSIGN_OR_RETURN(std::vector<torch::Tensor> results,
                      RerunNode(n, j, d, &copied, activation));
     for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) {

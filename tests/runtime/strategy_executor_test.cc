@@ -453,7 +453,8 @@ TEST(StrategyExecutorTest, RecomputationLowersTheAllocatedPeakAsSimulated) {
 // its input and output; selective-op: also its attention cores and every
 // other product) on decoders: PyTorch's Llama-style export and the zoo's
 // GPT and Llama. Two replicas of 4 micro-batches, and two stages under
-// 1F1B and GPipe: one device's losses and parameters. The allocated peaks
+// 1F1B and GPipe, and two replicas with ZeRO-3: one device's losses and
+// parameters. The allocated peaks
 // of stages holding more than 512 KB are within -15%/+20% of the
 // simulated ones (measured 0.91-1.17: under GPipe the simulator counts
 // each stashed value at its own size where LibTorch's reshaped and
@@ -491,7 +492,10 @@ TEST(StrategyExecutorTest, RecomputingByLayerMatchesOneDevice) {
     Strategy gpipe = *pipeline;
     gpipe.schedule = PipelineSchedule::kGPipe;
     pipeline->schedule = PipelineSchedule::k1F1B;
-    for (const Strategy& plan : {data, *pipeline, gpipe}) {
+    // ZeRO-3 too (the layer's rerun gathers its weights again).
+    Strategy sharded = data;
+    sharded.zero = ZeroStage::kParameters;
+    for (const Strategy& plan : {data, *pipeline, gpipe, sharded}) {
       std::vector<std::vector<std::pair<int64_t, int64_t>>> peaks;
       for (Recompute recompute :
            {Recompute::kNone, Recompute::kLayers, Recompute::kSelectiveOp}) {
@@ -593,8 +597,7 @@ void ExpectRefused(const TrainingView& view, const Strategy& s,
 
 // What the executor cannot run it refuses by name rather than run another
 // plan: a recomputing stage over several devices per replica,
-// selective recomputation (every op without a weight), recomputation by
-// layer with ZeRO-3, tensor parallelism, and a
+// selective recomputation (every op without a weight), tensor parallelism, and a
 // recomputing stage with an op that draws random numbers (PyTorch's
 // training-mode GPT-2 export: Dropout given a training_mode input).
 TEST(StrategyExecutorTest, WhatItCannotRecomputeIsRefusedByName) {
@@ -610,11 +613,7 @@ TEST(StrategyExecutorTest, WhatItCannotRecomputeIsRefusedByName) {
   Strategy selective = OneDevice(gnmt, 1);
   selective.stages[0].recompute = Recompute::kSelective;
   ExpectRefused(gnmt, selective, "recomputes selectively");
-  Strategy layered = OneDevice(gnmt, 2);
-  layered.stages[0] = PipelineStage::OneDevicePerReplica({0, 1});
-  layered.stages[0].recompute = Recompute::kLayers;
-  layered.zero = ZeroStage::kParameters;
-  ExpectRefused(gnmt, layered, "recomputes by layer (layers) with ZeRO-3");
+
   Strategy tensor = OneDevice(gnmt, 1);
   tensor.stages[0] = PipelineStage::OfTensorGroups({{0, 1}});
   ExpectRefused(gnmt, tensor, "tensor parallelism");
