@@ -206,11 +206,18 @@ absl::Status TorchStrategyExecutor::Init() {
           // ZeRO-2/3: every round, a bucket of parts for each replica on
           // another rank; ZeRO-3 also a bucket of shards for each gather
           // of a forward (and rerun) and a backward pass.
+          // (Recomputing by layer: one more per layer rerun that reads
+          // weights.)
           const int passes = M_ / stage.num_replicas();
+          int layer_gathers = 0;
+          for (const auto& [layer, read] : layer_parameters_[s]) {
+            layer_gathers += read.empty() ? 0 : 1;
+          }
           const int gathers =
               passes * (gather_events_[s].first *
                             (stage.recompute == Recompute::kFull ? 2 : 1) +
-                        gather_events_[s].second);
+                        gather_events_[s].second +
+                        (ShardsParametersOf(s) ? layer_gathers : 0));
           for (int r : devices) {
             for (int q : devices) {
               if (RankOf(r) != RankOf(q)) expect(r, q, passes + gathers);
@@ -644,16 +651,6 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
           "full, layers or selective-op): run op by op under autograd, the "
           "products it keeps would keep the rerun values they read, more "
           "than without recomputation"));
-    }
-    if (RecomputesByLayer(strategy.stages[s].recompute) &&
-        strategy.zero == ZeroStage::kParameters &&
-        strategy.stages[s].num_replicas() > 1 && options.ranks != nullptr) {
-      return absl::UnimplementedError(absl::StrCat(
-          "stage ", s, " recomputes by layer (",
-          RecomputeName(strategy.stages[s].recompute),
-          ") with ZeRO-3 across ranks: the ranks exchange shards for whole "
-          "passes; run it in one process, recompute it whole (--recompute "
-          "full), or use ZeRO-2"));
     }
     if (strategy.stages[s].width() > 1) {
       return absl::UnimplementedError(absl::StrCat(

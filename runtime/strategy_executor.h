@@ -87,9 +87,10 @@
 //    from it, each kept value let go after its last rerun read. A kept op
 //    that saves a rerun node's output for its backward (selective-op's
 //    products) keeps it, where the simulator counts it rebuilt. With
-//    ZeRO-3 (in one process) a layer's rerun gathers its weights whole
-//    from the shards; the copies stay with the saved graphs until the
-//    layer's backward has read them.
+//    ZeRO-3 a layer's rerun gathers the weights it reads whole from the
+//    shards at once (across ranks, one exchange, as the others); the
+//    copies stay with the saved graphs until the layer's backward has
+//    read them.
 //  - ZeRO-1 (Strategy::zero): each slot's parameters are dealt to its
 //    replicas (largest first, each to the replica holding the fewest bytes,
 //    as PyTorch's ZeroRedundancyOptimizer); a replica sums and updates only
@@ -126,8 +127,8 @@
 //    as one bucket and takes theirs. Parameter() then answers only where
 //    every shard is on this rank (ParameterShard: the replica's shard).
 //  - Create fails when the strategy does not fit the view and cluster
-//    (CheckStrategy), a stage recomputes selectively (kSelective), or by
-//    layer with ZeRO-3 over replicas on several ranks (Unimplemented),
+//    (CheckStrategy), a stage recomputes selectively (kSelective;
+//    Unimplemented),
 //    a stage recomputes over several devices per replica
 //    or holds an op that draws random numbers (Unimplemented, naming the
 //    stage and op: a rerun would draw other numbers), a device is not

@@ -338,6 +338,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // value, how many times its rerun nodes read it. Per backward node: the
   // layers rerun before it.
   std::vector<std::map<int, std::vector<int>>> layer_reruns_;
+  // Per stage and layer: the parameters its rerun reads (ZeRO-3 gathers
+  // them at once before it).
+  std::vector<std::map<int, std::vector<int>>> layer_parameters_;
   std::vector<std::map<int, int>> rerun_reads_;
   std::vector<std::vector<int>> reruns_before_;
   // ZeRO-1: per parameter (value), the replica of its stage that holds its

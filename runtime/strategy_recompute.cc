@@ -19,20 +19,28 @@ absl::Status TorchStrategyExecutor::InitRecompute() {
   const size_t N = view_.nodes().size();
   reruns_before_.assign(N, {});
   layer_reruns_.assign(S_, {});
+  layer_parameters_.assign(S_, {});
   rerun_reads_.assign(S_, {});
   ASSIGN_OR_RETURN(selective_, FindSelectiveRecompute(view_, strategy_));
   for (int s = 0; s < S_; ++s) {
     if (!RecomputesByLayer(strategy_.stages[s].recompute)) continue;
+    std::map<int, std::set<int>> weights;  // per layer, its rerun's
     for (int n : forward_[s]) {
       if (!selective_.rerun[n]) continue;
       const int layer = selective_.layers.layer_of_node[n];
       layer_reruns_[s][layer].push_back(n);
+      std::set<int>& read = weights[layer];
       const Op& op = graph_.op(view_.node(n).forward_op);
       if (AllOutputsFolded(graph_, op)) continue;
       for (int t : op.inputs) {
         const int v = t >= 0 ? value_of_tensor_[t] : -1;
-        if (v >= 0) ++rerun_reads_[s][v];
+        if (v < 0) continue;
+        ++rerun_reads_[s][v];
+        if (view_.value(v).kind == ValueKind::kParameter) read.insert(v);
       }
+    }
+    for (const auto& [layer, read] : weights) {
+      layer_parameters_[s][layer].assign(read.begin(), read.end());
     }
     // Each layer's rerun before the first of its backward nodes, in the
     // stage's backward order (as torch's checkpoint reruns a block when
@@ -125,6 +133,22 @@ absl::Status TorchStrategyExecutor::RerunLayer(int s, int layer, int j,
   std::map<int, int> reads_left;
   std::set<int> pinned;
   const std::vector<int>& nodes = layer_reruns_[s].at(layer);
+  // ZeRO-3: the weights the layer's rerun reads, gathered whole from the
+  // shards at once (across ranks, one exchange); the copies stay with the
+  // saved graphs until the layer's backward has read them (as FSDP's
+  // backward gathers the layer again).
+  if (ShardsParametersOf(s)) {
+    const std::vector<int>& parameters = layer_parameters_[s].at(layer);
+    using Others = std::vector<std::map<int, torch::Tensor>>;
+    ASSIGN_OR_RETURN(Others others, ExchangeShards(s, d, parameters));
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      const int v = parameters[i];
+      torch::Tensor whole = torch::empty(
+          host_[v].sizes(), params_[d][v].options().device(devices_[d]));
+      FillFromShards(whole, v, others[i]);
+      copied[v] = std::move(whole);
+    }
+  }
   for (int n : nodes) {
     const Op& op = graph_.op(view_.node(n).forward_op);
     for (int t : op.inputs) {
@@ -156,18 +180,6 @@ absl::Status TorchStrategyExecutor::RerunLayer(int s, int layer, int j,
   };
   for (int n : nodes) {
     const Op& op = graph_.op(view_.node(n).forward_op);
-    // ZeRO-3 (one process): the node's weights gathered from the shards;
-    // the copies stay with the saved graphs until the layer's backward,
-    // which reads them (as FSDP's backward gathers the layer again).
-    if (ShardsParametersOf(s)) {
-      for (int t : op.inputs) {
-        const int v = t >= 0 ? value_of_tensor_[t] : -1;
-        if (v >= 0 && view_.value(v).kind == ValueKind::kParameter &&
-            copied.count(v) == 0) {
-          copied[v] = Gather(v, d);
-        }
-      }
-    }
     ASSIGN_OR_RETURN(std::vector<torch::Tensor> results,
                      RerunNode(n, j, d, &copied, activation));
     for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) {

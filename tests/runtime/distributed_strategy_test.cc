@@ -398,6 +398,37 @@ TEST(DistributedStrategyTest, ZeroTwoAndThreeOverStagesAndRanks) {
   }
 }
 
+// Each layer recomputed (--recompute layers) with ZeRO-3 on the zoo's
+// Llama, four replicas over two ranks: each layer's rerun gathers its
+// weights once more (one exchange between the ranks); one process's
+// shards, whose whole parameters are one device's without either.
+TEST(DistributedStrategyTest, LayersRecomputedWithZeroThreeAcrossRanks) {
+  const Cluster cluster = Cpus(4);
+  zoo::ZooParams p;
+  p.layers = 2;
+  p.hidden = 32;
+  p.heads = 4;
+  p.kv_heads = 2;
+  p.ffn = 64;
+  p.seq_len = 8;
+  p.vocab = 40;
+  p.batch_size = 2;
+  absl::StatusOr<Graph> graph =
+      ImportOnnxModel(*zoo::BuildZooModel("llama", p), "zoo:llama", {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  TrainingView view = BuildTrainingView(*graph);
+  Strategy data;
+  data.stage_of_op.assign(view.num_groups(), 0);
+  data.stages = {PipelineStage::OneDevicePerReplica({0, 1, 2, 3})};
+  data.micro_batches = 4;
+  Strategy zero = data;
+  zero.zero = ZeroStage::kParameters;
+  zero.stages[0].recompute = Recompute::kLayers;
+  const RunResult threads = RunOneProcess(view, cluster, zero);
+  ExpectSame(RunOneProcess(view, cluster, data), threads);
+  ExpectSameShards(threads, RunRanks(view, cluster, zero, 2));
+}
+
 // A replica's devices in one rank each, the slots' allreduce between the
 // ranks: one process's losses and parameters; with ZeRO-2 too. A replica
 // split over ranks is refused, naming it.
