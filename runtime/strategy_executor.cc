@@ -594,8 +594,9 @@ std::vector<int> TorchStrategyExecutor::SlotParameters(int s, int slot,
   return parameters;
 }
 
-absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(
-    absl::string_view name, int replica) const {
+absl::StatusOr<TorchStrategyExecutor::LocalParameterAt>
+TorchStrategyExecutor::LocalParameter(absl::string_view name,
+                                      int replica) const {
   for (int g = 0; g < view_.num_groups(); ++g) {
     for (int p : view_.group_parameters(g)) {
       if (view_.value(p).name != name) continue;
@@ -611,23 +612,30 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(
                                                 "' replica ", replica,
                                                 " is on rank ", RankOf(d)));
       }
-      // ZeRO-3: the replica's shard holds part of it; gathered whole.
-      if (ShardsParametersOf(strategy_.stage_of_op[g])) {
-        const PipelineStage& stage = strategy_.stages[strategy_.stage_of_op[g]];
-        for (int k = 0; k < stage.num_replicas(); ++k) {
-          if (!Local(stage.device(k, 0))) {
-            return absl::FailedPreconditionError(absl::StrCat(
-                "parameter '", name, "' (ZeRO-3): replica ", k,
-                "'s shard of it is on rank ", RankOf(stage.device(k, 0)),
-                "; ParameterShard gives this rank's shards"));
-          }
-        }
-        return Gather(p, d).to(torch::kCPU);
-      }
-      return params_[d][p].to(torch::kCPU).clone();
+      return LocalParameterAt{p, d};
     }
   }
   return absl::NotFoundError(absl::StrCat("no parameter '", name, "'"));
+}
+
+absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(
+    absl::string_view name, int replica) const {
+  ASSIGN_OR_RETURN(LocalParameterAt at, LocalParameter(name, replica));
+  const int s = strategy_.stage_of_op[group_of_parameter_[at.value]];
+  // ZeRO-3: the replica's shard holds part of it; gathered whole.
+  if (ShardsParametersOf(s)) {
+    const PipelineStage& stage = strategy_.stages[s];
+    for (int k = 0; k < stage.num_replicas(); ++k) {
+      if (!Local(stage.device(k, 0))) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "parameter '", name, "' (ZeRO-3): replica ", k,
+            "'s shard of it is on rank ", RankOf(stage.device(k, 0)),
+            "; ParameterShard gives this rank's shards"));
+      }
+    }
+    return Gather(at.value, at.device).to(torch::kCPU);
+  }
+  return params_[at.device][at.value].to(torch::kCPU).clone();
 }
 
 absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(

@@ -61,6 +61,14 @@ class TorchStrategyExecutor : public StrategyExecutor {
                                           int replica) const override;
   absl::StatusOr<torch::Tensor> ParameterShard(absl::string_view name,
                                                int replica) const override;
+  // The parameter `name` (value) of replica `replica` of its stage and the
+  // device of this process holding it; NotFound as Parameter's.
+  struct LocalParameterAt {
+    int value = -1;
+    int device = -1;
+  };
+  absl::StatusOr<LocalParameterAt> LocalParameter(absl::string_view name,
+                                                  int replica) const;
 
  private:
   // What a message between ranks carries: its id's low bits say the kind.
@@ -202,11 +210,13 @@ class TorchStrategyExecutor : public StrategyExecutor {
   torch::Tensor Shard(const torch::Tensor& whole, int v, int k) const;
   // Its first element and length.
   std::pair<int64_t, int64_t> ShardRange(int v, int k) const;
-  // ZeRO-3: parameter v whole on device d from its replicas' shards (this
-  // process's; as FSDP's all-gather fills its unsharded buffer);
+  // ZeRO-3: parameter v whole on device d from its replicas' shards
+  // (this process's, and those of `others`; as FSDP's all-gather fills its
+  // unsharded buffer);
   // FillFromShards writes them into `whole` (v's shape), taking replica
   // k's from `others` when it has k.
-  torch::Tensor Gather(int v, int d) const;
+  torch::Tensor Gather(int v, int d,
+                       const std::map<int, torch::Tensor>& others = {}) const;
   void FillFromShards(const torch::Tensor& whole, int v,
                       const std::map<int, torch::Tensor>& others) const;
   // ZeRO-3, one gather of `parameters` (of stage s) by device d: across
@@ -246,6 +256,14 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // `flush`, also the rounds some replica sent nothing for (called once
   // every task of the stage has ended).
   void Deliver(int s, int p, int j, int from, int to, torch::Tensor g);
+  // ZeRO-2/3, after stage s's backward of micro-batch j on device d: the
+  // gradients it completed (`completed`, parameter and part, taken) cut
+  // into the shards' parts, delivered here or sent to the other ranks'
+  // replicas as one bucket each; returns once the round's reduce-scatter
+  // has every replica's parts (a wait, added to waited_seconds_[d]).
+  absl::Status ReduceScatter(
+      int s, int j, int d,
+      std::vector<std::pair<int, torch::Tensor>>* completed);
   void FoldRounds(int p, int to, bool flush)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(fold_mu_);
   // After a task on local device d: what other ranks need from it.

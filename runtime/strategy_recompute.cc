@@ -142,11 +142,7 @@ absl::Status TorchStrategyExecutor::RerunLayer(int s, int layer, int j,
     using Others = std::vector<std::map<int, torch::Tensor>>;
     ASSIGN_OR_RETURN(Others others, ExchangeShards(s, d, parameters));
     for (size_t i = 0; i < parameters.size(); ++i) {
-      const int v = parameters[i];
-      torch::Tensor whole = torch::empty(
-          host_[v].sizes(), params_[d][v].options().device(devices_[d]));
-      FillFromShards(whole, v, others[i]);
-      copied[v] = std::move(whole);
+      copied[parameters[i]] = Gather(parameters[i], d, others[i]);
     }
   }
   for (int n : nodes) {

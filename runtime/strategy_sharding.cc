@@ -105,34 +105,18 @@ bool TorchStrategyExecutor::SendsUpdated(int s, int slot, int k) const {
 
 absl::StatusOr<torch::Tensor> TorchStrategyExecutor::ParameterShard(
     absl::string_view name, int replica) const {
-  for (int g = 0; g < view_.num_groups(); ++g) {
-    for (int p : view_.group_parameters(g)) {
-      if (view_.value(p).name != name) continue;
-      const int s = strategy_.stage_of_op[g];
-      if (!ShardsGradientsOf(s)) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("parameter '", name, "': stage ", s,
-                         " is not sharded (ZeRO-2 or -3 over replicas)"));
-      }
-      if (replica < 0 || replica >= strategy_.stages[s].num_replicas()) {
-        return absl::NotFoundError(absl::StrCat(
-            "parameter '", name, "' has ",
-            strategy_.stages[s].num_replicas(), " replicas"));
-      }
-      const int d = ParameterDevice(p, replica);
-      if (!Local(d)) {
-        return absl::NotFoundError(absl::StrCat("parameter '", name,
-                                                "' replica ", replica,
-                                                " is on rank ", RankOf(d)));
-      }
-      // ZeRO-3 holds the shard itself, ZeRO-2 the whole parameter.
-      const torch::Tensor shard = ShardsParametersOf(s)
-                                      ? params_[d][p]
-                                      : Shard(params_[d][p], p, replica);
-      return shard.to(torch::kCPU).clone();
-    }
+  ASSIGN_OR_RETURN(LocalParameterAt at, LocalParameter(name, replica));
+  const int s = strategy_.stage_of_op[group_of_parameter_[at.value]];
+  if (!ShardsGradientsOf(s)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("parameter '", name, "': stage ", s,
+                     " is not sharded (ZeRO-2 or -3 over replicas)"));
   }
-  return absl::NotFoundError(absl::StrCat("no parameter '", name, "'"));
+  // ZeRO-3 holds the shard itself, ZeRO-2 the whole parameter.
+  const torch::Tensor& held = params_[at.device][at.value];
+  const torch::Tensor shard =
+      ShardsParametersOf(s) ? held : Shard(held, at.value, replica);
+  return shard.to(torch::kCPU).clone();
 }
 
 void TorchStrategyExecutor::InitSharding() {
@@ -245,10 +229,11 @@ void TorchStrategyExecutor::FillFromShards(
   }
 }
 
-torch::Tensor TorchStrategyExecutor::Gather(int v, int d) const {
+torch::Tensor TorchStrategyExecutor::Gather(
+    int v, int d, const std::map<int, torch::Tensor>& others) const {
   torch::Tensor whole = torch::empty(
       host_[v].sizes(), params_[d][v].options().device(devices_[d]));
-  FillFromShards(whole, v, {});
+  FillFromShards(whole, v, others);
   return whole;
 }
 
@@ -301,11 +286,7 @@ absl::Status TorchStrategyExecutor::GatherBefore(
   using Others = std::vector<std::map<int, torch::Tensor>>;
   ASSIGN_OR_RETURN(Others others, ExchangeShards(StageOfNode(n), d, parameters));
   for (size_t i = 0; i < parameters.size(); ++i) {
-    const int v = parameters[i];
-    torch::Tensor whole = torch::empty(
-        host_[v].sizes(), params_[d][v].options().device(devices_[d]));
-    FillFromShards(whole, v, others[i]);
-    (*copied)[v] = std::move(whole);
+    (*copied)[parameters[i]] = Gather(parameters[i], d, others[i]);
   }
   return absl::OkStatus();
 }
@@ -355,6 +336,81 @@ absl::Status TorchStrategyExecutor::RestoreBefore(int b, int j, int d) {
 
 void TorchStrategyExecutor::ReleaseAfterBackward(int b, int j) {
   for (int v : released_after_backward_[b]) parked_[j][v] = torch::Tensor();
+}
+
+absl::Status TorchStrategyExecutor::ReduceScatter(
+    int s, int j, int d,
+    std::vector<std::pair<int, torch::Tensor>>* completed) {
+  // The micro-batch's gradient (its slots' parts added in slot order).
+  std::map<int, torch::Tensor> gradient;
+  torch::NoGradGuard no_grad;
+  for (auto& [p, g] : *completed) {
+    torch::Tensor& sum = gradient[p];
+    sum = sum.defined() ? sum + g.to(sum.device()) : std::move(g);
+  }
+  // Each shard's part, a copy of its own held here (the send buffer) so
+  // that the gradient goes before the next one's parts are made, for the
+  // shard's replica; its device receives the parts when the round's
+  // reduce-scatter runs (FoldRounds). For a replica on another rank, the
+  // parts of every parameter of the slot (zeros where no gradient
+  // flowed) go as one flat bucket.
+  const int slot = slot_of_device_[d];
+  const std::vector<int> replicas = SlotDevices(strategy_.stages[s], slot);
+  const int R = static_cast<int>(replicas.size());
+  const std::vector<int> parameters = SlotParameters(s, slot);
+  if (parameters.empty()) return absl::OkStatus();
+  std::vector<std::vector<torch::Tensor>> buckets(R);
+  for (int p : parameters) {
+    auto at = gradient.find(p);
+    for (int k = 0; k < R; ++k) {
+      if (!Local(replicas[k])) {
+        buckets[k].push_back(
+            at != gradient.end()
+                ? Shard(at->second, p, k)
+                      .to(torch::Device(torch::kCPU), /*non_blocking=*/false,
+                          /*copy=*/true)
+                : torch::zeros({ShardRange(p, k).second},
+                               params_[d][p].options().device(torch::kCPU)));
+        continue;
+      }
+      if (at == gradient.end()) continue;
+      torch::Tensor part = Shard(at->second, p, k);
+      if (part.numel() == 0) continue;
+      Deliver(s, p, j, replica_of_device_[d], k, part.clone());
+    }
+    if (at != gradient.end()) at->second = torch::Tensor();
+  }
+  const int round = j / R;
+  for (int k = 0; k < R; ++k) {
+    if (Local(replicas[k])) continue;
+    absl::Status sent = CatchExceptions("reduce-scatter: ", [&] {
+      return options_.ranks->SendTensor(
+          torch::cat(buckets[k]),
+          static_cast<int64_t>(s) * kKinds + kShardGradients,
+          RankOf(replicas[k]), Channel(d, replicas[k]));
+    });
+    if (!sent.ok()) {
+      return absl::Status(
+          sent.code(), absl::StrCat(sent.message(), " (reduce-scatter ",
+                                    cluster_.device(d).name, " -> ",
+                                    cluster_.device(replicas[k]).name, ")"));
+    }
+  }
+  // As the collective it is, the round's reduce-scatter ends once every
+  // replica has delivered its parts to this process's replicas: a
+  // replica does not run ahead with its rounds' parts piling up on the
+  // others.
+  const int local = LocalReplicas(s, slot);
+  const size_t key = RoundKey(s, slot, round);
+  const auto start = SteadyClock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  rounds_delivered_[key] += local;
+  cv_.notify_all();
+  cv_.wait(lock, [&] {
+    return !failure_.ok() || rounds_delivered_[key] == local * R;
+  });
+  waited_seconds_[d] += SecondsSince(start);
+  return absl::OkStatus();
 }
 
 void TorchStrategyExecutor::Deliver(int s, int p, int j, int from, int to,
