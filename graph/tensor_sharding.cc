@@ -368,6 +368,24 @@ absl::StatusOr<TensorSharding> Sharder::Run(
     out.group_of_op[op] = Size(static_cast<int>(op));
   }
   out.op = op_;
+  out.op_layouts.resize(graph_.ops().size());
+  for (size_t op = 0; op < graph_.ops().size(); ++op) {
+    const std::optional<OpRule> rule = Rule(static_cast<int>(op), op_[op]);
+    if (!rule) {
+      const Op& o = graph_.op(static_cast<int>(op));
+      return absl::InternalError(absl::StrCat(
+          "tensor sharding: op ", o.key, " (", o.op_type, ") has no rule for ",
+          OpShardingName(op_[op]), " it was given"));
+    }
+    OpLayouts& layouts = out.op_layouts[op];
+    for (const InputNeed& need : rule->inputs) {
+      layouts.inputs.push_back(need.layout);
+      layouts.reads_any.push_back(need.any ? 1 : 0);
+      layouts.gradient_partial.push_back(need.gradient_partial ? 1 : 0);
+    }
+    layouts.outputs = rule->outputs;
+    layouts.internal_allreduce_bytes = rule->internal_allreduce_bytes;
+  }
   out.layout.reserve(num_tensors);
   for (int t = 0; t < num_tensors; ++t) out.layout.push_back(Held(t));
   out.collectives = std::move(collectives_);

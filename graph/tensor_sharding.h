@@ -86,6 +86,18 @@ absl::StatusOr<OpSharding> ParseOpSharding(const std::string& name);
 // "replicated", "split:2", "partial".
 std::string TensorLayoutName(const TensorLayout& layout);
 
+// What an op needs of its inputs and makes, run in its sharding (what its
+// type's rule says; the executor converts to and from these).
+struct OpLayouts {
+  std::vector<TensorLayout> inputs;    // per op input (as it reads it)
+  std::vector<char> reads_any;         // per input: reads no data (Shape)
+  std::vector<char> gradient_partial;  // per input: its gradient partial
+  std::vector<TensorLayout> outputs;   // per op output, as made
+  // Forward bytes of an internal allreduce (a Softmax over its split axis,
+  // a vocabulary-parallel loss's max and sum); 0 when none.
+  int64_t internal_allreduce_bytes = 0;
+};
+
 // One collective a group runs per micro-batch.
 struct GroupCollective {
   int tensor = -1;  // the graph tensor it moves (or its gradient)
@@ -98,7 +110,11 @@ struct GroupCollective {
 struct TensorSharding {
   std::vector<int> group_of_op;      // T per op (1: not tensor parallel)
   std::vector<OpSharding> op;        // per op
-  std::vector<TensorLayout> layout;  // per tensor, as made (parameters: held)
+  // Per tensor, as held after its producer's group made it (a partial sum
+  // read whole is allreduced by its producer's group, so replicated here);
+  // parameters: held. Its consumers convert from it to what they need.
+  std::vector<TensorLayout> layout;
+  std::vector<OpLayouts> op_layouts;  // per op, in its sharding
   std::vector<GroupCollective> collectives;
 
   // 1/T for a split or contracted op, else 1.
