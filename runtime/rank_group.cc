@@ -1,5 +1,6 @@
 #include "runtime/rank_group.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -52,6 +53,8 @@ absl::Status PeerError(const std::exception& e, const std::string& about) {
 struct RankGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  std::vector<c10::intrusive_ptr<c10d::ProcessGroupGloo>> subgroups;
+  std::vector<std::string> subgroup_names;
   std::mutex mu;
   std::set<c10::intrusive_ptr<c10d::Work>> pending;
   bool aborted = false;
@@ -354,6 +357,64 @@ absl::Status Reduce(c10d::ProcessGroupGloo& group, std::vector<double>* values,
 }
 
 }  // namespace
+
+absl::StatusOr<int> RankGroup::AddSubgroup(const std::vector<int>& ranks,
+                                           const std::string& name) {
+  const auto me = std::find(ranks.begin(), ranks.end(), options_.rank);
+  if (me == ranks.end() || !std::is_sorted(ranks.begin(), ranks.end())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "subgroup ", name, " of ranks ", absl::StrJoin(ranks, ", "),
+        ": not ascending, or rank ", options_.rank, " is not among them"));
+  }
+  try {
+    auto gloo = c10d::ProcessGroupGloo::Options::create(
+        std::chrono::milliseconds(
+            static_cast<int64_t>(options_.timeout_seconds * 1000)));
+    gloo->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForHostname(options_.bind_host));
+    impl_->subgroups.push_back(c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("placer/subgroup/" + name,
+                                               impl_->store),
+        static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()),
+        gloo));
+    impl_->subgroup_names.push_back(
+        absl::StrCat(name, " (ranks ", absl::StrJoin(ranks, ", "), ")"));
+  } catch (const std::exception& e) {
+    return PeerError(e, absl::StrCat("a rank of subgroup ", name, " (ranks ",
+                                     absl::StrJoin(ranks, ", "), ")"));
+  }
+  return static_cast<int>(impl_->subgroups.size()) - 1;
+}
+
+absl::StatusOr<std::vector<torch::Tensor>> RankGroup::AllGather(
+    int subgroup, const torch::Tensor& tensor) {
+  if (subgroup < 0 || subgroup >= static_cast<int>(impl_->subgroups.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no subgroup ", subgroup));
+  }
+  c10d::ProcessGroupGloo& group = *impl_->subgroups[subgroup];
+  const torch::Tensor cpu = tensor.to(torch::kCPU).contiguous();
+  // As bytes: Gloo moves every dtype alike.
+  std::vector<at::Tensor> input{cpu.reshape({-1}).view(torch::kByte)};
+  std::vector<std::vector<at::Tensor>> output(1);
+  for (int r = 0; r < group.getSize(); ++r) {
+    output[0].push_back(torch::empty_like(input[0]));
+  }
+  try {
+    c10::intrusive_ptr<c10d::Work> work = group.allgather(output, input);
+    RETURN_IF_ERROR(impl_->Wait(
+        work, absl::StrCat("a rank of subgroup ",
+                           impl_->subgroup_names[subgroup])));
+  } catch (const std::exception& e) {
+    return PeerError(e, absl::StrCat("a rank of subgroup ",
+                                     impl_->subgroup_names[subgroup]));
+  }
+  std::vector<torch::Tensor> parts;
+  for (const at::Tensor& bytes : output[0]) {
+    parts.push_back(bytes.view(cpu.scalar_type()).reshape(cpu.sizes()));
+  }
+  return parts;
+}
 
 absl::Status RankGroup::SumAcrossRanks(std::vector<double>* values) {
   return Reduce(*impl_->group, values, c10d::ReduceOp::SUM);

@@ -24,6 +24,11 @@
 //    of step: the caller stops using them.
 //  - SumAcrossRanks/MaxAcrossRanks are collectives: every rank calls them
 //    in the same order.
+//  - AddSubgroup makes a c10d ProcessGroupGloo of some of the ranks (every
+//    member calls it with the same ranks and name, members in the same
+//    order); AllGather is its all-gather (each member's tensor, in the
+//    subgroup's rank order), called by its members in the same order, one
+//    thread per subgroup at a time; it is aborted as sends are.
 //  - Thread safety: SendTensor/RecvTensor from any threads (one thread per
 //    channel and direction); the rest from one thread at a time.
 #ifndef PLACER_RUNTIME_RANK_GROUP_H_
@@ -105,6 +110,15 @@ class RankGroup {
       std::chrono::steady_clock::time_point* sent_at = nullptr);
 
   absl::Status SumAcrossRanks(std::vector<double>* values);
+
+  // A subgroup of `ranks` (ascending, this rank among them) named `name`
+  // (unique in the run); its handle. Errors name the ranks missing.
+  absl::StatusOr<int> AddSubgroup(const std::vector<int>& ranks,
+                                  const std::string& name);
+  // Every member's `tensor` (the same shape and dtype on each; any dtype,
+  // moved as bytes), in the subgroup's rank order, on the CPU.
+  absl::StatusOr<std::vector<torch::Tensor>> AllGather(
+      int subgroup, const torch::Tensor& tensor);
   absl::Status MaxAcrossRanks(std::vector<double>* values);
 
   // Records `failure` (code and message, the message prefixed with this

@@ -115,6 +115,7 @@ absl::Status TorchStrategyExecutor::Init() {
       }
     }
   }
+  RETURN_IF_ERROR(InitTensorParallelism());
   group_of_parameter_.assign(V_, -1);
   for (int g = 0; g < view_.num_groups(); ++g) {
     for (int p : view_.group_parameters(g)) group_of_parameter_[p] = g;
@@ -197,11 +198,15 @@ absl::Status TorchStrategyExecutor::Init() {
     // the first replica's device of that slot on each other rank.
     for (int s = 0; s < S_; ++s) {
       const PipelineStage& stage = strategy_.stages[s];
-      for (int slot = 0; slot < stage.width(); ++slot) {
+      // Per slot (with tensor parallelism, per tensor rank), its devices.
+      const int lists = std::max(stage.width(), stage.tensor());
+      for (int slot = 0; slot < lists; ++slot) {
+        const int member = stage.tensor() > 1 ? stage.TensorGroup(0)[slot]
+                                              : stage.device(0, slot);
         bool updates = false;
-        for (int u : update_[s]) updates |= SlotOfNode(u) == slot;
+        for (int u : update_[s]) updates |= SlotOfNode(u) == slot_of_device_[member];
         if (!updates) continue;
-        const std::vector<int> devices = SlotDevices(stage, slot);
+        const std::vector<int> devices = ReplicaDevices(member);
         if (ShardsGradientsOf(s)) {
           // ZeRO-2/3: every round, a bucket of parts for each replica on
           // another rank; ZeRO-3 also a bucket of shards for each gather
@@ -292,10 +297,21 @@ absl::Status TorchStrategyExecutor::Init() {
   accum_.assign(D_, std::vector<torch::Tensor>(V_));
   for (int g = 0; g < view_.num_groups(); ++g) {
     const int s = strategy_.stage_of_op[g];
+    const PipelineStage& stage = strategy_.stages[s];
     for (int p : view_.group_parameters(g)) {
-      for (int d : SlotDevices(strategy_.stages[s], SlotOfOp(strategy_, g))) {
+      // Each replica's device of its slot, or each device of its group.
+      std::vector<int> holders;
+      for (int k = 0; k < stage.num_replicas(); ++k) {
+        for (int r = 0; r < stage.tensor(); ++r) {
+          holders.push_back(ParameterDevice(p, k, r));
+        }
+      }
+      for (int d : holders) {
         if (!Local(d)) continue;
-        params_[d][p] = host_[p].to(devices_[d], false, /*copy=*/true);
+        params_[d][p] =
+            PartOf(host_[p], HeldLayout(view_.value(p).tensor),
+                   tensor_rank_of_device_[d], view_.value(p).tensor)
+                .to(devices_[d], false, /*copy=*/true);
         if (ShardsGradientsOf(s)) {
           // ZeRO-2/3: the replica updates its shard of every parameter
           // (ZeRO-3: and holds only that).
@@ -370,6 +386,7 @@ void TorchStrategyExecutor::Fail(const absl::Status& status) {
   if (failure_.ok()) failure_ = status;
   cv_.notify_all();
   slots_cv_.notify_all();
+  group_cv_.notify_all();
 }
 
 bool TorchStrategyExecutor::ReadyLocked(int s, int j, bool backward) const {
@@ -427,31 +444,42 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   forward_done_.assign(static_cast<size_t>(S_) * M_, 0);
   backward_done_.assign(static_cast<size_t>(S_) * M_, 0);
   arrived_.assign(static_cast<size_t>(S_) * S_ * M_ * 2, 0);
-  values_.assign(M_, std::vector<torch::Tensor>(V_));
-  value_device_.assign(static_cast<size_t>(M_) * V_, -1);
+  const int lanes = M_ * T_;
+  values_.assign(lanes, std::vector<torch::Tensor>(V_));
+  value_device_.assign(static_cast<size_t>(lanes) * V_, -1);
   // Reads by this process's tasks, and one per send to another rank.
-  reads_left_.assign(static_cast<size_t>(M_) * V_, 0);
+  reads_left_.assign(static_cast<size_t>(lanes) * V_, 0);
   for (int j = 0; j < M_; ++j) {
     for (int b = 0; b < S_; ++b) {
-      if (Local(DeviceOf(b, j))) {
+      const PipelineStage& stage = strategy_.stages[b];
+      const std::vector<int> group =
+          stage.TensorGroup(j % stage.num_replicas());
+      for (int r = 0; r < T_; ++r) {
+        if (!Local(group[r])) continue;
         for (int v = 0; v < V_; ++v) {
-          reads_left_[j * V_ + v] += forward_reads_[b][v];
+          reads_left_[(j * T_ + r) * V_ + v] += forward_reads_[b][v];
         }
-        continue;
       }
+      if (Local(DeviceOf(b, j))) continue;
       for (int a = 0; a < S_; ++a) {
         if (!Local(DeviceOf(a, j))) continue;
-        for (int v : cross_values_[a * S_ + b]) ++reads_left_[j * V_ + v];
+        // Sent by the replica's first device (its lane).
+        for (int v : cross_values_[a * S_ + b]) {
+          ++reads_left_[static_cast<size_t>(j) * T_ * V_ + v];
+        }
       }
     }
   }
-  partials_.assign(
-      M_, std::vector<torch::Tensor>(static_cast<size_t>(sums) * S_ * W_));
+  partials_.assign(lanes, std::vector<torch::Tensor>(
+                              static_cast<size_t>(sums) * S_ * W_));
   slots_done_.assign(static_cast<size_t>(S_) * M_ * 2, 0);
   waited_seconds_.assign(D_, 0);
   node_done_.assign(W_ > 1 ? static_cast<size_t>(M_) * view_.nodes().size() : 0,
                     0);
-  saved_.assign(M_, std::vector<SavedOp>(graph_.ops().size()));
+  saved_.assign(lanes, std::vector<SavedOp>(graph_.ops().size()));
+  tensor_saved_.assign(T_ > 1 ? lanes : 0,
+                       std::vector<TensorParallelSaved>(graph_.ops().size()));
+  group_exchanges_.clear();
   kept_.assign(static_cast<size_t>(S_) * M_, {});
   kept_reads_.assign(static_cast<size_t>(S_) * M_, {});
   if (strategy_.zero == ZeroStage::kParameters) {
@@ -472,7 +500,7 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
       next_round_[p].assign(R, 0);
     }
   }
-  seeds_.assign(M_, std::vector<torch::Tensor>(graph_.tensors().size()));
+  seeds_.assign(lanes, std::vector<torch::Tensor>(graph_.tensors().size()));
   loss_.assign(M_, 0);
   for (int d = 0; d < D_; ++d) {
     for (torch::Tensor& a : accum_[d]) a = torch::Tensor();
@@ -562,6 +590,7 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   for (double l : loss_) report.loss += l;
   values_.clear();
   saved_.clear();
+  tensor_saved_.clear();
   partials_.clear();
   parked_.clear();
   if (Distributed()) {
@@ -595,8 +624,8 @@ std::vector<int> TorchStrategyExecutor::SlotParameters(int s, int slot,
 }
 
 absl::StatusOr<TorchStrategyExecutor::LocalParameterAt>
-TorchStrategyExecutor::LocalParameter(absl::string_view name,
-                                      int replica) const {
+TorchStrategyExecutor::LocalParameter(absl::string_view name, int replica,
+                                      int rank) const {
   for (int g = 0; g < view_.num_groups(); ++g) {
     for (int p : view_.group_parameters(g)) {
       if (view_.value(p).name != name) continue;
@@ -606,7 +635,11 @@ TorchStrategyExecutor::LocalParameter(absl::string_view name,
         return absl::NotFoundError(
             absl::StrCat("parameter '", name, "' has ", replicas, " replicas"));
       }
-      const int d = ParameterDevice(p, replica);
+      if (rank < 0 || rank >= T_) {
+        return absl::NotFoundError(absl::StrCat(
+            "parameter '", name, "' has no tensor rank ", rank));
+      }
+      const int d = ParameterDevice(p, replica, rank);
       if (!Local(d)) {
         return absl::NotFoundError(absl::StrCat("parameter '", name,
                                                 "' replica ", replica,
@@ -635,7 +668,18 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(
     }
     return Gather(at.value, at.device).to(torch::kCPU);
   }
+  if (T_ > 1) return WholeParameter(at.value, replica);
   return params_[at.device][at.value].to(torch::kCPU).clone();
+}
+
+std::vector<int> TorchStrategyExecutor::ReplicaDevices(int d) const {
+  const PipelineStage& stage = strategy_.stages[stage_of_device_[d]];
+  if (T_ == 1) return SlotDevices(stage, slot_of_device_[d]);
+  std::vector<int> devices;
+  for (int k = 0; k < stage.num_replicas(); ++k) {
+    devices.push_back(stage.TensorGroup(k)[tensor_rank_of_device_[d]]);
+  }
+  return devices;
 }
 
 absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
@@ -644,10 +688,17 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
   RETURN_IF_ERROR(CheckStrategy(view, cluster, strategy));
   RETURN_IF_ERROR(CheckRunnable(view.forward()));
   if (HasTensorParallelism(strategy)) {
-    return absl::UnimplementedError(absl::StrCat(
-        "tensor parallelism (", DescribeStrategy(strategy),
-        "): the strategy executor runs every op whole on one device; "
-        "simulate the plan, or place it without --tensor"));
+    const char* with =
+        strategy.zero != ZeroStage::kNone ? "with ZeRO" : nullptr;
+    for (const PipelineStage& stage : strategy.stages) {
+      if (stage.recompute != Recompute::kNone) with = "with recomputation";
+    }
+    if (with != nullptr) {
+      return absl::UnimplementedError(absl::StrCat(
+          "tensor parallelism (", DescribeStrategy(strategy), ") ", with,
+          ": the strategy executor runs tensor-parallel groups without "
+          "ZeRO or recomputation"));
+    }
   }
   for (size_t s = 0; s < strategy.stages.size(); ++s) {
     if (strategy.stages[s].recompute == Recompute::kNone) continue;

@@ -126,12 +126,41 @@
 //    shards of the gathered parameters to every replica on another rank
 //    as one bucket and takes theirs. Parameter() then answers only where
 //    every shard is on this rank (ParameterShard: the replica's shard).
+//  - Tensor parallelism (graph/tensor_sharding.h; every stage's groups of
+//    one size): each device of a replica's group runs every op of its
+//    stage on its part of the tensors, in ShardStrategy's layouts. Before
+//    an op, each input is converted from the layout it is held in to the
+//    one the op reads (a partial sum allreduced or reduce-scattered, a
+//    split value all-gathered or exchanged all-to-all, a whole value
+//    sliced); after it, each output to the layout it is held in; the
+//    backward converts the gradients back (a partial one summed). Each
+//    conversion is an all-gather of the group's parts added or joined in
+//    tensor rank order (the same bits on every device): through memory in
+//    one process, c10d's all-gather on the group's subgroup of ranks when
+//    its devices are one per rank. Ops whose part needs other arguments
+//    get them: Reshape's and Expand's shapes, a Split's sizes, a depthwise
+//    convolution's groups; a contracted Gemm's or Conv's bias is added by
+//    tensor rank 0 only; a lookup split on its table's rows reads zeros
+//    for rows elsewhere (vocabulary-parallel embedding); a
+//    SoftmaxCrossEntropyLoss or softmax over split classes allreduces its
+//    maxima and sums (Megatron-LM's vocabulary-parallel cross-entropy).
+//    A value a Split cuts on the dim the group splits is dealt (each
+//    device the r-th 1/T of every piece), back to the weights that make
+//    it (GPT-2's fused QKV projection). The replicas of a stage allreduce
+//    each device's parts with the same tensor rank's in the other
+//    replicas. ParameterPart gives a device's part; Parameter joins the
+//    group's (FailedPrecondition when some are on other ranks).
 //  - Create fails when the strategy does not fit the view and cluster
 //    (CheckStrategy), a stage recomputes selectively (kSelective;
 //    Unimplemented),
 //    a stage recomputes over several devices per replica
 //    or holds an op that draws random numbers (Unimplemented, naming the
-//    stage and op: a rerun would draw other numbers), a device is not
+//    stage and op: a rerun would draw other numbers), tensor parallelism
+//    comes with recomputation or ZeRO, in groups of different sizes, over
+//    ranks in a pipeline, with some but not all of a group's devices on one
+//    rank, or needs what the executor does not split (a value dealt by a
+//    Split read split otherwise, an allreduce inside another op type;
+//    Unimplemented, naming the op), a device is not
 //    available in this LibTorch, an op has no kernel, or a starting value
 //    cannot be made.
 #ifndef PLACER_RUNTIME_STRATEGY_EXECUTOR_H_
@@ -188,6 +217,14 @@ class StrategyExecutor {
   // and FailedPrecondition when the parameter's stage is not sharded.
   virtual absl::StatusOr<torch::Tensor> ParameterShard(absl::string_view name,
                                                        int replica) const = 0;
+  // Tensor parallelism: the part of the parameter that the device of
+  // tensor rank `rank` in replica `replica`'s group holds (its 1/T of the
+  // split dim, dealt where a Split cuts it; whole when replicated; a copy
+  // on the CPU); NotFound as Parameter's (that device on another rank);
+  // FailedPrecondition when its stage is not tensor parallel.
+  virtual absl::StatusOr<torch::Tensor> ParameterPart(absl::string_view name,
+                                                      int replica,
+                                                      int rank) const = 0;
 };
 
 }  // namespace placer

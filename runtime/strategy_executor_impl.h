@@ -4,8 +4,9 @@
 // its forward and backward tasks, accumulation, allreduce and update),
 // strategy_recompute.cc (reruns of stages and layers),
 // strategy_sharding.cc (ZeRO: the deal, shards, gathers and the
-// round-by-round reduce-scatter), strategy_messages.cc (what crosses
-// ranks). Internal to runtime/: included by those five files only.
+// round-by-round reduce-scatter), strategy_tensor.cc (tensor parallelism:
+// layouts and the group's collectives), strategy_messages.cc (what crosses
+// ranks). Internal to runtime/: included by those six files only.
 #ifndef PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 #define PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 
@@ -18,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -61,14 +63,19 @@ class TorchStrategyExecutor : public StrategyExecutor {
                                           int replica) const override;
   absl::StatusOr<torch::Tensor> ParameterShard(absl::string_view name,
                                                int replica) const override;
+  absl::StatusOr<torch::Tensor> ParameterPart(absl::string_view name,
+                                              int replica,
+                                              int rank) const override;
   // The parameter `name` (value) of replica `replica` of its stage and the
-  // device of this process holding it; NotFound as Parameter's.
+  // device of this process holding it (with tensor parallelism, the group's
+  // device of tensor rank `rank`); NotFound as Parameter's.
   struct LocalParameterAt {
     int value = -1;
     int device = -1;
   };
   absl::StatusOr<LocalParameterAt> LocalParameter(absl::string_view name,
-                                                  int replica) const;
+                                                  int replica,
+                                                  int rank = 0) const;
 
  private:
   // What a message between ranks carries: its id's low bits say the kind.
@@ -118,12 +125,31 @@ class TorchStrategyExecutor : public StrategyExecutor {
   size_t PartialIndex(int sum, int s, int slot) const {
     return (static_cast<size_t>(sum) * S_ + s) * W_ + slot;
   }
-  // The device holding parameter p (value) in replica k of its stage.
-  int ParameterDevice(int p, int k) const {
+  // The device holding parameter p (value) in replica k of its stage (with
+  // tensor parallelism, the group's device of tensor rank r: its part).
+  int ParameterDevice(int p, int k, int r = 0) const {
     const int g = group_of_parameter_[p];
-    return strategy_.stages[strategy_.stage_of_op[g]].device(
-        k, SlotOfOp(strategy_, g));
+    const PipelineStage& stage = strategy_.stages[strategy_.stage_of_op[g]];
+    if (T_ > 1) return stage.TensorGroup(k)[r];
+    return stage.device(k, SlotOfOp(strategy_, g));
   }
+  // Micro-batch j's lane on device d: the index of the tables a device
+  // keeps per micro-batch (values_, partials_, saved_, seeds_): with tensor
+  // parallelism each device of a group its own, else j.
+  int Lane(int j, int d) const {
+    return T_ == 1 ? j : j * T_ + tensor_rank_of_device_[d];
+  }
+  // The devices of device d's replica: its slots, or its tensor-parallel
+  // group.
+  std::vector<int> ReplicaMembers(int d) const {
+    const PipelineStage& stage = strategy_.stages[stage_of_device_[d]];
+    const int k = replica_of_device_[d];
+    return T_ > 1 ? stage.TensorGroup(k) : stage.replicas[k].device_of_slot;
+  }
+  // The devices whose gradients device d's are allreduced with: its slot's
+  // (with tensor parallelism: its tensor rank's) in every replica of its
+  // stage, in replica order.
+  std::vector<int> ReplicaDevices(int d) const;
   // Waits (under the lock) until the nodes of micro-batch j that node n
   // reads from other slots of its task have run; false on a failure.
   // Adds the wait to waited_seconds_[d].
@@ -181,6 +207,89 @@ class TorchStrategyExecutor : public StrategyExecutor {
       const std::function<torch::Tensor(int value)>& activation);
   absl::Status RerunLayer(int s, int layer, int j, int d);
   absl::Status RunBackward(int s, int j, int d);
+  // Tensor parallelism (strategy_tensor.cc; every stage's groups of T_
+  // devices): the tables (tensor_rank_of_device_, sharding_, the group's
+  // devices as workers); Unimplemented naming what the executor does not
+  // run split (a softmax over its split axis, a Split dealt over the
+  // group, groups of different sizes).
+  absl::Status InitTensorParallelism();
+  // pieces_: per tensor dealt over its group (a Split over its split dim
+  // reads it, or it makes, through ops that split it alike, what one
+  // reads), the sizes of its pieces along the split dim; empty:
+  // contiguous. Unimplemented where a dealt value would be read otherwise.
+  absl::Status InitPieces();
+  // Tensor t's layout as held on the group (a parameter's part, a value
+  // between ops), and as its producer leaves it (graph outputs whole).
+  TensorLayout HeldLayout(int t) const;
+  TensorLayout FinalLayout(int t) const;
+  // Tensor rank r's part of `whole` in `layout` (contiguous 1/T on the
+  // split dim, or the r-th 1/T of each of tensor t's pieces; the whole
+  // when not split).
+  torch::Tensor PartOf(const torch::Tensor& whole, const TensorLayout& layout,
+                       int r, int t = -1) const;
+  // The group's collective at site `code` of node n for micro-batch j:
+  // each device of d's group gives its tensor and gets every device's, in
+  // tensor rank order, on d (Aborted when the step failed elsewhere). In
+  // one process through memory; over ranks (one device each) c10d's
+  // all-gather on the group's subgroup. Waiting adds to
+  // waited_seconds_[d].
+  absl::StatusOr<std::vector<torch::Tensor>> FromGroup(
+      int j, int n, int code, int d, const torch::Tensor& mine);
+  // The parts added in tensor rank order (the same bits on every device).
+  torch::Tensor Sum(const std::vector<torch::Tensor>& parts) const;
+  // The devices' parts of tensor t split on `dim`, joined whole (dealt
+  // back where t is dealt).
+  torch::Tensor Join(const std::vector<torch::Tensor>& parts, int dim,
+                     int t) const;
+  // Tensor t held in `from` as device d's op reads it in `to`: an
+  // allreduce, reduce-scatter, all-gather, all-to-all or local slice.
+  absl::StatusOr<torch::Tensor> ToLayout(const torch::Tensor& value,
+                                         const TensorLayout& from,
+                                         const TensorLayout& to, int t, int j,
+                                         int n, int code, int d);
+  // The gradient of tensor t read in `at` (with `partial`, each device's a
+  // part of the sum) as t is held in `to`.
+  absl::StatusOr<torch::Tensor> GradientToLayout(torch::Tensor gradient,
+                                                 const TensorLayout& at,
+                                                 bool partial,
+                                                 const TensorLayout& to, int t,
+                                                 int j, int n, int code,
+                                                 int d);
+  // What a device keeps of an op run split besides its saved graph: a
+  // vocabulary-parallel lookup's mask, a vocabulary-parallel loss's
+  // gradient per unit of its own, a softmax's output over a split axis
+  // (the axis; whether a log-softmax); whether it added zeros for a bias
+  // that tensor rank 0 adds (its gradient then none here).
+  struct TensorParallelSaved {
+    torch::Tensor mask;
+    torch::Tensor gradient;
+    torch::Tensor softmax;
+    int64_t axis = -1;
+    bool log = false;
+    bool zero_bias = false;
+  };
+  // Forward node n on device d of a tensor-parallel group: its inputs
+  // (as held) converted, its part run, its outputs converted to how they
+  // are held.
+  absl::StatusOr<std::vector<torch::Tensor>> TensorParallelForward(
+      int n, int j, int d, std::vector<torch::Tensor> inputs, bool autograd);
+  // A Softmax or LogSoftmax over the axis the group splits (fp32 inside),
+  // and its gradient (the backward's allreduce of the row sums).
+  absl::StatusOr<std::vector<torch::Tensor>> SplitSoftmax(
+      int n, int j, int d, const torch::Tensor& input,
+      TensorParallelSaved* kept);
+  absl::StatusOr<torch::Tensor> SplitSoftmaxGradient(
+      int b, int j, int d, const torch::Tensor& output_gradient,
+      const TensorParallelSaved& kept);
+  absl::StatusOr<std::vector<torch::Tensor>> VocabularyParallelLoss(
+      int n, int j, int d, const std::vector<torch::Tensor>& inputs,
+      TensorParallelSaved* kept);
+  // Backward node b's part on device d: gradients of `tensors` as held.
+  absl::StatusOr<std::vector<torch::Tensor>> TensorParallelBackward(
+      int b, int j, int d, std::vector<torch::Tensor> output_gradients,
+      const std::vector<int>& tensors);
+  // Parameter v of replica k whole (its group's parts joined).
+  absl::StatusOr<torch::Tensor> WholeParameter(int v, int k) const;
   bool Recomputes(int s) const {
     return strategy_.stages[s].recompute != Recompute::kNone;
   }
@@ -294,6 +403,17 @@ class TorchStrategyExecutor : public StrategyExecutor {
   const std::vector<torch::Device> devices_;
   const int S_, M_, D_, V_;
   int W_ = 1;  // the widest stage's devices per replica
+  int T_ = 1;  // devices per tensor-parallel group (every stage's)
+  std::vector<int> tensor_rank_of_device_;
+  TensorSharding sharding_;
+  std::vector<std::vector<int64_t>> pieces_;  // per tensor (InitPieces)
+  // Ops run split with other attributes than the graph's (a depthwise
+  // convolution's groups), by op.
+  std::map<int, Op> local_ops_;
+  // [stage][replica]: the group's subgroup of ranks (RankGroup::AddSubgroup)
+  // when its devices are one per rank; -1 when they are all in this
+  // process (or none is).
+  std::vector<std::vector<int>> tensor_subgroup_;
   int rank_ = 0;
   int step_ = 0;
 
@@ -339,12 +459,22 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<char> node_done_;         // [j * nodes + n]
   std::vector<double> waited_seconds_;  // per device, in its current task
   std::vector<int> arrived_;            // [ArrivalKey]
-  std::vector<std::vector<torch::Tensor>> values_;  // [j][value]
-  std::vector<int> value_device_;                   // [j * values + v]
-  std::vector<int> reads_left_;                     // [j * values + v]
+  std::vector<std::vector<torch::Tensor>> values_;  // [lane][value]
+  std::vector<int> value_device_;                   // [lane * values + v]
+  std::vector<int> reads_left_;                     // [lane * values + v]
   // [j][sum * S + s]: stage s's partial gradients of a sum, added up.
   std::vector<std::vector<torch::Tensor>> partials_;
-  std::vector<std::vector<SavedOp>> saved_;  // [j][op]
+  std::vector<std::vector<SavedOp>> saved_;  // [lane][op]
+  std::vector<std::vector<TensorParallelSaved>> tensor_saved_;  // [lane][op]
+  // The tensor-parallel groups' collectives in flight, by (micro-batch,
+  // node, site) (under mu_; group_cv_ wakes their waiters).
+  struct GroupExchange {
+    std::vector<torch::Tensor> parts;
+    int arrived = 0;
+    int taken = 0;
+  };
+  std::map<std::tuple<int, int, int>, GroupExchange> group_exchanges_;
+  std::condition_variable group_cv_;
   // [s * M + j]: a recomputing stage's inputs made by other stages, by
   // value, from its forward until its backward reruns it.
   std::vector<std::map<int, torch::Tensor>> kept_;
@@ -426,7 +556,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   absl::StatusOr<std::vector<std::pair<int, torch::Tensor>>> Unpack(
       torch::Tensor bucket, const std::vector<int>& parameters, int src,
       int dst, absl::string_view what, int shard = -1) const;
-  std::vector<std::vector<torch::Tensor>> seeds_;  // [j][tensor]
+  std::vector<std::vector<torch::Tensor>> seeds_;  // [lane][tensor]
   std::vector<double> loss_;                       // [j]
   std::vector<char> tasks_done_;    // per device: past its last task
   std::vector<int> accum_arrived_;  // per device of another rank

@@ -32,6 +32,9 @@ namespace placer {
 absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
                                               bool backward) {
   if (!Distributed()) return absl::OkStatus();
+  // A tensor-parallel group's first device sends its lane (what crosses
+  // stages is whole on every device of the group).
+  const int lane = Lane(j, d);
   for (int to = 0; to < S_; ++to) {
     const int dst = DeviceOf(to, j);
     if (Local(dst)) continue;
@@ -45,12 +48,12 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
       for (int item : items) {
         slot_parts.emplace_back();
         if (!backward) {
-          slot_parts.back().push_back(values_[j][item]);
+          slot_parts.back().push_back(values_[lane][item]);
           continue;
         }
         for (int slot = 0; slot < W_; ++slot) {
           slot_parts.back().push_back(
-              partials_[j][PartialIndex(item, s, slot)]);
+              partials_[lane][PartialIndex(item, s, slot)]);
         }
       }
     }
@@ -120,11 +123,15 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
     if (Local(DeviceOf(to, j))) continue;
     for (int item : (backward ? cross_sums_ : cross_values_)[s * S_ + to]) {
       if (backward) {
-        for (int slot = 0; slot < W_; ++slot) {
-          partials_[j][PartialIndex(item, s, slot)] = torch::Tensor();
+        // The group's other devices made the same; none is sent.
+        for (int r = 0; r < T_; ++r) {
+          for (int slot = 0; slot < W_; ++slot) {
+            partials_[j * T_ + r][PartialIndex(item, s, slot)] =
+                torch::Tensor();
+          }
         }
-      } else if (--reads_left_[j * V_ + item] == 0) {
-        values_[j][item] = torch::Tensor();
+      } else if (--reads_left_[lane * V_ + item] == 0) {
+        values_[lane][item] = torch::Tensor();
       }
     }
   }
@@ -141,12 +148,15 @@ TorchStrategyExecutor::Unpack(torch::Tensor bucket,
     bucket = bucket.to(devices_[dst]);
     int64_t at = 0;
     for (int p : parameters) {
-      const int64_t n = shard >= 0 ? ShardRange(p, shard).second
-                                   : graph_.tensor(p).num_elements();
+      // With tensor parallelism, dst's part (src's is of the same rank).
+      const std::vector<int64_t> shape =
+          T_ > 1 ? params_[dst][p].sizes().vec() : graph_.tensor(p).shape;
+      int64_t n = 1;
+      for (int64_t e : shape) n *= e;
+      if (shard >= 0) n = ShardRange(p, shard).second;
       if (at + n > bucket.numel()) break;
       torch::Tensor part = bucket.narrow(0, at, n);
-      parts.emplace_back(
-          p, shard >= 0 ? part : part.reshape(graph_.tensor(p).shape));
+      parts.emplace_back(p, shard >= 0 ? part : part.reshape(shape));
       at += n;
     }
     if (at != bucket.numel()) {
@@ -309,15 +319,18 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
         parts[x] = t.to(devices_[dst]);
       }
       std::lock_guard<std::mutex> lock(mu_);
+      // Into every lane of dst's group (each reads it whole).
       for (int64_t x = 0; x < count; ++x) {
         const int item = expected_items[x];
-        if (backward) {
-          if (parts[x].defined()) {
-            partials_[j][PartialIndex(item, from, 0)] = parts[x];
+        for (int lane = j * T_; lane < (j + 1) * T_; ++lane) {
+          if (backward) {
+            if (parts[x].defined()) {
+              partials_[lane][PartialIndex(item, from, 0)] = parts[x];
+            }
+          } else {
+            values_[lane][item] = parts[x];
+            value_device_[static_cast<size_t>(lane) * V_ + item] = dst;
           }
-        } else {
-          values_[j][item] = parts[x];
-          value_device_[j * V_ + item] = dst;
         }
       }
       arrived_[ArrivalKey(from, to, j, backward)] += static_cast<int>(count);

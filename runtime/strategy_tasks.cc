@@ -36,6 +36,7 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::ForwardNode(
     const std::function<torch::Tensor(int value)>& activation) {
   const TrainingNode& node = view_.node(n);
   const Op& op = graph_.op(node.forward_op);
+  const int lane = Lane(j, d);
   std::vector<torch::Tensor> inputs;
   if (!AllOutputsFolded(graph_, op)) {
     for (int t : op.inputs) {
@@ -47,7 +48,8 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::ForwardNode(
       const TrainingValue& value = view_.value(v);
       torch::Tensor in;
       if (value.kind == ValueKind::kParameter) {
-        const int holder = ParameterDevice(v, replica_of_device_[d]);
+        const int holder = ParameterDevice(v, replica_of_device_[d],
+                                           tensor_rank_of_device_[d]);
         if (ShardsParametersOf(StageOfNode(n))) {
           // Gathered before the node (GatherBefore).
           auto at = copied->find(v);
@@ -79,9 +81,12 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::ForwardNode(
       inputs.push_back(in);
     }
   }
+  if (T_ > 1) {
+    return TensorParallelForward(n, j, d, std::move(inputs), autograd);
+  }
   return ForwardOp(graph_, op, std::move(inputs), devices_[d], precision_,
                    autograd ? &needs_gradient_[node.forward_op] : nullptr,
-                   &saved_[j][node.forward_op]);
+                   &saved_[lane][node.forward_op]);
 }
 
 absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
@@ -90,11 +95,12 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
   std::map<int, torch::Tensor> copied;
   std::set<int> pinned;
   int current = -1;  // the node reading
+  const int lane = Lane(j, d);
   // What other stages made, as this task reads it.
   auto activation = [&](int v) {
     std::lock_guard<std::mutex> lock(mu_);
-    torch::Tensor& held = values_[j][v];
-    const int from = value_device_[j * V_ + v];
+    torch::Tensor& held = values_[lane][v];
+    const int from = value_device_[lane * V_ + v];
     torch::Tensor in;
     if (from == d || copied.count(v) == 0) {
       in = On(held, from, d);
@@ -104,7 +110,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     }
     // Freed after its last read, as a framework frees it (what is not
     // freed early page-faults in fresh memory every step).
-    if (--reads_left_[j * V_ + v] == 0) held = torch::Tensor();
+    if (--reads_left_[lane * V_ + v] == 0) held = torch::Tensor();
     // Kept for the rerun: what a rerun node reads that no rerun node of
     // this stage makes.
     const int producer = view_.value(v).producer;
@@ -137,17 +143,18 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     }
     ReleaseAfterForward(n, j, autograd, *results, &copied, &pinned);
     const double loss = OutputLosses(graph_, op, *results, targets_[d][j],
-                                     1.0 / M_, &seeds_[j]);
+                                     1.0 / M_, &seeds_[lane]);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      loss_[j] += loss;
+      // A tensor-parallel group's devices each have the whole loss.
+      if (tensor_rank_of_device_[d] == 0) loss_[j] += loss;
       for (int v : node.outputs) {
         const int t = view_.value(v).tensor;
         for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
           // Kept while a reader of this process, or a send, needs it.
-          if (op.outputs[k] == t && reads_left_[j * V_ + v] > 0) {
-            values_[j][v] = (*results)[k];
-            value_device_[j * V_ + v] = d;
+          if (op.outputs[k] == t && reads_left_[lane * V_ + v] > 0) {
+            values_[lane][v] = (*results)[k];
+            value_device_[lane * V_ + v] = d;
           }
         }
       }
@@ -166,6 +173,7 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
   // other's arithmetic. A slot PartialIndex(sum, s, slot) has one writer:
   // the device running that slot of stage s's micro-batch j.
   const int my_slot = slot_of_device_[d];
+  const int lane = Lane(j, d);
   for (int n : backward_[s]) {
     if (SlotOfNode(n) != my_slot) continue;
     if (!WaitForOtherSlots(n, j, d)) {
@@ -180,14 +188,15 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
       for (size_t k = 0; k < op.outputs.size(); ++k) {
         const int t = op.outputs[k];
         if (t < 0) continue;
-        parts[k].push_back(std::move(seeds_[j][t]));
-        seeds_[j][t] = torch::Tensor();
+        parts[k].push_back(std::move(seeds_[lane][t]));
+        seeds_[lane][t] = torch::Tensor();
         for (int sm : view_.sums_read_by(n)) {
           if (view_.gradient_sums()[sm].tensor != t) continue;
           // This node is the sum's only reader (its sink).
           for (int x = 0; x < S_; ++x) {
             for (int slot = 0; slot < W_; ++slot) {
-              torch::Tensor& part = partials_[j][PartialIndex(sm, x, slot)];
+              torch::Tensor& part =
+                  partials_[lane][PartialIndex(sm, x, slot)];
               parts[k].push_back(std::move(part));
               part = torch::Tensor();
             }
@@ -213,9 +222,11 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
     }
     RETURN_IF_ERROR(RestoreBefore(n, j, d));
     absl::StatusOr<std::vector<torch::Tensor>> grads =
-        BackwardOp(graph_, op, std::move(saved_[j][node.forward_op]),
-                   output_gradients, tensors);
-    saved_[j][node.forward_op] = SavedOp();
+        T_ > 1 ? TensorParallelBackward(n, j, d, std::move(output_gradients),
+                                        tensors)
+               : BackwardOp(graph_, op, std::move(saved_[lane][node.forward_op]),
+                            output_gradients, tensors);
+    saved_[lane][node.forward_op] = SavedOp();
     ReleaseAfterBackward(n, j);
     if (!grads.ok()) {
       return WithContext(grads.status(),
@@ -227,12 +238,12 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
       torch::Tensor buffer;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        buffer = std::move(partials_[j][PartialIndex(sm, s, my_slot)]);
-        partials_[j][PartialIndex(sm, s, my_slot)] = torch::Tensor();
+        buffer = std::move(partials_[lane][PartialIndex(sm, s, my_slot)]);
+        partials_[lane][PartialIndex(sm, s, my_slot)] = torch::Tensor();
       }
       buffer = buffer.defined() ? buffer + (*grads)[k] : (*grads)[k];
       std::lock_guard<std::mutex> lock(mu_);
-      partials_[j][PartialIndex(sm, s, my_slot)] = std::move(buffer);
+      partials_[lane][PartialIndex(sm, s, my_slot)] = std::move(buffer);
     }
     MarkNodeDone(n, j);
   }
@@ -243,6 +254,7 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
   // Parameters whose sums this backward completed (a weight's readers are
   // all in its stage, on any of its slots).
   std::vector<std::pair<int, torch::Tensor>> completed;
+  const int lane = Lane(j, d);
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (int u : update_[s]) {
@@ -250,7 +262,7 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
       const int p = view_.node(u).parameter;
       for (int sm : view_.sums_read_by(u)) {
         for (int slot = 0; slot < W_; ++slot) {
-          torch::Tensor& part = partials_[j][PartialIndex(sm, s, slot)];
+          torch::Tensor& part = partials_[lane][PartialIndex(sm, s, slot)];
           if (!part.defined()) continue;
           completed.emplace_back(p, std::move(part));
           part = torch::Tensor();
@@ -292,7 +304,10 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
   std::optional<c10::DeviceGuard> current;
   if (!devices_[d].is_cpu()) current.emplace(devices_[d]);
   const int s = stage_of_device_[d];
-  const int width = strategy_.stages[s].width();
+  // The replica's devices: its slots, or its tensor-parallel group (those
+  // of this process: a group over ranks has one device on each).
+  int width = 0;
+  for (int member : ReplicaMembers(d)) width += Local(member) ? 1 : 0;
   for (const ReplicaTask& task :
        ReplicaTaskOrder(strategy_, s, replica_of_device_[d])) {
     const int j = task.micro_batch;
@@ -333,7 +348,8 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
                [&] { return !failure_.ok() || slots_done_[key] == width; });
       if (!failure_.ok()) return;
     }
-    if (width > 1 && slot_of_device_[d] == 0) {
+    if (width > 1 && slot_of_device_[d] == 0 &&
+        tensor_rank_of_device_[d] == 0) {
       status = SendAfter(s, j, d, task.backward);
       if (!status.ok()) {
         Fail(status);
@@ -362,8 +378,7 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
 void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   // The devices of d's slot in every replica of the stage, and the
   // updates of that slot's parameters.
-  const std::vector<int> replicas =
-      SlotDevices(strategy_.stages[s], slot_of_device_[d]);
+  const std::vector<int> replicas = ReplicaDevices(d);
   std::vector<int> updates;
   for (int u : update_[s]) {
     if (SlotOfNode(u) == slot_of_device_[d]) updates.push_back(u);

@@ -11,6 +11,8 @@
 # MEMORY=1: also each data-parallel and pipeline strategy with every stage
 # recomputing, and the data-parallel ones with ZeRO-1, ZeRO-2 and ZeRO-3
 # (WIDE=0 and MB="2 4" keep such a run short).
+# TENSOR=1: also `place --parallelism tensor` (one group of both devices)
+# and the same group with sequence parallelism, at each micro-batch count.
 set -euo pipefail
 model="$1"
 placer="${2:-$(bazel info bazel-bin 2>/dev/null)/placer/placer}"
@@ -65,6 +67,22 @@ PY
       fi
     fi
   done
+  if [ "${TENSOR:-0}" = 1 ]; then
+    f="$dir/tensor-$mb.json"
+    if "$placer" place "$model" --cluster cpu2 --parallelism tensor \
+        --tensor 2 --micro-batches "$mb" --profile "$dir/profile.pbtxt" \
+        -o "$f" >/dev/null 2>&1; then
+      strategies+=("$f")
+      python3 - "$f" "$dir/tensor-$mb-sequence.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["strategy"]["sequence_parallel"] = True
+d["strategy"].pop("sharding", None)  # chosen again, with it
+json.dump(d, open(sys.argv[2], "w"))
+PY
+      strategies+=("$dir/tensor-$mb-sequence.json")
+    fi
+  fi
   # One device accumulating the same micro-batches.
   python3 - "$dir/data-$mb.json" "$dir/one-$mb.json" <<'PY'
 import json, sys

@@ -1160,7 +1160,7 @@ TEST(CliTest, RecomputationAndZeroFromPlaceToRun) {
   }
 }
 
-TEST(CliTest, TensorParallelismFromPlaceToSimulate) {
+TEST(CliTest, TensorParallelismFromPlaceToRun) {
   // The chain's MatMuls split over both CPUs: the file names the group and
   // each op's sharding, simulate reads them back (the same step), run
   // refuses it by name; a group that does not divide the devices is a
@@ -1187,12 +1187,13 @@ TEST(CliTest, TensorParallelismFromPlaceToSimulate) {
   ASSERT_EQ(sim.exit_code, 0) << sim.out;
   EXPECT_EQ(Number(Json(sim.out), "step_seconds"),
             Number(tensor, "step_seconds"));
-  RunResult refused = RunPlacer(
+  // The executor runs it: each device its part of every split op.
+  RunResult ran = RunPlacer(
       "run zoo:chain --noweights --cluster cpu2 "
-      "--steps 1 --placement " +
+      "--steps 2 --placement " +
       file);
-  EXPECT_NE(refused.exit_code, 0);
-  EXPECT_THAT(refused.out, HasSubstr("tensor parallelism"));
+  EXPECT_EQ(ran.exit_code, 0) << ran.out;
+  EXPECT_THAT(ran.out, HasSubstr("simulated/measured"));
   // With sequence parallelism: said in the description and the file.
   const std::string sp_file = TmpFile("sequence.json");
   RunResult sp = RunPlacer(
@@ -1212,6 +1213,13 @@ TEST(CliTest, TensorParallelismFromPlaceToSimulate) {
             "micro-batches, 1f1b, ring");
   EXPECT_THAT(RunCommand("cat " + sp_file).out,
               HasSubstr("\"sequence_parallel\": true"));
+  // As two processes: the group's collectives are c10d's all-gathers.
+  RunResult sp_ran = RunPlacer(
+      "run zoo:chain --noweights --cluster cpu2 --nproc 2 "
+      "--steps 2 --placement " +
+      sp_file);
+  EXPECT_EQ(sp_ran.exit_code, 0) << sp_ran.out;
+  EXPECT_THAT(sp_ran.out, HasSubstr("simulated/measured"));
   RunResult three = RunPlacer(
       "place zoo:chain --noweights --cluster cpu2 --parallelism auto "
       "--tensor 3");

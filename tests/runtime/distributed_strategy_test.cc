@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
@@ -35,6 +36,8 @@ struct RunResult {
   // (name, replica) -> value, from whichever rank holds it; under ZeRO-2
   // and -3 also the replica's shard (ZeRO-3 across ranks: only that).
   std::map<std::pair<std::string, int>, torch::Tensor> parameters, shards;
+  // Tensor parallelism: (name, replica * 16 + tensor rank) -> its part.
+  std::map<std::pair<std::string, int>, torch::Tensor> parts;
 };
 
 std::vector<std::string> ParameterNames(const TrainingView& view) {
@@ -59,6 +62,10 @@ void Collect(const TrainingView& view, StrategyExecutor& e, RunResult* out) {
       if (t.ok()) out->parameters[{name, k}] = *t;
       absl::StatusOr<torch::Tensor> shard = e.ParameterShard(name, k);
       if (shard.ok()) out->shards[{name, k}] = *shard;
+      for (int r = 0; r < 2; ++r) {
+        absl::StatusOr<torch::Tensor> part = e.ParameterPart(name, k, r);
+        if (part.ok()) out->parts[{name, k * 16 + r}] = *part;
+      }
     }
   }
 }
@@ -131,6 +138,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
       result.parameters[key] = t;
     }
     for (auto& [key, t] : per_rank[r].shards) result.shards[key] = t;
+    for (auto& [key, t] : per_rank[r].parts) result.parts[key] = t;
   }
   result.losses = per_rank[0].losses;
   return result;
@@ -159,6 +167,22 @@ void ExpectSame(const RunResult& a, const RunResult& b) {
     EXPECT_TRUE(torch::allclose(t, it->second, 1e-5, 1e-5))
         << key.first << " replica " << key.second << ": max difference "
         << (t - it->second).abs().max().item<double>();
+  }
+}
+
+// The same losses, and every part of every parameter each tensor-parallel
+// group's devices hold (a group over ranks, where no rank holds a split
+// parameter whole).
+void ExpectSameParts(const RunResult& a, const RunResult& b) {
+  ExpectSameLosses(a, b);
+  if (::testing::Test::HasFatalFailure()) return;
+  ASSERT_FALSE(a.parts.empty());
+  ASSERT_EQ(a.parts.size(), b.parts.size());
+  for (const auto& [key, t] : a.parts) {
+    auto it = b.parts.find(key);
+    ASSERT_NE(it, b.parts.end()) << key.first << " part " << key.second;
+    EXPECT_TRUE(torch::allclose(t, it->second, 1e-5, 1e-5))
+        << key.first << " part " << key.second;
   }
 }
 
@@ -491,6 +515,40 @@ TEST(DistributedStrategyTest, WideStagesExchangeValuesAcrossRanks) {
         ExpectSame(RunOneProcess(view, cluster, *s),
                    RunRanks(view, cluster, *s, 2));
       }
+    }
+  }
+}
+
+// Tensor parallelism over ranks: a group of one device per rank (c10d's
+// all-gather on its subgroup), groups each in one process with their
+// replicas' gradients allreduced across ranks, and a pipeline of groups
+// with the values crossing ranks; PyTorch's Llama-style export and GPT-2's
+// eval export (its fused QKV projection dealt over the group).
+TEST(DistributedStrategyTest, TensorParallelGroupsAcrossRanks) {
+  for (const char* file : {"llama.train.op17", "gpt2.eval.op17"}) {
+    SCOPED_TRACE(file);
+    absl::StatusOr<Graph> graph = ImportOnnxFile(
+        absl::StrCat("tests/fixtures/corpus/", file, ".onnx"), {});
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    TrainingView view = BuildTrainingView(*graph);
+    Strategy tensor = TwoStages(view, Cpus(4), {0}, {2});
+    tensor.stage_of_op.assign(view.num_groups(), 0);
+    tensor.stages = {PipelineStage::OfTensorGroups({{0, 1}})};
+    Strategy spanning = tensor;  // each group over both ranks
+    spanning.stages = {PipelineStage::OfTensorGroups({{0, 2}, {1, 3}})};
+    Strategy data = tensor;  // each group in one rank
+    data.stages = {PipelineStage::OfTensorGroups({{0, 1}, {2, 3}})};
+    Strategy pipeline = TwoStages(view, Cpus(4), {0}, {2});
+    pipeline.stages = {PipelineStage::OfTensorGroups({{0, 1}}),
+                       PipelineStage::OfTensorGroups({{2, 3}})};
+    for (const auto& [plan, cluster] :
+         std::vector<std::pair<Strategy, Cluster>>{{tensor, Cpus(2)},
+                                                   {spanning, Cpus(4)},
+                                                   {data, Cpus(4)},
+                                                   {pipeline, Cpus(4)}}) {
+      SCOPED_TRACE(DescribeStrategy(plan));
+      ExpectSameParts(RunOneProcess(view, cluster, plan),
+                      RunRanks(view, cluster, plan, 2));
     }
   }
 }

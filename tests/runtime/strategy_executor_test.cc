@@ -23,75 +23,11 @@
 #include "simulator/strategy.h"
 #include "simulator/strategy_simulator.h"
 #include "tests/runtime/cpu_cluster.h"
+#include "tests/runtime/strategy_runs.h"
 #include "zoo/zoo.h"
 
 namespace placer {
 namespace {
-
-constexpr int kSteps = 4;
-
-struct Trajectory {
-  std::vector<double> losses;
-  std::map<std::string, torch::Tensor> parameters;  // replica 0's
-};
-
-std::vector<std::string> ParameterNames(const TrainingView& view) {
-  std::vector<std::string> names;
-  for (const TrainingValue& v : view.values()) {
-    if (v.kind == ValueKind::kParameter) names.push_back(v.name);
-  }
-  return names;
-}
-
-Trajectory RunStrategy(const TrainingView& view, const Cluster& cluster,
-                       const Strategy& strategy) {
-  Trajectory run;
-  absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
-      StrategyExecutor::Create(view, cluster, strategy);
-  EXPECT_TRUE(e.ok()) << e.status();
-  if (!e.ok()) return run;
-  for (int s = 0; s < kSteps; ++s) {
-    absl::StatusOr<StrategyStepReport> r = (*e)->Step();
-    EXPECT_TRUE(r.ok()) << r.status();
-    if (!r.ok()) return run;
-    run.losses.push_back(r->loss);
-  }
-  for (const std::string& name : ParameterNames(view)) {
-    absl::StatusOr<torch::Tensor> t = (*e)->Parameter(name);
-    EXPECT_TRUE(t.ok()) << t.status();
-    if (t.ok()) run.parameters[name] = *t;
-  }
-  // Every replica holds the same parameters.
-  for (const PipelineStage& stage : strategy.stages) {
-    for (int k = 1; k < stage.num_replicas(); ++k) {
-      for (const std::string& name : ParameterNames(view)) {
-        absl::StatusOr<torch::Tensor> t = (*e)->Parameter(name, k);
-        if (!t.ok()) continue;  // another stage's
-        EXPECT_TRUE(torch::equal(*t, run.parameters[name])) << name;
-      }
-    }
-  }
-  return run;
-}
-
-void ExpectSame(const Trajectory& a, const Trajectory& b, double tolerance) {
-  ASSERT_EQ(a.losses.size(), static_cast<size_t>(kSteps));
-  ASSERT_EQ(b.losses.size(), static_cast<size_t>(kSteps));
-  for (int s = 0; s < kSteps; ++s) {
-    EXPECT_NEAR(a.losses[s], b.losses[s],
-                tolerance * std::max(1.0, std::abs(a.losses[s])))
-        << "step " << s + 1;
-  }
-  EXPECT_NE(a.losses.front(), a.losses.back());  // training moved
-  ASSERT_EQ(a.parameters.size(), b.parameters.size());
-  for (const auto& [name, t] : a.parameters) {
-    auto it = b.parameters.find(name);
-    ASSERT_NE(it, b.parameters.end()) << name;
-    EXPECT_TRUE(torch::allclose(t, it->second, tolerance, tolerance))
-        << name << ": max difference "
-        << (t - it->second).abs().max().item<double>();
-  }
-}
 
 Graph Gnmt2() {
   zoo::ZooParams p;
@@ -597,7 +533,8 @@ void ExpectRefused(const TrainingView& view, const Strategy& s,
 
 // What the executor cannot run it refuses by name rather than run another
 // plan: a recomputing stage over several devices per replica,
-// selective recomputation (every op without a weight), tensor parallelism, and a
+// selective recomputation (every op without a weight), tensor parallelism
+// with recomputation, and a
 // recomputing stage with an op that draws random numbers (PyTorch's
 // training-mode GPT-2 export: Dropout given a training_mode input).
 TEST(StrategyExecutorTest, WhatItCannotRecomputeIsRefusedByName) {
@@ -609,14 +546,16 @@ TEST(StrategyExecutorTest, WhatItCannotRecomputeIsRefusedByName) {
   wide.stages[0] = PipelineStage::OfReplicas({{0, 1}});
   wide.stages[0].recompute = Recompute::kFull;
   ExpectRefused(gnmt, wide, "stage 0 recomputes over 2 devices per replica");
-  // Simulated only: selective recomputation, tensor parallelism.
+  // Simulated only: selective recomputation.
   Strategy selective = OneDevice(gnmt, 1);
   selective.stages[0].recompute = Recompute::kSelective;
   ExpectRefused(gnmt, selective, "recomputes selectively");
 
+  // Tensor parallelism runs without recomputation (and ZeRO) only.
   Strategy tensor = OneDevice(gnmt, 1);
   tensor.stages[0] = PipelineStage::OfTensorGroups({{0, 1}});
-  ExpectRefused(gnmt, tensor, "tensor parallelism");
+  tensor.stages[0].recompute = Recompute::kLayers;
+  ExpectRefused(gnmt, tensor, "with recomputation");
   absl::StatusOr<Graph> gpt2 =
       ImportOnnxFile("tests/fixtures/corpus/gpt2.train.op17.onnx", {});
   ASSERT_TRUE(gpt2.ok()) << gpt2.status();

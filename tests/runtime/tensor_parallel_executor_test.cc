@@ -1,0 +1,152 @@
+// Tensor parallelism in the strategy executor: PyTorch's Llama-style export
+// and the zoo's decoders split over groups of two CPU devices (alone, with
+// two replicas, and over two pipeline stages) train as one device does;
+// what it does not run split is refused by name.
+#include <string>
+#include <vector>
+
+#include "graph/onnx_import.h"
+#include "graph/training_view.h"
+#include "gtest/gtest.h"
+#include "policies/strategy_search.h"
+#include "profiles/cost_model.h"
+#include "runtime/strategy_executor.h"
+#include "simulator/simulation_context.h"
+#include "simulator/strategy.h"
+#include "tests/runtime/cpu_cluster.h"
+#include "tests/runtime/strategy_runs.h"
+#include "zoo/zoo.h"
+
+namespace placer {
+namespace {
+
+constexpr int kMicroBatches = 4;
+
+Strategy OneDevice(const TrainingView& view) {
+  Strategy s;
+  s.stage_of_op.assign(view.num_groups(), 0);
+  s.stages = {PipelineStage::OneDevicePerReplica({0})};
+  s.micro_batches = kMicroBatches;
+  s.schedule = PipelineSchedule::k1F1B;
+  return s;
+}
+
+// Stages as the pipeline search cuts the model for two devices.
+absl::StatusOr<Strategy> TwoStages(const TrainingView& view) {
+  const Cluster cluster = Cpus(2);
+  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  SimulationContext context =
+      SimulationContext::Create(view, cluster, *costs, *order);
+  PolicyInput input{view, cluster, *costs, context};
+  StrategySearchOptions search;
+  search.parallelism = Parallelism::kPipeline;
+  search.micro_batches = kMicroBatches;
+  absl::StatusOr<StrategyChoice> choice = SearchStrategy(input, {}, search);
+  if (!choice.ok()) return choice.status();
+  return choice->strategy;
+}
+
+struct Model {
+  std::string name;
+  Graph graph;
+};
+
+std::vector<Model> Decoders() {
+  std::vector<Model> models;
+  absl::StatusOr<Graph> llama =
+      ImportOnnxFile("tests/fixtures/corpus/llama.train.op17.onnx", {});
+  EXPECT_TRUE(llama.ok()) << llama.status();
+  if (llama.ok()) models.push_back({"llama export", *std::move(llama)});
+  // GPT-2's fused QKV projection, cut by a Split (dropout off: its eval
+  // export, so that one device's random draws need not be matched).
+  absl::StatusOr<Graph> gpt2 =
+      ImportOnnxFile("tests/fixtures/corpus/gpt2.eval.op17.onnx", {});
+  EXPECT_TRUE(gpt2.ok()) << gpt2.status();
+  if (gpt2.ok()) models.push_back({"gpt2 export", *std::move(gpt2)});
+  for (const char* name : {"gpt", "llama"}) {
+    zoo::ZooParams p;
+    p.layers = 2;
+    p.hidden = 64;
+    p.heads = 4;
+    p.kv_heads = std::string(name) == "llama" ? 2 : 4;
+    p.ffn = 128;
+    p.seq_len = 16;
+    p.vocab = 64;
+    p.batch_size = 2;
+    absl::StatusOr<onnx::ModelProto> m = zoo::BuildZooModel(name, p);
+    EXPECT_TRUE(m.ok()) << m.status();
+    if (!m.ok()) continue;
+    absl::StatusOr<Graph> g = ImportOnnxModel(*m, name, {});
+    EXPECT_TRUE(g.ok()) << g.status();
+    if (g.ok()) models.push_back({name, *std::move(g)});
+  }
+  return models;
+}
+
+TEST(TensorParallelExecutorTest, DecodersSplitOverTwoDevicesMatchOneDevice) {
+  for (Model& m : Decoders()) {
+    SCOPED_TRACE(m.name);
+    TrainingView view = BuildTrainingView(m.graph);
+    const Trajectory one = RunStrategy(view, Cpus(1), OneDevice(view), 5);
+
+    Strategy tensor = OneDevice(view);
+    tensor.stages = {PipelineStage::OfTensorGroups({{0, 1}})};
+    absl::StatusOr<TensorSharding> sharding =
+        ShardStrategy(view.forward(), tensor);
+    ASSERT_TRUE(sharding.ok()) << sharding.status();
+    EXPECT_GT(sharding->SplitOps(), 10);
+    Strategy data = tensor;
+    data.stages = {PipelineStage::OfTensorGroups({{0, 1}, {2, 3}})};
+    absl::StatusOr<Strategy> pipeline = TwoStages(view);
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    ASSERT_EQ(pipeline->stages.size(), 2u);
+    pipeline->stages = {PipelineStage::OfTensorGroups({{0, 1}}),
+                        PipelineStage::OfTensorGroups({{2, 3}})};
+    for (const Strategy& plan : {tensor, data, *pipeline}) {
+      SCOPED_TRACE(DescribeStrategy(plan));
+      ExpectSame(one, RunStrategy(view, Cpus(4), plan, 5), 1e-5);
+    }
+  }
+}
+
+
+// Beyond decoders: convolutions split on output channels (batch norm, a
+// depthwise network, a UNet), an encoder with a mask, a mixture of
+// experts (PyTorch's training-mode exports, tests/fixtures/numerics), and
+// the zoo's GNMT-2 (LSTM cells whose gate projections a Split cuts).
+TEST(TensorParallelExecutorTest, OtherExportsSplitOverTwoDevicesMatchOneDevice) {
+  std::vector<Model> models;
+  for (const char* name : {"bn_cnn.op13", "mobilenet.op13", "unet.op14",
+                           "bert_masked.op14", "llama_moe.op14"}) {
+    absl::StatusOr<Graph> graph = ImportOnnxFile(
+        std::string("tests/fixtures/numerics/") + name + ".onnx", {});
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    models.push_back({name, *std::move(graph)});
+  }
+  zoo::ZooParams p;
+  p.batch_size = 4;
+  p.hidden = 32;
+  p.seq_len = 3;
+  p.vocab = 50;
+  absl::StatusOr<onnx::ModelProto> gnmt = zoo::BuildZooModel("gnmt2", p);
+  ASSERT_TRUE(gnmt.ok()) << gnmt.status();
+  absl::StatusOr<Graph> graph = ImportOnnxModel(*gnmt, "zoo:gnmt2", {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  models.push_back({"gnmt2", *std::move(graph)});
+  for (Model& m : models) {
+    SCOPED_TRACE(m.name);
+    TrainingView view = BuildTrainingView(m.graph);
+    Strategy tensor = OneDevice(view);
+    tensor.stages = {PipelineStage::OfTensorGroups({{0, 1}})};
+    absl::StatusOr<TensorSharding> sharding =
+        ShardStrategy(view.forward(), tensor);
+    ASSERT_TRUE(sharding.ok()) << sharding.status();
+    EXPECT_GT(sharding->SplitOps(), 5);
+    ExpectSame(RunStrategy(view, Cpus(1), OneDevice(view), 5),
+               RunStrategy(view, Cpus(2), tensor, 5), 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace placer
