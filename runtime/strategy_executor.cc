@@ -480,8 +480,8 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   tensor_saved_.assign(T_ > 1 ? lanes : 0,
                        std::vector<TensorParallelSaved>(graph_.ops().size()));
   group_exchanges_.clear();
-  kept_.assign(static_cast<size_t>(S_) * M_, {});
-  kept_reads_.assign(static_cast<size_t>(S_) * M_, {});
+  kept_.assign(static_cast<size_t>(S_) * M_ * T_, {});
+  kept_reads_.assign(static_cast<size_t>(S_) * M_ * T_, {});
   if (strategy_.zero == ZeroStage::kParameters) {
     parked_.assign(M_, std::vector<torch::Tensor>(V_));
   }
@@ -688,16 +688,11 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
   RETURN_IF_ERROR(CheckStrategy(view, cluster, strategy));
   RETURN_IF_ERROR(CheckRunnable(view.forward()));
   if (HasTensorParallelism(strategy)) {
-    const char* with =
-        strategy.zero != ZeroStage::kNone ? "with ZeRO" : nullptr;
-    for (const PipelineStage& stage : strategy.stages) {
-      if (stage.recompute != Recompute::kNone) with = "with recomputation";
-    }
-    if (with != nullptr) {
+    if (strategy.zero != ZeroStage::kNone) {
       return absl::UnimplementedError(absl::StrCat(
-          "tensor parallelism (", DescribeStrategy(strategy), ") ", with,
-          ": the strategy executor runs tensor-parallel groups without "
-          "ZeRO or recomputation"));
+          "tensor parallelism (", DescribeStrategy(strategy),
+          ") with ZeRO: the strategy executor runs tensor-parallel groups "
+          "without ZeRO"));
     }
   }
   for (size_t s = 0; s < strategy.stages.size(); ++s) {

@@ -148,15 +148,17 @@
 //    device the r-th 1/T of every piece), back to the weights that make
 //    it (GPT-2's fused QKV projection). The replicas of a stage allreduce
 //    each device's parts with the same tensor rank's in the other
-//    replicas. ParameterPart gives a device's part; Parameter joins the
-//    group's (FailedPrecondition when some are on other ranks).
+//    replicas. A recomputing stage's reruns convert as its forward did
+//    (the collectives again). ParameterPart gives a device's part;
+//    Parameter joins the group's (FailedPrecondition when some are on
+//    other ranks).
 //  - Create fails when the strategy does not fit the view and cluster
 //    (CheckStrategy), a stage recomputes selectively (kSelective;
 //    Unimplemented),
 //    a stage recomputes over several devices per replica
 //    or holds an op that draws random numbers (Unimplemented, naming the
 //    stage and op: a rerun would draw other numbers), tensor parallelism
-//    comes with recomputation or ZeRO, in groups of different sizes, over
+//    comes with ZeRO, in groups of different sizes, over
 //    ranks in a pipeline, with some but not all of a group's devices on one
 //    rank, or needs what the executor does not split (a value dealt by a
 //    Split read split otherwise, an allreduce inside another op type;

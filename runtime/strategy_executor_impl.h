@@ -180,11 +180,12 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // first reruns the forward under autograd from those (Rerun).
   // Forward node n of micro-batch j on device d: its op's kernel on inputs
   // gathered here (weights, copied from the slot that holds them once per
-  // `copied`; graph inputs; constants, copies with `copy_constants`) and
+  // `copied`; graph inputs; constants, copies when a `rerun`) and
   // by `activation` (values of the view made by forward ops; undefined:
-  // missing), under autograd into saved_ when `autograd`.
+  // missing), under autograd into saved_ when `autograd`. A rerun's
+  // tensor-parallel collectives are keyed apart from the forward's.
   absl::StatusOr<std::vector<torch::Tensor>> ForwardNode(
-      int n, int j, int d, bool autograd, bool copy_constants,
+      int n, int j, int d, bool autograd, bool rerun,
       std::map<int, torch::Tensor>* copied,
       const std::function<torch::Tensor(int value)>& activation);
   absl::Status RunForward(int s, int j, int d);
@@ -272,17 +273,19 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // (as held) converted, its part run, its outputs converted to how they
   // are held.
   absl::StatusOr<std::vector<torch::Tensor>> TensorParallelForward(
-      int n, int j, int d, std::vector<torch::Tensor> inputs, bool autograd);
+      int n, int j, int d, std::vector<torch::Tensor> inputs, bool autograd,
+      bool rerun);
   // A Softmax or LogSoftmax over the axis the group splits (fp32 inside),
   // and its gradient (the backward's allreduce of the row sums).
+  // `pass` sets a rerun's collectives apart (as TensorParallelForward's).
   absl::StatusOr<std::vector<torch::Tensor>> SplitSoftmax(
-      int n, int j, int d, const torch::Tensor& input,
+      int n, int j, int d, const torch::Tensor& input, int pass,
       TensorParallelSaved* kept);
   absl::StatusOr<torch::Tensor> SplitSoftmaxGradient(
       int b, int j, int d, const torch::Tensor& output_gradient,
       const TensorParallelSaved& kept);
   absl::StatusOr<std::vector<torch::Tensor>> VocabularyParallelLoss(
-      int n, int j, int d, const std::vector<torch::Tensor>& inputs,
+      int n, int j, int d, const std::vector<torch::Tensor>& inputs, int pass,
       TensorParallelSaved* kept);
   // Backward node b's part on device d: gradients of `tensors` as held.
   absl::StatusOr<std::vector<torch::Tensor>> TensorParallelBackward(
@@ -475,10 +478,14 @@ class TorchStrategyExecutor : public StrategyExecutor {
   };
   std::map<std::tuple<int, int, int>, GroupExchange> group_exchanges_;
   std::condition_variable group_cv_;
-  // [s * M + j]: a recomputing stage's inputs made by other stages, by
-  // value, from its forward until its backward reruns it.
+  // [KeptIndex(s, j, d)]: a recomputing stage's inputs made by other
+  // stages, by value, from its forward until its backward reruns it (per
+  // device of a tensor-parallel group).
+  size_t KeptIndex(int s, int j, int d) const {
+    return (static_cast<size_t>(s) * M_ + j) * T_ + tensor_rank_of_device_[d];
+  }
   std::vector<std::map<int, torch::Tensor>> kept_;
-  // Recomputing by layer: [s * M + j], per kept value, the rerun reads
+  // Recomputing by layer: [KeptIndex], per kept value, the rerun reads
   // still to come.
   std::vector<std::map<int, int>> kept_reads_;
   SelectiveRecompute selective_;

@@ -67,7 +67,7 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::RerunNode(
   // in place (BatchNormalization's running statistics) did so in the
   // forward.
   absl::StatusOr<std::vector<torch::Tensor>> results =
-      ForwardNode(n, j, d, HasBackward(n), /*copy_constants=*/true, copied,
+      ForwardNode(n, j, d, HasBackward(n), /*rerun=*/true, copied,
                   activation);
   if (!results.ok()) {
     return WithContext(results.status(),
@@ -93,7 +93,7 @@ absl::Status TorchStrategyExecutor::Rerun(int s, int j, int d) {
   std::set<int> pinned;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    kept.swap(kept_[s * M_ + j]);
+    kept.swap(kept_[KeptIndex(s, j, d)]);
   }
   auto activation = [&](int v) {
     torch::Tensor in;
@@ -167,10 +167,10 @@ absl::Status TorchStrategyExecutor::RerunLayer(int s, int layer, int j,
       return in;
     }
     std::lock_guard<std::mutex> lock(mu_);
-    std::map<int, torch::Tensor>& kept = kept_[s * M_ + j];
+    std::map<int, torch::Tensor>& kept = kept_[KeptIndex(s, j, d)];
     if (auto at = kept.find(v); at != kept.end()) {
       in = at->second;
-      if (--kept_reads_[s * M_ + j][v] == 0) kept.erase(at);
+      if (--kept_reads_[KeptIndex(s, j, d)][v] == 0) kept.erase(at);
     }
     return in;
   };

@@ -31,7 +31,7 @@
 namespace placer {
 
 absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::ForwardNode(
-    int n, int j, int d, bool autograd, bool copy_constants,
+    int n, int j, int d, bool autograd, bool rerun,
     std::map<int, torch::Tensor>* copied,
     const std::function<torch::Tensor(int value)>& activation) {
   const TrainingNode& node = view_.node(n);
@@ -68,7 +68,7 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::ForwardNode(
       } else if (value.kind == ValueKind::kGraphInput) {
         in = batches_[j].value[v].to(devices_[d]);
       } else if (value.producer < 0) {
-        in = copy_constants ? host_[v].to(devices_[d], /*non_blocking=*/false,
+        in = rerun ? host_[v].to(devices_[d], /*non_blocking=*/false,
                                           /*copy=*/true)
                             : host_[v].to(devices_[d]);
       } else {
@@ -82,7 +82,7 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::ForwardNode(
     }
   }
   if (T_ > 1) {
-    return TensorParallelForward(n, j, d, std::move(inputs), autograd);
+    return TensorParallelForward(n, j, d, std::move(inputs), autograd, rerun);
   }
   return ForwardOp(graph_, op, std::move(inputs), devices_[d], precision_,
                    autograd ? &needs_gradient_[node.forward_op] : nullptr,
@@ -116,9 +116,9 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     const int producer = view_.value(v).producer;
     if (current >= 0 && Reruns(current) &&
         !(StageOfNode(producer) == s && Reruns(producer)) &&
-        kept_[s * M_ + j].emplace(v, in).second &&
+        kept_[KeptIndex(s, j, d)].emplace(v, in).second &&
         RecomputesByLayer(strategy_.stages[s].recompute)) {
-      kept_reads_[s * M_ + j][v] = rerun_reads_[s][v];
+      kept_reads_[KeptIndex(s, j, d)][v] = rerun_reads_[s][v];
     }
     return in;
   };
@@ -136,7 +136,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     current = n;
     RETURN_IF_ERROR(GatherBefore(n, d, &copied));
     absl::StatusOr<std::vector<torch::Tensor>> results = ForwardNode(
-        n, j, d, autograd, /*copy_constants=*/false, &copied, activation);
+        n, j, d, autograd, /*rerun=*/false, &copied, activation);
     if (!results.ok()) {
       return WithContext(results.status(),
                          absl::StrCat(node.key, " (micro-batch ", j, "): "));

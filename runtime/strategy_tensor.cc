@@ -30,6 +30,7 @@ constexpr int kGradientCode = 2000;  // + output position (backward)
 constexpr int kPartialCode = 3000;   // + input position (backward)
 constexpr int kExactCode = 4000;     // + input position (backward)
 constexpr int kLossCode = 5000;      // + 0, 1, 2: the loss's max and sums
+constexpr int kRerunCode = 1 << 20;  // added to a rerun's codes
 
 bool IsLoss(const Op& op) {
   return op.op_type == "SoftmaxCrossEntropyLoss" && op.domain.empty();
@@ -382,7 +383,7 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::GradientToLayout(
 absl::StatusOr<std::vector<torch::Tensor>>
 TorchStrategyExecutor::TensorParallelForward(int n, int j, int d,
                                              std::vector<torch::Tensor> inputs,
-                                             bool autograd) {
+                                             bool autograd, bool rerun) {
   const TrainingNode& node = view_.node(n);
   const int o = node.forward_op;
   const Op& op = graph_.op(o);
@@ -390,6 +391,8 @@ TorchStrategyExecutor::TensorParallelForward(int n, int j, int d,
   const OpSharding& mode = sharding_.op[o];
   const int r = tensor_rank_of_device_[d];
   const int lane = Lane(j, d);
+  // A rerun's collectives are the forward's again, at other sites.
+  const int pass = rerun ? kRerunCode : 0;
   if (AllOutputsFolded(graph_, op)) {
     return ForwardOp(graph_, op, {}, devices_[d], precision_, nullptr,
                      &saved_[lane][o]);
@@ -399,7 +402,7 @@ TorchStrategyExecutor::TensorParallelForward(int n, int j, int d,
     if (t < 0 || !inputs[i].defined() || layouts.reads_any[i]) continue;
     ASSIGN_OR_RETURN(inputs[i],
                      ToLayout(inputs[i], HeldLayout(t), layouts.inputs[i], t, j,
-                              n, kInputCode + static_cast<int>(i), d));
+                              n, pass + kInputCode + static_cast<int>(i), d));
   }
   TensorParallelSaved& kept = tensor_saved_[lane][o];
   const std::string& type = op.op_type;
@@ -447,9 +450,11 @@ TorchStrategyExecutor::TensorParallelForward(int n, int j, int d,
   }
   std::vector<torch::Tensor> outputs;
   if (IsLoss(op) && mode.split()) {
-    ASSIGN_OR_RETURN(outputs, VocabularyParallelLoss(n, j, d, inputs, &kept));
+    ASSIGN_OR_RETURN(outputs,
+                     VocabularyParallelLoss(n, j, d, inputs, pass, &kept));
   } else if (IsSoftmax(op) && layouts.internal_allreduce_bytes > 0) {
-    ASSIGN_OR_RETURN(outputs, SplitSoftmax(n, j, d, inputs[0], &kept));
+    ASSIGN_OR_RETURN(outputs,
+                     SplitSoftmax(n, j, d, inputs[0], pass, &kept));
   } else {
     auto local = local_ops_.find(o);
     ASSIGN_OR_RETURN(
@@ -467,7 +472,8 @@ TorchStrategyExecutor::TensorParallelForward(int n, int j, int d,
     if (t < 0 || !outputs[k].defined()) continue;
     ASSIGN_OR_RETURN(outputs[k],
                      ToLayout(outputs[k], layouts.outputs[k], FinalLayout(t),
-                              t, j, n, kOutputCode + static_cast<int>(k), d));
+                              t, j, n, pass + kOutputCode + static_cast<int>(k),
+                              d));
   }
   return outputs;
 }
@@ -481,7 +487,7 @@ TensorLayout TorchStrategyExecutor::FinalLayout(int t) const {
 
 absl::StatusOr<std::vector<torch::Tensor>>
 TorchStrategyExecutor::VocabularyParallelLoss(
-    int n, int j, int d, const std::vector<torch::Tensor>& inputs,
+    int n, int j, int d, const std::vector<torch::Tensor>& inputs, int pass,
     TensorParallelSaved* kept) {
   // Megatron-LM's vocabulary-parallel cross-entropy: each device holds a
   // 1/T of every row's scores; the rows' maxima and sums of exponentials
@@ -498,12 +504,14 @@ TorchStrategyExecutor::VocabularyParallelLoss(
   torch::Tensor labels = inputs[1].to(torch::kLong);
   const torch::Tensor valid = labels != ignore;
   ASSIGN_OR_RETURN(std::vector<torch::Tensor> maxima,
-                   FromGroup(j, n, kLossCode, d, std::get<0>(scores.max(1))));
+                   FromGroup(j, n, pass + kLossCode, d, std::get<0>(scores.max(1))));
   torch::Tensor top = maxima[0];
   for (size_t q = 1; q < maxima.size(); ++q) top = torch::maximum(top, maxima[q]);
-  const torch::Tensor exps = torch::exp(scores - top.unsqueeze(1));
+  // In place where it can: the loss holds one more block of the scores'
+  // size, which becomes its gradient.
+  torch::Tensor gradient = torch::sub(scores, top.unsqueeze(1)).exp_();
   ASSIGN_OR_RETURN(std::vector<torch::Tensor> sums,
-                   FromGroup(j, n, kLossCode + 1, d, exps.sum(1)));
+                   FromGroup(j, n, pass + kLossCode + 1, d, gradient.sum(1)));
   const torch::Tensor total = Sum(sums);
   const torch::Tensor log_total = torch::log(total) + top;
   const torch::Tensor local = labels - classes * r;
@@ -519,9 +527,9 @@ TorchStrategyExecutor::VocabularyParallelLoss(
       (log_total / static_cast<double>(T_) - target) * valid.to(torch::kFloat);
   torch::Tensor loss = per_row.sum() / count;
   // Its gradient per unit of the loss's: (softmax - one-hot) / count.
-  torch::Tensor gradient = exps / total.unsqueeze(1);
+  gradient.div_(total.unsqueeze(1));
   gradient.scatter_add_(1, index, -mine.to(torch::kFloat).unsqueeze(1));
-  gradient = gradient * (valid.to(torch::kFloat) / count).unsqueeze(1);
+  gradient.mul_((valid.to(torch::kFloat) / count).unsqueeze(1));
   kept->gradient = gradient.to(type);
   std::vector<torch::Tensor> outputs{loss.to(type)};
   if (op.outputs.size() > 1) {
@@ -531,7 +539,7 @@ TorchStrategyExecutor::VocabularyParallelLoss(
 }
 
 absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::SplitSoftmax(
-    int n, int j, int d, const torch::Tensor& input,
+    int n, int j, int d, const torch::Tensor& input, int pass,
     TensorParallelSaved* kept) {
   // Over the axis the group splits: the maxima and sums of exponentials
   // allreduced (Megatron-LM's vocabulary-parallel softmax).
@@ -543,12 +551,12 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::SplitSoftmax(
   const torch::Tensor x = input.to(torch::kFloat);
   ASSIGN_OR_RETURN(
       std::vector<torch::Tensor> maxima,
-      FromGroup(j, n, kLossCode, d, std::get<0>(x.max(axis, true))));
+      FromGroup(j, n, pass + kLossCode, d, std::get<0>(x.max(axis, true))));
   torch::Tensor top = maxima[0];
   for (size_t q = 1; q < maxima.size(); ++q) top = torch::maximum(top, maxima[q]);
   const torch::Tensor exps = torch::exp(x - top);
   ASSIGN_OR_RETURN(std::vector<torch::Tensor> sums,
-                   FromGroup(j, n, kLossCode + 1, d, exps.sum(axis, true)));
+                   FromGroup(j, n, pass + kLossCode + 1, d, exps.sum(axis, true)));
   const torch::Tensor total = Sum(sums);
   const bool log = op.op_type == "LogSoftmax";
   torch::Tensor y = log ? x - top - torch::log(total) : exps / total;

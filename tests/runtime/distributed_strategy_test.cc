@@ -522,8 +522,9 @@ TEST(DistributedStrategyTest, WideStagesExchangeValuesAcrossRanks) {
 // Tensor parallelism over ranks: a group of one device per rank (c10d's
 // all-gather on its subgroup), groups each in one process with their
 // replicas' gradients allreduced across ranks, and a pipeline of groups
-// with the values crossing ranks; PyTorch's Llama-style export and GPT-2's
-// eval export (its fused QKV projection dealt over the group).
+// with the values crossing ranks, the first and last also recomputing by
+// layer; PyTorch's Llama-style export and GPT-2's eval export (its fused
+// QKV projection dealt over the group).
 TEST(DistributedStrategyTest, TensorParallelGroupsAcrossRanks) {
   for (const char* file : {"llama.train.op17", "gpt2.eval.op17"}) {
     SCOPED_TRACE(file);
@@ -541,11 +542,20 @@ TEST(DistributedStrategyTest, TensorParallelGroupsAcrossRanks) {
     Strategy pipeline = TwoStages(view, Cpus(4), {0}, {2});
     pipeline.stages = {PipelineStage::OfTensorGroups({{0, 1}}),
                        PipelineStage::OfTensorGroups({{2, 3}})};
+    // Recomputing by layer: the reruns' collectives over ranks too.
+    Strategy rerun = tensor;
+    rerun.stages[0].recompute = Recompute::kLayers;
+    Strategy rerun_pipeline = pipeline;
+    for (PipelineStage& stage : rerun_pipeline.stages) {
+      stage.recompute = Recompute::kLayers;
+    }
     for (const auto& [plan, cluster] :
          std::vector<std::pair<Strategy, Cluster>>{{tensor, Cpus(2)},
                                                    {spanning, Cpus(4)},
                                                    {data, Cpus(4)},
-                                                   {pipeline, Cpus(4)}}) {
+                                                   {pipeline, Cpus(4)},
+                                                   {rerun, Cpus(2)},
+                                                   {rerun_pipeline, Cpus(4)}}) {
       SCOPED_TRACE(DescribeStrategy(plan));
       ExpectSameParts(RunOneProcess(view, cluster, plan),
                       RunRanks(view, cluster, plan, 2));

@@ -533,8 +533,7 @@ void ExpectRefused(const TrainingView& view, const Strategy& s,
 
 // What the executor cannot run it refuses by name rather than run another
 // plan: a recomputing stage over several devices per replica,
-// selective recomputation (every op without a weight), tensor parallelism
-// with recomputation, and a
+// selective recomputation (every op without a weight), and a
 // recomputing stage with an op that draws random numbers (PyTorch's
 // training-mode GPT-2 export: Dropout given a training_mode input).
 TEST(StrategyExecutorTest, WhatItCannotRecomputeIsRefusedByName) {
@@ -551,11 +550,6 @@ TEST(StrategyExecutorTest, WhatItCannotRecomputeIsRefusedByName) {
   selective.stages[0].recompute = Recompute::kSelective;
   ExpectRefused(gnmt, selective, "recomputes selectively");
 
-  // Tensor parallelism runs without recomputation (and ZeRO) only.
-  Strategy tensor = OneDevice(gnmt, 1);
-  tensor.stages[0] = PipelineStage::OfTensorGroups({{0, 1}});
-  tensor.stages[0].recompute = Recompute::kLayers;
-  ExpectRefused(gnmt, tensor, "with recomputation");
   absl::StatusOr<Graph> gpt2 =
       ImportOnnxFile("tests/fixtures/corpus/gpt2.train.op17.onnx", {});
   ASSERT_TRUE(gpt2.ok()) << gpt2.status();

@@ -103,7 +103,14 @@ TEST(TensorParallelExecutorTest, DecodersSplitOverTwoDevicesMatchOneDevice) {
     ASSERT_EQ(pipeline->stages.size(), 2u);
     pipeline->stages = {PipelineStage::OfTensorGroups({{0, 1}}),
                         PipelineStage::OfTensorGroups({{2, 3}})};
-    for (const Strategy& plan : {tensor, data, *pipeline}) {
+    // Recomputed whole or by layer: the rerun's collectives again.
+    Strategy full = tensor;
+    full.stages[0].recompute = Recompute::kFull;
+    Strategy layers = *pipeline;
+    for (PipelineStage& stage : layers.stages) {
+      stage.recompute = Recompute::kLayers;
+    }
+    for (const Strategy& plan : {tensor, data, *pipeline, full, layers}) {
       SCOPED_TRACE(DescribeStrategy(plan));
       ExpectSame(one, RunStrategy(view, Cpus(4), plan, 5), 1e-5);
     }
