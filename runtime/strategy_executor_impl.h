@@ -5,8 +5,9 @@
 // strategy_recompute.cc (reruns of stages and layers),
 // strategy_sharding.cc (ZeRO: the deal, shards, gathers and the
 // round-by-round reduce-scatter), strategy_tensor.cc (tensor parallelism:
-// layouts and the group's collectives), strategy_messages.cc (what crosses
-// ranks). Internal to runtime/: included by those six files only.
+// layouts and the group's collectives; strategy_tensor_ops.cc its ops with
+// collectives inside), strategy_messages.cc (what crosses ranks). Internal
+// to runtime/: included by those seven files only.
 #ifndef PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 #define PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 
@@ -256,6 +257,10 @@ class TorchStrategyExecutor : public StrategyExecutor {
                                                  const TensorLayout& to, int t,
                                                  int j, int n, int code,
                                                  int d);
+  // The sites (FromGroup's codes) of the collectives inside an op's part,
+  // + 0, 1, 2 (a rerun's past kRerunSite).
+  static constexpr int kInsideSite = 5000;
+  static constexpr int kRerunSite = 1 << 20;
   // What a device keeps of an op run split besides its saved graph: a
   // vocabulary-parallel lookup's mask, a vocabulary-parallel loss's
   // gradient per unit of its own, a softmax's output over a split axis

@@ -56,32 +56,6 @@ Graph ResNet50() {
   return *std::move(g);
 }
 
-Strategy OneDevice(const TrainingView& view, int micro_batches) {
-  Strategy s;
-  s.stage_of_op.assign(view.num_groups(), 0);
-  s.stages = {PipelineStage::OneDevicePerReplica({0})};
-  s.micro_batches = micro_batches;
-  s.schedule = PipelineSchedule::k1F1B;
-  return s;
-}
-
-// What the search makes on two CPUs.
-absl::StatusOr<Strategy> Searched(const TrainingView& view,
-                                  const Cluster& cluster, Parallelism mode,
-                                  int micro_batches) {
-  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
-  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
-  SimulationContext context =
-      SimulationContext::Create(view, cluster, *costs, *order);
-  PolicyInput input{view, cluster, *costs, context};
-  StrategySearchOptions search;
-  search.parallelism = mode;
-  search.micro_batches = micro_batches;
-  absl::StatusOr<StrategyChoice> choice = SearchStrategy(input, {}, search);
-  if (!choice.ok()) return choice.status();
-  return choice->strategy;
-}
-
 TEST(StrategyExecutorTest, OneMicroBatchOnOneDeviceIsTheExecutorsStep) {
   Graph graph = Gnmt2();
   TrainingView view = BuildTrainingView(graph);
@@ -401,18 +375,7 @@ TEST(StrategyExecutorTest, RecomputingByLayerMatchesOneDevice) {
   std::vector<Model> models = ModelsAndLlama({});
   models.erase(models.begin(), models.end() - 1);  // the Llama export
   for (const char* name : {"gpt", "llama"}) {
-    zoo::ZooParams p;
-    p.layers = 2;
-    p.hidden = 64;
-    p.heads = 4;
-    p.kv_heads = std::string(name) == "llama" ? 2 : 4;
-    p.ffn = 128;
-    p.seq_len = 32;
-    p.vocab = 64;
-    p.batch_size = 2;
-    absl::StatusOr<onnx::ModelProto> m = zoo::BuildZooModel(name, p);
-    ASSERT_TRUE(m.ok()) << m.status();
-    absl::StatusOr<Graph> g = ImportOnnxModel(*m, name, {});
+    absl::StatusOr<Graph> g = SmallDecoder(name, 32);
     ASSERT_TRUE(g.ok()) << g.status();
     models.push_back({name, *std::move(g)});
   }

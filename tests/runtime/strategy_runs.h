@@ -1,6 +1,7 @@
 // What the strategy executor's tests share: a plan run for kSteps steps
 // (losses and replica 0's parameters; every replica checked to hold the
-// same), and two such runs compared.
+// same), two such runs compared, one device's plan, the search's plan and
+// the zoo's small decoders.
 #ifndef PLACER_TESTS_RUNTIME_STRATEGY_RUNS_H_
 #define PLACER_TESTS_RUNTIME_STRATEGY_RUNS_H_
 
@@ -13,11 +14,16 @@
 #include <string>
 #include <vector>
 
+#include "graph/onnx_import.h"
 #include "graph/training_view.h"
 #include "gtest/gtest.h"
+#include "policies/strategy_search.h"
 #include "profiles/cluster.h"
+#include "profiles/cost_model.h"
 #include "runtime/strategy_executor.h"
+#include "simulator/simulation_context.h"
 #include "simulator/strategy.h"
+#include "zoo/zoo.h"
 
 namespace placer {
 
@@ -84,6 +90,50 @@ inline void ExpectSame(const Trajectory& a, const Trajectory& b, double toleranc
         << name << ": max difference "
         << (t - it->second).abs().max().item<double>();
   }
+}
+
+inline Strategy OneDevice(const TrainingView& view, int micro_batches) {
+  Strategy s;
+  s.stage_of_op.assign(view.num_groups(), 0);
+  s.stages = {PipelineStage::OneDevicePerReplica({0})};
+  s.micro_batches = micro_batches;
+  s.schedule = PipelineSchedule::k1F1B;
+  return s;
+}
+
+// What the search makes on `cluster`.
+inline absl::StatusOr<Strategy> Searched(const TrainingView& view,
+                                  const Cluster& cluster, Parallelism mode,
+                                  int micro_batches) {
+  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  SimulationContext context =
+      SimulationContext::Create(view, cluster, *costs, *order);
+  PolicyInput input{view, cluster, *costs, context};
+  StrategySearchOptions search;
+  search.parallelism = mode;
+  search.micro_batches = micro_batches;
+  absl::StatusOr<StrategyChoice> choice = SearchStrategy(input, {}, search);
+  if (!choice.ok()) return choice.status();
+  return choice->strategy;
+}
+
+// The zoo's GPT- or Llama-style decoder (`name`: gpt, llama) of 2 layers,
+// width 64, 4 heads (Llama: 2 key/value heads), batch 2, `seq_len` tokens.
+inline absl::StatusOr<Graph> SmallDecoder(const std::string& name,
+                                          int seq_len) {
+  zoo::ZooParams p;
+  p.layers = 2;
+  p.hidden = 64;
+  p.heads = 4;
+  p.kv_heads = name == "llama" ? 2 : 4;
+  p.ffn = 128;
+  p.seq_len = seq_len;
+  p.vocab = 64;
+  p.batch_size = 2;
+  absl::StatusOr<onnx::ModelProto> m = zoo::BuildZooModel(name, p);
+  if (!m.ok()) return m.status();
+  return ImportOnnxModel(*m, name, {});
 }
 
 }  // namespace placer

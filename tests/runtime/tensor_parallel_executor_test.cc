@@ -22,31 +22,6 @@ namespace {
 
 constexpr int kMicroBatches = 4;
 
-Strategy OneDevice(const TrainingView& view) {
-  Strategy s;
-  s.stage_of_op.assign(view.num_groups(), 0);
-  s.stages = {PipelineStage::OneDevicePerReplica({0})};
-  s.micro_batches = kMicroBatches;
-  s.schedule = PipelineSchedule::k1F1B;
-  return s;
-}
-
-// Stages as the pipeline search cuts the model for two devices.
-absl::StatusOr<Strategy> TwoStages(const TrainingView& view) {
-  const Cluster cluster = Cpus(2);
-  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
-  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
-  SimulationContext context =
-      SimulationContext::Create(view, cluster, *costs, *order);
-  PolicyInput input{view, cluster, *costs, context};
-  StrategySearchOptions search;
-  search.parallelism = Parallelism::kPipeline;
-  search.micro_batches = kMicroBatches;
-  absl::StatusOr<StrategyChoice> choice = SearchStrategy(input, {}, search);
-  if (!choice.ok()) return choice.status();
-  return choice->strategy;
-}
-
 struct Model {
   std::string name;
   Graph graph;
@@ -65,19 +40,7 @@ std::vector<Model> Decoders() {
   EXPECT_TRUE(gpt2.ok()) << gpt2.status();
   if (gpt2.ok()) models.push_back({"gpt2 export", *std::move(gpt2)});
   for (const char* name : {"gpt", "llama"}) {
-    zoo::ZooParams p;
-    p.layers = 2;
-    p.hidden = 64;
-    p.heads = 4;
-    p.kv_heads = std::string(name) == "llama" ? 2 : 4;
-    p.ffn = 128;
-    p.seq_len = 16;
-    p.vocab = 64;
-    p.batch_size = 2;
-    absl::StatusOr<onnx::ModelProto> m = zoo::BuildZooModel(name, p);
-    EXPECT_TRUE(m.ok()) << m.status();
-    if (!m.ok()) continue;
-    absl::StatusOr<Graph> g = ImportOnnxModel(*m, name, {});
+    absl::StatusOr<Graph> g = SmallDecoder(name, 16);
     EXPECT_TRUE(g.ok()) << g.status();
     if (g.ok()) models.push_back({name, *std::move(g)});
   }
@@ -88,9 +51,9 @@ TEST(TensorParallelExecutorTest, DecodersSplitOverTwoDevicesMatchOneDevice) {
   for (Model& m : Decoders()) {
     SCOPED_TRACE(m.name);
     TrainingView view = BuildTrainingView(m.graph);
-    const Trajectory one = RunStrategy(view, Cpus(1), OneDevice(view), 5);
+    const Trajectory one = RunStrategy(view, Cpus(1), OneDevice(view, kMicroBatches), 5);
 
-    Strategy tensor = OneDevice(view);
+    Strategy tensor = OneDevice(view, kMicroBatches);
     tensor.stages = {PipelineStage::OfTensorGroups({{0, 1}})};
     absl::StatusOr<TensorSharding> sharding =
         ShardStrategy(view.forward(), tensor);
@@ -98,7 +61,9 @@ TEST(TensorParallelExecutorTest, DecodersSplitOverTwoDevicesMatchOneDevice) {
     EXPECT_GT(sharding->SplitOps(), 10);
     Strategy data = tensor;
     data.stages = {PipelineStage::OfTensorGroups({{0, 1}, {2, 3}})};
-    absl::StatusOr<Strategy> pipeline = TwoStages(view);
+    // Stages as the pipeline search cuts the model for two devices.
+    absl::StatusOr<Strategy> pipeline =
+        Searched(view, Cpus(2), Parallelism::kPipeline, kMicroBatches);
     ASSERT_TRUE(pipeline.ok()) << pipeline.status();
     ASSERT_EQ(pipeline->stages.size(), 2u);
     pipeline->stages = {PipelineStage::OfTensorGroups({{0, 1}}),
@@ -144,13 +109,13 @@ TEST(TensorParallelExecutorTest, OtherExportsSplitOverTwoDevicesMatchOneDevice) 
   for (Model& m : models) {
     SCOPED_TRACE(m.name);
     TrainingView view = BuildTrainingView(m.graph);
-    Strategy tensor = OneDevice(view);
+    Strategy tensor = OneDevice(view, kMicroBatches);
     tensor.stages = {PipelineStage::OfTensorGroups({{0, 1}})};
     absl::StatusOr<TensorSharding> sharding =
         ShardStrategy(view.forward(), tensor);
     ASSERT_TRUE(sharding.ok()) << sharding.status();
     EXPECT_GT(sharding->SplitOps(), 5);
-    ExpectSame(RunStrategy(view, Cpus(1), OneDevice(view), 5),
+    ExpectSame(RunStrategy(view, Cpus(1), OneDevice(view, kMicroBatches), 5),
                RunStrategy(view, Cpus(2), tensor, 5), 1e-5);
   }
 }
