@@ -198,15 +198,11 @@ absl::Status TorchStrategyExecutor::Init() {
     // the first replica's device of that slot on each other rank.
     for (int s = 0; s < S_; ++s) {
       const PipelineStage& stage = strategy_.stages[s];
-      // Per slot (with tensor parallelism, per tensor rank), its devices.
-      const int lists = std::max(stage.width(), stage.tensor());
-      for (int slot = 0; slot < lists; ++slot) {
-        const int member = stage.tensor() > 1 ? stage.TensorGroup(0)[slot]
-                                              : stage.device(0, slot);
+      for (const std::vector<int>& devices : ReplicaLists(s)) {
+        const int slot = slot_of_device_[devices[0]];
         bool updates = false;
-        for (int u : update_[s]) updates |= SlotOfNode(u) == slot_of_device_[member];
+        for (int u : update_[s]) updates |= SlotOfNode(u) == slot;
         if (!updates) continue;
-        const std::vector<int> devices = ReplicaDevices(member);
         if (ShardsGradientsOf(s)) {
           // ZeRO-2/3: every round, a bucket of parts for each replica on
           // another rank; ZeRO-3 also a bucket of shards for each gather
@@ -274,9 +270,8 @@ absl::Status TorchStrategyExecutor::Init() {
   // first replica of its slot on every other rank.
   if (Distributed() && strategy_.zero != ZeroStage::kNone) {
     for (int s = 0; s < S_; ++s) {
-      const PipelineStage& stage = strategy_.stages[s];
-      for (int slot = 0; slot < stage.width(); ++slot) {
-        const std::vector<int> devices = SlotDevices(stage, slot);
+      for (const std::vector<int>& devices : ReplicaLists(s)) {
+        const int slot = slot_of_device_[devices[0]];
         for (size_t k = 0; k < devices.size(); ++k) {
           const int r = devices[k];
           if (!SendsUpdated(s, slot, static_cast<int>(k))) continue;
@@ -483,9 +478,9 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   kept_.assign(static_cast<size_t>(S_) * M_ * T_, {});
   kept_reads_.assign(static_cast<size_t>(S_) * M_ * T_, {});
   if (strategy_.zero == ZeroStage::kParameters) {
-    parked_.assign(M_, std::vector<torch::Tensor>(V_));
+    parked_.assign(lanes, std::vector<torch::Tensor>(V_));
   }
-  rounds_delivered_.assign(static_cast<size_t>(S_) * W_ * M_, 0);
+  rounds_delivered_.assign(static_cast<size_t>(S_) * W_ * T_ * M_, 0);
   gather_inbox_.assign(Distributed() ? static_cast<size_t>(D_) * D_ : 0, {});
   shard_rounds_arrived_.assign(static_cast<size_t>(D_) * D_, 0);
   if (ShardsGradients(strategy_.zero)) {
@@ -496,8 +491,8 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
       if (group_of_parameter_[p] < 0) continue;
       const int R = strategy_.stages[strategy_.stage_of_op[group_of_parameter_[p]]]
                         .num_replicas();
-      rounds_[p].assign(R, {});
-      next_round_[p].assign(R, 0);
+      rounds_[p].assign(static_cast<size_t>(R) * T_, {});
+      next_round_[p].assign(static_cast<size_t>(R) * T_, 0);
     }
   }
   seeds_.assign(lanes, std::vector<torch::Tensor>(graph_.tensors().size()));
@@ -507,7 +502,7 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   }
   tasks_done_.assign(D_, 0);
   accum_arrived_.assign(D_, 0);
-  updated_.assign(static_cast<size_t>(S_) * W_, 0);
+  updated_.assign(static_cast<size_t>(S_) * W_ * T_, 0);
   gathered_arrived_.assign(D_, 0);
   if (Distributed() && strategy_.zero != ZeroStage::kNone) {
     gathered_.assign(D_, std::vector<torch::Tensor>(V_));
@@ -659,17 +654,34 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(
   if (ShardsParametersOf(s)) {
     const PipelineStage& stage = strategy_.stages[s];
     for (int k = 0; k < stage.num_replicas(); ++k) {
-      if (!Local(stage.device(k, 0))) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "parameter '", name, "' (ZeRO-3): replica ", k,
-            "'s shard of it is on rank ", RankOf(stage.device(k, 0)),
-            "; ParameterShard gives this rank's shards"));
+      for (int r = 0; r < T_; ++r) {
+        const int d = ParameterDevice(at.value, k, r);
+        if (!Local(d)) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "parameter '", name, "' (ZeRO-3): replica ", k,
+              "'s shard of it is on rank ", RankOf(d),
+              "; ParameterShard gives this rank's shards"));
+        }
       }
     }
-    return Gather(at.value, at.device).to(torch::kCPU);
+    if (T_ == 1) return Gather(at.value, at.device).to(torch::kCPU);
   }
   if (T_ > 1) return WholeParameter(at.value, replica);
   return params_[at.device][at.value].to(torch::kCPU).clone();
+}
+
+std::vector<std::vector<int>> TorchStrategyExecutor::ReplicaLists(
+    int s) const {
+  const PipelineStage& stage = strategy_.stages[s];
+  std::vector<std::vector<int>> lists;
+  if (stage.tensor() > 1) {
+    for (int d : stage.TensorGroup(0)) lists.push_back(ReplicaDevices(d));
+    return lists;
+  }
+  for (int slot = 0; slot < stage.width(); ++slot) {
+    lists.push_back(SlotDevices(stage, slot));
+  }
+  return lists;
 }
 
 std::vector<int> TorchStrategyExecutor::ReplicaDevices(int d) const {
@@ -688,12 +700,7 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
   RETURN_IF_ERROR(CheckStrategy(view, cluster, strategy));
   RETURN_IF_ERROR(CheckRunnable(view.forward()));
   if (HasTensorParallelism(strategy)) {
-    if (strategy.zero != ZeroStage::kNone) {
-      return absl::UnimplementedError(absl::StrCat(
-          "tensor parallelism (", DescribeStrategy(strategy),
-          ") with ZeRO: the strategy executor runs tensor-parallel groups "
-          "without ZeRO"));
-    }
+
   }
   for (size_t s = 0; s < strategy.stages.size(); ++s) {
     if (strategy.stages[s].recompute == Recompute::kNone) continue;

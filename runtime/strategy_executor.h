@@ -148,8 +148,9 @@
 //    device the r-th 1/T of every piece), back to the weights that make
 //    it (GPT-2's fused QKV projection). The replicas of a stage allreduce
 //    each device's parts with the same tensor rank's in the other
-//    replicas. A recomputing stage's reruns convert as its forward did
-//    (the collectives again). ParameterPart gives a device's part;
+//    replicas (under ZeRO, the replicas of a tensor rank shard its parts as
+//    above). A recomputing stage's reruns convert as its forward did (the
+//    collectives again). ParameterPart gives a device's part;
 //    Parameter joins the group's (FailedPrecondition when some are on
 //    other ranks).
 //  - Create fails when the strategy does not fit the view and cluster
@@ -158,7 +159,7 @@
 //    a stage recomputes over several devices per replica
 //    or holds an op that draws random numbers (Unimplemented, naming the
 //    stage and op: a rerun would draw other numbers), tensor parallelism
-//    comes with ZeRO, in groups of different sizes, over
+//    comes in groups of different sizes, over
 //    ranks in a pipeline, with some but not all of a group's devices on one
 //    rank, or needs what the executor does not split (a value dealt by a
 //    Split read split otherwise, an allreduce inside another op type;

@@ -151,6 +151,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // (with tensor parallelism: its tensor rank's) in every replica of its
   // stage, in replica order.
   std::vector<int> ReplicaDevices(int d) const;
+  // Stage s's lists of such devices: per slot (per tensor rank).
+  std::vector<std::vector<int>> ReplicaLists(int s) const;
   // Waits (under the lock) until the nodes of micro-batch j that node n
   // reads from other slots of its task have run; false on a failure.
   // Adds the wait to waited_seconds_[d].
@@ -325,17 +327,22 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // the parameter has fewer elements than replicas), as a view of
   // `whole` (v's shape).
   torch::Tensor Shard(const torch::Tensor& whole, int v, int k) const;
-  // Its first element and length.
+  // Its first element and length. With tensor parallelism, of each
+  // device's part (every tensor rank's the same size): the replicas of a
+  // tensor rank shard their parts (PartShape).
   std::pair<int64_t, int64_t> ShardRange(int v, int k) const;
+  std::vector<int64_t> PartShape(int v) const;
   // ZeRO-3: parameter v whole on device d from its replicas' shards
   // (this process's, and those of `others`; as FSDP's all-gather fills its
   // unsharded buffer);
-  // FillFromShards writes them into `whole` (v's shape), taking replica
-  // k's from `others` when it has k.
+  // FillFromShards writes them into `whole` (v's shape; its part), taking
+  // replica k's from `others` when it has k, the others' from tensor rank
+  // r's devices.
   torch::Tensor Gather(int v, int d,
                        const std::map<int, torch::Tensor>& others = {}) const;
   void FillFromShards(const torch::Tensor& whole, int v,
-                      const std::map<int, torch::Tensor>& others) const;
+                      const std::map<int, torch::Tensor>& others,
+                      int r) const;
   // ZeRO-3, one gather of `parameters` (of stage s) by device d: across
   // ranks, d's shards of them go as one bucket to each replica of the
   // stage on another rank, and each such replica's bucket for this gather
@@ -354,7 +361,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // saved graph holds have their storage freed and are parked for the
   // backward (parked_), unless an output shares their storage (`pinned`
   // since a node of this pass made one: left to reference counting).
-  void ReleaseAfterForward(int n, int j, bool autograd,
+  void ReleaseAfterForward(int n, int j, int d, bool autograd,
                            const std::vector<torch::Tensor>& outputs,
                            std::map<int, torch::Tensor>* copied,
                            std::set<int>* pinned);
@@ -364,15 +371,16 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // not change before its updates). After it: those it was the last to
   // need are let go.
   absl::Status RestoreBefore(int b, int j, int d);
-  void ReleaseAfterBackward(int b, int j);
+  void ReleaseAfterBackward(int b, int j, int d);
   // ZeRO-2/3: replica `from`'s gradient of parameter p's shard `to` (on
-  // that shard's device), from micro-batch j. A round of micro-batches
+  // that shard's device; of tensor rank r's part), from micro-batch j. A round of micro-batches
   // (the n-th of every replica) is summed in replica order on the shard's
   // device once every replica has delivered it, and the rounds are added
   // into that replica's accumulator (of the shard) in order; with
   // `flush`, also the rounds some replica sent nothing for (called once
   // every task of the stage has ended).
-  void Deliver(int s, int p, int j, int from, int to, torch::Tensor g);
+  void Deliver(int s, int p, int j, int from, int to, int r,
+               torch::Tensor g);
   // ZeRO-2/3, after stage s's backward of micro-batch j on device d: the
   // gradients it completed (`completed`, parameter and part, taken) cut
   // into the shards' parts, delivered here or sent to the other ranks'
@@ -381,7 +389,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   absl::Status ReduceScatter(
       int s, int j, int d,
       std::vector<std::pair<int, torch::Tensor>>* completed);
-  void FoldRounds(int p, int to, bool flush)
+  void FoldRounds(int p, int to, int r, bool flush)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(fold_mu_);
   // After a task on local device d: what other ranks need from it.
   absl::Status SendAfter(int s, int j, int d, bool backward);
@@ -506,7 +514,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // ZeRO-1: per parameter (value), the replica of its stage that holds its
   // optimizer state and updates it (-1: every replica); the others copy it
   // from there once their slot's replicas have all updated
-  // (updated_[s * W + slot] counts them).
+  // (updated_[(s * W + slot) * T + tensor rank] counts them).
   std::vector<int> owner_;
   std::vector<int> updated_;
   // ZeRO-3's tables (InitSharding), per node: besides the above, the
@@ -532,17 +540,18 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<std::vector<std::map<int, std::vector<torch::Tensor>>>> rounds_
       ABSL_GUARDED_BY(fold_mu_);
   std::vector<std::vector<int>> next_round_ ABSL_GUARDED_BY(fold_mu_);
-  // ZeRO-2/3: [RoundKey(s, slot, n)], the deliveries of round n's parts
-  // to this process's replicas of stage s's slot: each of its replicas
+  // ZeRO-2/3: [RoundKey(s, slot, n, r)], the deliveries of round n's parts
+  // to this process's replicas of stage s's slot (tensor rank r's): each
+  // of its replicas
   // delivers to all of them, each other rank's replica sends each one a
   // bucket (under mu_); the round's reduce-scatter is done here when every
   // replica of the slot has delivered to every local one.
   std::vector<int> rounds_delivered_;
-  size_t RoundKey(int s, int slot, int round) const {
-    return (static_cast<size_t>(s) * W_ + slot) * M_ + round;
+  size_t RoundKey(int s, int slot, int round, int r) const {
+    return ((static_cast<size_t>(s) * W_ + slot) * T_ + r) * M_ + round;
   }
-  // The replicas of stage s's slot in this process.
-  int LocalReplicas(int s, int slot) const;
+  // The devices of ReplicaDevices(d) in this process.
+  int LocalReplicas(int d) const;
   // ZeRO-2/3 across ranks: buckets received per (src, dst) device pair;
   // per device, the micro-batches of its backward tasks in its order (the
   // n-th bucket from src is of backward_order_[src][n]).

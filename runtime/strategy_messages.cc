@@ -236,10 +236,11 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
       for (auto& [p, t] : *parts) {
         if (t.numel() == 0) continue;
         Deliver(ss, p, j, replica_of_device_[src], replica_of_device_[dst],
-                std::move(t));
+                tensor_rank_of_device_[dst], std::move(t));
       }
       std::lock_guard<std::mutex> lock(mu_);
-      ++rounds_delivered_[RoundKey(ss, slot, j / R)];
+      ++rounds_delivered_[RoundKey(ss, slot, j / R,
+                                   tensor_rank_of_device_[dst])];
       cv_.notify_all();
       continue;
     }

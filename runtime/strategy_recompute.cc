@@ -110,7 +110,7 @@ absl::Status TorchStrategyExecutor::Rerun(int s, int j, int d) {
     RETURN_IF_ERROR(GatherBefore(n, d, &copied));
     ASSIGN_OR_RETURN(std::vector<torch::Tensor> results,
                      RerunNode(n, j, d, &copied, activation));
-    ReleaseAfterForward(n, j, HasBackward(n), results, &copied, &pinned);
+    ReleaseAfterForward(n, j, d, HasBackward(n), results, &copied, &pinned);
     for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) {
       const int t = op.outputs[k];
       const int v = t >= 0 ? value_of_tensor_[t] : -1;

@@ -84,9 +84,9 @@ void TorchStrategyExecutor::DealParameters() {
   }
 }
 
-int TorchStrategyExecutor::LocalReplicas(int s, int slot) const {
+int TorchStrategyExecutor::LocalReplicas(int d) const {
   int local = 0;
-  for (int d : SlotDevices(strategy_.stages[s], slot)) local += Local(d);
+  for (int q : ReplicaDevices(d)) local += Local(q);
   return local;
 }
 
@@ -202,10 +202,18 @@ std::pair<int64_t, int64_t> TorchStrategyExecutor::ShardRange(int v,
   const int g = group_of_parameter_[v];
   const int64_t replicas =
       strategy_.stages[strategy_.stage_of_op[g]].num_replicas();
-  const int64_t elements = host_[v].numel();
+  int64_t elements = 1;
+  for (int64_t e : PartShape(v)) elements *= e;
   const int64_t run = (elements + replicas - 1) / replicas;
   const int64_t first = std::min(elements, k * run);
   return {first, std::min(elements, first + run) - first};
+}
+
+std::vector<int64_t> TorchStrategyExecutor::PartShape(int v) const {
+  std::vector<int64_t> shape = host_[v].sizes().vec();
+  const TensorLayout layout = HeldLayout(view_.value(v).tensor);
+  if (layout.kind == TensorLayout::Kind::kSplit) shape[layout.dim] /= T_;
+  return shape;
 }
 
 torch::Tensor TorchStrategyExecutor::Shard(const torch::Tensor& whole, int v,
@@ -216,7 +224,7 @@ torch::Tensor TorchStrategyExecutor::Shard(const torch::Tensor& whole, int v,
 
 void TorchStrategyExecutor::FillFromShards(
     const torch::Tensor& whole, int v,
-    const std::map<int, torch::Tensor>& others) const {
+    const std::map<int, torch::Tensor>& others, int r) const {
   torch::NoGradGuard no_grad;
   const int g = group_of_parameter_[v];
   const PipelineStage& stage = strategy_.stages[strategy_.stage_of_op[g]];
@@ -225,15 +233,15 @@ void TorchStrategyExecutor::FillFromShards(
     if (part.numel() == 0) continue;
     auto at = others.find(k);
     part.copy_(at != others.end() ? at->second
-                                  : params_[ParameterDevice(v, k)][v]);
+                                  : params_[ParameterDevice(v, k, r)][v]);
   }
 }
 
 torch::Tensor TorchStrategyExecutor::Gather(
     int v, int d, const std::map<int, torch::Tensor>& others) const {
   torch::Tensor whole = torch::empty(
-      host_[v].sizes(), params_[d][v].options().device(devices_[d]));
-  FillFromShards(whole, v, others);
+      PartShape(v), params_[d][v].options().device(devices_[d]));
+  FillFromShards(whole, v, others, tensor_rank_of_device_[d]);
   return whole;
 }
 
@@ -242,7 +250,7 @@ TorchStrategyExecutor::ExchangeShards(int s, int d,
                                       const std::vector<int>& parameters) {
   std::vector<std::map<int, torch::Tensor>> others(parameters.size());
   if (!Distributed() || parameters.empty()) return others;
-  const std::vector<int> replicas = SlotDevices(strategy_.stages[s], 0);
+  const std::vector<int> replicas = ReplicaDevices(d);
   std::vector<torch::Tensor> mine;
   for (int v : parameters) mine.push_back(params_[d][v].reshape({-1}));
   torch::Tensor bucket;
@@ -292,7 +300,8 @@ absl::Status TorchStrategyExecutor::GatherBefore(
 }
 
 void TorchStrategyExecutor::ReleaseAfterForward(
-    int n, int j, bool autograd, const std::vector<torch::Tensor>& outputs,
+    int n, int j, int d, bool autograd,
+    const std::vector<torch::Tensor>& outputs,
     std::map<int, torch::Tensor>* copied, std::set<int>* pinned) {
   if (!ShardsParametersOf(StageOfNode(n))) return;
   // An output that shares a gathered parameter's storage (a view of it)
@@ -317,7 +326,7 @@ void TorchStrategyExecutor::ReleaseAfterForward(
       continue;
     }
     FreeStorage(gathered);
-    parked_[j][v] = std::move(gathered);
+    parked_[Lane(j, d)][v] = std::move(gathered);
   }
 }
 
@@ -327,15 +336,18 @@ absl::Status TorchStrategyExecutor::RestoreBefore(int b, int j, int d) {
   using Others = std::vector<std::map<int, torch::Tensor>>;
   ASSIGN_OR_RETURN(Others others, ExchangeShards(StageOfNode(b), d, parameters));
   for (size_t i = 0; i < parameters.size(); ++i) {
-    const torch::Tensor& gathered = parked_[j][parameters[i]];
+    const torch::Tensor& gathered = parked_[Lane(j, d)][parameters[i]];
     if (!gathered.defined() || !StorageFreed(gathered)) continue;
-    FillFromShards(RefillStorage(gathered), parameters[i], others[i]);
+    FillFromShards(RefillStorage(gathered), parameters[i], others[i],
+                   tensor_rank_of_device_[d]);
   }
   return absl::OkStatus();
 }
 
-void TorchStrategyExecutor::ReleaseAfterBackward(int b, int j) {
-  for (int v : released_after_backward_[b]) parked_[j][v] = torch::Tensor();
+void TorchStrategyExecutor::ReleaseAfterBackward(int b, int j, int d) {
+  for (int v : released_after_backward_[b]) {
+    parked_[Lane(j, d)][v] = torch::Tensor();
+  }
 }
 
 absl::Status TorchStrategyExecutor::ReduceScatter(
@@ -355,7 +367,8 @@ absl::Status TorchStrategyExecutor::ReduceScatter(
   // parts of every parameter of the slot (zeros where no gradient
   // flowed) go as one flat bucket.
   const int slot = slot_of_device_[d];
-  const std::vector<int> replicas = SlotDevices(strategy_.stages[s], slot);
+  const int rank = tensor_rank_of_device_[d];
+  const std::vector<int> replicas = ReplicaDevices(d);
   const int R = static_cast<int>(replicas.size());
   const std::vector<int> parameters = SlotParameters(s, slot);
   if (parameters.empty()) return absl::OkStatus();
@@ -376,7 +389,7 @@ absl::Status TorchStrategyExecutor::ReduceScatter(
       if (at == gradient.end()) continue;
       torch::Tensor part = Shard(at->second, p, k);
       if (part.numel() == 0) continue;
-      Deliver(s, p, j, replica_of_device_[d], k, part.clone());
+      Deliver(s, p, j, replica_of_device_[d], k, rank, part.clone());
     }
     if (at != gradient.end()) at->second = torch::Tensor();
   }
@@ -400,8 +413,8 @@ absl::Status TorchStrategyExecutor::ReduceScatter(
   // replica has delivered its parts to this process's replicas: a
   // replica does not run ahead with its rounds' parts piling up on the
   // others.
-  const int local = LocalReplicas(s, slot);
-  const size_t key = RoundKey(s, slot, round);
+  const int local = LocalReplicas(d);
+  const size_t key = RoundKey(s, slot, round, rank);
   const auto start = SteadyClock::now();
   std::unique_lock<std::mutex> lock(mu_);
   rounds_delivered_[key] += local;
@@ -414,18 +427,19 @@ absl::Status TorchStrategyExecutor::ReduceScatter(
 }
 
 void TorchStrategyExecutor::Deliver(int s, int p, int j, int from, int to,
-                                    torch::Tensor g) {
+                                    int r, torch::Tensor g) {
   const int replicas = strategy_.stages[s].num_replicas();
   std::lock_guard<std::mutex> lock(fold_mu_);
-  std::vector<torch::Tensor>& round = rounds_[p][to][j / replicas];
+  std::vector<torch::Tensor>& round = rounds_[p][to * T_ + r][j / replicas];
   if (round.empty()) round.resize(replicas);
   round[from] = std::move(g);
-  FoldRounds(p, to, /*flush=*/false);
+  FoldRounds(p, to, r, /*flush=*/false);
 }
 
-void TorchStrategyExecutor::FoldRounds(int p, int to, bool flush) {
-  const int device = ParameterDevice(p, to);
-  std::map<int, std::vector<torch::Tensor>>& rounds = rounds_[p][to];
+void TorchStrategyExecutor::FoldRounds(int p, int to, int r, bool flush) {
+  const int device = ParameterDevice(p, to, r);
+  const int shard = to * T_ + r;
+  std::map<int, std::vector<torch::Tensor>>& rounds = rounds_[p][shard];
   torch::NoGradGuard no_grad;
   // The sums are the shard's device's memory, whichever worker adds (the
   // parts are their senders' until the round is erased).
@@ -434,7 +448,7 @@ void TorchStrategyExecutor::FoldRounds(int p, int to, bool flush) {
     const auto [index, round] = *rounds.begin();
     int delivered = 0;
     for (const torch::Tensor& g : round) delivered += g.defined() ? 1 : 0;
-    if (!flush && (index != next_round_[p][to] ||
+    if (!flush && (index != next_round_[p][shard] ||
                    delivered < static_cast<int>(round.size()))) {
       return;
     }
@@ -451,7 +465,7 @@ void TorchStrategyExecutor::FoldRounds(int p, int to, bool flush) {
       accumulator.add_(total);
     }
     rounds.erase(rounds.begin());
-    next_round_[p][to] = index + 1;
+    next_round_[p][shard] = index + 1;
   }
 }
 

@@ -141,7 +141,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
       return WithContext(results.status(),
                          absl::StrCat(node.key, " (micro-batch ", j, "): "));
     }
-    ReleaseAfterForward(n, j, autograd, *results, &copied, &pinned);
+    ReleaseAfterForward(n, j, d, autograd, *results, &copied, &pinned);
     const double loss = OutputLosses(graph_, op, *results, targets_[d][j],
                                      1.0 / M_, &seeds_[lane]);
     {
@@ -227,7 +227,7 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
                : BackwardOp(graph_, op, std::move(saved_[lane][node.forward_op]),
                             output_gradients, tensors);
     saved_[lane][node.forward_op] = SavedOp();
-    ReleaseAfterBackward(n, j);
+    ReleaseAfterBackward(n, j, d);
     if (!grads.ok()) {
       return WithContext(grads.status(),
                          absl::StrCat(node.key, " (micro-batch ", j, "): "));
@@ -451,7 +451,8 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
         // Reduce-scattered already (this replica's shard): every delivery
         // is in.
         std::lock_guard<std::mutex> lock(fold_mu_);
-        FoldRounds(p, replica_of_device_[d], /*flush=*/true);
+        FoldRounds(p, replica_of_device_[d], tensor_rank_of_device_[d],
+                   /*flush=*/true);
         totals[i] = accum_[d][p];
         continue;
       }
@@ -538,7 +539,8 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   }
   {
     std::unique_lock<std::mutex> lock(mu_);
-    const size_t key = static_cast<size_t>(s) * W_ + slot;
+    const size_t key =
+        (static_cast<size_t>(s) * W_ + slot) * T_ + tensor_rank_of_device_[d];
     ++updated_[key];
     cv_.notify_all();
     int local = 0;

@@ -583,7 +583,8 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::WholeParameter(
   const std::vector<int> group = strategy_.stages[s].TensorGroup(k);
   const TensorLayout layout = HeldLayout(view_.value(v).tensor);
   if (layout.kind != Kind::kSplit) {
-    return params_[group[0]][v].to(torch::kCPU).clone();
+    return ShardsParametersOf(s) ? Gather(v, group[0]).to(torch::kCPU)
+                                 : params_[group[0]][v].to(torch::kCPU).clone();
   }
   std::vector<torch::Tensor> parts;
   for (int d : group) {
@@ -593,7 +594,9 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::WholeParameter(
           "'s tensor-parallel group; device ", cluster_.device(d).name,
           " is on rank ", RankOf(d)));
     }
-    parts.push_back(params_[d][v].to(torch::kCPU));
+    // ZeRO-3: the device's part gathered from its replicas' shards.
+    parts.push_back(ShardsParametersOf(s) ? Gather(v, d).to(torch::kCPU)
+                                          : params_[d][v].to(torch::kCPU));
   }
   return Join(parts, layout.dim, view_.value(v).tensor);
 }

@@ -1,7 +1,10 @@
-// Tensor parallelism in the strategy executor: PyTorch's Llama-style export
-// and the zoo's decoders split over groups of two CPU devices (alone, with
-// two replicas, and over two pipeline stages) train as one device does;
-// what it does not run split is refused by name.
+// Tensor parallelism in the strategy executor: PyTorch's Llama-style and
+// GPT-2 exports and the zoo's decoders split over groups of two CPU
+// devices (alone, with two replicas, with ZeRO-1, over two pipeline stages,
+// recomputing) train as one device does, as do two replicas recomputing
+// by layer and with ZeRO-1 and ZeRO-3 (the must-show plans of
+// tensor/recompute/ZeRO); so do convolutional, encoder, mixture-of-experts
+// and LSTM graphs split over two devices.
 #include <string>
 #include <vector>
 
@@ -47,7 +50,7 @@ std::vector<Model> Decoders() {
   return models;
 }
 
-TEST(TensorParallelExecutorTest, DecodersSplitOverTwoDevicesMatchOneDevice) {
+TEST(TensorParallelExecutorTest, DecodersMatchOneDevice) {
   for (Model& m : Decoders()) {
     SCOPED_TRACE(m.name);
     TrainingView view = BuildTrainingView(m.graph);
@@ -75,7 +78,29 @@ TEST(TensorParallelExecutorTest, DecodersSplitOverTwoDevicesMatchOneDevice) {
     for (PipelineStage& stage : layers.stages) {
       stage.recompute = Recompute::kLayers;
     }
-    for (const Strategy& plan : {tensor, data, *pipeline, full, layers}) {
+    // ZeRO over the replicas of each tensor rank: ZeRO-1 (each device's
+    // part's optimizer state dealt), ZeRO-2, and ZeRO-3 recomputing by
+    // layer (as the search plans the largest models).
+    Strategy zero = data;
+    zero.zero = ZeroStage::kOptimizerState;
+    Strategy zero_two = data;
+    zero_two.zero = ZeroStage::kGradients;
+    Strategy zero_three_layers = data;
+    zero_three_layers.zero = ZeroStage::kParameters;
+    zero_three_layers.stages[0].recompute = Recompute::kLayers;
+    // And without tensor parallelism, two replicas recomputing by layer,
+    // with ZeRO-1 and with ZeRO-3.
+    Strategy replicas = OneDevice(view, kMicroBatches);
+    replicas.stages = {PipelineStage::OneDevicePerReplica({0, 1})};
+    Strategy replicas_layers = replicas;
+    replicas_layers.stages[0].recompute = Recompute::kLayers;
+    Strategy zero_one = replicas;
+    zero_one.zero = ZeroStage::kOptimizerState;
+    Strategy zero_three = replicas;
+    zero_three.zero = ZeroStage::kParameters;
+    for (const Strategy& plan :
+         {tensor, data, *pipeline, full, layers, zero, zero_two,
+          zero_three_layers, replicas_layers, zero_one, zero_three}) {
       SCOPED_TRACE(DescribeStrategy(plan));
       ExpectSame(one, RunStrategy(view, Cpus(4), plan, 5), 1e-5);
     }
