@@ -1,13 +1,15 @@
 // The strategy executor's worker state (runtime/strategy_executor.h): one
-// class whose step is split over five files — strategy_executor.cc (the
-// tables Init builds, Step, Create), strategy_tasks.cc (a device's worker:
-// its forward and backward tasks, accumulation, allreduce and update),
+// class whose step is split over eight files — strategy_executor.cc (the
+// tables Init builds, where parameters are, Create), strategy_step.cc
+// (Step: its state, workers, readiness, failure), strategy_tasks.cc (a
+// device's worker: its forward and backward tasks, accumulation, allreduce
+// and update),
 // strategy_recompute.cc (reruns of stages and layers),
 // strategy_sharding.cc (ZeRO: the deal, shards, gathers and the
 // round-by-round reduce-scatter), strategy_tensor.cc (tensor parallelism:
 // layouts and the group's collectives; strategy_tensor_ops.cc its ops with
 // collectives inside), strategy_messages.cc (what crosses ranks). Internal
-// to runtime/: included by those seven files only.
+// to runtime/: included by those eight files only.
 #ifndef PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 #define PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 

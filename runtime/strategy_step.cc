@@ -1,0 +1,262 @@
+// A step of the strategy executor (runtime/strategy_executor.h): its state
+// reset, the workers and receivers run, their readiness and failure, and
+// the step's report (merged across ranks).
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/host_setup.h"
+#include "base/status_helpers.h"
+#include "base/stopwatch.h"
+#include "base/torch_status.h"
+#include "profiles/signature.h"
+#include "runtime/cpu_cores.h"
+#include "runtime/executor_ops.h"
+#include "runtime/initial_values.h"
+#include "runtime/op_autograd.h"
+#include "runtime/rank_group.h"
+#include "runtime/step_exchange.h"
+#include "runtime/strategy_executor_impl.h"
+#include "runtime/torch_devices.h"
+
+namespace placer {
+
+void TorchStrategyExecutor::Fail(const absl::Status& status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failure_.ok()) failure_ = status;
+  cv_.notify_all();
+  slots_cv_.notify_all();
+  group_cv_.notify_all();
+}
+
+bool TorchStrategyExecutor::ReadyLocked(int s, int j, bool backward) const {
+  for (int from : backward ? gradient_sources_[s] : forward_sources_[s]) {
+    if (Local(DeviceOf(from, j))) {
+      if (!(backward ? backward_done_ : forward_done_)[from * M_ + j]) {
+        return false;
+      }
+      continue;
+    }
+    const std::vector<int>& crossing =
+        (backward ? cross_sums_ : cross_values_)[from * S_ + s];
+    if (arrived_[ArrivalKey(from, s, j, backward)] <
+        static_cast<int>(crossing.size())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool TorchStrategyExecutor::WaitForOtherSlots(int n, int j, int d) {
+  if (waits_for_[n].empty()) return true;
+  const size_t N = view_.nodes().size();
+  const auto start = SteadyClock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  slots_cv_.wait(lock, [&] {
+    if (!failure_.ok()) return true;
+    for (int p : waits_for_[n]) {
+      if (!node_done_[j * N + p]) return false;
+    }
+    return true;
+  });
+  waited_seconds_[d] += SecondsSince(start);
+  return failure_.ok();
+}
+
+void TorchStrategyExecutor::MarkNodeDone(int n, int j) {
+  if (!waited_on_[n]) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  node_done_[j * view_.nodes().size() + n] = 1;
+  // Only the workers of a wide replica wait on slots_cv_.
+  slots_cv_.notify_all();
+}
+
+absl::Status TorchStrategyExecutor::BeforeNode(const TrainingNode& node) {
+  if (!options_.before_node) return absl::OkStatus();
+  absl::Status s = options_.before_node(node);
+  if (s.ok()) return s;
+  return WithContext(s, absl::StrCat("'", node.key, "': "));
+}
+
+absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
+  const int sums = static_cast<int>(view_.gradient_sums().size());
+  failure_ = absl::OkStatus();
+  forward_done_.assign(static_cast<size_t>(S_) * M_, 0);
+  backward_done_.assign(static_cast<size_t>(S_) * M_, 0);
+  arrived_.assign(static_cast<size_t>(S_) * S_ * M_ * 2, 0);
+  const int lanes = M_ * T_;
+  values_.assign(lanes, std::vector<torch::Tensor>(V_));
+  value_device_.assign(static_cast<size_t>(lanes) * V_, -1);
+  // Reads by this process's tasks, and one per send to another rank.
+  reads_left_.assign(static_cast<size_t>(lanes) * V_, 0);
+  for (int j = 0; j < M_; ++j) {
+    for (int b = 0; b < S_; ++b) {
+      const PipelineStage& stage = strategy_.stages[b];
+      const std::vector<int> group =
+          stage.TensorGroup(j % stage.num_replicas());
+      for (int r = 0; r < T_; ++r) {
+        if (!Local(group[r])) continue;
+        for (int v = 0; v < V_; ++v) {
+          reads_left_[(j * T_ + r) * V_ + v] += forward_reads_[b][v];
+        }
+      }
+      if (Local(DeviceOf(b, j))) continue;
+      for (int a = 0; a < S_; ++a) {
+        if (!Local(DeviceOf(a, j))) continue;
+        // Sent by the replica's first device (its lane).
+        for (int v : cross_values_[a * S_ + b]) {
+          ++reads_left_[static_cast<size_t>(j) * T_ * V_ + v];
+        }
+      }
+    }
+  }
+  partials_.assign(lanes, std::vector<torch::Tensor>(
+                              static_cast<size_t>(sums) * S_ * W_));
+  slots_done_.assign(static_cast<size_t>(S_) * M_ * 2, 0);
+  waited_seconds_.assign(D_, 0);
+  node_done_.assign(W_ > 1 ? static_cast<size_t>(M_) * view_.nodes().size() : 0,
+                    0);
+  saved_.assign(lanes, std::vector<SavedOp>(graph_.ops().size()));
+  tensor_saved_.assign(T_ > 1 ? lanes : 0,
+                       std::vector<TensorParallelSaved>(graph_.ops().size()));
+  group_exchanges_.clear();
+  kept_.assign(static_cast<size_t>(S_) * M_ * T_, {});
+  kept_reads_.assign(static_cast<size_t>(S_) * M_ * T_, {});
+  if (strategy_.zero == ZeroStage::kParameters) {
+    parked_.assign(lanes, std::vector<torch::Tensor>(V_));
+  }
+  rounds_delivered_.assign(static_cast<size_t>(S_) * W_ * T_ * M_, 0);
+  gather_inbox_.assign(Distributed() ? static_cast<size_t>(D_) * D_ : 0, {});
+  shard_rounds_arrived_.assign(static_cast<size_t>(D_) * D_, 0);
+  if (ShardsGradients(strategy_.zero)) {
+    std::lock_guard<std::mutex> lock(fold_mu_);
+    rounds_.assign(V_, {});
+    next_round_.assign(V_, {});
+    for (int p = 0; p < V_; ++p) {
+      if (group_of_parameter_[p] < 0) continue;
+      const int R = strategy_.stages[strategy_.stage_of_op[group_of_parameter_[p]]]
+                        .num_replicas();
+      rounds_[p].assign(static_cast<size_t>(R) * T_, {});
+      next_round_[p].assign(static_cast<size_t>(R) * T_, 0);
+    }
+  }
+  seeds_.assign(lanes, std::vector<torch::Tensor>(graph_.tensors().size()));
+  loss_.assign(M_, 0);
+  for (int d = 0; d < D_; ++d) {
+    for (torch::Tensor& a : accum_[d]) a = torch::Tensor();
+  }
+  tasks_done_.assign(D_, 0);
+  accum_arrived_.assign(D_, 0);
+  updated_.assign(static_cast<size_t>(S_) * W_ * T_, 0);
+  gathered_arrived_.assign(D_, 0);
+  if (Distributed() && strategy_.zero != ZeroStage::kNone) {
+    gathered_.assign(D_, std::vector<torch::Tensor>(V_));
+  }
+  auto reporting = ReportAllocations(-1);  // what this thread frees
+  allocations_.Start(resident_bytes_);
+  workers_finished_ = 0;
+  workers_ = 0;
+  for (int d = 0; d < D_; ++d) workers_ += stage_of_device_[d] >= 0 && Local(d);
+  StrategyStepReport report;
+  report.busy_seconds.assign(D_, 0);
+  const auto start = SteadyClock::now();
+  int running = 0;
+  std::vector<std::thread> threads;
+  auto spawn = [&](auto body) {
+    ++running;
+    threads.emplace_back([this, body, &running] {
+      body();
+      std::lock_guard<std::mutex> lock(mu_);
+      --running;
+      cv_.notify_all();
+    });
+  };
+  {
+    // Threads start under the lock, so `running` is counted before any
+    // of them can end.
+    std::unique_lock<std::mutex> lock(mu_);
+    for (int d = 0; d < D_; ++d) {
+      if (stage_of_device_[d] < 0 || !Local(d)) continue;
+      double* busy = &report.busy_seconds[d];
+      spawn([this, d, busy] { Worker(d, busy); });
+    }
+    for (const auto& [link, expected] : expected_) {
+      const int src = link.first, dst = link.second, n = expected;
+      spawn([this, src, dst, n] { Receiver(src, dst, n); });
+    }
+    // Distributed: a failure here is published (and this rank's sends and
+    // receives woken); one published elsewhere stops this rank's threads.
+    bool published = false;
+    while (running > 0) {
+      if (Distributed() && !failure_.ok() && !published) {
+        const absl::Status failure = failure_;
+        lock.unlock();
+        options_.ranks->PublishFailure(failure);
+        options_.ranks->AbortPending();
+        lock.lock();
+        published = true;
+        continue;
+      }
+      // The store is asked only after 50 ms without news from this
+      // rank's threads (a rank that waits on another one).
+      const bool quiet = cv_.wait_for(lock, std::chrono::milliseconds(50)) ==
+                         std::cv_status::timeout;
+      if (Distributed() && quiet && failure_.ok() && running > 0) {
+        lock.unlock();
+        std::optional<absl::Status> remote = options_.ranks->PublishedFailure();
+        lock.lock();
+        if (remote.has_value() && failure_.ok()) {
+          failure_ = *remote;
+          cv_.notify_all();
+          slots_cv_.notify_all();
+          lock.unlock();
+          options_.ranks->AbortPending();
+          lock.lock();
+          published = true;
+        }
+      }
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  report.seconds = SecondsSince(start);
+  if (options_.measure_allocations) {
+    report.allocated_peak_bytes = allocations_.peaks();
+    for (int d = 0; d < D_; ++d) {
+      if (!Local(d) || stage_of_device_[d] < 0) {
+        report.allocated_peak_bytes[d] = 0;
+      }
+    }
+  }
+  for (double l : loss_) report.loss += l;
+  values_.clear();
+  saved_.clear();
+  tensor_saved_.clear();
+  partials_.clear();
+  parked_.clear();
+  if (Distributed()) {
+    StepReport mine;
+    mine.seconds = report.seconds;
+    mine.loss = report.loss;
+    mine.busy_seconds = report.busy_seconds;
+    mine.peak_memory_bytes.assign(D_, 0);
+    ASSIGN_OR_RETURN(
+        StepReport merged,
+        ExchangeStepReports(*options_.ranks, step_++, mine, failure_));
+    report.seconds = merged.seconds;
+    report.loss = merged.loss;
+    report.busy_seconds = merged.busy_seconds;
+  }
+  if (!failure_.ok()) return failure_;
+  report.loss /= M_;
+  return report;
+}
+
+}  // namespace placer
