@@ -56,9 +56,17 @@ TorchStrategyExecutor::VocabularyParallelLoss(
   gradient.scatter_add_(1, index, -mine.to(torch::kFloat).unsqueeze(1));
   gradient.mul_((valid.to(torch::kFloat) / count).unsqueeze(1));
   kept->gradient = gradient.to(type);
-  std::vector<torch::Tensor> outputs{loss.to(type)};
+  // Each output in its step type (the loss an fp32 op's), as ForwardOp
+  // casts.
+  auto typed = [&](const torch::Tensor& t, int k) {
+    const int out = op.outputs[k];
+    return precision_.tensor_types.empty() || out < 0
+               ? t.to(type)
+               : t.to(ToTorchType(precision_.tensor_types[out]));
+  };
+  std::vector<torch::Tensor> outputs{typed(loss, 0)};
   if (op.outputs.size() > 1) {
-    outputs.push_back((scores - log_total.unsqueeze(1)).to(type));
+    outputs.push_back(typed(scores - log_total.unsqueeze(1), 1));
   }
   return outputs;
 }

@@ -108,6 +108,30 @@ TEST(TensorParallelExecutorTest, DecodersMatchOneDevice) {
 }
 
 
+// At bf16 (torch.autocast's classes, as one device computes them): the
+// loss of a vocabulary-parallel cross-entropy in fp32, as one device's
+// (within bf16's products' rounding; a loss rounded to bf16 is 1e-3 off).
+TEST(TensorParallelExecutorTest, AtBf16TheLossFollowsOneDevice) {
+  absl::StatusOr<Graph> graph =
+      ImportOnnxFile("tests/fixtures/corpus/llama.train.op17.onnx", {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  TrainingOptions options;
+  options.precision = Precision::kBf16;
+  TrainingView view = BuildTrainingView(*graph, options);
+  Strategy tensor = OneDevice(view, kMicroBatches);
+  tensor.stages = {PipelineStage::OfTensorGroups({{0, 1}})};
+  const Trajectory one =
+      RunStrategy(view, Cpus(1), OneDevice(view, kMicroBatches), 3);
+  const Trajectory split = RunStrategy(view, Cpus(2), tensor, 3);
+  ASSERT_EQ(one.losses.size(), 3u);
+  ASSERT_EQ(split.losses.size(), 3u);
+  for (int step = 0; step < 3; ++step) {
+    EXPECT_NEAR(one.losses[step], split.losses[step],
+                3e-4 * one.losses[step])
+        << "step " << step + 1;
+  }
+}
+
 // Beyond decoders: convolutions split on output channels (batch norm, a
 // depthwise network, a UNet), an encoder with a mask, a mixture of
 // experts (PyTorch's training-mode exports, tests/fixtures/numerics), and
