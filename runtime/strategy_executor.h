@@ -162,8 +162,9 @@
 //    comes in groups of different sizes, over
 //    ranks in a pipeline, with some but not all of a group's devices on one
 //    rank, or needs what the executor does not split (a value dealt by a
-//    Split read split otherwise, an allreduce inside another op type;
-//    Unimplemented, naming the op), a device is not
+//    Split read split otherwise, an allreduce inside another op type, an
+//    op drawing random numbers that a group runs whole; Unimplemented,
+//    naming the op), a device is not
 //    available in this LibTorch, an op has no kernel, or a starting value
 //    cannot be made.
 #ifndef PLACER_RUNTIME_STRATEGY_EXECUTOR_H_

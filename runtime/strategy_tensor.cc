@@ -5,6 +5,7 @@
 // rule reads, and each gradient back, through collectives of the group.
 // The ops with collectives inside their parts: strategy_tensor_ops.cc.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -15,6 +16,7 @@
 #include "base/status_helpers.h"
 #include "base/stopwatch.h"
 #include "graph/fused_region.h"
+#include "runtime/executor_ops.h"
 #include "runtime/op_autograd.h"
 #include "runtime/torch_ops.h"
 #include "runtime/strategy_executor_impl.h"
@@ -33,6 +35,34 @@ constexpr int kExactCode = 4000;     // + input position (backward)
 
 bool IsLoss(const Op& op) {
   return op.op_type == "SoftmaxCrossEntropyLoss" && op.domain.empty();
+}
+
+// Whether `op` draws random numbers when it runs: DrawsRandomNumbers, but
+// a Dropout whose ratio is a constant 0 or whose training mode a constant
+// false draws none.
+bool Draws(const Graph& graph, const Op& op) {
+  if (!DrawsRandomNumbers(op)) return false;
+  if (op.op_type != "Dropout") return true;
+  auto constant = [&](int i) -> const TensorData* {
+    if (i >= static_cast<int>(op.inputs.size()) || op.inputs[i] < 0) {
+      return nullptr;
+    }
+    const Tensor& t = graph.tensor(op.inputs[i]);
+    return t.data != nullptr && !t.data->raw.empty() ? t.data.get() : nullptr;
+  };
+  if (const TensorData* mode = constant(2);
+      mode != nullptr && mode->dtype == DataType::kBool &&
+      mode->raw.find_first_not_of('\0') == std::string::npos) {
+    return false;
+  }
+  if (const TensorData* ratio = constant(1);
+      ratio != nullptr && ratio->dtype == DataType::kFloat32 &&
+      ratio->raw.size() == sizeof(float)) {
+    float p = 0;
+    std::memcpy(&p, ratio->raw.data(), sizeof(float));
+    if (p == 0) return false;
+  }
+  return true;
 }
 
 bool IsSoftmax(const Op& op) {
@@ -109,6 +139,18 @@ absl::Status TorchStrategyExecutor::InitTensorParallelism() {
           OpShardingName(sharding_.op[o]),
           " with an allreduce inside it; the strategy executor runs it split "
           "on another dim or replicated"));
+    }
+    // Run whole on every device of a group, each would draw its own numbers
+    // and the group's copies would differ (Megatron-LM seeds such regions
+    // alike on every tensor rank; the kernels here draw from LibTorch's
+    // global generator).
+    if (Draws(graph_, op) && !sharding_.op[o].split()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "op ", op.key, " (", op.op_type,
+          ") draws random numbers and runs whole on each device of a "
+          "tensor-parallel group: the devices would draw different numbers "
+          "for one value; the strategy executor runs such ops split (fix it "
+          "out:<dim> in the file's sharding) or outside tensor parallelism"));
     }
     // A depthwise convolution split on channels: 1/T of its groups.
     if (op.op_type == "Conv" &&

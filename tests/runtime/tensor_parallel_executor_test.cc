@@ -132,6 +132,25 @@ TEST(TensorParallelExecutorTest, AtBf16TheLossFollowsOneDevice) {
   }
 }
 
+// An op drawing random numbers that a group runs whole (GPT-2's training
+// export: dropout after the embedding and on the residuals) is refused by
+// name: each device would draw its own mask for one value.
+TEST(TensorParallelExecutorTest, WholeRandomDrawsAreRefusedByName) {
+  absl::StatusOr<Graph> graph =
+      ImportOnnxFile("tests/fixtures/corpus/gpt2.train.op17.onnx", {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  TrainingView view = BuildTrainingView(*graph);
+  Strategy tensor = OneDevice(view, kMicroBatches);
+  tensor.stages = {PipelineStage::OfTensorGroups({{0, 1}})};
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
+      StrategyExecutor::Create(view, Cpus(2), tensor);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(e.status().message().find("(Dropout) draws random numbers"),
+            std::string::npos)
+      << e.status();
+}
+
 // Beyond decoders: convolutions split on output channels (batch norm, a
 // depthwise network, a UNet), an encoder with a mask, a mixture of
 // experts (PyTorch's training-mode exports, tests/fixtures/numerics), and
