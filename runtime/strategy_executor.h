@@ -189,7 +189,8 @@ struct StrategyStepReport {
   double loss = 0;  // the mean of the micro-batches' losses
   std::vector<double> busy_seconds;  // per cluster device
   // With ExecutorOptions::measure_allocations, per cluster device (0 for
-  // another rank's, or one the strategy leaves out): what it holds before
+  // one the strategy leaves out; as ranks, each rank's devices' merged at
+  // the step's end, as the busy times are): what it holds before
   // the step (parameters and optimizer state; on CPU devices also the
   // step's inputs, loss targets and constants its stage reads, as it reads
   // them in place) plus the peak of the bytes LibTorch allocated during the

@@ -247,12 +247,15 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
     mine.loss = report.loss;
     mine.busy_seconds = report.busy_seconds;
     mine.peak_memory_bytes.assign(D_, 0);
+    // Each rank's devices' allocated peaks (zeros for the others').
+    mine.allocated_peak_bytes = report.allocated_peak_bytes;
     ASSIGN_OR_RETURN(
         StepReport merged,
         ExchangeStepReports(*options_.ranks, step_++, mine, failure_));
     report.seconds = merged.seconds;
     report.loss = merged.loss;
     report.busy_seconds = merged.busy_seconds;
+    report.allocated_peak_bytes = merged.allocated_peak_bytes;
   }
   if (!failure_.ok()) return failure_;
   report.loss /= M_;

@@ -137,7 +137,8 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
   }
   std::vector<double> losses, times;
   std::vector<double> busy(cluster.num_devices(), 0);
-  // Per device of this process: the most allocated in a measured step.
+  // Per device (every rank's, merged at each step's end): the most
+  // allocated in a measured step.
   std::vector<int64_t> allocated(cluster.num_devices(), 0);
   for (int step = 0; step < warmup + steps; ++step) {
     absl::StatusOr<StrategyStepReport> r = (*executor)->Step();
@@ -181,9 +182,6 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
     auto& peak =
         *f["peak_memory_bytes"].mutable_struct_value()->mutable_fields();
     for (int d = 0; d < cluster.num_devices(); ++d) {
-      if (!ranks.rank_of_device.empty() && ranks.rank_of_device[d] != 0) {
-        continue;  // another rank's
-      }
       peak[cluster.device(d).name].set_number_value(
           static_cast<double>(allocated[d]));
     }
@@ -194,16 +192,13 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
       "\nstep time   measured %.6f s (median of %d)   simulated %.6f s   "
       "simulated/measured %.3f\n",
       median, steps, sim.step_seconds, sim.step_seconds / median);
-  // "peak": what LibTorch allocated (this rank's devices; "-" for
-  // another's).
+  // "peak": what LibTorch allocated (every rank's devices).
   std::cout << absl::StrFormat("%-10s %12s %12s %12s %12s\n", "device",
                                "busy s", "sim busy s", "peak", "sim peak");
   for (int d = 0; d < cluster.num_devices(); ++d) {
-    const bool here =
-        ranks.rank_of_device.empty() || ranks.rank_of_device[d] == 0;
     std::cout << absl::StrFormat(
         "%-10s %12.6f %12.6f %12s %12s\n", cluster.device(d).name, busy[d],
-        sim.busy_seconds[d], here ? HumanBytes(allocated[d]) : "-",
+        sim.busy_seconds[d], HumanBytes(allocated[d]),
         HumanBytes(sim.peak_memory_bytes[d]));
   }
   return 0;
