@@ -314,21 +314,44 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::FromGroup(
       parts.push_back(by_rank[at]);
     }
   } else {
-    std::unique_lock<std::mutex> lock(mu_);
+    // In one process, as an all-gather does: each device's send buffer (a
+    // copy, the exchange's own) and, for each other device's, a receive
+    // buffer here. The copies run outside the lock; the exchange's buffers
+    // are let go under it, by the last to have copied them (no worker
+    // reads a tensor another lets go unseen).
+    const torch::Tensor send = mine.defined()
+                                   ? mine.to(mine.device(), /*non_blocking=*/
+                                             false, /*copy=*/true)
+                                   : mine;
     const std::tuple<int, int, int> key{j, n, code};
-    GroupExchange& slot = group_exchanges_[key];
-    if (slot.parts.empty()) slot.parts.resize(T_);
-    slot.parts[r] = mine;
-    if (++slot.arrived == T_) group_cv_.notify_all();
-    group_cv_.wait(lock,
-                   [&] { return !failure_.ok() || slot.arrived == T_; });
-    if (!failure_.ok()) return absl::AbortedError("failed elsewhere");
-    parts = slot.parts;
-    if (++slot.taken == T_) group_exchanges_.erase(key);
+    std::vector<torch::Tensor> sent;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      GroupExchange& slot = group_exchanges_[key];
+      if (slot.parts.empty()) slot.parts.resize(T_);
+      slot.parts[r] = send;
+      if (++slot.arrived == T_) group_cv_.notify_all();
+      group_cv_.wait(lock,
+                     [&] { return !failure_.ok() || slot.arrived == T_; });
+      if (!failure_.ok()) return absl::AbortedError("failed elsewhere");
+      sent = slot.parts;
+    }
+    for (int q = 0; q < T_; ++q) {
+      parts.push_back(q == r || !sent[q].defined()
+                          ? mine
+                          : sent[q].to(devices_[d], /*non_blocking=*/false,
+                                       /*copy=*/true));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    sent.clear();
+    auto at = group_exchanges_.find(key);
+    if (++at->second.taken == T_) group_exchanges_.erase(at);
   }
   waited_seconds_[d] += SecondsSince(start);
-  for (torch::Tensor& p : parts) {
-    if (p.defined() && p.device() != devices_[d]) p = p.to(devices_[d]);
+  for (torch::Tensor& part : parts) {
+    if (part.defined() && part.device() != devices_[d]) {
+      part = part.to(devices_[d]);
+    }
   }
   return parts;
 }
