@@ -1,6 +1,7 @@
 #include "runtime/executor_ops.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace placer {
 
@@ -108,10 +109,31 @@ bool ExecutorRuns(const Graph& graph, const Op& op) {
   return any;
 }
 
-bool DrawsRandomNumbers(const Op& op) {
+bool DrawsRandomNumbers(const Graph& graph, const Op& op) {
   if (!op.domain.empty() && op.domain != "ai.onnx") return false;
   if (op.op_type == "Dropout") {
-    return op.inputs.size() > 2 && op.inputs[2] >= 0;
+    if (op.inputs.size() <= 2 || op.inputs[2] < 0) return false;
+    // The importer's constants: a training mode of false, a ratio of 0.
+    auto constant = [&](int i) -> const TensorData* {
+      const Tensor& t = graph.tensor(op.inputs[i]);
+      return t.data != nullptr && !t.data->raw.empty() ? t.data.get()
+                                                       : nullptr;
+    };
+    if (const TensorData* mode = constant(2);
+        mode != nullptr && mode->dtype == DataType::kBool &&
+        mode->raw.find_first_not_of('\0') == std::string::npos) {
+      return false;
+    }
+    if (op.inputs[1] >= 0) {
+      const TensorData* ratio = constant(1);
+      float p = 1;
+      if (ratio != nullptr && ratio->dtype == DataType::kFloat32 &&
+          ratio->raw.size() == sizeof(float)) {
+        std::memcpy(&p, ratio->raw.data(), sizeof(float));
+      }
+      if (p == 0) return false;
+    }
+    return true;
   }
   static const auto* generators = new std::vector<std::string>{
       "Bernoulli",        "Multinomial",   "RandomNormal",

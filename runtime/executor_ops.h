@@ -26,11 +26,12 @@ bool ExecutorHasKernel(absl::string_view domain, absl::string_view op_type);
 // folded to a constant by the importer.
 bool ExecutorRuns(const Graph& graph, const Op& op);
 
-// Whether running `op` again may give other values: it draws random
-// numbers (Dropout given a training_mode input, whose value is only known
-// when it runs; the Random* generators; Bernoulli, Multinomial). The
-// executor keeps no random state per micro-batch to replay.
-bool DrawsRandomNumbers(const Op& op);
+// Whether running `op` of `graph` again may give other values: it draws
+// random numbers (Dropout given a training_mode input, unless that input
+// is a constant false or its ratio a constant 0; the Random* generators;
+// Bernoulli, Multinomial). The executor keeps no random state per
+// micro-batch to replay.
+bool DrawsRandomNumbers(const Graph& graph, const Op& op);
 
 // Ops of `graph` the executor cannot run, by key, in graph order.
 std::vector<int> OpsUnsupportedByExecutor(const Graph& graph);

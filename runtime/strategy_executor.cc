@@ -492,7 +492,7 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
     for (size_t op = 0; op < strategy.stage_of_op.size(); ++op) {
       const Op& o = view.forward().op(static_cast<int>(op));
       if (strategy.stage_of_op[op] == static_cast<int>(s) &&
-          DrawsRandomNumbers(o)) {
+          DrawsRandomNumbers(view.forward(), o)) {
         return absl::UnimplementedError(absl::StrCat(
             "stage ", s, " recomputes '", o.key, "' (", o.op_type,
             "), which draws random numbers: a rerun would draw others"));

@@ -5,7 +5,6 @@
 // rule reads, and each gradient back, through collectives of the group.
 // The ops with collectives inside their parts: strategy_tensor_ops.cc.
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -35,34 +34,6 @@ constexpr int kExactCode = 4000;     // + input position (backward)
 
 bool IsLoss(const Op& op) {
   return op.op_type == "SoftmaxCrossEntropyLoss" && op.domain.empty();
-}
-
-// Whether `op` draws random numbers when it runs: DrawsRandomNumbers, but
-// a Dropout whose ratio is a constant 0 or whose training mode a constant
-// false draws none.
-bool Draws(const Graph& graph, const Op& op) {
-  if (!DrawsRandomNumbers(op)) return false;
-  if (op.op_type != "Dropout") return true;
-  auto constant = [&](int i) -> const TensorData* {
-    if (i >= static_cast<int>(op.inputs.size()) || op.inputs[i] < 0) {
-      return nullptr;
-    }
-    const Tensor& t = graph.tensor(op.inputs[i]);
-    return t.data != nullptr && !t.data->raw.empty() ? t.data.get() : nullptr;
-  };
-  if (const TensorData* mode = constant(2);
-      mode != nullptr && mode->dtype == DataType::kBool &&
-      mode->raw.find_first_not_of('\0') == std::string::npos) {
-    return false;
-  }
-  if (const TensorData* ratio = constant(1);
-      ratio != nullptr && ratio->dtype == DataType::kFloat32 &&
-      ratio->raw.size() == sizeof(float)) {
-    float p = 0;
-    std::memcpy(&p, ratio->raw.data(), sizeof(float));
-    if (p == 0) return false;
-  }
-  return true;
 }
 
 bool IsSoftmax(const Op& op) {
@@ -144,7 +115,7 @@ absl::Status TorchStrategyExecutor::InitTensorParallelism() {
     // and the group's copies would differ (Megatron-LM seeds such regions
     // alike on every tensor rank; the kernels here draw from LibTorch's
     // global generator).
-    if (Draws(graph_, op) && !sharding_.op[o].split()) {
+    if (DrawsRandomNumbers(graph_, op) && !sharding_.op[o].split()) {
       return absl::UnimplementedError(absl::StrCat(
           "op ", op.key, " (", op.op_type,
           ") draws random numbers and runs whole on each device of a "
