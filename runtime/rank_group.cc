@@ -55,6 +55,9 @@ struct RankGroup::Impl {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   std::vector<c10::intrusive_ptr<c10d::ProcessGroupGloo>> subgroups;
   std::vector<std::string> subgroup_names;
+  // Per subgroup: who a failure of its collectives is about, as an error
+  // names it (the other member, or "one of ranks ..." of several).
+  std::vector<std::string> subgroup_peers;
   std::mutex mu;
   std::set<c10::intrusive_ptr<c10d::Work>> pending;
   bool aborted = false;
@@ -379,6 +382,13 @@ absl::StatusOr<int> RankGroup::AddSubgroup(const std::vector<int>& ranks,
         gloo));
     impl_->subgroup_names.push_back(
         absl::StrCat(name, " (ranks ", absl::StrJoin(ranks, ", "), ")"));
+    std::vector<int> others;
+    for (int r : ranks) {
+      if (r != options_.rank) others.push_back(r);
+    }
+    impl_->subgroup_peers.push_back(absl::StrCat(
+        others.size() == 1 ? "rank " : "one of ranks ",
+        absl::StrJoin(others, ", "), " of subgroup ", name));
   } catch (const std::exception& e) {
     return PeerError(e, absl::StrCat("a rank of subgroup ", name, " (ranks ",
                                      absl::StrJoin(ranks, ", "), ")"));
@@ -403,17 +413,71 @@ absl::StatusOr<std::vector<torch::Tensor>> RankGroup::AllGather(
   try {
     c10::intrusive_ptr<c10d::Work> work = group.allgather(output, input);
     RETURN_IF_ERROR(impl_->Wait(
-        work, absl::StrCat("a rank of subgroup ",
-                           impl_->subgroup_names[subgroup])));
+        work, impl_->subgroup_peers[subgroup]));
   } catch (const std::exception& e) {
-    return PeerError(e, absl::StrCat("a rank of subgroup ",
-                                     impl_->subgroup_names[subgroup]));
+    return PeerError(e, impl_->subgroup_peers[subgroup]);
   }
   std::vector<torch::Tensor> parts;
   for (const at::Tensor& bytes : output[0]) {
     parts.push_back(bytes.view(cpu.scalar_type()).reshape(cpu.sizes()));
   }
   return parts;
+}
+
+absl::StatusOr<std::vector<torch::Tensor>> RankGroup::AllToAll(
+    int subgroup, const std::vector<torch::Tensor>& to,
+    const std::vector<int64_t>& from_bytes) {
+  if (subgroup < 0 || subgroup >= static_cast<int>(impl_->subgroups.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("no subgroup ", subgroup));
+  }
+  c10d::ProcessGroupGloo& group = *impl_->subgroups[subgroup];
+  const int size = group.getSize();
+  const std::string about =
+      impl_->subgroup_peers[subgroup];
+  if (static_cast<int>(to.size()) != size ||
+      static_cast<int>(from_bytes.size()) != size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an all-to-all over ", to.size(), " and ",
+                     from_bytes.size(), " parts in subgroup ",
+                     impl_->subgroup_names[subgroup], " of ", size));
+  }
+  // Each part after one byte that carries nothing, so that no count is
+  // zero and no buffer empty.
+  std::vector<int64_t> send_counts, receive_counts;
+  std::vector<torch::Tensor> send_parts;
+  for (int m = 0; m < size; ++m) {
+    send_parts.push_back(torch::zeros({1}, torch::kByte));
+    if (to[m].defined() && to[m].numel() > 0) {
+      send_parts.push_back(
+          to[m].to(torch::kCPU).contiguous().reshape({-1}).view(torch::kByte));
+    }
+    send_counts.push_back(1 + (to[m].defined()
+                                   ? to[m].numel() * to[m].element_size()
+                                   : 0));
+    receive_counts.push_back(1 + from_bytes[m]);
+  }
+  at::Tensor input = torch::cat(send_parts);
+  int64_t total = 0;
+  for (int64_t n : receive_counts) total += n;
+  at::Tensor output = torch::empty({total}, torch::kByte);
+  try {
+    // Copies: c10d's work takes (moves) the counts it is given.
+    std::vector<int64_t> output_counts = receive_counts;
+    std::vector<int64_t> input_counts = send_counts;
+    c10::intrusive_ptr<c10d::Work> work =
+        group.alltoall_base(output, input, output_counts, input_counts);
+    RETURN_IF_ERROR(impl_->Wait(work, about));
+  } catch (const std::exception& e) {
+    return PeerError(e, about);
+  }
+  std::vector<torch::Tensor> from;
+  int64_t at = 0;
+  for (int m = 0; m < size; ++m) {
+    // A copy of its own: aligned for any dtype's view.
+    from.push_back(output.narrow(0, at + 1, from_bytes[m]).clone());
+    at += receive_counts[m];
+  }
+  return from;
 }
 
 absl::Status RankGroup::SumAcrossRanks(std::vector<double>* values) {

@@ -28,7 +28,10 @@
 //    member calls it with the same ranks and name, members in the same
 //    order); AllGather is its all-gather (each member's tensor, in the
 //    subgroup's rank order), called by its members in the same order, one
-//    thread per subgroup at a time; it is aborted as sends are.
+//    thread per subgroup at a time; it is aborted as sends are. AllToAll
+//    is its all-to-all (c10d's alltoall_base: Gloo's alltoallv), called
+//    as AllGather is. Their errors name the other member (of several: the
+//    other members' ranks; Gloo does not say which one failed to answer).
 //  - Thread safety: SendTensor/RecvTensor from any threads (one thread per
 //    channel and direction); the rest from one thread at a time.
 #ifndef PLACER_RUNTIME_RANK_GROUP_H_
@@ -119,6 +122,15 @@ class RankGroup {
   // moved as bytes), in the subgroup's rank order, on the CPU.
   absl::StatusOr<std::vector<torch::Tensor>> AllGather(
       int subgroup, const torch::Tensor& tensor);
+  // `to[m]` for the subgroup's member m (its m-th rank; any dtype and
+  // size, moved as bytes; an undefined tensor sends nothing), and what
+  // each member sent this one: from[m], `from_bytes[m]` bytes (the caller
+  // knows them: a count other than what the member sent breaks the
+  // exchange), as a 1-D kByte tensor on the CPU. Errors name the
+  // subgroup.
+  absl::StatusOr<std::vector<torch::Tensor>> AllToAll(
+      int subgroup, const std::vector<torch::Tensor>& to,
+      const std::vector<int64_t>& from_bytes);
   absl::Status MaxAcrossRanks(std::vector<double>* values);
 
   // Records `failure` (code and message, the message prefixed with this

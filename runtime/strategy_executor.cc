@@ -116,6 +116,7 @@ absl::Status TorchStrategyExecutor::Init() {
     }
   }
   RETURN_IF_ERROR(InitTensorParallelism());
+  RETURN_IF_ERROR(InitReplicaSubgroups());
   group_of_parameter_.assign(V_, -1);
   for (int g = 0; g < view_.num_groups(); ++g) {
     for (int p : view_.group_parameters(g)) group_of_parameter_[p] = g;
@@ -194,48 +195,6 @@ absl::Status TorchStrategyExecutor::Init() {
         }
       }
     }
-    // Accumulators: every replica's device of a slot with parameters to
-    // the first replica's device of that slot on each other rank.
-    for (int s = 0; s < S_; ++s) {
-      const PipelineStage& stage = strategy_.stages[s];
-      for (const std::vector<int>& devices : ReplicaLists(s)) {
-        const int slot = slot_of_device_[devices[0]];
-        bool updates = false;
-        for (int u : update_[s]) updates |= SlotOfNode(u) == slot;
-        if (!updates) continue;
-        if (ShardsGradientsOf(s)) {
-          // ZeRO-2/3: every round, a bucket of parts for each replica on
-          // another rank; ZeRO-3 also a bucket of shards for each gather
-          // of a forward (and rerun) and a backward pass.
-          // (Recomputing by layer: one more per layer rerun that reads
-          // weights.)
-          const int passes = M_ / stage.num_replicas();
-          int layer_gathers = 0;
-          for (const auto& [layer, read] : layer_parameters_[s]) {
-            layer_gathers += read.empty() ? 0 : 1;
-          }
-          const int gathers =
-              passes * (gather_events_[s].first *
-                            (stage.recompute == Recompute::kFull ? 2 : 1) +
-                        gather_events_[s].second +
-                        (ShardsParametersOf(s) ? layer_gathers : 0));
-          for (int r : devices) {
-            for (int q : devices) {
-              if (RankOf(r) != RankOf(q)) expect(r, q, passes + gathers);
-            }
-          }
-          continue;
-        }
-        for (int r : devices) {
-          std::set<int> ranks_done{RankOf(r)};
-          for (int q : devices) {
-            if (ranks_done.insert(RankOf(q)).second) {
-              expect(r, q, 1);  // one flat bucket
-            }
-          }
-        }
-      }
-    }
   }
   precision_ = StepPrecisionFor(graph_, view_.options().precision);
   needs_gradient_.assign(graph_.ops().size(), {});
@@ -266,25 +225,6 @@ absl::Status TorchStrategyExecutor::Init() {
     }
   }
   DealParameters();
-  // ZeRO-1 across ranks: each replica's updated parameters go to the
-  // first replica of its slot on every other rank.
-  if (Distributed() && strategy_.zero != ZeroStage::kNone) {
-    for (int s = 0; s < S_; ++s) {
-      for (const std::vector<int>& devices : ReplicaLists(s)) {
-        const int slot = slot_of_device_[devices[0]];
-        for (size_t k = 0; k < devices.size(); ++k) {
-          const int r = devices[k];
-          if (!SendsUpdated(s, slot, static_cast<int>(k))) continue;
-          std::set<int> ranks_done{RankOf(r)};
-          for (int q : devices) {
-            if (ranks_done.insert(RankOf(q)).second && !Local(r) && Local(q)) {
-              ++expected_[{r, q}];
-            }
-          }
-        }
-      }
-    }
-  }
   params_.assign(D_, std::vector<torch::Tensor>(V_));
   updates_.clear();
   updates_.resize(D_);
@@ -469,9 +409,6 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
     const ExecutorOptions& options) {
   RETURN_IF_ERROR(CheckStrategy(view, cluster, strategy));
   RETURN_IF_ERROR(CheckRunnable(view.forward()));
-  if (HasTensorParallelism(strategy)) {
-
-  }
   for (size_t s = 0; s < strategy.stages.size(); ++s) {
     if (strategy.stages[s].recompute == Recompute::kNone) continue;
     if (strategy.stages[s].recompute == Recompute::kSelective) {

@@ -62,11 +62,13 @@
 //    device's worker on the channel of its device pair: a forward's values
 //    for a later stage's device on another rank, a backward's summed
 //    partial gradients for an earlier stage's (each packed: one index and
-//    one data message per stage pair and micro-batch), and each replica's
-//    accumulators, flattened into one bucket, to the first replica of its
-//    stage on every other rank (in a wide stage: per slot, to that slot's
-//    device of the first replica on every other rank);
-//    each rank then sums all replicas in replica order, as one process
+//    one data message per stage pair and micro-batch, c10d send/recv).
+//    What the replicas of a slot (a stage's, a wide stage's slot's, a
+//    tensor rank's) exchange goes by c10d's collectives on a subgroup of
+//    their ranks (RankGroup::AddSubgroup), one call per rank for all of its
+//    replicas: the allreduce is an all-gather of each replica's
+//    accumulators, flattened into one bucket (as DDP's), after which
+//    each replica sums all replicas in replica order, as one process
 //    does, so losses and parameters do not depend on the process layout.
 //    A step ends with ExchangeStepReports (loss and busy time summed,
 //    seconds the slowest rank's); a failure is published and stops the
@@ -97,8 +99,8 @@
 //    those it was dealt (the optimizer state of the others is never made),
 //    and once every replica of the slot has updated, copies the others
 //    from the replicas that updated them. The same bits as without. As
-//    ranks, a replica sends what it updated, as one flat bucket, to the
-//    first replica of its slot on every other rank, after its update.
+//    ranks, what each replica updated is all-gathered (one flat bucket
+//    each) after the updates.
 //  - ZeRO-2 and ZeRO-3: each replica of a stage holds
 //    a shard of every parameter, the k-th of R equal runs of its
 //    elements, flattened, and updates only that (its optimizer state is
@@ -118,13 +120,13 @@
 //    (FSDP's reshard after forward); a copy an op's output shares storage
 //    with (a view of the weight) is left to reference counting. The sums
 //    are in another order than ZeRO-1's: the same parameters to rounding.
-//    As ranks, a replica's parts for a replica on another rank go as one
-//    flat bucket per round (zeros where no gradient flowed); ZeRO-2's
-//    updated shards as one bucket to the first replica of its slot on
-//    every other rank; and at each ZeRO-3 gather (the same ones, in the
-//    same order, on every replica of the stage) each replica sends its
-//    shards of the gathered parameters to every replica on another rank
-//    as one bucket and takes theirs. Parameter() then answers only where
+//    As ranks, each round's parts for the replicas on other ranks go by
+//    c10d's all-to-all (a flat bucket per pair of replicas, zeros where no
+//    gradient flowed; Gloo has no reduce-scatter, and the sum stays in
+//    replica order); ZeRO-2's updated shards are all-gathered after the
+//    updates; and each ZeRO-3 gather (the same ones, in the same order,
+//    on every replica of the stage) all-gathers the replicas' shards of
+//    the gathered parameters. Parameter() then answers only where
 //    every shard is on this rank (ParameterShard: the replica's shard).
 //  - Tensor parallelism (graph/tensor_sharding.h; every stage's groups of
 //    one size): each device of a replica's group runs every op of its

@@ -81,25 +81,13 @@ class TorchStrategyExecutor : public StrategyExecutor {
                                                   int rank = 0) const;
 
  private:
-  // What a message between ranks carries: its id's low bits say the kind.
-  // A stage's values (or partial gradients) for another stage's device on
-  // another rank go packed, one index message and one data message per
+  // Between ranks, a stage's values (or partial gradients) for another
+  // stage's device go packed, one index message and one data message per
   // stage pair and micro-batch (GNMT-2's 2-stage pipeline as two processes:
-  // 0.131 s a step with a message per value, 0.112 s packed); a replica's
-  // accumulators as one flat bucket.
-  // ZeRO-1: a replica's updated parameters (those it was dealt), one flat
-  // bucket, for the other ranks' replicas; ZeRO-2: its updated shards.
-  // ZeRO-2/3: a replica's parts of another rank's replica's shards of one
-  // round's gradients (the reduce-scatter), one flat bucket.
-  // ZeRO-3: a replica's shards of the parameters of one gather.
-  enum MessageKind {
-    kPacked = 0,
-    kAccumulator = 1,
-    kParameters = 2,
-    kShardGradients = 3,
-    kGatherShards = 4
-  };
-  static constexpr int kKinds = 5;
+  // 0.131 s a step with a message per value, 0.112 s packed), with this
+  // id; what replicas exchange goes by c10d's collectives (Replica
+  // exchanges, below).
+  static constexpr int64_t kPacked = 0;
   // Index words: count, from stage, to stage, micro-batch, backward; then
   // per item: its value (or sum), dtype, rank (-1: undefined), 8 dims.
   static constexpr int kIndexHead = 5;
@@ -345,14 +333,12 @@ class TorchStrategyExecutor : public StrategyExecutor {
   void FillFromShards(const torch::Tensor& whole, int v,
                       const std::map<int, torch::Tensor>& others,
                       int r) const;
-  // ZeRO-3, one gather of `parameters` (of stage s) by device d: across
-  // ranks, d's shards of them go as one bucket to each replica of the
-  // stage on another rank, and each such replica's bucket for this gather
-  // is taken (the replicas gather in the same order); per parameter, the
-  // other ranks' replicas' shards by replica. Waiting adds to
-  // waited_seconds_[d].
+  // ZeRO-3, one gather of `parameters` by device d: across ranks, the
+  // replicas' shards of them all-gathered (ReplicaAllGather, one flat
+  // bucket each); per parameter, the other ranks' replicas' shards by
+  // replica.
   absl::StatusOr<std::vector<std::map<int, torch::Tensor>>> ExchangeShards(
-      int s, int d, const std::vector<int>& parameters);
+      int d, const std::vector<int>& parameters);
   // ZeRO-3, before forward node n runs on device d: the parameters of
   // forward_gathers_[n], gathered whole into `copied`.
   absl::Status GatherBefore(int n, int d,
@@ -385,14 +371,59 @@ class TorchStrategyExecutor : public StrategyExecutor {
                torch::Tensor g);
   // ZeRO-2/3, after stage s's backward of micro-batch j on device d: the
   // gradients it completed (`completed`, parameter and part, taken) cut
-  // into the shards' parts, delivered here or sent to the other ranks'
-  // replicas as one bucket each; returns once the round's reduce-scatter
-  // has every replica's parts (a wait, added to waited_seconds_[d]).
+  // into the shards' parts, delivered here or, for the replicas on other
+  // ranks, exchanged by ReplicaAllToAll (which brings theirs for d's
+  // shard); returns once the round's reduce-scatter has every replica's
+  // parts (a wait, added to waited_seconds_[d]).
   absl::Status ReduceScatter(
       int s, int j, int d,
       std::vector<std::pair<int, torch::Tensor>>* completed);
   void FoldRounds(int p, int to, int r, bool flush)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(fold_mu_);
+  // Replica exchanges (strategy_replicas.cc): the collectives among the
+  // replicas of device d's slot (its stage, slot and tensor rank) when
+  // some are on other ranks, c10d's on the subgroup of their ranks
+  // (replica_subgroup_, made by InitReplicaSubgroups); with every replica
+  // here they return at once with nothing (each reads the others' tensors
+  // in memory). Every replica of the slot calls them in the same order in
+  // a step. This process's replicas each leave their parts; the last to
+  // arrive runs the collective for all of them (one call per rank), the
+  // others wait. Returns, by replica, what each replica on another rank
+  // sent d's (undefined for this process's), 1-D on the CPU, of the parts'
+  // dtype; the wait adds to waited_seconds_[d]. On failure, the step's
+  // failure is set.
+  //  ReplicaAllGather: `mine` (1-D) from each; elements(k): replica k's.
+  //  ReplicaAllToAll: to[q], d's part for replica q (those on other ranks;
+  //    the others' are ignored); elements(k, q): of replica k's for q.
+  bool HasRemoteReplicas(int d) const {
+    return replica_subgroup_[SlotKey(stage_of_device_[d], slot_of_device_[d],
+                                     tensor_rank_of_device_[d])] >= 0;
+  }
+  // What an exchange got (`got`, by replica) as, per replica k on another
+  // rank, its parameters_of(k) (the bucket's order): whole, or with
+  // shard_of(k) >= 0 that replica's shard of each (flat), on device d.
+  // DataLoss naming the rank and `what` when a bucket is not their size.
+  absl::Status UnpackRemote(
+      const std::vector<torch::Tensor>& got, int d, absl::string_view what,
+      const std::function<std::vector<int>(int)>& parameters_of,
+      const std::function<int(int)>& shard_of,
+      std::vector<std::map<int, torch::Tensor>>* out) const;
+  absl::Status InitReplicaSubgroups();
+  absl::StatusOr<std::vector<torch::Tensor>> ReplicaAllGather(
+      int d, const torch::Tensor& mine,
+      const std::function<int64_t(int)>& elements);
+  absl::StatusOr<std::vector<torch::Tensor>> ReplicaAllToAll(
+      int d, std::vector<torch::Tensor> to,
+      const std::function<int64_t(int, int)>& elements);
+  absl::StatusOr<std::vector<torch::Tensor>> ExchangeWithReplicas(
+      int d, std::vector<torch::Tensor> to,
+      const std::function<int64_t(int, int)>& elements, bool gather);
+  absl::Status RunReplicaExchange(
+      const std::pair<size_t, int>& key, int d, torch::ScalarType dtype,
+      const std::function<int64_t(int, int)>& elements, bool gather);
+  size_t SlotKey(int s, int slot, int r) const {
+    return (static_cast<size_t>(s) * W_ + slot) * T_ + r;
+  }
   // After a task on local device d: what other ranks need from it.
   absl::Status SendAfter(int s, int j, int d, bool backward);
   void Worker(int d, double* busy);
@@ -492,6 +523,19 @@ class TorchStrategyExecutor : public StrategyExecutor {
     int taken = 0;
   };
   std::map<std::tuple<int, int, int>, GroupExchange> group_exchanges_;
+  // The replica exchanges in flight, by (SlotKey, ordinal in the step)
+  // (under mu_; group_cv_ wakes their waiters): the parts this process's
+  // replicas left ([replica][replica], an all-gather's in [replica][0]),
+  // and, once done, what each of them got ([to replica][from replica]).
+  struct ReplicaExchange {
+    std::vector<std::vector<torch::Tensor>> sent, received;
+    int arrived = 0;
+    int taken = 0;
+    bool done = false;
+  };
+  std::map<std::pair<size_t, int>, ReplicaExchange> replica_exchanges_;
+  std::vector<int> replica_exchanges_made_;  // per device, this step
+  std::vector<int> replica_subgroup_;        // [SlotKey]; -1: none
   std::condition_variable group_cv_;
   // [KeptIndex(s, j, d)]: a recomputing stage's inputs made by other
   // stages, by value, from its forward until its backward reruns it (per
@@ -522,14 +566,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // ZeRO-3's tables (InitSharding), per node: besides the above, the
   // parameters gathered before it in its pass (what it reads first and
   // what the next node to read any first does, but those gathered
-  // already); per stage, how many of its forward and of its backward
-  // nodes gather (the bucket exchanges of a pass, across ranks).
+  // already).
   std::vector<std::vector<int>> released_after_forward_,
       released_after_backward_, forward_gathers_, backward_gathers_;
-  std::vector<std::pair<int, int>> gather_events_;
-  // ZeRO-3 across ranks: [src * D + dst], the buckets of shards device src
-  // (another rank's) sent dst, not yet taken (under mu_).
-  std::vector<std::deque<torch::Tensor>> gather_inbox_;
   // ZeRO-3: [j][v], a gathered parameter whose storage was freed after
   // micro-batch j's forward (or rerun) pass, its saved graph still holding
   // it; only the worker of j's replica of v's stage touches an entry.
@@ -543,31 +582,17 @@ class TorchStrategyExecutor : public StrategyExecutor {
       ABSL_GUARDED_BY(fold_mu_);
   std::vector<std::vector<int>> next_round_ ABSL_GUARDED_BY(fold_mu_);
   // ZeRO-2/3: [RoundKey(s, slot, n, r)], the deliveries of round n's parts
-  // to this process's replicas of stage s's slot (tensor rank r's): each
-  // of its replicas
-  // delivers to all of them, each other rank's replica sends each one a
-  // bucket (under mu_); the round's reduce-scatter is done here when every
-  // replica of the slot has delivered to every local one.
+  // to this process's replicas of stage s's slot (tensor rank r's), per
+  // (sender, receiver) pair: each replica here delivers to all of them,
+  // and each counts the other ranks' replicas' parts the all-to-all
+  // brought it (under mu_); the round's reduce-scatter is done here when
+  // every replica of the slot has delivered to every local one.
   std::vector<int> rounds_delivered_;
   size_t RoundKey(int s, int slot, int round, int r) const {
     return ((static_cast<size_t>(s) * W_ + slot) * T_ + r) * M_ + round;
   }
   // The devices of ReplicaDevices(d) in this process.
   int LocalReplicas(int d) const;
-  // ZeRO-2/3 across ranks: buckets received per (src, dst) device pair;
-  // per device, the micro-batches of its backward tasks in its order (the
-  // n-th bucket from src is of backward_order_[src][n]).
-  std::vector<int> shard_rounds_arrived_;
-  std::vector<std::vector<int>> backward_order_;
-  // Whether replica k of stage s's slot sends what it updated to the other
-  // ranks: ZeRO-1 when it was dealt parameters, ZeRO-2 always (its
-  // shards), ZeRO-3 never (nobody else holds them).
-  bool SendsUpdated(int s, int slot, int k) const;
-  // ZeRO-1 across ranks: [device][value], the parameters another rank's
-  // replica (that device) updated, as received; buckets received per
-  // device.
-  std::vector<std::vector<torch::Tensor>> gathered_;
-  std::vector<int> gathered_arrived_;
   // The parameters of stage s's slot in its update order (the order a
   // bucket between ranks carries them); with k >= 0 (ZeRO-1) those dealt
   // to replica k only.
@@ -582,7 +607,6 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<std::vector<torch::Tensor>> seeds_;  // [lane][tensor]
   std::vector<double> loss_;                       // [j]
   std::vector<char> tasks_done_;    // per device: past its last task
-  std::vector<int> accum_arrived_;  // per device of another rank
   int workers_finished_ = 0, workers_ = 0;
   // Per device: what it holds before a step (parameters, optimizer state,
   // and on CPU devices the step's inputs and constants its stage reads,

@@ -189,7 +189,6 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
                      ", which the link ", cluster_.device(src).name, " -> ",
                      cluster_.device(dst).name, " does not carry"));
   };
-  const int ss = stage_of_device_[src], ds = stage_of_device_[dst];
   int k = 0;
   while (k < expected) {
     absl::StatusOr<std::pair<int64_t, torch::Tensor>> got = receive();
@@ -198,75 +197,6 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
       return;
     }
     ++k;
-    // A replica's bucket for its slot: its accumulators (the allreduce),
-    // or ZeRO-1's parameters it updated (the all-gather).
-    const bool accumulators =
-        got->first == static_cast<int64_t>(ss) * kKinds + kAccumulator;
-    const bool parameters =
-        got->first == static_cast<int64_t>(ss) * kKinds + kParameters &&
-        !gathered_.empty();
-    // ZeRO-3: src's shards for one of dst's gathers (in order on this
-    // link), taken by dst's worker.
-    if (got->first == static_cast<int64_t>(ss) * kKinds + kGatherShards &&
-        ss == ds && ShardsParametersOf(ss)) {
-      std::lock_guard<std::mutex> lock(mu_);
-      gather_inbox_[src * D_ + dst].push_back(got->second);
-      cv_.notify_all();
-      continue;
-    }
-    // ZeRO-2/3: a round's parts of dst's shards (the rounds in order on
-    // this link).
-    if (got->first == static_cast<int64_t>(ss) * kKinds + kShardGradients &&
-        ss == ds && ShardsGradientsOf(ss)) {
-      const int slot = slot_of_device_[dst];
-      absl::StatusOr<std::vector<std::pair<int, torch::Tensor>>> parts =
-          Unpack(got->second, SlotParameters(ss, slot), src, dst, "gradient",
-                 replica_of_device_[dst]);
-      if (!parts.ok()) {
-        Fail(parts.status());
-        return;
-      }
-      // The n-th bucket on this link is of src's n-th backward.
-      const int R = strategy_.stages[ss].num_replicas();
-      int j = 0;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        j = backward_order_[src][shard_rounds_arrived_[src * D_ + dst]++];
-      }
-      for (auto& [p, t] : *parts) {
-        if (t.numel() == 0) continue;
-        Deliver(ss, p, j, replica_of_device_[src], replica_of_device_[dst],
-                tensor_rank_of_device_[dst], std::move(t));
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      ++rounds_delivered_[RoundKey(ss, slot, j / R,
-                                   tensor_rank_of_device_[dst])];
-      cv_.notify_all();
-      continue;
-    }
-    if ((accumulators || parameters) && ss == ds) {
-      // ZeRO-2's updated parameters: the sender's shard of each.
-      const bool shards = parameters && ShardsGradientsOf(ss);
-      absl::StatusOr<std::vector<std::pair<int, torch::Tensor>>> parts =
-          Unpack(got->second,
-                 SlotParameters(ss, slot_of_device_[src],
-                                accumulators || shards
-                                    ? -1
-                                    : replica_of_device_[src]),
-                 src, dst, accumulators ? "gradient" : "parameter",
-                 shards ? replica_of_device_[src] : -1);
-      if (!parts.ok()) {
-        Fail(parts.status());
-        return;
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto& [p, t] : *parts) {
-        (accumulators ? accum_ : gathered_)[src][p] = std::move(t);
-      }
-      ++(accumulators ? accum_arrived_ : gathered_arrived_)[src];
-      cv_.notify_all();
-      continue;
-    }
     if (got->first != kPacked || got->second.dim() != 1 ||
         got->second.scalar_type() != torch::kLong ||
         got->second.numel() < kIndexHead || k >= expected) {

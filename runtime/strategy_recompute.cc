@@ -140,7 +140,7 @@ absl::Status TorchStrategyExecutor::RerunLayer(int s, int layer, int j,
   if (ShardsParametersOf(s)) {
     const std::vector<int>& parameters = layer_parameters_[s].at(layer);
     using Others = std::vector<std::map<int, torch::Tensor>>;
-    ASSIGN_OR_RETURN(Others others, ExchangeShards(s, d, parameters));
+    ASSIGN_OR_RETURN(Others others, ExchangeShards(d, parameters));
     for (size_t i = 0; i < parameters.size(); ++i) {
       copied[parameters[i]] = Gather(parameters[i], d, others[i]);
     }

@@ -90,19 +90,6 @@ int TorchStrategyExecutor::LocalReplicas(int d) const {
   return local;
 }
 
-bool TorchStrategyExecutor::SendsUpdated(int s, int slot, int k) const {
-  switch (strategy_.zero) {
-    case ZeroStage::kNone:
-    case ZeroStage::kParameters:
-      return false;
-    case ZeroStage::kOptimizerState:
-      return !SlotParameters(s, slot, k).empty();
-    case ZeroStage::kGradients:
-      return !SlotParameters(s, slot).empty();
-  }
-  return false;
-}
-
 absl::StatusOr<torch::Tensor> TorchStrategyExecutor::ParameterShard(
     absl::string_view name, int replica) const {
   ASSIGN_OR_RETURN(LocalParameterAt at, LocalParameter(name, replica));
@@ -121,14 +108,6 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::ParameterShard(
 
 void TorchStrategyExecutor::InitSharding() {
   const size_t N = view_.nodes().size();
-  backward_order_.assign(D_, {});
-  for (int d = 0; d < D_; ++d) {
-    if (stage_of_device_[d] < 0) continue;
-    for (const ReplicaTask& task : ReplicaTaskOrder(
-             strategy_, stage_of_device_[d], replica_of_device_[d])) {
-      if (task.backward) backward_order_[d].push_back(task.micro_batch);
-    }
-  }
   released_after_forward_.assign(N, {});
   released_after_backward_.assign(N, {});
   auto parameters_of = [&](int n) {
@@ -145,7 +124,6 @@ void TorchStrategyExecutor::InitSharding() {
   };
   forward_gathers_.assign(N, {});
   backward_gathers_.assign(N, {});
-  gather_events_.assign(S_, {0, 0});
   for (int s = 0; s < S_; ++s) {
     if (!ShardsParametersOf(s)) continue;
     // A pass reads each parameter first at one node and last at one.
@@ -167,7 +145,6 @@ void TorchStrategyExecutor::InitSharding() {
                       const std::vector<std::vector<int>>& wanted,
                       std::vector<std::vector<int>>* gathers) {
       std::set<int> have;
-      int count = 0;
       for (size_t i = 0; i < pass.size(); ++i) {
         std::set<int> now(wanted[pass[i]].begin(), wanted[pass[i]].end());
         for (size_t x = i + 1; x < pass.size(); ++x) {
@@ -178,11 +155,9 @@ void TorchStrategyExecutor::InitSharding() {
         for (int v : now) {
           if (have.insert(v).second) (*gathers)[pass[i]].push_back(v);
         }
-        count += (*gathers)[pass[i]].empty() ? 0 : 1;
       }
-      return count;
     };
-    gather_events_[s].first = events(forward_[s], first, &forward_gathers_);
+    events(forward_[s], first, &forward_gathers_);
     last.clear();
     std::vector<std::vector<int>> restored(N);
     for (int b : backward_[s]) {
@@ -192,8 +167,7 @@ void TorchStrategyExecutor::InitSharding() {
       for (int v : unique) last[v] = b;
     }
     for (const auto& [v, b] : last) released_after_backward_[b].push_back(v);
-    gather_events_[s].second =
-        events(backward_[s], restored, &backward_gathers_);
+    events(backward_[s], restored, &backward_gathers_);
   }
 }
 
@@ -246,44 +220,39 @@ torch::Tensor TorchStrategyExecutor::Gather(
 }
 
 absl::StatusOr<std::vector<std::map<int, torch::Tensor>>>
-TorchStrategyExecutor::ExchangeShards(int s, int d,
+TorchStrategyExecutor::ExchangeShards(int d,
                                       const std::vector<int>& parameters) {
-  std::vector<std::map<int, torch::Tensor>> others(parameters.size());
-  if (!Distributed() || parameters.empty()) return others;
   const std::vector<int> replicas = ReplicaDevices(d);
-  std::vector<torch::Tensor> mine;
-  for (int v : parameters) mine.push_back(params_[d][v].reshape({-1}));
+  if (parameters.empty() || !HasRemoteReplicas(d)) {
+    return std::vector<std::map<int, torch::Tensor>>(parameters.size());
+  }
   torch::Tensor bucket;
-  for (int r : replicas) {
-    if (Local(r)) continue;
-    RETURN_IF_ERROR(CatchExceptions("all-gather: ", [&] {
-      if (!bucket.defined()) bucket = torch::cat(mine).to(torch::kCPU);
-      return options_.ranks->SendTensor(
-          bucket, static_cast<int64_t>(s) * kKinds + kGatherShards,
-          RankOf(r), Channel(d, r));
-    }));
-  }
-  const auto start = SteadyClock::now();
-  for (int r : replicas) {
-    if (Local(r)) continue;
-    torch::Tensor got;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      std::deque<torch::Tensor>& inbox = gather_inbox_[r * D_ + d];
-      cv_.wait(lock, [&] { return !failure_.ok() || !inbox.empty(); });
-      if (!failure_.ok()) return failure_;
-      got = std::move(inbox.front());
-      inbox.pop_front();
-    }
-    using Parts = std::vector<std::pair<int, torch::Tensor>>;
-    ASSIGN_OR_RETURN(
-        Parts parts,
-        Unpack(got, parameters, r, d, "parameter", replica_of_device_[r]));
-    for (size_t i = 0; i < parts.size(); ++i) {
-      others[i][replica_of_device_[r]] = std::move(parts[i].second);
+  RETURN_IF_ERROR(CatchExceptions("all-gather: ", [&] {
+    std::vector<torch::Tensor> mine;
+    for (int v : parameters) mine.push_back(params_[d][v].reshape({-1}));
+    bucket = torch::cat(mine);
+    return absl::OkStatus();
+  }));
+  ASSIGN_OR_RETURN(std::vector<torch::Tensor> got,
+                   ReplicaAllGather(d, bucket, [&](int k) {
+                     int64_t n = 0;
+                     for (int v : parameters) n += ShardRange(v, k).second;
+                     return n;
+                   }));
+  std::vector<std::map<int, torch::Tensor>> by_replica;
+  RETURN_IF_ERROR(UnpackRemote(
+      got, d, "parameter", [&](int) { return parameters; },
+      [](int k) { return k; }, &by_replica));
+  // Per parameter, by replica.
+  std::vector<std::map<int, torch::Tensor>> others(parameters.size());
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    for (size_t k = 0; k < by_replica.size(); ++k) {
+      auto at = by_replica[k].find(parameters[i]);
+      if (at != by_replica[k].end()) {
+        others[i][static_cast<int>(k)] = std::move(at->second);
+      }
     }
   }
-  waited_seconds_[d] += SecondsSince(start);
   return others;
 }
 
@@ -292,7 +261,7 @@ absl::Status TorchStrategyExecutor::GatherBefore(
   const std::vector<int>& parameters = forward_gathers_[n];
   if (parameters.empty()) return absl::OkStatus();
   using Others = std::vector<std::map<int, torch::Tensor>>;
-  ASSIGN_OR_RETURN(Others others, ExchangeShards(StageOfNode(n), d, parameters));
+  ASSIGN_OR_RETURN(Others others, ExchangeShards(d, parameters));
   for (size_t i = 0; i < parameters.size(); ++i) {
     (*copied)[parameters[i]] = Gather(parameters[i], d, others[i]);
   }
@@ -334,7 +303,7 @@ absl::Status TorchStrategyExecutor::RestoreBefore(int b, int j, int d) {
   const std::vector<int>& parameters = backward_gathers_[b];
   if (parameters.empty()) return absl::OkStatus();
   using Others = std::vector<std::map<int, torch::Tensor>>;
-  ASSIGN_OR_RETURN(Others others, ExchangeShards(StageOfNode(b), d, parameters));
+  ASSIGN_OR_RETURN(Others others, ExchangeShards(d, parameters));
   for (size_t i = 0; i < parameters.size(); ++i) {
     const torch::Tensor& gathered = parked_[Lane(j, d)][parameters[i]];
     if (!gathered.defined() || !StorageFreed(gathered)) continue;
@@ -363,15 +332,17 @@ absl::Status TorchStrategyExecutor::ReduceScatter(
   // Each shard's part, a copy of its own held here (the send buffer) so
   // that the gradient goes before the next one's parts are made, for the
   // shard's replica; its device receives the parts when the round's
-  // reduce-scatter runs (FoldRounds). For a replica on another rank, the
-  // parts of every parameter of the slot (zeros where no gradient
-  // flowed) go as one flat bucket.
+  // reduce-scatter runs (FoldRounds). For the replicas on other ranks,
+  // the parts of every parameter of the slot (zeros where no gradient
+  // flowed), one flat bucket each, go by c10d's all-to-all
+  // (ReplicaAllToAll), which brings theirs for this replica's shards.
   const int slot = slot_of_device_[d];
   const int rank = tensor_rank_of_device_[d];
   const std::vector<int> replicas = ReplicaDevices(d);
   const int R = static_cast<int>(replicas.size());
   const std::vector<int> parameters = SlotParameters(s, slot);
   if (parameters.empty()) return absl::OkStatus();
+  const bool remote = HasRemoteReplicas(d);
   std::vector<std::vector<torch::Tensor>> buckets(R);
   for (int p : parameters) {
     auto at = gradient.find(p);
@@ -393,20 +364,27 @@ absl::Status TorchStrategyExecutor::ReduceScatter(
     }
     if (at != gradient.end()) at->second = torch::Tensor();
   }
-  const int round = j / R;
-  for (int k = 0; k < R; ++k) {
-    if (Local(replicas[k])) continue;
-    absl::Status sent = CatchExceptions("reduce-scatter: ", [&] {
-      return options_.ranks->SendTensor(
-          torch::cat(buckets[k]),
-          static_cast<int64_t>(s) * kKinds + kShardGradients,
-          RankOf(replicas[k]), Channel(d, replicas[k]));
-    });
-    if (!sent.ok()) {
-      return absl::Status(
-          sent.code(), absl::StrCat(sent.message(), " (reduce-scatter ",
-                                    cluster_.device(d).name, " -> ",
-                                    cluster_.device(replicas[k]).name, ")"));
+  if (remote) {
+    std::vector<torch::Tensor> to(R);
+    for (int k = 0; k < R; ++k) {
+      if (!buckets[k].empty()) to[k] = torch::cat(buckets[k]);
+    }
+    buckets.clear();
+    ASSIGN_OR_RETURN(std::vector<torch::Tensor> got,
+                     ReplicaAllToAll(d, std::move(to), [&](int, int q) {
+                       int64_t n = 0;
+                       for (int p : parameters) n += ShardRange(p, q).second;
+                       return n;
+                     }));
+    std::vector<std::map<int, torch::Tensor>> from;
+    const int mine = replica_of_device_[d];
+    RETURN_IF_ERROR(UnpackRemote(
+        got, d, "gradient", [&](int) { return parameters; },
+        [&](int) { return mine; }, &from));
+    for (int k = 0; k < R; ++k) {
+      for (auto& [p, t] : from[k]) {
+        if (t.numel() > 0) Deliver(s, p, j, k, mine, rank, std::move(t));
+      }
     }
   }
   // As the collective it is, the round's reduce-scatter ends once every
@@ -414,10 +392,10 @@ absl::Status TorchStrategyExecutor::ReduceScatter(
   // replica does not run ahead with its rounds' parts piling up on the
   // others.
   const int local = LocalReplicas(d);
-  const size_t key = RoundKey(s, slot, round, rank);
+  const size_t key = RoundKey(s, slot, j / R, rank);
   const auto start = SteadyClock::now();
   std::unique_lock<std::mutex> lock(mu_);
-  rounds_delivered_[key] += local;
+  rounds_delivered_[key] += local + (remote ? R - local : 0);
   cv_.notify_all();
   cv_.wait(lock, [&] {
     return !failure_.ok() || rounds_delivered_[key] == local * R;

@@ -134,8 +134,8 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
     parked_.assign(lanes, std::vector<torch::Tensor>(V_));
   }
   rounds_delivered_.assign(static_cast<size_t>(S_) * W_ * T_ * M_, 0);
-  gather_inbox_.assign(Distributed() ? static_cast<size_t>(D_) * D_ : 0, {});
-  shard_rounds_arrived_.assign(static_cast<size_t>(D_) * D_, 0);
+  replica_exchanges_.clear();
+  replica_exchanges_made_.assign(D_, 0);
   if (ShardsGradients(strategy_.zero)) {
     std::lock_guard<std::mutex> lock(fold_mu_);
     rounds_.assign(V_, {});
@@ -154,12 +154,7 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
     for (torch::Tensor& a : accum_[d]) a = torch::Tensor();
   }
   tasks_done_.assign(D_, 0);
-  accum_arrived_.assign(D_, 0);
   updated_.assign(static_cast<size_t>(S_) * W_ * T_, 0);
-  gathered_arrived_.assign(D_, 0);
-  if (Distributed() && strategy_.zero != ZeroStage::kNone) {
-    gathered_.assign(D_, std::vector<torch::Tensor>(V_));
-  }
   auto reporting = ReportAllocations(-1);  // what this thread frees
   allocations_.Start(resident_bytes_);
   workers_finished_ = 0;

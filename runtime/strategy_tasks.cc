@@ -383,40 +383,40 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   for (int u : update_[s]) {
     if (SlotOfNode(u) == slot_of_device_[d]) updates.push_back(u);
   }
-  // The allreduce. Across ranks: this replica's accumulators, flattened
+  // The allreduce: across ranks, every replica's accumulators, flattened
   // into one bucket as DDP's (a 2-replica zoo:chain step as two processes:
-  // 9 ms with a message per parameter, 1.4-2.8 ms with one), go to the
-  // first replica of the stage on every other rank (from this worker, the
-  // only sender on d's channels), which files them under d.
+  // 9 ms with a message per parameter, 1.4-2.8 ms with one), all-gathered
+  // (ReplicaAllGather); in this process, read where they are. Every
+  // replica then sums them in replica order on its own device: the same
+  // additions in the same order, the same bits everywhere.
   // (ZeRO-2/3: reduce-scattered after each round instead.)
-  if (Distributed() && !updates.empty() && !ShardsGradientsOf(s)) {
-    std::set<int> ranks_done{rank_};
+  const std::vector<int> slot_parameters = SlotParameters(s, slot_of_device_[d]);
+  std::vector<std::map<int, torch::Tensor>> remote(replicas.size());
+  if (!updates.empty() && !ShardsGradientsOf(s) && HasRemoteReplicas(d)) {
     torch::Tensor bucket;
-    for (int q : replicas) {
-      if (!ranks_done.insert(RankOf(q)).second) continue;
-      absl::Status sent = CatchExceptions("allreduce: ", [&] {
-        if (!bucket.defined()) {
-          std::vector<torch::Tensor> flat;
-          for (int u : updates) {
-            const int p = view_.node(u).parameter;
-            const torch::Tensor& g = accum_[d][p];
-            flat.push_back(g.defined() ? g.reshape({-1})
-                                       : torch::zeros({params_[d][p].numel()},
-                                                      params_[d][p].options()));
-          }
-          bucket = torch::cat(flat);
-        }
-        return options_.ranks->SendTensor(
-            bucket, static_cast<int64_t>(s) * kKinds + kAccumulator, RankOf(q),
-            Channel(d, q));
-      });
-      if (!sent.ok()) {
-        Fail(absl::Status(sent.code(),
-                          absl::StrCat(sent.message(), " (allreduce ",
-                                       cluster_.device(d).name, " -> ",
-                                       cluster_.device(q).name, ")")));
-        return;
+    absl::Status status = CatchExceptions("allreduce: ", [&] {
+      std::vector<torch::Tensor> flat;
+      for (int p : slot_parameters) {
+        const torch::Tensor& g = accum_[d][p];
+        flat.push_back(g.defined() ? g.reshape({-1})
+                                   : torch::zeros({params_[d][p].numel()},
+                                                  params_[d][p].options()));
       }
+      bucket = torch::cat(flat);
+      return absl::OkStatus();
+    });
+    absl::StatusOr<std::vector<torch::Tensor>> got =
+        status.ok() ? ReplicaAllGather(d, bucket,
+                                       [&](int) { return bucket.numel(); })
+                    : absl::StatusOr<std::vector<torch::Tensor>>(status);
+    if (got.ok()) {
+      status = UnpackRemote(
+          *got, d, "gradient", [&](int) { return slot_parameters; },
+          [](int) { return -1; }, &remote);
+    }
+    if (!got.ok() || !status.ok()) {
+      Fail(got.ok() ? status : got.status());
+      return;
     }
   }
   {
@@ -427,20 +427,14 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     cv_.wait(lock, [&] {
       if (!failure_.ok()) return true;
       for (int r : replicas) {
-        if (Local(r) ? !tasks_done_[r]
-                     : !updates.empty() && !ShardsGradientsOf(s) &&
-                           accum_arrived_[r] < 1) {
-          return false;
-        }
+        if (Local(r) && !tasks_done_[r]) return false;
       }
       return true;
     });
     if (!failure_.ok()) return;
   }
   // As soon as the stage's replicas are done (overlapping other stages'
-  // tasks), every replica sums the replicas' accumulators in replica order
-  // on its own device: the same additions in the same order, the same bits
-  // everywhere.
+  // tasks), the sums.
   std::vector<torch::Tensor> totals(updates.size());
   absl::Status status = CatchExceptions("allreduce: ", [&] {
     torch::NoGradGuard no_grad;
@@ -456,8 +450,11 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
         totals[i] = accum_[d][p];
         continue;
       }
-      for (int r : replicas) {
-        const torch::Tensor& g = accum_[r][p];
+      for (size_t k = 0; k < replicas.size(); ++k) {
+        const int r = replicas[k];
+        const torch::Tensor g =
+            Local(r) ? accum_[r][p]
+                     : (remote[k].count(p) ? remote[k].at(p) : torch::Tensor());
         if (!g.defined()) continue;
         torch::Tensor here = g.to(devices_[d]);
         totals[i] = totals[i].defined() ? totals[i] + here : here;
@@ -498,90 +495,86 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
       ShardsParametersOf(s)) {
     return;
   }
-  // ZeRO-1's all-gather. Across ranks, what this replica updated goes, as
-  // one flat bucket, to the first replica of the slot on every other rank
-  // (which files it under d); once every replica of the slot has updated
-  // (here) or sent (elsewhere), the parameters others updated are copied.
+  // ZeRO-1's all-gather: across ranks, what each replica updated (ZeRO-1:
+  // the parameters dealt to it; ZeRO-2: its shard of each), one flat
+  // bucket each (ReplicaAllGather); once every replica of the slot here
+  // has updated, the parameters others updated are copied.
   const int slot = slot_of_device_[d];
-  // Replicas on other ranks that were dealt parameters: what to wait for.
-  std::vector<int> awaited;
-  for (size_t k = 0; k < replicas.size(); ++k) {
-    if (!Local(replicas[k]) && SendsUpdated(s, slot, static_cast<int>(k))) {
-      awaited.push_back(replicas[k]);
-    }
-  }
-  if (Distributed()) {
-    // ZeRO-1: the parameters dealt to it; ZeRO-2: its shard of each.
-    std::vector<torch::Tensor> flat;
+  const bool shards = ShardsGradientsOf(s);
+  std::vector<std::map<int, torch::Tensor>> gathered(replicas.size());
+  if (HasRemoteReplicas(d) && !slot_parameters.empty()) {
     const int k = replica_of_device_[d];
-    for (int p : SlotParameters(s, slot, ShardsGradientsOf(s) ? -1 : k)) {
-      flat.push_back(ShardsGradientsOf(s) ? Shard(params_[d][p], p, k)
-                                          : params_[d][p].reshape({-1}));
-    }
     torch::Tensor bucket;
-    std::set<int> ranks_done{rank_};
-    for (int q : replicas) {
-      if (flat.empty() || !ranks_done.insert(RankOf(q)).second) continue;
-      absl::Status sent = CatchExceptions("all-gather: ", [&] {
-        if (!bucket.defined()) bucket = torch::cat(flat);
-        return options_.ranks->SendTensor(
-            bucket, static_cast<int64_t>(s) * kKinds + kParameters, RankOf(q),
-            Channel(d, q));
-      });
-      if (!sent.ok()) {
-        Fail(absl::Status(sent.code(),
-                          absl::StrCat(sent.message(), " (all-gather ",
-                                       cluster_.device(d).name, " -> ",
-                                       cluster_.device(q).name, ")")));
-        return;
+    status = CatchExceptions("all-gather: ", [&] {
+      std::vector<torch::Tensor> flat;
+      for (int p : SlotParameters(s, slot, shards ? -1 : k)) {
+        flat.push_back(shards ? Shard(params_[d][p], p, k)
+                              : params_[d][p].reshape({-1}));
       }
+      bucket = flat.empty() ? torch::empty({0}, params_[d][slot_parameters[0]]
+                                                       .options()
+                                                       .device(torch::kCPU))
+                            : torch::cat(flat);
+      return absl::OkStatus();
+    });
+    auto elements = [&](int q) {
+      int64_t n = 0;
+      for (int p : SlotParameters(s, slot, shards ? -1 : q)) {
+        n += shards ? ShardRange(p, q).second : params_[d][p].numel();
+      }
+      return n;
+    };
+    absl::StatusOr<std::vector<torch::Tensor>> got =
+        status.ok() ? ReplicaAllGather(d, bucket, elements)
+                    : absl::StatusOr<std::vector<torch::Tensor>>(status);
+    if (got.ok()) {
+      status = UnpackRemote(
+          *got, d, "parameter",
+          [&](int q) { return SlotParameters(s, slot, shards ? -1 : q); },
+          [&](int q) { return shards ? q : -1; }, &gathered);
+    }
+    if (!got.ok() || !status.ok()) {
+      Fail(got.ok() ? status : got.status());
+      return;
     }
   }
   {
     std::unique_lock<std::mutex> lock(mu_);
-    const size_t key =
-        (static_cast<size_t>(s) * W_ + slot) * T_ + tensor_rank_of_device_[d];
+    const size_t key = SlotKey(s, slot, tensor_rank_of_device_[d]);
     ++updated_[key];
     cv_.notify_all();
-    int local = 0;
-    for (int r : replicas) local += Local(r) ? 1 : 0;
-    cv_.wait(lock, [&] {
-      if (!failure_.ok()) return true;
-      if (updated_[key] < local) return false;
-      for (int r : awaited) {
-        if (gathered_arrived_[r] < 1) return false;
-      }
-      return true;
-    });
+    const int local = LocalReplicas(d);
+    cv_.wait(lock,
+             [&] { return !failure_.ok() || updated_[key] == local; });
     if (!failure_.ok()) return;
   }
-  const auto gathered = SteadyClock::now();
+  const auto copied = SteadyClock::now();
   status = CatchExceptions("all-gather: ", [&] {
     torch::NoGradGuard no_grad;
     for (int u : updates) {
       const int p = view_.node(u).parameter;
-      if (ShardsGradientsOf(s)) {
-        // ZeRO-2: the other replicas' shards, as they updated them (or
-        // sent them, from another rank).
+      if (shards) {
+        // ZeRO-2: the other replicas' shards, as they updated them.
         for (size_t k = 0; k < replicas.size(); ++k) {
           if (static_cast<int>(k) == replica_of_device_[d]) continue;
           torch::Tensor part = Shard(params_[d][p], p, static_cast<int>(k));
           if (part.numel() == 0) continue;
           const int r = replicas[k];
           part.copy_(Local(r) ? Shard(params_[r][p], p, static_cast<int>(k))
-                              : gathered_[r][p]);
+                              : gathered[k].at(p));
         }
         continue;
       }
       if (updates_[d][p] != nullptr) continue;
-      const int owner = replicas[owner_[p]];
-      params_[d][p].copy_(Local(owner) ? params_[owner][p]
-                                       : gathered_[owner][p]);
+      const int owner = owner_[p];
+      params_[d][p].copy_(Local(replicas[owner])
+                              ? params_[replicas[owner]][p]
+                              : gathered[owner].at(p));
     }
     Synchronize(devices_[d]);
     return absl::OkStatus();
   });
-  *busy += SecondsSince(gathered);
+  *busy += SecondsSince(copied);
   if (!status.ok()) Fail(status);
 }
 

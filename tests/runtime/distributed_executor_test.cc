@@ -10,6 +10,8 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/runtime/cpu_cluster.h"
 #include "tests/runtime/rank_threads.h"
@@ -269,6 +271,74 @@ TEST(DistributedExecutorTest, RanksOfDevices) {
   EXPECT_FALSE(RanksOfDevices({0, 0}, 2).ok());  // rank 1 drives nothing
   EXPECT_FALSE(RanksOfDevices({2, 0}, 2).ok());  // no rank 2
   EXPECT_FALSE(RanksOfDevices({-1}, 2).ok());
+}
+
+// A subgroup's collectives (c10d's on its own ProcessGroupGloo): three
+// ranks, a subgroup of ranks 0 and 2 beside one of all three. The
+// all-to-all moves parts of a different size for every pair (none for
+// some), of two dtypes; the all-gather every member's tensor in rank
+// order. A subgroup without this rank is refused by name.
+TEST(DistributedExecutorTest, SubgroupsAllGatherAndAllToAll) {
+  std::vector<absl::Status> failures(3);
+  RunRankThreads(3, 30, [&](int rank,
+                            absl::StatusOr<std::shared_ptr<RankGroup>> group) {
+    auto check = [&](bool ok, const std::string& what) {
+      if (!ok && failures[rank].ok()) {
+        failures[rank] = absl::InternalError(
+            absl::StrCat("rank ", rank, ": ", what));
+      }
+    };
+    if (!group.ok()) {
+      failures[rank] = group.status();
+      return;
+    }
+    RankGroup& g = **group;
+    absl::StatusOr<int> all = g.AddSubgroup({0, 1, 2}, "all");
+    check(all.ok(), "all");
+    if (!all.ok()) return;
+    // What member `from` sends member `to`: from*10+to+k for k < (from+to)
+    // % 3 elements (none on some pairs).
+    auto part = [](int from, int to, torch::ScalarType dtype) {
+      const int64_t n = (from + to) % 3;
+      return (torch::arange(n, torch::kDouble) + from * 10 + to).to(dtype);
+    };
+    for (torch::ScalarType dtype : {torch::kFloat, torch::kLong}) {
+      std::vector<torch::Tensor> to;
+      std::vector<int64_t> from_bytes;
+      for (int m = 0; m < 3; ++m) {
+        to.push_back(part(rank, m, dtype));
+        from_bytes.push_back(part(m, rank, dtype).numel() *
+                             c10::elementSize(dtype));
+      }
+      absl::StatusOr<std::vector<torch::Tensor>> got =
+          g.AllToAll(*all, to, from_bytes);
+      check(got.ok(), got.ok() ? "" : std::string(got.status().message()));
+      if (!got.ok()) return;
+      for (int m = 0; m < 3; ++m) {
+        check(torch::equal((*got)[m].view(dtype), part(m, rank, dtype)),
+              absl::StrCat("all-to-all from ", m));
+      }
+    }
+    if (rank != 1) {
+      absl::StatusOr<int> ends = g.AddSubgroup({0, 2}, "ends");
+      check(ends.ok(), "ends");
+      if (!ends.ok()) return;
+      absl::StatusOr<std::vector<torch::Tensor>> got = g.AllGather(
+          *ends, torch::full({2, 3}, static_cast<double>(rank)));
+      check(got.ok() && got->size() == 2, "all-gather");
+      if (!got.ok()) return;
+      check(torch::equal((*got)[0], torch::full({2, 3}, 0.0)) &&
+                torch::equal((*got)[1], torch::full({2, 3}, 2.0)),
+            "all-gather's parts");
+    } else {
+      absl::StatusOr<int> outside = g.AddSubgroup({0, 2}, "ends");
+      check(!outside.ok() && absl::StrContains(outside.status().message(),
+                                               "rank 1 is not among them"),
+            "a subgroup without this rank");
+    }
+    check(g.Finish().ok(), "finish");
+  });
+  for (const absl::Status& failure : failures) EXPECT_TRUE(failure.ok()) << failure;
 }
 
 TEST(DistributedExecutorTest, AnUnreachableMasterIsAClearError) {
