@@ -79,9 +79,22 @@ struct RankGroup::Impl {
     } catch (const std::exception& e) {
       s = PeerError(e, about);
     }
-    std::lock_guard<std::mutex> lock(mu);
-    pending.erase(work);
-    if (s.ok() && aborted) s = absl::AbortedError("aborted after a failure");
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      pending.erase(work);
+      if (s.ok() && aborted) s = absl::AbortedError("aborted after a failure");
+    }
+    // The work holds its tensors too, and Gloo's thread lets it go just
+    // after completing it: waiting for that (the caller's reference the
+    // last), the tensors are freed by the caller's thread, whose frees the
+    // executor's allocation tracking sees (frees on Gloo's threads it does
+    // not, and would count as held).
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    while (s.ok() && work.use_count() > 1 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
     return s;
   }
 };
@@ -402,24 +415,28 @@ absl::StatusOr<std::vector<torch::Tensor>> RankGroup::AllGather(
     return absl::InvalidArgumentError(
         absl::StrCat("no subgroup ", subgroup));
   }
-  c10d::ProcessGroupGloo& group = *impl_->subgroups[subgroup];
+  // By c10d's all-to-all, this member's tensor to each other member: Gloo's
+  // all-gather stages every member's part in one flat buffer and copies it
+  // out into the outputs, twice the memory of the parts (a bucket of
+  // gradients is most of a replica's memory).
+  const int size = impl_->subgroups[subgroup]->getSize();
+  const int me = impl_->subgroups[subgroup]->getRank();
   const torch::Tensor cpu = tensor.to(torch::kCPU).contiguous();
-  // As bytes: Gloo moves every dtype alike.
-  std::vector<at::Tensor> input{cpu.reshape({-1}).view(torch::kByte)};
-  std::vector<std::vector<at::Tensor>> output(1);
-  for (int r = 0; r < group.getSize(); ++r) {
-    output[0].push_back(torch::empty_like(input[0]));
+  const int64_t bytes = cpu.numel() * cpu.element_size();
+  std::vector<torch::Tensor> to(size);
+  std::vector<int64_t> from_bytes(size, 0);
+  for (int m = 0; m < size; ++m) {
+    if (m == me) continue;
+    to[m] = cpu;
+    from_bytes[m] = bytes;
   }
-  try {
-    c10::intrusive_ptr<c10d::Work> work = group.allgather(output, input);
-    RETURN_IF_ERROR(impl_->Wait(
-        work, impl_->subgroup_peers[subgroup]));
-  } catch (const std::exception& e) {
-    return PeerError(e, impl_->subgroup_peers[subgroup]);
-  }
+  ASSIGN_OR_RETURN(std::vector<torch::Tensor> from,
+                   AllToAll(subgroup, to, from_bytes));
   std::vector<torch::Tensor> parts;
-  for (const at::Tensor& bytes : output[0]) {
-    parts.push_back(bytes.view(cpu.scalar_type()).reshape(cpu.sizes()));
+  for (int m = 0; m < size; ++m) {
+    parts.push_back(m == me ? cpu
+                            : from[m].view(cpu.scalar_type()).reshape(
+                                  cpu.sizes()));
   }
   return parts;
 }
@@ -441,22 +458,25 @@ absl::StatusOr<std::vector<torch::Tensor>> RankGroup::AllToAll(
                      from_bytes.size(), " parts in subgroup ",
                      impl_->subgroup_names[subgroup], " of ", size));
   }
-  // Each part after one byte that carries nothing, so that no count is
-  // zero and no buffer empty.
+  // One input of every part (the part itself when it is the only one, as
+  // a two-member all-gather's is: no copy) and one output; parts at an
+  // offset that no dtype's view would accept are copied out.
   std::vector<int64_t> send_counts, receive_counts;
   std::vector<torch::Tensor> send_parts;
   for (int m = 0; m < size; ++m) {
-    send_parts.push_back(torch::zeros({1}, torch::kByte));
-    if (to[m].defined() && to[m].numel() > 0) {
+    const int64_t bytes =
+        to[m].defined() ? to[m].numel() * to[m].element_size() : 0;
+    if (bytes > 0) {
       send_parts.push_back(
           to[m].to(torch::kCPU).contiguous().reshape({-1}).view(torch::kByte));
     }
-    send_counts.push_back(1 + (to[m].defined()
-                                   ? to[m].numel() * to[m].element_size()
-                                   : 0));
-    receive_counts.push_back(1 + from_bytes[m]);
+    send_counts.push_back(bytes);
+    receive_counts.push_back(from_bytes[m]);
   }
-  at::Tensor input = torch::cat(send_parts);
+  at::Tensor input = send_parts.empty()     ? torch::empty({0}, torch::kByte)
+                     : send_parts.size() == 1 ? send_parts[0]
+                                              : torch::cat(send_parts);
+  send_parts.clear();
   int64_t total = 0;
   for (int64_t n : receive_counts) total += n;
   at::Tensor output = torch::empty({total}, torch::kByte);
@@ -473,8 +493,8 @@ absl::StatusOr<std::vector<torch::Tensor>> RankGroup::AllToAll(
   std::vector<torch::Tensor> from;
   int64_t at = 0;
   for (int m = 0; m < size; ++m) {
-    // A copy of its own: aligned for any dtype's view.
-    from.push_back(output.narrow(0, at + 1, from_bytes[m]).clone());
+    torch::Tensor part = output.narrow(0, at, from_bytes[m]);
+    from.push_back(at % 8 == 0 ? part : part.clone());
     at += receive_counts[m];
   }
   return from;

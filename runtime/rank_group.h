@@ -26,12 +26,13 @@
 //    in the same order.
 //  - AddSubgroup makes a c10d ProcessGroupGloo of some of the ranks (every
 //    member calls it with the same ranks and name, members in the same
-//    order); AllGather is its all-gather (each member's tensor, in the
-//    subgroup's rank order), called by its members in the same order, one
-//    thread per subgroup at a time; it is aborted as sends are. AllToAll
-//    is its all-to-all (c10d's alltoall_base: Gloo's alltoallv), called
-//    as AllGather is. Their errors name the other member (of several: the
-//    other members' ranks; Gloo does not say which one failed to answer).
+//    order). AllToAll is its all-to-all (c10d's alltoall_base: Gloo's
+//    alltoallv); AllGather its all-gather (each member's tensor, in the
+//    subgroup's rank order), made of the all-to-all (Gloo's own all-gather
+//    holds every part twice). Members call them in the same order, one
+//    thread per subgroup at a time; they are aborted as sends are. Their
+//    errors name the other member (of several: the other members' ranks;
+//    Gloo does not say which one failed to answer).
 //  - Thread safety: SendTensor/RecvTensor from any threads (one thread per
 //    channel and direction); the rest from one thread at a time.
 #ifndef PLACER_RUNTIME_RANK_GROUP_H_

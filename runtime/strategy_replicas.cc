@@ -111,10 +111,9 @@ TorchStrategyExecutor::ExchangeWithReplicas(
             cluster_.device(d).name, "'s part for replica ", q, " has ", got,
             " elements, not ", expected));
       }
-      if (to[q].defined()) {
-        to[q] = to[q].reshape({-1}).to(torch::Device(torch::kCPU),
-                                       /*non_blocking=*/false, /*copy=*/true);
-      }
+      // Each caller's part is its own (made for the exchange) and left
+      // alone until the exchange is done: no copy on the CPU.
+      if (to[q].defined()) to[q] = to[q].reshape({-1}).to(torch::kCPU);
     }
     return absl::OkStatus();
   }));
@@ -202,10 +201,18 @@ absl::Status TorchStrategyExecutor::RunReplicaExchange(
     if (padded == 0) return absl::OkStatus();
     std::vector<torch::Tensor> parts;
     for (int k : of_member[mine]) parts.push_back(bytes_of(sent[k][0]));
-    parts.push_back(
-        torch::zeros({padded - member_bytes[mine]}, torch::kByte));
+    if (padded > member_bytes[mine]) {
+      parts.push_back(
+          torch::zeros({padded - member_bytes[mine]}, torch::kByte));
+    }
+    // One part as it is (a copy of it would be one more bucket held).
+    torch::Tensor contribution =
+        parts.size() == 1 ? parts[0] : torch::cat(parts);
+    parts.clear();
+    sent.clear();
     ASSIGN_OR_RETURN(std::vector<torch::Tensor> by_member,
-                     options_.ranks->AllGather(subgroup, torch::cat(parts)));
+                     options_.ranks->AllGather(subgroup, contribution));
+    contribution = torch::Tensor();
     for (size_t m = 0; m < members.size(); ++m) {
       if (m == mine) continue;
       int64_t at = 0;
