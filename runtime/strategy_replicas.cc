@@ -135,10 +135,9 @@ TorchStrategyExecutor::ExchangeWithReplicas(
     absl::Status status = CatchExceptions("exchange: ", [&]() -> absl::Status {
       return RunReplicaExchange(key, d, dtype, elements, gather);
     });
+    if (!status.ok()) Fail(status);  // wakes every waiter
     std::lock_guard<std::mutex> lock(mu_);
-    if (!status.ok() && failure_.ok()) failure_ = status;
     replica_exchanges_[key].done = true;
-    cv_.notify_all();
     group_cv_.notify_all();
   }
   std::vector<torch::Tensor> from;
