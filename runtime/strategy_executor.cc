@@ -411,15 +411,6 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
   RETURN_IF_ERROR(CheckRunnable(view.forward()));
   for (size_t s = 0; s < strategy.stages.size(); ++s) {
     if (strategy.stages[s].recompute == Recompute::kNone) continue;
-    if (strategy.stages[s].recompute == Recompute::kSelective) {
-      return absl::UnimplementedError(absl::StrCat(
-          "stage ", s,
-          " recomputes selectively (selective: every op without a weight); "
-          "the strategy executor reruns whole stages or layers (--recompute "
-          "full, layers or selective-op): run op by op under autograd, the "
-          "products it keeps would keep the rerun values they read, more "
-          "than without recomputation"));
-    }
     if (strategy.stages[s].width() > 1) {
       return absl::UnimplementedError(absl::StrCat(
           "stage ", s, " recomputes over ", strategy.stages[s].width(),

@@ -81,14 +81,22 @@
 //    under autograd from those (graph inputs, constants and weights read
 //    again; constants copied, so that BatchNormalization's running
 //    statistics are updated once), then runs the backward as usual.
-//    Recomputing by layer (kLayers, kSelectiveOp): the nodes the
-//    simulator's rule reruns (simulator/selective_recompute.h) run without
-//    autograd, and what they read that no rerun node of the stage makes is
-//    kept; before the first backward node of each layer (in the stage's
-//    backward order) that layer's rerun nodes run again under autograd
-//    from it, each kept value let go after its last rerun read. A kept op
-//    that saves a rerun node's output for its backward (selective-op's
-//    products) keeps it, where the simulator counts it rebuilt. With
+//    Recomputing in part (kSelective, kLayers, kSelectiveOp): the nodes
+//    the simulator's rule reruns (simulator/selective_recompute.h) run
+//    without autograd, and what they read that no rerun node of the stage
+//    makes is kept. By layer (kLayers, kSelectiveOp), before the first
+//    backward node of each layer (in the stage's backward order) that
+//    layer's rerun nodes run again under autograd from it; selectively
+//    (kSelective: every node without a weight), each rerun node runs again
+//    before the first backward node that needs it (its own, or a kept
+//    op's that saved its output), after the rerun nodes it reads from;
+//    each kept value let go after its last rerun read. What a kept op
+//    saves of a rerun node's making (a product's input) has its storage
+//    freed once the forward pass has read it for the last time and is
+//    filled again when the rerun makes it (torch's selective
+//    checkpointing; what the simulator counts rebuilt, not held), unless
+//    it shares storage with another value (a view) or the stage is
+//    tensor parallel (the groups save converted parts). With
 //    ZeRO-3 a layer's rerun gathers the weights it reads whole from the
 //    shards at once (across ranks, one exchange, as the others); the
 //    copies stay with the saved graphs until the layer's backward has
@@ -156,8 +164,8 @@
 //    Parameter joins the group's (FailedPrecondition when some are on
 //    other ranks).
 //  - Create fails when the strategy does not fit the view and cluster
-//    (CheckStrategy), a stage recomputes selectively (kSelective;
-//    Unimplemented),
+//    (CheckStrategy), a stage recomputes selectively in tensor-parallel
+//    groups (kSelective; Unimplemented),
 //    a stage recomputes over several devices per replica
 //    or holds an op that draws random numbers (Unimplemented, naming the
 //    stage and op: a rerun would draw other numbers), tensor parallelism

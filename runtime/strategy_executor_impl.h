@@ -185,8 +185,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // A stage recomputed whole: its forward rerun under autograd before its
   // backward (strategy_recompute.cc).
   absl::Status Rerun(int s, int j, int d);
-  // Recomputing by layer (Recompute::kLayers, kSelectiveOp): the tables
-  // (selective_, layer_reruns_, reruns_before_, rerun_reads_); whether
+  // Recomputing in part (Recompute::kSelective, kLayers, kSelectiveOp):
+  // the tables (selective_, rerun_reads_; by layer: layer_reruns_,
+  // reruns_before_); whether
   // forward node n is rerun at its stage's backward (every node of a stage
   // recomputed whole); and a layer's rerun nodes of stage s run again
   // under autograd for micro-batch j on device d, from what the forward
@@ -200,6 +201,33 @@ class TorchStrategyExecutor : public StrategyExecutor {
       int n, int j, int d, std::map<int, torch::Tensor>* copied,
       const std::function<torch::Tensor(int value)>& activation);
   absl::Status RerunLayer(int s, int layer, int j, int d);
+  // Recomputing selectively (Recompute::kSelective: every node without a
+  // weight rerun), per backward task: what the reruns made that rerun
+  // nodes still read (value -> tensor and reads left), and the forward
+  // nodes rerun so far.
+  struct SelectiveRerun {
+    std::map<int, std::pair<torch::Tensor, int>> rebuilt;
+    std::vector<char> done;
+  };
+  // Before backward node b of stage s (micro-batch j, device d): its
+  // forward node when that is rerun, and the producers of what its op saved
+  // that is parked, each after the rerun nodes whose values it reads (in
+  // their order), as torch's selective checkpointing recomputes a saved
+  // tensor when the backward unpacks it.
+  absl::Status RerunFor(int b, int s, int j, int d, SelectiveRerun* state);
+  absl::Status RerunOne(int n, int s, int j, int d, SelectiveRerun* state);
+  // Recomputing in part: after a forward node of stage s ran for
+  // micro-batch j on d, the values rerun nodes of s made that this pass
+  // read (`read`), whose reads are all done: those a kept op's saved graph
+  // alone holds get their storage freed (Parkable) and are parked; the
+  // others are let go. Unpark: a rerun of node n made `results`; those
+  // parked are filled from them.
+  void ParkSaved(int s, int j, int d, std::map<int, torch::Tensor>* read);
+  // What the forward kept of value v for stage s's rerun of micro-batch j
+  // on d (kept_), let go after its last rerun read.
+  torch::Tensor TakeKept(int s, int j, int d, int v);
+  void Unpark(int n, int s, int j, int d,
+              const std::vector<torch::Tensor>& results);
   absl::Status RunBackward(int s, int j, int d);
   // Tensor parallelism (strategy_tensor.cc; every stage's groups of T_
   // devices): the tables (tensor_rank_of_device_, sharding_, the group's
@@ -544,9 +572,15 @@ class TorchStrategyExecutor : public StrategyExecutor {
     return (static_cast<size_t>(s) * M_ + j) * T_ + tensor_rank_of_device_[d];
   }
   std::vector<std::map<int, torch::Tensor>> kept_;
-  // Recomputing by layer: [KeptIndex], per kept value, the rerun reads
+  // Recomputing in part: [KeptIndex], per kept value, the rerun reads
   // still to come.
   std::vector<std::map<int, int>> kept_reads_;
+  // Recomputing in part: [KeptIndex], per value a rerun node made, the
+  // tensor a kept op saved, its storage freed from the forward pass's last
+  // read of it until a rerun makes it again (ParkSaved, Unpark; what the
+  // simulator counts rebuilt, not held). Only the worker of the index
+  // touches an entry.
+  std::vector<std::map<int, torch::Tensor>> parked_reruns_;
   SelectiveRecompute selective_;
   // Per stage: each layer's rerun nodes in forward order; per stage and
   // value, how many times its rerun nodes read it. Per backward node: the

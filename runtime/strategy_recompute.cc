@@ -2,7 +2,10 @@
 // stage recomputed whole reruns its forward at each backward (Rerun); one
 // recomputed by layer (Recompute::kLayers, kSelectiveOp) reruns a layer's
 // rerun nodes (simulator/selective_recompute.h, the simulator's rule) at
-// the layer's first backward node (RerunLayer).
+// the layer's first backward node (RerunLayer); one recomputed selectively
+// (kSelective) reruns each rerun node when a backward node first needs it
+// (RerunFor). What a kept op saved of a rerun node's making is parked
+// from the forward to the rerun (ParkSaved, Unpark).
 #include <functional>
 #include <map>
 #include <set>
@@ -11,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_helpers.h"
 #include "runtime/op_autograd.h"
+#include "runtime/storage_parking.h"
 #include "runtime/strategy_executor_impl.h"
 
 namespace placer {
@@ -23,12 +27,13 @@ absl::Status TorchStrategyExecutor::InitRecompute() {
   rerun_reads_.assign(S_, {});
   ASSIGN_OR_RETURN(selective_, FindSelectiveRecompute(view_, strategy_));
   for (int s = 0; s < S_; ++s) {
-    if (!RecomputesByLayer(strategy_.stages[s].recompute)) continue;
+    if (!RecomputesInPart(strategy_.stages[s].recompute)) continue;
+    const bool by_layer = RecomputesByLayer(strategy_.stages[s].recompute);
     std::map<int, std::set<int>> weights;  // per layer, its rerun's
     for (int n : forward_[s]) {
       if (!selective_.rerun[n]) continue;
-      const int layer = selective_.layers.layer_of_node[n];
-      layer_reruns_[s][layer].push_back(n);
+      const int layer = by_layer ? selective_.layers.layer_of_node[n] : -1;
+      if (by_layer) layer_reruns_[s][layer].push_back(n);
       std::set<int>& read = weights[layer];
       const Op& op = graph_.op(view_.node(n).forward_op);
       if (AllOutputsFolded(graph_, op)) continue;
@@ -39,6 +44,7 @@ absl::Status TorchStrategyExecutor::InitRecompute() {
         if (view_.value(v).kind == ValueKind::kParameter) read.insert(v);
       }
     }
+    if (!by_layer) continue;
     for (const auto& [layer, read] : weights) {
       layer_parameters_[s][layer].assign(read.begin(), read.end());
     }
@@ -166,24 +172,133 @@ absl::Status TorchStrategyExecutor::RerunLayer(int s, int layer, int j,
       }
       return in;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    std::map<int, torch::Tensor>& kept = kept_[KeptIndex(s, j, d)];
-    if (auto at = kept.find(v); at != kept.end()) {
-      in = at->second;
-      if (--kept_reads_[KeptIndex(s, j, d)][v] == 0) kept.erase(at);
-    }
-    return in;
+    return TakeKept(s, j, d, v);
   };
   for (int n : nodes) {
     const Op& op = graph_.op(view_.node(n).forward_op);
     ASSIGN_OR_RETURN(std::vector<torch::Tensor> results,
                      RerunNode(n, j, d, &copied, activation));
+    Unpark(n, s, j, d, results);
     for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) {
       const int t = op.outputs[k];
       const int v = t >= 0 ? value_of_tensor_[t] : -1;
       if (v < 0 || reads_left.count(v) == 0) continue;
       made[v] = results[k];
     }
+  }
+  return absl::OkStatus();
+}
+
+torch::Tensor TorchStrategyExecutor::TakeKept(int s, int j, int d, int v) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<int, torch::Tensor>& kept = kept_[KeptIndex(s, j, d)];
+  torch::Tensor in;
+  if (auto at = kept.find(v); at != kept.end()) {
+    in = at->second;
+    if (--kept_reads_[KeptIndex(s, j, d)][v] == 0) kept.erase(at);
+  }
+  return in;
+}
+
+void TorchStrategyExecutor::ParkSaved(int s, int j, int d,
+                                      std::map<int, torch::Tensor>* read) {
+  const int lane = Lane(j, d);
+  for (auto it = read->begin(); it != read->end();) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (reads_left_[static_cast<size_t>(lane) * V_ + it->first] > 0) {
+        ++it;
+        continue;
+      }
+    }
+    const int v = it->first;
+    torch::Tensor tensor = std::move(it->second);
+    it = read->erase(it);
+    // Made in storage of its own and no value's since (RunForward): what
+    // still holds it besides this reference is a kept op's saved graph
+    // (the tensor, or an alias autograd hands the op).
+    if ((tensor.use_count() < 2 && tensor.storage().use_count() < 2) ||
+        !Parkable(tensor)) {
+      continue;
+    }
+    FreeStorage(tensor);
+    parked_reruns_[KeptIndex(s, j, d)][v] = std::move(tensor);
+  }
+}
+
+void TorchStrategyExecutor::Unpark(int n, int s, int j, int d,
+                                   const std::vector<torch::Tensor>& results) {
+  std::map<int, torch::Tensor>& parked = parked_reruns_[KeptIndex(s, j, d)];
+  if (parked.empty()) return;
+  const Op& op = graph_.op(view_.node(n).forward_op);
+  torch::NoGradGuard no_grad;
+  for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) {
+    const int t = op.outputs[k];
+    const int v = t >= 0 ? value_of_tensor_[t] : -1;
+    auto at = v >= 0 ? parked.find(v) : parked.end();
+    if (at == parked.end()) continue;
+    RefillStorage(at->second).copy_(results[k]);
+    parked.erase(at);
+  }
+}
+
+absl::Status TorchStrategyExecutor::RerunFor(int b, int s, int j, int d,
+                                             SelectiveRerun* state) {
+  const int n = view_.node(b).forward_op;  // its forward node
+  std::vector<int> wanted;
+  if (Reruns(n)) wanted.push_back(n);
+  const std::map<int, torch::Tensor>& parked =
+      parked_reruns_[KeptIndex(s, j, d)];
+  for (int t : graph_.op(n).inputs) {
+    const int v = t >= 0 ? value_of_tensor_[t] : -1;
+    if (v >= 0 && parked.count(v) > 0) {
+      wanted.push_back(view_.value(v).producer);
+    }
+  }
+  for (int x : wanted) RETURN_IF_ERROR(RerunOne(x, s, j, d, state));
+  return absl::OkStatus();
+}
+
+absl::Status TorchStrategyExecutor::RerunOne(int n, int s, int j, int d,
+                                             SelectiveRerun* state) {
+  if (state->done[n]) return absl::OkStatus();
+  const Op& op = graph_.op(view_.node(n).forward_op);
+  auto rerun_here = [&](int v) {
+    const int producer = v >= 0 ? view_.value(v).producer : -1;
+    return producer >= 0 && StageOfNode(producer) == s && Reruns(producer);
+  };
+  // First the rerun nodes whose values it reads (their producers' order is
+  // the graph's: each runs before what reads it).
+  for (int t : op.inputs) {
+    const int v = t >= 0 ? value_of_tensor_[t] : -1;
+    if (rerun_here(v) && !state->done[view_.value(v).producer] &&
+        state->rebuilt.count(v) == 0) {
+      RETURN_IF_ERROR(RerunOne(view_.value(v).producer, s, j, d, state));
+    }
+  }
+  auto activation = [&](int v) {
+    torch::Tensor in;
+    if (rerun_here(v)) {
+      auto at = state->rebuilt.find(v);
+      if (at != state->rebuilt.end()) {
+        in = at->second.first;
+        if (--at->second.second == 0) state->rebuilt.erase(at);
+      }
+      return in;
+    }
+    return TakeKept(s, j, d, v);
+  };
+  std::map<int, torch::Tensor> copied;
+  ASSIGN_OR_RETURN(std::vector<torch::Tensor> results,
+                   RerunNode(n, j, d, &copied, activation));
+  state->done[n] = 1;
+  Unpark(n, s, j, d, results);
+  for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) {
+    const int t = op.outputs[k];
+    const int v = t >= 0 ? value_of_tensor_[t] : -1;
+    auto reads = v >= 0 ? rerun_reads_[s].find(v) : rerun_reads_[s].end();
+    if (reads == rerun_reads_[s].end() || reads->second == 0) continue;
+    state->rebuilt[v] = {results[k], reads->second};
   }
   return absl::OkStatus();
 }

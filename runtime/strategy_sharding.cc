@@ -3,7 +3,6 @@
 // gathered whole from them for each pass (across ranks, exchanged at each
 // gather) and let go after their last reader there, and the gradients
 // summed round by round on their shards' devices (the reduce-scatter).
-#include <c10/core/StorageImpl.h>
 
 #include <algorithm>
 #include <deque>
@@ -14,47 +13,10 @@
 #include "base/stopwatch.h"
 #include "base/torch_status.h"
 #include "runtime/rank_group.h"
+#include "runtime/storage_parking.h"
 #include "runtime/strategy_executor_impl.h"
 
 namespace placer {
-namespace {
-
-// The storage of `tensor` released (its bytes freed; the tensor and every
-// view of it keep their sizes and read nothing until RefillStorage).
-void FreeStorage(const torch::Tensor& tensor) {
-  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(at::DataPtr(nullptr, tensor.device()));
-  storage->set_nbytes(0);
-}
-
-bool StorageFreed(const torch::Tensor& tensor) {
-  return tensor.storage().nbytes() == 0 && tensor.numel() > 0;
-}
-
-// The storage FreeStorage released allocated again (its contents
-// undefined), and an alias of `tensor` on it with a version counter of its
-// own: writing through the alias, the saved graphs holding `tensor` still
-// accept it.
-torch::Tensor RefillStorage(const torch::Tensor& tensor) {
-  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
-  const size_t bytes = static_cast<size_t>(tensor.numel()) *
-                       static_cast<size_t>(tensor.element_size());
-  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
-  storage->set_nbytes(bytes);
-  torch::NoGradGuard no_grad;
-  return torch::empty({0}, tensor.options())
-      .set_(tensor.storage(), tensor.storage_offset(), tensor.sizes(),
-            tensor.strides());
-}
-
-bool SharesStorage(const torch::Tensor& a, const torch::Tensor& b) {
-  return a.defined() && b.defined() && a.has_storage() && b.has_storage() &&
-         a.storage().unsafeGetStorageImpl() ==
-             b.storage().unsafeGetStorageImpl();
-}
-
-}  // namespace
-
 void TorchStrategyExecutor::DealParameters() {
   // ZeRO-1: each slot's parameters dealt to its replicas, largest first,
   // each to the replica holding the fewest bytes so far (ties: the lower

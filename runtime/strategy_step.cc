@@ -130,6 +130,7 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   group_exchanges_.clear();
   kept_.assign(static_cast<size_t>(S_) * M_ * T_, {});
   kept_reads_.assign(static_cast<size_t>(S_) * M_ * T_, {});
+  parked_reruns_.assign(static_cast<size_t>(S_) * M_ * T_, {});
   if (strategy_.zero == ZeroStage::kParameters) {
     parked_.assign(lanes, std::vector<torch::Tensor>(V_));
   }

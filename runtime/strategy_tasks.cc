@@ -24,6 +24,7 @@
 #include "runtime/initial_values.h"
 #include "runtime/op_autograd.h"
 #include "runtime/rank_group.h"
+#include "runtime/storage_parking.h"
 #include "runtime/step_exchange.h"
 #include "runtime/strategy_executor_impl.h"
 #include "runtime/torch_devices.h"
@@ -96,6 +97,17 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
   std::set<int> pinned;
   int current = -1;  // the node reading
   const int lane = Lane(j, d);
+  // Recomputing in part: what rerun nodes of this stage made, as read
+  // (ParkSaved frees what kept ops saved of it once its reads are done),
+  // but what a node's output shares storage with (a view, the tensor
+  // itself), which lives on as another value. Tensor-parallel groups save
+  // converted parts: nothing is parked.
+  const bool in_part = RecomputesInPart(strategy_.stages[s].recompute);
+  const bool parks = in_part && T_ == 1;
+  std::map<int, torch::Tensor> rerun_made;
+  // Values a rerun node made in storage of their own (no input's, no
+  // other holder's), and those a reader's output shares storage with.
+  std::set<int> fresh, aliased;
   // What other stages made, as this task reads it.
   auto activation = [&](int v) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -114,11 +126,14 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     // Kept for the rerun: what a rerun node reads that no rerun node of
     // this stage makes.
     const int producer = view_.value(v).producer;
-    if (current >= 0 && Reruns(current) &&
-        !(StageOfNode(producer) == s && Reruns(producer)) &&
-        kept_[KeptIndex(s, j, d)].emplace(v, in).second &&
-        RecomputesByLayer(strategy_.stages[s].recompute)) {
+    const bool rerun_value = StageOfNode(producer) == s && Reruns(producer);
+    if (current >= 0 && Reruns(current) && !rerun_value &&
+        kept_[KeptIndex(s, j, d)].emplace(v, in).second && in_part) {
       kept_reads_[KeptIndex(s, j, d)][v] = rerun_reads_[s][v];
+    }
+    if (parks && rerun_value && from == d && fresh.count(v) > 0 &&
+        aliased.count(v) == 0) {
+      rerun_made[v] = in;
     }
     return in;
   };
@@ -141,7 +156,30 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
       return WithContext(results.status(),
                          absl::StrCat(node.key, " (micro-batch ", j, "): "));
     }
+    if (parks && Reruns(n)) {
+      // Held by the results alone, in storage no other tensor holds: not
+      // an input (or a view of one), a weight or a constant.
+      for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
+        const torch::Tensor& out = (*results)[k];
+        const int t = op.outputs[k];
+        if (t >= 0 && value_of_tensor_[t] >= 0 && out.defined() &&
+            out.use_count() == 1 && out.has_storage() &&
+            out.storage().use_count() == 1) {
+          fresh.insert(value_of_tensor_[t]);
+        }
+      }
+    }
     ReleaseAfterForward(n, j, d, autograd, *results, &copied, &pinned);
+    for (const torch::Tensor& out : *results) {
+      for (auto at = rerun_made.begin(); at != rerun_made.end();) {
+        if (!SharesStorage(out, at->second)) {
+          ++at;
+          continue;
+        }
+        aliased.insert(at->first);
+        at = rerun_made.erase(at);
+      }
+    }
     const double loss = OutputLosses(graph_, op, *results, targets_[d][j],
                                      1.0 / M_, &seeds_[lane]);
     {
@@ -159,6 +197,8 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
         }
       }
     }
+    results = absl::StatusOr<std::vector<torch::Tensor>>();
+    if (!rerun_made.empty()) ParkSaved(s, j, d, &rerun_made);
     MarkNodeDone(n, j);
   }
   return absl::OkStatus();
@@ -174,6 +214,9 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
   // the device running that slot of stage s's micro-batch j.
   const int my_slot = slot_of_device_[d];
   const int lane = Lane(j, d);
+  const bool selective = strategy_.stages[s].recompute == Recompute::kSelective;
+  SelectiveRerun rerun;
+  if (selective) rerun.done.assign(view_.nodes().size(), 0);
   for (int n : backward_[s]) {
     if (SlotOfNode(n) != my_slot) continue;
     if (!WaitForOtherSlots(n, j, d)) {
@@ -220,6 +263,20 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
     for (int layer : reruns_before_[n]) {
       RETURN_IF_ERROR(RerunLayer(s, layer, j, d));
     }
+    if (selective) RETURN_IF_ERROR(RerunFor(n, s, j, d, &rerun));
+    if (RecomputesInPart(strategy_.stages[s].recompute)) {
+      // What the op saved that a rerun made must be there again.
+      const std::map<int, torch::Tensor>& parked =
+          parked_reruns_[KeptIndex(s, j, d)];
+      for (int t : op.inputs) {
+        const int v = t >= 0 ? value_of_tensor_[t] : -1;
+        if (v >= 0 && parked.count(v) > 0) {
+          return absl::InternalError(absl::StrCat(
+              node.key, " (micro-batch ", j, "): '", graph_.tensor(t).name,
+              "', which it saved, was not made again by the rerun"));
+        }
+      }
+    }
     RETURN_IF_ERROR(RestoreBefore(n, j, d));
     absl::StatusOr<std::vector<torch::Tensor>> grads =
         T_ > 1 ? TensorParallelBackward(n, j, d, std::move(output_gradients),
@@ -246,6 +303,14 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
       partials_[lane][PartialIndex(sm, s, my_slot)] = std::move(buffer);
     }
     MarkNodeDone(n, j);
+  }
+  if (RecomputesInPart(strategy_.stages[s].recompute)) {
+    // What no rerun came to read (a node rerun only when a backward needs
+    // it) goes with the task.
+    parked_reruns_[KeptIndex(s, j, d)].clear();
+    std::lock_guard<std::mutex> lock(mu_);
+    kept_[KeptIndex(s, j, d)].clear();
+    kept_reads_[KeptIndex(s, j, d)].clear();
   }
   return absl::OkStatus();
 }
@@ -373,209 +438,6 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
     }
   }
   ReduceAndUpdate(s, d, busy);
-}
-
-void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
-  // The devices of d's slot in every replica of the stage, and the
-  // updates of that slot's parameters.
-  const std::vector<int> replicas = ReplicaDevices(d);
-  std::vector<int> updates;
-  for (int u : update_[s]) {
-    if (SlotOfNode(u) == slot_of_device_[d]) updates.push_back(u);
-  }
-  // The allreduce: across ranks, every replica's accumulators, flattened
-  // into one bucket as DDP's (a 2-replica zoo:chain step as two processes:
-  // 9 ms with a message per parameter, 1.4-2.8 ms with one), all-gathered
-  // (ReplicaAllGather); in this process, read where they are. Every
-  // replica then sums them in replica order on its own device: the same
-  // additions in the same order, the same bits everywhere.
-  // (ZeRO-2/3: reduce-scattered after each round instead.)
-  const std::vector<int> slot_parameters = SlotParameters(s, slot_of_device_[d]);
-  std::vector<std::map<int, torch::Tensor>> remote(replicas.size());
-  if (!updates.empty() && !ShardsGradientsOf(s) && HasRemoteReplicas(d)) {
-    torch::Tensor bucket;
-    absl::Status status = CatchExceptions("allreduce: ", [&] {
-      std::vector<torch::Tensor> flat;
-      for (int p : slot_parameters) {
-        const torch::Tensor& g = accum_[d][p];
-        flat.push_back(g.defined() ? g.reshape({-1})
-                                   : torch::zeros({params_[d][p].numel()},
-                                                  params_[d][p].options()));
-      }
-      bucket = torch::cat(flat);
-      return absl::OkStatus();
-    });
-    absl::StatusOr<std::vector<torch::Tensor>> got =
-        status.ok() ? ReplicaAllGather(d, bucket,
-                                       [&](int) { return bucket.numel(); })
-                    : absl::StatusOr<std::vector<torch::Tensor>>(status);
-    if (got.ok()) {
-      status = UnpackRemote(
-          *got, d, "gradient", [&](int) { return slot_parameters; },
-          [](int) { return -1; }, &remote);
-    }
-    if (!got.ok() || !status.ok()) {
-      Fail(got.ok() ? status : got.status());
-      return;
-    }
-  }
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    tasks_done_[d] = 1;
-    ++workers_finished_;
-    cv_.notify_all();
-    cv_.wait(lock, [&] {
-      if (!failure_.ok()) return true;
-      for (int r : replicas) {
-        if (Local(r) && !tasks_done_[r]) return false;
-      }
-      return true;
-    });
-    if (!failure_.ok()) return;
-  }
-  // As soon as the stage's replicas are done (overlapping other stages'
-  // tasks), the sums.
-  std::vector<torch::Tensor> totals(updates.size());
-  absl::Status status = CatchExceptions("allreduce: ", [&] {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < updates.size(); ++i) {
-      const int p = view_.node(updates[i]).parameter;
-      if (updates_[d][p] == nullptr) continue;  // ZeRO: another's shard
-      if (ShardsGradientsOf(s)) {
-        // Reduce-scattered already (this replica's shard): every delivery
-        // is in.
-        std::lock_guard<std::mutex> lock(fold_mu_);
-        FoldRounds(p, replica_of_device_[d], tensor_rank_of_device_[d],
-                   /*flush=*/true);
-        totals[i] = accum_[d][p];
-        continue;
-      }
-      for (size_t k = 0; k < replicas.size(); ++k) {
-        const int r = replicas[k];
-        const torch::Tensor g =
-            Local(r) ? accum_[r][p]
-                     : (remote[k].count(p) ? remote[k].at(p) : torch::Tensor());
-        if (!g.defined()) continue;
-        torch::Tensor here = g.to(devices_[d]);
-        totals[i] = totals[i].defined() ? totals[i] + here : here;
-      }
-    }
-    return absl::OkStatus();
-  });
-  if (!status.ok()) {
-    Fail(status);
-    return;
-  }
-  // Updates once every task of this process has succeeded (a failed step
-  // updates nothing here), each device its own replica's parameters.
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock,
-             [&] { return !failure_.ok() || workers_finished_ == workers_; });
-    if (!failure_.ok()) return;
-  }
-  const auto start = SteadyClock::now();
-  status = CatchExceptions("update: ", [&] {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < updates.size(); ++i) {
-      if (!totals[i].defined()) continue;
-      const int p = view_.node(updates[i]).parameter;
-      updates_[d][p]->Apply(totals[i]);
-    }
-    Synchronize(devices_[d]);
-    return absl::OkStatus();
-  });
-  *busy += SecondsSince(start);
-  if (!status.ok()) {
-    Fail(status);
-    return;
-  }
-  // ZeRO-3: each replica holds its shards only.
-  if (strategy_.zero == ZeroStage::kNone || replicas.size() < 2 ||
-      ShardsParametersOf(s)) {
-    return;
-  }
-  // ZeRO-1's all-gather: across ranks, what each replica updated (ZeRO-1:
-  // the parameters dealt to it; ZeRO-2: its shard of each), one flat
-  // bucket each (ReplicaAllGather); once every replica of the slot here
-  // has updated, the parameters others updated are copied.
-  const int slot = slot_of_device_[d];
-  const bool shards = ShardsGradientsOf(s);
-  std::vector<std::map<int, torch::Tensor>> gathered(replicas.size());
-  if (HasRemoteReplicas(d) && !slot_parameters.empty()) {
-    const int k = replica_of_device_[d];
-    torch::Tensor bucket;
-    status = CatchExceptions("all-gather: ", [&] {
-      std::vector<torch::Tensor> flat;
-      for (int p : SlotParameters(s, slot, shards ? -1 : k)) {
-        flat.push_back(shards ? Shard(params_[d][p], p, k)
-                              : params_[d][p].reshape({-1}));
-      }
-      bucket = flat.empty() ? torch::empty({0}, params_[d][slot_parameters[0]]
-                                                       .options()
-                                                       .device(torch::kCPU))
-                            : torch::cat(flat);
-      return absl::OkStatus();
-    });
-    auto elements = [&](int q) {
-      int64_t n = 0;
-      for (int p : SlotParameters(s, slot, shards ? -1 : q)) {
-        n += shards ? ShardRange(p, q).second : params_[d][p].numel();
-      }
-      return n;
-    };
-    absl::StatusOr<std::vector<torch::Tensor>> got =
-        status.ok() ? ReplicaAllGather(d, bucket, elements)
-                    : absl::StatusOr<std::vector<torch::Tensor>>(status);
-    if (got.ok()) {
-      status = UnpackRemote(
-          *got, d, "parameter",
-          [&](int q) { return SlotParameters(s, slot, shards ? -1 : q); },
-          [&](int q) { return shards ? q : -1; }, &gathered);
-    }
-    if (!got.ok() || !status.ok()) {
-      Fail(got.ok() ? status : got.status());
-      return;
-    }
-  }
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    const size_t key = SlotKey(s, slot, tensor_rank_of_device_[d]);
-    ++updated_[key];
-    cv_.notify_all();
-    const int local = LocalReplicas(d);
-    cv_.wait(lock,
-             [&] { return !failure_.ok() || updated_[key] == local; });
-    if (!failure_.ok()) return;
-  }
-  const auto copied = SteadyClock::now();
-  status = CatchExceptions("all-gather: ", [&] {
-    torch::NoGradGuard no_grad;
-    for (int u : updates) {
-      const int p = view_.node(u).parameter;
-      if (shards) {
-        // ZeRO-2: the other replicas' shards, as they updated them.
-        for (size_t k = 0; k < replicas.size(); ++k) {
-          if (static_cast<int>(k) == replica_of_device_[d]) continue;
-          torch::Tensor part = Shard(params_[d][p], p, static_cast<int>(k));
-          if (part.numel() == 0) continue;
-          const int r = replicas[k];
-          part.copy_(Local(r) ? Shard(params_[r][p], p, static_cast<int>(k))
-                              : gathered[k].at(p));
-        }
-        continue;
-      }
-      if (updates_[d][p] != nullptr) continue;
-      const int owner = owner_[p];
-      params_[d][p].copy_(Local(replicas[owner])
-                              ? params_[replicas[owner]][p]
-                              : gathered[owner].at(p));
-    }
-    Synchronize(devices_[d]);
-    return absl::OkStatus();
-  });
-  *busy += SecondsSince(copied);
-  if (!status.ok()) Fail(status);
 }
 
 }  // namespace placer

@@ -326,19 +326,24 @@ std::vector<std::pair<std::string, Graph>> WideTestModels() {
 }
 
 // Recomputing stages as ranks: a stage keeps the values another rank sent
-// it until its backward reruns its forward; the losses and parameters of
-// the same stages without recomputation, in one process and as two ranks.
+// it until its backward reruns its forward (whole, or selectively: each
+// op without a weight when a backward needs it); the losses and
+// parameters of the same stages without recomputation, in one process
+// and as two ranks.
 TEST(DistributedStrategyTest, RecomputingStagesAcrossRanks) {
   const Cluster cluster = Cpus(4);
   Graph graph = Transformer();
   TrainingView view = BuildTrainingView(graph);
-  Strategy split = TwoStages(view, cluster, {0, 1}, {2, 3});
-  for (PipelineStage& stage : split.stages) stage.recompute = Recompute::kFull;
-  Strategy keep = split;
+  Strategy keep = TwoStages(view, cluster, {0, 1}, {2, 3});
   for (PipelineStage& stage : keep.stages) stage.recompute = Recompute::kNone;
   RunResult one = RunOneProcess(view, cluster, keep);
-  ExpectSame(one, RunOneProcess(view, cluster, split));
-  ExpectSame(one, RunRanks(view, cluster, split, 2));
+  for (Recompute recompute : {Recompute::kFull, Recompute::kSelective}) {
+    Strategy split = keep;
+    for (PipelineStage& stage : split.stages) stage.recompute = recompute;
+    SCOPED_TRACE(DescribeStrategy(split));
+    ExpectSame(one, RunOneProcess(view, cluster, split));
+    ExpectSame(one, RunRanks(view, cluster, split, 2));
+  }
 }
 
 // ZeRO-1 over four replicas as two ranks of two: each replica updates the

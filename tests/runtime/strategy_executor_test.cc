@@ -359,18 +359,23 @@ TEST(StrategyExecutorTest, RecomputationLowersTheAllocatedPeakAsSimulated) {
   }
 }
 
-// Recomputation by layer (--recompute layers: each repeated layer keeps
+// Recomputation in part (--recompute layers: each repeated layer keeps
 // its input and output; selective-op: also its attention cores and every
-// other product) on decoders: PyTorch's Llama-style export and the zoo's
-// GPT and Llama. Two replicas of 4 micro-batches, and two stages under
-// 1F1B and GPipe, and two replicas with ZeRO-3: one device's losses and
-// parameters. The allocated peaks
+// other product; selective: every op without a weight rerun, each when a
+// backward first needs it) on decoders: PyTorch's Llama-style export and
+// the zoo's GPT and Llama. Two replicas of 4 micro-batches, and two stages
+// under 1F1B and GPipe, and two replicas with ZeRO-3: one device's losses
+// and parameters. What a kept op saved of a rerun's making is parked from
+// the forward to the rerun, as the simulator counts it. The allocated peaks
 // of stages holding more than 512 KB are within -15%/+20% of the
-// simulated ones (measured 0.91-1.17: under GPipe the simulator counts
+// simulated ones (measured 0.86-1.17 by layer, 0.98-1.16 selective-op,
+// 0.88-1.09 selective; without parking, selective's were 0.82-1.05 and
+// the Llama export's two replicas allocated 2.06 MB against 1.80
+// simulated and 2.16 without recomputation: under GPipe the simulator counts
 // each stashed value at its own size where LibTorch's reshaped and
 // transposed tensors share storage, as without recomputation), and under
 // GPipe fall with each layer recomputed where the simulated ones do.
-TEST(StrategyExecutorTest, RecomputingByLayerMatchesOneDevice) {
+TEST(StrategyExecutorTest, RecomputingInPartMatchesOneDevice) {
   const Cluster cluster = Cpus(2);
   std::vector<Model> models = ModelsAndLlama({});
   models.erase(models.begin(), models.end() - 1);  // the Llama export
@@ -397,7 +402,8 @@ TEST(StrategyExecutorTest, RecomputingByLayerMatchesOneDevice) {
     for (const Strategy& plan : {data, *pipeline, gpipe, sharded}) {
       std::vector<std::vector<std::pair<int64_t, int64_t>>> peaks;
       for (Recompute recompute :
-           {Recompute::kNone, Recompute::kLayers, Recompute::kSelectiveOp}) {
+           {Recompute::kNone, Recompute::kLayers, Recompute::kSelectiveOp,
+            Recompute::kSelective}) {
         Strategy s = plan;
         for (PipelineStage& stage : s.stages) stage.recompute = recompute;
         SCOPED_TRACE(DescribeStrategy(s));
@@ -495,8 +501,7 @@ void ExpectRefused(const TrainingView& view, const Strategy& s,
 }
 
 // What the executor cannot run it refuses by name rather than run another
-// plan: a recomputing stage over several devices per replica,
-// selective recomputation (every op without a weight), and a
+// plan: a recomputing stage over several devices per replica, and a
 // recomputing stage with an op that draws random numbers (PyTorch's
 // training-mode GPT-2 export: Dropout given a training_mode input).
 TEST(StrategyExecutorTest, WhatItCannotRecomputeIsRefusedByName) {
@@ -508,10 +513,6 @@ TEST(StrategyExecutorTest, WhatItCannotRecomputeIsRefusedByName) {
   wide.stages[0] = PipelineStage::OfReplicas({{0, 1}});
   wide.stages[0].recompute = Recompute::kFull;
   ExpectRefused(gnmt, wide, "stage 0 recomputes over 2 devices per replica");
-  // Simulated only: selective recomputation.
-  Strategy selective = OneDevice(gnmt, 1);
-  selective.stages[0].recompute = Recompute::kSelective;
-  ExpectRefused(gnmt, selective, "recomputes selectively");
 
   absl::StatusOr<Graph> gpt2 =
       ImportOnnxFile("tests/fixtures/corpus/gpt2.train.op17.onnx", {});

@@ -135,7 +135,7 @@ TEST(TensorParallelExecutorTest, AtBf16TheLossFollowsOneDevice) {
 // An op drawing random numbers that a group runs whole (GPT-2's training
 // export: dropout after the embedding and on the residuals) is refused by
 // name: each device would draw its own mask for one value.
-TEST(TensorParallelExecutorTest, WholeRandomDrawsAreRefusedByName) {
+TEST(TensorParallelExecutorTest, WhatGroupsCannotRunIsRefusedByName) {
   absl::StatusOr<Graph> graph =
       ImportOnnxFile("tests/fixtures/corpus/gpt2.train.op17.onnx", {});
   ASSERT_TRUE(graph.ok()) << graph.status();
@@ -147,6 +147,21 @@ TEST(TensorParallelExecutorTest, WholeRandomDrawsAreRefusedByName) {
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(e.status().message().find("(Dropout) draws random numbers"),
+            std::string::npos)
+      << e.status();
+  // Selective recomputation reruns each node when a backward needs it,
+  // which in a group would follow what each device parked: refused.
+  absl::StatusOr<Graph> llama =
+      ImportOnnxFile("tests/fixtures/corpus/llama.train.op17.onnx", {});
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  TrainingView llama_view = BuildTrainingView(*llama);
+  Strategy selective = OneDevice(llama_view, kMicroBatches);
+  selective.stages = {PipelineStage::OfTensorGroups({{0, 1}})};
+  selective.stages[0].recompute = Recompute::kSelective;
+  e = StrategyExecutor::Create(llama_view, Cpus(2), selective);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(e.status().message().find("recomputes selectively"),
             std::string::npos)
       << e.status();
 }
