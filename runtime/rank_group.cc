@@ -441,7 +441,23 @@ absl::StatusOr<std::vector<torch::Tensor>> RankGroup::AllGather(
   return parts;
 }
 
+class PendingCollective {
+ public:
+  c10::intrusive_ptr<c10d::Work> work;
+  at::Tensor input, output;
+  std::vector<int64_t> from_bytes;
+  std::string about;
+};
+
 absl::StatusOr<std::vector<torch::Tensor>> RankGroup::AllToAll(
+    int subgroup, const std::vector<torch::Tensor>& to,
+    const std::vector<int64_t>& from_bytes) {
+  ASSIGN_OR_RETURN(std::shared_ptr<PendingCollective> pending,
+                   StartAllToAll(subgroup, to, from_bytes));
+  return FinishAllToAll(*pending);
+}
+
+absl::StatusOr<std::shared_ptr<PendingCollective>> RankGroup::StartAllToAll(
     int subgroup, const std::vector<torch::Tensor>& to,
     const std::vector<int64_t>& from_bytes) {
   if (subgroup < 0 || subgroup >= static_cast<int>(impl_->subgroups.size())) {
@@ -449,8 +465,8 @@ absl::StatusOr<std::vector<torch::Tensor>> RankGroup::AllToAll(
   }
   c10d::ProcessGroupGloo& group = *impl_->subgroups[subgroup];
   const int size = group.getSize();
-  const std::string about =
-      impl_->subgroup_peers[subgroup];
+  auto pending = std::make_shared<PendingCollective>();
+  pending->about = impl_->subgroup_peers[subgroup];
   if (static_cast<int>(to.size()) != size ||
       static_cast<int>(from_bytes.size()) != size) {
     return absl::InvalidArgumentError(
@@ -461,7 +477,7 @@ absl::StatusOr<std::vector<torch::Tensor>> RankGroup::AllToAll(
   // One input of every part (the part itself when it is the only one, as
   // a two-member all-gather's is: no copy) and one output; parts at an
   // offset that no dtype's view would accept are copied out.
-  std::vector<int64_t> send_counts, receive_counts;
+  std::vector<int64_t> send_counts;
   std::vector<torch::Tensor> send_parts;
   for (int m = 0; m < size; ++m) {
     const int64_t bytes =
@@ -471,32 +487,56 @@ absl::StatusOr<std::vector<torch::Tensor>> RankGroup::AllToAll(
           to[m].to(torch::kCPU).contiguous().reshape({-1}).view(torch::kByte));
     }
     send_counts.push_back(bytes);
-    receive_counts.push_back(from_bytes[m]);
   }
-  at::Tensor input = send_parts.empty()     ? torch::empty({0}, torch::kByte)
-                     : send_parts.size() == 1 ? send_parts[0]
-                                              : torch::cat(send_parts);
+  pending->input = send_parts.empty()       ? torch::empty({0}, torch::kByte)
+                   : send_parts.size() == 1 ? send_parts[0]
+                                            : torch::cat(send_parts);
   send_parts.clear();
+  pending->from_bytes = from_bytes;
   int64_t total = 0;
-  for (int64_t n : receive_counts) total += n;
-  at::Tensor output = torch::empty({total}, torch::kByte);
+  for (int64_t n : from_bytes) total += n;
+  pending->output = torch::empty({total}, torch::kByte);
   try {
     // Copies: c10d's work takes (moves) the counts it is given.
-    std::vector<int64_t> output_counts = receive_counts;
+    std::vector<int64_t> output_counts = from_bytes;
     std::vector<int64_t> input_counts = send_counts;
-    c10::intrusive_ptr<c10d::Work> work =
-        group.alltoall_base(output, input, output_counts, input_counts);
-    RETURN_IF_ERROR(impl_->Wait(work, about));
+    pending->work = group.alltoall_base(pending->output, pending->input,
+                                        output_counts, input_counts);
   } catch (const std::exception& e) {
-    return PeerError(e, about);
+    return PeerError(e, pending->about);
   }
+  // Abortable from now on (Wait keeps it so until it is done).
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->aborted) {
+    pending->work->abort();
+    return absl::AbortedError("aborted after a failure");
+  }
+  impl_->pending.insert(pending->work);
+  return pending;
+}
+
+absl::StatusOr<std::vector<torch::Tensor>> RankGroup::FinishAllToAll(
+    PendingCollective& pending) {
+  if (!pending.work) {
+    return absl::FailedPreconditionError("an all-to-all finished twice");
+  }
+  absl::Status waited;
+  try {
+    waited = impl_->Wait(pending.work, pending.about);
+  } catch (const std::exception& e) {
+    waited = PeerError(e, pending.about);
+  }
+  pending.work.reset();
+  pending.input = torch::Tensor();
+  if (!waited.ok()) return waited;
   std::vector<torch::Tensor> from;
   int64_t at = 0;
-  for (int m = 0; m < size; ++m) {
-    torch::Tensor part = output.narrow(0, at, from_bytes[m]);
+  for (int64_t bytes : pending.from_bytes) {
+    torch::Tensor part = pending.output.narrow(0, at, bytes);
     from.push_back(at % 8 == 0 ? part : part.clone());
-    at += receive_counts[m];
+    at += bytes;
   }
+  pending.output = torch::Tensor();
   return from;
 }
 

@@ -75,6 +75,9 @@ struct RankGroupOptions {
 absl::StatusOr<std::pair<std::string, int>> ParseHostPort(
     const std::string& text);
 
+// A collective issued on a subgroup and not yet waited for (opaque).
+class PendingCollective;
+
 class RankGroup {
  public:
   static absl::StatusOr<std::shared_ptr<RankGroup>> Create(
@@ -132,6 +135,16 @@ class RankGroup {
   absl::StatusOr<std::vector<torch::Tensor>> AllToAll(
       int subgroup, const std::vector<torch::Tensor>& to,
       const std::vector<int64_t>& from_bytes);
+  // AllToAll in two halves: StartAllToAll issues it (in the subgroup's
+  // order of collectives) and returns at once; FinishAllToAll waits for it
+  // and returns what AllToAll would (once per start, from any one thread).
+  // Between the two, the caller computes: the transfer overlaps it, and
+  // AbortPending aborts it.
+  absl::StatusOr<std::shared_ptr<PendingCollective>> StartAllToAll(
+      int subgroup, const std::vector<torch::Tensor>& to,
+      const std::vector<int64_t>& from_bytes);
+  absl::StatusOr<std::vector<torch::Tensor>> FinishAllToAll(
+      PendingCollective& pending);
   absl::Status MaxAcrossRanks(std::vector<double>* values);
 
   // Records `failure` (code and message, the message prefixed with this

@@ -134,7 +134,9 @@
 //    replica order); ZeRO-2's updated shards are all-gathered after the
 //    updates; and each ZeRO-3 gather (the same ones, in the same order,
 //    on every replica of the stage) all-gathers the replicas' shards of
-//    the gathered parameters. Parameter() then answers only where
+//    the gathered parameters, the pass's next gather started before the
+//    node computes (its transfer overlapping it: FSDP's prefetch).
+//    Parameter() then answers only where
 //    every shard is on this rank (ParameterShard: the replica's shard).
 //  - Tensor parallelism (graph/tensor_sharding.h; every stage's groups of
 //    one size): each device of a replica's group runs every op of its

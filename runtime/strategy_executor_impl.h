@@ -81,6 +81,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
                                                   int rank = 0) const;
 
  private:
+  // A replica exchange's key (SlotKey, ordinal; Replica exchanges, below).
+  using ReplicaTicket = std::pair<size_t, int>;
   // Between ranks, a stage's values (or partial gradients) for another
   // stage's device go packed, one index message and one data message per
   // stage pair and micro-batch (GNMT-2's 2-stage pipeline as two processes:
@@ -367,6 +369,18 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // replica.
   absl::StatusOr<std::vector<std::map<int, torch::Tensor>>> ExchangeShards(
       int d, const std::vector<int>& parameters);
+  // Its halves (Start/FinishReplicaExchange's), and the gather of node n
+  // (gathers[n]) in a pass: the one started for it at the pass's previous
+  // gather, or one started now; before waiting for it, the pass's next
+  // gather is started (next_gather_; prefetched_[d] holds it), so that its
+  // transfer runs while n computes (FSDP's prefetch).
+  absl::StatusOr<ReplicaTicket> StartShards(
+      int d, const std::vector<int>& parameters);
+  absl::StatusOr<std::vector<std::map<int, torch::Tensor>>> FinishShards(
+      int d, const ReplicaTicket& ticket, const std::vector<int>& parameters);
+  absl::StatusOr<std::vector<std::map<int, torch::Tensor>>>
+  GatherWithPrefetch(int n, int d,
+                     const std::vector<std::vector<int>>& gathers);
   // ZeRO-3, before forward node n runs on device d: the parameters of
   // forward_gathers_[n], gathered whole into `copied`.
   absl::Status GatherBefore(int n, int d,
@@ -443,11 +457,22 @@ class TorchStrategyExecutor : public StrategyExecutor {
   absl::StatusOr<std::vector<torch::Tensor>> ReplicaAllToAll(
       int d, std::vector<torch::Tensor> to,
       const std::function<int64_t(int, int)>& elements);
-  absl::StatusOr<std::vector<torch::Tensor>> ExchangeWithReplicas(
+  // The two halves of both: StartReplicaExchange leaves d's parts and, for
+  // the last of this process's replicas to arrive, issues the collective
+  // (IssueReplicaExchange; nothing without replicas on other ranks);
+  // FinishReplicaExchange waits for it (the first replica here to come
+  // reads it for all) and returns what ReplicaAllGather/AllToAll would.
+  // Between the two a worker computes while the transfer runs (ZeRO-3's
+  // prefetch). Every replica of the slot starts them in the same order.
+  // A ticket (ReplicaTicket, above): the exchange's key (SlotKey, ordinal
+  // in the step; -1: nothing to do).
+  absl::StatusOr<ReplicaTicket> StartReplicaExchange(
       int d, std::vector<torch::Tensor> to,
       const std::function<int64_t(int, int)>& elements, bool gather);
-  absl::Status RunReplicaExchange(
-      const std::pair<size_t, int>& key, int d, torch::ScalarType dtype,
+  absl::StatusOr<std::vector<torch::Tensor>> FinishReplicaExchange(
+      int d, const ReplicaTicket& ticket);
+  absl::Status IssueReplicaExchange(
+      const ReplicaTicket& ticket, int d, torch::ScalarType dtype,
       const std::function<int64_t(int, int)>& elements, bool gather);
   size_t SlotKey(int s, int slot, int r) const {
     return (static_cast<size_t>(s) * W_ + slot) * T_ + r;
@@ -551,15 +576,24 @@ class TorchStrategyExecutor : public StrategyExecutor {
     int taken = 0;
   };
   std::map<std::tuple<int, int, int>, GroupExchange> group_exchanges_;
-  // The replica exchanges in flight, by (SlotKey, ordinal in the step)
-  // (under mu_; group_cv_ wakes their waiters): the parts this process's
-  // replicas left ([replica][replica], an all-gather's in [replica][0]),
-  // and, once done, what each of them got ([to replica][from replica]).
+  // The replica exchanges in flight, by ticket (under mu_; group_cv_
+  // wakes their waiters): the parts this process's replicas left
+  // ([replica][replica], an all-gather's in [replica][0]) until issued;
+  // the collective in flight and where each part it brings goes; once
+  // done, what each replica here got ([to replica][from replica]).
   struct ReplicaExchange {
+    struct Part {
+      int member = 0;  // the subgroup member it comes from
+      int64_t offset = 0, bytes = 0;
+      int to = 0, from = 0;  // replicas
+    };
     std::vector<std::vector<torch::Tensor>> sent, received;
+    std::shared_ptr<PendingCollective> pending;
+    std::vector<Part> parts;
+    torch::ScalarType dtype = torch::kFloat;
     int arrived = 0;
     int taken = 0;
-    bool done = false;
+    bool issued = false, finishing = false, done = false;
   };
   std::map<std::pair<size_t, int>, ReplicaExchange> replica_exchanges_;
   std::vector<int> replica_exchanges_made_;  // per device, this step
@@ -603,6 +637,10 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // already).
   std::vector<std::vector<int>> released_after_forward_,
       released_after_backward_, forward_gathers_, backward_gathers_;
+  // Per node that gathers, the next node of its pass that does (-1: none);
+  // per device, the gather started ahead (node, ticket; -1: none).
+  std::vector<int> next_gather_;
+  std::vector<std::pair<int, ReplicaTicket>> prefetched_;
   // ZeRO-3: [j][v], a gathered parameter whose storage was freed after
   // micro-batch j's forward (or rerun) pass, its saved graph still holding
   // it; only the worker of j's replica of v's stage touches an entry.

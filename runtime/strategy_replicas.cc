@@ -1,7 +1,9 @@
 // The strategy executor's collectives among the replicas of a slot
 // (runtime/strategy_executor_impl.h, "Replica exchanges"): this process's
-// replicas leave their parts; the last to arrive runs c10d's all-gather or
-// all-to-all on the subgroup of the slot's ranks for all of them.
+// replicas leave their parts; the last to arrive issues c10d's all-to-all
+// on the subgroup of the slot's ranks for all of them (an all-gather's
+// parts the same to every member), and the first to finish waits for it
+// and reads it for all of them.
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -64,19 +66,25 @@ absl::StatusOr<std::vector<torch::Tensor>>
 TorchStrategyExecutor::ReplicaAllGather(
     int d, const torch::Tensor& mine,
     const std::function<int64_t(int)>& elements) {
-  return ExchangeWithReplicas(d, {mine}, [&](int k, int) { return elements(k); },
-                              /*gather=*/true);
+  ASSIGN_OR_RETURN(
+      ReplicaTicket ticket,
+      StartReplicaExchange(d, {mine}, [&](int k, int) { return elements(k); },
+                           /*gather=*/true));
+  return FinishReplicaExchange(d, ticket);
 }
 
 absl::StatusOr<std::vector<torch::Tensor>>
 TorchStrategyExecutor::ReplicaAllToAll(
     int d, std::vector<torch::Tensor> to,
     const std::function<int64_t(int, int)>& elements) {
-  return ExchangeWithReplicas(d, std::move(to), elements, /*gather=*/false);
+  ASSIGN_OR_RETURN(
+      ReplicaTicket ticket,
+      StartReplicaExchange(d, std::move(to), elements, /*gather=*/false));
+  return FinishReplicaExchange(d, ticket);
 }
 
-absl::StatusOr<std::vector<torch::Tensor>>
-TorchStrategyExecutor::ExchangeWithReplicas(
+absl::StatusOr<TorchStrategyExecutor::ReplicaTicket>
+TorchStrategyExecutor::StartReplicaExchange(
     int d, std::vector<torch::Tensor> to,
     const std::function<int64_t(int, int)>& elements, bool gather) {
   const int s = stage_of_device_[d];
@@ -84,8 +92,7 @@ TorchStrategyExecutor::ExchangeWithReplicas(
       SlotKey(s, slot_of_device_[d], tensor_rank_of_device_[d]);
   const std::vector<int> replicas = ReplicaDevices(d);
   const int R = static_cast<int>(replicas.size());
-  const int subgroup = replica_subgroup_[slot_key];
-  if (subgroup < 0) return std::vector<torch::Tensor>(R);
+  if (replica_subgroup_[slot_key] < 0) return ReplicaTicket{slot_key, -1};
   const int me = replica_of_device_[d];
   // The parts' dtype (every replica's the same: its parameters' or their
   // gradients').
@@ -96,7 +103,7 @@ TorchStrategyExecutor::ExchangeWithReplicas(
       break;
     }
   }
-  // This replica's parts, on the CPU (the exchange's own copies).
+  // This replica's parts, on the CPU.
   RETURN_IF_ERROR(CatchExceptions("exchange: ", [&]() -> absl::Status {
     for (size_t q = 0; q < to.size(); ++q) {
       const int dst = gather ? -1 : static_cast<int>(q);
@@ -117,13 +124,12 @@ TorchStrategyExecutor::ExchangeWithReplicas(
     }
     return absl::OkStatus();
   }));
-  const auto start = SteadyClock::now();
-  const std::pair<size_t, int> key{slot_key, replica_exchanges_made_[d]++};
+  const ReplicaTicket ticket{slot_key, replica_exchanges_made_[d]++};
   const int local = LocalReplicas(d);
   bool leader = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ReplicaExchange& exchange = replica_exchanges_[key];
+    ReplicaExchange& exchange = replica_exchanges_[ticket];
     if (exchange.sent.empty()) {
       exchange.sent.resize(R);
       exchange.received.assign(R, std::vector<torch::Tensor>(R));
@@ -133,32 +139,78 @@ TorchStrategyExecutor::ExchangeWithReplicas(
   }
   if (leader) {
     absl::Status status = CatchExceptions("exchange: ", [&]() -> absl::Status {
-      return RunReplicaExchange(key, d, dtype, elements, gather);
+      return IssueReplicaExchange(ticket, d, dtype, elements, gather);
     });
     if (!status.ok()) Fail(status);  // wakes every waiter
     std::lock_guard<std::mutex> lock(mu_);
-    replica_exchanges_[key].done = true;
+    replica_exchanges_[ticket].issued = true;
+    group_cv_.notify_all();
+  }
+  return ticket;
+}
+
+absl::StatusOr<std::vector<torch::Tensor>>
+TorchStrategyExecutor::FinishReplicaExchange(int d,
+                                             const ReplicaTicket& ticket) {
+  const int me = replica_of_device_[d];
+  if (ticket.second < 0) {
+    return std::vector<torch::Tensor>(ReplicaDevices(d).size());
+  }
+  const auto start = SteadyClock::now();
+  const int local = LocalReplicas(d);
+  std::shared_ptr<PendingCollective> pending;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    ReplicaExchange& exchange = replica_exchanges_[ticket];
+    group_cv_.wait(lock, [&] { return !failure_.ok() || exchange.issued; });
+    if (!failure_.ok()) return absl::AbortedError("failed elsewhere");
+    // The first of this process's replicas to get here waits for the
+    // collective and reads it for all of them.
+    if (!exchange.finishing) {
+      exchange.finishing = true;
+      pending = exchange.pending;
+    }
+  }
+  if (pending != nullptr) {
+    absl::Status status = CatchExceptions("exchange: ", [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(std::vector<torch::Tensor> by_member,
+                       options_.ranks->FinishAllToAll(*pending));
+      pending.reset();
+      std::lock_guard<std::mutex> lock(mu_);
+      ReplicaExchange& exchange = replica_exchanges_[ticket];
+      exchange.pending.reset();
+      for (const ReplicaExchange::Part& part : exchange.parts) {
+        const torch::Tensor piece =
+            by_member[part.member].narrow(0, part.offset, part.bytes).view(
+                exchange.dtype);
+        exchange.received[part.to][part.from] = piece;
+      }
+      return absl::OkStatus();
+    });
+    if (!status.ok()) Fail(status);
+    std::lock_guard<std::mutex> lock(mu_);
+    replica_exchanges_[ticket].done = true;
     group_cv_.notify_all();
   }
   std::vector<torch::Tensor> from;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    ReplicaExchange& exchange = replica_exchanges_[key];
+    ReplicaExchange& exchange = replica_exchanges_[ticket];
     group_cv_.wait(lock, [&] { return !failure_.ok() || exchange.done; });
     if (!failure_.ok()) return absl::AbortedError("failed elsewhere");
     from = exchange.received[me];
-    if (++exchange.taken == local) replica_exchanges_.erase(key);
+    if (++exchange.taken == local) replica_exchanges_.erase(ticket);
   }
   waited_seconds_[d] += SecondsSince(start);
   return from;
 }
 
-absl::Status TorchStrategyExecutor::RunReplicaExchange(
-    const std::pair<size_t, int>& key, int d, torch::ScalarType dtype,
+absl::Status TorchStrategyExecutor::IssueReplicaExchange(
+    const ReplicaTicket& ticket, int d, torch::ScalarType dtype,
     const std::function<int64_t(int, int)>& elements, bool gather) {
   const std::vector<int> replicas = ReplicaDevices(d);
   const int R = static_cast<int>(replicas.size());
-  const int subgroup = replica_subgroup_[key.first];
+  const int subgroup = replica_subgroup_[ticket.first];
   // The subgroup's members (ascending ranks) and the replicas of each, in
   // replica order.
   std::vector<int> members;
@@ -175,89 +227,57 @@ absl::Status TorchStrategyExecutor::RunReplicaExchange(
   const size_t mine = std::lower_bound(members.begin(), members.end(), rank_) -
                       members.begin();
   const int64_t element_bytes = c10::elementSize(dtype);
-  // The parts left here (under mu_ until now; only the leader reads them
-  // until it marks the exchange done).
+  // The parts left here (under mu_ until now; only the issuer reads them).
   std::vector<std::vector<torch::Tensor>> sent;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    sent = replica_exchanges_[key].sent;
+    sent.swap(replica_exchanges_[ticket].sent);
   }
   auto bytes_of = [](const torch::Tensor& t) {
     return t.defined() && t.numel() > 0 ? t.contiguous().view(torch::kByte)
                                         : torch::empty({0}, torch::kByte);
   };
-  std::vector<std::vector<torch::Tensor>> received(
-      R, std::vector<torch::Tensor>(R));
-  if (gather) {
-    // Each member's replicas' parts one after another, padded to the
-    // largest member's (c10d's all-gather moves one size).
-    std::vector<int64_t> member_bytes(members.size(), 0);
-    for (size_t m = 0; m < members.size(); ++m) {
-      for (int k : of_member[m]) member_bytes[m] += elements(k, 0) * element_bytes;
+  // To each other member: for each replica here, its part (an all-gather:
+  // the same to every member) or its parts for that member's replicas, in
+  // replica order; from each, as many of its replicas' parts for ours.
+  std::vector<torch::Tensor> to(members.size());
+  std::vector<int64_t> from_bytes(members.size(), 0);
+  std::vector<ReplicaExchange::Part> parts;
+  for (size_t m = 0; m < members.size(); ++m) {
+    if (m == mine) continue;
+    std::vector<torch::Tensor> pieces;
+    for (int k : of_member[mine]) {
+      if (gather) {
+        pieces.push_back(bytes_of(sent[k][0]));
+        continue;
+      }
+      for (int q : of_member[m]) pieces.push_back(bytes_of(sent[k][q]));
     }
-    const int64_t padded =
-        *std::max_element(member_bytes.begin(), member_bytes.end());
-    if (padded == 0) return absl::OkStatus();
-    std::vector<torch::Tensor> parts;
-    for (int k : of_member[mine]) parts.push_back(bytes_of(sent[k][0]));
-    if (padded > member_bytes[mine]) {
-      parts.push_back(
-          torch::zeros({padded - member_bytes[mine]}, torch::kByte));
-    }
-    // One part as it is (a copy of it would be one more bucket held).
-    torch::Tensor contribution =
-        parts.size() == 1 ? parts[0] : torch::cat(parts);
-    parts.clear();
-    sent.clear();
-    ASSIGN_OR_RETURN(std::vector<torch::Tensor> by_member,
-                     options_.ranks->AllGather(subgroup, contribution));
-    contribution = torch::Tensor();
-    for (size_t m = 0; m < members.size(); ++m) {
-      if (m == mine) continue;
-      int64_t at = 0;
-      for (int k : of_member[m]) {
+    to[m] = pieces.size() == 1 ? pieces[0] : torch::cat(pieces);
+    for (int k : of_member[m]) {
+      if (gather) {
         const int64_t n = elements(k, 0) * element_bytes;
-        const torch::Tensor part = by_member[m].narrow(0, at, n).view(dtype);
-        at += n;
-        for (int q : of_member[mine]) received[q][k] = part;
-      }
-    }
-  } else {
-    // To each member: for each replica here, its parts for that member's
-    // replicas, in replica order.
-    std::vector<torch::Tensor> to(members.size());
-    std::vector<int64_t> from_bytes(members.size(), 0);
-    for (size_t m = 0; m < members.size(); ++m) {
-      if (m == mine) continue;
-      std::vector<torch::Tensor> parts;
-      for (int k : of_member[mine]) {
-        for (int q : of_member[m]) parts.push_back(bytes_of(sent[k][q]));
-      }
-      to[m] = torch::cat(parts);
-      for (int k : of_member[m]) {
         for (int q : of_member[mine]) {
-          from_bytes[m] += elements(k, q) * element_bytes;
+          parts.push_back({static_cast<int>(m), from_bytes[m], n, q, k});
         }
+        from_bytes[m] += n;
+        continue;
       }
-    }
-    ASSIGN_OR_RETURN(std::vector<torch::Tensor> by_member,
-                     options_.ranks->AllToAll(subgroup, to, from_bytes));
-    for (size_t m = 0; m < members.size(); ++m) {
-      if (m == mine) continue;
-      int64_t at = 0;
-      for (int k : of_member[m]) {
-        for (int q : of_member[mine]) {
-          const int64_t n = elements(k, q) * element_bytes;
-          received[q][k] = by_member[m].narrow(0, at, n).view(dtype);
-          at += n;
-        }
+      for (int q : of_member[mine]) {
+        const int64_t n = elements(k, q) * element_bytes;
+        parts.push_back({static_cast<int>(m), from_bytes[m], n, q, k});
+        from_bytes[m] += n;
       }
     }
   }
+  sent.clear();
+  ASSIGN_OR_RETURN(std::shared_ptr<PendingCollective> pending,
+                   options_.ranks->StartAllToAll(subgroup, to, from_bytes));
   std::lock_guard<std::mutex> lock(mu_);
-  ReplicaExchange& exchange = replica_exchanges_[key];
-  exchange.received = std::move(received);
-  exchange.sent.clear();
+  ReplicaExchange& exchange = replica_exchanges_[ticket];
+  exchange.pending = std::move(pending);
+  exchange.parts = std::move(parts);
+  exchange.dtype = dtype;
   return absl::OkStatus();
 }
 

@@ -86,6 +86,17 @@ void TorchStrategyExecutor::InitSharding() {
   };
   forward_gathers_.assign(N, {});
   backward_gathers_.assign(N, {});
+  next_gather_.assign(N, -1);
+  // Per node that gathers, the next in its pass that does.
+  auto link = [&](const std::vector<int>& pass,
+                  const std::vector<std::vector<int>>& gathers) {
+    int last = -1;
+    for (int n : pass) {
+      if (gathers[n].empty()) continue;
+      if (last >= 0) next_gather_[last] = n;
+      last = n;
+    }
+  };
   for (int s = 0; s < S_; ++s) {
     if (!ShardsParametersOf(s)) continue;
     // A pass reads each parameter first at one node and last at one.
@@ -120,6 +131,7 @@ void TorchStrategyExecutor::InitSharding() {
       }
     };
     events(forward_[s], first, &forward_gathers_);
+    link(forward_[s], forward_gathers_);
     last.clear();
     std::vector<std::vector<int>> restored(N);
     for (int b : backward_[s]) {
@@ -130,6 +142,7 @@ void TorchStrategyExecutor::InitSharding() {
     }
     for (const auto& [v, b] : last) released_after_backward_[b].push_back(v);
     events(backward_[s], restored, &backward_gathers_);
+    link(backward_[s], backward_gathers_);
   }
 }
 
@@ -181,12 +194,10 @@ torch::Tensor TorchStrategyExecutor::Gather(
   return whole;
 }
 
-absl::StatusOr<std::vector<std::map<int, torch::Tensor>>>
-TorchStrategyExecutor::ExchangeShards(int d,
-                                      const std::vector<int>& parameters) {
-  const std::vector<int> replicas = ReplicaDevices(d);
+absl::StatusOr<TorchStrategyExecutor::ReplicaTicket>
+TorchStrategyExecutor::StartShards(int d, const std::vector<int>& parameters) {
   if (parameters.empty() || !HasRemoteReplicas(d)) {
-    return std::vector<std::map<int, torch::Tensor>>(parameters.size());
+    return ReplicaTicket{0, -1};
   }
   torch::Tensor bucket;
   RETURN_IF_ERROR(CatchExceptions("all-gather: ", [&] {
@@ -195,18 +206,28 @@ TorchStrategyExecutor::ExchangeShards(int d,
     bucket = torch::cat(mine);
     return absl::OkStatus();
   }));
+  return StartReplicaExchange(
+      d, {bucket},
+      [&](int k, int) {
+        int64_t n = 0;
+        for (int v : parameters) n += ShardRange(v, k).second;
+        return n;
+      },
+      /*gather=*/true);
+}
+
+absl::StatusOr<std::vector<std::map<int, torch::Tensor>>>
+TorchStrategyExecutor::FinishShards(int d, const ReplicaTicket& ticket,
+                                    const std::vector<int>& parameters) {
+  std::vector<std::map<int, torch::Tensor>> others(parameters.size());
+  if (ticket.second < 0) return others;
   ASSIGN_OR_RETURN(std::vector<torch::Tensor> got,
-                   ReplicaAllGather(d, bucket, [&](int k) {
-                     int64_t n = 0;
-                     for (int v : parameters) n += ShardRange(v, k).second;
-                     return n;
-                   }));
+                   FinishReplicaExchange(d, ticket));
   std::vector<std::map<int, torch::Tensor>> by_replica;
   RETURN_IF_ERROR(UnpackRemote(
       got, d, "parameter", [&](int) { return parameters; },
       [](int k) { return k; }, &by_replica));
   // Per parameter, by replica.
-  std::vector<std::map<int, torch::Tensor>> others(parameters.size());
   for (size_t i = 0; i < parameters.size(); ++i) {
     for (size_t k = 0; k < by_replica.size(); ++k) {
       auto at = by_replica[k].find(parameters[i]);
@@ -218,12 +239,39 @@ TorchStrategyExecutor::ExchangeShards(int d,
   return others;
 }
 
+absl::StatusOr<std::vector<std::map<int, torch::Tensor>>>
+TorchStrategyExecutor::ExchangeShards(int d,
+                                      const std::vector<int>& parameters) {
+  ASSIGN_OR_RETURN(ReplicaTicket ticket, StartShards(d, parameters));
+  return FinishShards(d, ticket, parameters);
+}
+
+absl::StatusOr<std::vector<std::map<int, torch::Tensor>>>
+TorchStrategyExecutor::GatherWithPrefetch(
+    int n, int d, const std::vector<std::vector<int>>& gathers) {
+  const std::vector<int>& parameters = gathers[n];
+  ReplicaTicket ticket{0, -1};
+  if (prefetched_[d].first == n) {
+    ticket = prefetched_[d].second;
+    prefetched_[d] = {-1, {0, -1}};
+  } else {
+    ASSIGN_OR_RETURN(ticket, StartShards(d, parameters));
+  }
+  // The pass's next gather starts now and runs while this node computes.
+  const int next = next_gather_[n];
+  if (next >= 0) {
+    ASSIGN_OR_RETURN(ReplicaTicket ahead, StartShards(d, gathers[next]));
+    prefetched_[d] = {next, ahead};
+  }
+  return FinishShards(d, ticket, parameters);
+}
+
 absl::Status TorchStrategyExecutor::GatherBefore(
     int n, int d, std::map<int, torch::Tensor>* copied) {
   const std::vector<int>& parameters = forward_gathers_[n];
   if (parameters.empty()) return absl::OkStatus();
   using Others = std::vector<std::map<int, torch::Tensor>>;
-  ASSIGN_OR_RETURN(Others others, ExchangeShards(d, parameters));
+  ASSIGN_OR_RETURN(Others others, GatherWithPrefetch(n, d, forward_gathers_));
   for (size_t i = 0; i < parameters.size(); ++i) {
     (*copied)[parameters[i]] = Gather(parameters[i], d, others[i]);
   }
@@ -265,7 +313,7 @@ absl::Status TorchStrategyExecutor::RestoreBefore(int b, int j, int d) {
   const std::vector<int>& parameters = backward_gathers_[b];
   if (parameters.empty()) return absl::OkStatus();
   using Others = std::vector<std::map<int, torch::Tensor>>;
-  ASSIGN_OR_RETURN(Others others, ExchangeShards(d, parameters));
+  ASSIGN_OR_RETURN(Others others, GatherWithPrefetch(b, d, backward_gathers_));
   for (size_t i = 0; i < parameters.size(); ++i) {
     const torch::Tensor& gathered = parked_[Lane(j, d)][parameters[i]];
     if (!gathered.defined() || !StorageFreed(gathered)) continue;

@@ -137,6 +137,7 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   rounds_delivered_.assign(static_cast<size_t>(S_) * W_ * T_ * M_, 0);
   replica_exchanges_.clear();
   replica_exchanges_made_.assign(D_, 0);
+  prefetched_.assign(D_, {-1, ReplicaTicket{0, -1}});
   if (ShardsGradients(strategy_.zero)) {
     std::lock_guard<std::mutex> lock(fold_mu_);
     rounds_.assign(V_, {});
