@@ -166,9 +166,7 @@
 //    Parameter joins the group's (FailedPrecondition when some are on
 //    other ranks).
 //  - Create fails when the strategy does not fit the view and cluster
-//    (CheckStrategy), a stage recomputes selectively in tensor-parallel
-//    groups (kSelective; Unimplemented),
-//    a stage recomputes over several devices per replica
+//    (CheckStrategy), a stage recomputes over several devices per replica
 //    or holds an op that draws random numbers (Unimplemented, naming the
 //    stage and op: a rerun would draw other numbers), tensor parallelism
 //    comes in groups of different sizes, over

@@ -16,7 +16,6 @@
 #include <torch/torch.h>
 
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>

@@ -5,7 +5,6 @@
 // summed round by round on their shards' devices (the reduce-scatter).
 
 #include <algorithm>
-#include <deque>
 #include <set>
 #include <utility>
 

@@ -197,7 +197,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
         }
       }
     }
-    results = absl::StatusOr<std::vector<torch::Tensor>>();
+    results->clear();  // what this node made is held where it is needed
     if (!rerun_made.empty()) ParkSaved(s, j, d, &rerun_made);
     MarkNodeDone(n, j);
   }

@@ -99,16 +99,6 @@ absl::Status TorchStrategyExecutor::InitTensorParallelism() {
                            absl::StrCat("tensor/", s, "/", k)));
     }
   }
-  for (int s = 0; s < S_; ++s) {
-    if (strategy_.stages[s].recompute == Recompute::kSelective) {
-      return absl::UnimplementedError(absl::StrCat(
-          "stage ", s,
-          " recomputes selectively (every op without a weight, each when a "
-          "backward needs it) in tensor-parallel groups; the strategy "
-          "executor reruns such groups' stages whole or by layer (--recompute "
-          "full or layers)"));
-    }
-  }
   ASSIGN_OR_RETURN(sharding_, ShardStrategy(graph_, strategy_));
   for (size_t o = 0; o < graph_.ops().size(); ++o) {
     const Op& op = graph_.op(static_cast<int>(o));

@@ -557,6 +557,8 @@ TEST(DistributedStrategyTest, DecoderExportsAcrossRanks) {
                        PipelineStage::OfTensorGroups({{2, 3}})};
     Strategy rerun = tensor;
     rerun.stages[0].recompute = Recompute::kLayers;
+    Strategy selective = tensor;
+    selective.stages[0].recompute = Recompute::kSelective;
     Strategy rerun_pipeline = pipeline;
     for (PipelineStage& stage : rerun_pipeline.stages) {
       stage.recompute = Recompute::kLayers;
@@ -573,7 +575,8 @@ TEST(DistributedStrategyTest, DecoderExportsAcrossRanks) {
     const std::vector<std::pair<Strategy, Cluster>> groups{
         {tensor, Cpus(2)},         {spanning, Cpus(4)},
         {data, Cpus(4)},           {pipeline, Cpus(4)},
-        {rerun, Cpus(2)},          {rerun_pipeline, Cpus(4)},
+        {rerun, Cpus(2)},          {selective, Cpus(2)},
+        {rerun_pipeline, Cpus(4)},
         {zero, Cpus(4)},           {zero_two, Cpus(4)},
         {zero_three, Cpus(4)},     {zero_spanning, Cpus(4)}};
     for (const auto& [plan, cluster] : groups) {

@@ -71,9 +71,12 @@ TEST(TensorParallelExecutorTest, DecodersMatchOneDevice) {
     ASSERT_EQ(pipeline->stages.size(), 2u);
     pipeline->stages = {PipelineStage::OfTensorGroups({{0, 1}}),
                         PipelineStage::OfTensorGroups({{2, 3}})};
-    // Recomputed whole or by layer: the rerun's collectives again.
+    // Recomputed whole, by layer or selectively (each op without a weight
+    // when a backward needs it): the rerun's collectives again.
     Strategy full = tensor;
     full.stages[0].recompute = Recompute::kFull;
+    Strategy selective = tensor;
+    selective.stages[0].recompute = Recompute::kSelective;
     Strategy layers = *pipeline;
     for (PipelineStage& stage : layers.stages) {
       stage.recompute = Recompute::kLayers;
@@ -99,7 +102,7 @@ TEST(TensorParallelExecutorTest, DecodersMatchOneDevice) {
     Strategy zero_three = replicas;
     zero_three.zero = ZeroStage::kParameters;
     for (const Strategy& plan :
-         {tensor, data, *pipeline, full, layers, zero, zero_two,
+         {tensor, data, *pipeline, full, selective, layers, zero, zero_two,
           zero_three_layers, replicas_layers, zero_one, zero_three}) {
       SCOPED_TRACE(DescribeStrategy(plan));
       ExpectSame(one, RunStrategy(view, Cpus(4), plan, 5), 1e-5);
@@ -135,7 +138,7 @@ TEST(TensorParallelExecutorTest, AtBf16TheLossFollowsOneDevice) {
 // An op drawing random numbers that a group runs whole (GPT-2's training
 // export: dropout after the embedding and on the residuals) is refused by
 // name: each device would draw its own mask for one value.
-TEST(TensorParallelExecutorTest, WhatGroupsCannotRunIsRefusedByName) {
+TEST(TensorParallelExecutorTest, WholeRandomDrawsAreRefusedByName) {
   absl::StatusOr<Graph> graph =
       ImportOnnxFile("tests/fixtures/corpus/gpt2.train.op17.onnx", {});
   ASSERT_TRUE(graph.ok()) << graph.status();
@@ -147,21 +150,6 @@ TEST(TensorParallelExecutorTest, WhatGroupsCannotRunIsRefusedByName) {
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(e.status().message().find("(Dropout) draws random numbers"),
-            std::string::npos)
-      << e.status();
-  // Selective recomputation reruns each node when a backward needs it,
-  // which in a group would follow what each device parked: refused.
-  absl::StatusOr<Graph> llama =
-      ImportOnnxFile("tests/fixtures/corpus/llama.train.op17.onnx", {});
-  ASSERT_TRUE(llama.ok()) << llama.status();
-  TrainingView llama_view = BuildTrainingView(*llama);
-  Strategy selective = OneDevice(llama_view, kMicroBatches);
-  selective.stages = {PipelineStage::OfTensorGroups({{0, 1}})};
-  selective.stages[0].recompute = Recompute::kSelective;
-  e = StrategyExecutor::Create(llama_view, Cpus(2), selective);
-  ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(e.status().message().find("recomputes selectively"),
             std::string::npos)
       << e.status();
 }
