@@ -43,6 +43,27 @@
 
 namespace placer {
 
+void TorchExecutor::LowerForMemory(const Placement& placement) {
+  structure_costs_ = NewRooflineCostModel();
+  std::unique_ptr<ReadyOrder> order = NewTopologicalReadyOrder();
+  structure_ = std::make_unique<SimulationContext>(
+      SimulationContext::Create(view_, cluster_, *structure_costs_, *order));
+  lowered_ = LowerPlacement(*structure_, placement);
+  value_copy_task_.assign(view_.values().size() * num_devices_, -1);
+  sum_copy_task_.assign(view_.gradient_sums().size() * num_devices_, -1);
+  for (size_t k = 0; k < lowered_.copies.size(); ++k) {
+    const CopyTask& copy = lowered_.copies[k];
+    const int task = lowered_.num_nodes + static_cast<int>(k);
+    if (copy.gradient_sum >= 0) {
+      sum_copy_task_[static_cast<size_t>(copy.gradient_sum) * num_devices_ +
+                     copy.src] = task;
+    } else {
+      value_copy_task_[static_cast<size_t>(copy.value) * num_devices_ +
+                       copy.dst] = task;
+    }
+  }
+}
+
 absl::Status TorchExecutor::Init() {
   const int n = static_cast<int>(view_.nodes().size());
   const int values = static_cast<int>(view_.values().size());
@@ -158,6 +179,11 @@ absl::Status TorchExecutor::Init() {
     for (int d : consumer_devices_[v]) {
       if (d == src || (!Local(src) && !Local(d))) continue;
       links_[{src, d}];
+      if (view_.sum_of(v) < 0 && ValueCopyTask(v, d) < 0) {
+        return absl::InternalError(absl::StrCat(
+            "executor: the lowering has no copy of '", view_.value(v).name,
+            "' to ", cluster_.device(d).name));
+      }
       // What crosses into this rank each step: every value once per
       // reading device, and (below) one buffer per gradient sum and device.
       if (!Local(src) && view_.sum_of(v) < 0) ++expected_[{src, d}];
@@ -169,6 +195,11 @@ absl::Status TorchExecutor::Init() {
       if (e == sink_device || partials_.count[SumSlot(sum, e)] == 0) continue;
       if (!Local(e) && !Local(sink_device)) continue;
       links_[{e, sink_device}];
+      if (SumCopyTask(sum, e) < 0) {
+        return absl::InternalError(absl::StrCat(
+            "executor: the lowering has no copy of gradient sum ", sum,
+            " from ", cluster_.device(e).name));
+      }
       if (!Local(e)) ++expected_[{e, sink_device}];
     }
   }
@@ -204,8 +235,7 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
   report_.node_seconds.assign(n, 0);
   report_.busy_seconds.assign(num_devices_, 0);
   loss_ = 0;
-  live_bytes_ = resident_bytes_;
-  peak_bytes_ = resident_bytes_;
+  memory_.emplace(*structure_, lowered_, /*record=*/false);
   std::fill(seed_grad_.begin(), seed_grad_.end(), torch::Tensor());
   std::fill(uses_.begin(), uses_.end(), 0);
   for (int v = 0; v < values; ++v) {
@@ -240,7 +270,7 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
   remaining_nodes_ = local_nodes_;
   sends_pending_ = 0;
   for (auto& [pair, count] : received_) count = 0;
-  Clock::time_point start = Clock::now();
+  step_start_ = Clock::now();
   // Parameters go to remote readers at the start.
   for (int v = 0; v < values; ++v) {
     if (view_.value(v).kind != ValueKind::kParameter || home_[v] < 0 ||
@@ -249,7 +279,7 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
     }
     for (int e : consumer_devices_[v]) {
       if (e != home_[v]) {
-        SendLocked(v, home_[v], e, Bytes(Present(v, home_[v])));
+        SendLocked(v, home_[v], e);
       }
     }
   }
@@ -266,7 +296,7 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
     });
   }
   running_ = false;
-  report_.seconds = SecondsSince(start);
+  report_.seconds = SecondsSince(step_start_);
   // Drain what a failure left behind.
   for (auto& [pair, queue] : links_) queue.values.clear();
   for (auto& q : ready_) {
@@ -276,7 +306,11 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
   std::fill(sum_buffer_.begin(), sum_buffer_.end(), torch::Tensor());
   std::fill(saved_.begin(), saved_.end(), SavedOp());
   report_.loss = loss_;
-  report_.peak_memory_bytes = peak_bytes_;
+  // This rank's devices (the others' are theirs to report).
+  report_.peak_memory_bytes = memory_->peak_bytes();
+  for (int d = 0; d < num_devices_; ++d) {
+    if (!Local(d)) report_.peak_memory_bytes[d] = 0;
+  }
   if (options_.measure_allocations) {
     report_.allocated_peak_bytes = allocations_.peaks();
   }

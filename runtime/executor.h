@@ -36,15 +36,13 @@
 //    (external data left out), from a seeded initialization (uniform in
 //    +-1/sqrt(fan-in) for matrices and kernels; normalization scales and
 //    vectors that multiply 1; other vectors 0).
-//  - Memory per device is tracked as the simulator counts it (resident
-//    parameters and their optimizer state; inputs and constants where read,
-//    until their last use there; values from their production to their last use
-//    there, a copy from when it is queued on its link, as the simulator counts
-//    it; one buffer per gradient sum and device, a partial added into it freed
-//    at once; a node's outputs all counted before any is freed; a forward
-//    node's saved_workspace_bytes from then until its backward node has
-//    run, and its scratch_bytes with its outputs, then freed); a step that
-//    goes over a
+//  - Memory per device is the simulator's MemoryTimeline
+//    (simulator/memory_timeline.h: the liveness rules, written there only)
+//    over the simulator's lowering of the same placement, told the step
+//    as it runs: each node when it has run (its outputs at the sizes of
+//    the tensors its kernel made, all counted before its inputs are
+//    released), each copy when it is queued on its link and when it has
+//    gone (one from another rank: on its arrival). A step that goes over a
 //    device's memory_bytes fails with a ResourceExhausted error naming the
 //    device and the node, never a crash. Kernel errors fail the step with
 //    the node's key. A failed step leaves nothing behind but what its

@@ -33,12 +33,16 @@
 #include "base/stopwatch.h"
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
+#include "profiles/cost_model.h"
 #include "runtime/allocation_tracker.h"
 #include "runtime/executor.h"
 #include "runtime/op_autograd.h"
 #include "runtime/parameter_update.h"
 #include "simulator/gradient_partials.h"
+#include "simulator/memory_timeline.h"
 #include "simulator/placement.h"
+#include "simulator/placement_lowering.h"
+#include "simulator/simulation_context.h"
 
 namespace placer {
 
@@ -62,6 +66,7 @@ class TorchExecutor : public Executor {
         num_devices_(cluster.num_devices()),
         local_(std::move(local)) {
     device_of_node_ = DevicesOfNodes(view, placement);
+    LowerForMemory(placement);
   }
 
   ~TorchExecutor() override { StopWorkers(); }
@@ -112,15 +117,25 @@ class TorchExecutor : public Executor {
     return static_cast<size_t>(sum) * num_devices_ + device;
   }
   // Adds `partial` (a partial gradient made on, or a buffer copied to,
-  // `device`) into the device's buffer for `sum`, or makes it the buffer;
-  // true when it was added (so its bytes are freed). Called without mu_:
-  // the add runs outside the step's lock.
-  bool Accumulate(int sum, int device, const torch::Tensor& partial,
+  // `device`) into the device's buffer for `sum`, or makes it the buffer.
+  // Called without mu_: the add runs outside the step's lock.
+  void Accumulate(int sum, int device, const torch::Tensor& partial,
                   bool owned);
   // Under mu_: one more contribution to `sum` is in `device`'s buffer: a
   // partial made there, or (`arrived`) another device's buffer.
-  void ContributedLocked(int sum, int device, int64_t bytes, bool added,
-                         bool arrived);
+  void ContributedLocked(int sum, int device, bool arrived);
+
+  // The simulator's lowering of the placement (the same copies as this
+  // step's), whose tasks the step's events are told to its MemoryTimeline
+  // as: the rules of what is live are the simulator's.
+  void LowerForMemory(const Placement& placement);
+  int ValueCopyTask(int value, int dst) const {
+    return value_copy_task_[static_cast<size_t>(value) * num_devices_ + dst];
+  }
+  int SumCopyTask(int sum, int src) const {
+    return sum_copy_task_[static_cast<size_t>(sum) * num_devices_ + src];
+  }
+  double StepSecondsLocked() const { return SecondsSince(step_start_); }
 
   void StartWorkers();
   void StopWorkers();
@@ -166,17 +181,19 @@ class TorchExecutor : public Executor {
   // Under mu_: a value arrived on (or was produced on) device d.
   void ArriveLocked(int value, int d, torch::Tensor t);
   void ReleaseLocked(int value, int d);
-  // Under mu_: `item` has left src (copied or sent): the sum's buffer there
-  // is freed, or the value's use there released.
-  void SentLocked(const LinkItem& item, int src);
+  // Under mu_: `item` has left src for dst (copied or sent): the sum's
+  // buffer there is freed, or the value's use there released.
+  void SentLocked(const LinkItem& item, int src, int dst);
   void ReadyLocked(int node);
   void FailLocked(absl::Status s);
-  // `bytes`: the value's tensor's, counted on dst from now.
-  void SendLocked(int value, int src, int dst, int64_t bytes);
+  // Counted on dst from now (its size as its producer measured it).
+  void SendLocked(int value, int src, int dst);
   void SendSumLocked(int sum, int src, int dst);
   void WakeAllLocked();
   void MaybeDoneLocked();
-  void AddBytesLocked(int d, int64_t bytes, int node);
+  // Under mu_, after the memory timeline counted more on device d (at
+  // `node`, or -1: a transfer): fails the step when d is over its memory.
+  void CheckMemoryLocked(int d, int node);
   // With measure_allocations: reports this thread's allocations as
   // device d's (-1: frees only) until the guard goes.
   std::unique_ptr<c10::DebugInfoGuard> ReportAllocations(int d) {
@@ -209,7 +226,16 @@ class TorchExecutor : public Executor {
   std::vector<std::vector<bool>> needs_gradient_;  // per op, by input
   StepPrecision precision_;  // the view's, as ForwardOp casts
   std::vector<std::vector<int>> control_dependents_;
-  std::vector<int64_t> resident_bytes_;         // per device
+  // Per device: the tensors resident before a step (AllocationTracker's
+  // base).
+  std::vector<int64_t> resident_bytes_;
+  // What memory reads of the simulator's: the structure (its roofline
+  // times unused), the lowered step, each copy's task there.
+  std::unique_ptr<CostModel> structure_costs_;
+  std::unique_ptr<SimulationContext> structure_;
+  LoweredPlacement lowered_;
+  std::vector<int> value_copy_task_;  // per (value, dst), or -1
+  std::vector<int> sum_copy_task_;    // per (gradient sum, src), or -1
   // Per (gradient sum, device): the partials made there, the first of them.
   PartialsByDevice partials_;
 
@@ -251,7 +277,9 @@ class TorchExecutor : public Executor {
   int local_nodes_ = 0;
   int step_index_ = 0;
   bool broken_ = false;
-  std::vector<int64_t> live_bytes_, peak_bytes_;
+  // The step's memory, fed what runs (under mu_).
+  std::optional<MemoryTimeline> memory_;
+  Clock::time_point step_start_;
   StepReport report_;
   AllocationTracker allocations_;
   double loss_ = 0;

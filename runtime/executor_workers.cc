@@ -99,11 +99,13 @@ void TorchExecutor::MaybeDoneLocked() {
 }
 
 // A copy's bytes count on its destination from when it is queued, as the
-// simulator counts them (QueueTransfer), not from its arrival.
-void TorchExecutor::SendLocked(int value, int src, int dst, int64_t bytes) {
+// simulator counts them, not from its arrival; one for another rank, from
+// its arrival there (RecvWorker).
+void TorchExecutor::SendLocked(int value, int src, int dst) {
   ++Uses(value, src);
+  memory_->Started(ValueCopyTask(value, dst), StepSecondsLocked(), 0, 0);
   if (Local(dst)) {
-    AddBytesLocked(dst, bytes, -1);
+    CheckMemoryLocked(dst, -1);
   } else {
     ++sends_pending_;
   }
@@ -114,8 +116,9 @@ void TorchExecutor::SendLocked(int value, int src, int dst, int64_t bytes) {
 }
 
 void TorchExecutor::SendSumLocked(int sum, int src, int dst) {
+  memory_->Started(SumCopyTask(sum, src), StepSecondsLocked(), 0, 0);
   if (Local(dst)) {
-    AddBytesLocked(dst, Bytes(sum_buffer_[SumSlot(sum, src)]), -1);
+    CheckMemoryLocked(dst, -1);
   } else {
     ++sends_pending_;
   }
@@ -125,7 +128,7 @@ void TorchExecutor::SendSumLocked(int sum, int src, int dst) {
   queue.cv.notify_one();
 }
 
-bool TorchExecutor::Accumulate(int sum, int device,
+void TorchExecutor::Accumulate(int sum, int device,
                                const torch::Tensor& partial, bool owned) {
   std::lock_guard<std::mutex> guard(sum_mu_[sum]);
   size_t slot = SumSlot(sum, device);
@@ -133,7 +136,7 @@ bool TorchExecutor::Accumulate(int sum, int device,
   if (!buffer.defined()) {
     buffer = partial;
     sum_owned_[slot] = owned;
-    return false;
+    return;
   }
   torch::NoGradGuard no_grad;
   if (sum_owned_[slot]) {
@@ -145,12 +148,9 @@ bool TorchExecutor::Accumulate(int sum, int device,
   // Workers add on their own streams: done before the next one adds, or
   // the buffer is sent, on another.
   Synchronize(devices_[device]);
-  return true;
 }
 
-void TorchExecutor::ContributedLocked(int sum, int device, int64_t bytes,
-                                      bool added, bool arrived) {
-  if (added) live_bytes_[device] -= bytes;  // added into the buffer, freed
+void TorchExecutor::ContributedLocked(int sum, int device, bool arrived) {
   size_t slot = SumSlot(sum, device);
   const int sink = view_.gradient_sums()[sum].sink;
   const int sink_device = device_of_node_[sink];
@@ -162,13 +162,12 @@ void TorchExecutor::ContributedLocked(int sum, int device, int64_t bytes,
   }
 }
 
-void TorchExecutor::AddBytesLocked(int d, int64_t bytes, int node) {
-  live_bytes_[d] += bytes;
-  peak_bytes_[d] = std::max(peak_bytes_[d], live_bytes_[d]);
+void TorchExecutor::CheckMemoryLocked(int d, int node) {
   const int64_t limit = cluster_.device(d).memory_bytes;
-  if (options_.enforce_memory && live_bytes_[d] > limit && failure_.ok()) {
+  const int64_t live = memory_->bytes(d);
+  if (options_.enforce_memory && live > limit && failure_.ok()) {
     FailLocked(absl::ResourceExhaustedError(absl::StrCat(
-        "out of memory: ", cluster_.device(d).name, " needs ", live_bytes_[d],
+        "out of memory: ", cluster_.device(d).name, " needs ", live,
         " bytes, over its ", limit, " at '",
         node >= 0 ? view_.node(node).key : std::string("a transfer"), "'")));
   }
@@ -192,26 +191,17 @@ void TorchExecutor::ReleaseLocked(int value, int d) {
   if (--Uses(value, d) > 0) return;
   const torch::Tensor& resident =
       resident_[static_cast<size_t>(value) * num_devices_ + d];
-  if (resident.defined()) {
-    // Graph inputs and constants are counted until their last use here, as
-    // the simulator counts them (the tensor stays for the next step).
-    if (view_.value(value).kind != ValueKind::kParameter) {
-      live_bytes_[d] -= Bytes(resident);
-    }
-    return;
-  }
-  torch::Tensor& slot = Slot(value, d);
-  live_bytes_[d] -= Bytes(slot);
-  slot = torch::Tensor();
+  if (resident.defined()) return;  // it stays for the next step
+  Slot(value, d) = torch::Tensor();
 }
 
-void TorchExecutor::SentLocked(const LinkItem& item, int src) {
+void TorchExecutor::SentLocked(const LinkItem& item, int src, int dst) {
   if (item.sum >= 0) {
-    torch::Tensor& sent = sum_buffer_[SumSlot(item.sum, src)];
-    live_bytes_[src] -= Bytes(sent);
-    sent = torch::Tensor();
+    sum_buffer_[SumSlot(item.sum, src)] = torch::Tensor();
+    memory_->Ended(SumCopyTask(item.sum, src), StepSecondsLocked());
   } else {
     ReleaseLocked(item.value, src);
+    memory_->Ended(ValueCopyTask(item.value, dst), StepSecondsLocked());
   }
 }
 
@@ -247,13 +237,12 @@ void TorchExecutor::DeviceWorker(int d) {
     double seconds = SecondsSince(start);
     // Partial gradients go into this device's buffers outside the lock.
     const TrainingNode& tn = view_.node(node);
-    std::vector<char> added(tn.outputs.size(), 0);
     if (s.ok()) {
       s = CatchExceptions("accumulating gradients: ", [&] {
         for (size_t k = 0; k < tn.outputs.size() && k < outputs.size(); ++k) {
           int sum = view_.sum_of(tn.outputs[k]);
           if (sum >= 0) {
-            added[k] = Accumulate(sum, d, outputs[k], /*owned=*/false);
+            Accumulate(sum, d, outputs[k], /*owned=*/false);
           }
         }
         return absl::OkStatus();
@@ -268,41 +257,31 @@ void TorchExecutor::DeviceWorker(int d) {
           WithContext(s, absl::StrCat("node '", view_.node(node).key, "' on ",
                                       cluster_.device(d).name, ": ")));
     } else {
-      // Every output is counted before any is freed, as the simulator
-      // counts a node's outputs from its start.
+      // The node, as it ran, to the memory timeline: its outputs at their
+      // measured sizes, all counted before any input is freed.
       for (size_t k = 0; k < tn.outputs.size(); ++k) {
-        AddBytesLocked(d, k < outputs.size() ? Bytes(outputs[k]) : 0, node);
+        memory_->SetValueBytes(tn.outputs[k],
+                               k < outputs.size() ? Bytes(outputs[k]) : 0);
       }
-      // What autograd keeps for the op's backward besides values (a fused
-      // recurrent layer's steps), until that backward has run.
-      if (tn.saved_workspace_bytes > 0) {
-        AddBytesLocked(d, tn.saved_workspace_bytes, node);
-      }
-      // And what it needed only while it ran (counted with the rest).
-      if (tn.scratch_bytes > 0) {
-        AddBytesLocked(d, tn.scratch_bytes, node);
-        live_bytes_[d] -= tn.scratch_bytes;
-      }
+      const double now = StepSecondsLocked();
+      memory_->Started(node, now, now, now);
+      CheckMemoryLocked(d, node);
+      memory_->Ended(node, now);
       for (int in : tn.inputs) {
         if (view_.sum_of(in) < 0) ReleaseLocked(in, d);
       }
       for (int sum : view_.sums_read_by(node)) {
-        torch::Tensor& buffer = sum_buffer_[SumSlot(sum, d)];
-        live_bytes_[d] -= Bytes(buffer);
-        buffer = torch::Tensor();
-      }
-      if (tn.kind == NodeKind::kBackward) {
-        live_bytes_[d] -= view_.node(tn.forward_op).saved_workspace_bytes;
+        sum_buffer_[SumSlot(sum, d)] = torch::Tensor();
       }
       for (size_t k = 0; k < tn.outputs.size(); ++k) {
         int v = tn.outputs[k];
         torch::Tensor t = k < outputs.size() ? outputs[k] : torch::Tensor();
         if (int sum = view_.sum_of(v); sum >= 0) {
-          ContributedLocked(sum, d, Bytes(t), added[k], /*arrived=*/false);
+          ContributedLocked(sum, d, /*arrived=*/false);
           continue;
         }
         for (int e : consumer_devices_[v]) {
-          if (e != d) SendLocked(v, d, e, Bytes(t));
+          if (e != d) SendLocked(v, d, e);
         }
         ArriveLocked(v, d, std::move(t));
         if (Uses(v, d) == 0) {  // nobody reads it here
@@ -354,10 +333,9 @@ void TorchExecutor::LinkWorker(int src, int dst) {
                                            ": "));
     }
     double seconds = SecondsSince(start);
-    bool added = false;
     if (s.ok() && item.sum >= 0) {
       s = CatchExceptions("accumulating gradients: ", [&] {
-        added = Accumulate(item.sum, dst, copy, /*owned=*/true);
+        Accumulate(item.sum, dst, copy, /*owned=*/true);
         return absl::OkStatus();
       });
     }
@@ -371,11 +349,11 @@ void TorchExecutor::LinkWorker(int src, int dst) {
     report_.transfers.push_back({v, src, dst, Bytes(copy), seconds});
     // Its bytes on dst were counted when it was queued (SendLocked).
     if (item.sum >= 0) {
-      ContributedLocked(item.sum, dst, Bytes(copy), added, /*arrived=*/true);
+      ContributedLocked(item.sum, dst, /*arrived=*/true);
     } else {
       ArriveLocked(v, dst, std::move(copy));
     }
-    SentLocked(item, src);
+    SentLocked(item, src, dst);
     MaybeDoneLocked();
   }
 }
@@ -427,7 +405,7 @@ void TorchExecutor::SendWorker(int src, int dst) {
       report_.transfers.push_back({item.value, src, dst, Bytes(t), seconds});
     }
     t = torch::Tensor();
-    SentLocked(item, src);
+    SentLocked(item, src, dst);
     MaybeDoneLocked();
   }
 }
@@ -481,10 +459,9 @@ void TorchExecutor::RecvWorker(int src, int dst) {
     }
     // From the sender's start to here, its clock being this one's.
     const double seconds = SecondsSince(sent_at);
-    bool added = false;
     if (s.ok() && sum >= 0) {
       s = CatchExceptions("accumulating gradients: ", [&] {
-        added = Accumulate(sum, dst, copy, /*owned=*/true);
+        Accumulate(sum, dst, copy, /*owned=*/true);
         return absl::OkStatus();
       });
     }
@@ -501,9 +478,13 @@ void TorchExecutor::RecvWorker(int src, int dst) {
     }
     // Counted on dst from its arrival: this rank cannot see when the
     // sender queued it.
-    AddBytesLocked(dst, Bytes(copy), -1);
+    const int task = sum >= 0 ? SumCopyTask(sum, src) : ValueCopyTask(value, dst);
+    memory_->SetValueBytes(value, Bytes(copy));
+    memory_->Started(task, StepSecondsLocked(), 0, 0);
+    CheckMemoryLocked(dst, -1);
+    memory_->Ended(task, StepSecondsLocked());
     if (sum >= 0) {
-      ContributedLocked(sum, dst, Bytes(copy), added, /*arrived=*/true);
+      ContributedLocked(sum, dst, /*arrived=*/true);
     } else {
       ArriveLocked(value, dst, std::move(copy));
     }

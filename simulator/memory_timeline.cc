@@ -17,11 +17,14 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
   peak_.assign(devices_, 0);
   users_.assign(static_cast<size_t>(num_values) * devices_, 0);
   source_device_.assign(num_values, -1);
+  value_bytes_.resize(num_values);
+  for (int v = 0; v < num_values; ++v) value_bytes_[v] = context.value_bytes(v);
   transient_.assign(num_values, 0);
   use_.assign(num_values, kActivations);
   by_use_.assign(devices_, {});
   peak_by_use_.assign(devices_, {});
   has_buffer_.assign(view_.gradient_sums().size() * devices_, 0);
+  buffer_bytes_.assign(view_.gradient_sums().size() * devices_, 0);
   std::vector<char> present(static_cast<size_t>(devices_), 0);
   const double state = view_.options().optimizer_state_per_parameter_byte();
   for (int v = 0; v < num_values; ++v) {
@@ -101,16 +104,17 @@ void MemoryTimeline::Free(int device, int64_t bytes, Use use) {
 void MemoryTimeline::Release(int v, int device) {
   if (--users_[static_cast<size_t>(v) * devices_ + device] == 0 &&
       (transient_[v] || device != source_device_[v])) {
-    Free(device, context_.value_bytes(v), static_cast<Use>(use_[v]));
+    Free(device, value_bytes_[v], static_cast<Use>(use_[v]));
   }
 }
 
-void MemoryTimeline::Accumulate(int sum, int device) {
-  char& held = has_buffer_[static_cast<size_t>(sum) * devices_ + device];
-  if (held) {
-    Free(device, view_.gradient_sums()[sum].bytes, kGradients);  // added
+void MemoryTimeline::Accumulate(int sum, int device, int64_t bytes) {
+  const size_t slot = static_cast<size_t>(sum) * devices_ + device;
+  if (has_buffer_[slot]) {
+    Free(device, bytes, kGradients);  // added
   } else {
-    held = 1;
+    has_buffer_[slot] = 1;
+    buffer_bytes_[slot] = bytes;
   }
 }
 
@@ -120,7 +124,7 @@ double MemoryTimeline::Started(int task, double now, double start,
   now_ = now;
   if (lowered_.is_copy(task)) {
     const CopyTask& copy = lowered_.copy(task);
-    Allocate(copy.dst, copy.bytes,
+    Allocate(copy.dst, value_bytes_[copy.value],
              copy.gradient_sum >= 0 ? kGradients
                                     : static_cast<Use>(use_[copy.value]));
     return end;
@@ -138,7 +142,7 @@ double MemoryTimeline::Started(int task, double now, double start,
   }
   const TrainingNode& node = view_.node(task);
   for (int out : context_.outputs(task)) {
-    Allocate(d, context_.value_bytes(out), static_cast<Use>(use_[out]));
+    Allocate(d, value_bytes_[out], static_cast<Use>(use_[out]));
   }
   // What the op keeps for its backward besides values (a fused recurrent
   // layer's steps), until its backward node ends.
@@ -154,8 +158,9 @@ void MemoryTimeline::Ended(int task, double now) {
   if (lowered_.is_copy(task)) {
     const CopyTask& copy = lowered_.copy(task);
     if (copy.gradient_sum >= 0) {
-      Free(copy.src, copy.bytes, kGradients);  // the sender's buffer, sent
-      Accumulate(copy.gradient_sum, copy.dst);
+      const int64_t bytes = value_bytes_[copy.value];
+      Free(copy.src, bytes, kGradients);  // the sender's buffer, sent
+      Accumulate(copy.gradient_sum, copy.dst, bytes);
     } else {
       Release(copy.value, copy.src);
     }
@@ -167,7 +172,8 @@ void MemoryTimeline::Ended(int task, double now) {
     if (view_.sum_of(in) < 0) Release(in, d);
   }
   for (int s : view_.sums_read_by(task)) {
-    Free(d, view_.gradient_sums()[s].bytes, kGradients);  // the summed buffer
+    // The summed buffer.
+    Free(d, buffer_bytes_[static_cast<size_t>(s) * devices_ + d], kGradients);
   }
   Free(d, node.scratch_bytes, kWorkspace);
   if (node.kind == NodeKind::kBackward) {
@@ -176,9 +182,9 @@ void MemoryTimeline::Ended(int task, double now) {
   for (int out : context_.outputs(task)) {
     const int s = view_.sum_of(out);
     if (s >= 0) {
-      Accumulate(s, d);
+      Accumulate(s, d, value_bytes_[out]);
     } else if (context_.consumers(out).empty()) {
-      Free(d, context_.value_bytes(out), static_cast<Use>(use_[out]));
+      Free(d, value_bytes_[out], static_cast<Use>(use_[out]));
     }
   }
 }

@@ -1,8 +1,10 @@
 // What is live on each device while a lowered op placement's step runs
 // (simulator/placement_lowering.h): the liveness rules, kept apart from
-// scheduling as Grappler keeps GraphMemory. The simulator feeds it the
-// engine's starts and ends; it answers peaks, every change (when asked
-// to record them) and which devices hold a gradient sum's buffer.
+// scheduling as Grappler keeps GraphMemory, and written only here. The
+// simulator feeds it the engine's starts and ends; the executor
+// (runtime/executor.h) feeds it the step it runs, with the sizes of the
+// tensors it made. It answers peaks, what is live now, every change (when
+// asked to record them) and which devices hold a gradient sum's buffer.
 //
 // Contract (times are the engine's):
 //  - Resident from the start: the parameters homed on a device times
@@ -67,6 +69,15 @@ class MemoryTimeline final : public TaskObserver {
   // Task `task` ended at `now`.
   void Ended(int task, double now) override;
 
+  // From now on, value `value` counts `bytes` (a tensor's measured size)
+  // in place of the view's: call it before the task that makes the value
+  // (or, for a copy's, the copy) starts. A gradient sum's buffer counts
+  // as the partial that became it; a summed buffer's copy as the copy's
+  // value (CopyTask::value).
+  void SetValueBytes(int value, int64_t bytes) { value_bytes_[value] = bytes; }
+
+  // What is live on `device` now.
+  int64_t bytes(int device) const { return memory_[device]; }
   // Whether `device` holds a buffer of gradient sum `sum` now.
   bool holds_buffer(int sum, int device) const {
     return has_buffer_[static_cast<size_t>(sum) * devices_ + device] != 0;
@@ -84,7 +95,9 @@ class MemoryTimeline final : public TaskObserver {
   void Allocate(int device, int64_t bytes, Use use);
   void Free(int device, int64_t bytes, Use use);
   void Release(int value, int device);
-  void Accumulate(int sum, int device);
+  // A partial gradient (or another device's buffer) of `bytes` for `sum`
+  // on `device`: its buffer, or added into the one it holds and freed.
+  void Accumulate(int sum, int device, int64_t bytes);
 
   const SimulationContext& context_;
   const TrainingView& view_;
@@ -93,6 +106,7 @@ class MemoryTimeline final : public TaskObserver {
   const int devices_;
   double now_ = 0;
   std::vector<int64_t> memory_, peak_;
+  std::vector<int64_t> value_bytes_;  // per value: the view's, or as set
   std::vector<int> users_;          // per (value, device)
   std::vector<int> source_device_;  // per value, or -1
   std::vector<char> transient_;     // per value: an activation or gradient
@@ -100,6 +114,7 @@ class MemoryTimeline final : public TaskObserver {
   // Per device: live bytes by use, now and when it reached its peak.
   std::vector<std::array<int64_t, kUses>> by_use_, peak_by_use_;
   std::vector<char> has_buffer_;    // per (sum, device)
+  std::vector<int64_t> buffer_bytes_;  // per (sum, device): while held
   std::vector<MemorySample> samples_;
 };
 

@@ -381,7 +381,7 @@ TEST(ExecutorTest, PinnedCpuDevicesRunOnCoresOfTheirOwn) {
 // The simulator's hand-computed case (tests/simulator/simulator_test.cc,
 // PartialGradientsAreSummedWhereTheyAreMade): W homed on device 0, read by
 // m1..m3 on device 1. The executor sends one 16-byte buffer of W's partial
-// gradients home, and its own byte accounting peaks at 80 bytes on each
+// gradients home, and its memory timeline peaks at 80 bytes on each
 // device (104 on one device), exactly the simulator's figures; its order
 // of events on each device is fixed by the dataflow, so the peaks are too.
 TEST(ExecutorTest, PartialGradientsAreSummedWhereTheyAreMade) {
@@ -424,8 +424,8 @@ TEST(ExecutorTest, PartialGradientsAreSummedWhereTheyAreMade) {
   }
 }
 
-// SimulatorTest.ABackwardKeepsOnlyWhatItsOpNeeds: the executor's own byte
-// accounting peaks at the same 128 bytes (160 were every input kept). What
+// SimulatorTest.ABackwardKeepsOnlyWhatItsOpNeeds: the executor's memory
+// timeline peaks at the same 128 bytes (160 were every input kept). What
 // LibTorch really holds is compared at sizes where kernels' few-byte
 // temporaries do not dominate: SimulatedPeakMatchesAllocatedPeak.
 TEST(ExecutorTest, ABackwardKeepsOnlyWhatItsOpNeeds) {
@@ -445,7 +445,37 @@ TEST(ExecutorTest, ABackwardKeepsOnlyWhatItsOpNeeds) {
   }
 }
 
-// On one CPU device: the executor's own accounting equals the simulated
+// The executor's memory is the simulator's MemoryTimeline fed the step as
+// it ran, with each value at the size of the tensor its kernel made: here
+// the view says Transpose makes [4, 8] (128 bytes) where it makes [4, 2]
+// transposed (32). The simulator, reading the view, peaks higher; the
+// executor's timeline still peaks at the 128 bytes of the tensors it held.
+TEST(ExecutorTest, TrackedMemoryCountsTheTensorsKernelsMade) {
+  Model m;
+  absl::StatusOr<Graph> g =
+      ImportOnnxModel(testing::MatMulTransposeRelu(), "test", {});
+  ASSERT_TRUE(g.ok()) << g.status();
+  m.graph = std::move(*g);
+  const int t = m.graph.FindTensor("t");
+  ASSERT_GE(t, 0);
+  m.graph.mutable_tensors()[t].shape = {4, 8};
+  m.view = BuildTrainingView(m.graph);
+  Placement one{std::vector<int>(m.graph.ops().size(), 0)};
+  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  std::unique_ptr<ReadyOrder> order = NewTopologicalReadyOrder();
+  Cluster cpu = Cpus(1);
+  SimulationContext c = SimulationContext::Create(m.view, cpu, *costs, *order);
+  absl::StatusOr<SimulationResult> sim = Simulate(c, one);
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  EXPECT_GT(sim->peak_memory_bytes[0], 128);
+  auto e = Executor::Create(m.view, cpu, one);
+  ASSERT_TRUE(e.ok()) << e.status();
+  absl::StatusOr<StepReport> r = (*e)->Step();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->peak_memory_bytes[0], 128);
+}
+
+// On one CPU device: the executor's tracked memory equals the simulated
 // peak exactly, and what LibTorch allocates is within `tolerance` of it,
 // at each of `steps` steps.
 void ExpectPeaksAgreeOnOneCpu(const std::string& name, const Model& m,
