@@ -37,10 +37,42 @@ namespace placer {
 
 namespace {
 
+// The command's flags, read once.
+struct RunFlags {
+  std::string placement, policy, cluster, profile, profile_out;
+  std::vector<std::string> input_values;
+  int rank = 0;
+  int steps = 0;
+  int warmup = 0;
+  int threads = 1;
+  uint64_t seed = 1;
+  bool pin_cores = false;
+  bool json = false;
+};
+
+RunFlags ReadRunFlags() {
+  RunFlags f;
+  f.placement = absl::GetFlag(FLAGS_placement);
+  f.policy = absl::GetFlag(FLAGS_policy);
+  f.cluster = absl::GetFlag(FLAGS_cluster);
+  f.profile = absl::GetFlag(FLAGS_profile);
+  f.profile_out = absl::GetFlag(FLAGS_profile_out);
+  f.input_values = absl::GetFlag(FLAGS_input_values);
+  f.rank = absl::GetFlag(FLAGS_rank);
+  f.steps = absl::GetFlag(FLAGS_steps);
+  f.warmup = absl::GetFlag(FLAGS_warmup);
+  f.threads = absl::GetFlag(FLAGS_threads);
+  f.seed = absl::GetFlag(FLAGS_seed);
+  f.pin_cores = absl::GetFlag(FLAGS_pin_cores);
+  f.json = absl::GetFlag(FLAGS_json);
+  return f;
+}
+
 // --input-values, by input name; files relative to the user's directory.
-absl::StatusOr<std::map<std::string, InputValues>> InputValuesFromFlags() {
+absl::StatusOr<std::map<std::string, InputValues>> InputValuesFromFlags(
+    const RunFlags& flags) {
   std::map<std::string, InputValues> given;
-  for (const std::string& entry : absl::GetFlag(FLAGS_input_values)) {
+  for (const std::string& entry : flags.input_values) {
     absl::StatusOr<std::pair<std::string, InputValues>> parsed =
         ParseInputValues(entry, UserPath("."));
     if (!parsed.ok()) return parsed.status();
@@ -50,6 +82,88 @@ absl::StatusOr<std::map<std::string, InputValues>> InputValuesFromFlags() {
     }
   }
   return given;
+}
+
+// What either executor is given: the flags' inputs, seed and threads, and
+// this process's place among the ranks.
+absl::StatusOr<ExecutorOptions> ExecutorOptionsFromFlags(
+    const RunFlags& flags, const RankSetup& ranks) {
+  ExecutorOptions options;
+  ASSIGN_OR_RETURN(options.input_values, InputValuesFromFlags(flags));
+  options.seed = flags.seed;
+  options.threads_per_cpu_device = flags.threads;
+  options.pin_cpu_devices = flags.pin_cores;
+  options.ranks = ranks.group;
+  options.rank_of_device = ranks.rank_of_device;
+  return options;
+}
+
+// A run's figures against the simulated step's, whatever the plan: one
+// text table and one JSON object (to which a plan adds its own fields).
+struct RunSummary {
+  double measured_seconds = 0;  // the median of the measured steps
+  int steps = 0;
+  int ranks = 1;
+  double simulated_seconds = 0;
+  std::vector<double> losses, step_seconds;  // every step; measured ones
+  // Per device: measured (every rank's) and simulated.
+  std::vector<double> busy_seconds, simulated_busy_seconds;
+  std::vector<int64_t> peak_bytes, simulated_peak_bytes;
+  // What `peak_bytes` is.
+  std::string peak_meaning;
+};
+
+google::protobuf::Struct SummaryJson(const RunSummary& summary,
+                                     const Cluster& cluster) {
+  google::protobuf::Struct s;
+  auto& f = *s.mutable_fields();
+  f["measured_step_seconds"].set_number_value(summary.measured_seconds);
+  f["simulated_step_seconds"].set_number_value(summary.simulated_seconds);
+  f["ranks"].set_number_value(summary.ranks);
+  auto* losses = f["losses"].mutable_list_value();
+  for (double x : summary.losses) losses->add_values()->set_number_value(x);
+  auto* times = f["step_seconds"].mutable_list_value();
+  for (double x : summary.step_seconds) times->add_values()->set_number_value(x);
+  auto& peak = *f["peak_memory_bytes"].mutable_struct_value()->mutable_fields();
+  for (int d = 0; d < cluster.num_devices(); ++d) {
+    peak[cluster.device(d).name].set_number_value(
+        static_cast<double>(summary.peak_bytes[d]));
+  }
+  return s;
+}
+
+void PrintSummary(const RunSummary& summary, const Cluster& cluster) {
+  std::cout << absl::StrFormat(
+      "\nstep time   measured %.6f s (median of %d)   simulated %.6f s   "
+      "simulated/measured %.3f\n",
+      summary.measured_seconds, summary.steps, summary.simulated_seconds,
+      summary.simulated_seconds / summary.measured_seconds);
+  std::cout << absl::StrFormat("%-10s %12s %12s %12s %12s\n", "device",
+                               "busy s", "sim busy s", "peak", "sim peak");
+  for (int d = 0; d < cluster.num_devices(); ++d) {
+    std::cout << absl::StrFormat(
+        "%-10s %12.6f %12.6f %12s %12s\n", cluster.device(d).name,
+        summary.busy_seconds[d], summary.simulated_busy_seconds[d],
+        HumanBytes(summary.peak_bytes[d]),
+        HumanBytes(summary.simulated_peak_bytes[d]));
+  }
+  std::cout << "peak: " << summary.peak_meaning << "\n";
+}
+
+void PrintHeader(const LoadedModel& model, const Cluster& cluster,
+                 const std::string& plan, const RunFlags& flags, int ranks) {
+  std::cout << absl::StrFormat("%s on %s (%s), %d warm-up + %d steps%s\n",
+                               model.source, cluster.name(), plan,
+                               flags.warmup, flags.steps,
+                               ranks > 1 ? absl::StrCat(", ", ranks, " ranks")
+                                         : std::string());
+}
+
+void PrintStep(int step, double loss, double seconds, int warmup) {
+  std::cout << absl::StrFormat("step %3d  loss %.6f  %.6f s%s\n", step + 1,
+                               loss, seconds,
+                               step < warmup ? "  (warm-up)" : "")
+            << std::flush;
 }
 
 // One direction of a link in one step: copies, bytes, seconds copying.
@@ -90,7 +204,7 @@ std::map<std::pair<int, int>, std::pair<LinkLoad, LinkLoad>> LinkLoads(
 int RunStrategy(const LoadedModel& model, const Cluster& cluster,
                 const TrainingView& view, const SimulationContext& context,
                 const Strategy& strategy, const std::string& path,
-                RankSetup& ranks) {
+                const RunFlags& flags, RankSetup& ranks) {
   const bool report = ranks.rank == 0;
   const int world = ranks.group != nullptr ? ranks.group->world_size() : 1;
   auto fail = [&](absl::Status s) {
@@ -105,124 +219,90 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
   if (!simulated.ok()) {
     return fail(WithContext(simulated.status(), absl::StrCat(path, ": ")));
   }
-  ExecutorOptions options;
-  absl::StatusOr<std::map<std::string, InputValues>> given =
-      InputValuesFromFlags();
-  if (!given.ok()) return fail(given.status());
-  options.input_values = *std::move(given);
-  options.seed = absl::GetFlag(FLAGS_seed);
-  options.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
-  options.pin_cpu_devices = absl::GetFlag(FLAGS_pin_cores);
-  options.ranks = ranks.group;
-  options.rank_of_device = ranks.rank_of_device;
+  absl::StatusOr<ExecutorOptions> options =
+      ExecutorOptionsFromFlags(flags, ranks);
+  if (!options.ok()) return fail(options.status());
   // What LibTorch allocates per device, beside the simulated peak.
-  options.measure_allocations = true;
+  options->measure_allocations = true;
   absl::StatusOr<std::unique_ptr<StrategyExecutor>> executor =
-      StrategyExecutor::Create(view, cluster, strategy, options);
+      StrategyExecutor::Create(view, cluster, strategy, *options);
   if (!executor.ok()) return fail(executor.status());
-  const int steps = absl::GetFlag(FLAGS_steps);
-  const int warmup = absl::GetFlag(FLAGS_warmup);
-  if (steps < 1 || warmup < 0) {
+  if (flags.steps < 1 || flags.warmup < 0) {
     // The usage error is what this rank reports, whatever the others did.
     (void)FinishRanks(ranks, absl::InvalidArgumentError("bad --steps"));
     return UsageError("--steps must be at least 1 and --warmup at least 0");
   }
-  const bool json = absl::GetFlag(FLAGS_json) || !report;
+  const bool json = flags.json || !report;
   if (!json) {
-    std::cout << absl::StrFormat("%s on %s (%s: %s), %d warm-up + %d steps%s\n",
-                                 model.source, cluster.name(), path,
-                                 DescribeStrategy(strategy), warmup, steps,
-                                 world > 1 ? absl::StrCat(", ", world, " ranks")
-                                           : std::string());
+    PrintHeader(model, cluster,
+                absl::StrCat(path, ": ", DescribeStrategy(strategy)), flags,
+                world);
   }
-  std::vector<double> losses, times;
-  std::vector<double> busy(cluster.num_devices(), 0);
+  const int devices = cluster.num_devices();
+  RunSummary summary;
+  summary.steps = flags.steps;
+  summary.ranks = world;
+  summary.busy_seconds.assign(devices, 0);
   // Per device (every rank's, merged at each step's end): the most
   // allocated in a measured step.
-  std::vector<int64_t> allocated(cluster.num_devices(), 0);
-  for (int step = 0; step < warmup + steps; ++step) {
+  summary.peak_bytes.assign(devices, 0);
+  summary.peak_meaning =
+      "what LibTorch allocated on the device (the most of a measured step)";
+  for (int step = 0; step < flags.warmup + flags.steps; ++step) {
     absl::StatusOr<StrategyStepReport> r = (*executor)->Step();
     if (!r.ok()) return fail(r.status());
-    losses.push_back(r->loss);
-    if (step >= warmup) {
-      times.push_back(r->seconds);
-      for (int d = 0; d < cluster.num_devices(); ++d) {
-        busy[d] += r->busy_seconds[d] / steps;
+    summary.losses.push_back(r->loss);
+    if (step >= flags.warmup) {
+      summary.step_seconds.push_back(r->seconds);
+      for (int d = 0; d < devices; ++d) {
+        summary.busy_seconds[d] += r->busy_seconds[d] / flags.steps;
         if (d < static_cast<int>(r->allocated_peak_bytes.size())) {
-          allocated[d] = std::max(allocated[d], r->allocated_peak_bytes[d]);
+          summary.peak_bytes[d] =
+              std::max(summary.peak_bytes[d], r->allocated_peak_bytes[d]);
         }
       }
     }
-    if (!json) {
-      std::cout << absl::StrFormat("step %3d  loss %.6f  %.6f s%s\n",
-                                   step + 1, r->loss, r->seconds,
-                                   step < warmup ? "  (warm-up)" : "")
-                << std::flush;
-    }
+    if (!json) PrintStep(step, r->loss, r->seconds, flags.warmup);
   }
   executor->reset();
   if (absl::Status s = FinishRanks(ranks, absl::OkStatus()); !s.ok()) {
     return fail(s);
   }
   if (!report) return 0;
-  const double median = Median(times);
   const SimulationResult& sim = simulated->step;
-  if (absl::GetFlag(FLAGS_json)) {
-    google::protobuf::Struct s;
+  summary.measured_seconds = Median(summary.step_seconds);
+  summary.simulated_seconds = sim.step_seconds;
+  summary.simulated_busy_seconds = sim.busy_seconds;
+  summary.simulated_peak_bytes = sim.peak_memory_bytes;
+  if (flags.json) {
+    google::protobuf::Struct s = SummaryJson(summary, cluster);
     auto& f = *s.mutable_fields();
-    f["measured_step_seconds"].set_number_value(median);
-    f["simulated_step_seconds"].set_number_value(sim.step_seconds);
     f["micro_batches"].set_number_value(strategy.micro_batches);
     f["strategy"].set_string_value(DescribeStrategy(strategy));
-    f["ranks"].set_number_value(world);
-    auto* l = f["losses"].mutable_list_value();
-    for (double x : losses) l->add_values()->set_number_value(x);
-    auto* t = f["step_seconds"].mutable_list_value();
-    for (double x : times) t->add_values()->set_number_value(x);
-    auto& peak =
-        *f["peak_memory_bytes"].mutable_struct_value()->mutable_fields();
-    for (int d = 0; d < cluster.num_devices(); ++d) {
-      peak[cluster.device(d).name].set_number_value(
-          static_cast<double>(allocated[d]));
-    }
     std::cout << ReportJson(s);
     return 0;
   }
-  std::cout << absl::StrFormat(
-      "\nstep time   measured %.6f s (median of %d)   simulated %.6f s   "
-      "simulated/measured %.3f\n",
-      median, steps, sim.step_seconds, sim.step_seconds / median);
-  // "peak": what LibTorch allocated (every rank's devices).
-  std::cout << absl::StrFormat("%-10s %12s %12s %12s %12s\n", "device",
-                               "busy s", "sim busy s", "peak", "sim peak");
-  for (int d = 0; d < cluster.num_devices(); ++d) {
-    std::cout << absl::StrFormat(
-        "%-10s %12.6f %12.6f %12s %12s\n", cluster.device(d).name, busy[d],
-        sim.busy_seconds[d], HumanBytes(allocated[d]),
-        HumanBytes(sim.peak_memory_bytes[d]));
-  }
+  PrintSummary(summary, cluster);
   return 0;
 }
 
 }  // namespace
 
 int RunCommand(const std::vector<std::string>& args) {
+  const RunFlags flags = ReadRunFlags();
   absl::StatusOr<TrainingOptions> training = TrainingOptionsFromFlags();
   if (!training.ok()) return Fail(training.status());
-  if (!absl::GetFlag(FLAGS_profile_out).empty()) {
+  if (!flags.profile_out.empty()) {
     if (absl::Status s = CheckMeasuredStepDefaults(); !s.ok()) {
       return Fail(absl::InvalidArgumentError(
           absl::StrCat("--profile-out: ", s.message())));
     }
   }
   if (args.size() != 1) return UsageError("run takes one MODEL");
-  std::string placement_path = absl::GetFlag(FLAGS_placement);
-  std::string policy = absl::GetFlag(FLAGS_policy);
   absl::StatusOr<LoadedModel> model = LoadModelFromFlags(args[0]);
   if (!model.ok()) return Fail(model.status());
-  std::string cluster_spec = absl::GetFlag(FLAGS_cluster);
   absl::StatusOr<Cluster> cluster =
-      LoadUserCluster(cluster_spec.empty() ? "cpu2" : cluster_spec);
+      LoadUserCluster(flags.cluster.empty() ? "cpu2" : flags.cluster);
   if (!cluster.ok()) return Fail(cluster.status());
   NoteUnpinnedCpuDevices(*cluster);
 
@@ -235,7 +315,7 @@ int RunCommand(const std::vector<std::string>& args) {
       SimulationContext::Create(view, *cluster, **costs, *order);
 
   absl::StatusOr<std::unique_ptr<RankSetup>> ranks_or;
-  const int rank = absl::GetFlag(FLAGS_rank);
+  const int rank = flags.rank;
   Placement placement;
   std::string placed_by;
   if (rank > 0) {
@@ -249,12 +329,12 @@ int RunCommand(const std::vector<std::string>& args) {
     if (!p.ok()) return Fail(FinishRanks(**ranks_or, p.status()));
     if (p->strategy) {
       return RunStrategy(*model, *cluster, view, context, *p->strategy,
-                         "rank 0's strategy", **ranks_or);
+                         "rank 0's strategy", flags, **ranks_or);
     }
     placement = std::move(p->placement);
-  } else if (!placement_path.empty()) {
+  } else if (!flags.placement.empty()) {
     absl::StatusOr<PlacementOrStrategy> p = ReadPlacementOrStrategyFile(
-        UserPath(placement_path), model->graph, *cluster);
+        UserPath(flags.placement), model->graph, *cluster);
     if (!p.ok()) return Fail(p.status());
     if (p->strategy) {
       ranks_or = JoinRanks(*cluster, RerunArguments("run", args));
@@ -263,23 +343,23 @@ int RunCommand(const std::vector<std::string>& args) {
         if (absl::Status s = (*ranks_or)->group->Put(
                 "placer/placement",
                 StrategyToJson(*p->strategy, model->graph, *cluster,
-                               {model->source, placement_path, 0}, 0));
+                               {model->source, flags.placement, 0}, 0));
             !s.ok()) {
           return Fail(FinishRanks(**ranks_or, s));
         }
       }
       return RunStrategy(*model, *cluster, view, context, *p->strategy,
-                         placement_path, **ranks_or);
+                         flags.placement, flags, **ranks_or);
     }
     placement = std::move(p->placement);
-    placed_by = placement_path;
+    placed_by = flags.placement;
   } else {
     PolicyInput input{view, *cluster, **costs, context};
     PolicyOptions options = PolicyOptionsFromFlags();
-    PolicyRun run = RunPolicy(policy, input, options);
+    PolicyRun run = RunPolicy(flags.policy, input, options);
     if (!run.status.ok()) return Fail(run.status);
     placement = std::move(run.placement);
-    placed_by = "policy " + policy;
+    placed_by = "policy " + flags.policy;
   }
   absl::StatusOr<SimulationResult> simulated = Simulate(context, placement);
   if (!simulated.ok()) return Fail(simulated.status());
@@ -299,20 +379,6 @@ int RunCommand(const std::vector<std::string>& args) {
   RankSetup& ranks = **ranks_or;
   const int world = ranks.group != nullptr ? ranks.group->world_size() : 1;
   const bool report = ranks.rank == 0;
-
-  MeasureOptions options;
-  options.steps = absl::GetFlag(FLAGS_steps);
-  options.warmup = absl::GetFlag(FLAGS_warmup);
-  options.executor.seed = absl::GetFlag(FLAGS_seed);
-  absl::StatusOr<std::map<std::string, InputValues>> given =
-      InputValuesFromFlags();
-  if (!given.ok()) return Fail(given.status());
-  options.executor.input_values = *std::move(given);
-  options.executor.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
-  options.executor.pin_cpu_devices = absl::GetFlag(FLAGS_pin_cores);
-  options.executor.priorities = context.priorities();
-  options.executor.ranks = ranks.group;
-  options.executor.rank_of_device = ranks.rank_of_device;
   // Errors of ranks other than 0 say which rank they are.
   auto fail = [&](absl::Status s) {
     s = FinishRanks(ranks, s);
@@ -321,48 +387,52 @@ int RunCommand(const std::vector<std::string>& args) {
     }
     return Fail(s);
   };
+
+  MeasureOptions options;
+  options.steps = flags.steps;
+  options.warmup = flags.warmup;
+  absl::StatusOr<ExecutorOptions> executor_options =
+      ExecutorOptionsFromFlags(flags, ranks);
+  if (!executor_options.ok()) return fail(executor_options.status());
+  options.executor = *std::move(executor_options);
+  options.executor.priorities = context.priorities();
   absl::StatusOr<std::unique_ptr<Executor>> executor =
       Executor::Create(view, *cluster, placement, options.executor);
   if (!executor.ok()) return fail(executor.status());
-  const bool json = absl::GetFlag(FLAGS_json);
-  if (!json && report) {
-    std::cout << absl::StrFormat("%s on %s (%s), %d warm-up + %d steps%s\n",
-                                 model->source, cluster->name(), placed_by,
-                                 options.warmup, options.steps,
-                                 world > 1 ? absl::StrCat(", ", world, " ranks")
-                                           : std::string());
+  if (!flags.json && report) {
+    PrintHeader(*model, *cluster, placed_by, flags, world);
   }
   absl::StatusOr<Measurement> m = MeasureSteps(
       **executor, options, [&](int step, const StepReport& r) {
-        if (json || !report) return;
-        std::cout << absl::StrFormat("step %3d  loss %.6f  %.6f s%s\n",
-                                     step + 1, r.loss, r.seconds,
-                                     step < options.warmup ? "  (warm-up)" : "")
-                  << std::flush;
+        if (flags.json || !report) return;
+        PrintStep(step, r.loss, r.seconds, options.warmup);
       });
   executor->reset();
   if (absl::Status s = FinishRanks(ranks, m.status()); !s.ok()) return fail(s);
   if (!report) return 0;
 
-  if (json) {
-    google::protobuf::Struct s;
+  RunSummary summary;
+  summary.measured_seconds = m->step_seconds;
+  summary.steps = options.steps;
+  summary.ranks = world;
+  summary.simulated_seconds = simulated->step_seconds;
+  summary.losses = m->losses;
+  summary.step_seconds = m->step_times;
+  summary.busy_seconds = m->busy_seconds;
+  summary.simulated_busy_seconds = simulated->busy_seconds;
+  summary.peak_bytes = m->peak_memory_bytes;
+  summary.simulated_peak_bytes = simulated->peak_memory_bytes;
+  summary.peak_meaning =
+      "tracked by the simulator's memory timeline over the step as it ran, "
+      "at the sizes of the tensors the kernels made";
+  // Copies between devices per step (a rank sees only its own).
+  const auto loads = LinkLoads(*m, options.steps, *simulated);
+  if (flags.json) {
+    google::protobuf::Struct s = SummaryJson(summary, *cluster);
     auto& f = *s.mutable_fields();
-    f["measured_step_seconds"].set_number_value(m->step_seconds);
-    f["simulated_step_seconds"].set_number_value(simulated->step_seconds);
-    f["ranks"].set_number_value(world);
-    auto* losses = f["losses"].mutable_list_value();
-    for (double l : m->losses) losses->add_values()->set_number_value(l);
-    auto* times = f["step_seconds"].mutable_list_value();
-    for (double t : m->step_times) times->add_values()->set_number_value(t);
-    auto& peak = *f["peak_memory_bytes"].mutable_struct_value()->mutable_fields();
-    for (int d = 0; d < cluster->num_devices(); ++d) {
-      peak[cluster->device(d).name].set_number_value(
-          static_cast<double>(m->peak_memory_bytes[d]));
-    }
     if (world == 1) {
       auto* links = f["links"].mutable_list_value();
-      for (const auto& [pair, load] :
-           LinkLoads(*m, options.steps, *simulated)) {
+      for (const auto& [pair, load] : loads) {
         auto& e =
             *links->add_values()->mutable_struct_value()->mutable_fields();
         e["src"].set_string_value(cluster->device(pair.first).name);
@@ -377,23 +447,7 @@ int RunCommand(const std::vector<std::string>& args) {
     }
     std::cout << ReportJson(s);
   } else {
-    std::cout << absl::StrFormat(
-        "\nstep time   measured %.6f s (median of %d)   simulated %.6f s   "
-        "simulated/measured %.3f\n",
-        m->step_seconds, options.steps, simulated->step_seconds,
-        simulated->step_seconds / m->step_seconds);
-    std::cout << absl::StrFormat("%-10s %12s %12s %12s %12s\n", "device",
-                                 "busy s", "sim busy s", "peak",
-                                 "sim peak");
-    for (int d = 0; d < cluster->num_devices(); ++d) {
-      std::cout << absl::StrFormat(
-          "%-10s %12.6f %12.6f %12s %12s\n", cluster->device(d).name,
-          m->busy_seconds[d], simulated->busy_seconds[d],
-          HumanBytes(m->peak_memory_bytes[d]),
-          HumanBytes(simulated->peak_memory_bytes[d]));
-    }
-    // Copies between devices per step (a rank sees only its own).
-    auto loads = LinkLoads(*m, options.steps, *simulated);
+    PrintSummary(summary, *cluster);
     if (world == 1 && !loads.empty()) {
       std::cout << absl::StrFormat("%-22s %8s %8s %10s %10s %10s %10s\n",
                                    "link (per step)", "copies", "sim", "bytes",
@@ -410,21 +464,23 @@ int RunCommand(const std::vector<std::string>& args) {
       }
     }
   }
-  if (std::string out = absl::GetFlag(FLAGS_profile_out); !out.empty()) {
+  if (!flags.profile_out.empty()) {
     MeasuredProfile profile =
         ProfileFromMeasurement(view, *cluster, placement, *m);
     // With --profile, the written profile is that one overlaid with what
     // this run measured, so that the next search sees both.
-    if (std::string in = absl::GetFlag(FLAGS_profile); !in.empty()) {
-      absl::StatusOr<MeasuredProfile> base = LoadProfile(UserPath(in));
+    if (!flags.profile.empty()) {
+      absl::StatusOr<MeasuredProfile> base = LoadProfile(UserPath(flags.profile));
       if (!base.ok()) return Fail(base.status());
       profile = MergeProfiles(std::move(*base), profile);
     }
-    if (absl::Status s = SaveProfile(profile, UserPath(out)); !s.ok()) {
+    if (absl::Status s = SaveProfile(profile, UserPath(flags.profile_out));
+        !s.ok()) {
       return Fail(s);
     }
-    ReportWrote(out, absl::StrFormat("%d node signatures, %d links",
-                                     profile.ops.size(), profile.links.size()));
+    ReportWrote(flags.profile_out,
+                absl::StrFormat("%d node signatures, %d links",
+                                profile.ops.size(), profile.links.size()));
   }
   return 0;
 }
