@@ -7,43 +7,55 @@
 
 #include "base/status_helpers.h"
 #include "graph/repeated_layers.h"
+#include "simulator/engine.h"
 #include "simulator/selective_recompute.h"
+#include "simulator/task_graph.h"
 
 namespace placer {
 namespace {
 
-// One task of a replica over several devices (Strategy's contract): each
-// node on its slot's device, each device running its nodes in `nodes`'
-// order, a node starting once its device is free and what it reads from
-// other slots has been made, then copying that in (the transfers' seconds
-// on its own device) before it computes. `extra` is added to a node's
-// time (its partial additions). Returns each node's end, from the task's
-// start, and fills each slot's busy seconds.
+// One task of a replica over several devices (Strategy's contract),
+// lowered to a task graph and run on the event engine: each node a task on
+// its slot's device, each device running its nodes in `nodes`' order (an
+// edge from the slot's previous node), a node starting once its device is
+// free and what it reads from other slots has been made (an edge from its
+// maker), then copying that in (the transfers' seconds on its own device)
+// before it computes. `extra` is added to a node's time (its partial
+// additions). Returns each node's end, from the task's start, and fills
+// each slot's busy seconds.
 std::vector<double> ScheduleWideTask(
     const SimulationContext& context, const std::vector<int>& nodes,
     const std::vector<std::vector<SlotRead>>& reads,
     const std::vector<double>& extra, const std::vector<int>& slot_of_node,
     const PipelineStage& stage, int replica, std::vector<double>* busy) {
   const int width = stage.width();
-  std::vector<double> free(width, 0), end(nodes.size(), 0);
+  TaskGraph graph;
+  for (int slot = 0; slot < width; ++slot) {
+    graph.AddResource(ResourceOrder::kArrival);
+  }
+  std::vector<int> last_on_slot(width, -1);
   busy->assign(width, 0);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int slot = slot_of_node[nodes[i]];
     const int device = stage.device(replica, slot);
-    double start = free[slot], copies = 0;
+    double copies = 0;
     for (const SlotRead& read : reads[i]) {
-      if (read.made_at >= 0) start = std::max(start, end[read.made_at]);
       copies += context.costs().TransferSeconds(
           read.bytes, context.cluster(), stage.device(replica, read.from_slot),
           device);
     }
     const double seconds =
         copies + context.node_seconds(nodes[i], device) + extra[i];
-    end[i] = start + seconds;
-    free[slot] = end[i];
     (*busy)[slot] += seconds;
+    const int task =
+        graph.AddTask({slot, seconds, static_cast<double>(i), 0});
+    if (last_on_slot[slot] >= 0) graph.AddEdge(last_on_slot[slot], task);
+    for (const SlotRead& read : reads[i]) {
+      if (read.made_at >= 0) graph.AddEdge(read.made_at, task);
+    }
+    last_on_slot[slot] = task;
   }
-  return end;
+  return RunTaskGraph(graph).end_seconds;
 }
 
 }  // namespace
