@@ -121,7 +121,7 @@ void BM_StrategyOneDevice(benchmark::State& state) {
     return;
   }
   for (auto _ : state) {
-    absl::StatusOr<StrategyStepReport> r = (*e)->Step();
+    absl::StatusOr<StepReport> r = (*e)->Step();
     if (!r.ok()) {
       state.SkipWithError(std::string(r.status().message()).c_str());
       break;

@@ -134,10 +134,16 @@ struct MeasuredTransfer {
   double seconds = 0;
 };
 
+// One training step as either executor ran it (this one, or the strategy
+// executor: runtime/strategy_executor.h); the per-node and per-link fields
+// are this one's only.
 struct StepReport {
   double seconds = 0;  // wall time of the step
-  double loss = 0;     // the sum of the graph's losses before the update
-  std::vector<int64_t> peak_memory_bytes;  // per device, tracked
+  // The sum of the graph's losses before the update (a strategy: its mean
+  // over the micro-batches).
+  double loss = 0;
+  // Per device, tracked (the memory timeline's); empty for a strategy.
+  std::vector<int64_t> peak_memory_bytes;
   // With measure_allocations, per device: the tensors resident before the
   // step (parameters, momentum, inputs, constants) plus the peak of the
   // bytes LibTorch allocated during the step on that device's threads
@@ -154,16 +160,22 @@ struct StepReport {
   std::vector<double> handoff_seconds;
 };
 
-class Executor {
+// What runs training steps: an op placement's Executor or a strategy's
+// StrategyExecutor, measured alike (runtime/measurement.h).
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  // Runs one training step (forward, backward, update). A failed step
+  // returns its error; what it leaves is each executor's to say.
+  virtual absl::StatusOr<StepReport> Step() = 0;
+};
+
+class Executor : public StepRunner {
  public:
   // `view` (and its graph) must outlive the executor.
   static absl::StatusOr<std::unique_ptr<Executor>> Create(
       const TrainingView& view, const Cluster& cluster,
       const Placement& placement, const ExecutorOptions& options = {});
-  virtual ~Executor() = default;
-
-  // Runs one training step (forward, backward, update).
-  virtual absl::StatusOr<StepReport> Step() = 0;
 
   // The current value of a tensor that exists before the step: a
   // parameter (as updated so far), a graph input as fed, or a constant; a

@@ -36,7 +36,7 @@ class ExecutorEvaluator : public StepEvaluator {
 }  // namespace
 
 absl::StatusOr<Measurement> MeasureSteps(
-    Executor& executor, const MeasureOptions& options,
+    StepRunner& executor, const MeasureOptions& options,
     const std::function<void(int, const StepReport&)>& progress) {
   if (options.steps < 1 || options.warmup < 0) {
     return absl::InvalidArgumentError("steps must be >= 1 and warmup >= 0");
@@ -55,6 +55,11 @@ absl::StatusOr<Measurement> MeasureSteps(
       m.peak_memory_bytes[d] = std::max(m.peak_memory_bytes[d], r->peak_memory_bytes[d]);
     }
     if (step >= options.warmup) {
+      m.allocated_peak_bytes.resize(r->allocated_peak_bytes.size(), 0);
+      for (size_t d = 0; d < r->allocated_peak_bytes.size(); ++d) {
+        m.allocated_peak_bytes[d] =
+            std::max(m.allocated_peak_bytes[d], r->allocated_peak_bytes[d]);
+      }
       node_times.resize(r->node_seconds.size());
       for (size_t i = 0; i < r->node_seconds.size(); ++i) {
         node_times[i].push_back(r->node_seconds[i]);

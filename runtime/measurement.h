@@ -2,9 +2,11 @@
 // al. (2017): run warm-up steps, drop them, take the median of the rest.
 //
 // Contract: MeasureSteps runs warmup + steps training steps of an executor
-// and reports the median step time of the last `steps`, every step's loss
-// and time, the peak tracked memory per device, each node's median time and
-// the transfers of the measured steps; any failed step fails the
+// (either: StepRunner) and reports the median step time of the last
+// `steps`, every step's loss and time, the peak tracked memory per device
+// (over every step), the most allocated per device in a measured step
+// (with measure_allocations), each device's and node's median time and the
+// transfers of the measured steps; any failed step fails the
 // measurement with its error. ProfileFromMeasurement turns a measurement
 // into the cost model's profile format (profiles/profile.proto): per node
 // signature and device kind, the median over the nodes that share it; per
@@ -52,6 +54,9 @@ struct Measurement {
   std::vector<double> step_times;      // every step, warm-up included
   std::vector<double> losses;          // every step
   std::vector<int64_t> peak_memory_bytes;  // per device, over all steps
+  // Per device, the most of a measured step (StepReport's); empty unless
+  // the executor measured allocations.
+  std::vector<int64_t> allocated_peak_bytes;
   std::vector<double> busy_seconds;    // per device, median
   std::vector<double> node_seconds;    // per node, median
   std::vector<MeasuredTransfer> transfers;  // of the measured steps
@@ -60,7 +65,7 @@ struct Measurement {
 
 // `progress` (may be empty) is called after each step.
 absl::StatusOr<Measurement> MeasureSteps(
-    Executor& executor, const MeasureOptions& options,
+    StepRunner& executor, const MeasureOptions& options,
     const std::function<void(int step, const StepReport&)>& progress = {});
 
 MeasuredProfile ProfileFromMeasurement(const TrainingView& view,

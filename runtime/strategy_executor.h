@@ -194,22 +194,7 @@
 
 namespace placer {
 
-struct StrategyStepReport {
-  double seconds = 0;
-  double loss = 0;  // the mean of the micro-batches' losses
-  std::vector<double> busy_seconds;  // per cluster device
-  // With ExecutorOptions::measure_allocations, per cluster device (0 for
-  // one the strategy leaves out; as ranks, each rank's devices' merged at
-  // the step's end, as the busy times are): what it holds before
-  // the step (parameters and optimizer state; on CPU devices also the
-  // step's inputs, loss targets and constants its stage reads, as it reads
-  // them in place) plus the peak of the bytes LibTorch allocated during the
-  // step on its worker and the receivers of what other ranks send it,
-  // freed wherever they are freed. Empty otherwise.
-  std::vector<int64_t> allocated_peak_bytes;
-};
-
-class StrategyExecutor {
+class StrategyExecutor : public StepRunner {
  public:
   // `view` (and its graph) must outlive the executor. Uses the options'
   // update (with the view's optimizer), seed, threads_per_cpu_device,
@@ -217,9 +202,16 @@ class StrategyExecutor {
   static absl::StatusOr<std::unique_ptr<StrategyExecutor>> Create(
       const TrainingView& view, const Cluster& cluster,
       const Strategy& strategy, const ExecutorOptions& options = {});
-  virtual ~StrategyExecutor() = default;
 
-  virtual absl::StatusOr<StrategyStepReport> Step() = 0;
+  // One step (StepReport: its seconds, mean loss and per-device busy time;
+  // with ExecutorOptions::measure_allocations, per cluster device, 0 for
+  // one the strategy leaves out, every rank's merged at the step's end:
+  // what the device holds before the step — parameters and optimizer
+  // state; on CPU devices also the step's inputs, loss targets and
+  // constants its stage reads, as it reads them in place — plus the peak of
+  // the bytes LibTorch allocated during the step on its worker and the
+  // receivers of what other ranks send it, freed wherever they are freed).
+  absl::StatusOr<StepReport> Step() override = 0;
 
   // A parameter's current value on replica `replica` of its stage (a copy
   // on the CPU); NotFound for other names or replicas (or a replica on

@@ -60,7 +60,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
         V_(static_cast<int>(view.values().size())) {}
 
   absl::Status Init();
-  absl::StatusOr<StrategyStepReport> Step() override;
+  absl::StatusOr<StepReport> Step() override;
   absl::StatusOr<torch::Tensor> Parameter(absl::string_view name,
                                           int replica) const override;
   absl::StatusOr<torch::Tensor> ParameterShard(absl::string_view name,

@@ -86,7 +86,7 @@ absl::Status TorchStrategyExecutor::BeforeNode(const TrainingNode& node) {
   return WithContext(s, absl::StrCat("'", node.key, "': "));
 }
 
-absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
+absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
   const int sums = static_cast<int>(view_.gradient_sums().size());
   failure_ = absl::OkStatus();
   forward_done_.assign(static_cast<size_t>(S_) * M_, 0);
@@ -162,7 +162,7 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   workers_finished_ = 0;
   workers_ = 0;
   for (int d = 0; d < D_; ++d) workers_ += stage_of_device_[d] >= 0 && Local(d);
-  StrategyStepReport report;
+  StepReport report;
   report.busy_seconds.assign(D_, 0);
   const auto start = SteadyClock::now();
   int running = 0;
@@ -239,16 +239,10 @@ absl::StatusOr<StrategyStepReport> TorchStrategyExecutor::Step() {
   partials_.clear();
   parked_.clear();
   if (Distributed()) {
-    StepReport mine;
-    mine.seconds = report.seconds;
-    mine.loss = report.loss;
-    mine.busy_seconds = report.busy_seconds;
-    mine.peak_memory_bytes.assign(D_, 0);
-    // Each rank's devices' allocated peaks (zeros for the others').
-    mine.allocated_peak_bytes = report.allocated_peak_bytes;
+    // Each rank's devices' allocated peaks (zeros for the others'), summed.
     ASSIGN_OR_RETURN(
         StepReport merged,
-        ExchangeStepReports(*options_.ranks, step_++, mine, failure_));
+        ExchangeStepReports(*options_.ranks, step_++, report, failure_));
     report.seconds = merged.seconds;
     report.loss = merged.loss;
     report.busy_seconds = merged.busy_seconds;

@@ -105,13 +105,26 @@ struct RunSummary {
   int steps = 0;
   int ranks = 1;
   double simulated_seconds = 0;
-  std::vector<double> losses, step_seconds;  // every step; measured ones
-  // Per device: measured (every rank's) and simulated.
+  std::vector<double> losses, step_seconds;  // every step, warm-up included
+  // Per device: measured (every rank's; the median over the measured
+  // steps) and simulated.
   std::vector<double> busy_seconds, simulated_busy_seconds;
   std::vector<int64_t> peak_bytes, simulated_peak_bytes;
   // What `peak_bytes` is.
   std::string peak_meaning;
 };
+
+// The measured half of a RunSummary.
+RunSummary SummaryOf(const Measurement& m, int steps, int ranks) {
+  RunSummary summary;
+  summary.measured_seconds = m.step_seconds;
+  summary.steps = steps;
+  summary.ranks = ranks;
+  summary.losses = m.losses;
+  summary.step_seconds = m.step_times;
+  summary.busy_seconds = m.busy_seconds;
+  return summary;
+}
 
 google::protobuf::Struct SummaryJson(const RunSummary& summary,
                                      const Cluster& cluster) {
@@ -219,13 +232,17 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
   if (!simulated.ok()) {
     return fail(WithContext(simulated.status(), absl::StrCat(path, ": ")));
   }
-  absl::StatusOr<ExecutorOptions> options =
+  MeasureOptions options;
+  options.steps = flags.steps;
+  options.warmup = flags.warmup;
+  absl::StatusOr<ExecutorOptions> executor_options =
       ExecutorOptionsFromFlags(flags, ranks);
-  if (!options.ok()) return fail(options.status());
+  if (!executor_options.ok()) return fail(executor_options.status());
+  options.executor = *std::move(executor_options);
   // What LibTorch allocates per device, beside the simulated peak.
-  options->measure_allocations = true;
+  options.executor.measure_allocations = true;
   absl::StatusOr<std::unique_ptr<StrategyExecutor>> executor =
-      StrategyExecutor::Create(view, cluster, strategy, *options);
+      StrategyExecutor::Create(view, cluster, strategy, options.executor);
   if (!executor.ok()) return fail(executor.status());
   if (flags.steps < 1 || flags.warmup < 0) {
     // The usage error is what this rank reports, whatever the others did.
@@ -238,39 +255,23 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
                 absl::StrCat(path, ": ", DescribeStrategy(strategy)), flags,
                 world);
   }
-  const int devices = cluster.num_devices();
-  RunSummary summary;
-  summary.steps = flags.steps;
-  summary.ranks = world;
-  summary.busy_seconds.assign(devices, 0);
-  // Per device (every rank's, merged at each step's end): the most
-  // allocated in a measured step.
-  summary.peak_bytes.assign(devices, 0);
-  summary.peak_meaning =
-      "what LibTorch allocated on the device (the most of a measured step)";
-  for (int step = 0; step < flags.warmup + flags.steps; ++step) {
-    absl::StatusOr<StrategyStepReport> r = (*executor)->Step();
-    if (!r.ok()) return fail(r.status());
-    summary.losses.push_back(r->loss);
-    if (step >= flags.warmup) {
-      summary.step_seconds.push_back(r->seconds);
-      for (int d = 0; d < devices; ++d) {
-        summary.busy_seconds[d] += r->busy_seconds[d] / flags.steps;
-        if (d < static_cast<int>(r->allocated_peak_bytes.size())) {
-          summary.peak_bytes[d] =
-              std::max(summary.peak_bytes[d], r->allocated_peak_bytes[d]);
-        }
-      }
-    }
-    if (!json) PrintStep(step, r->loss, r->seconds, flags.warmup);
-  }
+  absl::StatusOr<Measurement> m = MeasureSteps(
+      **executor, options, [&](int step, const StepReport& r) {
+        if (!json) PrintStep(step, r.loss, r.seconds, flags.warmup);
+      });
   executor->reset();
-  if (absl::Status s = FinishRanks(ranks, absl::OkStatus()); !s.ok()) {
+  if (absl::Status s = FinishRanks(ranks, m.status()); !s.ok()) {
     return fail(s);
   }
   if (!report) return 0;
   const SimulationResult& sim = simulated->step;
-  summary.measured_seconds = Median(summary.step_seconds);
+  RunSummary summary = SummaryOf(*m, options.steps, world);
+  // Per device (every rank's, merged at each step's end): the most
+  // allocated in a measured step.
+  summary.peak_bytes = m->allocated_peak_bytes;
+  summary.peak_bytes.resize(cluster.num_devices(), 0);
+  summary.peak_meaning =
+      "what LibTorch allocated on the device (the most of a measured step)";
   summary.simulated_seconds = sim.step_seconds;
   summary.simulated_busy_seconds = sim.busy_seconds;
   summary.simulated_peak_bytes = sim.peak_memory_bytes;
@@ -411,14 +412,8 @@ int RunCommand(const std::vector<std::string>& args) {
   if (absl::Status s = FinishRanks(ranks, m.status()); !s.ok()) return fail(s);
   if (!report) return 0;
 
-  RunSummary summary;
-  summary.measured_seconds = m->step_seconds;
-  summary.steps = options.steps;
-  summary.ranks = world;
+  RunSummary summary = SummaryOf(*m, options.steps, world);
   summary.simulated_seconds = simulated->step_seconds;
-  summary.losses = m->losses;
-  summary.step_seconds = m->step_times;
-  summary.busy_seconds = m->busy_seconds;
   summary.simulated_busy_seconds = simulated->busy_seconds;
   summary.peak_bytes = m->peak_memory_bytes;
   summary.simulated_peak_bytes = simulated->peak_memory_bytes;

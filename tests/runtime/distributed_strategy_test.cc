@@ -77,7 +77,7 @@ RunResult RunOneProcess(const TrainingView& view, const Cluster& cluster,
   auto e = StrategyExecutor::Create(view, cluster, strategy, Options());
   if (!e.ok()) return {e.status()};
   for (int s = 0; s < steps; ++s) {
-    absl::StatusOr<StrategyStepReport> r = (*e)->Step();
+    absl::StatusOr<StepReport> r = (*e)->Step();
     if (!r.ok()) return {r.status()};
     result.losses.push_back(r->loss);
   }
@@ -117,7 +117,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
         out.status = absl::AbortedError("stalled on purpose");
         return;
       }
-      absl::StatusOr<StrategyStepReport> r = (*e)->Step();
+      absl::StatusOr<StepReport> r = (*e)->Step();
       if (!r.ok()) {
         out.status = r.status();
         return;
@@ -625,7 +625,7 @@ TEST(DistributedStrategyTest, AsRanksADeviceHoldsWhatItHoldsAsAThread) {
   options.measure_allocations = true;
   // Per device, the largest peak over 3 steps.
   auto peaks_of = [](std::vector<int64_t>* peaks,
-                     const StrategyStepReport& report) {
+                     const StepReport& report) {
     peaks->resize(report.allocated_peak_bytes.size(), 0);
     for (size_t d = 0; d < peaks->size(); ++d) {
       (*peaks)[d] = std::max((*peaks)[d], report.allocated_peak_bytes[d]);
@@ -636,7 +636,7 @@ TEST(DistributedStrategyTest, AsRanksADeviceHoldsWhatItHoldsAsAThread) {
     auto e = StrategyExecutor::Create(view, cluster, tensor, options);
     ASSERT_TRUE(e.ok()) << e.status();
     for (int step = 0; step < 3; ++step) {
-      absl::StatusOr<StrategyStepReport> r = (*e)->Step();
+      absl::StatusOr<StepReport> r = (*e)->Step();
       ASSERT_TRUE(r.ok()) << r.status();
       peaks_of(&threads, *r);
     }
@@ -658,7 +658,7 @@ TEST(DistributedStrategyTest, AsRanksADeviceHoldsWhatItHoldsAsAThread) {
       return;
     }
     for (int step = 0; step < 3; ++step) {
-      absl::StatusOr<StrategyStepReport> r = (*e)->Step();
+      absl::StatusOr<StepReport> r = (*e)->Step();
       if (!r.ok()) {
         failures[rank] = r.status();
         return;

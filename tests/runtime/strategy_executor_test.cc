@@ -19,6 +19,7 @@
 #include "profiles/cost_model.h"
 #include "runtime/cpu_cores.h"
 #include "runtime/executor.h"
+#include "runtime/measurement.h"
 #include "simulator/simulator.h"
 #include "simulator/strategy.h"
 #include "simulator/strategy_simulator.h"
@@ -75,6 +76,48 @@ TEST(StrategyExecutorTest, OneMicroBatchOnOneDeviceIsTheExecutorsStep) {
     placed.parameters[name] = *(*e)->Resident(name);
   }
   ExpectSame(strategy, placed, 1e-6);
+}
+
+// Either executor is a StepRunner, measured by the same MeasureSteps: one
+// micro-batch on one device, the strategy's and the op placement's
+// measurements have the same losses, and both have what they allocated.
+TEST(StrategyExecutorTest, BothExecutorsAreMeasuredAlike) {
+  Graph graph = Gnmt2();
+  TrainingView view = BuildTrainingView(graph);
+  const Cluster cluster = Cpus(2);
+  MeasureOptions options;
+  options.steps = 2;
+  options.warmup = 1;
+  options.executor.measure_allocations = true;
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> strategy =
+      StrategyExecutor::Create(view, cluster, OneDevice(view, 1),
+                               options.executor);
+  ASSERT_TRUE(strategy.ok()) << strategy.status();
+  absl::StatusOr<std::unique_ptr<Executor>> placed = Executor::Create(
+      view, cluster, Placement{std::vector<int>(graph.ops().size(), 0)},
+      options.executor);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  std::vector<absl::StatusOr<Measurement>> measured;
+  for (StepRunner* runner : {static_cast<StepRunner*>(strategy->get()),
+                             static_cast<StepRunner*>(placed->get())}) {
+    measured.push_back(MeasureSteps(*runner, options));
+    ASSERT_TRUE(measured.back().ok()) << measured.back().status();
+  }
+  const Measurement& a = *measured[0];
+  const Measurement& b = *measured[1];
+  ASSERT_EQ(a.losses.size(), 3u);
+  ASSERT_EQ(b.losses.size(), 3u);
+  for (size_t k = 0; k < a.losses.size(); ++k) {
+    EXPECT_NEAR(a.losses[k], b.losses[k], 1e-6 * std::abs(b.losses[k])) << k;
+  }
+  ASSERT_EQ(a.allocated_peak_bytes.size(), 2u);
+  ASSERT_EQ(b.allocated_peak_bytes.size(), 2u);
+  EXPECT_GT(a.allocated_peak_bytes[0], 0);
+  EXPECT_GT(b.allocated_peak_bytes[0], 0);
+  EXPECT_TRUE(a.peak_memory_bytes.empty());  // a strategy tracks none
+  ASSERT_EQ(b.peak_memory_bytes.size(), 2u);
+  EXPECT_GT(b.peak_memory_bytes[0], 0);
+  EXPECT_FALSE(b.node_seconds.empty());
 }
 
 struct Model {
@@ -183,7 +226,7 @@ TEST(StrategyExecutorTest, PinnedReplicasRunOnCoresOfTheirOwn) {
   };
   auto e = StrategyExecutor::Create(view, cluster, *data, faulty);
   ASSERT_TRUE(e.ok()) << e.status();
-  absl::StatusOr<StrategyStepReport> failed = (*e)->Step();
+  absl::StatusOr<StepReport> failed = (*e)->Step();
   ASSERT_FALSE(failed.ok());
   EXPECT_NE(failed.status().message().find("': injected"), std::string::npos)
       << failed.status();
@@ -300,7 +343,7 @@ std::vector<std::pair<int64_t, int64_t>> SimulatedAndAllocated(
   EXPECT_TRUE(e.ok()) << e.status();
   std::vector<std::pair<int64_t, int64_t>> out;
   if (!sim.ok() || !e.ok()) return out;
-  absl::StatusOr<StrategyStepReport> r;
+  absl::StatusOr<StepReport> r;
   for (int step = 0; step < 2; ++step) {
     r = (*e)->Step();
     EXPECT_TRUE(r.ok()) << r.status();

@@ -50,7 +50,7 @@ inline Trajectory RunStrategy(const TrainingView& view, const Cluster& cluster,
   EXPECT_TRUE(e.ok()) << e.status();
   if (!e.ok()) return run;
   for (int s = 0; s < steps; ++s) {
-    absl::StatusOr<StrategyStepReport> r = (*e)->Step();
+    absl::StatusOr<StepReport> r = (*e)->Step();
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) return run;
     run.losses.push_back(r->loss);
