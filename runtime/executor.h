@@ -120,6 +120,11 @@ struct ExecutorOptions {
   // Fault injection (tests): called on the device's worker before each
   // node runs; a non-OK status fails that node as a kernel error would.
   std::function<absl::Status(const TrainingNode& node)> before_node;
+  // The strategy executor across ranks: the most one exchange among a
+  // slot's replicas carries (a run of its parameters' gradients, or of
+  // what ZeRO-1/2 updated; a larger parameter alone), so that the staging
+  // of an exchange holds a chunk, not a replica's every gradient.
+  int64_t exchange_chunk_bytes = int64_t{4} << 20;
   // A distributed run: this process's rank group, and the rank that drives
   // each cluster device (RanksOfDevices). Null: one process, every device.
   std::shared_ptr<RankGroup> ranks;

@@ -67,9 +67,11 @@
 //    tensor rank's) exchange goes by c10d's collectives on a subgroup of
 //    their ranks (RankGroup::AddSubgroup), one call per rank for all of its
 //    replicas: the allreduce is an all-gather of each replica's
-//    accumulators, flattened into one bucket (as DDP's), after which
-//    each replica sums all replicas in replica order, as one process
-//    does, so losses and parameters do not depend on the process layout.
+//    accumulators, flattened into buckets (as DDP's) of at most
+//    ExecutorOptions::exchange_chunk_bytes, one at a time, after each of
+//    which each replica sums that bucket's parameters over all replicas
+//    in replica order, as one process does, so losses and parameters do
+//    not depend on the process layout.
 //    A step ends with ExchangeStepReports (loss and busy time summed,
 //    seconds the slowest rank's); a failure is published and stops the
 //    other ranks, naming the rank. Updates wait for this rank's tasks
@@ -107,8 +109,9 @@
 //    those it was dealt (the optimizer state of the others is never made),
 //    and once every replica of the slot has updated, copies the others
 //    from the replicas that updated them. The same bits as without. As
-//    ranks, what each replica updated is all-gathered (one flat bucket
-//    each) after the updates.
+//    ranks, what each replica updated is all-gathered after the updates
+//    (flat buckets of at most exchange_chunk_bytes, one at a time, each
+//    copied in before the next).
 //  - ZeRO-2 and ZeRO-3: each replica of a stage holds
 //    a shard of every parameter, the k-th of R equal runs of its
 //    elements, flattened, and updates only that (its optimizer state is
@@ -132,7 +135,7 @@
 //    c10d's all-to-all (a flat bucket per pair of replicas, zeros where no
 //    gradient flowed; Gloo has no reduce-scatter, and the sum stays in
 //    replica order); ZeRO-2's updated shards are all-gathered after the
-//    updates; and each ZeRO-3 gather (the same ones, in the same order,
+//    updates, in buckets as ZeRO-1's; and each ZeRO-3 gather (the same ones, in the same order,
 //    on every replica of the stage) all-gathers the replicas' shards of
 //    the gathered parameters, the pass's next gather started before the
 //    node computes (its transfer overlapping it: FSDP's prefetch).

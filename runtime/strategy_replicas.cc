@@ -44,6 +44,24 @@ absl::Status TorchStrategyExecutor::InitReplicaSubgroups() {
   return absl::OkStatus();
 }
 
+std::vector<std::vector<int>> TorchStrategyExecutor::ExchangeChunks(
+    const std::vector<int>& parameters, int d) const {
+  std::vector<std::vector<int>> chunks;
+  int64_t bytes = 0;
+  for (int p : parameters) {
+    const torch::Tensor& w = params_[d][p];
+    const int64_t b = w.defined() ? w.numel() * w.element_size() : 0;
+    if (chunks.empty() ||
+        (bytes + b > options_.exchange_chunk_bytes && !chunks.back().empty())) {
+      chunks.emplace_back();
+      bytes = 0;
+    }
+    chunks.back().push_back(p);
+    bytes += b;
+  }
+  return chunks;
+}
+
 absl::Status TorchStrategyExecutor::UnpackRemote(
     const std::vector<torch::Tensor>& got, int d, absl::string_view what,
     const std::function<std::vector<int>(int)>& parameters_of,

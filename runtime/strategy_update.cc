@@ -24,42 +24,16 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   for (int u : update_[s]) {
     if (SlotOfNode(u) == slot_of_device_[d]) updates.push_back(u);
   }
-  // The allreduce: across ranks, every replica's accumulators, flattened
-  // into one bucket as DDP's (a 2-replica zoo:chain step as two processes:
-  // 9 ms with a message per parameter, 1.4-2.8 ms with one), all-gathered
-  // (ReplicaAllGather); in this process, read where they are. Every
-  // replica then sums them in replica order on its own device: the same
-  // additions in the same order, the same bits everywhere.
-  // (ZeRO-2/3: reduce-scattered after each round instead.)
+  // The stage's replicas here done, the allreduce: in this process each
+  // replica's accumulators read where they are; across ranks, all-gathered
+  // (ReplicaAllGather) chunk by chunk (ExchangeChunks: a run of the slot's
+  // parameters, flattened into one bucket as DDP's; a 2-replica zoo:chain
+  // step as two processes: 9 ms with a message per parameter, 1.4-2.8 ms
+  // with one), each chunk summed before the next is fetched so that the
+  // exchange holds one chunk at a time. Every replica sums in replica order
+  // on its own device: the same additions in the same order, the same bits
+  // everywhere. (ZeRO-2/3: reduce-scattered after each round instead.)
   const std::vector<int> slot_parameters = SlotParameters(s, slot_of_device_[d]);
-  std::vector<std::map<int, torch::Tensor>> remote(replicas.size());
-  if (!updates.empty() && !ShardsGradientsOf(s) && HasRemoteReplicas(d)) {
-    torch::Tensor bucket;
-    absl::Status status = CatchExceptions("allreduce: ", [&] {
-      std::vector<torch::Tensor> flat;
-      for (int p : slot_parameters) {
-        const torch::Tensor& g = accum_[d][p];
-        flat.push_back(g.defined() ? g.reshape({-1})
-                                   : torch::zeros({params_[d][p].numel()},
-                                                  params_[d][p].options()));
-      }
-      bucket = torch::cat(flat);
-      return absl::OkStatus();
-    });
-    absl::StatusOr<std::vector<torch::Tensor>> got =
-        status.ok() ? ReplicaAllGather(d, bucket,
-                                       [&](int) { return bucket.numel(); })
-                    : absl::StatusOr<std::vector<torch::Tensor>>(status);
-    if (got.ok()) {
-      status = UnpackRemote(
-          *got, d, "gradient", [&](int) { return slot_parameters; },
-          [](int) { return -1; }, &remote);
-    }
-    if (!got.ok() || !status.ok()) {
-      Fail(got.ok() ? status : got.status());
-      return;
-    }
-  }
   {
     std::unique_lock<std::mutex> lock(mu_);
     tasks_done_[d] = 1;
@@ -74,35 +48,85 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     });
     if (!failure_.ok()) return;
   }
-  // As soon as the stage's replicas are done (overlapping other stages'
-  // tasks), the sums.
+  std::map<int, size_t> update_of;  // parameter -> its index in `updates`
+  for (size_t i = 0; i < updates.size(); ++i) {
+    update_of[view_.node(updates[i]).parameter] = i;
+  }
   std::vector<torch::Tensor> totals(updates.size());
-  absl::Status status = CatchExceptions("allreduce: ", [&] {
+  // Parameter p's sum over the replicas, from `remote` (by replica, what
+  // those on other ranks sent) and this process's accumulators.
+  auto sum = [&](int p, const std::vector<std::map<int, torch::Tensor>>& remote) {
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < updates.size(); ++i) {
-      const int p = view_.node(updates[i]).parameter;
-      if (updates_[d][p] == nullptr) continue;  // ZeRO: another's shard
-      if (ShardsGradientsOf(s)) {
-        // Reduce-scattered already (this replica's shard): every delivery
-        // is in.
-        std::lock_guard<std::mutex> lock(fold_mu_);
-        FoldRounds(p, replica_of_device_[d], tensor_rank_of_device_[d],
-                   /*flush=*/true);
-        totals[i] = accum_[d][p];
-        continue;
+    auto at = update_of.find(p);
+    if (at == update_of.end()) return;
+    torch::Tensor& total = totals[at->second];
+    if (updates_[d][p] == nullptr) return;  // ZeRO: another's shard
+    if (ShardsGradientsOf(s)) {
+      // Reduce-scattered already (this replica's shard): every delivery
+      // is in.
+      std::lock_guard<std::mutex> lock(fold_mu_);
+      FoldRounds(p, replica_of_device_[d], tensor_rank_of_device_[d],
+                 /*flush=*/true);
+      total = accum_[d][p];
+      return;
+    }
+    for (size_t k = 0; k < replicas.size(); ++k) {
+      const int r = replicas[k];
+      const torch::Tensor g =
+          Local(r) ? accum_[r][p]
+                   : (k < remote.size() && remote[k].count(p)
+                          ? remote[k].at(p)
+                          : torch::Tensor());
+      if (!g.defined()) continue;
+      torch::Tensor here = g.to(devices_[d]);
+      total = total.defined() ? total + here : here;
+    }
+  };
+  absl::Status status;
+  if (!updates.empty() && !ShardsGradientsOf(s) && HasRemoteReplicas(d)) {
+    for (const std::vector<int>& chunk : ExchangeChunks(slot_parameters, d)) {
+      torch::Tensor bucket;
+      status = CatchExceptions("allreduce: ", [&] {
+        std::vector<torch::Tensor> flat;
+        for (int p : chunk) {
+          const torch::Tensor& g = accum_[d][p];
+          flat.push_back(g.defined() ? g.reshape({-1})
+                                     : torch::zeros({params_[d][p].numel()},
+                                                    params_[d][p].options()));
+        }
+        bucket = torch::cat(flat);
+        return absl::OkStatus();
+      });
+      absl::StatusOr<std::vector<torch::Tensor>> got =
+          status.ok() ? ReplicaAllGather(d, bucket,
+                                         [&](int) { return bucket.numel(); })
+                      : absl::StatusOr<std::vector<torch::Tensor>>(status);
+      bucket = torch::Tensor();
+      std::vector<std::map<int, torch::Tensor>> remote;
+      if (got.ok()) {
+        status = UnpackRemote(
+            *got, d, "gradient", [&](int) { return chunk; },
+            [](int) { return -1; }, &remote);
       }
-      for (size_t k = 0; k < replicas.size(); ++k) {
-        const int r = replicas[k];
-        const torch::Tensor g =
-            Local(r) ? accum_[r][p]
-                     : (remote[k].count(p) ? remote[k].at(p) : torch::Tensor());
-        if (!g.defined()) continue;
-        torch::Tensor here = g.to(devices_[d]);
-        totals[i] = totals[i].defined() ? totals[i] + here : here;
+      if (got.ok() && status.ok()) {
+        status = CatchExceptions("allreduce: ", [&] {
+          for (int p : chunk) sum(p, remote);
+          return absl::OkStatus();
+        });
+      }
+      if (!got.ok() || !status.ok()) {
+        Fail(got.ok() ? status : got.status());
+        return;
       }
     }
-    return absl::OkStatus();
-  });
+  } else {
+    // As soon as the stage's replicas are done (overlapping other stages'
+    // tasks), the sums.
+    status = CatchExceptions("allreduce: ", [&] {
+      for (int p : slot_parameters) sum(p, {});
+      return absl::OkStatus();
+    });
+  }
   if (!status.ok()) {
     Fail(status);
     return;
@@ -137,46 +161,80 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     return;
   }
   // ZeRO-1's all-gather: across ranks, what each replica updated (ZeRO-1:
-  // the parameters dealt to it; ZeRO-2: its shard of each), one flat
-  // bucket each (ReplicaAllGather); once every replica of the slot here
-  // has updated, the parameters others updated are copied.
+  // the parameters dealt to it; ZeRO-2: its shard of each), chunk by chunk
+  // (ExchangeChunks), one flat bucket each (ReplicaAllGather), copied in
+  // as each chunk comes; once every replica of the slot here has updated,
+  // the parameters they updated are copied.
   const int slot = slot_of_device_[d];
+  const int me = replica_of_device_[d];
   const bool shards = ShardsGradientsOf(s);
-  std::vector<std::map<int, torch::Tensor>> gathered(replicas.size());
-  if (HasRemoteReplicas(d) && !slot_parameters.empty()) {
-    const int k = replica_of_device_[d];
-    torch::Tensor bucket;
-    status = CatchExceptions("all-gather: ", [&] {
-      std::vector<torch::Tensor> flat;
-      for (int p : SlotParameters(s, slot, shards ? -1 : k)) {
-        flat.push_back(shards ? Shard(params_[d][p], p, k)
-                              : params_[d][p].reshape({-1}));
-      }
-      bucket = flat.empty() ? torch::empty({0}, params_[d][slot_parameters[0]]
-                                                       .options()
-                                                       .device(torch::kCPU))
-                            : torch::cat(flat);
-      return absl::OkStatus();
-    });
-    auto elements = [&](int q) {
-      int64_t n = 0;
-      for (int p : SlotParameters(s, slot, shards ? -1 : q)) {
-        n += shards ? ShardRange(p, q).second : params_[d][p].numel();
-      }
-      return n;
-    };
-    absl::StatusOr<std::vector<torch::Tensor>> got =
-        status.ok() ? ReplicaAllGather(d, bucket, elements)
-                    : absl::StatusOr<std::vector<torch::Tensor>>(status);
-    if (got.ok()) {
-      status = UnpackRemote(
-          *got, d, "parameter",
-          [&](int q) { return SlotParameters(s, slot, shards ? -1 : q); },
-          [&](int q) { return shards ? q : -1; }, &gathered);
+  // Of `chunk`, what replica q updated: every parameter's shard, or the
+  // parameters dealt to it.
+  auto updated_by = [&](const std::vector<int>& chunk, int q) {
+    std::vector<int> of;
+    for (int p : chunk) {
+      if (shards || owner_[p] == q) of.push_back(p);
     }
-    if (!got.ok() || !status.ok()) {
-      Fail(got.ok() ? status : got.status());
-      return;
+    return of;
+  };
+  if (HasRemoteReplicas(d)) {
+    for (const std::vector<int>& chunk : ExchangeChunks(slot_parameters, d)) {
+      torch::Tensor bucket;
+      status = CatchExceptions("all-gather: ", [&] {
+        std::vector<torch::Tensor> flat;
+        for (int p : updated_by(chunk, me)) {
+          flat.push_back(shards ? Shard(params_[d][p], p, me)
+                                : params_[d][p].reshape({-1}));
+        }
+        bucket = flat.empty() ? torch::empty({0}, params_[d][chunk[0]]
+                                                      .options()
+                                                      .device(torch::kCPU))
+                              : torch::cat(flat);
+        return absl::OkStatus();
+      });
+      auto elements = [&](int q) {
+        int64_t n = 0;
+        for (int p : updated_by(chunk, q)) {
+          n += shards ? ShardRange(p, q).second : params_[d][p].numel();
+        }
+        return n;
+      };
+      absl::StatusOr<std::vector<torch::Tensor>> got =
+          status.ok() ? ReplicaAllGather(d, bucket, elements)
+                      : absl::StatusOr<std::vector<torch::Tensor>>(status);
+      bucket = torch::Tensor();
+      std::vector<std::map<int, torch::Tensor>> gathered;
+      if (got.ok()) {
+        status = UnpackRemote(
+            *got, d, "parameter",
+            [&](int q) { return updated_by(chunk, q); },
+            [&](int q) { return shards ? q : -1; }, &gathered);
+      }
+      // What replicas on other ranks updated, into d's copy now (no
+      // replica here reads those parts of it).
+      if (got.ok() && status.ok()) {
+        status = CatchExceptions("all-gather: ", [&] {
+          torch::NoGradGuard no_grad;
+          for (int p : chunk) {
+            for (size_t k = 0; k < replicas.size(); ++k) {
+              const int q = static_cast<int>(k);
+              if (q == me || Local(replicas[k])) continue;
+              if (shards) {
+                torch::Tensor part = Shard(params_[d][p], p, q);
+                if (part.numel() > 0) part.copy_(gathered[k].at(p));
+              } else if (owner_[p] == q) {
+                params_[d][p].copy_(gathered[k].at(p));
+              }
+            }
+          }
+          Synchronize(devices_[d]);
+          return absl::OkStatus();
+        });
+      }
+      if (!got.ok() || !status.ok()) {
+        Fail(got.ok() ? status : got.status());
+        return;
+      }
     }
   }
   {
@@ -189,28 +247,22 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
              [&] { return !failure_.ok() || updated_[key] == local; });
     if (!failure_.ok()) return;
   }
+  // What this process's other replicas updated.
   const auto copied = SteadyClock::now();
   status = CatchExceptions("all-gather: ", [&] {
     torch::NoGradGuard no_grad;
-    for (int u : updates) {
-      const int p = view_.node(u).parameter;
-      if (shards) {
-        // ZeRO-2: the other replicas' shards, as they updated them.
-        for (size_t k = 0; k < replicas.size(); ++k) {
-          if (static_cast<int>(k) == replica_of_device_[d]) continue;
-          torch::Tensor part = Shard(params_[d][p], p, static_cast<int>(k));
-          if (part.numel() == 0) continue;
-          const int r = replicas[k];
-          part.copy_(Local(r) ? Shard(params_[r][p], p, static_cast<int>(k))
-                              : gathered[k].at(p));
+    for (int p : slot_parameters) {
+      for (size_t k = 0; k < replicas.size(); ++k) {
+        const int q = static_cast<int>(k);
+        const int r = replicas[k];
+        if (q == me || !Local(r)) continue;
+        if (shards) {
+          torch::Tensor part = Shard(params_[d][p], p, q);
+          if (part.numel() > 0) part.copy_(Shard(params_[r][p], p, q));
+        } else if (owner_[p] == q) {
+          params_[d][p].copy_(params_[r][p]);
         }
-        continue;
       }
-      if (updates_[d][p] != nullptr) continue;
-      const int owner = owner_[p];
-      params_[d][p].copy_(Local(replicas[owner])
-                              ? params_[replicas[owner]][p]
-                              : gathered[owner].at(p));
     }
     Synchronize(devices_[d]);
     return absl::OkStatus();

@@ -90,7 +90,7 @@ RunResult RunOneProcess(const TrainingView& view, const Cluster& cluster,
 RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
                    const Strategy& strategy, int world,
                    double timeout_seconds = 30, int stall_rank = -1,
-                   int steps = kSteps) {
+                   int steps = kSteps, int64_t exchange_chunk_bytes = 0) {
   std::vector<int> process(cluster.num_devices(), -1);
   absl::StatusOr<std::vector<int>> ranks = RanksOfDevices(process, world);
   EXPECT_TRUE(ranks.ok()) << ranks.status();
@@ -105,6 +105,9 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
     ExecutorOptions options = Options();
     options.ranks = *group;
     options.rank_of_device = *ranks;
+    if (exchange_chunk_bytes > 0) {
+      options.exchange_chunk_bytes = exchange_chunk_bytes;
+    }
     auto e = StrategyExecutor::Create(view, cluster, strategy, options);
     if (!e.ok()) {
       out.status = e.status();
@@ -365,6 +368,37 @@ TEST(DistributedStrategyTest, ZeroOneAcrossRanks) {
     RunResult one = RunOneProcess(view, cluster, data);
     ExpectSame(one, RunOneProcess(view, cluster, zero));
     ExpectSame(one, RunRanks(view, cluster, zero, 2));
+  }
+}
+
+// The replicas' exchanges across ranks in chunks of at most 4 KiB (the
+// allreduce's gradients; ZeRO-1's and -2's updated parameters), four
+// replicas on two ranks (two a process: each chunk one call per rank):
+// one process's losses and parameters.
+TEST(DistributedStrategyTest, ExchangesInChunksGiveOneProcesssResults) {
+  const Cluster cluster = Cpus(4);
+  Graph graph = Gnmt2();
+  TrainingView view = BuildTrainingView(graph);
+  int64_t largest = 0, total = 0;
+  for (const TrainingValue& v : view.values()) {
+    if (v.kind != ValueKind::kParameter) continue;
+    largest = std::max(largest, v.bytes);
+    total += v.bytes;
+  }
+  ASSERT_GT(total, 8 * 4096);  // many chunks
+  ASSERT_GT(largest, 4096);    // and parameters that are a chunk alone
+  Strategy data;
+  data.stage_of_op.assign(view.num_groups(), 0);
+  data.stages = {PipelineStage::OneDevicePerReplica({0, 1, 2, 3})};
+  data.micro_batches = 4;
+  const RunResult one = RunOneProcess(view, cluster, data);
+  for (ZeroStage zero : {ZeroStage::kNone, ZeroStage::kOptimizerState,
+                         ZeroStage::kGradients}) {
+    SCOPED_TRACE(static_cast<int>(zero));
+    Strategy plan = data;
+    plan.zero = zero;
+    ExpectSame(one, RunRanks(view, cluster, plan, 2, 30, -1, kSteps,
+                             /*exchange_chunk_bytes=*/4096));
   }
 }
 
