@@ -132,8 +132,8 @@
 //    with (a view of the weight) is left to reference counting. The sums
 //    are in another order than ZeRO-1's: the same parameters to rounding.
 //    As ranks, each round's parts for the replicas on other ranks go by
-//    c10d's all-to-all (a flat bucket per pair of replicas, zeros where no
-//    gradient flowed; Gloo has no reduce-scatter, and the sum stays in
+//    c10d's all-to-all (a flat bucket per pair of replicas and chunk of
+//    at most exchange_chunk_bytes, zeros where no gradient flowed; Gloo has no reduce-scatter, and the sum stays in
 //    replica order); ZeRO-2's updated shards are all-gathered after the
 //    updates, in buckets as ZeRO-1's; and each ZeRO-3 gather (the same ones, in the same order,
 //    on every replica of the stage) all-gathers the replicas' shards of

@@ -450,11 +450,12 @@ class TorchStrategyExecutor : public StrategyExecutor {
       const std::function<int(int)>& shard_of,
       std::vector<std::map<int, torch::Tensor>>* out) const;
   absl::Status InitReplicaSubgroups();
-  // `parameters` (of device d's slot) in runs of at most
-  // ExecutorOptions::exchange_chunk_bytes on d (a larger parameter alone),
-  // in order: what one exchange across ranks carries at a time.
+  // `parameters` (of a slot) in runs of at most
+  // ExecutorOptions::exchange_chunk_bytes of the view's bytes (a larger
+  // parameter alone), in order, the same on every replica: what one
+  // exchange across ranks carries at a time.
   std::vector<std::vector<int>> ExchangeChunks(
-      const std::vector<int>& parameters, int d) const;
+      const std::vector<int>& parameters) const;
   absl::StatusOr<std::vector<torch::Tensor>> ReplicaAllGather(
       int d, const torch::Tensor& mine,
       const std::function<int64_t(int)>& elements);

@@ -45,12 +45,13 @@ absl::Status TorchStrategyExecutor::InitReplicaSubgroups() {
 }
 
 std::vector<std::vector<int>> TorchStrategyExecutor::ExchangeChunks(
-    const std::vector<int>& parameters, int d) const {
+    const std::vector<int>& parameters) const {
   std::vector<std::vector<int>> chunks;
   int64_t bytes = 0;
   for (int p : parameters) {
-    const torch::Tensor& w = params_[d][p];
-    const int64_t b = w.defined() ? w.numel() * w.element_size() : 0;
+    // The view's bytes: the same on every replica (what a replica holds
+    // of a parameter may not be: ZeRO-3's shards).
+    const int64_t b = view_.value(p).bytes;
     if (chunks.empty() ||
         (bytes + b > options_.exchange_chunk_bytes && !chunks.back().empty())) {
       chunks.emplace_back();

@@ -343,8 +343,9 @@ absl::Status TorchStrategyExecutor::ReduceScatter(
   // shard's replica; its device receives the parts when the round's
   // reduce-scatter runs (FoldRounds). For the replicas on other ranks,
   // the parts of every parameter of the slot (zeros where no gradient
-  // flowed), one flat bucket each, go by c10d's all-to-all
-  // (ReplicaAllToAll), which brings theirs for this replica's shards.
+  // flowed) go by c10d's all-to-all (ReplicaAllToAll), chunk by chunk
+  // (ExchangeChunks: one flat bucket per replica and chunk), which brings
+  // theirs for this replica's shards.
   const int slot = slot_of_device_[d];
   const int rank = tensor_rank_of_device_[d];
   const std::vector<int> replicas = ReplicaDevices(d);
@@ -352,28 +353,32 @@ absl::Status TorchStrategyExecutor::ReduceScatter(
   const std::vector<int> parameters = SlotParameters(s, slot);
   if (parameters.empty()) return absl::OkStatus();
   const bool remote = HasRemoteReplicas(d);
-  std::vector<std::vector<torch::Tensor>> buckets(R);
-  for (int p : parameters) {
-    auto at = gradient.find(p);
-    for (int k = 0; k < R; ++k) {
-      if (!Local(replicas[k])) {
-        buckets[k].push_back(
-            at != gradient.end()
-                ? Shard(at->second, p, k)
-                      .to(torch::Device(torch::kCPU), /*non_blocking=*/false,
-                          /*copy=*/true)
-                : torch::zeros({ShardRange(p, k).second},
-                               params_[d][p].options().device(torch::kCPU)));
-        continue;
+  const int mine = replica_of_device_[d];
+  for (const std::vector<int>& chunk :
+       remote ? ExchangeChunks(parameters)
+              : std::vector<std::vector<int>>{parameters}) {
+    std::vector<std::vector<torch::Tensor>> buckets(R);
+    for (int p : chunk) {
+      auto at = gradient.find(p);
+      for (int k = 0; k < R; ++k) {
+        if (!Local(replicas[k])) {
+          buckets[k].push_back(
+              at != gradient.end()
+                  ? Shard(at->second, p, k)
+                        .to(torch::Device(torch::kCPU), /*non_blocking=*/false,
+                            /*copy=*/true)
+                  : torch::zeros({ShardRange(p, k).second},
+                                 params_[d][p].options().device(torch::kCPU)));
+          continue;
+        }
+        if (at == gradient.end()) continue;
+        torch::Tensor part = Shard(at->second, p, k);
+        if (part.numel() == 0) continue;
+        Deliver(s, p, j, mine, k, rank, part.clone());
       }
-      if (at == gradient.end()) continue;
-      torch::Tensor part = Shard(at->second, p, k);
-      if (part.numel() == 0) continue;
-      Deliver(s, p, j, replica_of_device_[d], k, rank, part.clone());
+      if (at != gradient.end()) at->second = torch::Tensor();
     }
-    if (at != gradient.end()) at->second = torch::Tensor();
-  }
-  if (remote) {
+    if (!remote) continue;
     std::vector<torch::Tensor> to(R);
     for (int k = 0; k < R; ++k) {
       if (!buckets[k].empty()) to[k] = torch::cat(buckets[k]);
@@ -382,13 +387,12 @@ absl::Status TorchStrategyExecutor::ReduceScatter(
     ASSIGN_OR_RETURN(std::vector<torch::Tensor> got,
                      ReplicaAllToAll(d, std::move(to), [&](int, int q) {
                        int64_t n = 0;
-                       for (int p : parameters) n += ShardRange(p, q).second;
+                       for (int p : chunk) n += ShardRange(p, q).second;
                        return n;
                      }));
     std::vector<std::map<int, torch::Tensor>> from;
-    const int mine = replica_of_device_[d];
     RETURN_IF_ERROR(UnpackRemote(
-        got, d, "gradient", [&](int) { return parameters; },
+        got, d, "gradient", [&](int) { return chunk; },
         [&](int) { return mine; }, &from));
     for (int k = 0; k < R; ++k) {
       for (auto& [p, t] : from[k]) {

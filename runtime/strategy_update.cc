@@ -84,7 +84,7 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   };
   absl::Status status;
   if (!updates.empty() && !ShardsGradientsOf(s) && HasRemoteReplicas(d)) {
-    for (const std::vector<int>& chunk : ExchangeChunks(slot_parameters, d)) {
+    for (const std::vector<int>& chunk : ExchangeChunks(slot_parameters)) {
       torch::Tensor bucket;
       status = CatchExceptions("allreduce: ", [&] {
         std::vector<torch::Tensor> flat;
@@ -178,7 +178,7 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     return of;
   };
   if (HasRemoteReplicas(d)) {
-    for (const std::vector<int>& chunk : ExchangeChunks(slot_parameters, d)) {
+    for (const std::vector<int>& chunk : ExchangeChunks(slot_parameters)) {
       torch::Tensor bucket;
       status = CatchExceptions("all-gather: ", [&] {
         std::vector<torch::Tensor> flat;

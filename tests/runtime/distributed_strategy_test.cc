@@ -372,9 +372,10 @@ TEST(DistributedStrategyTest, ZeroOneAcrossRanks) {
 }
 
 // The replicas' exchanges across ranks in chunks of at most 4 KiB (the
-// allreduce's gradients; ZeRO-1's and -2's updated parameters), four
-// replicas on two ranks (two a process: each chunk one call per rank):
-// one process's losses and parameters.
+// allreduce's gradients; ZeRO-2's and -3's per-round reduce-scatter;
+// ZeRO-1's and -2's updated parameters), four replicas on two ranks (two a
+// process: each chunk one call per rank): one process's losses and
+// parameters (ZeRO-3: its shards, as one process's ZeRO-3 has them).
 TEST(DistributedStrategyTest, ExchangesInChunksGiveOneProcesssResults) {
   const Cluster cluster = Cpus(4);
   Graph graph = Gnmt2();
@@ -400,6 +401,11 @@ TEST(DistributedStrategyTest, ExchangesInChunksGiveOneProcesssResults) {
     ExpectSame(one, RunRanks(view, cluster, plan, 2, 30, -1, kSteps,
                              /*exchange_chunk_bytes=*/4096));
   }
+  Strategy three = data;
+  three.zero = ZeroStage::kParameters;
+  ExpectSameShards(RunOneProcess(view, cluster, three),
+                   RunRanks(view, cluster, three, 2, 30, -1, kSteps,
+                            /*exchange_chunk_bytes=*/4096));
 }
 
 // ZeRO-2 and ZeRO-3 in one process, over two stages of two replicas each
