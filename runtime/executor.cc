@@ -65,6 +65,16 @@ void TorchExecutor::LowerForMemory(const Placement& placement) {
 }
 
 absl::Status TorchExecutor::Init() {
+  {
+    // No worker runs yet; the tables' per-step parts are mu_'s.
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(InitTablesLocked());
+  }
+  StartWorkers();
+  return absl::OkStatus();
+}
+
+absl::Status TorchExecutor::InitTablesLocked() {
   const int n = static_cast<int>(view_.nodes().size());
   const int values = static_cast<int>(view_.values().size());
   key_rank_ = NodeKeyRanks(view_);
@@ -168,7 +178,7 @@ absl::Status TorchExecutor::Init() {
   saved_.assign(graph_.ops().size(), SavedOp());
   ready_.resize(num_devices_);
   for (int d = 0; d < num_devices_; ++d) {
-    device_cv_.push_back(std::make_unique<std::condition_variable>());
+    device_cv_.push_back(std::make_unique<absl::CondVar>());
   }
   device_idle_.assign(num_devices_, Idle());
   for (int v = 0; v < values; ++v) {
@@ -215,7 +225,6 @@ absl::Status TorchExecutor::Init() {
       }
     }
   }
-  StartWorkers();
   return absl::OkStatus();
 }
 
@@ -223,7 +232,7 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
   const int n = static_cast<int>(view_.nodes().size());
   const int values = static_cast<int>(view_.values().size());
   auto reporting = ReportAllocations(-1);  // what this thread frees
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (broken_) {
     return absl::FailedPreconditionError(
         "an earlier step failed across ranks, which leaves their channels out "
@@ -289,11 +298,11 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
   running_ = true;
   WakeAllLocked();
   if (Distributed()) {
-    WaitForStepLocked(lock);
+    WaitForStepLocked();
   } else {
-    done_cv_.wait(lock, [&] {
-      return remaining_nodes_ == 0 || (!failure_.ok() && in_flight_ == 0);
-    });
+    while (remaining_nodes_ != 0 && (failure_.ok() || in_flight_ != 0)) {
+      done_cv_.Wait(&mu_);
+    }
   }
   running_ = false;
   report_.seconds = SecondsSince(step_start_);
@@ -327,20 +336,20 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
   return std::move(report_);
 }
 
-void TorchExecutor::WaitForStepLocked(std::unique_lock<std::mutex>& lock) {
-  auto done = [&] {
+void TorchExecutor::WaitForStepLocked() {
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return (remaining_nodes_ == 0 && sends_pending_ == 0) ||
            (!failure_.ok() && in_flight_ == 0);
   };
   bool published = false;
   // A local failure (or one seen below): tell the other ranks, and wake
   // this rank's sends and receives, which will never complete now.
-  auto publish = [&] {
+  auto publish = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     absl::Status failure = failure_;
-    lock.unlock();
+    mu_.Unlock();
     options_.ranks->PublishFailure(failure);
     options_.ranks->AbortPending();
-    lock.lock();
+    mu_.Lock();
     published = true;
   };
   while (!done()) {
@@ -348,11 +357,14 @@ void TorchExecutor::WaitForStepLocked(std::unique_lock<std::mutex>& lock) {
       publish();
       continue;
     }
-    done_cv_.wait_for(lock, std::chrono::milliseconds(50), done);
+    // Until done, or 50 ms without: then the store is asked.
+    const absl::Time deadline = absl::Now() + absl::Milliseconds(50);
+    while (!done() && !done_cv_.WaitWithDeadline(&mu_, deadline)) {
+    }
     if (done() || !failure_.ok()) continue;
-    lock.unlock();
+    mu_.Unlock();
     std::optional<absl::Status> remote = options_.ranks->PublishedFailure();
-    lock.lock();
+    mu_.Lock();
     if (remote.has_value()) FailLocked(*remote);
   }
   if (!failure_.ok() && !published) publish();

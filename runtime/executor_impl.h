@@ -12,7 +12,6 @@
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/torch.h>
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -26,10 +25,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "base/stopwatch.h"
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
@@ -91,20 +92,20 @@ class TorchExecutor : public Executor {
       if (waiting && !given) given = Clock::now();
     }
   };
+  // A link's queue; `values` and `idle` under mu_.
   struct LinkQueue {
     std::deque<LinkItem> values;
-    std::condition_variable cv;
+    absl::CondVar cv;
     Idle idle;
   };
   // A worker's wait on `cv` until it has work (`has_work()` while a step
   // runs) or stop_; false on stop_. Records the hand-off that woke it, if
   // another thread did.
   template <typename HasWork>
-  bool WaitForWorkLocked(std::unique_lock<std::mutex>& lock,
-                         std::condition_variable& cv, Idle& idle,
-                         HasWork has_work) {
+  bool WaitForWorkLocked(absl::CondVar& cv, Idle& idle, HasWork has_work)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     idle.waiting = true;
-    cv.wait(lock, [&] { return stop_ || (running_ && has_work()); });
+    while (!stop_ && !(running_ && has_work())) cv.Wait(&mu_);
     if (stop_) return false;
     idle.waiting = false;
     if (idle.given) {
@@ -123,7 +124,8 @@ class TorchExecutor : public Executor {
                   bool owned);
   // Under mu_: one more contribution to `sum` is in `device`'s buffer: a
   // partial made there, or (`arrived`) another device's buffer.
-  void ContributedLocked(int sum, int device, bool arrived);
+  void ContributedLocked(int sum, int device, bool arrived)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The simulator's lowering of the placement (the same copies as this
   // step's), whose tasks the step's events are told to its MemoryTimeline
@@ -135,8 +137,12 @@ class TorchExecutor : public Executor {
   int SumCopyTask(int sum, int src) const {
     return sum_copy_task_[static_cast<size_t>(sum) * num_devices_ + src];
   }
-  double StepSecondsLocked() const { return SecondsSince(step_start_); }
+  double StepSecondsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return SecondsSince(step_start_);
+  }
 
+  // Init's tables (StartWorkers follows).
+  absl::Status InitTablesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartWorkers();
   void StopWorkers();
   void DeviceWorker(int d);
@@ -159,7 +165,7 @@ class TorchExecutor : public Executor {
   }
   // Distributed: waits for the step's local work like Step, publishing a
   // local failure and aborting on another rank's.
-  void WaitForStepLocked(std::unique_lock<std::mutex>& lock);
+  void WaitForStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Runs node i on its device; fills `outputs` (per node output value).
   absl::Status RunNode(int i, std::vector<torch::Tensor>* outputs,
@@ -174,26 +180,30 @@ class TorchExecutor : public Executor {
   torch::Tensor& Slot(int value, int device) {
     return copies_[static_cast<size_t>(value) * num_devices_ + device];
   }
-  int& Uses(int value, int device) {
+  int& Uses(int value, int device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return uses_[static_cast<size_t>(value) * num_devices_ + device];
   }
 
   // Under mu_: a value arrived on (or was produced on) device d.
-  void ArriveLocked(int value, int d, torch::Tensor t);
-  void ReleaseLocked(int value, int d);
+  void ArriveLocked(int value, int d, torch::Tensor t)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseLocked(int value, int d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Under mu_: `item` has left src for dst (copied or sent): the sum's
   // buffer there is freed, or the value's use there released.
-  void SentLocked(const LinkItem& item, int src, int dst);
-  void ReadyLocked(int node);
-  void FailLocked(absl::Status s);
+  void SentLocked(const LinkItem& item, int src, int dst)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReadyLocked(int node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailLocked(absl::Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counted on dst from now (its size as its producer measured it).
-  void SendLocked(int value, int src, int dst);
-  void SendSumLocked(int sum, int src, int dst);
-  void WakeAllLocked();
-  void MaybeDoneLocked();
+  void SendLocked(int value, int src, int dst)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendSumLocked(int sum, int src, int dst)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WakeAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeDoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Under mu_, after the memory timeline counted more on device d (at
   // `node`, or -1: a transfer): fails the step when d is over its memory.
-  void CheckMemoryLocked(int d, int node);
+  void CheckMemoryLocked(int d, int node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // With measure_allocations: reports this thread's allocations as
   // device d's (-1: frees only) until the guard goes.
   std::unique_ptr<c10::DebugInfoGuard> ReportAllocations(int d) {
@@ -239,50 +249,55 @@ class TorchExecutor : public Executor {
   // Per (gradient sum, device): the partials made there, the first of them.
   PartialsByDevice partials_;
 
-  // Per-step state, guarded by mu_ (copies_ entries are written under mu_
-  // before the node that reads them becomes ready).
-  std::mutex mu_;
+  // Per-step state under mu_. Not annotated: copies_ (its entries are
+  // written under mu_ before the node that reads them becomes ready, which
+  // then reads them without it), sum_buffer_ and sum_owned_ (under each
+  // sum's sum_mu_), saved_ (a forward node's, read by its backward node
+  // after it), links_ (fixed after Init; a queue's items under mu_).
+  absl::Mutex mu_;
   // One per device worker, one per link (in LinkQueue), one for Step: each
   // completion wakes only the threads that have new work.
-  std::vector<std::unique_ptr<std::condition_variable>> device_cv_;
-  std::vector<Idle> device_idle_;
-  std::condition_variable done_cv_;
-  bool stop_ = false;
-  bool running_ = false;
-  absl::Status failure_;
-  int remaining_nodes_ = 0;
-  int in_flight_ = 0;  // nodes and transfers running now
+  std::vector<std::unique_ptr<absl::CondVar>> device_cv_;
+  std::vector<Idle> device_idle_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar done_cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  int remaining_nodes_ ABSL_GUARDED_BY(mu_) = 0;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // nodes and transfers running now
   std::vector<torch::Tensor> copies_;
-  std::vector<int> uses_;
+  std::vector<int> uses_ ABSL_GUARDED_BY(mu_);
   // Per (gradient sum, device): the buffer, whether it is ours to add into
   // in place (a partial that became the buffer may alias another gradient:
   // the first add makes a new tensor), contributions so far. A buffer is
   // written under its sum's lock, by one contributor at a time.
   std::vector<torch::Tensor> sum_buffer_;
   std::vector<char> sum_owned_;
-  std::vector<int> sum_done_;
+  std::vector<int> sum_done_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<std::mutex[]> sum_mu_;
-  std::vector<int> pending_;
+  std::vector<int> pending_ ABSL_GUARDED_BY(mu_);
   std::vector<SavedOp> saved_;  // per op
   // (priority, key rank, node): ties broken by node key, as the simulator.
   using ReadyEntry = std::tuple<double, int, int>;
   std::vector<std::priority_queue<ReadyEntry, std::vector<ReadyEntry>,
                                   std::greater<ReadyEntry>>>
-      ready_;
+      ready_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int, int>, LinkQueue> links_;
-  // Distributed: per link into this rank, messages per step and so far;
-  // items queued on links out of this rank and not yet sent.
-  std::map<std::pair<int, int>, int> expected_, received_;
-  int sends_pending_ = 0;
-  int local_nodes_ = 0;
-  int step_index_ = 0;
-  bool broken_ = false;
-  // The step's memory, fed what runs (under mu_).
-  std::optional<MemoryTimeline> memory_;
-  Clock::time_point step_start_;
-  StepReport report_;
+  // Distributed: per link into this rank, messages per step (fixed after
+  // Init) and so far; items queued on links out of this rank and not yet
+  // sent.
+  std::map<std::pair<int, int>, int> expected_;
+  std::map<std::pair<int, int>, int> received_ ABSL_GUARDED_BY(mu_);
+  int sends_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  int local_nodes_ = 0;  // fixed after Init
+  int step_index_ ABSL_GUARDED_BY(mu_) = 0;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  // The step's memory, fed what runs.
+  std::optional<MemoryTimeline> memory_ ABSL_GUARDED_BY(mu_);
+  Clock::time_point step_start_ ABSL_GUARDED_BY(mu_);
+  StepReport report_ ABSL_GUARDED_BY(mu_);
   AllocationTracker allocations_;
-  double loss_ = 0;
+  double loss_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_;
 };
 

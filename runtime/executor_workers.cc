@@ -67,11 +67,11 @@ void TorchExecutor::StartWorkers() {
 
 void TorchExecutor::StopWorkers() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     WakeAllLocked();
   }
   // Receivers may be blocked in the transport.
@@ -87,14 +87,14 @@ void TorchExecutor::FailLocked(absl::Status s) {
 }
 
 void TorchExecutor::WakeAllLocked() {
-  for (auto& cv : device_cv_) cv->notify_all();
-  for (auto& [pair, queue] : links_) queue.cv.notify_all();
+  for (auto& cv : device_cv_) cv->SignalAll();
+  for (auto& [pair, queue] : links_) queue.cv.SignalAll();
 }
 
 void TorchExecutor::MaybeDoneLocked() {
   if ((remaining_nodes_ == 0 && sends_pending_ == 0) ||
       (!failure_.ok() && in_flight_ == 0)) {
-    done_cv_.notify_all();
+    done_cv_.SignalAll();
   }
 }
 
@@ -112,7 +112,7 @@ void TorchExecutor::SendLocked(int value, int src, int dst) {
   LinkQueue& queue = links_.at({src, dst});
   queue.idle.Given();
   queue.values.push_back({value, -1});
-  queue.cv.notify_one();
+  queue.cv.Signal();
 }
 
 void TorchExecutor::SendSumLocked(int sum, int src, int dst) {
@@ -125,7 +125,7 @@ void TorchExecutor::SendSumLocked(int sum, int src, int dst) {
   LinkQueue& queue = links_.at({src, dst});
   queue.idle.Given();
   queue.values.push_back({partials_.first[SumSlot(sum, src)], sum});
-  queue.cv.notify_one();
+  queue.cv.Signal();
 }
 
 void TorchExecutor::Accumulate(int sum, int device,
@@ -177,7 +177,7 @@ void TorchExecutor::ReadyLocked(int node) {
   int d = device_of_node_[node];
   device_idle_[d].Given();
   ready_[d].push({priority_[node], key_rank_[node], node});
-  device_cv_[d]->notify_one();
+  device_cv_[d]->Signal();
 }
 
 void TorchExecutor::ArriveLocked(int value, int d, torch::Tensor t) {
@@ -212,17 +212,19 @@ void TorchExecutor::DeviceWorker(int d) {
   // A GPU's worker makes its device current (LibTorch's handles need it)
   // and queues its nodes on a stream of its own.
   OwnStreams streams({devices_[d]});
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (true) {
-    if (!WaitForWorkLocked(lock, *device_cv_[d], device_idle_[d],
-                           [&] { return !ready_[d].empty(); })) {
+    if (!WaitForWorkLocked(*device_cv_[d], device_idle_[d],
+                           [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                             return !ready_[d].empty();
+                           })) {
       return;
     }
     int node = std::get<2>(ready_[d].top());
     ready_[d].pop();
     if (!failure_.ok()) continue;
     ++in_flight_;
-    lock.unlock();
+    mu_.Unlock();
     std::vector<torch::Tensor> outputs;
     double loss = 0;
     Clock::time_point start = Clock::now();
@@ -248,7 +250,7 @@ void TorchExecutor::DeviceWorker(int d) {
         return absl::OkStatus();
       });
     }
-    lock.lock();
+    mu_.Lock();
     report_.node_seconds[node] = seconds;
     report_.busy_seconds[d] += seconds;
     loss_ += loss;
@@ -304,10 +306,12 @@ void TorchExecutor::LinkWorker(int src, int dst) {
   // Copies on a stream of the link's own on each GPU end.
   OwnStreams streams({devices_[dst], devices_[src]});
   LinkQueue& queue = links_.at({src, dst});
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (true) {
-    if (!WaitForWorkLocked(lock, queue.cv, queue.idle,
-                           [&] { return !queue.values.empty(); })) {
+    if (!WaitForWorkLocked(queue.cv, queue.idle,
+                           [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                             return !queue.values.empty();
+                           })) {
       return;
     }
     const LinkItem item = queue.values.front();
@@ -317,7 +321,7 @@ void TorchExecutor::LinkWorker(int src, int dst) {
     torch::Tensor t = item.sum >= 0 ? sum_buffer_[SumSlot(item.sum, src)]
                                     : Present(v, src);
     ++in_flight_;
-    lock.unlock();
+    mu_.Unlock();
     torch::Tensor copy;
     absl::Status s;
     Clock::time_point start = Clock::now();
@@ -339,7 +343,7 @@ void TorchExecutor::LinkWorker(int src, int dst) {
         return absl::OkStatus();
       });
     }
-    lock.lock();
+    mu_.Lock();
     --in_flight_;
     if (!s.ok()) FailLocked(s);
     if (!failure_.ok()) {
@@ -362,10 +366,12 @@ void TorchExecutor::SendWorker(int src, int dst) {
   OwnStreams streams({devices_[src]});  // a GPU value leaves through the host
   LinkQueue& queue = links_.at({src, dst});
   const int rank = options_.rank_of_device[dst];
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (true) {
-    if (!WaitForWorkLocked(lock, queue.cv, queue.idle,
-                           [&] { return !queue.values.empty(); })) {
+    if (!WaitForWorkLocked(queue.cv, queue.idle,
+                           [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                             return !queue.values.empty();
+                           })) {
       return;
     }
     const LinkItem item = queue.values.front();
@@ -377,7 +383,7 @@ void TorchExecutor::SendWorker(int src, int dst) {
     torch::Tensor t = item.sum >= 0 ? sum_buffer_[SumSlot(item.sum, src)]
                                     : Present(item.value, src);
     ++in_flight_;
-    lock.unlock();
+    mu_.Unlock();
     Clock::time_point start = Clock::now();
     absl::Status s = CatchExceptions("", [&] {
       Synchronize(devices_[src]);
@@ -390,7 +396,7 @@ void TorchExecutor::SendWorker(int src, int dst) {
           rank, Channel(src, dst));
     }
     const double seconds = SecondsSince(start);
-    lock.lock();
+    mu_.Lock();
     --in_flight_;
     --sends_pending_;
     if (!s.ok()) FailLocked(LinkError(s, src, dst));
@@ -419,14 +425,14 @@ void TorchExecutor::RecvWorker(int src, int dst) {
   const int expected = expected_.count(link) ? expected_.at(link) : 0;
   const int values = static_cast<int>(view_.values().size());
   const int sums = static_cast<int>(view_.gradient_sums().size());
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (true) {
-    queue.cv.wait(lock, [&] {
-      return stop_ ||
-             (running_ && failure_.ok() && received_.at(link) < expected);
-    });
+    while (!stop_ &&
+           !(running_ && failure_.ok() && received_.at(link) < expected)) {
+      queue.cv.Wait(&mu_);
+    }
     if (stop_) return;
-    lock.unlock();
+    mu_.Unlock();
     Clock::time_point sent_at;
     absl::StatusOr<std::pair<int64_t, torch::Tensor>> got =
         options_.ranks->RecvTensor(rank, Channel(src, dst), &sent_at);
@@ -465,7 +471,7 @@ void TorchExecutor::RecvWorker(int src, int dst) {
         return absl::OkStatus();
       });
     }
-    lock.lock();
+    mu_.Lock();
     if (stop_) return;
     ++received_.at(link);
     if (!s.ok()) FailLocked(LinkError(s, src, dst));

@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
 #include "runtime/allocation_tracker.h"
@@ -654,7 +655,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // round (per replica) and the next round to add into the shard's
   // accumulator; the accumulators of sharded stages are touched under
   // fold_mu_ only.
-  std::mutex fold_mu_;
+  absl::Mutex fold_mu_;
   std::vector<std::vector<std::map<int, std::vector<torch::Tensor>>>> rounds_
       ABSL_GUARDED_BY(fold_mu_);
   std::vector<std::vector<int>> next_round_ ABSL_GUARDED_BY(fold_mu_);

@@ -420,7 +420,7 @@ absl::Status TorchStrategyExecutor::ReduceScatter(
 void TorchStrategyExecutor::Deliver(int s, int p, int j, int from, int to,
                                     int r, torch::Tensor g) {
   const int replicas = strategy_.stages[s].num_replicas();
-  std::lock_guard<std::mutex> lock(fold_mu_);
+  absl::MutexLock lock(&fold_mu_);
   std::vector<torch::Tensor>& round = rounds_[p][to * T_ + r][j / replicas];
   if (round.empty()) round.resize(replicas);
   round[from] = std::move(g);

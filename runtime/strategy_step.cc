@@ -139,7 +139,7 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
   replica_exchanges_made_.assign(D_, 0);
   prefetched_.assign(D_, {-1, ReplicaTicket{0, -1}});
   if (ShardsGradients(strategy_.zero)) {
-    std::lock_guard<std::mutex> lock(fold_mu_);
+    absl::MutexLock lock(&fold_mu_);
     rounds_.assign(V_, {});
     next_round_.assign(V_, {});
     for (int p = 0; p < V_; ++p) {

@@ -64,7 +64,7 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     if (ShardsGradientsOf(s)) {
       // Reduce-scattered already (this replica's shard): every delivery
       // is in.
-      std::lock_guard<std::mutex> lock(fold_mu_);
+      absl::MutexLock lock(&fold_mu_);
       FoldRounds(p, replica_of_device_[d], tensor_rank_of_device_[d],
                  /*flush=*/true);
       total = accum_[d][p];
