@@ -23,6 +23,10 @@ PACKAGES=(
   # Chromium: the HTML report's browser test (tests/placer/report_browser_test)
   # and its screenshot (scripts/report_screenshot.sh).
   chromium
+  # Clang: its thread-safety analysis checks the executors' lock annotations
+  # (scripts/thread_safety.sh, run by CI; GCC ignores them), and libFuzzer
+  # with the sanitizers (scripts/fuzz.sh).
+  clang
 )
 # Re-exporting the PyTorch test fixtures (tests/fixtures/*.py) also needs
 # python3-torch python3-torchvision python3-onnx; the tests do not.
