@@ -17,13 +17,8 @@
 namespace placer {
 
 void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
-  // The devices of d's slot in every replica of the stage, and the
-  // updates of that slot's parameters.
+  // The devices of d's slot in every replica of the stage.
   const std::vector<int> replicas = ReplicaDevices(d);
-  std::vector<int> updates;
-  for (int u : update_[s]) {
-    if (SlotOfNode(u) == slot_of_device_[d]) updates.push_back(u);
-  }
   // The stage's replicas here done, the allreduce: in this process each
   // replica's accumulators read where they are; across ranks, all-gathered
   // (ReplicaAllGather) chunk by chunk (ExchangeChunks: a run of the slot's
@@ -33,6 +28,7 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   // exchange holds one chunk at a time. Every replica sums in replica order
   // on its own device: the same additions in the same order, the same bits
   // everywhere. (ZeRO-2/3: reduce-scattered after each round instead.)
+  // The slot's parameters, in the order of their update nodes.
   const std::vector<int> slot_parameters = SlotParameters(s, slot_of_device_[d]);
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -48,19 +44,15 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     });
     if (!failure_.ok()) return;
   }
-  std::map<int, size_t> update_of;  // parameter -> its index in `updates`
-  for (size_t i = 0; i < updates.size(); ++i) {
-    update_of[view_.node(updates[i]).parameter] = i;
-  }
-  std::vector<torch::Tensor> totals(updates.size());
-  // Parameter p's sum over the replicas, from `remote` (by replica, what
-  // those on other ranks sent) and this process's accumulators.
+  // Per parameter this replica updates, its gradient summed over the
+  // replicas.
+  std::map<int, torch::Tensor> totals;
+  // Parameter p's sum, from `remote` (by replica, what those on other
+  // ranks sent) and this process's accumulators.
   auto sum = [&](int p, const std::vector<std::map<int, torch::Tensor>>& remote) {
     torch::NoGradGuard no_grad;
-    auto at = update_of.find(p);
-    if (at == update_of.end()) return;
-    torch::Tensor& total = totals[at->second];
     if (updates_[d][p] == nullptr) return;  // ZeRO: another's shard
+    torch::Tensor& total = totals[p];
     if (ShardsGradientsOf(s)) {
       // Reduce-scattered already (this replica's shard): every delivery
       // is in.
@@ -83,7 +75,7 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     }
   };
   absl::Status status;
-  if (!updates.empty() && !ShardsGradientsOf(s) && HasRemoteReplicas(d)) {
+  if (!ShardsGradientsOf(s) && HasRemoteReplicas(d)) {
     for (const std::vector<int>& chunk : ExchangeChunks(slot_parameters)) {
       torch::Tensor bucket;
       status = CatchExceptions("allreduce: ", [&] {
@@ -142,10 +134,8 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   const auto start = SteadyClock::now();
   status = CatchExceptions("update: ", [&] {
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < updates.size(); ++i) {
-      if (!totals[i].defined()) continue;
-      const int p = view_.node(updates[i]).parameter;
-      updates_[d][p]->Apply(totals[i]);
+    for (const auto& [p, total] : totals) {
+      if (total.defined()) updates_[d][p]->Apply(total);
     }
     Synchronize(devices_[d]);
     return absl::OkStatus();

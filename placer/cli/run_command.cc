@@ -84,18 +84,35 @@ absl::StatusOr<std::map<std::string, InputValues>> InputValuesFromFlags(
   return given;
 }
 
-// What either executor is given: the flags' inputs, seed and threads, and
-// this process's place among the ranks.
-absl::StatusOr<ExecutorOptions> ExecutorOptionsFromFlags(
-    const RunFlags& flags, const RankSetup& ranks) {
-  ExecutorOptions options;
-  ASSIGN_OR_RETURN(options.input_values, InputValuesFromFlags(flags));
-  options.seed = flags.seed;
-  options.threads_per_cpu_device = flags.threads;
-  options.pin_cpu_devices = flags.pin_cores;
-  options.ranks = ranks.group;
-  options.rank_of_device = ranks.rank_of_device;
+// How either executor is measured: the flags' steps, inputs, seed and
+// threads, and this process's place among the ranks.
+absl::StatusOr<MeasureOptions> MeasureOptionsFromFlags(const RunFlags& flags,
+                                                       const RankSetup& ranks) {
+  MeasureOptions options;
+  options.steps = flags.steps;
+  options.warmup = flags.warmup;
+  ExecutorOptions& executor = options.executor;
+  ASSIGN_OR_RETURN(executor.input_values, InputValuesFromFlags(flags));
+  executor.seed = flags.seed;
+  executor.threads_per_cpu_device = flags.threads;
+  executor.pin_cpu_devices = flags.pin_cores;
+  executor.ranks = ranks.group;
+  executor.rank_of_device = ranks.rank_of_device;
   return options;
+}
+
+// The run's error once FinishRanks has run: a rank other than 0 says
+// which it is.
+int FailFinished(const RankSetup& ranks, absl::Status s) {
+  if (ranks.rank != 0) {
+    s = WithContext(s, absl::StrCat("rank ", ranks.rank, ": "));
+  }
+  return Fail(s);
+}
+
+// A failure once the ranks are set up: the others are told.
+int FailOnRank(RankSetup& ranks, const absl::Status& s) {
+  return FailFinished(ranks, FinishRanks(ranks, s));
 }
 
 // A run's figures against the simulated step's, whatever the plan: one
@@ -220,35 +237,19 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
                 const RunFlags& flags, RankSetup& ranks) {
   const bool report = ranks.rank == 0;
   const int world = ranks.group != nullptr ? ranks.group->world_size() : 1;
-  auto fail = [&](absl::Status s) {
-    s = FinishRanks(ranks, s);
-    if (!report) {
-      s = WithContext(s, absl::StrCat("rank ", ranks.rank, ": "));
-    }
-    return Fail(s);
-  };
   absl::StatusOr<StrategySimulation> simulated =
       SimulateStrategy(context, strategy);
   if (!simulated.ok()) {
-    return fail(WithContext(simulated.status(), absl::StrCat(path, ": ")));
+    return FailOnRank(
+        ranks, WithContext(simulated.status(), absl::StrCat(path, ": ")));
   }
-  MeasureOptions options;
-  options.steps = flags.steps;
-  options.warmup = flags.warmup;
-  absl::StatusOr<ExecutorOptions> executor_options =
-      ExecutorOptionsFromFlags(flags, ranks);
-  if (!executor_options.ok()) return fail(executor_options.status());
-  options.executor = *std::move(executor_options);
+  absl::StatusOr<MeasureOptions> options = MeasureOptionsFromFlags(flags, ranks);
+  if (!options.ok()) return FailOnRank(ranks, options.status());
   // What LibTorch allocates per device, beside the simulated peak.
-  options.executor.measure_allocations = true;
+  options->executor.measure_allocations = true;
   absl::StatusOr<std::unique_ptr<StrategyExecutor>> executor =
-      StrategyExecutor::Create(view, cluster, strategy, options.executor);
-  if (!executor.ok()) return fail(executor.status());
-  if (flags.steps < 1 || flags.warmup < 0) {
-    // The usage error is what this rank reports, whatever the others did.
-    (void)FinishRanks(ranks, absl::InvalidArgumentError("bad --steps"));
-    return UsageError("--steps must be at least 1 and --warmup at least 0");
-  }
+      StrategyExecutor::Create(view, cluster, strategy, options->executor);
+  if (!executor.ok()) return FailOnRank(ranks, executor.status());
   const bool json = flags.json || !report;
   if (!json) {
     PrintHeader(model, cluster,
@@ -256,16 +257,16 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
                 world);
   }
   absl::StatusOr<Measurement> m = MeasureSteps(
-      **executor, options, [&](int step, const StepReport& r) {
+      **executor, *options, [&](int step, const StepReport& r) {
         if (!json) PrintStep(step, r.loss, r.seconds, flags.warmup);
       });
   executor->reset();
   if (absl::Status s = FinishRanks(ranks, m.status()); !s.ok()) {
-    return fail(s);
+    return FailFinished(ranks, s);
   }
   if (!report) return 0;
   const SimulationResult& sim = simulated->step;
-  RunSummary summary = SummaryOf(*m, options.steps, world);
+  RunSummary summary = SummaryOf(*m, flags.steps, world);
   // Per device (every rank's, merged at each step's end): the most
   // allocated in a measured step.
   summary.peak_bytes = m->allocated_peak_bytes;
@@ -300,6 +301,9 @@ int RunCommand(const std::vector<std::string>& args) {
     }
   }
   if (args.size() != 1) return UsageError("run takes one MODEL");
+  if (flags.steps < 1 || flags.warmup < 0) {
+    return UsageError("--steps must be at least 1 and --warmup at least 0");
+  }
   absl::StatusOr<LoadedModel> model = LoadModelFromFlags(args[0]);
   if (!model.ok()) return Fail(model.status());
   absl::StatusOr<Cluster> cluster =
@@ -380,39 +384,27 @@ int RunCommand(const std::vector<std::string>& args) {
   RankSetup& ranks = **ranks_or;
   const int world = ranks.group != nullptr ? ranks.group->world_size() : 1;
   const bool report = ranks.rank == 0;
-  // Errors of ranks other than 0 say which rank they are.
-  auto fail = [&](absl::Status s) {
-    s = FinishRanks(ranks, s);
-    if (!report) {
-      s = WithContext(s, absl::StrCat("rank ", rank, ": "));
-    }
-    return Fail(s);
-  };
-
-  MeasureOptions options;
-  options.steps = flags.steps;
-  options.warmup = flags.warmup;
-  absl::StatusOr<ExecutorOptions> executor_options =
-      ExecutorOptionsFromFlags(flags, ranks);
-  if (!executor_options.ok()) return fail(executor_options.status());
-  options.executor = *std::move(executor_options);
-  options.executor.priorities = context.priorities();
+  absl::StatusOr<MeasureOptions> options = MeasureOptionsFromFlags(flags, ranks);
+  if (!options.ok()) return FailOnRank(ranks, options.status());
+  options->executor.priorities = context.priorities();
   absl::StatusOr<std::unique_ptr<Executor>> executor =
-      Executor::Create(view, *cluster, placement, options.executor);
-  if (!executor.ok()) return fail(executor.status());
+      Executor::Create(view, *cluster, placement, options->executor);
+  if (!executor.ok()) return FailOnRank(ranks, executor.status());
   if (!flags.json && report) {
     PrintHeader(*model, *cluster, placed_by, flags, world);
   }
   absl::StatusOr<Measurement> m = MeasureSteps(
-      **executor, options, [&](int step, const StepReport& r) {
+      **executor, *options, [&](int step, const StepReport& r) {
         if (flags.json || !report) return;
-        PrintStep(step, r.loss, r.seconds, options.warmup);
+        PrintStep(step, r.loss, r.seconds, flags.warmup);
       });
   executor->reset();
-  if (absl::Status s = FinishRanks(ranks, m.status()); !s.ok()) return fail(s);
+  if (absl::Status s = FinishRanks(ranks, m.status()); !s.ok()) {
+    return FailFinished(ranks, s);
+  }
   if (!report) return 0;
 
-  RunSummary summary = SummaryOf(*m, options.steps, world);
+  RunSummary summary = SummaryOf(*m, flags.steps, world);
   summary.simulated_seconds = simulated->step_seconds;
   summary.simulated_busy_seconds = simulated->busy_seconds;
   summary.peak_bytes = m->peak_memory_bytes;
@@ -421,7 +413,7 @@ int RunCommand(const std::vector<std::string>& args) {
       "tracked by the simulator's memory timeline over the step as it ran, "
       "at the sizes of the tensors the kernels made";
   // Copies between devices per step (a rank sees only its own).
-  const auto loads = LinkLoads(*m, options.steps, *simulated);
+  const auto loads = LinkLoads(*m, flags.steps, *simulated);
   if (flags.json) {
     google::protobuf::Struct s = SummaryJson(summary, *cluster);
     auto& f = *s.mutable_fields();
