@@ -5,11 +5,8 @@
 #include "runtime/strategy_executor.h"
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>

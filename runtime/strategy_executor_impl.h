@@ -15,11 +15,9 @@
 
 #include <torch/torch.h>
 
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -148,8 +146,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // Waits (under the lock) until the nodes of micro-batch j that node n
   // reads from other slots of its task have run; false on a failure.
   // Adds the wait to waited_seconds_[d].
-  bool WaitForOtherSlots(int n, int j, int d);
-  void MarkNodeDone(int n, int j);
+  bool WaitForOtherSlots(int n, int j, int d) ABSL_LOCKS_EXCLUDED(mu_);
+  void MarkNodeDone(int n, int j) ABSL_LOCKS_EXCLUDED(mu_);
   // After the task (s, j) has ended on every slot of device d's replica:
   // the parameters of d's slot whose gradients it completed, into d's
   // accumulators (only d's worker touches them during the tasks).
@@ -165,8 +163,12 @@ class TorchStrategyExecutor : public StrategyExecutor {
     if (from == device) return tensor;
     return tensor.to(devices_[device], /*non_blocking=*/false, /*copy=*/true);
   }
+  // Before a step: the step's state, empty (failure_ OK, nothing done,
+  // arrived or held), and the counts of this process's workers.
+  void ResetStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether task (s, j) of the given direction has every input here.
-  bool ReadyLocked(int s, int j, bool backward) const;
+  bool ReadyLocked(int s, int j, bool backward) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // options_.before_node (tests' fault injection), its error naming the
   // node.
   absl::Status BeforeNode(const TrainingNode& node);
@@ -227,7 +229,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   void ParkSaved(int s, int j, int d, std::map<int, torch::Tensor>* read);
   // What the forward kept of value v for stage s's rerun of micro-batch j
   // on d (kept_), let go after its last rerun read.
-  torch::Tensor TakeKept(int s, int j, int d, int v);
+  torch::Tensor TakeKept(int s, int j, int d, int v) ABSL_LOCKS_EXCLUDED(mu_);
   void Unpark(int n, int s, int j, int d,
               const std::vector<torch::Tensor>& results);
   absl::Status RunBackward(int s, int j, int d);
@@ -490,7 +492,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // once every local task of the step has succeeded, d's update.
   void ReduceAndUpdate(int s, int d, double* busy);
   void Receiver(int src, int dst, int expected);
-  void Fail(const absl::Status& status);
+  void Fail(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   // With measure_allocations: reports this thread's allocations as device
   // d's (-1: frees only) until the guard goes.
   std::unique_ptr<c10::DebugInfoGuard> ReportAllocations(int d) {
@@ -555,23 +557,29 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<std::vector<torch::Tensor>> params_, accum_;
   std::vector<std::vector<std::unique_ptr<ParameterUpdate>>> updates_;
 
-  // The step's state.
-  std::mutex mu_;
-  std::condition_variable cv_;
+  // The step's state. What workers share is ABSL_GUARDED_BY(mu_) (clang
+  // checks it: scripts/thread_safety.sh). Left unannotated, by design, is
+  // what one worker alone touches during a step: an entry per device
+  // (waited_seconds_, prefetched_), per lane and op (saved_,
+  // tensor_saved_, seeds_) or per pass (parked_, parked_reruns_), each
+  // read and written by the worker that runs it; Step() sets them before
+  // the workers start and clears them after they are joined.
+  absl::Mutex mu_;
+  absl::CondVar cv_;
   // Waits for nodes of other slots within a wide replica's task.
-  std::condition_variable slots_cv_;
-  absl::Status failure_;
-  std::vector<char> forward_done_, backward_done_;  // [s * M + j], local
+  absl::CondVar slots_cv_;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  std::vector<char> forward_done_, backward_done_ ABSL_GUARDED_BY(mu_);  // [s * M + j], local
   // Wide stages: [(s * M + j) * 2 + backward]: slots done with the task.
-  std::vector<int> slots_done_;
-  std::vector<char> node_done_;         // [j * nodes + n]
+  std::vector<int> slots_done_ ABSL_GUARDED_BY(mu_);
+  std::vector<char> node_done_ ABSL_GUARDED_BY(mu_);         // [j * nodes + n]
   std::vector<double> waited_seconds_;  // per device, in its current task
-  std::vector<int> arrived_;            // [ArrivalKey]
-  std::vector<std::vector<torch::Tensor>> values_;  // [lane][value]
-  std::vector<int> value_device_;                   // [lane * values + v]
-  std::vector<int> reads_left_;                     // [lane * values + v]
+  std::vector<int> arrived_ ABSL_GUARDED_BY(mu_);            // [ArrivalKey]
+  std::vector<std::vector<torch::Tensor>> values_ ABSL_GUARDED_BY(mu_);  // [lane][value]
+  std::vector<int> value_device_ ABSL_GUARDED_BY(mu_);                   // [lane * values + v]
+  std::vector<int> reads_left_ ABSL_GUARDED_BY(mu_);                     // [lane * values + v]
   // [j][sum * S + s]: stage s's partial gradients of a sum, added up.
-  std::vector<std::vector<torch::Tensor>> partials_;
+  std::vector<std::vector<torch::Tensor>> partials_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<SavedOp>> saved_;  // [lane][op]
   std::vector<std::vector<TensorParallelSaved>> tensor_saved_;  // [lane][op]
   // The tensor-parallel groups' collectives in flight, by (micro-batch,
@@ -581,7 +589,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
     int arrived = 0;
     int taken = 0;
   };
-  std::map<std::tuple<int, int, int>, GroupExchange> group_exchanges_;
+  std::map<std::tuple<int, int, int>, GroupExchange> group_exchanges_ ABSL_GUARDED_BY(mu_);
   // The replica exchanges in flight, by ticket (under mu_; group_cv_
   // wakes their waiters): the parts this process's replicas left
   // ([replica][replica], an all-gather's in [replica][0]) until issued;
@@ -601,20 +609,20 @@ class TorchStrategyExecutor : public StrategyExecutor {
     int taken = 0;
     bool issued = false, finishing = false, done = false;
   };
-  std::map<std::pair<size_t, int>, ReplicaExchange> replica_exchanges_;
+  std::map<std::pair<size_t, int>, ReplicaExchange> replica_exchanges_ ABSL_GUARDED_BY(mu_);
   std::vector<int> replica_exchanges_made_;  // per device, this step
   std::vector<int> replica_subgroup_;        // [SlotKey]; -1: none
-  std::condition_variable group_cv_;
+  absl::CondVar group_cv_;
   // [KeptIndex(s, j, d)]: a recomputing stage's inputs made by other
   // stages, by value, from its forward until its backward reruns it (per
   // device of a tensor-parallel group).
   size_t KeptIndex(int s, int j, int d) const {
     return (static_cast<size_t>(s) * M_ + j) * T_ + tensor_rank_of_device_[d];
   }
-  std::vector<std::map<int, torch::Tensor>> kept_;
+  std::vector<std::map<int, torch::Tensor>> kept_ ABSL_GUARDED_BY(mu_);
   // Recomputing in part: [KeptIndex], per kept value, the rerun reads
   // still to come.
-  std::vector<std::map<int, int>> kept_reads_;
+  std::vector<std::map<int, int>> kept_reads_ ABSL_GUARDED_BY(mu_);
   // Recomputing in part: [KeptIndex], per value a rerun node made, the
   // tensor a kept op saved, its storage freed from the forward pass's last
   // read of it until a rerun makes it again (ParkSaved, Unpark; what the
@@ -636,7 +644,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // from there once their slot's replicas have all updated
   // (updated_[(s * W + slot) * T + tensor rank] counts them).
   std::vector<int> owner_;
-  std::vector<int> updated_;
+  std::vector<int> updated_ ABSL_GUARDED_BY(mu_);
   // ZeRO-3's tables (InitSharding), per node: besides the above, the
   // parameters gathered before it in its pass (what it reads first and
   // what the next node to read any first does, but those gathered
@@ -655,7 +663,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // round (per replica) and the next round to add into the shard's
   // accumulator; the accumulators of sharded stages are touched under
   // fold_mu_ only.
-  absl::Mutex fold_mu_;
+  absl::Mutex fold_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::vector<std::vector<std::map<int, std::vector<torch::Tensor>>>> rounds_
       ABSL_GUARDED_BY(fold_mu_);
   std::vector<std::vector<int>> next_round_ ABSL_GUARDED_BY(fold_mu_);
@@ -665,7 +673,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // and each counts the other ranks' replicas' parts the all-to-all
   // brought it (under mu_); the round's reduce-scatter is done here when
   // every replica of the slot has delivered to every local one.
-  std::vector<int> rounds_delivered_;
+  std::vector<int> rounds_delivered_ ABSL_GUARDED_BY(mu_);
   size_t RoundKey(int s, int slot, int round, int r) const {
     return ((static_cast<size_t>(s) * W_ + slot) * T_ + r) * M_ + round;
   }
@@ -682,10 +690,13 @@ class TorchStrategyExecutor : public StrategyExecutor {
   absl::StatusOr<std::vector<std::pair<int, torch::Tensor>>> Unpack(
       torch::Tensor bucket, const std::vector<int>& parameters, int src,
       int dst, absl::string_view what, int shard = -1) const;
-  std::vector<std::vector<torch::Tensor>> seeds_;  // [lane][tensor]
-  std::vector<double> loss_;                       // [j]
-  std::vector<char> tasks_done_;    // per device: past its last task
-  int workers_finished_ = 0, workers_ = 0;
+  // [lane][tensor]: a graph output's loss gradient, set by the forward of
+  // the op that makes it and taken by that op's backward: one worker's.
+  std::vector<std::vector<torch::Tensor>> seeds_;
+  std::vector<double> loss_ ABSL_GUARDED_BY(mu_);                       // [j]
+  std::vector<char> tasks_done_ ABSL_GUARDED_BY(mu_);    // per device: past its last task
+  int workers_finished_ ABSL_GUARDED_BY(mu_) = 0;
+  int workers_ ABSL_GUARDED_BY(mu_) = 0;
   // Per device: what it holds before a step (parameters, optimizer state,
   // and on CPU devices the step's inputs and constants its stage reads,
   // which it reads in place); the base of allocated_peak_bytes.

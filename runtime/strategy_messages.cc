@@ -3,11 +3,8 @@
 // gradients for another rank's stage, packed, and the receivers that put
 // them where a local worker would have.
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -44,7 +41,7 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
     // Per item: the value, or the stage's partials of the sum per slot.
     std::vector<std::vector<torch::Tensor>> slot_parts;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       for (int item : items) {
         slot_parts.emplace_back();
         if (!backward) {
@@ -118,7 +115,7 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
     }
   }
   // A send counts as a read; a partial buffer sent is done with here.
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (int to = 0; to < S_; ++to) {
     if (Local(DeviceOf(to, j))) continue;
     for (int item : (backward ? cross_sums_ : cross_values_)[s * S_ + to]) {
@@ -249,7 +246,7 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
         at += n;
         parts[x] = t.to(devices_[dst]);
       }
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       // Into every lane of dst's group (each reads it whole).
       for (int64_t x = 0; x < count; ++x) {
         const int item = expected_items[x];
@@ -265,7 +262,7 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
         }
       }
       arrived_[ArrivalKey(from, to, j, backward)] += static_cast<int>(count);
-      cv_.notify_all();
+      cv_.SignalAll();
       return absl::OkStatus();
     });
     if (!status.ok()) {

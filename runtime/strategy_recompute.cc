@@ -98,7 +98,7 @@ absl::Status TorchStrategyExecutor::Rerun(int s, int j, int d) {
   std::map<int, int> reads_left;
   std::set<int> pinned;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     kept.swap(kept_[KeptIndex(s, j, d)]);
   }
   auto activation = [&](int v) {
@@ -190,7 +190,7 @@ absl::Status TorchStrategyExecutor::RerunLayer(int s, int layer, int j,
 }
 
 torch::Tensor TorchStrategyExecutor::TakeKept(int s, int j, int d, int v) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::map<int, torch::Tensor>& kept = kept_[KeptIndex(s, j, d)];
   torch::Tensor in;
   if (auto at = kept.find(v); at != kept.end()) {
@@ -205,7 +205,7 @@ void TorchStrategyExecutor::ParkSaved(int s, int j, int d,
   const int lane = Lane(j, d);
   for (auto it = read->begin(); it != read->end();) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (reads_left_[static_cast<size_t>(lane) * V_ + it->first] > 0) {
         ++it;
         continue;

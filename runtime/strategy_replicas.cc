@@ -6,7 +6,6 @@
 // and reads it for all of them.
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <set>
 #include <utility>
 #include <vector>
@@ -147,7 +146,7 @@ TorchStrategyExecutor::StartReplicaExchange(
   const int local = LocalReplicas(d);
   bool leader = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ReplicaExchange& exchange = replica_exchanges_[ticket];
     if (exchange.sent.empty()) {
       exchange.sent.resize(R);
@@ -161,9 +160,9 @@ TorchStrategyExecutor::StartReplicaExchange(
       return IssueReplicaExchange(ticket, d, dtype, elements, gather);
     });
     if (!status.ok()) Fail(status);  // wakes every waiter
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     replica_exchanges_[ticket].issued = true;
-    group_cv_.notify_all();
+    group_cv_.SignalAll();
   }
   return ticket;
 }
@@ -179,9 +178,9 @@ TorchStrategyExecutor::FinishReplicaExchange(int d,
   const int local = LocalReplicas(d);
   std::shared_ptr<PendingCollective> pending;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ReplicaExchange& exchange = replica_exchanges_[ticket];
-    group_cv_.wait(lock, [&] { return !failure_.ok() || exchange.issued; });
+    while (failure_.ok() && !exchange.issued) group_cv_.Wait(&mu_);
     if (!failure_.ok()) return absl::AbortedError("failed elsewhere");
     // The first of this process's replicas to get here waits for the
     // collective and reads it for all of them.
@@ -195,7 +194,7 @@ TorchStrategyExecutor::FinishReplicaExchange(int d,
       ASSIGN_OR_RETURN(std::vector<torch::Tensor> by_member,
                        options_.ranks->FinishAllToAll(*pending));
       pending.reset();
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       ReplicaExchange& exchange = replica_exchanges_[ticket];
       exchange.pending.reset();
       for (const ReplicaExchange::Part& part : exchange.parts) {
@@ -207,15 +206,15 @@ TorchStrategyExecutor::FinishReplicaExchange(int d,
       return absl::OkStatus();
     });
     if (!status.ok()) Fail(status);
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     replica_exchanges_[ticket].done = true;
-    group_cv_.notify_all();
+    group_cv_.SignalAll();
   }
   std::vector<torch::Tensor> from;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ReplicaExchange& exchange = replica_exchanges_[ticket];
-    group_cv_.wait(lock, [&] { return !failure_.ok() || exchange.done; });
+    while (failure_.ok() && !exchange.done) group_cv_.Wait(&mu_);
     if (!failure_.ok()) return absl::AbortedError("failed elsewhere");
     from = exchange.received[me];
     if (++exchange.taken == local) replica_exchanges_.erase(ticket);
@@ -249,7 +248,7 @@ absl::Status TorchStrategyExecutor::IssueReplicaExchange(
   // The parts left here (under mu_ until now; only the issuer reads them).
   std::vector<std::vector<torch::Tensor>> sent;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     sent.swap(replica_exchanges_[ticket].sent);
   }
   auto bytes_of = [](const torch::Tensor& t) {
@@ -292,7 +291,7 @@ absl::Status TorchStrategyExecutor::IssueReplicaExchange(
   sent.clear();
   ASSIGN_OR_RETURN(std::shared_ptr<PendingCollective> pending,
                    options_.ranks->StartAllToAll(subgroup, to, from_bytes));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ReplicaExchange& exchange = replica_exchanges_[ticket];
   exchange.pending = std::move(pending);
   exchange.parts = std::move(parts);

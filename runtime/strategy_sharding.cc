@@ -407,12 +407,10 @@ absl::Status TorchStrategyExecutor::ReduceScatter(
   const int local = LocalReplicas(d);
   const size_t key = RoundKey(s, slot, j / R, rank);
   const auto start = SteadyClock::now();
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   rounds_delivered_[key] += local + (remote ? R - local : 0);
-  cv_.notify_all();
-  cv_.wait(lock, [&] {
-    return !failure_.ok() || rounds_delivered_[key] == local * R;
-  });
+  cv_.SignalAll();
+  while (failure_.ok() && rounds_delivered_[key] != local * R) cv_.Wait(&mu_);
   waited_seconds_[d] += SecondsSince(start);
   return absl::OkStatus();
 }

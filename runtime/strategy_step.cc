@@ -2,17 +2,15 @@
 // reset, the workers and receivers run, their readiness and failure, and
 // the step's report (merged across ranks).
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "base/host_setup.h"
 #include "base/status_helpers.h"
 #include "base/stopwatch.h"
@@ -30,11 +28,11 @@
 namespace placer {
 
 void TorchStrategyExecutor::Fail(const absl::Status& status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (failure_.ok()) failure_ = status;
-  cv_.notify_all();
-  slots_cv_.notify_all();
-  group_cv_.notify_all();
+  cv_.SignalAll();
+  slots_cv_.SignalAll();
+  group_cv_.SignalAll();
 }
 
 bool TorchStrategyExecutor::ReadyLocked(int s, int j, bool backward) const {
@@ -59,24 +57,24 @@ bool TorchStrategyExecutor::WaitForOtherSlots(int n, int j, int d) {
   if (waits_for_[n].empty()) return true;
   const size_t N = view_.nodes().size();
   const auto start = SteadyClock::now();
-  std::unique_lock<std::mutex> lock(mu_);
-  slots_cv_.wait(lock, [&] {
-    if (!failure_.ok()) return true;
-    for (int p : waits_for_[n]) {
-      if (!node_done_[j * N + p]) return false;
+  absl::MutexLock lock(&mu_);
+  for (size_t k = 0; failure_.ok() && k < waits_for_[n].size();) {
+    if (node_done_[j * N + waits_for_[n][k]]) {
+      ++k;
+    } else {
+      slots_cv_.Wait(&mu_);
     }
-    return true;
-  });
+  }
   waited_seconds_[d] += SecondsSince(start);
   return failure_.ok();
 }
 
 void TorchStrategyExecutor::MarkNodeDone(int n, int j) {
   if (!waited_on_[n]) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   node_done_[j * view_.nodes().size() + n] = 1;
   // Only the workers of a wide replica wait on slots_cv_.
-  slots_cv_.notify_all();
+  slots_cv_.SignalAll();
 }
 
 absl::Status TorchStrategyExecutor::BeforeNode(const TrainingNode& node) {
@@ -86,7 +84,7 @@ absl::Status TorchStrategyExecutor::BeforeNode(const TrainingNode& node) {
   return WithContext(s, absl::StrCat("'", node.key, "': "));
 }
 
-absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
+void TorchStrategyExecutor::ResetStepLocked() {
   const int sums = static_cast<int>(view_.gradient_sums().size());
   failure_ = absl::OkStatus();
   forward_done_.assign(static_cast<size_t>(S_) * M_, 0);
@@ -157,11 +155,18 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
   }
   tasks_done_.assign(D_, 0);
   updated_.assign(static_cast<size_t>(S_) * W_ * T_, 0);
-  auto reporting = ReportAllocations(-1);  // what this thread frees
-  allocations_.Start(resident_bytes_);
   workers_finished_ = 0;
   workers_ = 0;
   for (int d = 0; d < D_; ++d) workers_ += stage_of_device_[d] >= 0 && Local(d);
+}
+
+absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
+  {
+    absl::MutexLock lock(&mu_);
+    ResetStepLocked();
+  }
+  auto reporting = ReportAllocations(-1);  // what this thread frees
+  allocations_.Start(resident_bytes_);
   StepReport report;
   report.busy_seconds.assign(D_, 0);
   const auto start = SteadyClock::now();
@@ -171,15 +176,15 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
     ++running;
     threads.emplace_back([this, body, &running] {
       body();
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       --running;
-      cv_.notify_all();
+      cv_.SignalAll();
     });
   };
   {
     // Threads start under the lock, so `running` is counted before any
     // of them can end.
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (int d = 0; d < D_; ++d) {
       if (stage_of_device_[d] < 0 || !Local(d)) continue;
       double* busy = &report.busy_seconds[d];
@@ -195,28 +200,28 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
     while (running > 0) {
       if (Distributed() && !failure_.ok() && !published) {
         const absl::Status failure = failure_;
-        lock.unlock();
+        mu_.Unlock();
         options_.ranks->PublishFailure(failure);
         options_.ranks->AbortPending();
-        lock.lock();
+        mu_.Lock();
         published = true;
         continue;
       }
       // The store is asked only after 50 ms without news from this
       // rank's threads (a rank that waits on another one).
-      const bool quiet = cv_.wait_for(lock, std::chrono::milliseconds(50)) ==
-                         std::cv_status::timeout;
+      const bool quiet = cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
       if (Distributed() && quiet && failure_.ok() && running > 0) {
-        lock.unlock();
+        mu_.Unlock();
         std::optional<absl::Status> remote = options_.ranks->PublishedFailure();
-        lock.lock();
+        mu_.Lock();
         if (remote.has_value() && failure_.ok()) {
           failure_ = *remote;
-          cv_.notify_all();
-          slots_cv_.notify_all();
-          lock.unlock();
+          cv_.SignalAll();
+          slots_cv_.SignalAll();
+          group_cv_.SignalAll();
+          mu_.Unlock();
           options_.ranks->AbortPending();
-          lock.lock();
+          mu_.Lock();
           published = true;
         }
       }
@@ -232,23 +237,28 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
       }
     }
   }
-  for (double l : loss_) report.loss += l;
-  values_.clear();
+  absl::Status failure;
+  {
+    absl::MutexLock lock(&mu_);
+    for (double l : loss_) report.loss += l;
+    values_.clear();
+    partials_.clear();
+    failure = failure_;
+  }
   saved_.clear();
   tensor_saved_.clear();
-  partials_.clear();
   parked_.clear();
   if (Distributed()) {
     // Each rank's devices' allocated peaks (zeros for the others'), summed.
     ASSIGN_OR_RETURN(
         StepReport merged,
-        ExchangeStepReports(*options_.ranks, step_++, report, failure_));
+        ExchangeStepReports(*options_.ranks, step_++, report, failure));
     report.seconds = merged.seconds;
     report.loss = merged.loss;
     report.busy_seconds = merged.busy_seconds;
     report.allocated_peak_bytes = merged.allocated_peak_bytes;
   }
-  if (!failure_.ok()) return failure_;
+  if (!failure.ok()) return failure;
   report.loss /= M_;
   return report;
 }

@@ -3,12 +3,9 @@
 // recomputation before it — the accumulation after each backward, then
 // the stage's allreduce and update.
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -110,7 +107,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
   std::set<int> fresh, aliased;
   // What other stages made, as this task reads it.
   auto activation = [&](int v) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     torch::Tensor& held = values_[lane][v];
     const int from = value_device_[lane * V_ + v];
     torch::Tensor in;
@@ -183,7 +180,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     const double loss = OutputLosses(graph_, op, *results, targets_[d][j],
                                      1.0 / M_, &seeds_[lane]);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       // A tensor-parallel group's devices each have the whole loss.
       if (tensor_rank_of_device_[d] == 0) loss_[j] += loss;
       for (int v : node.outputs) {
@@ -227,7 +224,7 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
     const Op& op = graph_.op(node.forward_op);
     std::vector<std::vector<torch::Tensor>> parts(op.outputs.size());
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       for (size_t k = 0; k < op.outputs.size(); ++k) {
         const int t = op.outputs[k];
         if (t < 0) continue;
@@ -294,12 +291,12 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
       if (sm < 0) continue;
       torch::Tensor buffer;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         buffer = std::move(partials_[lane][PartialIndex(sm, s, my_slot)]);
         partials_[lane][PartialIndex(sm, s, my_slot)] = torch::Tensor();
       }
       buffer = buffer.defined() ? buffer + (*grads)[k] : (*grads)[k];
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       partials_[lane][PartialIndex(sm, s, my_slot)] = std::move(buffer);
     }
     MarkNodeDone(n, j);
@@ -308,7 +305,7 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
     // What no rerun came to read (a node rerun only when a backward needs
     // it) goes with the task.
     parked_reruns_[KeptIndex(s, j, d)].clear();
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     kept_[KeptIndex(s, j, d)].clear();
     kept_reads_[KeptIndex(s, j, d)].clear();
   }
@@ -321,7 +318,7 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
   std::vector<std::pair<int, torch::Tensor>> completed;
   const int lane = Lane(j, d);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (int u : update_[s]) {
       if (SlotOfNode(u) != slot_of_device_[d]) continue;
       const int p = view_.node(u).parameter;
@@ -377,10 +374,10 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
        ReplicaTaskOrder(strategy_, s, replica_of_device_[d])) {
     const int j = task.micro_batch;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] {
-        return !failure_.ok() || ReadyLocked(s, j, task.backward);
-      });
+      absl::MutexLock lock(&mu_);
+      while (failure_.ok() && !ReadyLocked(s, j, task.backward)) {
+        cv_.Wait(&mu_);
+      }
       if (!failure_.ok()) return;
     }
     const auto start = SteadyClock::now();
@@ -402,15 +399,14 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
     }
     {
       // The task ends when every slot of the replica has run its part.
-      std::unique_lock<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       const size_t key =
           (static_cast<size_t>(s) * M_ + j) * 2 + (task.backward ? 1 : 0);
       if (++slots_done_[key] == width) {
         (task.backward ? backward_done_ : forward_done_)[s * M_ + j] = 1;
-        cv_.notify_all();
+        cv_.SignalAll();
       }
-      cv_.wait(lock,
-               [&] { return !failure_.ok() || slots_done_[key] == width; });
+      while (failure_.ok() && slots_done_[key] != width) cv_.Wait(&mu_);
       if (!failure_.ok()) return;
     }
     if (width > 1 && slot_of_device_[d] == 0 &&

@@ -6,7 +6,6 @@
 // The ops with collectives inside their parts: strategy_tensor_ops.cc.
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <set>
 #include <utility>
 #include <vector>
@@ -297,13 +296,12 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::FromGroup(
     const std::tuple<int, int, int> key{j, n, code};
     std::vector<torch::Tensor> sent;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       GroupExchange& slot = group_exchanges_[key];
       if (slot.parts.empty()) slot.parts.resize(T_);
       slot.parts[r] = send;
-      if (++slot.arrived == T_) group_cv_.notify_all();
-      group_cv_.wait(lock,
-                     [&] { return !failure_.ok() || slot.arrived == T_; });
+      if (++slot.arrived == T_) group_cv_.SignalAll();
+      while (failure_.ok() && slot.arrived != T_) group_cv_.Wait(&mu_);
       if (!failure_.ok()) return absl::AbortedError("failed elsewhere");
       sent = slot.parts;
     }
@@ -313,7 +311,7 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::FromGroup(
                           : sent[q].to(devices_[d], /*non_blocking=*/false,
                                        /*copy=*/true));
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     sent.clear();
     auto at = group_exchanges_.find(key);
     if (++at->second.taken == T_) group_exchanges_.erase(at);

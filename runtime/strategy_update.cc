@@ -4,7 +4,6 @@
 // across ranks), its update, and ZeRO-1/2's all-gather of what the
 // replicas updated.
 #include <map>
-#include <mutex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -31,17 +30,17 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   // The slot's parameters, in the order of their update nodes.
   const std::vector<int> slot_parameters = SlotParameters(s, slot_of_device_[d]);
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     tasks_done_[d] = 1;
     ++workers_finished_;
-    cv_.notify_all();
-    cv_.wait(lock, [&] {
-      if (!failure_.ok()) return true;
-      for (int r : replicas) {
-        if (Local(r) && !tasks_done_[r]) return false;
+    cv_.SignalAll();
+    for (size_t k = 0; failure_.ok() && k < replicas.size();) {
+      if (!Local(replicas[k]) || tasks_done_[replicas[k]]) {
+        ++k;
+      } else {
+        cv_.Wait(&mu_);
       }
-      return true;
-    });
+    }
     if (!failure_.ok()) return;
   }
   // Per parameter this replica updates, its gradient summed over the
@@ -126,9 +125,8 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   // Updates once every task of this process has succeeded (a failed step
   // updates nothing here), each device its own replica's parameters.
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock,
-             [&] { return !failure_.ok() || workers_finished_ == workers_; });
+    absl::MutexLock lock(&mu_);
+    while (failure_.ok() && workers_finished_ != workers_) cv_.Wait(&mu_);
     if (!failure_.ok()) return;
   }
   const auto start = SteadyClock::now();
@@ -228,13 +226,12 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     }
   }
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     const size_t key = SlotKey(s, slot, tensor_rank_of_device_[d]);
     ++updated_[key];
-    cv_.notify_all();
+    cv_.SignalAll();
     const int local = LocalReplicas(d);
-    cv_.wait(lock,
-             [&] { return !failure_.ok() || updated_[key] == local; });
+    while (failure_.ok() && updated_[key] != local) cv_.Wait(&mu_);
     if (!failure_.ok()) return;
   }
   // What this process's other replicas updated.
