@@ -173,7 +173,6 @@ absl::Status TorchExecutor::InitTablesLocked() {
     if (Local(d)) Synchronize(devices_[d]);
   }
   copies_.assign(static_cast<size_t>(values) * num_devices_, torch::Tensor());
-  uses_.assign(static_cast<size_t>(values) * num_devices_, 0);
   pending_.assign(n, 0);
   saved_.assign(graph_.ops().size(), SavedOp());
   ready_.resize(num_devices_);
@@ -245,12 +244,9 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
   report_.busy_seconds.assign(num_devices_, 0);
   loss_ = 0;
   memory_.emplace(*structure_, lowered_, /*record=*/false);
+  freed_.clear();
+  memory_->ReportFreedValues(&freed_);
   std::fill(seed_grad_.begin(), seed_grad_.end(), torch::Tensor());
-  std::fill(uses_.begin(), uses_.end(), 0);
-  for (int v = 0; v < values; ++v) {
-    if (view_.sum_of(v) >= 0) continue;  // accumulated, not read as such
-    for (int c : view_.value(v).consumers) ++Uses(v, device_of_node_[c]);
-  }
   std::fill(sum_done_.begin(), sum_done_.end(), 0);
   for (int i = 0; i < n; ++i) {
     const TrainingNode& node = view_.node(i);

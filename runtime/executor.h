@@ -42,7 +42,10 @@
 //    as it runs: each node when it has run (its outputs at the sizes of
 //    the tensors its kernel made, all counted before its inputs are
 //    released), each copy when it is queued on its link and when it has
-//    gone (one from another rank: on its arrival). A step that goes over a
+//    gone (one from another rank: on its arrival). A value's tensor on a
+//    device is let go when the timeline frees it there (its last reader
+//    or outgoing copy done, or nobody reads it), unless it stays for the
+//    next step (parameters at home, inputs, constants). A step that goes over a
 //    device's memory_bytes fails with a ResourceExhausted error naming the
 //    device and the node, never a crash. Kernel errors fail the step with
 //    the node's key. A failed step leaves nothing behind but what its

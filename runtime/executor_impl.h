@@ -180,14 +180,15 @@ class TorchExecutor : public Executor {
   torch::Tensor& Slot(int value, int device) {
     return copies_[static_cast<size_t>(value) * num_devices_ + device];
   }
-  int& Uses(int value, int device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return uses_[static_cast<size_t>(value) * num_devices_ + device];
-  }
 
   // Under mu_: a value arrived on (or was produced on) device d.
   void ArriveLocked(int value, int d, torch::Tensor t)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseLocked(int value, int d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Under mu_: the tensors of the values the memory timeline freed since
+  // the last call (freed_) let go, but those resident for the next step.
+  // The timeline decides when a value dies on a device; the executor holds
+  // what it has not freed.
+  void DropFreedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Under mu_: `item` has left src for dst (copied or sent): the sum's
   // buffer there is freed, or the value's use there released.
   void SentLocked(const LinkItem& item, int src, int dst)
@@ -266,7 +267,6 @@ class TorchExecutor : public Executor {
   int remaining_nodes_ ABSL_GUARDED_BY(mu_) = 0;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // nodes and transfers running now
   std::vector<torch::Tensor> copies_;
-  std::vector<int> uses_ ABSL_GUARDED_BY(mu_);
   // Per (gradient sum, device): the buffer, whether it is ours to add into
   // in place (a partial that became the buffer may alias another gradient:
   // the first add makes a new tensor), contributions so far. A buffer is
@@ -294,6 +294,7 @@ class TorchExecutor : public Executor {
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   // The step's memory, fed what runs.
   std::optional<MemoryTimeline> memory_ ABSL_GUARDED_BY(mu_);
+  std::vector<ValueOnDevice> freed_ ABSL_GUARDED_BY(mu_);  // its reports
   Clock::time_point step_start_ ABSL_GUARDED_BY(mu_);
   StepReport report_ ABSL_GUARDED_BY(mu_);
   AllocationTracker allocations_;

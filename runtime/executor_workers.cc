@@ -102,7 +102,6 @@ void TorchExecutor::MaybeDoneLocked() {
 // simulator counts them, not from its arrival; one for another rank, from
 // its arrival there (RecvWorker).
 void TorchExecutor::SendLocked(int value, int src, int dst) {
-  ++Uses(value, src);
   memory_->Started(ValueCopyTask(value, dst), StepSecondsLocked(), 0, 0);
   if (Local(dst)) {
     CheckMemoryLocked(dst, -1);
@@ -187,12 +186,13 @@ void TorchExecutor::ArriveLocked(int value, int d, torch::Tensor t) {
   }
 }
 
-void TorchExecutor::ReleaseLocked(int value, int d) {
-  if (--Uses(value, d) > 0) return;
-  const torch::Tensor& resident =
-      resident_[static_cast<size_t>(value) * num_devices_ + d];
-  if (resident.defined()) return;  // it stays for the next step
-  Slot(value, d) = torch::Tensor();
+void TorchExecutor::DropFreedLocked() {
+  for (const ValueOnDevice& freed : freed_) {
+    const size_t slot =
+        static_cast<size_t>(freed.value) * num_devices_ + freed.device;
+    if (!resident_[slot].defined()) copies_[slot] = torch::Tensor();
+  }
+  freed_.clear();
 }
 
 void TorchExecutor::SentLocked(const LinkItem& item, int src, int dst) {
@@ -200,8 +200,8 @@ void TorchExecutor::SentLocked(const LinkItem& item, int src, int dst) {
     sum_buffer_[SumSlot(item.sum, src)] = torch::Tensor();
     memory_->Ended(SumCopyTask(item.sum, src), StepSecondsLocked());
   } else {
-    ReleaseLocked(item.value, src);
     memory_->Ended(ValueCopyTask(item.value, dst), StepSecondsLocked());
+    DropFreedLocked();
   }
 }
 
@@ -269,9 +269,6 @@ void TorchExecutor::DeviceWorker(int d) {
       memory_->Started(node, now, now, now);
       CheckMemoryLocked(d, node);
       memory_->Ended(node, now);
-      for (int in : tn.inputs) {
-        if (view_.sum_of(in) < 0) ReleaseLocked(in, d);
-      }
       for (int sum : view_.sums_read_by(node)) {
         sum_buffer_[SumSlot(sum, d)] = torch::Tensor();
       }
@@ -286,11 +283,9 @@ void TorchExecutor::DeviceWorker(int d) {
           if (e != d) SendLocked(v, d, e);
         }
         ArriveLocked(v, d, std::move(t));
-        if (Uses(v, d) == 0) {  // nobody reads it here
-          ++Uses(v, d);
-          ReleaseLocked(v, d);
-        }
       }
+      // Its inputs read for the last time here, and outputs nobody reads.
+      DropFreedLocked();
       for (int c : control_dependents_[node]) {
         if (--pending_[c] == 0) ReadyLocked(c);
       }
@@ -489,6 +484,7 @@ void TorchExecutor::RecvWorker(int src, int dst) {
     memory_->Started(task, StepSecondsLocked(), 0, 0);
     CheckMemoryLocked(dst, -1);
     memory_->Ended(task, StepSecondsLocked());
+    DropFreedLocked();  // the sender's copy, of no tensor here
     if (sum >= 0) {
       ContributedLocked(sum, dst, /*arrived=*/true);
     } else {

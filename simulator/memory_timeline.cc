@@ -105,6 +105,7 @@ void MemoryTimeline::Release(int v, int device) {
   if (--users_[static_cast<size_t>(v) * devices_ + device] == 0 &&
       (transient_[v] || device != source_device_[v])) {
     Free(device, value_bytes_[v], static_cast<Use>(use_[v]));
+    if (freed_ != nullptr) freed_->push_back({v, device});
   }
 }
 
@@ -185,6 +186,7 @@ void MemoryTimeline::Ended(int task, double now) {
       Accumulate(s, d, value_bytes_[out]);
     } else if (context_.consumers(out).empty()) {
       Free(d, value_bytes_[out], static_cast<Use>(use_[out]));
+      if (freed_ != nullptr) freed_->push_back({out, d});
     }
   }
 }

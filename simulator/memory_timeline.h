@@ -3,8 +3,10 @@
 // scheduling as Grappler keeps GraphMemory, and written only here. The
 // simulator feeds it the engine's starts and ends; the executor
 // (runtime/executor.h) feeds it the step it runs, with the sizes of the
-// tensors it made. It answers peaks, what is live now, every change (when
-// asked to record them) and which devices hold a gradient sum's buffer.
+// tensors it made, and lets each value's tensor go where the timeline
+// frees it (ReportFreedValues). It answers peaks, what is live now, every
+// change (when asked to record them) and which devices hold a gradient
+// sum's buffer.
 //
 // Contract (times are the engine's):
 //  - Resident from the start: the parameters homed on a device times
@@ -49,6 +51,12 @@ struct MemoryBreakdown {
   int64_t inputs = 0;       // graph inputs and constants
 };
 
+// A value's copy on a device.
+struct ValueOnDevice {
+  int value = -1;
+  int device = -1;
+};
+
 // A device's memory after a change, at a moment of the step.
 struct MemorySample {
   double seconds = 0;
@@ -75,6 +83,12 @@ class MemoryTimeline final : public TaskObserver {
   // as the partial that became it; a summed buffer's copy as the copy's
   // value (CopyTask::value).
   void SetValueBytes(int value, int64_t bytes) { value_bytes_[value] = bytes; }
+  // From now on, each value whose bytes it frees on a device (its last
+  // reader or outgoing copy there ended, or it was made and nobody reads
+  // it) is appended to *freed, in order: what holds the value's tensor
+  // there may let it go (the executor's). Gradient sums' buffers are not
+  // values: not reported. `freed` must outlive the timeline.
+  void ReportFreedValues(std::vector<ValueOnDevice>* freed) { freed_ = freed; }
 
   // What is live on `device` now.
   int64_t bytes(int device) const { return memory_[device]; }
@@ -116,6 +130,7 @@ class MemoryTimeline final : public TaskObserver {
   std::vector<char> has_buffer_;    // per (sum, device)
   std::vector<int64_t> buffer_bytes_;  // per (sum, device): while held
   std::vector<MemorySample> samples_;
+  std::vector<ValueOnDevice>* freed_ = nullptr;
 };
 
 }  // namespace placer

@@ -13,6 +13,7 @@
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
 #include "simulator/engine.h"
+#include "simulator/memory_timeline.h"
 #include "tests/graph/test_models.h"
 
 namespace placer {
@@ -130,6 +131,37 @@ TEST(PlacementLoweringTest, TheEngineRunsTheLoweredDiamond) {
   EXPECT_DOUBLE_EQ(s.start_seconds[f.Node("d")], 4.0);
   EXPECT_DOUBLE_EQ(s.makespan_seconds, 5.0);
   EXPECT_EQ(s.waited_for[f.Node("d")], 5);  // c's copy
+}
+
+// What the executor lets go, and when: each value on each device once,
+// after its last reader or outgoing copy there (the schedule above).
+TEST(PlacementLoweringTest, TheTimelineReportsEachValueWhereItDies) {
+  Fixture f;
+  const LoweredPlacement lowered = LowerPlacement(f.context, f.COnDeviceOne());
+  MemoryTimeline memory(f.context, lowered, /*record=*/false);
+  std::vector<ValueOnDevice> freed;
+  memory.ReportFreedValues(&freed);
+  RunTaskGraph(lowered.graph, &memory);
+  auto value = [&](const std::string& name) {
+    for (int v = 0; v < static_cast<int>(f.view.values().size()); ++v) {
+      if (f.view.value(v).name == name) return v;
+    }
+    ADD_FAILURE() << "no value " << name;
+    return -1;
+  };
+  std::vector<std::pair<int, int>> got;
+  for (const ValueOnDevice& x : freed) got.emplace_back(x.value, x.device);
+  const std::vector<std::pair<int, int>> expected = {
+      {value("x"), 0},  // a ends at 1
+      {value("a"), 0},  // at 2, b and a's copy done
+      {value("a"), 1},  // c ends at 3
+      {value("c"), 1},  // its copy ends at 4
+      {value("b"), 0},  // d ends at 5: its inputs,
+      {value("c"), 0},
+      {value("d"), 0},  // and its output, which nobody reads
+  };
+  EXPECT_EQ(got, expected);
+  for (int d = 0; d < 2; ++d) EXPECT_EQ(memory.bytes(d), 0) << d;
 }
 
 }  // namespace
