@@ -18,6 +18,7 @@
 #include <optional>
 #include <queue>
 #include <random>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <unordered_map>
@@ -51,6 +52,7 @@ void TorchExecutor::LowerForMemory(const Placement& placement) {
   lowered_ = LowerPlacement(*structure_, placement);
   value_copy_task_.assign(view_.values().size() * num_devices_, -1);
   sum_copy_task_.assign(view_.gradient_sums().size() * num_devices_, -1);
+  copy_destinations_.assign(view_.values().size(), {});
   for (size_t k = 0; k < lowered_.copies.size(); ++k) {
     const CopyTask& copy = lowered_.copies[k];
     const int task = lowered_.num_nodes + static_cast<int>(k);
@@ -60,6 +62,7 @@ void TorchExecutor::LowerForMemory(const Placement& placement) {
     } else {
       value_copy_task_[static_cast<size_t>(copy.value) * num_devices_ +
                        copy.dst] = task;
+      copy_destinations_[copy.value].push_back(copy.dst);
     }
   }
 }
@@ -104,15 +107,6 @@ absl::Status TorchExecutor::InitTablesLocked() {
       value_of_tensor_[value.tensor] = v;
     }
   }
-  consumer_devices_.assign(values, {});
-  for (int v = 0; v < values; ++v) {
-    for (int c : view_.value(v).consumers) {
-      int d = device_of_node_[c];
-      auto& list = consumer_devices_[v];
-      if (std::find(list.begin(), list.end(), d) == list.end()) list.push_back(d);
-    }
-    std::sort(consumer_devices_[v].begin(), consumer_devices_[v].end());
-  }
   const int sums = static_cast<int>(view_.gradient_sums().size());
   partials_ = CountPartials(view_, device_of_node_, num_devices_);
   sum_buffer_.assign(static_cast<size_t>(sums) * num_devices_, torch::Tensor());
@@ -150,7 +144,11 @@ absl::Status TorchExecutor::InitTablesLocked() {
           (1 + view_.options().optimizer_state_per_parameter_byte()) *
           static_cast<double>(Bytes(w)));
     } else {
-      for (int d : consumer_devices_[v]) {
+      // Inputs and constants: on each device that reads them, from the
+      // start (the lowering copies none).
+      std::set<int> readers;
+      for (int c : view_.value(v).consumers) readers.insert(device_of_node_[c]);
+      for (int d : readers) {
         if (!Local(d)) continue;
         torch::Tensor c = host.to(devices_[d]);
         resident_[static_cast<size_t>(v) * num_devices_ + d] = c;
@@ -180,37 +178,12 @@ absl::Status TorchExecutor::InitTablesLocked() {
     device_cv_.push_back(std::make_unique<absl::CondVar>());
   }
   device_idle_.assign(num_devices_, Idle());
-  for (int v = 0; v < values; ++v) {
-    int src = view_.value(v).producer >= 0
-                  ? device_of_node_[view_.value(v).producer]
-                  : home_[v];
-    if (src < 0) continue;
-    for (int d : consumer_devices_[v]) {
-      if (d == src || (!Local(src) && !Local(d))) continue;
-      links_[{src, d}];
-      if (view_.sum_of(v) < 0 && ValueCopyTask(v, d) < 0) {
-        return absl::InternalError(absl::StrCat(
-            "executor: the lowering has no copy of '", view_.value(v).name,
-            "' to ", cluster_.device(d).name));
-      }
-      // What crosses into this rank each step: every value once per
-      // reading device, and (below) one buffer per gradient sum and device.
-      if (!Local(src) && view_.sum_of(v) < 0) ++expected_[{src, d}];
-    }
-  }
-  for (int sum = 0; sum < sums; ++sum) {
-    const int sink_device = device_of_node_[view_.gradient_sums()[sum].sink];
-    for (int e = 0; e < num_devices_; ++e) {
-      if (e == sink_device || partials_.count[SumSlot(sum, e)] == 0) continue;
-      if (!Local(e) && !Local(sink_device)) continue;
-      links_[{e, sink_device}];
-      if (SumCopyTask(sum, e) < 0) {
-        return absl::InternalError(absl::StrCat(
-            "executor: the lowering has no copy of gradient sum ", sum,
-            " from ", cluster_.device(e).name));
-      }
-      if (!Local(e)) ++expected_[{e, sink_device}];
-    }
+  // A link worker per direction the lowering copies on (one end here);
+  // what crosses into this rank each step: each of its copies, once.
+  for (const CopyTask& copy : lowered_.copies) {
+    if (!Local(copy.src) && !Local(copy.dst)) continue;
+    links_[{copy.src, copy.dst}];
+    if (!Local(copy.src)) ++expected_[{copy.src, copy.dst}];
   }
   for (auto& [pair, count] : expected_) received_[pair] = 0;
   local_nodes_ = 0;
@@ -282,11 +255,7 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
         !Local(home_[v])) {
       continue;
     }
-    for (int e : consumer_devices_[v]) {
-      if (e != home_[v]) {
-        SendLocked(v, home_[v], e);
-      }
-    }
+    for (int e : copy_destinations_[v]) SendLocked(v, home_[v], e);
   }
   for (int i = 0; i < n; ++i) {
     if (pending_[i] == 0 && Local(device_of_node_[i])) ReadyLocked(i);

@@ -228,7 +228,6 @@ class TorchExecutor : public Executor {
   std::vector<double> priority_;
   std::vector<int> key_rank_;  // NodeKeyRanks
   std::vector<int> value_of_tensor_;            // forward tensors -> value
-  std::vector<std::vector<int>> consumer_devices_;  // per value, distinct
   std::vector<int> home_;                       // per value: resident device or -1
   std::vector<torch::Tensor> resident_;         // per value x device
   std::vector<std::unique_ptr<ParameterUpdate>> updates_;  // per value
@@ -247,6 +246,8 @@ class TorchExecutor : public Executor {
   LoweredPlacement lowered_;
   std::vector<int> value_copy_task_;  // per (value, dst), or -1
   std::vector<int> sum_copy_task_;    // per (gradient sum, src), or -1
+  // Per value: the devices the lowering copies it to, in its order.
+  std::vector<std::vector<int>> copy_destinations_;
   // Per (gradient sum, device): the partials made there, the first of them.
   PartialsByDevice partials_;
 

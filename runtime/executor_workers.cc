@@ -279,9 +279,7 @@ void TorchExecutor::DeviceWorker(int d) {
           ContributedLocked(sum, d, /*arrived=*/false);
           continue;
         }
-        for (int e : consumer_devices_[v]) {
-          if (e != d) SendLocked(v, d, e);
-        }
+        for (int e : copy_destinations_[v]) SendLocked(v, d, e);
         ArriveLocked(v, d, std::move(t));
       }
       // Its inputs read for the last time here, and outputs nobody reads.
@@ -435,15 +433,19 @@ void TorchExecutor::RecvWorker(int src, int dst) {
     int value = -1, sum = -1;
     torch::Tensor copy;
     if (s.ok()) {
-      // Only what this link carries: a value produced (or homed) on src and
-      // read on dst, or a sum's buffer from src for a sink on dst.
+      // Only what the lowering copies on this link: a value produced (or
+      // homed) on src and read on dst, or a sum's buffer from src for a
+      // sink on dst.
       const int64_t id = got->first;
+      auto carried = [&](int task) {
+        return task >= 0 && lowered_.copy(task).src == src &&
+               lowered_.copy(task).dst == dst;
+      };
       if (id >= 0 && id < values &&
-          std::find(consumer_devices_[id].begin(), consumer_devices_[id].end(),
-                    dst) != consumer_devices_[id].end()) {
+          carried(ValueCopyTask(static_cast<int>(id), dst))) {
         value = static_cast<int>(id);
       } else if (id < 0 && -1 - id < sums &&
-                 device_of_node_[view_.gradient_sums()[-1 - id].sink] == dst) {
+                 carried(SumCopyTask(static_cast<int>(-1 - id), src))) {
         sum = static_cast<int>(-1 - id);
         value = partials_.first[SumSlot(sum, src)];
       } else {
