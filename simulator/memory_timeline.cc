@@ -85,6 +85,22 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
   }
 }
 
+void MemoryTimeline::HoldAccumulatedGradients() {
+  const std::vector<GradientSum>& sums = view_.gradient_sums();
+  for (int s = 0; s < static_cast<int>(sums.size()); ++s) {
+    const GradientSum& sum = sums[s];
+    if (view_.node(sum.sink).kind != NodeKind::kUpdate || sum.partials.empty()) {
+      continue;
+    }
+    const int d = lowered_.device_of_node[sum.sink];
+    const size_t slot = static_cast<size_t>(s) * devices_ + d;
+    if (has_buffer_[slot]) continue;
+    has_buffer_[slot] = 1;
+    buffer_bytes_[slot] = value_bytes_[sum.partials[0]];
+    Allocate(d, buffer_bytes_[slot], kGradients);
+  }
+}
+
 void MemoryTimeline::Allocate(int device, int64_t bytes, Use use) {
   memory_[device] += bytes;
   by_use_[device][use] += bytes;

@@ -89,6 +89,12 @@ class MemoryTimeline final : public TaskObserver {
   // there may let it go (the executor's). Gradient sums' buffers are not
   // values: not reported. `freed` must outlive the timeline.
   void ReportFreedValues(std::vector<ValueOnDevice>* freed) { freed_ = freed; }
+  // Call before the step's first task: the step is a later micro-batch of
+  // a gradient-accumulation loop. Each parameter's gradient sum already
+  // has its buffer (what the earlier micro-batches summed) on its update
+  // node's device, held from the start; the step's partials are added
+  // into it as they reach that device.
+  void HoldAccumulatedGradients();
 
   // What is live on `device` now.
   int64_t bytes(int device) const { return memory_[device]; }

@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_helpers.h"
 #include "simulator/engine.h"
+#include "simulator/memory_timeline.h"
+#include "simulator/placement_lowering.h"
 #include "simulator/stage_plan.h"
 #include "simulator/strategy_lowering.h"
 
@@ -55,6 +57,22 @@ absl::StatusOr<SimulationResult> SimulateAccumulation(
                *std::max_element(accumulate.begin(), accumulate.end()));
   for (int d = 0; d < context.num_devices(); ++d) {
     r->busy_seconds[d] += extra * (passes_busy[d] + accumulate[d]);
+  }
+  if (extra > 0) {
+    // A later micro-batch: the same events, the earlier ones' gradients
+    // held in their buffers throughout.
+    const LoweredPlacement lowered = LowerPlacement(context, placement);
+    MemoryTimeline later(context, lowered, /*record=*/false);
+    later.HoldAccumulatedGradients();
+    RunTaskGraph(lowered.graph, &later);
+    const std::vector<MemoryBreakdown> parts = later.PeakBreakdown();
+    for (int d = 0; d < context.num_devices(); ++d) {
+      if (later.peak_bytes()[d] <= r->peak_memory_bytes[d]) continue;
+      r->peak_memory_bytes[d] = later.peak_bytes()[d];
+      r->peak_breakdown[d] = parts[d];
+      r->oom |=
+          r->peak_memory_bytes[d] > context.cluster().device(d).memory_bytes;
+    }
   }
   r->bytes_moved += extra * repeated_bytes;
   r->transfers_count += extra * repeated_transfers;

@@ -136,9 +136,12 @@ struct StrategySimulation {
 // (Simulate) and A the most any device spends adding a micro-batch's
 // gradients into its parameters' buffers (AccumulateSeconds, summed over
 // the parameters it updates): step + (micro_batches - 1) x (T + A) (the
-// additions overlap each other, not the passes). Peaks and busy time are the
-// one step's (busy forward and backward time scaled); bytes moved per
-// micro-batch, updates' once.
+// additions overlap each other, not the passes). Busy time is the one
+// step's (busy forward and backward time scaled); bytes moved per
+// micro-batch, updates' once. Peaks are the memory timeline's over the
+// step's events: the larger of the first micro-batch's (Simulate's) and,
+// with more than one, a later one's, which starts with every parameter's
+// gradient buffer held (MemoryTimeline::HoldAccumulatedGradients).
 absl::StatusOr<SimulationResult> SimulateAccumulation(
     const SimulationContext& context, const Placement& placement,
     int micro_batches);

@@ -143,6 +143,17 @@ TEST(StrategySimulatorTest, EveryBackwardAfterAReplicasFirstAccumulates) {
   ASSERT_TRUE(loop.ok()) << loop.status();
   EXPECT_DOUBLE_EQ(loop->step_seconds, 4 * 12 + 3 * 1 + 4 * 0.5);
   EXPECT_DOUBLE_EQ(loop->busy_seconds[0], 4 * 12 + 3 * 1 + 4 * 0.5);
+  // Memory (64-byte tensors): one micro-batch peaks at 960 when grad:C
+  // starts (weights and momentum 512, x 64, a and b 128, grad:D's outputs
+  // 128, grad:C's 128). A later one holds the four gradient buffers (256)
+  // from its start and peaks at 1152 when grad:D starts: 512 + 64 + 256,
+  // a, b and c 192, grad:D's outputs 128.
+  absl::StatusOr<SimulationResult> once =
+      SimulateAccumulation(f.context, Placement{{0, 0, 0, 0}}, 1);
+  ASSERT_TRUE(once.ok()) << once.status();
+  EXPECT_EQ(once->peak_memory_bytes[0], 960);
+  EXPECT_EQ(loop->peak_memory_bytes[0], 1152);
+  EXPECT_EQ(loop->peak_breakdown[0].gradients, 256 + 128);
   // Two replicas, two micro-batches each: one accumulation per replica.
   Strategy data = one;
   data.stages = {PipelineStage::OneDevicePerReplica({0, 1})};
