@@ -5,7 +5,7 @@
 // prints measured against simulated step time, the loss per step, the
 // memory per device and (one process) the copies per link. --profile-out
 // writes the node and link times measured in the steps (over --profile's,
-// when given). With more than one rank
+// when given; an op placement's run only). With more than one rank
 // (placer/cli/ranks.h), rank 0 chooses the placement and sends it; every
 // rank runs its devices; rank 0 reports.
 #include <iostream>
@@ -237,6 +237,15 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
                 const RunFlags& flags, RankSetup& ranks) {
   const bool report = ranks.rank == 0;
   const int world = ranks.group != nullptr ? ranks.group->world_size() : 1;
+  if (!flags.profile_out.empty()) {
+    // Refused before anything runs rather than a run that writes nothing.
+    return FailOnRank(
+        ranks, absl::InvalidArgumentError(absl::StrCat(
+                   "--profile-out: ", path,
+                   " holds a strategy, and the strategy executor measures no "
+                   "per-node times yet; write the profile from an op "
+                   "placement's run (an op placement file, or --policy)")));
+  }
   absl::StatusOr<StrategySimulation> simulated =
       SimulateStrategy(context, strategy);
   if (!simulated.ok()) {

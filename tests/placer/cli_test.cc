@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -491,6 +492,21 @@ TEST(CliTest, RunTrainsAPlacementAndWritesAProfile) {
       "run zoo:diamond --batch 8 --hidden 16 --cluster cpu2 --placement " + bad);
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.out, HasSubstr("left"));
+  // A strategy's run measures no per-node times: --profile-out is refused
+  // before it runs, not a run that writes no profile.
+  std::string strategy = TmpFile("run_strategy.json");
+  ASSERT_EQ(RunPlacer("place zoo:diamond --batch 8 --hidden 16 --cluster cpu2 "
+                      "--parallelism data --budget 1 -o " + strategy)
+                .exit_code,
+            0);
+  std::string not_written = TmpFile("run_strategy_profile.pbtxt");
+  RunResult refused = RunPlacer(
+      "run zoo:diamond --batch 8 --hidden 16 --cluster cpu2 --steps 2 "
+      "--placement " + strategy + " --profile-out " + not_written);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.out, HasSubstr("holds a strategy"));
+  EXPECT_THAT(refused.out, Not(HasSubstr("step   1")));
+  EXPECT_FALSE(std::ifstream(not_written).good());
 }
 
 // Places `model` (a file and its flags) with m_etf on cpu2, trains it
