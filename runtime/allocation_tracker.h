@@ -48,6 +48,13 @@ class AllocationTracker {
     std::lock_guard<std::mutex> lock(mu_);
     return peak_;
   }
+  // peaks()[device] (0 for a device it does not count).
+  int64_t peak(int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return device >= 0 && device < static_cast<int>(peak_.size())
+               ? peak_[device]
+               : 0;
+  }
 
  private:
   std::mutex mu_;

@@ -55,7 +55,12 @@
 //  - Step reports the step's wall time, the mean loss over the
 //    micro-batches (before the update) and each device's busy time; with
 //    measure_allocations, what each device's threads allocated (below).
-//    Memory is not enforced (the placed executor tracks and enforces it).
+//    With measure_allocations and enforce_memory (both ExecutorOptions), a
+//    step whose allocations on a device go past its memory_bytes fails
+//    after the forward or backward node that took them there, with a
+//    ResourceExhausted error naming the device, the node and the
+//    micro-batch (the placed executor enforces the memory it tracks
+//    instead); without measure_allocations memory is not enforced.
 //  - Distributed (options.ranks set): this process is one rank and runs
 //    only the devices options.rank_of_device gives it. What one process's
 //    workers share goes by the rank group instead, sent by the producing
@@ -201,7 +206,8 @@ class StrategyExecutor : public StepRunner {
  public:
   // `view` (and its graph) must outlive the executor. Uses the options'
   // update (with the view's optimizer), seed, threads_per_cpu_device,
-  // pin_cpu_devices, measure_allocations and before_node.
+  // pin_cpu_devices, measure_allocations, enforce_memory (with
+  // measure_allocations) and before_node.
   static absl::StatusOr<std::unique_ptr<StrategyExecutor>> Create(
       const TrainingView& view, const Cluster& cluster,
       const Strategy& strategy, const ExecutorOptions& options = {});

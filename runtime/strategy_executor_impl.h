@@ -146,6 +146,11 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // Waits (under the lock) until the nodes of micro-batch j that node n
   // reads from other slots of its task have run; false on a failure.
   // Adds the wait to waited_seconds_[d].
+  // With measure_allocations and enforce_memory: ResourceExhausted naming
+  // device d, node n and micro-batch j when what device d's threads have
+  // allocated in this step (over what it held before) went past its
+  // memory_bytes; else OK.
+  absl::Status CheckMemory(int n, int j, int d);
   bool WaitForOtherSlots(int n, int j, int d) ABSL_LOCKS_EXCLUDED(mu_);
   void MarkNodeDone(int n, int j) ABSL_LOCKS_EXCLUDED(mu_);
   // After the task (s, j) has ended on every slot of device d's replica:
@@ -504,7 +509,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
 
   const TrainingView& view_;
   const Graph& graph_;
-  const Cluster& cluster_;
+  const Cluster cluster_;  // a copy: small, and callers pass temporaries
   // Per device, the cores its worker runs on (pin_cpu_devices); empty:
   // unpinned.
   std::vector<std::vector<int>> cores_;

@@ -69,6 +69,20 @@ bool TorchStrategyExecutor::WaitForOtherSlots(int n, int j, int d) {
   return failure_.ok();
 }
 
+absl::Status TorchStrategyExecutor::CheckMemory(int n, int j, int d) {
+  if (!options_.enforce_memory || !options_.measure_allocations) {
+    return absl::OkStatus();
+  }
+  const int64_t limit = cluster_.device(d).memory_bytes;
+  const int64_t held = allocations_.peak(d);
+  if (limit <= 0 || held <= limit) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "out of memory: ", cluster_.device(d).name, " held ", held,
+      " bytes (what it held before the step and what LibTorch allocated "
+      "in it), over its ", limit, " at '", view_.node(n).key,
+      "' (micro-batch ", j, ")"));
+}
+
 void TorchStrategyExecutor::MarkNodeDone(int n, int j) {
   if (!waited_on_[n]) return;
   absl::MutexLock lock(&mu_);

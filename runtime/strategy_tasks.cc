@@ -196,6 +196,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     }
     results->clear();  // what this node made is held where it is needed
     if (!rerun_made.empty()) ParkSaved(s, j, d, &rerun_made);
+    RETURN_IF_ERROR(CheckMemory(n, j, d));
     MarkNodeDone(n, j);
   }
   return absl::OkStatus();
@@ -299,6 +300,7 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
       absl::MutexLock lock(&mu_);
       partials_[lane][PartialIndex(sm, s, my_slot)] = std::move(buffer);
     }
+    RETURN_IF_ERROR(CheckMemory(n, j, d));
     MarkNodeDone(n, j);
   }
   if (RecomputesInPart(strategy_.stages[s].recompute)) {

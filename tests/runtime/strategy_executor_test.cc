@@ -285,6 +285,32 @@ TEST(StrategyExecutorTest, StagesOverSeveralDevicesMatchOneDevice) {
   }
 }
 
+// What a device's threads allocate is held to its memory_bytes, as the
+// placed executor holds what it tracks.
+TEST(StrategyExecutorTest, AllocationsOverTheLimitFailTheStepNamingTheDevice) {
+  Graph graph = Gnmt2();
+  TrainingView view = BuildTrainingView(graph);
+  const Strategy s = OneDevice(view, 2);
+  ExecutorOptions options;
+  options.measure_allocations = true;
+  auto e = StrategyExecutor::Create(view, Cpus(1, 200000), s, options);
+  ASSERT_TRUE(e.ok()) << e.status();
+  absl::StatusOr<StepReport> r = (*e)->Step();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  const std::string message(r.status().message());
+  EXPECT_NE(message.find("out of memory: /cpu:0 held "), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("(micro-batch 0)"), std::string::npos) << message;
+  // Not enforced: the same step runs.
+  options.enforce_memory = false;
+  auto free = StrategyExecutor::Create(view, Cpus(1, 200000), s, options);
+  ASSERT_TRUE(free.ok()) << free.status();
+  absl::StatusOr<StepReport> ran = (*free)->Step();
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_GT(ran->allocated_peak_bytes[0], 200000);
+}
+
 TEST(StrategyExecutorTest, AStrategyThatDoesNotFitIsRefused) {
   Graph graph = Gnmt2();
   TrainingView view = BuildTrainingView(graph);
