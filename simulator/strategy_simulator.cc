@@ -26,12 +26,30 @@ absl::StatusOr<SimulationResult> SimulateAccumulation(
   absl::StatusOr<SimulationResult> r = Simulate(context, placement, options);
   if (!r.ok()) return r;
   const TrainingView& view = context.view();
-  double passes_end = 0;
   std::vector<double> passes_busy(context.num_devices(), 0);
   for (const ScheduledNode& n : r->schedule) {
     if (view.node(n.node).kind == NodeKind::kUpdate) continue;
-    passes_end = std::max(passes_end, n.end_seconds);
     passes_busy[n.device] += n.end_seconds - n.start_seconds;
+  }
+  // An earlier micro-batch runs no update: its passes end when the step's
+  // events without the updates' time do (in the step itself an update may
+  // run before a device's last backward node and delay it).
+  const int extra = micro_batches - 1;
+  LoweredPlacement lowered;
+  double passes_end = 0;
+  if (extra > 0) {
+    lowered = LowerPlacement(context, placement);
+    for (int n = 0; n < lowered.num_nodes; ++n) {
+      if (view.node(n).kind == NodeKind::kUpdate) {
+        lowered.graph.set_seconds(n, 0);
+      }
+    }
+    MemoryTimeline memory(context, lowered, /*record=*/false);
+    const TaskSchedule passes = RunTaskGraph(lowered.graph, &memory);
+    for (int n = 0; n < lowered.num_nodes; ++n) {
+      if (view.node(n).kind == NodeKind::kUpdate) continue;
+      passes_end = std::max(passes_end, passes.end_seconds[n]);
+    }
   }
   int64_t repeated_bytes = 0;
   int repeated_transfers = 0;
@@ -51,7 +69,6 @@ absl::StatusOr<SimulationResult> SimulateAccumulation(
     accumulate[d] += context.costs().AccumulateSeconds(
         view, n, context.cluster().device(d));
   }
-  const int extra = micro_batches - 1;
   r->step_seconds +=
       extra * (passes_end +
                *std::max_element(accumulate.begin(), accumulate.end()));
@@ -59,9 +76,9 @@ absl::StatusOr<SimulationResult> SimulateAccumulation(
     r->busy_seconds[d] += extra * (passes_busy[d] + accumulate[d]);
   }
   if (extra > 0) {
-    // A later micro-batch: the same events, the earlier ones' gradients
-    // held in their buffers throughout.
-    const LoweredPlacement lowered = LowerPlacement(context, placement);
+    // A later micro-batch (the last, with its updates): the same events,
+    // the earlier ones' gradients held in their buffers throughout.
+    lowered = LowerPlacement(context, placement);
     MemoryTimeline later(context, lowered, /*record=*/false);
     later.HoldAccumulatedGradients();
     RunTaskGraph(lowered.graph, &later);

@@ -61,6 +61,9 @@ class TaskGraph {
     ++start_edges_;
   }
 
+  // Task `t` takes `seconds` (>= 0) instead.
+  void set_seconds(int t, double seconds) { seconds_[t] = seconds; }
+
   // Room for this many tasks and edges in all (a hint).
   void Reserve(int tasks, int edges);
 
