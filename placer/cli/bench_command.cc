@@ -51,12 +51,36 @@ std::string CsvField(std::string s) {
 
 }  // namespace
 
+namespace {
+
+// The flags bench reads, read once.
+struct BenchFlags {
+  std::string out_dir;
+  std::vector<std::string> policies;
+  std::vector<std::string> models;
+  std::vector<std::string> clusters;
+  bool json = false;
+};
+
+BenchFlags ReadBenchFlags() {
+  BenchFlags f;
+  f.out_dir = absl::GetFlag(FLAGS_out_dir);
+  f.policies = absl::GetFlag(FLAGS_policies);
+  f.models = absl::GetFlag(FLAGS_models);
+  f.clusters = absl::GetFlag(FLAGS_clusters);
+  f.json = absl::GetFlag(FLAGS_json);
+  return f;
+}
+
+}  // namespace
+
 int BenchCommand(const std::vector<std::string>& args) {
+  const BenchFlags flags = ReadBenchFlags();
   if (!args.empty()) return UsageError("bench takes no positional arguments");
   // The output folder first, so that minutes of work are not lost to it.
-  const std::string dir = absl::GetFlag(FLAGS_out_dir).empty()
+  const std::string dir = flags.out_dir.empty()
                               ? std::string()
-                              : UserPath(absl::GetFlag(FLAGS_out_dir));
+                              : UserPath(flags.out_dir);
   std::error_code made;
   if (!dir.empty()) std::filesystem::create_directories(dir, made);
   if (!dir.empty() && (made || !std::filesystem::is_directory(dir))) {
@@ -64,7 +88,7 @@ int BenchCommand(const std::vector<std::string>& args) {
         "--out-dir ", dir, ": cannot create the folder",
         made ? ": " + made.message() : "")));
   }
-  std::vector<std::string> policies = absl::GetFlag(FLAGS_policies);
+  std::vector<std::string> policies = flags.policies;
   if (policies.empty()) {
     for (const PolicyInfo& p : Policies()) policies.push_back(p.name);
   }
@@ -83,7 +107,7 @@ int BenchCommand(const std::vector<std::string>& args) {
   std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
 
   std::vector<Cell> cells;
-  for (const std::string& spec : absl::GetFlag(FLAGS_models)) {
+  for (const std::string& spec : flags.models) {
     std::string source = spec.find('.') != std::string::npos
                              ? UserPath(spec)
                              : (spec.rfind("zoo:", 0) == 0 ? spec
@@ -94,7 +118,7 @@ int BenchCommand(const std::vector<std::string>& args) {
     absl::StatusOr<TrainingOptions> training = TrainingOptionsFromFlags();
     if (!training.ok()) return Fail(training.status());
     TrainingView view = BuildTrainingView(model->graph, *training);
-    for (const std::string& cluster_spec : absl::GetFlag(FLAGS_clusters)) {
+    for (const std::string& cluster_spec : flags.clusters) {
       absl::StatusOr<Cluster> cluster = LoadUserCluster(cluster_spec);
       if (!cluster.ok()) return Fail(cluster.status());
       SimulationContext context =
@@ -167,7 +191,7 @@ int BenchCommand(const std::vector<std::string>& args) {
         r.status.ok() ? r.result.bytes_moved : 0, r.placement_seconds,
         CsvField(std::string(r.status.message())));
   }
-  if (absl::GetFlag(FLAGS_json)) {
+  if (flags.json) {
     // The CSV's rows as one JSON report.
     google::protobuf::Struct s;
     auto& f = *s.mutable_fields();

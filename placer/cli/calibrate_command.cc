@@ -44,34 +44,72 @@
 #include "simulator/simulator.h"
 
 namespace placer {
+namespace {
+
+// The flags calibrate reads, read once.
+struct CalibrateFlags {
+  std::string cluster;
+  int32_t placements = 0;
+  int32_t rounds = 0;
+  std::string profile;
+  int32_t steps = 0;
+  int32_t warmup = 0;
+  uint64_t seed = 0;
+  int32_t threads = 0;
+  bool pin_cores = false;
+  bool json = false;
+  int32_t repeats = 0;
+  std::string output_path;  // -o
+};
+
+CalibrateFlags ReadCalibrateFlags() {
+  CalibrateFlags f;
+  f.cluster = absl::GetFlag(FLAGS_cluster);
+  f.placements = absl::GetFlag(FLAGS_placements);
+  f.rounds = absl::GetFlag(FLAGS_rounds);
+  f.profile = absl::GetFlag(FLAGS_profile);
+  f.steps = absl::GetFlag(FLAGS_steps);
+  f.warmup = absl::GetFlag(FLAGS_warmup);
+  f.seed = absl::GetFlag(FLAGS_seed);
+  f.threads = absl::GetFlag(FLAGS_threads);
+  f.pin_cores = absl::GetFlag(FLAGS_pin_cores);
+  f.json = absl::GetFlag(FLAGS_json);
+  f.repeats = absl::GetFlag(FLAGS_repeats);
+  f.output_path = absl::GetFlag(FLAGS_o);
+  return f;
+}
+
+}  // namespace
+
 int CalibrateCommand(const std::vector<std::string>& args) {
+  const CalibrateFlags flags = ReadCalibrateFlags();
   if (absl::Status s = CheckMeasuredStepDefaults(); !s.ok()) return Fail(s);
   if (args.empty()) return UsageError("calibrate takes one or more MODELs");
-  std::string cluster_spec = absl::GetFlag(FLAGS_cluster);
+  std::string cluster_spec = flags.cluster;
   absl::StatusOr<Cluster> cluster =
       LoadUserCluster(cluster_spec.empty() ? "cpu2" : cluster_spec);
   if (!cluster.ok()) return Fail(cluster.status());
   NoteUnpinnedCpuDevices(*cluster);
-  const int wanted = absl::GetFlag(FLAGS_placements);
-  const int rounds = absl::GetFlag(FLAGS_rounds);
+  const int wanted = flags.placements;
+  const int rounds = flags.rounds;
   if (rounds < 1) return UsageError("--rounds must be at least 1");
   std::optional<MeasuredProfile> given;
-  if (std::string path = absl::GetFlag(FLAGS_profile); !path.empty()) {
+  if (std::string path = flags.profile; !path.empty()) {
     absl::StatusOr<MeasuredProfile> p = LoadProfile(UserPath(path));
     if (!p.ok()) return Fail(p.status());
     given = std::move(*p);
   }
   MeasureOptions measure;
-  measure.steps = absl::GetFlag(FLAGS_steps);
-  measure.warmup = absl::GetFlag(FLAGS_warmup);
-  measure.executor.seed = absl::GetFlag(FLAGS_seed);
-  measure.executor.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
-  measure.executor.pin_cpu_devices = absl::GetFlag(FLAGS_pin_cores);
+  measure.steps = flags.steps;
+  measure.warmup = flags.warmup;
+  measure.executor.seed = flags.seed;
+  measure.executor.threads_per_cpu_device = flags.threads;
+  measure.executor.pin_cpu_devices = flags.pin_cores;
 
   std::vector<CalibrationRow> all;
   std::string summaries;
   // With --json the table is progress on stderr and the report is JSON.
-  const bool json = absl::GetFlag(FLAGS_json);
+  const bool json = flags.json;
   std::ostream& table = json ? std::cerr : std::cout;
   google::protobuf::Struct per_model;
   // Ctrl-C: the placements measured so far are summarized and written.
@@ -88,7 +126,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       ProfilerOptions po;
       po.threads = measure.executor.threads_per_cpu_device;
       po.pin_cores = measure.executor.pin_cpu_devices;
-      po.repeats = absl::GetFlag(FLAGS_repeats);
+      po.repeats = flags.repeats;
       absl::StatusOr<ProfileReport> report =
           ProfileDevices(&view, *cluster, po, [&](const std::string& line) {
             std::cerr << "calibrate: " << spec << ": profile: " << line << "\n";
@@ -106,7 +144,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     // reference placement (random runs with a seed no evaluated placement
     // uses) overlay the op-by-op profile.
     Placement reference = RandomRuns(model->graph, cluster->num_devices(),
-                                     ~absl::GetFlag(FLAGS_seed));
+                                     ~flags.seed);
     absl::StatusOr<MeasuredProfile> fed =
         OverlayStepMeasurement(view, *cluster, reference, profile, measure);
     if (!fed.ok()) return Fail(fed.status());
@@ -232,7 +270,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     std::cout << "\n"
               << summaries << Summary("all models", all, /*one_model=*/false);
   }
-  if (std::string out = absl::GetFlag(FLAGS_o); !out.empty()) {
+  if (std::string out = flags.output_path; !out.empty()) {
     std::string csv =
         "model,placement,measured_seconds,simulated_seconds,"
         "simulated_with_feedback_seconds,measured_rounds_seconds\n";

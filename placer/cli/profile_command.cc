@@ -54,12 +54,56 @@ int ExitCode(bool stopped_timing_ops) {
 
 }  // namespace
 
+namespace {
+
+// The flags profile reads, read once.
+struct ProfileFlags {
+  std::string devices;
+  std::string output_path;  // -o
+  std::string cluster;
+  int32_t reference_steps = 0;
+  int32_t repeats = 0;
+  int32_t warmup = 0;
+  int32_t threads = 0;
+  bool pin_cores = false;
+  FlagSeconds budget;
+  int32_t nproc = 0;
+  int32_t world_size = 0;
+  int32_t rank = 0;
+  bool resume = false;
+  uint64_t seed = 0;
+  bool json = false;
+};
+
+ProfileFlags ReadProfileFlags() {
+  ProfileFlags f;
+  f.devices = absl::GetFlag(FLAGS_devices);
+  f.output_path = absl::GetFlag(FLAGS_o);
+  f.cluster = absl::GetFlag(FLAGS_cluster);
+  f.reference_steps = absl::GetFlag(FLAGS_reference_steps);
+  f.repeats = absl::GetFlag(FLAGS_repeats);
+  f.warmup = absl::GetFlag(FLAGS_warmup);
+  f.threads = absl::GetFlag(FLAGS_threads);
+  f.pin_cores = absl::GetFlag(FLAGS_pin_cores);
+  f.budget = absl::GetFlag(FLAGS_budget);
+  f.nproc = absl::GetFlag(FLAGS_nproc);
+  f.world_size = absl::GetFlag(FLAGS_world_size);
+  f.rank = absl::GetFlag(FLAGS_rank);
+  f.resume = absl::GetFlag(FLAGS_resume);
+  f.seed = absl::GetFlag(FLAGS_seed);
+  f.json = absl::GetFlag(FLAGS_json);
+  return f;
+}
+
+}  // namespace
+
 int ProfileCommand(const std::vector<std::string>& args) {
+  const ProfileFlags flags = ReadProfileFlags();
   if (absl::Status s = CheckMeasuredStepDefaults(); !s.ok()) return Fail(s);
   if (args.size() > 1) return UsageError("profile takes at most one MODEL");
   std::vector<DeviceKind> kinds;
   for (absl::string_view name :
-       absl::StrSplit(absl::GetFlag(FLAGS_devices), ',', absl::SkipEmpty())) {
+       absl::StrSplit(flags.devices, ',', absl::SkipEmpty())) {
     if (name == "cpu") {
       kinds.push_back(DeviceKind::kCpu);
     } else if (name == "gpu") {
@@ -69,9 +113,9 @@ int ProfileCommand(const std::vector<std::string>& args) {
                                      "' is neither cpu nor gpu"));
     }
   }
-  std::string out = absl::GetFlag(FLAGS_o);
+  std::string out = flags.output_path;
   if (out.empty()) return UsageError("profile needs -o FILE.pbtxt");
-  std::string cluster_spec = absl::GetFlag(FLAGS_cluster);
+  std::string cluster_spec = flags.cluster;
   absl::StatusOr<Cluster> cluster =
       LoadUserCluster(cluster_spec.empty() ? "cpu2" : cluster_spec);
   if (!cluster.ok()) return Fail(cluster.status());
@@ -88,7 +132,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
   // Ops without a LibTorch kernel are named before anything is measured:
   // the reference steps could not run them; op by op, they fall back to
   // the roofline.
-  const int reference_steps = absl::GetFlag(FLAGS_reference_steps);
+  const int reference_steps = flags.reference_steps;
   if (model) {
     if (absl::Status runnable = CheckRunnable(model->graph); !runnable.ok()) {
       if (reference_steps > 0) {
@@ -102,19 +146,19 @@ int ProfileCommand(const std::vector<std::string>& args) {
     }
   }
   ProfilerOptions options;
-  options.repeats = absl::GetFlag(FLAGS_repeats);
-  options.warmup = absl::GetFlag(FLAGS_warmup);
-  options.threads = absl::GetFlag(FLAGS_threads);
-  options.pin_cores = absl::GetFlag(FLAGS_pin_cores);
-  options.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
+  options.repeats = flags.repeats;
+  options.warmup = flags.warmup;
+  options.threads = flags.threads;
+  options.pin_cores = flags.pin_cores;
+  options.budget_seconds = flags.budget.seconds;
   options.kinds = std::move(kinds);
 
   // As ranks: the links between them first (every rank takes part), then
   // rank 0 goes on alone.
   std::map<std::pair<std::string, std::string>, MeasuredLink> rank_links;
   int ranks_joined = 1;
-  if (absl::GetFlag(FLAGS_nproc) > 1 || absl::GetFlag(FLAGS_world_size) > 0 ||
-      absl::GetFlag(FLAGS_rank) > 0) {
+  if (flags.nproc > 1 || flags.world_size > 0 ||
+      flags.rank > 0) {
     absl::StatusOr<std::unique_ptr<RankSetup>> ranks =
         JoinRanks(*cluster, RerunArguments("profile", args));
     if (!ranks.ok()) return Fail(ranks.status());
@@ -138,7 +182,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
       rank_links = *std::move(measured);
     }
   }
-  if (absl::GetFlag(FLAGS_resume)) {
+  if (flags.resume) {
     absl::StatusOr<MeasuredProfile> earlier = LoadProfile(UserPath(out));
     if (!earlier.ok()) {
       return Fail(WithContext(earlier.status(), "--resume: "));
@@ -173,12 +217,12 @@ int ProfileCommand(const std::vector<std::string>& args) {
     } else {
       MeasureOptions measure;
       measure.steps = reference_steps;
-      measure.warmup = absl::GetFlag(FLAGS_warmup);
-      measure.executor.seed = absl::GetFlag(FLAGS_seed);
+      measure.warmup = flags.warmup;
+      measure.executor.seed = flags.seed;
       measure.executor.threads_per_cpu_device = options.threads;
       measure.executor.pin_cpu_devices = options.pin_cores;
       Placement reference = RandomRuns(model->graph, cluster->num_devices(),
-                                       ~absl::GetFlag(FLAGS_seed));
+                                       ~flags.seed);
       std::cerr << "profile: " << reference_steps
                 << " steps of a reference placement\n";
       absl::StatusOr<MeasuredProfile> overlaid = OverlayStepMeasurement(
@@ -229,7 +273,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
   if (report->signatures_over_budget > 0) {
     over_budget = absl::StrFormat(
         " (--budget %s ran out: %s)",
-        AbslUnparseFlag(absl::GetFlag(FLAGS_budget)),
+        AbslUnparseFlag(flags.budget),
         stepped ? "timed inside the reference steps only; raise it to time "
                   "them op by op too"
                 : "raise it to measure them");
@@ -248,7 +292,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
                                   "resumed")
                    : "",
                left, wanted.size()));
-  if (absl::GetFlag(FLAGS_json)) {
+  if (flags.json) {
     google::protobuf::Struct s;
     auto& f = *s.mutable_fields();
     f["profile"].set_string_value(out);

@@ -100,19 +100,91 @@ class ProgressLine {
 
 }  // namespace
 
+namespace {
+
+// The flags train reads, read once.
+struct TrainFlags {
+  std::string cluster;
+  std::string checkpoint;
+  bool resume = false;
+  std::string reward;
+  std::string output_path;  // -o
+  uint64_t seed = 0;
+  FlagSeconds budget;
+  int64_t samples = 0;
+  int32_t samples_per_step = 0;
+  double learning_rate = 0;
+  double entropy = 0;
+  double entropy_target = 0;
+  double max_kl = 0;
+  int32_t groups = 0;
+  int32_t sage_layers = 0;
+  int32_t sage_hidden = 0;
+  bool device_agnostic = false;
+  bool heuristic_input = false;
+  bool memory_mask = false;
+  bool warm_start = false;
+  int32_t imitation_steps = 0;
+  bool joint = false;
+  FlagSeconds checkpoint_every;
+  int32_t steps = 0;
+  int32_t warmup = 0;
+  int32_t threads = 0;
+  bool pin_cores = false;
+  std::string curve;
+  bool json = false;
+};
+
+TrainFlags ReadTrainFlags() {
+  TrainFlags f;
+  f.cluster = absl::GetFlag(FLAGS_cluster);
+  f.checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  f.resume = absl::GetFlag(FLAGS_resume);
+  f.reward = absl::GetFlag(FLAGS_reward);
+  f.output_path = absl::GetFlag(FLAGS_o);
+  f.seed = absl::GetFlag(FLAGS_seed);
+  f.budget = absl::GetFlag(FLAGS_budget);
+  f.samples = absl::GetFlag(FLAGS_samples);
+  f.samples_per_step = absl::GetFlag(FLAGS_samples_per_step);
+  f.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  f.entropy = absl::GetFlag(FLAGS_entropy);
+  f.entropy_target = absl::GetFlag(FLAGS_entropy_target);
+  f.max_kl = absl::GetFlag(FLAGS_max_kl);
+  f.groups = absl::GetFlag(FLAGS_groups);
+  f.sage_layers = absl::GetFlag(FLAGS_sage_layers);
+  f.sage_hidden = absl::GetFlag(FLAGS_sage_hidden);
+  f.device_agnostic = absl::GetFlag(FLAGS_device_agnostic);
+  f.heuristic_input = absl::GetFlag(FLAGS_heuristic_input);
+  f.memory_mask = absl::GetFlag(FLAGS_memory_mask);
+  f.warm_start = absl::GetFlag(FLAGS_warm_start);
+  f.imitation_steps = absl::GetFlag(FLAGS_imitation_steps);
+  f.joint = absl::GetFlag(FLAGS_joint);
+  f.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  f.steps = absl::GetFlag(FLAGS_steps);
+  f.warmup = absl::GetFlag(FLAGS_warmup);
+  f.threads = absl::GetFlag(FLAGS_threads);
+  f.pin_cores = absl::GetFlag(FLAGS_pin_cores);
+  f.curve = absl::GetFlag(FLAGS_curve);
+  f.json = absl::GetFlag(FLAGS_json);
+  return f;
+}
+
+}  // namespace
+
 int TrainCommand(const std::vector<std::string>& args) {
+  const TrainFlags flags = ReadTrainFlags();
   if (absl::Status s = CheckMeasuredStepDefaults(); !s.ok()) return Fail(s);
   if (args.empty()) return UsageError("train takes one or more MODELs");
-  if (absl::GetFlag(FLAGS_cluster).empty()) {
+  if (flags.cluster.empty()) {
     return UsageError("train needs --cluster");
   }
-  const std::string dir = absl::GetFlag(FLAGS_checkpoint).empty()
+  const std::string dir = flags.checkpoint.empty()
                               ? std::string()
-                              : UserPath(absl::GetFlag(FLAGS_checkpoint));
-  const bool resume = absl::GetFlag(FLAGS_resume);
+                              : UserPath(flags.checkpoint);
+  const bool resume = flags.resume;
   if (resume && dir.empty()) return UsageError("--resume needs --checkpoint");
   // The flag, parsed once: what rewards the placements sampled.
-  const std::string reward_flag = absl::GetFlag(FLAGS_reward);
+  const std::string reward_flag = flags.reward;
   enum class Reward { kSimulated, kMeasured };
   const std::map<std::string, Reward> kRewards = {
       {"simulated", Reward::kSimulated}, {"measured", Reward::kMeasured}};
@@ -127,14 +199,14 @@ int TrainCommand(const std::vector<std::string>& args) {
   // different device counts need --device-agnostic; the trainer says so).
   std::vector<std::unique_ptr<Cluster>> clusters;
   std::vector<std::string> cluster_specs =
-      absl::StrSplit(absl::GetFlag(FLAGS_cluster), ',', absl::SkipEmpty());
+      absl::StrSplit(flags.cluster, ',', absl::SkipEmpty());
   for (const std::string& spec : cluster_specs) {
     absl::StatusOr<Cluster> c = LoadUserCluster(spec);
     if (!c.ok()) return Fail(c.status());
     clusters.push_back(std::make_unique<Cluster>(std::move(*c)));
   }
   if (clusters.empty()) return UsageError("train needs --cluster");
-  if (!absl::GetFlag(FLAGS_o).empty() &&
+  if (!flags.output_path.empty() &&
       args.size() * clusters.size() != 1) {
     return UsageError(
         "-o takes the placement of one model on one cluster; with several, "
@@ -142,26 +214,26 @@ int TrainCommand(const std::vector<std::string>& args) {
   }
 
   RlTrainerOptions to;
-  to.seed = absl::GetFlag(FLAGS_seed);
-  to.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
-  to.max_samples = absl::GetFlag(FLAGS_samples);
-  to.samples_per_step = absl::GetFlag(FLAGS_samples_per_step);
-  to.learning_rate = absl::GetFlag(FLAGS_learning_rate);
-  to.entropy_weight = absl::GetFlag(FLAGS_entropy);
-  to.entropy_target = absl::GetFlag(FLAGS_entropy_target);
-  to.max_kl_per_choice = absl::GetFlag(FLAGS_max_kl);
-  to.model.groups = absl::GetFlag(FLAGS_groups);
-  to.model.sage_layers = absl::GetFlag(FLAGS_sage_layers);
-  to.model.sage_hidden = absl::GetFlag(FLAGS_sage_hidden);
-  to.model.device_agnostic = absl::GetFlag(FLAGS_device_agnostic);
-  to.model.heuristic_input = absl::GetFlag(FLAGS_heuristic_input);
-  to.model.memory_mask = absl::GetFlag(FLAGS_memory_mask);
-  to.warm_start = absl::GetFlag(FLAGS_warm_start);
-  to.imitation_steps = absl::GetFlag(FLAGS_imitation_steps);
-  to.sample_groups = absl::GetFlag(FLAGS_joint);
+  to.seed = flags.seed;
+  to.budget_seconds = flags.budget.seconds;
+  to.max_samples = flags.samples;
+  to.samples_per_step = flags.samples_per_step;
+  to.learning_rate = flags.learning_rate;
+  to.entropy_weight = flags.entropy;
+  to.entropy_target = flags.entropy_target;
+  to.max_kl_per_choice = flags.max_kl;
+  to.model.groups = flags.groups;
+  to.model.sage_layers = flags.sage_layers;
+  to.model.sage_hidden = flags.sage_hidden;
+  to.model.device_agnostic = flags.device_agnostic;
+  to.model.heuristic_input = flags.heuristic_input;
+  to.model.memory_mask = flags.memory_mask;
+  to.warm_start = flags.warm_start;
+  to.imitation_steps = flags.imitation_steps;
+  to.sample_groups = flags.joint;
   to.checkpoint_dir = dir;
   to.checkpoint_interval_seconds =
-      absl::GetFlag(FLAGS_checkpoint_every).seconds;
+      flags.checkpoint_every.seconds;
   // Measurements must not overlap on one machine's devices.
   to.threads = reward == Reward::kMeasured
                    ? 1
@@ -206,11 +278,11 @@ int TrainCommand(const std::vector<std::string>& args) {
       };
     } else {
       MeasureOptions measure;
-      measure.steps = absl::GetFlag(FLAGS_steps);
-      measure.warmup = absl::GetFlag(FLAGS_warmup);
+      measure.steps = flags.steps;
+      measure.warmup = flags.warmup;
       measure.executor.seed = to.seed;
-      measure.executor.threads_per_cpu_device = absl::GetFlag(FLAGS_threads);
-      measure.executor.pin_cpu_devices = absl::GetFlag(FLAGS_pin_cores);
+      measure.executor.threads_per_cpu_device = flags.threads;
+      measure.executor.pin_cpu_devices = flags.pin_cores;
       if (noted.insert(cluster).second) NoteUnpinnedCpuDevices(*cluster);
       measure.executor.priorities = raw->context->priorities();
       const Cluster* c = cluster;
@@ -304,10 +376,10 @@ int TrainCommand(const std::vector<std::string>& args) {
 
   std::vector<std::pair<std::string, std::string>> files;
   if (!dir.empty()) files.push_back({dir + "/curve.csv", trainer.CurveCsv()});
-  if (!absl::GetFlag(FLAGS_curve).empty()) {
-    files.push_back({UserPath(absl::GetFlag(FLAGS_curve)), trainer.CurveCsv()});
+  if (!flags.curve.empty()) {
+    files.push_back({UserPath(flags.curve), trainer.CurveCsv()});
   }
-  const bool json = absl::GetFlag(FLAGS_json);
+  const bool json = flags.json;
   google::protobuf::Struct report;
   auto* models = (*report.mutable_fields())["models"].mutable_list_value();
   if (!json) {
@@ -365,8 +437,8 @@ int TrainCommand(const std::vector<std::string>& args) {
       files.push_back(
           {absl::StrCat(dir, "/best_", i, ".json"), placement_json});
     }
-    if (!absl::GetFlag(FLAGS_o).empty()) {
-      files.push_back({UserPath(absl::GetFlag(FLAGS_o)), placement_json});
+    if (!flags.output_path.empty()) {
+      files.push_back({UserPath(flags.output_path), placement_json});
     }
   }
   if (json) {
