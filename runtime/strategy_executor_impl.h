@@ -574,15 +574,18 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // Waits for nodes of other slots within a wide replica's task.
   absl::CondVar slots_cv_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
-  std::vector<char> forward_done_, backward_done_ ABSL_GUARDED_BY(mu_);  // [s * M + j], local
+  // [s * M + j], local.
+  std::vector<char> forward_done_ ABSL_GUARDED_BY(mu_);
+  std::vector<char> backward_done_ ABSL_GUARDED_BY(mu_);
   // Wide stages: [(s * M + j) * 2 + backward]: slots done with the task.
   std::vector<int> slots_done_ ABSL_GUARDED_BY(mu_);
-  std::vector<char> node_done_ ABSL_GUARDED_BY(mu_);         // [j * nodes + n]
+  std::vector<char> node_done_ ABSL_GUARDED_BY(mu_);  // [j * nodes + n]
   std::vector<double> waited_seconds_;  // per device, in its current task
-  std::vector<int> arrived_ ABSL_GUARDED_BY(mu_);            // [ArrivalKey]
-  std::vector<std::vector<torch::Tensor>> values_ ABSL_GUARDED_BY(mu_);  // [lane][value]
-  std::vector<int> value_device_ ABSL_GUARDED_BY(mu_);                   // [lane * values + v]
-  std::vector<int> reads_left_ ABSL_GUARDED_BY(mu_);                     // [lane * values + v]
+  std::vector<int> arrived_ ABSL_GUARDED_BY(mu_);  // [ArrivalKey]
+  // [lane][value]; [lane * values + v] for the other two.
+  std::vector<std::vector<torch::Tensor>> values_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> value_device_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> reads_left_ ABSL_GUARDED_BY(mu_);
   // [j][sum * S + s]: stage s's partial gradients of a sum, added up.
   std::vector<std::vector<torch::Tensor>> partials_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<SavedOp>> saved_;  // [lane][op]
@@ -594,7 +597,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
     int arrived = 0;
     int taken = 0;
   };
-  std::map<std::tuple<int, int, int>, GroupExchange> group_exchanges_ ABSL_GUARDED_BY(mu_);
+  std::map<std::tuple<int, int, int>, GroupExchange> group_exchanges_
+      ABSL_GUARDED_BY(mu_);
   // The replica exchanges in flight, by ticket (under mu_; group_cv_
   // wakes their waiters): the parts this process's replicas left
   // ([replica][replica], an all-gather's in [replica][0]) until issued;
@@ -614,7 +618,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
     int taken = 0;
     bool issued = false, finishing = false, done = false;
   };
-  std::map<std::pair<size_t, int>, ReplicaExchange> replica_exchanges_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<size_t, int>, ReplicaExchange> replica_exchanges_
+      ABSL_GUARDED_BY(mu_);
   std::vector<int> replica_exchanges_made_;  // per device, this step
   std::vector<int> replica_subgroup_;        // [SlotKey]; -1: none
   absl::CondVar group_cv_;
@@ -698,8 +703,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // [lane][tensor]: a graph output's loss gradient, set by the forward of
   // the op that makes it and taken by that op's backward: one worker's.
   std::vector<std::vector<torch::Tensor>> seeds_;
-  std::vector<double> loss_ ABSL_GUARDED_BY(mu_);                       // [j]
-  std::vector<char> tasks_done_ ABSL_GUARDED_BY(mu_);    // per device: past its last task
+  std::vector<double> loss_ ABSL_GUARDED_BY(mu_);  // [j]
+  // Per device: past its last task.
+  std::vector<char> tasks_done_ ABSL_GUARDED_BY(mu_);
   int workers_finished_ ABSL_GUARDED_BY(mu_) = 0;
   int workers_ ABSL_GUARDED_BY(mu_) = 0;
   // Per device: what it holds before a step (parameters, optimizer state,
