@@ -31,18 +31,28 @@ absl::StatusOr<SimulationResult> SimulateAccumulation(
     if (view.node(n.node).kind == NodeKind::kUpdate) continue;
     passes_busy[n.device] += n.end_seconds - n.start_seconds;
   }
-  // An earlier micro-batch runs no update: its passes end when the step's
-  // events without the updates' time do (in the step itself an update may
-  // run before a device's last backward node and delay it).
   const int extra = micro_batches - 1;
-  LoweredPlacement lowered;
   double passes_end = 0;
   if (extra > 0) {
-    lowered = LowerPlacement(context, placement);
+    LoweredPlacement lowered = LowerPlacement(context, placement);
+    // A later micro-batch (the last, with its updates): the step's events,
+    // the earlier ones' gradients held in their buffers throughout.
+    MemoryTimeline later(context, lowered, /*record=*/false);
+    later.HoldAccumulatedGradients();
+    RunTaskGraph(lowered.graph, &later);
+    const std::vector<MemoryBreakdown> parts = later.PeakBreakdown();
+    for (int d = 0; d < context.num_devices(); ++d) {
+      if (later.peak_bytes()[d] <= r->peak_memory_bytes[d]) continue;
+      r->peak_memory_bytes[d] = later.peak_bytes()[d];
+      r->peak_breakdown[d] = parts[d];
+      r->oom |=
+          r->peak_memory_bytes[d] > context.cluster().device(d).memory_bytes;
+    }
+    // An earlier micro-batch runs no update: its passes end when the
+    // step's events without the updates' time do (in the step itself an
+    // update may run before a device's last backward node and delay it).
     for (int n = 0; n < lowered.num_nodes; ++n) {
-      if (view.node(n).kind == NodeKind::kUpdate) {
-        lowered.graph.set_seconds(n, 0);
-      }
+      if (view.node(n).kind == NodeKind::kUpdate) lowered.graph.set_seconds(n, 0);
     }
     MemoryTimeline memory(context, lowered, /*record=*/false);
     const TaskSchedule passes = RunTaskGraph(lowered.graph, &memory);
@@ -74,22 +84,6 @@ absl::StatusOr<SimulationResult> SimulateAccumulation(
                *std::max_element(accumulate.begin(), accumulate.end()));
   for (int d = 0; d < context.num_devices(); ++d) {
     r->busy_seconds[d] += extra * (passes_busy[d] + accumulate[d]);
-  }
-  if (extra > 0) {
-    // A later micro-batch (the last, with its updates): the same events,
-    // the earlier ones' gradients held in their buffers throughout.
-    lowered = LowerPlacement(context, placement);
-    MemoryTimeline later(context, lowered, /*record=*/false);
-    later.HoldAccumulatedGradients();
-    RunTaskGraph(lowered.graph, &later);
-    const std::vector<MemoryBreakdown> parts = later.PeakBreakdown();
-    for (int d = 0; d < context.num_devices(); ++d) {
-      if (later.peak_bytes()[d] <= r->peak_memory_bytes[d]) continue;
-      r->peak_memory_bytes[d] = later.peak_bytes()[d];
-      r->peak_breakdown[d] = parts[d];
-      r->oom |=
-          r->peak_memory_bytes[d] > context.cluster().device(d).memory_bytes;
-    }
   }
   r->bytes_moved += extra * repeated_bytes;
   r->transfers_count += extra * repeated_transfers;
