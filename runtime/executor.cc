@@ -213,7 +213,7 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
   allocations_.Start(resident_bytes_);
   failure_ = absl::OkStatus();
   report_ = StepReport();
-  report_.node_seconds.assign(n, 0);
+  report_.node_runs.reserve(n);
   report_.busy_seconds.assign(num_devices_, 0);
   loss_ = 0;
   memory_.emplace(*structure_, lowered_, /*record=*/false);

@@ -134,17 +134,27 @@ struct ExecutorOptions {
   std::vector<int> rank_of_device;
 };
 
+// A copy between two devices in a step, timed from its start to its end
+// (between ranks: by its sender, until its send completes).
 struct MeasuredTransfer {
-  int value = -1;
+  int value = -1;  // the value copied (a gradient sum's buffer: its value)
   int src = -1;
   int dst = -1;
   int64_t bytes = 0;
   double seconds = 0;
 };
 
+// One run of a view node in a step: its device and the seconds its kernel
+// took there (on a GPU, until the device finished it), without the copies
+// and waits for other devices it made before.
+struct NodeRun {
+  int node = -1;
+  int device = -1;
+  double seconds = 0;
+};
+
 // One training step as either executor ran it (this one, or the strategy
-// executor: runtime/strategy_executor.h); the per-node and per-link fields
-// are this one's only.
+// executor: runtime/strategy_executor.h).
 struct StepReport {
   double seconds = 0;  // wall time of the step
   // The sum of the graph's losses before the update (a strategy: its mean
@@ -159,7 +169,13 @@ struct StepReport {
   // freed. Empty otherwise.
   std::vector<int64_t> allocated_peak_bytes;
   std::vector<double> busy_seconds;        // per device: time in kernels
-  std::vector<double> node_seconds;        // per view node
+  // The node runs of the step, in no particular order: each of an op
+  // placement's nodes once; a strategy's as strategy_executor.h says (a
+  // forward or backward node once per micro-batch, on the device of its
+  // replica's slot).
+  std::vector<NodeRun> node_runs;
+  // The copies between devices: this one's, every one; the strategy
+  // executor's, those its workers made in one process.
   std::vector<MeasuredTransfer> transfers;
   // Each time a worker waiting for work was given some by another thread
   // (a value to copy, a node made ready by an arrival or another device):

@@ -251,7 +251,7 @@ void TorchExecutor::DeviceWorker(int d) {
       });
     }
     mu_.Lock();
-    report_.node_seconds[node] = seconds;
+    report_.node_runs.push_back({node, d, seconds});
     report_.busy_seconds[d] += seconds;
     loss_ += loss;
     if (!s.ok()) {

@@ -42,7 +42,8 @@ absl::StatusOr<Measurement> MeasureSteps(
     return absl::InvalidArgumentError("steps must be >= 1 and warmup >= 0");
   }
   Measurement m;
-  std::vector<std::vector<double>> node_times, busy;
+  std::map<std::pair<int, int>, std::vector<double>> node_times;
+  std::vector<std::vector<double>> busy;
   for (int step = 0; step < options.warmup + options.steps; ++step) {
     absl::StatusOr<StepReport> r = executor.Step();
     if (!r.ok()) {
@@ -60,9 +61,8 @@ absl::StatusOr<Measurement> MeasureSteps(
         m.allocated_peak_bytes[d] =
             std::max(m.allocated_peak_bytes[d], r->allocated_peak_bytes[d]);
       }
-      node_times.resize(r->node_seconds.size());
-      for (size_t i = 0; i < r->node_seconds.size(); ++i) {
-        node_times[i].push_back(r->node_seconds[i]);
+      for (const NodeRun& run : r->node_runs) {
+        node_times[{run.node, run.device}].push_back(run.seconds);
       }
       busy.resize(r->busy_seconds.size());
       for (size_t d = 0; d < r->busy_seconds.size(); ++d) {
@@ -77,27 +77,28 @@ absl::StatusOr<Measurement> MeasureSteps(
   }
   m.step_seconds = Median(std::vector<double>(
       m.step_times.begin() + options.warmup, m.step_times.end()));
-  for (auto& t : node_times) m.node_seconds.push_back(Median(t));
+  for (auto& [at, times] : node_times) {
+    m.nodes.push_back({at.first, at.second, Median(times),
+                       static_cast<int>(times.size())});
+  }
   for (auto& b : busy) m.busy_seconds.push_back(Median(b));
   return m;
 }
 
 MeasuredProfile ProfileFromMeasurement(const TrainingView& view,
                                        const Cluster& cluster,
-                                       const Placement& placement,
                                        const Measurement& measurement) {
   MeasuredProfile profile;
   profile.source = "placer run: medians of nodes measured inside training steps";
   std::map<std::pair<std::string, DeviceKind>, std::vector<double>> ops;
-  for (size_t i = 0; i < measurement.node_seconds.size(); ++i) {
-    int d = placement.device_of_op[view.node(i).forward_op];
-    ops[{NodeSignature(view, static_cast<int>(i)), cluster.device(d).kind}]
-        .push_back(measurement.node_seconds[i]);
-  }
   // Devices used per host: with one each, no device had a neighbour in
   // use, and the times are alone times too.
   std::map<std::string, std::set<int>> used;
-  for (int d : placement.device_of_op) used[cluster.device(d).host].insert(d);
+  for (const MeasuredNode& node : measurement.nodes) {
+    const Device& device = cluster.device(node.device);
+    ops[{NodeSignature(view, node.node), device.kind}].push_back(node.seconds);
+    used[device.host].insert(node.device);
+  }
   bool alone = true;
   for (const auto& [host, devices] : used) alone &= devices.size() <= 1;
   for (auto& [key, times] : ops) {
@@ -148,7 +149,7 @@ absl::StatusOr<MeasuredProfile> OverlayStepMeasurement(
       Executor::Create(view, cluster, reference, options.executor));
   ASSIGN_OR_RETURN(Measurement m, MeasureSteps(*executor, options));
   MeasuredProfile overlaid = MergeProfiles(
-      std::move(base), ProfileFromMeasurement(view, cluster, reference, m));
+      std::move(base), ProfileFromMeasurement(view, cluster, m));
   // Where a host has devices of more than one kind (a GPU's driving thread
   // shares the host's cores with the CPU device's threads): each device
   // kind alone, every node on the first device of that kind, for the times
@@ -181,7 +182,7 @@ absl::StatusOr<MeasuredProfile> OverlayStepMeasurement(
                          absl::StrCat("measuring every node alone on ",
                                       cluster.device(d).name, ": "));
     }
-    MeasuredProfile times = ProfileFromMeasurement(view, cluster, one, *a);
+    MeasuredProfile times = ProfileFromMeasurement(view, cluster, *a);
     MeasuredProfile only_alone;
     only_alone.source = absl::StrCat("every node alone on ", cluster.device(d).name);
     only_alone.alone_ops = std::move(times.alone_ops);

@@ -5,11 +5,14 @@
 // (either: StepRunner) and reports the median step time of the last
 // `steps`, every step's loss and time, the peak tracked memory per device
 // (over every step), the most allocated per device in a measured step
-// (with measure_allocations), each device's and node's median time and the
-// transfers of the measured steps; any failed step fails the
-// measurement with its error. ProfileFromMeasurement turns a measurement
-// into the cost model's profile format (profiles/profile.proto): per node
-// signature and device kind, the median over the nodes that share it; per
+// (with measure_allocations), each device's median busy time, each
+// (node, device) pair's median over its runs in the measured steps (a
+// strategy runs a node once per micro-batch) and the transfers of the
+// measured steps; any failed step fails the measurement with its error.
+// ProfileFromMeasurement turns a measurement of any plan into the cost
+// model's profile format (profiles/profile.proto): per node signature
+// and device kind, the median over the (node, device) pairs that share
+// it; per
 // device pair, a latency/bandwidth fit of the transfers' medians by size
 // (pairs with fewer than two sizes are left out); the thread hand-off
 // (StepReport::handoff_seconds: a mean without the 5% at each end).
@@ -22,7 +25,7 @@
 // profile's alone times, what a node costs when no other device of the
 // host is in use; a kind the model does not fit alone keeps the shared
 // times). ProfileFromMeasurement records
-// alone times too when the placement uses one device per host.
+// alone times too when the nodes ran on one device per host.
 // NewExecutorEvaluator is the
 // StepEvaluator that measures: one executor per placement.
 #ifndef PLACER_RUNTIME_MEASUREMENT_H_
@@ -49,6 +52,14 @@ struct MeasureOptions {
   ExecutorOptions executor;
 };
 
+// A node's runs on one device in the measured steps.
+struct MeasuredNode {
+  int node = -1;
+  int device = -1;
+  double seconds = 0;  // the median
+  int runs = 0;
+};
+
 struct Measurement {
   double step_seconds = 0;             // median of the measured steps
   std::vector<double> step_times;      // every step, warm-up included
@@ -58,7 +69,8 @@ struct Measurement {
   // the executor measured allocations.
   std::vector<int64_t> allocated_peak_bytes;
   std::vector<double> busy_seconds;    // per device, median
-  std::vector<double> node_seconds;    // per node, median
+  // Per (node, device) that ran, by node then device.
+  std::vector<MeasuredNode> nodes;
   std::vector<MeasuredTransfer> transfers;  // of the measured steps
   std::vector<double> handoff_seconds;      // of the measured steps
 };
@@ -70,7 +82,6 @@ absl::StatusOr<Measurement> MeasureSteps(
 
 MeasuredProfile ProfileFromMeasurement(const TrainingView& view,
                                        const Cluster& cluster,
-                                       const Placement& placement,
                                        const Measurement& measurement);
 
 // Contiguous runs of the topological order on random devices: at each op,

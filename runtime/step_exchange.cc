@@ -25,11 +25,11 @@ absl::StatusOr<StepReport> ExchangeStepReports(RankGroup& ranks, int step,
                                                const StepReport& mine,
                                                const absl::Status& outcome) {
   const int devices = static_cast<int>(mine.busy_seconds.size());
-  const int nodes = static_cast<int>(mine.node_seconds.size());
   const bool allocations = !mine.allocated_peak_bytes.empty();
   // One row of doubles per rank: failed, loss, seconds, then per device
-  // busy seconds, tracked peak, allocated peak, then per node seconds (all
-  // of fixed size); then the rank's transfers, 5 numbers each.
+  // busy seconds, tracked peak and allocated peak (all of fixed size); then
+  // the rank's count of transfers, its transfers (5 numbers each) and its
+  // node runs (3 each).
   std::vector<double> row = {outcome.ok() ? 0.0 : 1.0, mine.loss, mine.seconds};
   for (int d = 0; d < devices; ++d) row.push_back(mine.busy_seconds[d]);
   for (int d = 0; d < devices; ++d) {
@@ -41,12 +41,16 @@ absl::StatusOr<StepReport> ExchangeStepReports(RankGroup& ranks, int step,
     row.push_back(allocations ? static_cast<double>(mine.allocated_peak_bytes[d])
                               : 0.0);
   }
-  for (int i = 0; i < nodes; ++i) row.push_back(mine.node_seconds[i]);
   const size_t fixed = row.size();
+  row.push_back(static_cast<double>(mine.transfers.size()));
   for (const MeasuredTransfer& t : mine.transfers) {
     row.insert(row.end(), {static_cast<double>(t.value), static_cast<double>(t.src),
                            static_cast<double>(t.dst), static_cast<double>(t.bytes),
                            t.seconds});
+  }
+  for (const NodeRun& run : mine.node_runs) {
+    row.insert(row.end(), {static_cast<double>(run.node),
+                           static_cast<double>(run.device), run.seconds});
   }
   const int me = ranks.rank();
   RETURN_IF_ERROR(ranks.Put(
@@ -82,15 +86,23 @@ absl::StatusOr<StepReport> ExchangeStepReports(RankGroup& ranks, int step,
                                                  std::chrono::milliseconds(5));
     }
     ASSIGN_OR_RETURN(std::string bytes, ranks.Get(Key(step, r)));
-    if (bytes.size() < fixed * sizeof(double) ||
-        (bytes.size() - fixed * sizeof(double)) % (5 * sizeof(double)) != 0) {
+    std::vector<double> theirs(bytes.size() / sizeof(double));
+    std::memcpy(theirs.data(), bytes.data(), theirs.size() * sizeof(double));
+    // The transfers' count, then 5 numbers a transfer and 3 a node run.
+    const double count = theirs.size() > fixed ? theirs[fixed] : -1;
+    const size_t transfers =
+        count >= 0 && count <= static_cast<double>(theirs.size())
+            ? static_cast<size_t>(count)
+            : theirs.size();
+    const size_t runs_at = fixed + 1 + 5 * transfers;
+    if (bytes.size() % sizeof(double) != 0 || theirs.size() <= fixed ||
+        theirs.size() < runs_at || (theirs.size() - runs_at) % 3 != 0) {
       return absl::DataLossError(absl::StrCat(
           "rank ", r, "'s report of step ", step + 1, " has ", bytes.size(),
-          " bytes, not ", fixed * sizeof(double),
-          " plus 40 per transfer: the ranks run different graphs"));
+          " bytes, not ", (fixed + 1) * sizeof(double),
+          " plus 40 per transfer and 24 per node run: the ranks run "
+          "different graphs"));
     }
-    std::vector<double> theirs(bytes.size() / sizeof(double));
-    std::memcpy(theirs.data(), bytes.data(), bytes.size());
     if (theirs[0] != 0) {
       std::optional<absl::Status> remote = ranks.PublishedFailure();
       return remote.has_value()
@@ -100,12 +112,17 @@ absl::StatusOr<StepReport> ExchangeStepReports(RankGroup& ranks, int step,
     for (size_t k = 0; k < fixed; ++k) {
       total[k] = k == 2 ? std::max(total[k], theirs[k]) : total[k] + theirs[k];
     }
-    for (size_t k = fixed; k + 5 <= theirs.size(); k += 5) {
+    for (size_t k = fixed + 1; k < runs_at; k += 5) {
       merged.transfers.push_back({static_cast<int>(theirs[k]),
                                   static_cast<int>(theirs[k + 1]),
                                   static_cast<int>(theirs[k + 2]),
                                   static_cast<int64_t>(theirs[k + 3]),
                                   theirs[k + 4]});
+    }
+    for (size_t k = runs_at; k < theirs.size(); k += 3) {
+      merged.node_runs.push_back({static_cast<int>(theirs[k]),
+                                  static_cast<int>(theirs[k + 1]),
+                                  theirs[k + 2]});
     }
   }
   size_t k = 1;
@@ -120,7 +137,6 @@ absl::StatusOr<StepReport> ExchangeStepReports(RankGroup& ranks, int step,
       merged.allocated_peak_bytes.push_back(static_cast<int64_t>(total[k]));
     }
   }
-  for (int i = 0; i < nodes; ++i) merged.node_seconds.push_back(total[k++]);
   merged.handoff_seconds = mine.handoff_seconds;  // this rank's threads
   return merged;
 }

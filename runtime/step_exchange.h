@@ -2,10 +2,10 @@
 // goes through the rank group's store, and every rank gets the run's.
 //
 // Contract: every rank calls ExchangeStepReports once per step, in step
-// order, with its own StepReport (entries of devices and nodes it does not
-// drive are zero; transfers are those it made) and its outcome. Merged:
-// loss, busy seconds, tracked and allocated peaks and node seconds summed
-// (each device and node has one rank), seconds the slowest rank's,
+// order, with its own StepReport (entries of devices it does not drive are
+// zero; node runs and transfers are those it made) and its outcome.
+// Merged: loss, busy seconds, tracked and allocated peaks summed (each
+// device has one rank), seconds the slowest rank's, node runs and
 // transfers every rank's in rank order. A failed step (this rank's, or one
 // another rank published or reported) returns the run's first failure, the
 // same on every rank; a rank whose share does not come within the group's

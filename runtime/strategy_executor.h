@@ -53,7 +53,12 @@
 //    them); freed host memory stays in the heap (KeepFreedHostMemory), as
 //    in the placed executor and the profiler.
 //  - Step reports the step's wall time, the mean loss over the
-//    micro-batches (before the update) and each device's busy time; with
+//    micro-batches (before the update), each device's busy time, every
+//    node run (each forward and backward node per micro-batch, each update
+//    of a whole parameter; none with tensor parallelism, whose devices run
+//    parts of ops), timed without the copies and waits for other devices
+//    it made, and the copies a worker made of other devices' values and
+//    weights in one process (what crosses ranks goes packed, untimed); with
 //    measure_allocations, what each device's threads allocated (below).
 //    With measure_allocations and enforce_memory (both ExecutorOptions), a
 //    step whose allocations on a device go past its memory_bytes fails
@@ -212,7 +217,8 @@ class StrategyExecutor : public StepRunner {
       const TrainingView& view, const Cluster& cluster,
       const Strategy& strategy, const ExecutorOptions& options = {});
 
-  // One step (StepReport: its seconds, mean loss and per-device busy time;
+  // One step (StepReport: its seconds, mean loss, per-device busy time,
+  // node runs and copies;
   // with ExecutorOptions::measure_allocations, per cluster device, 0 for
   // one the strategy leaves out, every rank's merged at the step's end:
   // what the device holds before the step — parameters and optimizer

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "base/stopwatch.h"
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
 #include "runtime/allocation_tracker.h"
@@ -168,6 +169,17 @@ class TorchStrategyExecutor : public StrategyExecutor {
     if (from == device) return tensor;
     return tensor.to(devices_[device], /*non_blocking=*/false, /*copy=*/true);
   }
+  // On(), made by device d's worker for its node: when `from` is another
+  // device, timed (until d has it) into d's transfers_ (as value v) and
+  // copy_seconds_. Device d's worker only.
+  torch::Tensor CopyIn(const torch::Tensor& tensor, int v, int from, int d);
+  // Node n has run on device d from `start`: its run into node_runs_[d],
+  // without the copies and waits for other devices it made meanwhile
+  // (copy_seconds_ and waited_seconds_ past `copies` and `waited`); on a
+  // GPU once the device has finished it; none with tensor parallelism (a
+  // device runs its part of the op). Device d's worker only.
+  void RecordRun(int n, int d, SteadyClock::time_point start, double copies,
+                 double waited);
   // Before a step: the step's state, empty (failure_ OK, nothing done,
   // arrived or held), and the counts of this process's workers.
   void ResetStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -565,7 +577,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // The step's state. What workers share is ABSL_GUARDED_BY(mu_) (clang
   // checks it: scripts/thread_safety.sh). Left unannotated, by design, is
   // what one worker alone touches during a step: an entry per device
-  // (waited_seconds_, prefetched_), per lane and op (saved_,
+  // (waited_seconds_, node_runs_, transfers_, copy_seconds_, prefetched_),
+  // per lane and op (saved_,
   // tensor_saved_, seeds_) or per pass (parked_, parked_reruns_), each
   // read and written by the worker that runs it; Step() sets them before
   // the workers start and clears them after they are joined.
@@ -581,6 +594,11 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<int> slots_done_ ABSL_GUARDED_BY(mu_);
   std::vector<char> node_done_ ABSL_GUARDED_BY(mu_);  // [j * nodes + n]
   std::vector<double> waited_seconds_;  // per device, in its current task
+  // Per device: its node runs and the copies it made in the step, and the
+  // seconds of those copies so far.
+  std::vector<std::vector<NodeRun>> node_runs_;
+  std::vector<std::vector<MeasuredTransfer>> transfers_;
+  std::vector<double> copy_seconds_;
   std::vector<int> arrived_ ABSL_GUARDED_BY(mu_);  // [ArrivalKey]
   // [lane][value]; [lane * values + v] for the other two.
   std::vector<std::vector<torch::Tensor>> values_ ABSL_GUARDED_BY(mu_);

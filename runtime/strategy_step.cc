@@ -134,6 +134,9 @@ void TorchStrategyExecutor::ResetStepLocked() {
                               static_cast<size_t>(sums) * S_ * W_));
   slots_done_.assign(static_cast<size_t>(S_) * M_ * 2, 0);
   waited_seconds_.assign(D_, 0);
+  node_runs_.assign(D_, {});
+  transfers_.assign(D_, {});
+  copy_seconds_.assign(D_, 0);
   node_done_.assign(W_ > 1 ? static_cast<size_t>(M_) * view_.nodes().size() : 0,
                     0);
   saved_.assign(lanes, std::vector<SavedOp>(graph_.ops().size()));
@@ -262,6 +265,12 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
   saved_.clear();
   tensor_saved_.clear();
   parked_.clear();
+  for (int d = 0; d < D_; ++d) {
+    report.node_runs.insert(report.node_runs.end(), node_runs_[d].begin(),
+                            node_runs_[d].end());
+    report.transfers.insert(report.transfers.end(), transfers_[d].begin(),
+                            transfers_[d].end());
+  }
   if (Distributed()) {
     // Each rank's devices' allocated peaks (zeros for the others'), summed.
     ASSIGN_OR_RETURN(
@@ -271,6 +280,8 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
     report.loss = merged.loss;
     report.busy_seconds = merged.busy_seconds;
     report.allocated_peak_bytes = merged.allocated_peak_bytes;
+    report.node_runs = std::move(merged.node_runs);
+    report.transfers = std::move(merged.transfers);
   }
   if (!failure.ok()) return failure;
   report.loss /= M_;

@@ -60,7 +60,7 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::ForwardNode(
           in = params_[d][v];
         } else {
           auto [at, fresh] = copied->emplace(v, torch::Tensor());
-          if (fresh) at->second = On(params_[holder][v], holder, d);
+          if (fresh) at->second = CopyIn(params_[holder][v], v, holder, d);
           in = at->second;
         }
       } else if (value.kind == ValueKind::kGraphInput) {
@@ -85,6 +85,33 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::ForwardNode(
   return ForwardOp(graph_, op, std::move(inputs), devices_[d], precision_,
                    autograd ? &needs_gradient_[node.forward_op] : nullptr,
                    &saved_[lane][node.forward_op]);
+}
+
+torch::Tensor TorchStrategyExecutor::CopyIn(const torch::Tensor& tensor, int v,
+                                            int from, int d) {
+  if (from == d) return tensor;
+  const SteadyClock::time_point start = SteadyClock::now();
+  torch::Tensor copy = On(tensor, from, d);
+  Synchronize(devices_[d]);
+  const double seconds = SecondsSince(start);
+  copy_seconds_[d] += seconds;
+  transfers_[d].push_back(
+      {v, from, d,
+       static_cast<int64_t>(copy.numel()) *
+           static_cast<int64_t>(copy.element_size()),
+       seconds});
+  return copy;
+}
+
+void TorchStrategyExecutor::RecordRun(int n, int d,
+                                      SteadyClock::time_point start,
+                                      double copies, double waited) {
+  // A tensor-parallel device runs its part of the op: not the node's time.
+  if (T_ > 1) return;
+  Synchronize(devices_[d]);
+  const double seconds = SecondsSince(start) - (copy_seconds_[d] - copies) -
+                         (waited_seconds_[d] - waited);
+  node_runs_[d].push_back({n, d, std::max(seconds, 0.0)});
 }
 
 absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
@@ -112,7 +139,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     const int from = value_device_[lane * V_ + v];
     torch::Tensor in;
     if (from == d || copied.count(v) == 0) {
-      in = On(held, from, d);
+      in = CopyIn(held, v, from, d);
       if (from != d) copied[v] = in;
     } else {
       in = copied[v];
@@ -147,12 +174,15 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
         view_.backward_node(node.forward_op) >= 0 && !Reruns(n);
     current = n;
     RETURN_IF_ERROR(GatherBefore(n, d, &copied));
+    const SteadyClock::time_point started = SteadyClock::now();
+    const double copies = copy_seconds_[d], waited = waited_seconds_[d];
     absl::StatusOr<std::vector<torch::Tensor>> results = ForwardNode(
         n, j, d, autograd, /*rerun=*/false, &copied, activation);
     if (!results.ok()) {
       return WithContext(results.status(),
                          absl::StrCat(node.key, " (micro-batch ", j, "): "));
     }
+    RecordRun(n, d, started, copies, waited);
     if (parks && Reruns(n)) {
       // Held by the results alone, in storage no other tensor holds: not
       // an input (or a view of one), a weight or a constant.
@@ -276,12 +306,15 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
       }
     }
     RETURN_IF_ERROR(RestoreBefore(n, j, d));
+    const SteadyClock::time_point started = SteadyClock::now();
+    const double copies = copy_seconds_[d], waited = waited_seconds_[d];
     absl::StatusOr<std::vector<torch::Tensor>> grads =
         T_ > 1 ? TensorParallelBackward(n, j, d, std::move(output_gradients),
                                         tensors)
                : BackwardOp(graph_, op, std::move(saved_[lane][node.forward_op]),
                             output_gradients, tensors);
     saved_[lane][node.forward_op] = SavedOp();
+    if (grads.ok()) RecordRun(n, d, started, copies, waited);
     ReleaseAfterBackward(n, j, d);
     if (!grads.ok()) {
       return WithContext(grads.status(),

@@ -130,10 +130,21 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     if (!failure_.ok()) return;
   }
   const auto start = SteadyClock::now();
+  // Each update node's run, where it updates its parameter whole.
+  std::map<int, int> update_of;
+  if (!ShardsGradientsOf(s)) {
+    for (int u : update_[s]) update_of[view_.node(u).parameter] = u;
+  }
   status = CatchExceptions("update: ", [&] {
     torch::NoGradGuard no_grad;
     for (const auto& [p, total] : totals) {
-      if (total.defined()) updates_[d][p]->Apply(total);
+      if (!total.defined()) continue;
+      const SteadyClock::time_point started = SteadyClock::now();
+      updates_[d][p]->Apply(total);
+      auto u = update_of.find(p);
+      if (u != update_of.end()) {
+        RecordRun(u->second, d, started, copy_seconds_[d], waited_seconds_[d]);
+      }
     }
     Synchronize(devices_[d]);
     return absl::OkStatus();

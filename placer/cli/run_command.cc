@@ -5,7 +5,7 @@
 // prints measured against simulated step time, the loss per step, the
 // memory per device and (one process) the copies per link. --profile-out
 // writes the node and link times measured in the steps (over --profile's,
-// when given; an op placement's run only). With more than one rank
+// when given), an op placement's or a strategy's. With more than one rank
 // (placer/cli/ranks.h), rank 0 chooses the placement and sends it; every
 // rank runs its devices; rank 0 reports.
 #include <iostream>
@@ -228,6 +228,28 @@ std::map<std::pair<int, int>, std::pair<LinkLoad, LinkLoad>> LinkLoads(
   return loads;
 }
 
+// --profile-out (when given): the node and link times of the measured
+// steps, over --profile's when given, so that the next search sees both.
+// Returns the command's exit code.
+int WriteProfileOut(const TrainingView& view, const Cluster& cluster,
+                    const Measurement& m, const RunFlags& flags) {
+  if (flags.profile_out.empty()) return 0;
+  MeasuredProfile profile = ProfileFromMeasurement(view, cluster, m);
+  if (!flags.profile.empty()) {
+    absl::StatusOr<MeasuredProfile> base = LoadProfile(UserPath(flags.profile));
+    if (!base.ok()) return Fail(base.status());
+    profile = MergeProfiles(std::move(*base), profile);
+  }
+  if (absl::Status s = SaveProfile(profile, UserPath(flags.profile_out));
+      !s.ok()) {
+    return Fail(s);
+  }
+  ReportWrote(flags.profile_out,
+              absl::StrFormat("%d node signatures, %d links",
+                              profile.ops.size(), profile.links.size()));
+  return 0;
+}
+
 // `run --placement F` where F holds a strategy: the strategy executor
 // (threads in this process, or this rank's devices of a distributed run),
 // measured against the strategy simulator. Reports on rank 0.
@@ -237,15 +259,6 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
                 const RunFlags& flags, RankSetup& ranks) {
   const bool report = ranks.rank == 0;
   const int world = ranks.group != nullptr ? ranks.group->world_size() : 1;
-  if (!flags.profile_out.empty()) {
-    // Refused before anything runs rather than a run that writes nothing.
-    return FailOnRank(
-        ranks, absl::InvalidArgumentError(absl::StrCat(
-                   "--profile-out: ", path,
-                   " holds a strategy, and the strategy executor measures no "
-                   "per-node times yet; write the profile from an op "
-                   "placement's run (an op placement file, or --policy)")));
-  }
   absl::StatusOr<StrategySimulation> simulated =
       SimulateStrategy(context, strategy);
   if (!simulated.ok()) {
@@ -291,10 +304,10 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
     f["micro_batches"].set_number_value(strategy.micro_batches);
     f["strategy"].set_string_value(DescribeStrategy(strategy));
     std::cout << ReportJson(s);
-    return 0;
+  } else {
+    PrintSummary(summary, cluster);
   }
-  PrintSummary(summary, cluster);
-  return 0;
+  return WriteProfileOut(view, cluster, *m, flags);
 }
 
 }  // namespace
@@ -460,25 +473,7 @@ int RunCommand(const std::vector<std::string>& args) {
       }
     }
   }
-  if (!flags.profile_out.empty()) {
-    MeasuredProfile profile =
-        ProfileFromMeasurement(view, *cluster, placement, *m);
-    // With --profile, the written profile is that one overlaid with what
-    // this run measured, so that the next search sees both.
-    if (!flags.profile.empty()) {
-      absl::StatusOr<MeasuredProfile> base = LoadProfile(UserPath(flags.profile));
-      if (!base.ok()) return Fail(base.status());
-      profile = MergeProfiles(std::move(*base), profile);
-    }
-    if (absl::Status s = SaveProfile(profile, UserPath(flags.profile_out));
-        !s.ok()) {
-      return Fail(s);
-    }
-    ReportWrote(flags.profile_out,
-                absl::StrFormat("%d node signatures, %d links",
-                                profile.ops.size(), profile.links.size()));
-  }
-  return 0;
+  return WriteProfileOut(view, *cluster, *m, flags);
 }
 
 }  // namespace placer

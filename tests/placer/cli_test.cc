@@ -492,21 +492,25 @@ TEST(CliTest, RunTrainsAPlacementAndWritesAProfile) {
       "run zoo:diamond --batch 8 --hidden 16 --cluster cpu2 --placement " + bad);
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.out, HasSubstr("left"));
-  // A strategy's run measures no per-node times: --profile-out is refused
-  // before it runs, not a run that writes no profile.
+  // A strategy's run writes its node times too (every micro-batch's run,
+  // on each replica's device): they price every node of the placement.
   std::string strategy = TmpFile("run_strategy.json");
   ASSERT_EQ(RunPlacer("place zoo:diamond --batch 8 --hidden 16 --cluster cpu2 "
-                      "--parallelism data --budget 1 -o " + strategy)
+                      "--parallelism pipeline --micro-batches 2 --budget 1 -o " +
+                      strategy)
                 .exit_code,
             0);
-  std::string not_written = TmpFile("run_strategy_profile.pbtxt");
-  RunResult refused = RunPlacer(
+  std::string from_strategy = TmpFile("run_strategy_profile.pbtxt");
+  RunResult pipelined = RunPlacer(
       "run zoo:diamond --batch 8 --hidden 16 --cluster cpu2 --steps 2 "
-      "--placement " + strategy + " --profile-out " + not_written);
-  EXPECT_EQ(refused.exit_code, 1);
-  EXPECT_THAT(refused.out, HasSubstr("holds a strategy"));
-  EXPECT_THAT(refused.out, Not(HasSubstr("step   1")));
-  EXPECT_FALSE(std::ifstream(not_written).good());
+      "--warmup 1 --placement " + strategy + " --profile-out " + from_strategy);
+  ASSERT_EQ(pipelined.exit_code, 0) << pipelined.out;
+  EXPECT_THAT(pipelined.out, HasSubstr("node signatures"));
+  RunResult priced = RunPlacer(
+      "simulate zoo:diamond --batch 8 --hidden 16 --cluster cpu2 --json "
+      "--placement " + placement + " --profile " + from_strategy);
+  ASSERT_EQ(priced.exit_code, 0) << priced.out;
+  EXPECT_EQ(Number(Json(priced.out), "estimated_nodes"), 0);
 }
 
 // Places `model` (a file and its flags) with m_etf on cpu2, trains it

@@ -35,6 +35,7 @@ struct RunResult {
   std::map<std::string, torch::Tensor> parameters;  // every rank's, merged
   std::vector<int64_t> peak_memory_bytes;
   size_t transfers = 0;  // in the last step, every rank's
+  size_t node_runs = 0;  // in the last step, every rank's
 };
 
 std::vector<std::string> ParameterNames(const TrainingView& view) {
@@ -72,6 +73,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
       result.losses.push_back(r->loss);
       result.peak_memory_bytes = r->peak_memory_bytes;
       result.transfers = r->transfers.size();
+      result.node_runs = r->node_runs.size();
     }
     for (const std::string& name : ParameterNames(view)) {
       absl::StatusOr<torch::Tensor> t = (*e)->Resident(name);
@@ -115,6 +117,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
       out.losses.push_back(r->loss);
       out.peak_memory_bytes = r->peak_memory_bytes;
       out.transfers = r->transfers.size();
+      out.node_runs = r->node_runs.size();
     }
     for (const std::string& name : ParameterNames(view)) {
       absl::StatusOr<torch::Tensor> t = (*e)->Resident(name);
@@ -130,6 +133,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
       EXPECT_EQ(per_rank[r].losses, per_rank[0].losses) << "rank " << r;
       EXPECT_EQ(per_rank[r].peak_memory_bytes, per_rank[0].peak_memory_bytes);
       EXPECT_EQ(per_rank[r].transfers, per_rank[0].transfers);
+      EXPECT_EQ(per_rank[r].node_runs, per_rank[0].node_runs);
     }
     for (auto& [name, t] : per_rank[r].parameters) {
       EXPECT_EQ(result.parameters.count(name), 0u) << name << " on two ranks";
@@ -139,6 +143,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
   result.losses = per_rank[0].losses;
   result.peak_memory_bytes = per_rank[0].peak_memory_bytes;
   result.transfers = per_rank[0].transfers;
+  result.node_runs = per_rank[0].node_runs;
   return result;
 }
 
@@ -223,6 +228,10 @@ TEST(DistributedExecutorTest, RanksGiveTheLossesAndParametersOfOneProcess) {
     // process makes (the same values cross the same links).
     EXPECT_EQ(two.transfers, one.transfers);
     EXPECT_EQ(four.transfers, one.transfers);
+    // And every node's run, each once.
+    EXPECT_EQ(one.node_runs, view.nodes().size());
+    EXPECT_EQ(two.node_runs, one.node_runs);
+    EXPECT_EQ(four.node_runs, one.node_runs);
     // Every device's tracked peak reaches every rank's report.
     for (int d = 0; d < cluster.num_devices(); ++d) {
       EXPECT_GT(four.peak_memory_bytes[d], 0) << d;

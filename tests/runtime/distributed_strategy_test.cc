@@ -39,6 +39,8 @@ struct RunResult {
   std::map<std::pair<std::string, int>, torch::Tensor> parameters, shards;
   // Tensor parallelism: (name, replica * 16 + tensor rank) -> its part.
   std::map<std::pair<std::string, int>, torch::Tensor> parts;
+  // The last step's node runs, every rank's (each rank's report has all).
+  size_t node_runs = 0;
 };
 
 std::vector<std::string> ParameterNames(const TrainingView& view) {
@@ -80,6 +82,7 @@ RunResult RunOneProcess(const TrainingView& view, const Cluster& cluster,
     absl::StatusOr<StepReport> r = (*e)->Step();
     if (!r.ok()) return {r.status()};
     result.losses.push_back(r->loss);
+    result.node_runs = r->node_runs.size();
   }
   Collect(view, **e, &result);
   return result;
@@ -126,6 +129,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
         return;
       }
       out.losses.push_back(r->loss);
+      out.node_runs = r->node_runs.size();
     }
     Collect(view, **e, &out);
   });
@@ -136,6 +140,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
     }
     if (r > 0 && per_rank[r].status.ok() && per_rank[0].status.ok()) {
       EXPECT_EQ(per_rank[r].losses, per_rank[0].losses) << "rank " << r;
+      EXPECT_EQ(per_rank[r].node_runs, per_rank[0].node_runs) << "rank " << r;
     }
     for (auto& [key, t] : per_rank[r].parameters) {
       EXPECT_EQ(result.parameters.count(key), 0u)
@@ -146,6 +151,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
     for (auto& [key, t] : per_rank[r].parts) result.parts[key] = t;
   }
   result.losses = per_rank[0].losses;
+  result.node_runs = per_rank[0].node_runs;
   return result;
 }
 
@@ -282,7 +288,11 @@ TEST(DistributedStrategyTest, RanksGiveOneProcesssLossesAndParameters) {
       RunResult one = RunOneProcess(view, cluster, *s);
       for (int world : {2, 4}) {
         SCOPED_TRACE(::testing::Message() << world << " ranks");
-        ExpectSame(one, RunRanks(view, cluster, *s, world));
+        RunResult ranks = RunRanks(view, cluster, *s, world);
+        ExpectSame(one, ranks);
+        // Every rank's node runs reach every rank's report.
+        EXPECT_GT(one.node_runs, 0u);
+        EXPECT_EQ(ranks.node_runs, one.node_runs);
       }
     }
   }

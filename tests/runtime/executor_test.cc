@@ -624,9 +624,15 @@ TEST(ExecutorTest, MeasurementFollowsTheProtocolAndBecomesAProfile) {
   ASSERT_EQ(r->losses.size(), 5u);
   EXPECT_EQ(r->step_seconds, Median({r->step_times[2], r->step_times[3],
                                      r->step_times[4]}));
-  ASSERT_EQ(r->node_seconds.size(), m->view.nodes().size());
-  MeasuredProfile profile =
-      ProfileFromMeasurement(m->view, two, placement, *r);
+  // Every node once, on its placed device, in each of the 3 steps.
+  ASSERT_EQ(r->nodes.size(), m->view.nodes().size());
+  for (const MeasuredNode& node : r->nodes) {
+    EXPECT_EQ(node.device,
+              placement.device_of_op[m->view.node(node.node).forward_op]);
+    EXPECT_EQ(node.runs, 3) << m->view.node(node.node).key;
+    EXPECT_GT(node.seconds, 0);
+  }
+  MeasuredProfile profile = ProfileFromMeasurement(m->view, two, *r);
   for (int i = 0; i < static_cast<int>(m->view.nodes().size()); ++i) {
     EXPECT_TRUE(profile.ops.count({NodeSignature(m->view, i), DeviceKind::kCpu}))
         << m->view.node(i).key;
@@ -654,7 +660,7 @@ TEST(ExecutorTest, MeasurementFollowsTheProtocolAndBecomesAProfile) {
   absl::StatusOr<Measurement> alone = MeasureSteps(**one, o);
   ASSERT_TRUE(alone.ok()) << alone.status();
   MeasuredProfile alone_profile =
-      ProfileFromMeasurement(m->view, two, single, *alone);
+      ProfileFromMeasurement(m->view, two, *alone);
   ASSERT_EQ(alone_profile.alone_ops.size(), alone_profile.ops.size());
   for (const auto& [key, timing] : alone_profile.ops) {
     EXPECT_EQ(alone_profile.alone_ops.at(key), timing.first) << key.first;

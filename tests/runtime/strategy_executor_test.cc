@@ -17,6 +17,7 @@
 #include "policies/strategy_search.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
+#include "profiles/signature.h"
 #include "runtime/cpu_cores.h"
 #include "runtime/executor.h"
 #include "runtime/measurement.h"
@@ -117,7 +118,15 @@ TEST(StrategyExecutorTest, BothExecutorsAreMeasuredAlike) {
   EXPECT_TRUE(a.peak_memory_bytes.empty());  // a strategy tracks none
   ASSERT_EQ(b.peak_memory_bytes.size(), 2u);
   EXPECT_GT(b.peak_memory_bytes[0], 0);
-  EXPECT_FALSE(b.node_seconds.empty());
+  // Both timed every node of the view on device 0 in each measured step.
+  for (const Measurement* m : {&a, &b}) {
+    ASSERT_EQ(m->nodes.size(), view.nodes().size());
+    for (size_t i = 0; i < m->nodes.size(); ++i) {
+      EXPECT_EQ(m->nodes[i].node, static_cast<int>(i));
+      EXPECT_EQ(m->nodes[i].device, 0);
+      EXPECT_EQ(m->nodes[i].runs, 2) << view.node(i).key;
+    }
+  }
 }
 
 struct Model {
@@ -282,6 +291,63 @@ TEST(StrategyExecutorTest, StagesOverSeveralDevicesMatchOneDevice) {
       wide.schedule = schedule;
       ExpectSame(one, RunStrategy(view, cluster, wide), 1e-5);
     }
+  }
+}
+
+// A strategy's step reports each node's runs where they ran: once per
+// micro-batch, on the device of its replica's slot; updates once per
+// replica; copies between the slots of a replica as transfers. Its
+// profile prices every node of the view.
+TEST(StrategyExecutorTest, EveryNodeRunIsReportedOnTheDeviceThatRanIt) {
+  const Cluster cluster = Cpus(4);
+  std::vector<Model> models = Models({"bn_cnn.op13"});
+  TrainingView view = BuildTrainingView(models[0].graph);
+  const int micro_batches = 4;
+  Strategy hybrid = OneDevice(view, micro_batches);
+  hybrid.slot_of_op = AlternatingSlots(view);
+  hybrid.stages = {PipelineStage::OfReplicas({{0, 1}, {2, 3}})};
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
+      StrategyExecutor::Create(view, cluster, hybrid);
+  ASSERT_TRUE(e.ok()) << e.status();
+  absl::StatusOr<StepReport> r = (*e)->Step();
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::map<std::pair<int, int>, int> runs;  // (node, device) -> count
+  for (const NodeRun& run : r->node_runs) {
+    EXPECT_GE(run.seconds, 0);
+    ++runs[{run.node, run.device}];
+  }
+  int expected_pairs = 0;
+  for (int n = 0; n < static_cast<int>(view.nodes().size()); ++n) {
+    const TrainingNode& node = view.node(n);
+    const int slot = SlotOfOp(hybrid, node.forward_op);
+    for (int replica = 0; replica < 2; ++replica) {
+      const int device = hybrid.stages[0].device(replica, slot);
+      // Micro-batches j and j + 2 go to a replica; its update once.
+      const int want = node.kind == NodeKind::kUpdate ? 1 : 2;
+      EXPECT_EQ(runs[std::make_pair(n, device)], want)
+          << node.key << " on " << device;
+      ++expected_pairs;
+    }
+  }
+  EXPECT_EQ(runs.size(), static_cast<size_t>(expected_pairs));
+  // Each replica's slots read each other's values: copies within
+  // replicas, none across them.
+  ASSERT_FALSE(r->transfers.empty());
+  for (const MeasuredTransfer& t : r->transfers) {
+    EXPECT_EQ(t.src / 2, t.dst / 2) << t.src << " -> " << t.dst;
+    EXPECT_NE(t.src, t.dst);
+    EXPECT_GT(t.bytes, 0);
+    EXPECT_GE(t.seconds, 0);
+  }
+  MeasureOptions options;
+  options.steps = 1;
+  options.warmup = 0;
+  absl::StatusOr<Measurement> m = MeasureSteps(**e, options);
+  ASSERT_TRUE(m.ok()) << m.status();
+  MeasuredProfile profile = ProfileFromMeasurement(view, cluster, *m);
+  for (int n = 0; n < static_cast<int>(view.nodes().size()); ++n) {
+    EXPECT_TRUE(profile.ops.count({NodeSignature(view, n), DeviceKind::kCpu}))
+        << view.node(n).key;
   }
 }
 
