@@ -55,17 +55,60 @@ ABSL_DECLARE_FLAG(std::string, tls_key);
 namespace placer {
 namespace {
 
+// The command's flags, read once. Paths are the user's (UserPath) where
+// they are opened; the model-import flags are read where they can fail.
+struct RemoteFlags {
+  std::string server, cluster, policy, placement, profile, report;
+  std::string output_path;  // -o
+  double deadline_seconds = 0;
+  std::vector<std::string> step_seconds, profile_clients, input_shapes;
+  bool send_weights = false, use_reported_profiles = false, json = false;
+  ClientTlsFiles tls;
+  std::string token_file;
+  int64_t batch = 0;
+  uint64_t seed = 1;
+  double budget_seconds = 0;
+  int64_t evaluations = 0;
+  absl::StatusOr<bool> fuse_attention = false, fuse_elementwise = false;
+};
+
+RemoteFlags ReadRemoteFlags() {
+  RemoteFlags f;
+  f.server = absl::GetFlag(FLAGS_server);
+  f.cluster = absl::GetFlag(FLAGS_cluster);
+  f.policy = absl::GetFlag(FLAGS_policy);
+  f.placement = absl::GetFlag(FLAGS_placement);
+  f.profile = absl::GetFlag(FLAGS_profile);
+  f.report = absl::GetFlag(FLAGS_report);
+  f.output_path = absl::GetFlag(FLAGS_o);
+  f.deadline_seconds = absl::GetFlag(FLAGS_deadline);
+  f.step_seconds = absl::GetFlag(FLAGS_step_seconds);
+  f.profile_clients = absl::GetFlag(FLAGS_profile_clients);
+  f.input_shapes = absl::GetFlag(FLAGS_input_shape);
+  f.send_weights = absl::GetFlag(FLAGS_send_weights);
+  f.use_reported_profiles = absl::GetFlag(FLAGS_use_reported_profiles);
+  f.json = absl::GetFlag(FLAGS_json);
+  f.tls.ca = UserPath(absl::GetFlag(FLAGS_tls_ca));
+  f.tls.certificate = UserPath(absl::GetFlag(FLAGS_tls_cert));
+  f.tls.private_key = UserPath(absl::GetFlag(FLAGS_tls_key));
+  f.tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
+  f.token_file = UserPath(absl::GetFlag(FLAGS_token_file));
+  f.batch = absl::GetFlag(FLAGS_batch);
+  f.seed = absl::GetFlag(FLAGS_seed);
+  f.budget_seconds = absl::GetFlag(FLAGS_budget).seconds;
+  f.evaluations = absl::GetFlag(FLAGS_evaluations);
+  f.fuse_attention = FuseAttentionFromFlag();
+  f.fuse_elementwise = FuseElementwiseFromFlag();
+  return f;
+}
+
 // The channel to --server, over TLS with a token or client certificate as
 // the flags say.
-absl::StatusOr<std::shared_ptr<grpc::Channel>> ChannelFromFlags() {
-  ClientTlsFiles tls;
-  tls.ca = UserPath(absl::GetFlag(FLAGS_tls_ca));
-  tls.certificate = UserPath(absl::GetFlag(FLAGS_tls_cert));
-  tls.private_key = UserPath(absl::GetFlag(FLAGS_tls_key));
-  tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ChannelFromFlags(
+    const RemoteFlags& flags) {
+  const ClientTlsFiles& tls = flags.tls;
   std::string token;
-  if (std::string path = UserPath(absl::GetFlag(FLAGS_token_file));
-      !path.empty()) {
+  if (const std::string& path = flags.token_file; !path.empty()) {
     ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
     token = std::string(absl::StripAsciiWhitespace(text));
     if (token.empty()) {
@@ -88,8 +131,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ChannelFromFlags() {
         tls.enabled() ? ""
                       : " (--tls-ca; the token may come from PLACER_TOKEN)"));
   }
-  return grpc::CreateCustomChannel(absl::GetFlag(FLAGS_server), *credentials,
-                                   arguments);
+  return grpc::CreateCustomChannel(flags.server, *credentials, arguments);
 }
 
 absl::Status FromGrpc(const grpc::Status& s) {
@@ -129,26 +171,27 @@ absl::StatusOr<std::string> ShapesOnly(const std::string& bytes,
   return model.SerializeAsString();
 }
 
-absl::StatusOr<proto::ModelSpec> ModelSpecFromArg(const std::string& arg) {
+absl::StatusOr<proto::ModelSpec> ModelSpecFromArg(const std::string& arg,
+                                                  const RemoteFlags& flags) {
   proto::ModelSpec spec;
   spec.set_name(arg);
   if (arg.rfind("zoo:", 0) == 0) {
     spec.set_zoo(arg.substr(4));
   } else {
     ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(UserPath(arg)));
-    if (absl::GetFlag(FLAGS_send_weights)) {
+    if (flags.send_weights) {
       spec.set_onnx(std::move(bytes));
     } else {
       ASSIGN_OR_RETURN(std::string shapes, ShapesOnly(bytes, arg));
       spec.set_onnx(std::move(shapes));
     }
   }
-  if (int64_t b = absl::GetFlag(FLAGS_batch); b != 0) spec.set_batch(b);
-  ASSIGN_OR_RETURN(bool fuse, FuseAttentionFromFlag());
+  if (flags.batch != 0) spec.set_batch(flags.batch);
+  ASSIGN_OR_RETURN(bool fuse, flags.fuse_attention);
   spec.set_fuse_attention(fuse);
-  ASSIGN_OR_RETURN(bool fuse_elementwise, FuseElementwiseFromFlag());
+  ASSIGN_OR_RETURN(bool fuse_elementwise, flags.fuse_elementwise);
   spec.set_fuse_elementwise(fuse_elementwise);
-  for (const std::string& s : absl::GetFlag(FLAGS_input_shape)) {
+  for (const std::string& s : flags.input_shapes) {
     std::vector<std::string> kv = absl::StrSplit(s, absl::MaxSplits('=', 1));
     if (kv.size() != 2) {
       return absl::InvalidArgumentError(
@@ -159,8 +202,9 @@ absl::StatusOr<proto::ModelSpec> ModelSpecFromArg(const std::string& arg) {
   return spec;
 }
 
-absl::StatusOr<proto::ClusterSpec> ClusterSpecFromFlag() {
-  std::string c = absl::GetFlag(FLAGS_cluster);
+absl::StatusOr<proto::ClusterSpec> ClusterSpecFromFlag(
+    const RemoteFlags& flags) {
+  const std::string& c = flags.cluster;
   if (c.empty()) return absl::InvalidArgumentError("--cluster is needed");
   proto::ClusterSpec spec;
   if (c.find('.') == std::string::npos && c.find('/') == std::string::npos) {
@@ -173,26 +217,26 @@ absl::StatusOr<proto::ClusterSpec> ClusterSpecFromFlag() {
 }
 
 absl::StatusOr<proto::PlaceRequest> PlaceRequestFromFlags(
-    const std::string& model) {
+    const std::string& model, const RemoteFlags& flags) {
   proto::PlaceRequest request;
-  ASSIGN_OR_RETURN(proto::ModelSpec m, ModelSpecFromArg(model));
+  ASSIGN_OR_RETURN(proto::ModelSpec m, ModelSpecFromArg(model, flags));
   *request.mutable_model() = std::move(m);
-  ASSIGN_OR_RETURN(proto::ClusterSpec c, ClusterSpecFromFlag());
+  ASSIGN_OR_RETURN(proto::ClusterSpec c, ClusterSpecFromFlag(flags));
   *request.mutable_cluster() = std::move(c);
   proto::PlaceOptions* o = request.mutable_options();
-  o->set_policy(absl::GetFlag(FLAGS_policy));
-  o->set_seed(absl::GetFlag(FLAGS_seed));
-  o->set_budget_seconds(absl::GetFlag(FLAGS_budget).seconds);
-  o->set_max_evaluations(absl::GetFlag(FLAGS_evaluations));
-  o->set_use_reported_profiles(absl::GetFlag(FLAGS_use_reported_profiles));
-  for (const std::string& c : absl::GetFlag(FLAGS_profile_clients)) {
+  o->set_policy(flags.policy);
+  o->set_seed(flags.seed);
+  o->set_budget_seconds(flags.budget_seconds);
+  o->set_max_evaluations(flags.evaluations);
+  o->set_use_reported_profiles(flags.use_reported_profiles);
+  for (const std::string& c : flags.profile_clients) {
     o->add_profile_clients(c);
   }
   return request;
 }
 
-void SetDeadline(grpc::ClientContext* context) {
-  if (double d = absl::GetFlag(FLAGS_deadline); d > 0) {
+void SetDeadline(const RemoteFlags& flags, grpc::ClientContext* context) {
+  if (double d = flags.deadline_seconds; d > 0) {
     context->set_deadline(std::chrono::system_clock::now() +
                           std::chrono::microseconds(
                               static_cast<int64_t>(d * 1e6)));
@@ -267,8 +311,9 @@ std::string PlacedJson(const proto::PlaceResponse& r) {
 // placement's spec, which the server kept).
 absl::Status WriteRemoteReport(proto::PlacementService::Stub& stub,
                                const std::string& fingerprint,
-                               const proto::ModelSpec* model) {
-  const std::string path = absl::GetFlag(FLAGS_report);
+                               const proto::ModelSpec* model,
+                               const RemoteFlags& flags) {
+  const std::string& path = flags.report;
   if (fingerprint.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "--report ", path,
@@ -280,7 +325,7 @@ absl::Status WriteRemoteReport(proto::PlacementService::Stub& stub,
   request.set_fingerprint(fingerprint);
   if (model != nullptr) *request.mutable_model() = *model;
   grpc::ClientContext context;
-  SetDeadline(&context);
+  SetDeadline(flags, &context);
   proto::GetReportResponse response;
   RETURN_IF_ERROR(FromGrpc(stub.GetReport(&context, request, &response)));
   RETURN_IF_ERROR(WriteFileAtomically(UserPath(path), response.html()));
@@ -288,8 +333,8 @@ absl::Status WriteRemoteReport(proto::PlacementService::Stub& stub,
   return absl::OkStatus();
 }
 
-int PrintPlaced(const proto::PlaceResponse& r) {
-  if (absl::GetFlag(FLAGS_json)) {
+int PrintPlaced(const proto::PlaceResponse& r, const RemoteFlags& flags) {
+  if (flags.json) {
     std::cout << PlacedJson(r);  // the placement goes to -o
   } else {
     if (r.fingerprint().empty()) {
@@ -309,7 +354,7 @@ int PrintPlaced(const proto::PlaceResponse& r) {
                                    r.measured().count());
     }
   }
-  if (std::string out = absl::GetFlag(FLAGS_o); !out.empty()) {
+  if (const std::string& out = flags.output_path; !out.empty()) {
     absl::Status s = WriteFileAtomically(UserPath(out), FormatJson(r.placement()));
     if (!s.ok()) return Fail(s);
     ReportWrote(out);
@@ -325,13 +370,15 @@ int RemoteCommand(const std::vector<std::string>& args) {
       "FINGERPRINT [MODEL] [--report R.html], remote report FINGERPRINT "
       "--step-seconds a,b";
   if (args.empty()) return UsageError(usage);
+  const RemoteFlags flags = ReadRemoteFlags();
   const std::string& verb = args[0];
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = ChannelFromFlags();
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      ChannelFromFlags(flags);
   if (!channel.ok()) return Fail(channel.status());
   std::unique_ptr<proto::PlacementService::Stub> stub =
       proto::PlacementService::NewStub(*channel);
   grpc::ClientContext context;
-  SetDeadline(&context);
+  SetDeadline(flags, &context);
 
   if ((verb == "place" || verb == "train" || verb == "simulate") &&
       args.size() != 2) {
@@ -345,31 +392,35 @@ int RemoteCommand(const std::vector<std::string>& args) {
         "remote get takes one FINGERPRINT, and the MODEL it was placed for "
         "when --report needs it (an ONNX file; a zoo model is known)");
   }
-  if (verb == "get" && args.size() == 3 && absl::GetFlag(FLAGS_report).empty()) {
+  if (verb == "get" && args.size() == 3 && flags.report.empty()) {
     return UsageError("remote get: a MODEL is read only with --report");
   }
-  const bool wants_report = !absl::GetFlag(FLAGS_report).empty();
+  const bool wants_report = !flags.report.empty();
   if (wants_report && verb != "get" && verb != "place" && verb != "train") {
     return UsageError(absl::StrCat(
         "remote ", verb,
         ": --report is for place, train and get (a stored placement)"));
   }
   if (verb == "place") {
-    absl::StatusOr<proto::PlaceRequest> request = PlaceRequestFromFlags(args[1]);
+    absl::StatusOr<proto::PlaceRequest> request =
+        PlaceRequestFromFlags(args[1], flags);
     if (!request.ok()) return Fail(request.status());
     proto::PlaceResponse response;
     if (absl::Status s = FromGrpc(stub->Place(&context, *request, &response));
         !s.ok()) {
       return Fail(s);
     }
-    if (int rc = PrintPlaced(response); rc != 0 || !wants_report) return rc;
-    absl::Status s =
-        WriteRemoteReport(*stub, response.fingerprint(), &request->model());
+    if (int rc = PrintPlaced(response, flags); rc != 0 || !wants_report) {
+      return rc;
+    }
+    absl::Status s = WriteRemoteReport(*stub, response.fingerprint(),
+                                       &request->model(), flags);
     return s.ok() ? 0 : Fail(s);
   }
   if (verb == "train") {
     proto::TrainRequest request;
-    absl::StatusOr<proto::PlaceRequest> place = PlaceRequestFromFlags(args[1]);
+    absl::StatusOr<proto::PlaceRequest> place =
+        PlaceRequestFromFlags(args[1], flags);
     if (!place.ok()) return Fail(place.status());
     *request.mutable_place() = std::move(*place);
     request.set_progress_interval_seconds(1);
@@ -391,20 +442,22 @@ int RemoteCommand(const std::vector<std::string>& args) {
     if (!result) {
       return Fail(absl::InternalError("the stream ended without a result"));
     }
-    if (int rc = PrintPlaced(*result); rc != 0 || !wants_report) return rc;
+    if (int rc = PrintPlaced(*result, flags); rc != 0 || !wants_report) {
+      return rc;
+    }
     absl::Status s = WriteRemoteReport(*stub, result->fingerprint(),
-                                       &request.place().model());
+                                       &request.place().model(), flags);
     return s.ok() ? 0 : Fail(s);
   }
   if (verb == "simulate") {
     proto::SimulateRequest request;
-    absl::StatusOr<proto::ModelSpec> m = ModelSpecFromArg(args[1]);
+    absl::StatusOr<proto::ModelSpec> m = ModelSpecFromArg(args[1], flags);
     if (!m.ok()) return Fail(m.status());
     *request.mutable_model() = std::move(*m);
-    absl::StatusOr<proto::ClusterSpec> c = ClusterSpecFromFlag();
+    absl::StatusOr<proto::ClusterSpec> c = ClusterSpecFromFlag(flags);
     if (!c.ok()) return Fail(c.status());
     *request.mutable_cluster() = std::move(*c);
-    std::string path = absl::GetFlag(FLAGS_placement);
+    const std::string& path = flags.placement;
     if (path.empty()) return UsageError("remote simulate needs --placement");
     absl::StatusOr<std::string> json = ReadFileToString(UserPath(path));
     if (!json.ok()) return Fail(json.status());
@@ -414,8 +467,8 @@ int RemoteCommand(const std::vector<std::string>& args) {
       return Fail(absl::InvalidArgumentError(absl::StrCat(
           path, ": not a placement file: ", s.message().as_string())));
     }
-    request.set_use_reported_profiles(absl::GetFlag(FLAGS_use_reported_profiles));
-    for (const std::string& c : absl::GetFlag(FLAGS_profile_clients)) {
+    request.set_use_reported_profiles(flags.use_reported_profiles);
+    for (const std::string& c : flags.profile_clients) {
       request.add_profile_clients(c);
     }
     proto::SimulateResponse response;
@@ -425,7 +478,7 @@ int RemoteCommand(const std::vector<std::string>& args) {
       return Fail(s);
     }
     const proto::SimulationReport& report = response.report();
-    if (absl::GetFlag(FLAGS_json)) {
+    if (flags.json) {
       google::protobuf::Struct json;
       AddSimulationFields(Summarize(report), &json);
       if (!report.strategy().empty()) {  // simulate's strategy fields
@@ -455,21 +508,23 @@ int RemoteCommand(const std::vector<std::string>& args) {
         !s.ok()) {
       return Fail(s);
     }
-    if (int rc = PrintPlaced(response); rc != 0 || !wants_report) return rc;
+    if (int rc = PrintPlaced(response, flags); rc != 0 || !wants_report) {
+      return rc;
+    }
     std::optional<proto::ModelSpec> model;
     if (args.size() == 3) {
-      absl::StatusOr<proto::ModelSpec> m = ModelSpecFromArg(args[2]);
+      absl::StatusOr<proto::ModelSpec> m = ModelSpecFromArg(args[2], flags);
       if (!m.ok()) return Fail(m.status());
       model = std::move(*m);
     }
     absl::Status s = WriteRemoteReport(*stub, args[1],
-                                       model ? &*model : nullptr);
+                                       model ? &*model : nullptr, flags);
     return s.ok() ? 0 : Fail(s);
   }
   if (verb == "report") {
     proto::ReportMeasurementRequest request;
     request.set_fingerprint(args[1]);
-    for (const std::string& v : absl::GetFlag(FLAGS_step_seconds)) {
+    for (const std::string& v : flags.step_seconds) {
       double seconds = 0;
       if (!absl::SimpleAtod(v, &seconds)) {
         return UsageError(absl::StrCat("--step-seconds: '", v,
@@ -477,7 +532,7 @@ int RemoteCommand(const std::vector<std::string>& args) {
       }
       request.add_step_seconds(seconds);
     }
-    if (std::string p = absl::GetFlag(FLAGS_profile); !p.empty()) {
+    if (const std::string& p = flags.profile; !p.empty()) {
       absl::StatusOr<std::string> text = ReadFileToString(UserPath(p));
       if (!text.ok()) return Fail(text.status());
       if (absl::Status s = ParseTextOrJson(*text, p, request.mutable_profile());
