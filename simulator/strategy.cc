@@ -421,6 +421,21 @@ Placement FirstReplicaPlacement(const Strategy& strategy) {
   return p;
 }
 
+Strategy StrategyOfPlacement(const Placement& placement) {
+  std::vector<int> devices = placement.device_of_op;
+  std::sort(devices.begin(), devices.end());
+  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+  Strategy strategy;
+  strategy.stage_of_op.assign(placement.device_of_op.size(), 0);
+  strategy.slot_of_op.reserve(placement.device_of_op.size());
+  for (int d : placement.device_of_op) {
+    strategy.slot_of_op.push_back(static_cast<int>(
+        std::lower_bound(devices.begin(), devices.end(), d) - devices.begin()));
+  }
+  strategy.stages = {PipelineStage::OfReplicas({devices})};
+  return strategy;
+}
+
 int StrategyDevices(const Strategy& strategy) {
   int n = 0;
   for (const PipelineStage& s : strategy.stages) {

@@ -284,6 +284,12 @@ std::vector<int> SlotDevices(const PipelineStage& stage, int slot);
 // placement).
 Placement FirstReplicaPlacement(const Strategy& strategy);
 
+// An op placement (of at least one op) as the strategy it is: one stage,
+// one replica whose slots are the devices the placement uses, in
+// ascending order, each op in its device's slot, one micro-batch;
+// FirstReplicaPlacement gives the placement back.
+Strategy StrategyOfPlacement(const Placement& placement);
+
 // Devices the strategy uses, replicas, slots and tensor groups included.
 int StrategyDevices(const Strategy& strategy);
 

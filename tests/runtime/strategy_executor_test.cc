@@ -58,25 +58,35 @@ Graph ResNet50() {
   return *std::move(g);
 }
 
+// The op executor's kSteps steps of `placement`: losses and parameters.
+Trajectory RunPlacement(const TrainingView& view, const Cluster& cluster,
+                        const Placement& placement) {
+  Trajectory run;
+  absl::StatusOr<std::unique_ptr<Executor>> e =
+      Executor::Create(view, cluster, placement);
+  EXPECT_TRUE(e.ok()) << e.status();
+  if (!e.ok()) return run;
+  for (int s = 0; s < kSteps; ++s) {
+    absl::StatusOr<StepReport> r = (*e)->Step();
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return run;
+    run.losses.push_back(r->loss);
+  }
+  for (const std::string& name : ParameterNames(view)) {
+    absl::StatusOr<torch::Tensor> t = (*e)->Resident(name);
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (t.ok()) run.parameters[name] = *t;
+  }
+  return run;
+}
+
 TEST(StrategyExecutorTest, OneMicroBatchOnOneDeviceIsTheExecutorsStep) {
   Graph graph = Gnmt2();
   TrainingView view = BuildTrainingView(graph);
   const Cluster cluster = Cpus(2);
   Trajectory strategy = RunStrategy(view, cluster, OneDevice(view, 1));
   Placement all_on_0{std::vector<int>(graph.ops().size(), 0)};
-  absl::StatusOr<std::unique_ptr<Executor>> e =
-      Executor::Create(view, cluster, all_on_0);
-  ASSERT_TRUE(e.ok()) << e.status();
-  Trajectory placed;
-  for (int s = 0; s < kSteps; ++s) {
-    absl::StatusOr<StepReport> r = (*e)->Step();
-    ASSERT_TRUE(r.ok()) << r.status();
-    placed.losses.push_back(r->loss);
-  }
-  for (const std::string& name : ParameterNames(view)) {
-    placed.parameters[name] = *(*e)->Resident(name);
-  }
-  ExpectSame(strategy, placed, 1e-6);
+  ExpectSame(strategy, RunPlacement(view, cluster, all_on_0), 1e-6);
 }
 
 // Either executor is a StepRunner, measured by the same MeasureSteps: one
@@ -348,6 +358,23 @@ TEST(StrategyExecutorTest, EveryNodeRunIsReportedOnTheDeviceThatRanIt) {
   for (int n = 0; n < static_cast<int>(view.nodes().size()); ++n) {
     EXPECT_TRUE(profile.ops.count({NodeSignature(view, n), DeviceKind::kCpu}))
         << view.node(n).key;
+  }
+}
+
+// An op placement run as its strategy (StrategyOfPlacement: one replica
+// whose slots are the devices) trains as the op executor trains it: ops
+// dealt round robin over three devices, so that every edge crosses.
+TEST(StrategyExecutorTest, AnOpPlacementRunsAsItsStrategy) {
+  const Cluster cluster = Cpus(3);
+  std::vector<Model> models = Models({"bn_cnn.op13"});
+  for (Model& m : models) {
+    SCOPED_TRACE(m.name);
+    TrainingView view = BuildTrainingView(m.graph);
+    const Placement dealt = RoundRobin(m.graph, 3);
+    const Strategy strategy = StrategyOfPlacement(dealt);
+    ASSERT_TRUE(CheckStrategy(view, cluster, strategy).ok());
+    ExpectSame(RunStrategy(view, cluster, strategy),
+               RunPlacement(view, cluster, dealt), 1e-5);
   }
 }
 

@@ -394,6 +394,48 @@ TEST(StrategySimulatorTest, AStageOverTwoDevicesSchedulesItsNodesOnBoth) {
             "1 stage x 1 replicas of 2 devices, 1 micro-batches, gpipe, ring");
 }
 
+// An op placement as its strategy (StrategyOfPlacement): one stage, one
+// replica whose slots are the devices used, ascending; its first
+// replica's placement is the op placement again. On the chain dealt
+// {0, 1, 0, 1} every value crosses (x each, as above): the passes take
+// 4 + 3x forward and 8 + 3x backward in both simulators. They differ in
+// when updates run: the op placement's update nodes run as soon as their
+// gradients are final (w4 at 6 + 3x, w3 at 8 + 4x, w2 at 10 + 5x, both
+// devices busy with other work or idle), so the step ends with w1's after
+// A', at 12.5 + 6x; the strategy's run once the replica's backward task
+// has ended (12 + 6x), each slot's two updates one after the other:
+// 13 + 6x. The strategy's is what PyTorch does (optimizer.step() after
+// loss.backward()), and what the strategy executor runs; the op
+// placement's is what the op executor runs (graph-mode dataflow).
+TEST(StrategySimulatorTest, AnOpPlacementAsAStrategyUpdatesAfterItsBackward) {
+  Fixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
+  const Placement dealt{{0, 1, 0, 1}};
+  const Strategy s = StrategyOfPlacement(dealt);
+  EXPECT_EQ(s.slot_of_op, (std::vector<int>{0, 1, 0, 1}));
+  ASSERT_EQ(s.stages.size(), 1u);
+  ASSERT_EQ(s.stages[0].num_replicas(), 1);
+  EXPECT_EQ(s.stages[0].replicas[0].device_of_slot, (std::vector<int>{0, 1}));
+  EXPECT_EQ(s.micro_batches, 1);
+  EXPECT_TRUE(CheckStrategy(f.view, f.cluster, s).ok());
+  EXPECT_EQ(FirstReplicaPlacement(s).device_of_op, dealt.device_of_op);
+  const double x = 1e-3 + 64 / 1e6;
+  StrategySimulation r = f.Run(s);
+  EXPECT_NEAR(r.step.step_seconds, 13 + 6 * x, 1e-12);
+  absl::StatusOr<SimulationResult> op = Simulate(f.context, dealt);
+  ASSERT_TRUE(op.ok());
+  EXPECT_NEAR(op->step_seconds, 12.5 + 6 * x, 1e-12);
+  // Devices used out of order, and one device alone.
+  const Strategy sparse = StrategyOfPlacement(Placement{{3, 1, 3, 1}});
+  EXPECT_EQ(sparse.stages[0].replicas[0].device_of_slot,
+            (std::vector<int>{1, 3}));
+  EXPECT_EQ(sparse.slot_of_op, (std::vector<int>{1, 0, 1, 0}));
+  EXPECT_EQ(FirstReplicaPlacement(sparse).device_of_op,
+            (std::vector<int>{3, 1, 3, 1}));
+  const Strategy alone = StrategyOfPlacement(Placement{{2, 2, 2, 2}});
+  EXPECT_EQ(alone.stages[0].width(), 1);
+  EXPECT_NEAR(f.Run(alone).step.step_seconds, 4 * 1 + 4 * 2 + 4 * 0.5, 1e-12);
+}
+
 // Two such replicas (devices 0-1 and 2-3), two micro-batches: each
 // replica runs one (4f + x, then 4b + x); slot 0's gradients (w1 by A',
 // the last backward node) are allreduced between devices 0 and 2 once A'
