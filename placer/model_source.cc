@@ -60,7 +60,8 @@ absl::StatusOr<std::string> ZooOverrides(const std::string& spec,
 
 absl::StatusOr<LoadedModel> LoadModel(const std::string& spec,
                                       const ImportOptions& import_options,
-                                      const zoo::ZooParams& zoo_params) {
+                                      const zoo::ZooParams& zoo_params,
+                                      int64_t batch) {
   using Clock = SteadyClock;
   LoadedModel loaded;
   loaded.source = spec;
@@ -69,6 +70,7 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& spec,
   if (absl::StartsWith(spec, "zoo:")) {
     zoo::ZooParams params = zoo_params;
     ASSIGN_OR_RETURN(std::string name, ZooOverrides(spec.substr(4), &params));
+    if (batch > 0) params.batch_size = batch;
     zoo::ZooLimits limits;
     if (import_options.max_ops > 0) limits.max_ops = import_options.max_ops;
     ASSIGN_OR_RETURN(onnx::ModelProto model,
@@ -80,7 +82,9 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& spec,
     graph = ImportOnnxModel(std::move(model), spec, zoo_import);
   } else {
     start = Clock::now();
-    graph = ImportOnnxFile(spec, import_options);
+    ImportOptions file_import = import_options;
+    if (batch > 0) file_import.batch_size = batch;
+    graph = ImportOnnxFile(spec, file_import);
   }
   if (!graph.ok()) return graph.status();
   loaded.import_seconds = SecondsSince(start);

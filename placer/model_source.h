@@ -23,9 +23,12 @@ struct LoadedModel {
   double import_seconds = 0;  // parse + shape inference + costs
 };
 
+// `batch` > 0: the graph's batch, over the options', the parameters' and a
+// zoo spec's own.
 absl::StatusOr<LoadedModel> LoadModel(const std::string& spec,
                                       const ImportOptions& import_options,
-                                      const zoo::ZooParams& zoo_params);
+                                      const zoo::ZooParams& zoo_params,
+                                      int64_t batch = 0);
 
 }  // namespace placer
 

@@ -117,7 +117,8 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                 "parallelism", "micro_batches", "recompute", "zero", "tensor",
                 "stages", "replicas", "sequence_parallel",
                 "overlap_param_gather", "emit",
-                "global_batch", "optimizer", "precision", "mixed_precision"}})},
+                "global_batch", "micro_batch_sizes", "optimizer", "precision",
+                "mixed_precision"}})},
         {"bench", join({model,
                         policy,
                         {"models", "clusters", "policies", "out_dir", "json",
@@ -314,6 +315,12 @@ zoo::ZooParams ZooParamsFromFlags() {
 absl::StatusOr<LoadedModel> LoadModelFromFlags(const std::string& spec) {
   ASSIGN_OR_RETURN(ImportOptions options, ImportOptionsFromFlags());
   return LoadModel(UserPath(spec), options, ZooParamsFromFlags());
+}
+
+absl::StatusOr<LoadedModel> LoadModelFromFlagsAtBatch(const std::string& spec,
+                                                      int64_t batch) {
+  ASSIGN_OR_RETURN(ImportOptions options, ImportOptionsFromFlags());
+  return LoadModel(UserPath(spec), options, ZooParamsFromFlags(), batch);
 }
 
 absl::StatusOr<bool> FuseAttentionFromFlag() {

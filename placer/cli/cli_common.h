@@ -72,6 +72,7 @@ ABSL_DECLARE_FLAG(bool, sequence_parallel);
 ABSL_DECLARE_FLAG(bool, overlap_param_gather);
 ABSL_DECLARE_FLAG(std::string, emit);
 ABSL_DECLARE_FLAG(int64_t, global_batch);
+ABSL_DECLARE_FLAG(std::vector<std::string>, micro_batch_sizes);
 ABSL_DECLARE_FLAG(int32_t, steps);
 ABSL_DECLARE_FLAG(std::string, profile_out);
 ABSL_DECLARE_FLAG(int32_t, placements);
@@ -158,6 +159,9 @@ absl::StatusOr<ImportOptions> ImportOptionsFromFlags();
 // LoadModel of a MODEL argument (relative to the user's directory) with
 // the import and zoo flags.
 absl::StatusOr<LoadedModel> LoadModelFromFlags(const std::string& spec);
+// The same at graph batch `batch` (> 0), over --batch and a zoo spec's.
+absl::StatusOr<LoadedModel> LoadModelFromFlagsAtBatch(const std::string& spec,
+                                                      int64_t batch);
 
 struct Command {
   const char* name;

@@ -164,6 +164,11 @@ ABSL_FLAG(int64_t, global_batch, 0,
           "place --parallelism: the step's global batch (samples); the "
           "graph's batch is one micro-batch, so a step runs global batch / "
           "graph batch micro-batches (instead of --micro-batches).");
+ABSL_FLAG(std::vector<std::string>, micro_batch_sizes, {},
+          "place --parallelism with --global-batch: micro batch sizes to "
+          "search, comma-separated (each reloads the model at that batch and "
+          "runs global batch / size micro-batches); the fastest plan of any "
+          "size is chosen.");
 ABSL_FLAG(std::string, emit, "",
           "place --parallelism: also print the chosen plan in another "
           "system's terms: megatron (Megatron-LM's flags), deepspeed (a "

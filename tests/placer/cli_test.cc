@@ -162,6 +162,70 @@ TEST(CliTest, AttentionFusedIsOneOpPerLayer) {
               HasSubstr("--attention 'flash': expected as-exported or fused"));
 }
 
+// --micro-batch-sizes: the search at each micro batch size, over the same
+// global batch; the fastest plan of any size is chosen, emitted with its
+// size and written so that the model at that batch simulates it alike.
+TEST(CliTest, PlaceSearchesMicroBatchSizes) {
+  const std::string model =
+      "place zoo:gpt --noweights --layers 2 --seq-len 64 --cluster p100x4 "
+      "--parallelism data --budget 1 --global-batch 8 ";
+  RunResult json = RunPlacer(model + "--micro-batch-sizes 1,2,4 --json");
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  google::protobuf::Struct s = JsonLine(json.out);
+  ASSERT_TRUE(s.fields().count("results")) << json.out;
+  const auto& rows = s.fields().at("results").list_value();
+  ASSERT_EQ(rows.values_size(), 4) << json.out;  // single, b=1, b=2, b=4
+  std::string fastest;
+  double best = 0;
+  for (int i = 1; i < rows.values_size(); ++i) {
+    const google::protobuf::Struct& r = rows.values(i).struct_value();
+    const std::string name = r.fields().at("row").string_value();
+    const int size = i == 1 ? 1 : i == 2 ? 2 : 4;
+    EXPECT_EQ(name, "data b=" + std::to_string(size));
+    if (!r.fields().at("ok").bool_value()) {
+      // 8 / 4 = 2 micro-batches cannot feed 4 replicas.
+      EXPECT_EQ(size, 4);
+      EXPECT_THAT(r.fields().at("error").string_value(),
+                  HasSubstr("needs at least 4 micro-batches"));
+      continue;
+    }
+    EXPECT_EQ(Number(r, "micro_batch_size"), size);
+    EXPECT_EQ(Number(r, "micro_batches"), 8 / size);
+    if (fastest.empty() || Number(r, "step_seconds") < best) {
+      fastest = name;
+      best = Number(r, "step_seconds");
+    }
+  }
+  EXPECT_EQ(s.fields().at("chosen").string_value(), fastest);
+  // The chosen size in Megatron-LM's flags, and its plan file simulated
+  // at that batch: the row's step.
+  const std::string plan = TmpFile("sizes.json");
+  RunResult text = RunPlacer(model +
+                             "--micro-batch-sizes 1,2 --emit megatron -o " +
+                             plan);
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  const std::string size = fastest.substr(fastest.find('=') + 1);
+  EXPECT_THAT(text.out, HasSubstr("--micro-batch-size " + size +
+                                  " --global-batch-size 8"));
+  EXPECT_THAT(text.out, HasSubstr("micro batch size is " + size +
+                                  ": give --batch " + size));
+  RunResult simulated = RunPlacer(
+      "simulate zoo:gpt --noweights --layers 2 --seq-len 64 --cluster p100x4 "
+      "--json --batch " + size + " --placement " + plan);
+  ASSERT_EQ(simulated.exit_code, 0) << simulated.out;
+  EXPECT_DOUBLE_EQ(Number(JsonLine(simulated.out), "step_seconds"), best);
+  // Sizes need a global batch, and must divide it.
+  RunResult no_global = RunPlacer(
+      "place zoo:gpt --noweights --layers 2 --cluster p100x4 --parallelism "
+      "data --micro-batch-sizes 1,2");
+  EXPECT_EQ(no_global.exit_code, 2);
+  EXPECT_THAT(no_global.out, HasSubstr("--micro-batch-sizes needs --global-batch"));
+  RunResult odd = RunPlacer(model + "--micro-batch-sizes 3");
+  EXPECT_EQ(odd.exit_code, 2);
+  EXPECT_THAT(odd.out,
+              HasSubstr("--micro-batch-sizes: 3 does not divide --global-batch 8"));
+}
+
 // place --parallelism --emit: the chosen strategy in another system's
 // terms after the table; without --parallelism, or an unknown system, an
 // error that says why.
