@@ -112,7 +112,8 @@ struct ExecutorOptions {
   // where the process may use enough of them; else leave it unpinned.
   bool pin_cpu_devices = false;
   // Ready-queue priorities per node (lower first), e.g. the simulation
-  // context's; empty: the view's topological order.
+  // context's; empty: the view's topological order. The strategy
+  // executor's wide stages take their slots' ready nodes by them.
   std::vector<double> priorities;
   // Fail a step whose tracked memory on a device exceeds its memory_bytes.
   bool enforce_memory = true;

@@ -118,37 +118,42 @@ absl::Status TorchStrategyExecutor::Init() {
   for (int g = 0; g < view_.num_groups(); ++g) {
     for (int p : view_.group_parameters(g)) group_of_parameter_[p] = g;
   }
-  // Within a wide stage's task: what each node waits for on other slots.
-  waits_for_.assign(view_.nodes().size(), {});
+  // Within a wide stage's task: what each node waits for, on any slot.
+  task_deps_.assign(view_.nodes().size(), {});
   for (int n = 0; n < static_cast<int>(view_.nodes().size()); ++n) {
     const TrainingNode& node = view_.node(n);
-    if ((strategy_.stages[StageOfNode(n)]).width() == 1) continue;
-    std::set<int> from;
-    if (node.kind == NodeKind::kForward) {
-      for (int v : node.inputs) {
-        const int producer = view_.value(v).producer;
-        if (producer >= 0 && view_.node(producer).kind == NodeKind::kForward &&
-            StageOfNode(producer) == StageOfNode(n) &&
-            SlotOfNode(producer) != SlotOfNode(n)) {
-          from.insert(producer);
-        }
-      }
-    } else if (node.kind == NodeKind::kBackward) {
-      for (int sm : view_.sums_read_by(n)) {
-        for (int p : view_.gradient_sums()[sm].partials) {
-          const int producer = view_.value(p).producer;
-          if (StageOfNode(producer) == StageOfNode(n) &&
-              SlotOfNode(producer) != SlotOfNode(n)) {
-            from.insert(producer);
-          }
-        }
-      }
+    if ((strategy_.stages[StageOfNode(n)]).width() == 1 ||
+        node.kind == NodeKind::kUpdate) {
+      continue;
     }
-    waits_for_[n].assign(from.begin(), from.end());
+    // A node of the same pass of the same stage (forward nodes read
+    // forward nodes' values, backward nodes backward nodes' partials).
+    auto in_task = [&](int m) {
+      return m >= 0 && view_.node(m).kind == node.kind &&
+             StageOfNode(m) == StageOfNode(n);
+    };
+    std::set<int> from;
+    for (int v : node.inputs) {
+      const int producer = view_.value(v).producer;
+      if (in_task(producer)) from.insert(producer);
+    }
+    for (int c : node.control_inputs) {
+      if (in_task(c)) from.insert(c);
+    }
+    task_deps_[n].assign(from.begin(), from.end());
   }
   waited_on_.assign(view_.nodes().size(), 0);
-  for (const std::vector<int>& from : waits_for_) {
+  for (const std::vector<int>& from : task_deps_) {
     for (int p : from) waited_on_[p] = 1;
+  }
+  node_priority_.assign(view_.nodes().size(), 0);
+  if (options_.priorities.size() == view_.nodes().size()) {
+    node_priority_ = options_.priorities;
+  } else {
+    const std::vector<int>& order = view_.topological_order();
+    for (size_t k = 0; k < order.size(); ++k) {
+      node_priority_[order[k]] = static_cast<double>(k);
+    }
   }
   // Across ranks, a wide replica runs in one process (its slots share
   // values and partials through memory); its first device sends what its

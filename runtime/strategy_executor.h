@@ -14,10 +14,12 @@
 //    task starts.
 //  - A stage whose replicas span several devices (op placement inside the
 //    stage, Strategy's slots): each device of a replica runs its slot's
-//    nodes of the task, in topological order, one worker per device; a
-//    node waits until the nodes of its task on other slots that make what
-//    it reads (values, partial gradients it sums) have run, and copies
-//    those in (a weight held by another slot too). The task ends when every
+//    nodes of the task, one worker per device, each time the ready one
+//    with the lowest of ExecutorOptions::priorities (without them, the
+//    first in the view's order), a node being ready once the nodes of its
+//    task that make what it reads (values, partial gradients it sums) have
+//    run, on any slot; it copies in what other slots made (a weight held
+//    by another slot too). The task ends when every
 //    slot has run its part; then each device adds the gradients of its
 //    slot's parameters (from every slot's partials) into its accumulators.
 //    Each slot's devices across the replicas sum that slot's

@@ -144,15 +144,24 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<int> ReplicaDevices(int d) const;
   // Stage s's lists of such devices: per slot (per tensor rank).
   std::vector<std::vector<int>> ReplicaLists(int s) const;
-  // Waits (under the lock) until the nodes of micro-batch j that node n
-  // reads from other slots of its task have run; false on a failure.
-  // Adds the wait to waited_seconds_[d].
   // With measure_allocations and enforce_memory: ResourceExhausted naming
   // device d, node n and micro-batch j when what device d's threads have
   // allocated in this step (over what it held before) went past its
   // memory_bytes; else OK.
   absl::Status CheckMemory(int n, int j, int d);
-  bool WaitForOtherSlots(int n, int j, int d) ABSL_LOCKS_EXCLUDED(mu_);
+  // Device d's nodes of `nodes` (forward_[s] or backward_[s]): its slot's,
+  // in a wide stage by priority (node_priority_), then in the view's
+  // order; otherwise in the view's order.
+  std::vector<int> SlotNodes(const std::vector<int>& nodes, int d) const;
+  // The next node of `pending` (SlotNodes') that device d runs for
+  // micro-batch j, taken out of it. In a wide stage: the first whose
+  // nodes of the task it reads from (task_deps_, any slot) have run,
+  // waiting under the lock until one has (the wait into
+  // waited_seconds_[d]); in a stage of one slot, the first. -1 when none
+  // is left, or when the step failed meanwhile.
+  int NextNode(std::vector<int>* pending, int j, int d)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Node n of micro-batch j has run (for those some node waits for).
   void MarkNodeDone(int n, int j) ABSL_LOCKS_EXCLUDED(mu_);
   // After the task (s, j) has ended on every slot of device d's replica:
   // the parameters of d's slot whose gradients it completed, into d's
@@ -548,10 +557,13 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<std::vector<int>> forward_sources_, gradient_sources_;
   std::vector<int> stage_of_device_, replica_of_device_, slot_of_device_;
   std::vector<int> group_of_parameter_;  // per value
-  // Per node of a wide stage: the nodes of its task on other slots it
-  // reads from (values made, partial gradients summed).
-  std::vector<std::vector<int>> waits_for_;
-  std::vector<char> waited_on_;  // per node: in some node's waits_for_
+  // Per node of a wide stage: the nodes of its task it reads from, on any
+  // slot (values made, partial gradients summed, control edges).
+  std::vector<std::vector<int>> task_deps_;
+  std::vector<char> waited_on_;  // per node: in some node's task_deps_
+  // Per node: the order a wide stage's slot takes its ready nodes in
+  // (ExecutorOptions::priorities; without them the view's order).
+  std::vector<double> node_priority_;
   std::vector<int> value_of_tensor_;
   // [s][v]: how many times stage s's forward nodes read value v (an op
   // reading a tensor twice counts twice).

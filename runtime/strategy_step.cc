@@ -53,20 +53,52 @@ bool TorchStrategyExecutor::ReadyLocked(int s, int j, bool backward) const {
   return true;
 }
 
-bool TorchStrategyExecutor::WaitForOtherSlots(int n, int j, int d) {
-  if (waits_for_[n].empty()) return true;
+std::vector<int> TorchStrategyExecutor::SlotNodes(const std::vector<int>& nodes,
+                                                 int d) const {
+  std::vector<int> mine;
+  for (int n : nodes) {
+    if (SlotOfNode(n) == slot_of_device_[d]) mine.push_back(n);
+  }
+  // One slot: the view's order (NextNode takes them as they come). Wide:
+  // by priority, ties in the view's order (`nodes`'), which NextNode scans
+  // for the first ready one.
+  if (strategy_.stages[stage_of_device_[d]].width() == 1) return mine;
+  std::stable_sort(mine.begin(), mine.end(), [&](int a, int b) {
+    return node_priority_[a] < node_priority_[b];
+  });
+  return mine;
+}
+
+int TorchStrategyExecutor::NextNode(std::vector<int>* pending, int j, int d) {
+  if (pending->empty()) return -1;
+  if (strategy_.stages[stage_of_device_[d]].width() == 1) {
+    // One slot: the view's order is the task's (no other device feeds it).
+    const int n = pending->front();
+    pending->erase(pending->begin());
+    return n;
+  }
   const size_t N = view_.nodes().size();
   const auto start = SteadyClock::now();
   absl::MutexLock lock(&mu_);
-  for (size_t k = 0; failure_.ok() && k < waits_for_[n].size();) {
-    if (node_done_[j * N + waits_for_[n][k]]) {
-      ++k;
-    } else {
-      slots_cv_.Wait(&mu_);
+  while (failure_.ok()) {
+    for (size_t k = 0; k < pending->size(); ++k) {
+      const int n = (*pending)[k];
+      bool ready = true;
+      for (int p : task_deps_[n]) {
+        if (!node_done_[j * N + p]) {
+          ready = false;
+          break;
+        }
+      }
+      if (!ready) continue;
+      pending->erase(pending->begin() + static_cast<std::ptrdiff_t>(k));
+      waited_seconds_[d] += SecondsSince(start);
+      return n;
     }
+    slots_cv_.Wait(&mu_);
   }
   waited_seconds_[d] += SecondsSince(start);
-  return failure_.ok();
+  return -1;
 }
 
 absl::Status TorchStrategyExecutor::CheckMemory(int n, int j, int d) {

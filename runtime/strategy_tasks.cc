@@ -161,11 +161,10 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     }
     return in;
   };
-  for (int n : forward_[s]) {
-    if (SlotOfNode(n) != slot_of_device_[d]) continue;
-    if (!WaitForOtherSlots(n, j, d)) {
-      return absl::OkStatus();  // failed elsewhere
-    }
+  // -1: every node has run, or the step failed elsewhere.
+  std::vector<int> pending = SlotNodes(forward_[s], d);
+  for (int n = NextNode(&pending, j, d); n >= 0;
+       n = NextNode(&pending, j, d)) {
     const TrainingNode& node = view_.node(n);
     RETURN_IF_ERROR(BeforeNode(node));
     const Op& op = graph_.op(node.forward_op);
@@ -245,11 +244,9 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
   const bool selective = strategy_.stages[s].recompute == Recompute::kSelective;
   SelectiveRerun rerun;
   if (selective) rerun.done.assign(view_.nodes().size(), 0);
-  for (int n : backward_[s]) {
-    if (SlotOfNode(n) != my_slot) continue;
-    if (!WaitForOtherSlots(n, j, d)) {
-      return absl::OkStatus();  // failed elsewhere
-    }
+  std::vector<int> pending = SlotNodes(backward_[s], d);
+  for (int n = NextNode(&pending, j, d); n >= 0;
+       n = NextNode(&pending, j, d)) {
     const TrainingNode& node = view_.node(n);
     RETURN_IF_ERROR(BeforeNode(node));
     const Op& op = graph_.op(node.forward_op);

@@ -16,25 +16,28 @@ namespace {
 
 // One task of a replica over several devices (Strategy's contract),
 // lowered to a task graph and run on the event engine: each node a task on
-// its slot's device, each device running its nodes in `nodes`' order (an
-// edge from the slot's previous node), a node starting once its device is
-// free and what it reads from other slots has been made (an edge from its
-// maker), then copying that in (the transfers' seconds on its own device)
-// before it computes. `extra` is added to a node's time (its partial
-// additions). Returns each node's end, from the task's start, and fills
-// each slot's busy seconds.
+// its slot's device, which runs, whenever it is free, its ready node with
+// the lowest priority (the context's ready order, then `nodes`' order),
+// a node being ready once the nodes of the task it reads from, on any
+// slot, have ended (values, partial gradients, control edges); a node
+// copies what it reads from other slots (the transfers' seconds on its own
+// device) before it computes. `extra` is added to a node's time (its
+// partial additions). Returns each node's end, from the task's start, and
+// fills each slot's busy seconds.
 std::vector<double> ScheduleWideTask(
     const SimulationContext& context, const std::vector<int>& nodes,
     const std::vector<std::vector<SlotRead>>& reads,
     const std::vector<double>& extra, const std::vector<int>& slot_of_node,
     const PipelineStage& stage, int replica, std::vector<double>* busy) {
+  const TrainingView& view = context.view();
   const int width = stage.width();
   TaskGraph graph;
   for (int slot = 0; slot < width; ++slot) {
-    graph.AddResource(ResourceOrder::kArrival);
+    graph.AddResource(ResourceOrder::kPriority);
   }
-  std::vector<int> last_on_slot(width, -1);
   busy->assign(width, 0);
+  // Each node's task, by view node (-1: not in this task).
+  std::vector<int> task_of(view.nodes().size(), -1);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int slot = slot_of_node[nodes[i]];
     const int device = stage.device(replica, slot);
@@ -47,13 +50,20 @@ std::vector<double> ScheduleWideTask(
     const double seconds =
         copies + context.node_seconds(nodes[i], device) + extra[i];
     (*busy)[slot] += seconds;
-    const int task =
-        graph.AddTask({slot, seconds, static_cast<double>(i), 0});
-    if (last_on_slot[slot] >= 0) graph.AddEdge(last_on_slot[slot], task);
-    for (const SlotRead& read : reads[i]) {
-      if (read.made_at >= 0) graph.AddEdge(read.made_at, task);
+    task_of[nodes[i]] = graph.AddTask(
+        {slot, seconds, context.priority(nodes[i]), static_cast<int>(i)});
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const TrainingNode& node = view.node(nodes[i]);
+    for (int v : node.inputs) {
+      const int producer = view.value(v).producer;
+      if (producer >= 0 && task_of[producer] >= 0) {
+        graph.AddEdge(task_of[producer], task_of[nodes[i]]);
+      }
     }
-    last_on_slot[slot] = task;
+    for (int c : node.control_inputs) {
+      if (task_of[c] >= 0) graph.AddEdge(task_of[c], task_of[nodes[i]]);
+    }
   }
   return RunTaskGraph(graph).end_seconds;
 }

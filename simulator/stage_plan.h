@@ -139,10 +139,10 @@ struct WideTaskTimes {
 };
 
 // Per stage, per replica: the times of a wide stage's tasks (Strategy's
-// contract: each slot's nodes on its device in the stage's order, each
-// charged the copies it reads from other slots), each task lowered to a
-// TaskGraph of its nodes and run on the event engine (engine.h); empty
-// for a stage of one slot.
+// contract: each slot's device takes its ready nodes by the context's
+// priority, each node charged the copies it reads from other slots), each
+// task lowered to a TaskGraph of its nodes and run on the event engine
+// (engine.h); empty for a stage of one slot.
 std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
     const SimulationContext& context, const Strategy& strategy,
     const StagePlan& plan);

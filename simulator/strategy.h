@@ -11,10 +11,12 @@
 //    — op placement inside the stage — `width` devices per replica: each op
 //    of the stage runs on its slot's device (slot_of_op; slot 0 is the
 //    replica's first device). A replica's tasks then run one at a time on
-//    all its devices: each device runs its slot's nodes of the task in the
-//    view's topological order, a node once its inputs made on other slots
-//    are made (its device copies them), and the next task starts once
-//    every slot has ended this one. A weight's readers may be on other
+//    all its devices: each device runs, whenever it is free, its slot's
+//    ready node of the task with the lowest priority (the simulation
+//    context's ready order; the executor's ExecutorOptions::priorities), a
+//    node being ready once the nodes of the task it reads from, on any
+//    slot, have run (its device copies what other slots made), and the
+//    next task starts once every slot has ended this one. A weight's readers may be on other
 //    slots of its stage (they copy it). The graph's batch is one micro-batch; a
 //    step runs `micro_batches` of them (a step's global batch is micro_batches
 //    times the graph's batch). Stage s's replica k runs micro-batches j with j

@@ -269,6 +269,8 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
   if (!options.ok()) return FailOnRank(ranks, options.status());
   // What LibTorch allocates per device, beside the simulated peak.
   options->executor.measure_allocations = true;
+  // A wide stage's slots take their ready nodes in the simulator's order.
+  options->executor.priorities = context.priorities();
   absl::StatusOr<std::unique_ptr<StrategyExecutor>> executor =
       StrategyExecutor::Create(view, cluster, strategy, options->executor);
   if (!executor.ok()) return FailOnRank(ranks, executor.status());

@@ -138,6 +138,23 @@ inline onnx::ModelProto SharedWeightChain() {
   return m;
 }
 
+// x [4, 4] feeds B (an output) and the chain A -> C -> D (an output), each
+// a MatMul with its own [4, 4] weight, nodes in the order B, A, C, D: A's
+// path is the longer, the view's order puts B first.
+inline onnx::ModelProto ForkOfFourMatMuls() {
+  onnx::ModelProto m = EmptyModel();
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {4, 4});
+  for (const char* w : {"wb", "wa", "wc", "wd"}) AddWeight(g, w, {4, 4});
+  AddNode(g, "MatMul", "B", {"x", "wb"}, {"b"});
+  AddNode(g, "MatMul", "A", {"x", "wa"}, {"a"});
+  AddNode(g, "MatMul", "C", {"a", "wc"}, {"c"});
+  AddNode(g, "MatMul", "D", {"c", "wd"}, {"d"});
+  AddOutput(g, "b");
+  AddOutput(g, "d");
+  return m;
+}
+
 // What a backward keeps: x[4, 2] -> MatMul W[2, 2] -> y -> Transpose -> t
 // -> Relu -> r, the output. MatMul's backward keeps x and W, Transpose's
 // nothing, Relu's its output r. Every activation is 32 bytes.

@@ -4,6 +4,7 @@
 // device is the placed executor's step exactly.
 #include "runtime/strategy_executor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -21,9 +22,11 @@
 #include "runtime/cpu_cores.h"
 #include "runtime/executor.h"
 #include "runtime/measurement.h"
+#include "simulator/simulation_context.h"
 #include "simulator/simulator.h"
 #include "simulator/strategy.h"
 #include "simulator/strategy_simulator.h"
+#include "tests/graph/test_models.h"
 #include "tests/runtime/cpu_cluster.h"
 #include "tests/runtime/strategy_runs.h"
 #include "zoo/zoo.h"
@@ -375,6 +378,48 @@ TEST(StrategyExecutorTest, AnOpPlacementRunsAsItsStrategy) {
     ASSERT_TRUE(CheckStrategy(view, cluster, strategy).ok());
     ExpectSame(RunStrategy(view, cluster, strategy),
                RunPlacement(view, cluster, dealt), 1e-5);
+  }
+}
+
+// A wide stage's slot takes its ready nodes by priority (the simulation
+// context's, as run passes them), else in the view's order: x feeds B
+// (an output) and A -> C -> D (an output), B and A on slot 0; the view's
+// order is B, A; A's path is the longer, so with the critical path's
+// priorities slot 0 runs A first, without them B.
+TEST(StrategyExecutorTest, AWideStagesSlotsRunTheirReadyNodesByPriority) {
+  absl::StatusOr<Graph> graph =
+      ImportOnnxModel(testing::ForkOfFourMatMuls(), "fork", {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  TrainingView view = BuildTrainingView(*graph);
+  const Cluster cluster = Cpus(2);
+  Strategy s;
+  s.stage_of_op = {0, 0, 0, 0};
+  s.slot_of_op = {0, 0, 1, 1};  // B, A, C, D
+  s.stages = {PipelineStage::OfReplicas({{0, 1}})};
+  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  SimulationContext context =
+      SimulationContext::Create(view, cluster, *costs, *order);
+  for (bool prioritized : {true, false}) {
+    SCOPED_TRACE(prioritized ? "the context's priorities" : "none");
+    std::mutex mu;
+    std::vector<std::string> ran;
+    ExecutorOptions options;
+    if (prioritized) options.priorities = context.priorities();
+    options.before_node = [&](const TrainingNode& node) {
+      std::lock_guard<std::mutex> lock(mu);
+      ran.push_back(node.key);
+      return absl::OkStatus();
+    };
+    absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
+        StrategyExecutor::Create(view, cluster, s, options);
+    ASSERT_TRUE(e.ok()) << e.status();
+    ASSERT_TRUE((*e)->Step().ok());
+    const auto a = std::find(ran.begin(), ran.end(), "A");
+    const auto b = std::find(ran.begin(), ran.end(), "B");
+    ASSERT_NE(a, ran.end());
+    ASSERT_NE(b, ran.end());
+    EXPECT_EQ(a < b, prioritized);
   }
 }
 

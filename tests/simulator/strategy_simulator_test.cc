@@ -436,6 +436,33 @@ TEST(StrategySimulatorTest, AnOpPlacementAsAStrategyUpdatesAfterItsBackward) {
   EXPECT_NEAR(f.Run(alone).step.step_seconds, 4 * 1 + 4 * 2 + 4 * 0.5, 1e-12);
 }
 
+// x feeds B (slot 0, an output) and the chain A (slot 0) -> C -> D (slot 1,
+// an output); the view's order is B, A, C, D. In a wide stage each slot
+// runs its ready node with the lowest priority (the critical path's:
+// A's path is the longer), as the op placement's engine does: slot 0 runs
+// A before B, and in the backward B' (ready at once) while slot 1 runs D'
+// and C'. Forward: A [0, 1], B [1, 2]; C copies a (x) [1, 2 + x], D
+// [2 + x, 3 + x]. Backward: D' [0, 2], C' [2, 4] on slot 1; B' [0, 2],
+// then A' copies C''s partial (x) [4, 6 + x] on slot 0. Then each slot's
+// two updates: 10 + 2x a step. (Run in the view's order instead, B before
+// A and A' before B', it was 4 + x, 8 + x and 1: 13 + 2x.)
+TEST(StrategySimulatorTest, AWideStagesSlotsRunTheirReadyNodesByPriority) {
+  absl::StatusOr<Graph> graph =
+      ImportOnnxModel(testing::ForkOfFourMatMuls(), "fork", {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ExactFixture f(*std::move(graph), ConstantCosts(1, 2, 0.5, 1e-3, 1e6), 2);
+  ASSERT_EQ(f.view.node(f.view.topological_order()[0]).key, "B");
+  Strategy s;
+  s.stage_of_op = {0, 0, 0, 0};
+  s.slot_of_op = {0, 0, 1, 1};  // B, A, C, D
+  s.stages = {PipelineStage::OfReplicas({{0, 1}})};
+  StrategySimulation r = f.Run(s);
+  const double x = 1e-3 + 64 / 1e6;
+  EXPECT_NEAR(r.step.step_seconds, 10 + 2 * x, 1e-12);
+  EXPECT_NEAR(r.step.busy_seconds[0], 2 + 4 + x + 1, 1e-12);
+  EXPECT_NEAR(r.step.busy_seconds[1], 1 + x + 1 + 4 + 1, 1e-12);
+}
+
 // Two such replicas (devices 0-1 and 2-3), two micro-batches: each
 // replica runs one (4f + x, then 4b + x); slot 0's gradients (w1 by A',
 // the last backward node) are allreduced between devices 0 and 2 once A'
