@@ -193,6 +193,14 @@ class StepRunner {
   // Runs one training step (forward, backward, update). A failed step
   // returns its error; what it leaves is each executor's to say.
   virtual absl::StatusOr<StepReport> Step() = 0;
+
+  // The current value of a tensor that exists before the step: a
+  // parameter (as updated so far; a strategy's: its first replica's), a
+  // graph input as fed (a strategy's: micro-batch 0's), or a constant; a
+  // copy on the CPU. NotFound for any other name; each executor says what
+  // else it refuses (another rank's, a sharded parameter's).
+  virtual absl::StatusOr<torch::Tensor> Resident(
+      absl::string_view name) const = 0;
 };
 
 class Executor : public StepRunner {
@@ -202,12 +210,10 @@ class Executor : public StepRunner {
       const TrainingView& view, const Cluster& cluster,
       const Placement& placement, const ExecutorOptions& options = {});
 
-  // The current value of a tensor that exists before the step: a
-  // parameter (as updated so far), a graph input as fed, or a constant; a
-  // copy on the CPU. Distributed: NotFound unless it lives on one of this
+  // StepRunner's; distributed, NotFound unless it lives on one of this
   // rank's devices.
-  virtual absl::StatusOr<torch::Tensor> Resident(
-      absl::string_view name) const = 0;
+  absl::StatusOr<torch::Tensor> Resident(
+      absl::string_view name) const override = 0;
 };
 
 // Every op of `graph` that the executor cannot run (no LibTorch kernel and

@@ -358,6 +358,21 @@ TorchStrategyExecutor::LocalParameter(absl::string_view name, int replica,
   return absl::NotFoundError(absl::StrCat("no parameter '", name, "'"));
 }
 
+absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Resident(
+    absl::string_view name) const {
+  const int t = graph_.FindTensor(name);
+  const int v = t < 0 ? -1 : value_of_tensor_[t];
+  if (v < 0 || view_.value(v).producer >= 0) {
+    return absl::NotFoundError(
+        absl::StrCat("no parameter, graph input or constant '", name, "'"));
+  }
+  if (view_.value(v).kind == ValueKind::kParameter) return Parameter(name, 0);
+  if (!host_[v].defined()) {
+    return absl::NotFoundError(absl::StrCat("'", name, "' has no value"));
+  }
+  return host_[v].to(torch::kCPU).clone();
+}
+
 absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(
     absl::string_view name, int replica) const {
   ASSIGN_OR_RETURN(LocalParameterAt at, LocalParameter(name, replica));

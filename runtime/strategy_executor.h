@@ -230,6 +230,11 @@ class StrategyExecutor : public StepRunner {
   // receivers of what other ranks send it, freed wherever they are freed).
   absl::StatusOr<StepReport> Step() override = 0;
 
+  // StepRunner's: a parameter's as Parameter(name, 0) gives it (its
+  // errors too); graph inputs are micro-batch 0's, the same every step.
+  absl::StatusOr<torch::Tensor> Resident(
+      absl::string_view name) const override = 0;
+
   // A parameter's current value on replica `replica` of its stage (a copy
   // on the CPU); NotFound for other names or replicas (or a replica on
   // another rank); FailedPrecondition under ZeRO-3 when some of its

@@ -61,6 +61,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
 
   absl::Status Init();
   absl::StatusOr<StepReport> Step() override;
+  absl::StatusOr<torch::Tensor> Resident(absl::string_view name) const override;
   absl::StatusOr<torch::Tensor> Parameter(absl::string_view name,
                                           int replica) const override;
   absl::StatusOr<torch::Tensor> ParameterShard(absl::string_view name,

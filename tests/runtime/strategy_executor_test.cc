@@ -90,6 +90,32 @@ TEST(StrategyExecutorTest, OneMicroBatchOnOneDeviceIsTheExecutorsStep) {
   Trajectory strategy = RunStrategy(view, cluster, OneDevice(view, 1));
   Placement all_on_0{std::vector<int>(graph.ops().size(), 0)};
   ExpectSame(strategy, RunPlacement(view, cluster, all_on_0), 1e-6);
+  // Either as a StepRunner: after a step, the same Resident values (every
+  // parameter and graph input), and the same refusal of an activation.
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> as_strategy =
+      StrategyExecutor::Create(view, cluster, OneDevice(view, 1));
+  absl::StatusOr<std::unique_ptr<Executor>> placed =
+      Executor::Create(view, cluster, all_on_0);
+  ASSERT_TRUE(as_strategy.ok()) << as_strategy.status();
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  const std::vector<StepRunner*> runners = {as_strategy->get(), placed->get()};
+  for (StepRunner* runner : runners) ASSERT_TRUE(runner->Step().ok());
+  std::vector<std::string> names = ParameterNames(view);
+  for (int t : graph.inputs()) names.push_back(graph.tensor(t).name);
+  ASSERT_GT(names.size(), ParameterNames(view).size());
+  for (const std::string& name : names) {
+    absl::StatusOr<torch::Tensor> a = runners[0]->Resident(name);
+    absl::StatusOr<torch::Tensor> b = runners[1]->Resident(name);
+    ASSERT_TRUE(a.ok()) << name << ": " << a.status();
+    ASSERT_TRUE(b.ok()) << name << ": " << b.status();
+    EXPECT_TRUE(torch::allclose(*a, *b, 1e-6, 1e-6)) << name;
+  }
+  const std::string activation =
+      graph.tensor(graph.op(graph.topological_order()[0]).outputs[0]).name;
+  for (StepRunner* runner : runners) {
+    EXPECT_EQ(runner->Resident(activation).status().code(),
+              absl::StatusCode::kNotFound);
+  }
 }
 
 // Either executor is a StepRunner, measured by the same MeasureSteps: one
