@@ -358,6 +358,27 @@ TorchStrategyExecutor::LocalParameter(absl::string_view name, int replica,
   return absl::NotFoundError(absl::StrCat("no parameter '", name, "'"));
 }
 
+int TorchStrategyExecutor::ParameterDevice(int p, int k, int r) const {
+  const int g = group_of_parameter_[p];
+  const PipelineStage& stage = strategy_.stages[strategy_.stage_of_op[g]];
+  if (T_ > 1) return stage.TensorGroup(k)[r];
+  return stage.device(k, SlotOfOp(strategy_, g));
+}
+
+std::vector<int> TorchStrategyExecutor::ReplicaMembers(int d) const {
+  const PipelineStage& stage = strategy_.stages[stage_of_device_[d]];
+  const int k = replica_of_device_[d];
+  return T_ > 1 ? stage.TensorGroup(k) : stage.replicas[k].device_of_slot;
+}
+
+std::unique_ptr<c10::DebugInfoGuard> TorchStrategyExecutor::ReportAllocations(
+    int d) {
+  if (!options_.measure_allocations) return nullptr;
+  return std::make_unique<c10::DebugInfoGuard>(
+      c10::DebugInfoKind::PROFILER_STATE,
+      std::make_shared<ThreadAllocationReporter>(&allocations_, d));
+}
+
 absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Resident(
     absl::string_view name) const {
   const int t = graph_.FindTensor(name);

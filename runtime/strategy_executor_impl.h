@@ -1,15 +1,13 @@
 // The strategy executor's worker state (runtime/strategy_executor.h): one
-// class whose step is split over eight files — strategy_executor.cc (the
+// class whose step is split over ten files — strategy_executor.cc (the
 // tables Init builds, where parameters are, Create), strategy_step.cc
 // (Step: its state, workers, readiness, failure), strategy_tasks.cc (a
-// device's worker: its forward and backward tasks, accumulation, allreduce
-// and update),
-// strategy_recompute.cc (reruns of stages and layers),
-// strategy_sharding.cc (ZeRO: the deal, shards, gathers and the
-// round-by-round reduce-scatter), strategy_tensor.cc (tensor parallelism:
-// layouts and the group's collectives; strategy_tensor_ops.cc its ops with
-// collectives inside), strategy_messages.cc (what crosses ranks). Internal
-// to runtime/: included by those eight files only.
+// device's forward and backward tasks and accumulation), strategy_update.cc
+// (the allreduce and update), strategy_replicas.cc (the replicas'
+// exchanges), strategy_recompute.cc (reruns of stages and layers),
+// strategy_sharding.cc (ZeRO), strategy_tensor.cc and strategy_tensor_ops.cc
+// (tensor parallelism), strategy_messages.cc (what crosses ranks); what
+// workers hand each other is strategy_exchanges.h's. Internal to runtime/.
 #ifndef PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 #define PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 
@@ -36,6 +34,7 @@
 #include "runtime/initial_values.h"
 #include "runtime/op_autograd.h"
 #include "runtime/parameter_update.h"
+#include "runtime/strategy_exchanges.h"
 #include "runtime/strategy_executor.h"
 #include "simulator/selective_recompute.h"
 #include "simulator/strategy.h"
@@ -83,18 +82,10 @@ class TorchStrategyExecutor : public StrategyExecutor {
  private:
   // A replica exchange's key (SlotKey, ordinal; Replica exchanges, below).
   using ReplicaTicket = std::pair<size_t, int>;
-  // Between ranks, a stage's values (or partial gradients) for another
-  // stage's device go packed, one index message and one data message per
-  // stage pair and micro-batch (GNMT-2's 2-stage pipeline as two processes:
-  // 0.131 s a step with a message per value, 0.112 s packed), with this
-  // id; what replicas exchange goes by c10d's collectives (Replica
-  // exchanges, below).
-  static constexpr int64_t kPacked = 0;
-  // Index words: count, from stage, to stage, micro-batch, backward; then
-  // per item: its value (or sum), dtype, rank (-1: undefined), 8 dims.
-  static constexpr int kIndexHead = 5;
-  static constexpr int kMaxPackedDims = 8;
-  static constexpr int kItemWords = 3 + kMaxPackedDims;
+  // What workers exchange (runtime/strategy_exchanges.h).
+  using GroupExchange = StrategyGroupExchange;
+  using ReplicaExchange = StrategyReplicaExchange;
+  using SelectiveRerun = SelectiveRerunState;
 
   int StageOfNode(int n) const {
     return strategy_.stage_of_op[view_.node(n).forward_op];
@@ -120,12 +111,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   }
   // The device holding parameter p (value) in replica k of its stage (with
   // tensor parallelism, the group's device of tensor rank r: its part).
-  int ParameterDevice(int p, int k, int r = 0) const {
-    const int g = group_of_parameter_[p];
-    const PipelineStage& stage = strategy_.stages[strategy_.stage_of_op[g]];
-    if (T_ > 1) return stage.TensorGroup(k)[r];
-    return stage.device(k, SlotOfOp(strategy_, g));
-  }
+  int ParameterDevice(int p, int k, int r = 0) const;
   // Micro-batch j's lane on device d: the index of the tables a device
   // keeps per micro-batch (values_, partials_, saved_, seeds_): with tensor
   // parallelism each device of a group its own, else j.
@@ -134,11 +120,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   }
   // The devices of device d's replica: its slots, or its tensor-parallel
   // group.
-  std::vector<int> ReplicaMembers(int d) const {
-    const PipelineStage& stage = strategy_.stages[stage_of_device_[d]];
-    const int k = replica_of_device_[d];
-    return T_ > 1 ? stage.TensorGroup(k) : stage.replicas[k].device_of_slot;
-  }
+  std::vector<int> ReplicaMembers(int d) const;
   // The devices whose gradients device d's are allreduced with: its slot's
   // (with tensor parallelism: its tensor rank's) in every replica of its
   // stage, in replica order.
@@ -232,14 +214,6 @@ class TorchStrategyExecutor : public StrategyExecutor {
       int n, int j, int d, std::map<int, torch::Tensor>* copied,
       const std::function<torch::Tensor(int value)>& activation);
   absl::Status RerunLayer(int s, int layer, int j, int d);
-  // Recomputing selectively (Recompute::kSelective: every node without a
-  // weight rerun), per backward task: what the reruns made that rerun
-  // nodes still read (value -> tensor and reads left), and the forward
-  // nodes rerun so far.
-  struct SelectiveRerun {
-    std::map<int, std::pair<torch::Tensor, int>> rebuilt;
-    std::vector<char> done;
-  };
   // Before backward node b of stage s (micro-batch j, device d): its
   // forward node when that is rerun, and the producers of what its op saved
   // that is parked, each after the rerun nodes whose values it reads (in
@@ -522,12 +496,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   void Fail(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   // With measure_allocations: reports this thread's allocations as device
   // d's (-1: frees only) until the guard goes.
-  std::unique_ptr<c10::DebugInfoGuard> ReportAllocations(int d) {
-    if (!options_.measure_allocations) return nullptr;
-    return std::make_unique<c10::DebugInfoGuard>(
-        c10::DebugInfoKind::PROFILER_STATE,
-        std::make_shared<ThreadAllocationReporter>(&allocations_, d));
-  }
+  std::unique_ptr<c10::DebugInfoGuard> ReportAllocations(int d);
 
   const TrainingView& view_;
   const Graph& graph_;
@@ -623,32 +592,10 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<std::vector<TensorParallelSaved>> tensor_saved_;  // [lane][op]
   // The tensor-parallel groups' collectives in flight, by (micro-batch,
   // node, site) (under mu_; group_cv_ wakes their waiters).
-  struct GroupExchange {
-    std::vector<torch::Tensor> parts;
-    int arrived = 0;
-    int taken = 0;
-  };
   std::map<std::tuple<int, int, int>, GroupExchange> group_exchanges_
       ABSL_GUARDED_BY(mu_);
   // The replica exchanges in flight, by ticket (under mu_; group_cv_
-  // wakes their waiters): the parts this process's replicas left
-  // ([replica][replica], an all-gather's in [replica][0]) until issued;
-  // the collective in flight and where each part it brings goes; once
-  // done, what each replica here got ([to replica][from replica]).
-  struct ReplicaExchange {
-    struct Part {
-      int member = 0;  // the subgroup member it comes from
-      int64_t offset = 0, bytes = 0;
-      int to = 0, from = 0;  // replicas
-    };
-    std::vector<std::vector<torch::Tensor>> sent, received;
-    std::shared_ptr<PendingCollective> pending;
-    std::vector<Part> parts;
-    torch::ScalarType dtype = torch::kFloat;
-    int arrived = 0;
-    int taken = 0;
-    bool issued = false, finishing = false, done = false;
-  };
+  // wakes their waiters).
   std::map<std::pair<size_t, int>, ReplicaExchange> replica_exchanges_
       ABSL_GUARDED_BY(mu_);
   std::vector<int> replica_exchanges_made_;  // per device, this step
