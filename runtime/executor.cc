@@ -142,7 +142,7 @@ absl::Status TorchExecutor::InitTablesLocked() {
       // makes up front.
       resident_bytes_[d] += static_cast<int64_t>(
           (1 + view_.options().optimizer_state_per_parameter_byte()) *
-          static_cast<double>(Bytes(w)));
+          static_cast<double>(TensorBytes(w)));
     } else {
       // Inputs and constants: on each device that reads them, from the
       // start (the lowering copies none).
@@ -152,7 +152,7 @@ absl::Status TorchExecutor::InitTablesLocked() {
         if (!Local(d)) continue;
         torch::Tensor c = host.to(devices_[d]);
         resident_[static_cast<size_t>(v) * num_devices_ + d] = c;
-        resident_bytes_[d] += Bytes(c);
+        resident_bytes_[d] += TensorBytes(c);
       }
     }
   }

@@ -115,6 +115,12 @@ struct ExecutorOptions {
   // context's; empty: the view's topological order. The strategy
   // executor's wide stages take their slots' ready nodes by them.
   std::vector<double> priorities;
+  // The strategy executor on GPUs: wait for each node and copy to finish,
+  // so that StepReport's node runs and copies there are real times (the op
+  // executor always waits). Off, a GPU's worker waits once per task and
+  // reports no node runs or copies of its own. CPU devices are timed
+  // either way (their kernels end when they return).
+  bool time_gpu_nodes = false;
   // Fail a step whose tracked memory on a device exceeds its memory_bytes.
   bool enforce_memory = true;
   // Also measure what LibTorch's allocators really hand out during a step

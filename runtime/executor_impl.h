@@ -51,11 +51,6 @@ class TorchExecutor : public Executor {
  public:
   using Clock = SteadyClock;
 
-  static int64_t Bytes(const torch::Tensor& t) {
-    return t.defined() ? static_cast<int64_t>(t.numel() * t.element_size())
-                       : 0;
-  }
-
   TorchExecutor(const TrainingView& view, const Cluster& cluster,
                 const Placement& placement, const ExecutorOptions& options,
                 std::vector<torch::Device> devices, std::vector<char> local)

@@ -262,8 +262,8 @@ void TorchExecutor::DeviceWorker(int d) {
       // The node, as it ran, to the memory timeline: its outputs at their
       // measured sizes, all counted before any input is freed.
       for (size_t k = 0; k < tn.outputs.size(); ++k) {
-        memory_->SetValueBytes(tn.outputs[k],
-                               k < outputs.size() ? Bytes(outputs[k]) : 0);
+        memory_->SetValueBytes(
+            tn.outputs[k], k < outputs.size() ? TensorBytes(outputs[k]) : 0);
       }
       const double now = StepSecondsLocked();
       memory_->Started(node, now, now, now);
@@ -343,7 +343,7 @@ void TorchExecutor::LinkWorker(int src, int dst) {
       MaybeDoneLocked();
       continue;
     }
-    report_.transfers.push_back({v, src, dst, Bytes(copy), seconds});
+    report_.transfers.push_back({v, src, dst, TensorBytes(copy), seconds});
     // Its bytes on dst were counted when it was queued (SendLocked).
     if (item.sum >= 0) {
       ContributedLocked(item.sum, dst, /*arrived=*/true);
@@ -401,7 +401,8 @@ void TorchExecutor::SendWorker(int src, int dst) {
     // transfer: both ranks' threads and the transport); by the sender
     // otherwise (until its send completes).
     if (!SameHost(src, dst)) {
-      report_.transfers.push_back({item.value, src, dst, Bytes(t), seconds});
+      report_.transfers.push_back(
+          {item.value, src, dst, TensorBytes(t), seconds});
     }
     t = torch::Tensor();
     SentLocked(item, src, dst);
@@ -477,12 +478,13 @@ void TorchExecutor::RecvWorker(int src, int dst) {
       continue;
     }
     if (SameHost(src, dst)) {
-      report_.transfers.push_back({value, src, dst, Bytes(copy), seconds});
+      report_.transfers.push_back(
+          {value, src, dst, TensorBytes(copy), seconds});
     }
     // Counted on dst from its arrival: this rank cannot see when the
     // sender queued it.
     const int task = sum >= 0 ? SumCopyTask(sum, src) : ValueCopyTask(value, dst);
-    memory_->SetValueBytes(value, Bytes(copy));
+    memory_->SetValueBytes(value, TensorBytes(copy));
     memory_->Started(task, StepSecondsLocked(), 0, 0);
     CheckMemoryLocked(dst, -1);
     memory_->Ended(task, StepSecondsLocked());

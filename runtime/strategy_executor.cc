@@ -267,15 +267,11 @@ absl::Status TorchStrategyExecutor::Init() {
     }
   }
   // What each device holds before a step.
-  auto bytes = [](const torch::Tensor& t) {
-    return t.defined() ? static_cast<int64_t>(t.numel() * t.element_size())
-                       : int64_t{0};
-  };
   const double state = view_.options().optimizer_state_per_parameter_byte();
   resident_bytes_.assign(D_, 0);
   for (int d = 0; d < D_; ++d) {
     for (int p = 0; p < V_; ++p) {
-      const double w = static_cast<double>(bytes(params_[d][p]));
+      const double w = static_cast<double>(TensorBytes(params_[d][p]));
       // The optimizer's state is of what the replica updates (its shard
       // under ZeRO-2/3).
       const double updated =
@@ -295,14 +291,16 @@ absl::Status TorchStrategyExecutor::Init() {
       const TrainingValue& value = view_.value(v);
       if (value.kind == ValueKind::kGraphInput) {
         for (int j = replica_of_device_[d]; j < M_; j += stage.num_replicas()) {
-          resident_bytes_[d] += bytes(batches_[j].value[v]);
+          resident_bytes_[d] += TensorBytes(batches_[j].value[v]);
         }
       } else if (value.kind != ValueKind::kParameter && value.producer < 0) {
-        resident_bytes_[d] += bytes(host_[v]);
+        resident_bytes_[d] += TensorBytes(host_[v]);
       }
     }
     for (const std::vector<torch::Tensor>& targets : targets_[d]) {
-      for (const torch::Tensor& t : targets) resident_bytes_[d] += bytes(t);
+      for (const torch::Tensor& t : targets) {
+        resident_bytes_[d] += TensorBytes(t);
+      }
     }
   }
   SetBlasThreads(options_.threads_per_cpu_device);

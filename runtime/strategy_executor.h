@@ -58,9 +58,11 @@
 //    micro-batches (before the update), each device's busy time, every
 //    node run (each forward and backward node per micro-batch, each update
 //    of a whole parameter; none with tensor parallelism, whose devices run
-//    parts of ops), timed without the copies and waits for other devices
-//    it made, and the copies a worker made of other devices' values and
-//    weights in one process (what crosses ranks goes packed, untimed); with
+//    parts of ops; on a GPU only with ExecutorOptions::time_gpu_nodes,
+//    which waits for each), timed without the copies and waits for other
+//    devices it made, and the copies a worker made of other devices'
+//    values and weights in one process (what crosses ranks goes packed,
+//    untimed; on a GPU as the node runs); with
 //    measure_allocations, what each device's threads allocated (below).
 //    With measure_allocations and enforce_memory (both ExecutorOptions), a
 //    step whose allocations on a device go past its memory_bytes fails
@@ -212,9 +214,11 @@ namespace placer {
 class StrategyExecutor : public StepRunner {
  public:
   // `view` (and its graph) must outlive the executor. Uses the options'
-  // update (with the view's optimizer), seed, threads_per_cpu_device,
-  // pin_cpu_devices, measure_allocations, enforce_memory (with
-  // measure_allocations) and before_node.
+  // update (with the view's optimizer), seed, input_values,
+  // threads_per_cpu_device, pin_cpu_devices, priorities (wide stages),
+  // time_gpu_nodes, measure_allocations, enforce_memory (with
+  // measure_allocations), before_node, exchange_chunk_bytes, ranks and
+  // rank_of_device.
   static absl::StatusOr<std::unique_ptr<StrategyExecutor>> Create(
       const TrainingView& view, const Cluster& cluster,
       const Strategy& strategy, const ExecutorOptions& options = {});

@@ -134,7 +134,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   absl::Status CheckMemory(int n, int j, int d);
   // Device d's nodes of `nodes` (forward_[s] or backward_[s]): its slot's,
   // in a wide stage by priority (node_priority_), then in the view's
-  // order; otherwise in the view's order.
+  // order; otherwise in the view's order; the first to take last.
   std::vector<int> SlotNodes(const std::vector<int>& nodes, int d) const;
   // The next node of `pending` (SlotNodes') that device d runs for
   // micro-batch j, taken out of it. In a wide stage: the first whose
@@ -162,14 +162,15 @@ class TorchStrategyExecutor : public StrategyExecutor {
     return tensor.to(devices_[device], /*non_blocking=*/false, /*copy=*/true);
   }
   // On(), made by device d's worker for its node: when `from` is another
-  // device, timed (until d has it) into d's transfers_ (as value v) and
-  // copy_seconds_. Device d's worker only.
+  // device, timed (until d has it; on a GPU with time_gpu_nodes only) into
+  // d's transfers_ (as value v) and copy_seconds_. Device d's worker only.
   torch::Tensor CopyIn(const torch::Tensor& tensor, int v, int from, int d);
   // Node n has run on device d from `start`: its run into node_runs_[d],
   // without the copies and waits for other devices it made meanwhile
   // (copy_seconds_ and waited_seconds_ past `copies` and `waited`); on a
-  // GPU once the device has finished it; none with tensor parallelism (a
-  // device runs its part of the op). Device d's worker only.
+  // GPU once the device has finished it, with time_gpu_nodes only; none
+  // with tensor parallelism (a device runs its part of the op). Device d's
+  // worker only.
   void RecordRun(int n, int d, SteadyClock::time_point start, double copies,
                  double waited);
   // Before a step: the step's state, empty (failure_ OK, nothing done,

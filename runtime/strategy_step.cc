@@ -2,6 +2,7 @@
 // reset, the workers and receivers run, their readiness and failure, and
 // the step's report (merged across ranks).
 #include <algorithm>
+#include <iterator>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -61,11 +62,14 @@ std::vector<int> TorchStrategyExecutor::SlotNodes(const std::vector<int>& nodes,
   }
   // One slot: the view's order (NextNode takes them as they come). Wide:
   // by priority, ties in the view's order (`nodes`'), which NextNode scans
-  // for the first ready one.
-  if (strategy_.stages[stage_of_device_[d]].width() == 1) return mine;
-  std::stable_sort(mine.begin(), mine.end(), [&](int a, int b) {
-    return node_priority_[a] < node_priority_[b];
-  });
+  // for the first ready one. Last to take first, so that taking the next
+  // is a pop from the back.
+  if (strategy_.stages[stage_of_device_[d]].width() > 1) {
+    std::stable_sort(mine.begin(), mine.end(), [&](int a, int b) {
+      return node_priority_[a] < node_priority_[b];
+    });
+  }
+  std::reverse(mine.begin(), mine.end());
   return mine;
 }
 
@@ -73,16 +77,17 @@ int TorchStrategyExecutor::NextNode(std::vector<int>* pending, int j, int d) {
   if (pending->empty()) return -1;
   if (strategy_.stages[stage_of_device_[d]].width() == 1) {
     // One slot: the view's order is the task's (no other device feeds it).
-    const int n = pending->front();
-    pending->erase(pending->begin());
+    const int n = pending->back();
+    pending->pop_back();
     return n;
   }
   const size_t N = view_.nodes().size();
   const auto start = SteadyClock::now();
   absl::MutexLock lock(&mu_);
   while (failure_.ok()) {
-    for (size_t k = 0; k < pending->size(); ++k) {
-      const int n = (*pending)[k];
+    // From the back: the order SlotNodes gives.
+    for (auto at = pending->rbegin(); at != pending->rend(); ++at) {
+      const int n = *at;
       bool ready = true;
       for (int p : task_deps_[n]) {
         if (!node_done_[j * N + p]) {
@@ -91,7 +96,7 @@ int TorchStrategyExecutor::NextNode(std::vector<int>* pending, int j, int d) {
         }
       }
       if (!ready) continue;
-      pending->erase(pending->begin() + static_cast<std::ptrdiff_t>(k));
+      pending->erase(std::next(at).base());
       waited_seconds_[d] += SecondsSince(start);
       return n;
     }

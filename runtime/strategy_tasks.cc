@@ -90,16 +90,15 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::ForwardNode(
 torch::Tensor TorchStrategyExecutor::CopyIn(const torch::Tensor& tensor, int v,
                                             int from, int d) {
   if (from == d) return tensor;
+  if (!devices_[d].is_cpu() && !options_.time_gpu_nodes) {
+    return On(tensor, from, d);  // untimed: no wait for the device
+  }
   const SteadyClock::time_point start = SteadyClock::now();
   torch::Tensor copy = On(tensor, from, d);
   Synchronize(devices_[d]);
   const double seconds = SecondsSince(start);
   copy_seconds_[d] += seconds;
-  transfers_[d].push_back(
-      {v, from, d,
-       static_cast<int64_t>(copy.numel()) *
-           static_cast<int64_t>(copy.element_size()),
-       seconds});
+  transfers_[d].push_back({v, from, d, TensorBytes(copy), seconds});
   return copy;
 }
 
@@ -107,7 +106,8 @@ void TorchStrategyExecutor::RecordRun(int n, int d,
                                       SteadyClock::time_point start,
                                       double copies, double waited) {
   // A tensor-parallel device runs its part of the op: not the node's time.
-  if (T_ > 1) return;
+  // A GPU is timed only when asked (each wait stalls its queue).
+  if (T_ > 1 || (!devices_[d].is_cpu() && !options_.time_gpu_nodes)) return;
   Synchronize(devices_[d]);
   const double seconds = SecondsSince(start) - (copy_seconds_[d] - copies) -
                          (waited_seconds_[d] - waited);

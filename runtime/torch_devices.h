@@ -28,6 +28,8 @@
 #include <c10/core/StreamGuard.h>
 #include <torch/torch.h>
 
+#include <cstdint>
+
 #include "absl/status/statusor.h"
 #include "profiles/cluster.h"
 
@@ -48,6 +50,11 @@ class OwnStreams {
 };
 
 void Synchronize(const torch::Device& device);
+
+// The bytes of a tensor's elements; 0 when it is undefined.
+inline int64_t TensorBytes(const torch::Tensor& t) {
+  return t.defined() ? static_cast<int64_t>(t.numel() * t.element_size()) : 0;
+}
 
 }  // namespace placer
 

@@ -14,12 +14,41 @@
 namespace placer {
 namespace {
 
+// The dependencies between the nodes of one pass of a stage (`nodes`, its
+// forward or backward list), as (from, to) positions in it: a node waits
+// for the nodes of the pass whose values or partial gradients it reads,
+// and for its control inputs there. `position`: StagePlan's
+// position_in_pass.
+std::vector<std::pair<int, int>> PassEdges(const TrainingView& view,
+                                           const std::vector<int>& nodes,
+                                           const std::vector<int>& position) {
+  std::vector<std::pair<int, int>> edges;
+  auto in_pass = [&](int m) {
+    const int j = m >= 0 ? position[m] : -1;
+    return j >= 0 && j < static_cast<int>(nodes.size()) && nodes[j] == m ? j
+                                                                         : -1;
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const TrainingNode& node = view.node(nodes[i]);
+    for (int v : node.inputs) {
+      if (int j = in_pass(view.value(v).producer); j >= 0) {
+        edges.emplace_back(j, static_cast<int>(i));
+      }
+    }
+    for (int c : node.control_inputs) {
+      if (int j = in_pass(c); j >= 0) {
+        edges.emplace_back(j, static_cast<int>(i));
+      }
+    }
+  }
+  return edges;
+}
+
 // One task of a replica over several devices (Strategy's contract),
 // lowered to a task graph and run on the event engine: each node a task on
 // its slot's device, which runs, whenever it is free, its ready node with
 // the lowest priority (the context's ready order, then `nodes`' order),
-// a node being ready once the nodes of the task it reads from, on any
-// slot, have ended (values, partial gradients, control edges); a node
+// a node being ready once its `edges` (PassEdges) have ended; a node
 // copies what it reads from other slots (the transfers' seconds on its own
 // device) before it computes. `extra` is added to a node's time (its
 // partial additions). Returns each node's end, from the task's start, and
@@ -27,17 +56,15 @@ namespace {
 std::vector<double> ScheduleWideTask(
     const SimulationContext& context, const std::vector<int>& nodes,
     const std::vector<std::vector<SlotRead>>& reads,
+    const std::vector<std::pair<int, int>>& edges,
     const std::vector<double>& extra, const std::vector<int>& slot_of_node,
     const PipelineStage& stage, int replica, std::vector<double>* busy) {
-  const TrainingView& view = context.view();
   const int width = stage.width();
   TaskGraph graph;
   for (int slot = 0; slot < width; ++slot) {
     graph.AddResource(ResourceOrder::kPriority);
   }
   busy->assign(width, 0);
-  // Each node's task, by view node (-1: not in this task).
-  std::vector<int> task_of(view.nodes().size(), -1);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int slot = slot_of_node[nodes[i]];
     const int device = stage.device(replica, slot);
@@ -50,21 +77,11 @@ std::vector<double> ScheduleWideTask(
     const double seconds =
         copies + context.node_seconds(nodes[i], device) + extra[i];
     (*busy)[slot] += seconds;
-    task_of[nodes[i]] = graph.AddTask(
+    // Task i is node i of the pass.
+    graph.AddTask(
         {slot, seconds, context.priority(nodes[i]), static_cast<int>(i)});
   }
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const TrainingNode& node = view.node(nodes[i]);
-    for (int v : node.inputs) {
-      const int producer = view.value(v).producer;
-      if (producer >= 0 && task_of[producer] >= 0) {
-        graph.AddEdge(task_of[producer], task_of[nodes[i]]);
-      }
-    }
-    for (int c : node.control_inputs) {
-      if (task_of[c] >= 0) graph.AddEdge(task_of[c], task_of[nodes[i]]);
-    }
-  }
+  for (const auto& [from, to] : edges) graph.AddEdge(from, to);
   return RunTaskGraph(graph).end_seconds;
 }
 
@@ -126,7 +143,8 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     st.one_batch_peak_bytes.assign(st.width, 0);
     st.gradients.assign(st.width, {});
   }
-  std::vector<int> position(view.nodes().size(), -1);
+  std::vector<int>& position = plan.position_in_pass;
+  position.assign(view.nodes().size(), -1);
   for (int n : view.topological_order()) {
     StageModel& st = plan.stages[stage_of_node(n)];
     // What an op keeps for its backward besides values is stashed too.
@@ -579,22 +597,27 @@ std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
   for (int s = 0; s < S; ++s) {
     const StageModel& st = plan.stages[s];
     if (st.width == 1) continue;
+    // The same for every replica.
+    const std::vector<std::pair<int, int>> forward_edges =
+        PassEdges(view, st.forward, plan.position_in_pass);
+    const std::vector<std::pair<int, int>> backward_edges =
+        PassEdges(view, st.backward, plan.position_in_pass);
     const PipelineStage& stage = strategy.stages[s];
     for (int replica = 0; replica < stage.num_replicas(); ++replica) {
       WideTaskTimes w;
       std::vector<double> none(st.forward.size(), 0);
-      std::vector<double> ends =
-          ScheduleWideTask(context, st.forward, st.forward_reads, none,
-                           plan.slot_of_node, stage, replica, &w.forward_busy);
+      std::vector<double> ends = ScheduleWideTask(
+          context, st.forward, st.forward_reads, forward_edges, none,
+          plan.slot_of_node, stage, replica, &w.forward_busy);
       for (double e : ends) w.forward = std::max(w.forward, e);
       std::vector<double> adds(st.backward.size(), 0);
       for (size_t i = 0; i < st.backward.size(); ++i) {
         const int d = stage.device(replica, plan.slot_of_node[st.backward[i]]);
         for (int x : st.adds[i]) adds[i] += context.partial_add_seconds(x, d);
       }
-      w.backward_end =
-          ScheduleWideTask(context, st.backward, st.backward_reads, adds,
-                           plan.slot_of_node, stage, replica, &w.backward_busy);
+      w.backward_end = ScheduleWideTask(
+          context, st.backward, st.backward_reads, backward_edges, adds,
+          plan.slot_of_node, stage, replica, &w.backward_busy);
       w.slot_end.assign(st.width, 0);
       for (size_t i = 0; i < st.backward.size(); ++i) {
         double& e = w.slot_end[plan.slot_of_node[st.backward[i]]];

@@ -115,6 +115,9 @@ struct StageModel {
 struct StagePlan {
   std::vector<StageModel> stages;
   std::vector<int> slot_of_node;
+  // Per node: its position in its stage's `forward` or `backward` list
+  // (-1: an update).
+  std::vector<int> position_in_pass;
   // Per node, the share of its time one device of its group spends: 1, or
   // 1/T for an op a tensor-parallel group of T splits (an update: 1/T for
   // a parameter split). Every bytes figure above is what one device holds.

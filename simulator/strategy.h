@@ -16,8 +16,9 @@
 //    context's ready order; the executor's ExecutorOptions::priorities), a
 //    node being ready once the nodes of the task it reads from, on any
 //    slot, have run (its device copies what other slots made), and the
-//    next task starts once every slot has ended this one. A weight's readers may be on other
-//    slots of its stage (they copy it). The graph's batch is one micro-batch; a
+//    next task starts once every slot has ended this one. A weight's
+//    readers may be on other slots of its stage (they copy it). The
+//    graph's batch is one micro-batch; a
 //    step runs `micro_batches` of them (a step's global batch is micro_batches
 //    times the graph's batch). Stage s's replica k runs micro-batches j with j
 //    % replicas == k (PipeDream's round robin; with one stage this is data

@@ -133,8 +133,9 @@ struct StrategySimulation {
 // An op placement run as a gradient-accumulation loop: micro_batches
 // forward and backward passes one after another, then the updates. With
 // T the end of the placement's last forward or backward node in one step
-// whose updates take no time (an earlier micro-batch runs none) and A the most any device spends adding a micro-batch's
-// gradients into its parameters' buffers (AccumulateSeconds, summed over
+// whose updates take no time (an earlier micro-batch runs none) and A the
+// most any device spends adding a micro-batch's gradients into its
+// parameters' buffers (AccumulateSeconds, summed over
 // the parameters it updates): step + (micro_batches - 1) x (T + A) (the
 // additions overlap each other, not the passes). Busy time is the one
 // step's (busy forward and backward time scaled); bytes moved per

@@ -271,6 +271,8 @@ int RunStrategy(const LoadedModel& model, const Cluster& cluster,
   options->executor.measure_allocations = true;
   // A wide stage's slots take their ready nodes in the simulator's order.
   options->executor.priorities = context.priorities();
+  // The profile's node times need each GPU node waited for.
+  options->executor.time_gpu_nodes = !flags.profile_out.empty();
   absl::StatusOr<std::unique_ptr<StrategyExecutor>> executor =
       StrategyExecutor::Create(view, cluster, strategy, options->executor);
   if (!executor.ok()) return FailOnRank(ranks, executor.status());
