@@ -121,26 +121,8 @@ absl::Status TorchStrategyExecutor::Init() {
   // Within a wide stage's task: what each node waits for, on any slot.
   task_deps_.assign(view_.nodes().size(), {});
   for (int n = 0; n < static_cast<int>(view_.nodes().size()); ++n) {
-    const TrainingNode& node = view_.node(n);
-    if ((strategy_.stages[StageOfNode(n)]).width() == 1 ||
-        node.kind == NodeKind::kUpdate) {
-      continue;
-    }
-    // A node of the same pass of the same stage (forward nodes read
-    // forward nodes' values, backward nodes backward nodes' partials).
-    auto in_task = [&](int m) {
-      return m >= 0 && view_.node(m).kind == node.kind &&
-             StageOfNode(m) == StageOfNode(n);
-    };
-    std::set<int> from;
-    for (int v : node.inputs) {
-      const int producer = view_.value(v).producer;
-      if (in_task(producer)) from.insert(producer);
-    }
-    for (int c : node.control_inputs) {
-      if (in_task(c)) from.insert(c);
-    }
-    task_deps_[n].assign(from.begin(), from.end());
+    if ((strategy_.stages[StageOfNode(n)]).width() == 1) continue;
+    task_deps_[n] = TaskDependencies(view_, strategy_, n);
   }
   waited_on_.assign(view_.nodes().size(), 0);
   for (const std::vector<int>& from : task_deps_) {

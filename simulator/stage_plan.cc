@@ -15,30 +15,16 @@ namespace placer {
 namespace {
 
 // The dependencies between the nodes of one pass of a stage (`nodes`, its
-// forward or backward list), as (from, to) positions in it: a node waits
-// for the nodes of the pass whose values or partial gradients it reads,
-// and for its control inputs there. `position`: StagePlan's
-// position_in_pass.
+// forward or backward list) as (from, to) positions in it
+// (TaskDependencies; `position`: StagePlan's position_in_pass).
 std::vector<std::pair<int, int>> PassEdges(const TrainingView& view,
+                                           const Strategy& strategy,
                                            const std::vector<int>& nodes,
                                            const std::vector<int>& position) {
   std::vector<std::pair<int, int>> edges;
-  auto in_pass = [&](int m) {
-    const int j = m >= 0 ? position[m] : -1;
-    return j >= 0 && j < static_cast<int>(nodes.size()) && nodes[j] == m ? j
-                                                                         : -1;
-  };
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const TrainingNode& node = view.node(nodes[i]);
-    for (int v : node.inputs) {
-      if (int j = in_pass(view.value(v).producer); j >= 0) {
-        edges.emplace_back(j, static_cast<int>(i));
-      }
-    }
-    for (int c : node.control_inputs) {
-      if (int j = in_pass(c); j >= 0) {
-        edges.emplace_back(j, static_cast<int>(i));
-      }
+    for (int m : TaskDependencies(view, strategy, nodes[i])) {
+      edges.emplace_back(position[m], static_cast<int>(i));
     }
   }
   return edges;
@@ -599,9 +585,9 @@ std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
     if (st.width == 1) continue;
     // The same for every replica.
     const std::vector<std::pair<int, int>> forward_edges =
-        PassEdges(view, st.forward, plan.position_in_pass);
+        PassEdges(view, strategy, st.forward, plan.position_in_pass);
     const std::vector<std::pair<int, int>> backward_edges =
-        PassEdges(view, st.backward, plan.position_in_pass);
+        PassEdges(view, strategy, st.backward, plan.position_in_pass);
     const PipelineStage& stage = strategy.stages[s];
     for (int replica = 0; replica < stage.num_replicas(); ++replica) {
       WideTaskTimes w;

@@ -421,6 +421,27 @@ Placement FirstReplicaPlacement(const Strategy& strategy) {
   return p;
 }
 
+std::vector<int> TaskDependencies(const TrainingView& view,
+                                  const Strategy& strategy, int n) {
+  const TrainingNode& node = view.node(n);
+  if (node.kind == NodeKind::kUpdate) return {};
+  const int stage = strategy.stage_of_op[node.forward_op];
+  auto in_task = [&](int m) {
+    return m >= 0 && view.node(m).kind == node.kind &&
+           strategy.stage_of_op[view.node(m).forward_op] == stage;
+  };
+  std::vector<int> from;
+  for (int v : node.inputs) {
+    if (in_task(view.value(v).producer)) from.push_back(view.value(v).producer);
+  }
+  for (int c : node.control_inputs) {
+    if (in_task(c)) from.push_back(c);
+  }
+  std::sort(from.begin(), from.end());
+  from.erase(std::unique(from.begin(), from.end()), from.end());
+  return from;
+}
+
 Strategy StrategyOfPlacement(const Placement& placement) {
   std::vector<int> devices = placement.device_of_op;
   std::sort(devices.begin(), devices.end());

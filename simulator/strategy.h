@@ -277,6 +277,14 @@ struct ReplicaTask {
 std::vector<ReplicaTask> ReplicaTaskOrder(const Strategy& strategy, int stage,
                                           int replica);
 
+// What forward or backward node n waits for inside its task (its stage's
+// pass over one micro-batch): the nodes of the same pass of the same
+// stage whose values or partial gradients it reads, and its control
+// inputs there, each once, ascending; none for an update. The rule a
+// wide stage's slots follow, in the simulator and the executor.
+std::vector<int> TaskDependencies(const TrainingView& view,
+                                  const Strategy& strategy, int n);
+
 // Forward op `op`'s slot in its stage (0 when slot_of_op is empty).
 int SlotOfOp(const Strategy& strategy, int op);
 // Slot `slot`'s device in every replica of `stage`, in replica order (the
