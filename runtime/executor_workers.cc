@@ -123,7 +123,7 @@ void TorchExecutor::SendSumLocked(int sum, int src, int dst) {
   }
   LinkQueue& queue = links_.at({src, dst});
   queue.idle.Given();
-  queue.values.push_back({partials_.first[SumSlot(sum, src)], sum});
+  queue.values.push_back({partials_.first(sum, src), sum});
   queue.cv.Signal();
 }
 
@@ -153,7 +153,7 @@ void TorchExecutor::ContributedLocked(int sum, int device, bool arrived) {
   size_t slot = SumSlot(sum, device);
   const int sink = view_.gradient_sums()[sum].sink;
   const int sink_device = device_of_node_[sink];
-  if (!arrived && ++sum_done_[slot] < partials_.count[slot]) return;
+  if (!arrived && ++sum_done_[slot] < partials_.count(sum, device)) return;
   if (device != sink_device) {
     SendSumLocked(sum, device, sink_device);  // this device's partials, once
   } else if (--pending_[sink] == 0) {
@@ -448,7 +448,7 @@ void TorchExecutor::RecvWorker(int src, int dst) {
       } else if (id < 0 && -1 - id < sums &&
                  carried(SumCopyTask(static_cast<int>(-1 - id), src))) {
         sum = static_cast<int>(-1 - id);
-        value = partials_.first[SumSlot(sum, src)];
+        value = partials_.first(sum, src);
       } else {
         s = absl::DataLossError(absl::StrCat(
             "rank ", rank, " sent item ", id, ", which this link does not carry"));

@@ -3,23 +3,25 @@
 namespace placer {
 
 int PartialsByDevice::sources(int sum) const {
-  int n = 0;
-  for (int d = 0; d < devices; ++d) n += count[slot(sum, d)] > 0;
-  return n;
+  auto at = sources_.find(sum);
+  return at == sources_.end() ? 0 : at->second;
+}
+
+void PartialsByDevice::Add(int sum, int device, int value) {
+  Made& made = by_pair_[Key(sum, device)];
+  if (made.count++ == 0) {
+    made.first = value;
+    ++sources_[sum];
+  }
 }
 
 PartialsByDevice CountPartials(const TrainingView& view,
                                const std::vector<int>& device_of_node,
                                int devices) {
-  PartialsByDevice p;
-  p.devices = devices;
-  const size_t slots = view.gradient_sums().size() * devices;
-  p.count.assign(slots, 0);
-  p.first.assign(slots, -1);
+  PartialsByDevice p(devices);
   for (int s = 0; s < static_cast<int>(view.gradient_sums().size()); ++s) {
     for (int v : view.gradient_sums()[s].partials) {
-      size_t k = p.slot(s, device_of_node[view.value(v).producer]);
-      if (p.count[k]++ == 0) p.first[k] = v;
+      p.Add(s, device_of_node[view.value(v).producer], v);
     }
   }
   return p;

@@ -11,21 +11,46 @@
 #define PLACER_SIMULATOR_GRADIENT_PARTIALS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "graph/training_view.h"
 
 namespace placer {
 
-struct PartialsByDevice {
-  int devices = 0;
-  std::vector<int> count;
-  std::vector<int> first;
-  size_t slot(int sum, int device) const {
-    return static_cast<size_t>(sum) * devices + device;
+class PartialsByDevice {
+ public:
+  PartialsByDevice() = default;
+  explicit PartialsByDevice(int devices) : devices_(devices) {}
+  // How many partials of `sum` `device` makes, and the first (-1: none).
+  int count(int sum, int device) const {
+    auto at = by_pair_.find(Key(sum, device));
+    return at == by_pair_.end() ? 0 : at->second.count;
+  }
+  int first(int sum, int device) const {
+    auto at = by_pair_.find(Key(sum, device));
+    return at == by_pair_.end() ? -1 : at->second.first;
   }
   // The devices that make partials of `sum`: the buffers the sink waits for.
   int sources(int sum) const;
+  // One more partial, `value`, of `sum` made on `device`.
+  void Add(int sum, int device, int value);
+
+ private:
+  struct Made {
+    int count = 0;
+    int first = -1;
+  };
+  int64_t Key(int sum, int device) const {
+    return static_cast<int64_t>(sum) * devices_ + device;
+  }
+  int devices_ = 0;
+  // Only the (sum, device) pairs that make partials: a sum's partials lie
+  // on few of a cluster's devices.
+  absl::flat_hash_map<int64_t, Made> by_pair_;
+  absl::flat_hash_map<int, int> sources_;  // per sum with partials
 };
 
 // `device_of_node`: one device per view node (DevicesOfNodes).

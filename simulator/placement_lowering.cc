@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "simulator/gradient_partials.h"
 
 namespace placer {
@@ -51,7 +52,6 @@ class Lowering {
       }
     }
     partials_ = CountPartials(view_, out_.device_of_node, devices_);
-    sum_copy_.assign(view_.gradient_sums().size() * devices_, -1);
     for (int i = 0; i < n; ++i) AddEdgesOf(i);
     for (int t = n; t < graph.num_tasks(); ++t) AddEdgesOfCopy(t);
     return std::move(out_);
@@ -126,9 +126,11 @@ class Lowering {
           graph.AddEdge(i, sum.sink);
           continue;
         }
-        int& copy = sum_copy_[static_cast<size_t>(s) * devices_ + d];
-        if (copy < 0) {
-          copy = AddCopy({partials_.first[partials_.slot(s, d)], s, d,
+        auto [at, fresh] = sum_copy_.emplace(
+            static_cast<int64_t>(s) * devices_ + d, -1);
+        int& copy = at->second;
+        if (fresh) {
+          copy = AddCopy({partials_.first(s, d), s, d,
                           sink_device, sum.bytes});
         }
         graph.AddEdge(i, copy);
@@ -153,7 +155,9 @@ class Lowering {
   LoweredPlacement out_;
   std::vector<int> links_;     // [src * devices + dst]: resource or -1
   std::vector<int> copy_on_device_;  // the value's copy to each device or -1
-  std::vector<int> sum_copy_;  // [sum * devices + src]: task or -1
+  // (sum * devices + src): the copy task of src's buffer to the sink, for
+  // the pairs that have one.
+  absl::flat_hash_map<int64_t, int> sum_copy_;
   PartialsByDevice partials_;
 };
 
