@@ -179,7 +179,9 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   absl::Status refused;  // the first candidate the simulator refused
   // With `peaks`: each device's breakdown at its peak.
   std::vector<MemoryBreakdown> last_breakdown;
+  double last_seconds_per_batch = 0;  // the last simulation's, or 0
   auto simulate = [&](Strategy s, std::vector<int64_t>* peaks) {
+    last_seconds_per_batch = 0;
     s.overlap_parameter_gather =
         search.overlap_parameter_gather &&
         (s.zero == ZeroStage::kOptimizerState ||
@@ -191,6 +193,7 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       if (refused.ok()) refused = r.status();
       return false;
     }
+    last_seconds_per_batch = r->seconds_per_batch;
     if (peaks != nullptr) {
       *peaks = r->step.peak_memory_bytes;
       last_breakdown = r->step.peak_breakdown;
@@ -244,7 +247,8 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
   // `simulate` with the search's recomputation and ZeRO. A candidate over a
   // limit is tried again: with ZeRO-1, then ZeRO-2, then ZeRO-3 (zero
   // unset, when a stage has replicas; ZeRO-2 and -3 when every stage's
-  // replicas run as many micro-batches), then with its over stages
+  // replicas run as many micro-batches; where ZeRO-1 fits, ZeRO-2 is
+  // simulated too and the faster kept), then with its over stages
   // recomputing (kAuto), until one fits or the budget ends (read before
   // each retry: at a thousand devices one simulation takes seconds). A
   // retry is skipped when the first try's peaks, less all that the saver
@@ -311,6 +315,18 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
         std::vector<int64_t> sharded;
         s.zero = zero;
         const bool zero_fits = simulate(s, &sharded);
+        if (zero_fits && zero == ZeroStage::kOptimizerState && even &&
+            !stop()) {
+          // ZeRO-2's reduce-scatters move less than ZeRO-1's allreduce
+          // and gather where a replica runs few micro-batches: tried too,
+          // the faster kept.
+          const double one = last_seconds_per_batch;
+          Strategy two = s;
+          two.zero = ZeroStage::kGradients;
+          if (simulate(two, nullptr) && last_seconds_per_batch < one) {
+            s.zero = ZeroStage::kGradients;
+          }
+        }
         if (zero_fits) return Outcome::kFits;
         if (!sharded.empty()) {
           tried.peak_bytes = std::move(sharded);

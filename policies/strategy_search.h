@@ -66,7 +66,8 @@
 //    devices are over every limit (hybrid: ResourceExhausted saying so).
 //  - Memory savers, tried on a candidate over a device's limit only (they
 //    add time or collectives; a candidate that fits is never tried with
-//    them), until one fits: ZeRO-1, then ZeRO-2, then ZeRO-3
+//    them), until one fits: ZeRO-1 (where it fits, ZeRO-2 simulated too
+//    and the faster kept), then ZeRO-2, then ZeRO-3
 //    (StrategySearchOptions::zero unset; when a stage has replicas, and
 //    for ZeRO-2 and -3 when every stage's replicas run as many
 //    micro-batches; ZeRO-3 not inside wide stages), then the stages that

@@ -38,7 +38,10 @@
 //    accumulated gradients are its share of the step's mean gradient;
 //    partial gradients are summed per micro-batch as the view's gradient
 //    sums say, and a parameter's sum is added to the replica's accumulator
-//    when the backward that completes it ends.
+//    as soon as its last partial is made (PyTorch's AccumulateGrad; the
+//    first micro-batch's becomes it, copied when another tensor shares
+//    it), or, where it needs other devices' partials (a wide stage, a
+//    tensor-parallel group, ZeRO-2/3), when the backward task ends.
 //  - When the replicas of a stage have run all their tasks, each of them
 //    sums the replicas' accumulators in replica order on its own device
 //    (the allreduce; every replica gets the same bits), overlapping the

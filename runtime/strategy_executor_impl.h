@@ -150,6 +150,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // the parameters of d's slot whose gradients it completed, into d's
   // accumulators (only d's worker touches them during the tasks).
   absl::Status Accumulate(int s, int j, int d);
+  // Parameter p's gradient (or a slot's part) into device d's accumulator,
+  // as AccumulateGrad does. Device d's worker only.
+  void AddToAccumulator(int d, int p, torch::Tensor gradient);
   int Channel(int src, int dst) const { return 1 + src * D_ + dst; }
   // Arrivals from another rank: stage `from`'s messages for stage `to` and
   // micro-batch j (values forward, partial gradients backward).

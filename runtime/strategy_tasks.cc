@@ -244,6 +244,24 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
   const bool selective = strategy_.stages[s].recompute == Recompute::kSelective;
   SelectiveRerun rerun;
   if (selective) rerun.done.assign(view_.nodes().size(), 0);
+  // PyTorch's AccumulateGrad: a parameter's gradient of this micro-batch
+  // goes into its accumulator as soon as its last partial is made, not at
+  // the task's end (the simulator's memory: a later micro-batch holds the
+  // buffers and one parameter's gradient at a time beside them). Where
+  // the sum needs more than this device's partials (a wide stage's other
+  // slots, a tensor-parallel group's, ZeRO-2/3's shards) at the task's
+  // end (Accumulate). Per such sum: the partials still to come, and the
+  // parameter.
+  std::map<int, std::pair<int, int>> completing;
+  if (W_ == 1 && T_ == 1 && !ShardsGradientsOf(s)) {
+    for (int u : update_[s]) {
+      for (int sm : view_.sums_read_by(u)) {
+        completing[sm] = {
+            static_cast<int>(view_.gradient_sums()[sm].partials.size()),
+            view_.node(u).parameter};
+      }
+    }
+  }
   std::vector<int> pending = SlotNodes(backward_[s], d);
   for (int n = NextNode(&pending, j, d); n >= 0;
        n = NextNode(&pending, j, d)) {
@@ -327,6 +345,11 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
         partials_[lane][PartialIndex(sm, s, my_slot)] = torch::Tensor();
       }
       buffer = buffer.defined() ? buffer + (*grads)[k] : (*grads)[k];
+      auto complete = completing.find(sm);
+      if (complete != completing.end() && --complete->second.first == 0) {
+        AddToAccumulator(d, complete->second.second, std::move(buffer));
+        continue;
+      }
       absl::MutexLock lock(&mu_);
       partials_[lane][PartialIndex(sm, s, my_slot)] = std::move(buffer);
     }
@@ -365,26 +388,28 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
     }
   }
   if (ShardsGradientsOf(s)) return ReduceScatter(s, j, d, &completed);
-  std::set<int> made_here;  // buffers that are this call's first part
-  for (auto& [p, g] : completed) {
-    if (g.device() != devices_[d]) g = g.to(devices_[d]);
-    // The first micro-batch's gradient becomes the buffer; later ones are
-    // added in place (PyTorch's AccumulateGrad; the strategy simulator
-    // charges the cost model's AccumulateSeconds for each). A wide stage's
-    // second slot part of the same micro-batch is added out of place: the
-    // first part may be a tensor its backward op also handed elsewhere.
-    torch::Tensor& acc = accum_[d][p];
-    if (!acc.defined()) {
-      acc = g;
-      made_here.insert(p);
-    } else if (made_here.count(p) > 0) {
-      acc = acc + g;
-      made_here.erase(p);
-    } else {
-      acc.add_(g);
-    }
-  }
+  for (auto& [p, g] : completed) AddToAccumulator(d, p, std::move(g));
   return absl::OkStatus();
+}
+
+void TorchStrategyExecutor::AddToAccumulator(int d, int p,
+                                             torch::Tensor gradient) {
+  if (gradient.device() != devices_[d]) gradient = gradient.to(devices_[d]);
+  // The first micro-batch's gradient becomes the buffer, unless another
+  // tensor shares it (a backward op may hand one tensor to several
+  // inputs; later additions in place would change those): then a copy,
+  // as PyTorch's AccumulateGrad steals only a gradient no one else holds.
+  // Later ones are added in place (the strategy simulator charges the
+  // cost model's AccumulateSeconds for each).
+  torch::Tensor& acc = accum_[d][p];
+  if (acc.defined()) {
+    acc.add_(gradient);
+  } else if (gradient.use_count() == 1 && !gradient.is_view() &&
+             gradient.storage().use_count() == 1) {
+    acc = std::move(gradient);
+  } else {
+    acc = gradient.clone();
+  }
 }
 
 void TorchStrategyExecutor::Worker(int d, double* busy) {

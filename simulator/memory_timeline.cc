@@ -15,7 +15,6 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
   const std::vector<int>& device_of = lowered.device_of_node;
   memory_.assign(devices_, 0);
   peak_.assign(devices_, 0);
-  users_.assign(static_cast<size_t>(num_values) * devices_, 0);
   source_device_.assign(num_values, -1);
   value_bytes_.resize(num_values);
   for (int v = 0; v < num_values; ++v) value_bytes_[v] = context.value_bytes(v);
@@ -23,8 +22,6 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
   use_.assign(num_values, kActivations);
   by_use_.assign(devices_, {});
   peak_by_use_.assign(devices_, {});
-  has_buffer_.assign(view_.gradient_sums().size() * devices_, 0);
-  buffer_bytes_.assign(view_.gradient_sums().size() * devices_, 0);
   std::vector<char> present(static_cast<size_t>(devices_), 0);
   const double state = view_.options().optimizer_state_per_parameter_byte();
   for (int v = 0; v < num_values; ++v) {
@@ -48,7 +45,7 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
     }
     if (view_.sum_of(v) >= 0) continue;  // accumulated, not read as such
     for (int consumer : value.consumers) {
-      ++users_[static_cast<size_t>(v) * devices_ + device_of[consumer]];
+      ++users_[Key(v, device_of[consumer])];
     }
     switch (value.kind) {
       case ValueKind::kParameter: {
@@ -80,24 +77,28 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
   // A copy's source holds the value until the copy ends.
   for (const CopyTask& copy : lowered.copies) {
     if (copy.gradient_sum < 0) {
-      ++users_[static_cast<size_t>(copy.value) * devices_ + copy.src];
+      ++users_[Key(copy.value, copy.src)];
     }
   }
 }
 
 void MemoryTimeline::HoldAccumulatedGradients() {
   const std::vector<GradientSum>& sums = view_.gradient_sums();
+  const std::vector<int>& device_of = lowered_.device_of_node;
   for (int s = 0; s < static_cast<int>(sums.size()); ++s) {
     const GradientSum& sum = sums[s];
     if (view_.node(sum.sink).kind != NodeKind::kUpdate || sum.partials.empty()) {
       continue;
     }
-    const int d = lowered_.device_of_node[sum.sink];
-    const size_t slot = static_cast<size_t>(s) * devices_ + d;
-    if (has_buffer_[slot]) continue;
-    has_buffer_[slot] = 1;
-    buffer_bytes_[slot] = value_bytes_[sum.partials[0]];
-    Allocate(d, buffer_bytes_[slot], kGradients);
+    const int home = device_of[sum.sink];
+    // What reaches the home device: its own partials, one buffer from
+    // each other device that makes some.
+    absl::flat_hash_map<int, int> made;  // device: partials
+    for (int v : sum.partials) ++made[device_of[view_.value(v).producer]];
+    int arrivals = 0;
+    for (const auto& [d, partials] : made) arrivals += d == home ? partials : 1;
+    to_complete_[s] = arrivals;
+    Allocate(home, value_bytes_[sum.partials[0]], kGradients);
   }
 }
 
@@ -118,7 +119,7 @@ void MemoryTimeline::Free(int device, int64_t bytes, Use use) {
 }
 
 void MemoryTimeline::Release(int v, int device) {
-  if (--users_[static_cast<size_t>(v) * devices_ + device] == 0 &&
+  if (--users_[Key(v, device)] == 0 &&
       (transient_[v] || device != source_device_[v])) {
     Free(device, value_bytes_[v], static_cast<Use>(use_[v]));
     if (freed_ != nullptr) freed_->push_back({v, device});
@@ -126,13 +127,19 @@ void MemoryTimeline::Release(int v, int device) {
 }
 
 void MemoryTimeline::Accumulate(int sum, int device, int64_t bytes) {
-  const size_t slot = static_cast<size_t>(sum) * devices_ + device;
-  if (has_buffer_[slot]) {
+  if (!buffer_bytes_.emplace(Key(sum, device), bytes).second) {
     Free(device, bytes, kGradients);  // added
-  } else {
-    has_buffer_[slot] = 1;
-    buffer_bytes_[slot] = bytes;
   }
+  auto left = to_complete_.find(sum);
+  if (left == to_complete_.end() ||
+      device != lowered_.device_of_node[view_.gradient_sums()[sum].sink] ||
+      --left->second > 0) {
+    return;
+  }
+  // Complete: added into the held accumulator.
+  auto held = buffer_bytes_.find(Key(sum, device));
+  Free(device, held->second, kGradients);
+  buffer_bytes_.erase(held);
 }
 
 double MemoryTimeline::Started(int task, double now, double start,
@@ -190,7 +197,8 @@ void MemoryTimeline::Ended(int task, double now) {
   }
   for (int s : view_.sums_read_by(task)) {
     // The summed buffer.
-    Free(d, buffer_bytes_[static_cast<size_t>(s) * devices_ + d], kGradients);
+    auto held = buffer_bytes_.find(Key(s, d));
+    Free(d, held != buffer_bytes_.end() ? held->second : 0, kGradients);
   }
   Free(d, node.scratch_bytes, kWorkspace);
   if (node.kind == NodeKind::kBackward) {

@@ -36,6 +36,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+
 #include "simulator/engine.h"
 #include "simulator/placement_lowering.h"
 #include "simulator/simulation_context.h"
@@ -90,17 +92,20 @@ class MemoryTimeline final : public TaskObserver {
   // values: not reported. `freed` must outlive the timeline.
   void ReportFreedValues(std::vector<ValueOnDevice>* freed) { freed_ = freed; }
   // Call before the step's first task: the step is a later micro-batch of
-  // a gradient-accumulation loop. Each parameter's gradient sum already
-  // has its buffer (what the earlier micro-batches summed) on its update
-  // node's device, held from the start; the step's partials are added
-  // into it as they reach that device.
+  // a gradient-accumulation loop. Each parameter's accumulator (what the
+  // earlier micro-batches summed, the bytes of its gradient sum) is held
+  // on its update node's device from the start. The step's partials are
+  // summed as in any step, and a parameter's sum, once every partial of
+  // it has reached that device, is added into the accumulator and freed
+  // (PyTorch's AccumulateGrad: the gradient of a weight read several times
+  // is summed apart, then added).
   void HoldAccumulatedGradients();
 
   // What is live on `device` now.
   int64_t bytes(int device) const { return memory_[device]; }
   // Whether `device` holds a buffer of gradient sum `sum` now.
   bool holds_buffer(int sum, int device) const {
-    return has_buffer_[static_cast<size_t>(sum) * devices_ + device] != 0;
+    return buffer_bytes_.contains(Key(sum, device));
   }
   const std::vector<int64_t>& peak_bytes() const { return peak_; }
   // Per device: what was live when it first reached its peak.
@@ -127,14 +132,23 @@ class MemoryTimeline final : public TaskObserver {
   double now_ = 0;
   std::vector<int64_t> memory_, peak_;
   std::vector<int64_t> value_bytes_;  // per value: the view's, or as set
-  std::vector<int> users_;          // per (value, device)
+  // (value or sum, device) as one key: tables keyed by it hold only the
+  // pairs that occur (a value read on few of a thousand devices).
+  int64_t Key(int index, int device) const {
+    return static_cast<int64_t>(index) * devices_ + device;
+  }
+  absl::flat_hash_map<int64_t, int> users_;  // per (value, device)
   std::vector<int> source_device_;  // per value, or -1
   std::vector<char> transient_;     // per value: an activation or gradient
   std::vector<char> use_;           // per value: its Use
   // Per device: live bytes by use, now and when it reached its peak.
   std::vector<std::array<int64_t, kUses>> by_use_, peak_by_use_;
-  std::vector<char> has_buffer_;    // per (sum, device)
-  std::vector<int64_t> buffer_bytes_;  // per (sum, device): while held
+  // Per (sum, device) that holds a buffer of the sum (from its first
+  // partial or arrival there on): its bytes.
+  absl::flat_hash_map<int64_t, int64_t> buffer_bytes_;
+  // With HoldAccumulatedGradients, per parameter's sum: the partials and
+  // other devices' buffers still to reach its update node's device.
+  absl::flat_hash_map<int, int> to_complete_;
   std::vector<MemorySample> samples_;
   std::vector<ValueOnDevice>* freed_ = nullptr;
 };

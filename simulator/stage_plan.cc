@@ -2,16 +2,45 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "base/status_helpers.h"
 #include "graph/repeated_layers.h"
 #include "simulator/engine.h"
+#include "simulator/memory_timeline.h"
+#include "simulator/placement.h"
+#include "simulator/placement_lowering.h"
 #include "simulator/selective_recompute.h"
 #include "simulator/task_graph.h"
 
 namespace placer {
+
+namespace {
+
+// Tells `also` (when not null) of the events `timing` sees, on the
+// schedule `timing` makes: a later micro-batch's memory over the first
+// one's events, without a second run of the engine.
+class AlsoObserved final : public TaskObserver {
+ public:
+  AlsoObserved(TaskObserver* timing, TaskObserver* also)
+      : timing_(timing), also_(also) {}
+  double Started(int task, double now, double start, double end) override {
+    if (also_ != nullptr) also_->Started(task, now, start, end);
+    return timing_->Started(task, now, start, end);
+  }
+  void Ended(int task, double now) override {
+    if (also_ != nullptr) also_->Ended(task, now);
+    timing_->Ended(task, now);
+  }
+
+ private:
+  TaskObserver* const timing_;
+  TaskObserver* const also_;
+};
+
+}  // namespace
 namespace {
 
 // The dependencies between the nodes of one pass of a stage (`nodes`, its
@@ -127,6 +156,7 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     st.input_bytes.assign(st.width, 0);
     st.recompute = strategy.stages[s].recompute;
     st.one_batch_peak_bytes.assign(st.width, 0);
+    st.later_batch_peak_bytes.assign(st.width, 0);
     st.gradients.assign(st.width, {});
   }
   std::vector<int>& position = plan.position_in_pass;
@@ -520,12 +550,27 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
               ? stage.device(0, SlotOfOp(strategy, static_cast<int>(g)))
               : elsewhere;
     }
-    SimulationOptions peaks;
-    peaks.list_transfers = false;
-    ASSIGN_OR_RETURN(SimulationResult r, Simulate(context, p, peaks));
+    RETURN_IF_ERROR(CheckPlacementShape(view, p, D));
+    const LoweredPlacement lowered = LowerPlacement(context, p);
+    MemoryTimeline first(context, lowered, /*record=*/false);
+    // Replica 0 runs the most micro-batches: ceil(M / R).
+    std::optional<MemoryTimeline> later;
+    std::vector<int64_t> held(D, 0);
+    if (strategy.micro_batches > stage.num_replicas()) {
+      later.emplace(context, lowered, /*record=*/false);
+      for (int d = 0; d < D; ++d) held[d] = later->bytes(d);
+      later->HoldAccumulatedGradients();
+      for (int d = 0; d < D; ++d) held[d] = later->bytes(d) - held[d];
+    }
+    AlsoObserved both(&first, later.has_value() ? &*later : nullptr);
+    RunTaskGraph(lowered.graph, &both);
     for (int slot = 0; slot < stage.width(); ++slot) {
-      plan.stages[s].one_batch_peak_bytes[slot] =
-          r.peak_memory_bytes[stage.device(0, slot)];
+      const int d = stage.device(0, slot);
+      plan.stages[s].one_batch_peak_bytes[slot] = first.peak_bytes()[d];
+      if (later.has_value()) {
+        plan.stages[s].later_batch_peak_bytes[slot] =
+            later->peak_bytes()[d] - held[d];
+      }
     }
   }
   if (!tensor) return plan;
@@ -542,16 +587,24 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     StageModel& st = plan.stages[s];
     const StageModel& u = unsplit.stages[s];
     st.one_batch_peak_bytes = u.one_batch_peak_bytes;
+    st.later_batch_peak_bytes = u.later_batch_peak_bytes;
     if (st.tensor < 2) continue;
     const double stash_share =
         u.stash_bytes[0] > 0
             ? static_cast<double>(st.stash_bytes[0]) / u.stash_bytes[0]
             : 1.0;
-    const double rest =
-        std::max<double>(0, u.one_batch_peak_bytes[0] -
-                                state * u.parameter_bytes[0] - u.kept_bytes(0));
-    st.one_batch_peak_bytes[0] = static_cast<int64_t>(
-        state * st.parameter_bytes[0] + st.kept_bytes(0) + rest * stash_share);
+    // The whole op's peak, its parameters and what it keeps as held per
+    // device, the rest scaled as the stash is.
+    auto split = [&](int64_t whole_peak) {
+      const double rest = std::max<double>(
+          0, whole_peak - state * u.parameter_bytes[0] - u.kept_bytes(0));
+      return static_cast<int64_t>(state * st.parameter_bytes[0] +
+                                  st.kept_bytes(0) + rest * stash_share);
+    };
+    st.one_batch_peak_bytes[0] = split(u.one_batch_peak_bytes[0]);
+    if (u.later_batch_peak_bytes[0] > 0) {
+      st.later_batch_peak_bytes[0] = split(u.later_batch_peak_bytes[0]);
+    }
   }
   for (const GroupCollective& c : sharding.collectives) {
     StageModel& st = plan.stages[strategy.stage_of_op[c.op]];

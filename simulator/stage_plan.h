@@ -5,8 +5,10 @@
 //
 // Contract: MakeStagePlan is a pure function of (context, strategy), which
 // must have passed CheckStrategy; it simulates one micro-batch per stage
-// (Simulate) for the stages' one-batch peaks and returns Simulate's error
-// if that fails. With tensor parallelism, a stage's one-batch peak is the
+// (Simulate's lowering and memory timeline) for the stages' one-batch
+// peaks, and where a replica runs more than one micro-batch the same step
+// again as a later micro-batch, which holds every gradient buffer; it
+// returns Simulate's error if that fails. With tensor parallelism, a stage's one-batch peak is the
 // whole op's, its parameters and what it keeps taken as held per device,
 // the rest scaled as the stash is (what the group splits of it).
 // ScheduleWideTasks likewise; neither keeps state.
@@ -45,6 +47,12 @@ struct StageModel {
   Recompute recompute = Recompute::kNone;
   std::vector<int64_t> one_batch_peak_bytes;   // per slot: Simulate's, the
                                                // stage alone on replica 0
+  // Per slot, when a replica of the stage runs more than one micro-batch:
+  // the peak of the same step as a later micro-batch of a
+  // gradient-accumulation loop (MemoryTimeline::HoldAccumulatedGradients,
+  // over the first one's events) less the accumulators it holds from its
+  // start, which the strategy simulator counts apart; 0 otherwise.
+  std::vector<int64_t> later_batch_peak_bytes;
   // Per slot, parameters' gradients in the order they become final: the
   // position in `backward` of the node that makes the last partial, and
   // the bytes.

@@ -303,28 +303,34 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
                                   : parameters;
     const int runs = (M - k + R - 1) / R;
     const int64_t kept = st.kept_bytes(slot);
-    // The one-micro-batch peak holds the whole optimizer state (and the
-    // stash, which a selectively recomputing stage rebuilds only in part
-    // at a time: StageModel::selective_rebuilt_bytes).
-    const int64_t rest =
-        RecomputesInPart(st.recompute)
-            ? std::max<int64_t>(0, st.one_batch_peak_bytes[slot] - whole -
-                                       st.stash_bytes[slot]) +
-                  st.selective_rebuilt_bytes[slot]
-            : std::max<int64_t>(0,
-                                st.one_batch_peak_bytes[slot] - whole - kept);
+    // What a micro-batch's peak holds beyond the whole optimizer state and
+    // what it keeps (the stash, which a selectively recomputing stage
+    // rebuilds only in part at a time: StageModel::selective_rebuilt_bytes).
+    auto rest_of = [&](int64_t peak) {
+      return RecomputesInPart(st.recompute)
+                 ? std::max<int64_t>(0, peak - whole - st.stash_bytes[slot]) +
+                       st.selective_rebuilt_bytes[slot]
+                 : std::max<int64_t>(0, peak - whole - kept);
+    };
+    // The first micro-batch makes its gradient buffers as it goes (its
+    // peak holds those it has made); a later one holds every buffer from
+    // its start (counted once, in `gradients`).
+    const int64_t first_rest = rest_of(st.one_batch_peak_bytes[slot]);
+    const int64_t later_rest =
+        runs > 1 ? rest_of(st.later_batch_peak_bytes[slot]) : 0;
+    const bool later_peaks = runs > 1 && gradients + later_rest > first_rest;
     // A replica's devices run the same tasks: as many in flight.
     const int in_flight_here = out.most_in_flight[stage.device(k, 0)];
     // A tensor-parallel group's devices hold as much each.
     for (int g : group) {
       out.most_in_flight[g] = in_flight_here;
-      step.peak_memory_bytes[g] =
-          resident + (runs > 1 ? gradients : 0) + in_flight_here * kept + rest;
       MemoryBreakdown& parts = step.peak_breakdown[g];
       parts.parameters = resident;
-      parts.gradients = runs > 1 ? gradients : 0;
+      parts.gradients = later_peaks ? gradients : 0;
       parts.activations = in_flight_here * kept;
-      parts.workspace = rest;
+      parts.workspace = later_peaks ? later_rest : first_rest;
+      step.peak_memory_bytes[g] = parts.parameters + parts.gradients +
+                                  parts.activations + parts.workspace;
       step.oom |= step.peak_memory_bytes[g] > cluster.device(g).memory_bytes;
     }
   }

@@ -46,18 +46,23 @@
 //    forward nodes' time again (strategy_lowering.h), busy time too.
 //  - Memory of a device of stage s (per slot for wide stages: the slot's
 //    parameters, stash and share of the one micro-batch peak): resident
-//    parameters and optimizer state, plus (when it runs more than one
-//    micro-batch) one gradient buffer per parameter, plus what each
-//    micro-batch in flight there (forward started, backward not ended)
-//    keeps — the stash: the activations and inputs s's backward reads, and
-//    its forward nodes' saved_workspace_bytes; a recomputing stage, only
-//    what its forward nodes read from before it — times the most in flight,
-//    plus what remains of one micro-batch's peak from Simulate (stage on one
-//    device, the rest elsewhere) once its resident parameters and what it
-//    keeps are taken out (a recomputing stage rebuilds one micro-batch's
-//    activations for its backward). With one stage, one
-//    replica and one micro-batch the peak and the step are Simulate's exactly
-//    (the whole model on that device).
+//    parameters and optimizer state, plus what each micro-batch in flight
+//    there (forward started, backward not ended) keeps — the stash: the
+//    activations and inputs s's backward reads, and its forward nodes'
+//    saved_workspace_bytes; a recomputing stage, only what its forward
+//    nodes read from before it — times the most in flight, plus the larger
+//    of two rests, each a micro-batch's peak from the memory timeline
+//    (stage on one device, the rest elsewhere) once its resident
+//    parameters and what it keeps are taken out (a recomputing stage
+//    rebuilds one micro-batch's activations for its backward): the first
+//    micro-batch's, which makes its gradient buffers as it goes, and, when
+//    the device runs more than one micro-batch, one gradient accumulator
+//    per parameter plus a later micro-batch's, which holds them all from
+//    its start and adds each parameter's gradient into its accumulator
+//    once complete (StageModel::later_batch_peak_bytes). With one stage, one
+//    replica and one micro-batch the peak and the step are Simulate's
+//    exactly (the whole model on that device); with more micro-batches,
+//    one in flight, SimulateAccumulation's.
 //  - ZeRO (Strategy::zero, strategy_lowering.h): a device of a stage with
 //    R replicas holds its parameters whole and 1/R of their optimizer state
 //    (ceiling); ZeRO-2 also 1/R of the gradient buffer it accumulates
@@ -142,7 +147,7 @@ struct StrategySimulation {
 // micro-batch, updates' once. Peaks are the memory timeline's over the
 // step's events: the larger of the first micro-batch's (Simulate's) and,
 // with more than one, a later one's, which starts with every parameter's
-// gradient buffer held (MemoryTimeline::HoldAccumulatedGradients).
+// gradient accumulator held (MemoryTimeline::HoldAccumulatedGradients).
 absl::StatusOr<SimulationResult> SimulateAccumulation(
     const SimulationContext& context, const Placement& placement,
     int micro_batches);

@@ -154,6 +154,16 @@ TEST(StrategySimulatorTest, EveryBackwardAfterAReplicasFirstAccumulates) {
   EXPECT_EQ(once->peak_memory_bytes[0], 960);
   EXPECT_EQ(loop->peak_memory_bytes[0], 1152);
   EXPECT_EQ(loop->peak_breakdown[0].gradients, 256 + 128);
+  // The strategy, one micro-batch in flight (1F1B), counts the same: the
+  // buffers once, a later micro-batch's peak beside them (not the first
+  // one's, which holds grad:D's 64 of its own buffer already: 1216 counted
+  // it twice). GPipe keeps the other three micro-batches' stashes (x, a,
+  // b, c: 256 each) too.
+  Strategy in_turn = one;
+  in_turn.schedule = PipelineSchedule::k1F1B;
+  EXPECT_EQ(f.Run(in_turn).step.peak_memory_bytes[0], 1152);
+  EXPECT_EQ(f.Run(in_turn).step.peak_breakdown[0].gradients, 256);
+  EXPECT_EQ(f.Run(one).step.peak_memory_bytes[0], 1152 + 3 * 256);
   // Two replicas, two micro-batches each: one accumulation per replica.
   Strategy data = one;
   data.stages = {PipelineStage::OneDevicePerReplica({0, 1})};
