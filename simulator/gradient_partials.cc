@@ -2,13 +2,8 @@
 
 namespace placer {
 
-int PartialsByDevice::sources(int sum) const {
-  auto at = sources_.find(sum);
-  return at == sources_.end() ? 0 : at->second;
-}
-
 void PartialsByDevice::Add(int sum, int device, int value) {
-  Made& made = by_pair_[Key(sum, device)];
+  Made& made = by_pair_.at(sum, device);
   if (made.count++ == 0) {
     made.first = value;
     ++sources_[sum];
@@ -18,8 +13,9 @@ void PartialsByDevice::Add(int sum, int device, int value) {
 PartialsByDevice CountPartials(const TrainingView& view,
                                const std::vector<int>& device_of_node,
                                int devices) {
-  PartialsByDevice p(devices);
-  for (int s = 0; s < static_cast<int>(view.gradient_sums().size()); ++s) {
+  const int sums = static_cast<int>(view.gradient_sums().size());
+  PartialsByDevice p(sums, devices);
+  for (int s = 0; s < sums; ++s) {
     for (int v : view.gradient_sums()[s].partials) {
       p.Add(s, device_of_node[view.value(v).producer], v);
     }

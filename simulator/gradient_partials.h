@@ -14,27 +14,26 @@
 #include <cstdint>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 
 #include "graph/training_view.h"
+#include "simulator/pair_table.h"
 
 namespace placer {
 
 class PartialsByDevice {
  public:
   PartialsByDevice() = default;
-  explicit PartialsByDevice(int devices) : devices_(devices) {}
+  PartialsByDevice(int sums, int devices)
+      : by_pair_(sums, devices, Made()), sources_(sums, 0) {}
   // How many partials of `sum` `device` makes, and the first (-1: none).
   int count(int sum, int device) const {
-    auto at = by_pair_.find(Key(sum, device));
-    return at == by_pair_.end() ? 0 : at->second.count;
+    return by_pair_.get(sum, device).count;
   }
   int first(int sum, int device) const {
-    auto at = by_pair_.find(Key(sum, device));
-    return at == by_pair_.end() ? -1 : at->second.first;
+    return by_pair_.get(sum, device).first;
   }
   // The devices that make partials of `sum`: the buffers the sink waits for.
-  int sources(int sum) const;
+  int sources(int sum) const { return sources_[sum]; }
   // One more partial, `value`, of `sum` made on `device`.
   void Add(int sum, int device, int value);
 
@@ -43,14 +42,8 @@ class PartialsByDevice {
     int count = 0;
     int first = -1;
   };
-  int64_t Key(int sum, int device) const {
-    return static_cast<int64_t>(sum) * devices_ + device;
-  }
-  int devices_ = 0;
-  // Only the (sum, device) pairs that make partials: a sum's partials lie
-  // on few of a cluster's devices.
-  absl::flat_hash_map<int64_t, Made> by_pair_;
-  absl::flat_hash_map<int, int> sources_;  // per sum with partials
+  PairTable<Made> by_pair_;
+  std::vector<int> sources_;  // per sum
 };
 
 // `device_of_node`: one device per view node (DevicesOfNodes).

@@ -15,6 +15,14 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
   const std::vector<int>& device_of = lowered.device_of_node;
   memory_.assign(devices_, 0);
   peak_.assign(devices_, 0);
+  users_ = PairTable<int>(num_values, devices_, 0);
+  const int num_sums = static_cast<int>(view_.gradient_sums().size());
+  buffer_bytes_ = PairTable<int64_t>(num_sums, devices_, -1);
+  // Set below, once the resident bytes are allocated.
+  accumulators_.assign(devices_, 0);
+  later_extra_.assign(devices_, 0);
+  later_peak_.assign(devices_, 0);
+  later_peak_by_use_.assign(devices_, {});
   source_device_.assign(num_values, -1);
   value_bytes_.resize(num_values);
   for (int v = 0; v < num_values; ++v) value_bytes_[v] = context.value_bytes(v);
@@ -45,7 +53,7 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
     }
     if (view_.sum_of(v) >= 0) continue;  // accumulated, not read as such
     for (int consumer : value.consumers) {
-      ++users_[Key(v, device_of[consumer])];
+      ++users_.at(v, device_of[consumer]);
     }
     switch (value.kind) {
       case ValueKind::kParameter: {
@@ -77,29 +85,32 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
   // A copy's source holds the value until the copy ends.
   for (const CopyTask& copy : lowered.copies) {
     if (copy.gradient_sum < 0) {
-      ++users_[Key(copy.value, copy.src)];
+      ++users_.at(copy.value, copy.src);
     }
   }
-}
-
-void MemoryTimeline::HoldAccumulatedGradients() {
-  const std::vector<GradientSum>& sums = view_.gradient_sums();
-  const std::vector<int>& device_of = lowered_.device_of_node;
-  for (int s = 0; s < static_cast<int>(sums.size()); ++s) {
-    const GradientSum& sum = sums[s];
+  // A later micro-batch: each parameter's accumulator on its update's
+  // device, and what reaches that device of its sum: its own partials,
+  // one buffer from each other device that makes some.
+  home_of_sum_.assign(num_sums, -1);
+  to_complete_.assign(num_sums, 0);
+  std::vector<int> seen(devices_, -1);
+  for (int s = 0; s < num_sums; ++s) {
+    const GradientSum& sum = view_.gradient_sums()[s];
     if (view_.node(sum.sink).kind != NodeKind::kUpdate || sum.partials.empty()) {
       continue;
     }
     const int home = device_of[sum.sink];
-    // What reaches the home device: its own partials, one buffer from
-    // each other device that makes some.
-    absl::flat_hash_map<int, int> made;  // device: partials
-    for (int v : sum.partials) ++made[device_of[view_.value(v).producer]];
-    int arrivals = 0;
-    for (const auto& [d, partials] : made) arrivals += d == home ? partials : 1;
-    to_complete_[s] = arrivals;
-    Allocate(home, value_bytes_[sum.partials[0]], kGradients);
+    home_of_sum_[s] = home;
+    for (int v : sum.partials) {
+      const int d = device_of[view_.value(v).producer];
+      if (d == home || seen[d] != s) ++to_complete_[s];
+      seen[d] = s;
+    }
+    accumulators_[home] += value_bytes_[sum.partials[0]];
   }
+  later_extra_ = accumulators_;
+  later_peak_.assign(devices_, 0);
+  for (int d = 0; d < devices_; ++d) NoteLater(d);
 }
 
 void MemoryTimeline::Allocate(int device, int64_t bytes, Use use) {
@@ -109,7 +120,16 @@ void MemoryTimeline::Allocate(int device, int64_t bytes, Use use) {
     peak_[device] = memory_[device];
     peak_by_use_[device] = by_use_[device];
   }
+  NoteLater(device);
   if (record_) samples_.push_back({now_, device, memory_[device]});
+}
+
+void MemoryTimeline::NoteLater(int device) {
+  const int64_t later = memory_[device] + later_extra_[device];
+  if (later <= later_peak_[device]) return;
+  later_peak_[device] = later;
+  later_peak_by_use_[device] = by_use_[device];
+  later_peak_by_use_[device][kGradients] += later_extra_[device];
 }
 
 void MemoryTimeline::Free(int device, int64_t bytes, Use use) {
@@ -119,7 +139,7 @@ void MemoryTimeline::Free(int device, int64_t bytes, Use use) {
 }
 
 void MemoryTimeline::Release(int v, int device) {
-  if (--users_[Key(v, device)] == 0 &&
+  if (--users_.at(v, device) == 0 &&
       (transient_[v] || device != source_device_[v])) {
     Free(device, value_bytes_[v], static_cast<Use>(use_[v]));
     if (freed_ != nullptr) freed_->push_back({v, device});
@@ -127,19 +147,17 @@ void MemoryTimeline::Release(int v, int device) {
 }
 
 void MemoryTimeline::Accumulate(int sum, int device, int64_t bytes) {
-  if (!buffer_bytes_.emplace(Key(sum, device), bytes).second) {
+  int64_t& buffer = buffer_bytes_.at(sum, device);
+  if (buffer >= 0) {
     Free(device, bytes, kGradients);  // added
+  } else {
+    buffer = bytes;
   }
-  auto left = to_complete_.find(sum);
-  if (left == to_complete_.end() ||
-      device != lowered_.device_of_node[view_.gradient_sums()[sum].sink] ||
-      --left->second > 0) {
-    return;
+  // A later micro-batch adds the completed sum into its accumulator and
+  // frees it, where this step keeps it until the update.
+  if (device == home_of_sum_[sum] && --to_complete_[sum] == 0) {
+    later_extra_[device] -= buffer;
   }
-  // Complete: added into the held accumulator.
-  auto held = buffer_bytes_.find(Key(sum, device));
-  Free(device, held->second, kGradients);
-  buffer_bytes_.erase(held);
 }
 
 double MemoryTimeline::Started(int task, double now, double start,
@@ -197,8 +215,10 @@ void MemoryTimeline::Ended(int task, double now) {
   }
   for (int s : view_.sums_read_by(task)) {
     // The summed buffer.
-    auto held = buffer_bytes_.find(Key(s, d));
-    Free(d, held != buffer_bytes_.end() ? held->second : 0, kGradients);
+    const int64_t held = buffer_bytes_.get(s, d);
+    Free(d, std::max<int64_t>(held, 0), kGradients);
+    // A later micro-batch freed it when it completed.
+    if (d == home_of_sum_[s] && held >= 0) later_extra_[d] += held;
   }
   Free(d, node.scratch_bytes, kWorkspace);
   if (node.kind == NodeKind::kBackward) {
@@ -215,14 +235,29 @@ void MemoryTimeline::Ended(int task, double now) {
   }
 }
 
-std::vector<MemoryBreakdown> MemoryTimeline::PeakBreakdown() const {
-  std::vector<MemoryBreakdown> out(devices_);
-  for (int d = 0; d < devices_; ++d) {
-    const std::array<int64_t, kUses>& at = peak_by_use_[d];
-    out[d] = {at[kParameters], at[kActivations], at[kGradients], at[kWorkspace],
-              at[kInputs]};
+namespace {
+
+std::vector<MemoryBreakdown> Breakdowns(
+    const std::vector<std::array<int64_t, 5>>& by_use) {
+  std::vector<MemoryBreakdown> out;
+  out.reserve(by_use.size());
+  for (const std::array<int64_t, 5>& at : by_use) {
+    out.push_back({at[0], at[1], at[2], at[3], at[4]});
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<MemoryBreakdown> MemoryTimeline::PeakBreakdown() const {
+  static_assert(kUses == 5 && kParameters == 0 && kActivations == 1 &&
+                    kGradients == 2 && kWorkspace == 3 && kInputs == 4,
+                "MemoryBreakdown's fields in Use's order");
+  return Breakdowns(peak_by_use_);
+}
+
+std::vector<MemoryBreakdown> MemoryTimeline::LaterPeakBreakdown() const {
+  return Breakdowns(later_peak_by_use_);
 }
 
 }  // namespace placer

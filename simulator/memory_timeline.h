@@ -36,9 +36,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 
 #include "simulator/engine.h"
+#include "simulator/pair_table.h"
 #include "simulator/placement_lowering.h"
 #include "simulator/simulation_context.h"
 
@@ -91,25 +91,28 @@ class MemoryTimeline final : public TaskObserver {
   // there may let it go (the executor's). Gradient sums' buffers are not
   // values: not reported. `freed` must outlive the timeline.
   void ReportFreedValues(std::vector<ValueOnDevice>* freed) { freed_ = freed; }
-  // Call before the step's first task: the step is a later micro-batch of
-  // a gradient-accumulation loop. Each parameter's accumulator (what the
-  // earlier micro-batches summed, the bytes of its gradient sum) is held
-  // on its update node's device from the start. The step's partials are
-  // summed as in any step, and a parameter's sum, once every partial of
-  // it has reached that device, is added into the accumulator and freed
-  // (PyTorch's AccumulateGrad: the gradient of a weight read several times
-  // is summed apart, then added).
-  void HoldAccumulatedGradients();
-
   // What is live on `device` now.
   int64_t bytes(int device) const { return memory_[device]; }
   // Whether `device` holds a buffer of gradient sum `sum` now.
   bool holds_buffer(int sum, int device) const {
-    return buffer_bytes_.contains(Key(sum, device));
+    return buffer_bytes_.get(sum, device) >= 0;
   }
   const std::vector<int64_t>& peak_bytes() const { return peak_; }
   // Per device: what was live when it first reached its peak.
   std::vector<MemoryBreakdown> PeakBreakdown() const;
+  // The same step as a later micro-batch of a gradient-accumulation loop,
+  // over the same events: each parameter's accumulator (what the earlier
+  // micro-batches summed: its gradient sum's bytes) is held on its update
+  // node's device throughout, and the micro-batch's gradient of it,
+  // summed as in any step, is added into it and freed once every partial
+  // has reached that device (PyTorch's AccumulateGrad: a weight read
+  // several times sums its gradient apart first). Per device: that step's
+  // peak, what was live then, and the accumulators it holds.
+  const std::vector<int64_t>& later_peak_bytes() const { return later_peak_; }
+  std::vector<MemoryBreakdown> LaterPeakBreakdown() const;
+  const std::vector<int64_t>& accumulator_bytes() const {
+    return accumulators_;
+  }
   // With `record`: every change, in the order made.
   std::vector<MemorySample>& samples() { return samples_; }
 
@@ -132,23 +135,26 @@ class MemoryTimeline final : public TaskObserver {
   double now_ = 0;
   std::vector<int64_t> memory_, peak_;
   std::vector<int64_t> value_bytes_;  // per value: the view's, or as set
-  // (value or sum, device) as one key: tables keyed by it hold only the
-  // pairs that occur (a value read on few of a thousand devices).
-  int64_t Key(int index, int device) const {
-    return static_cast<int64_t>(index) * devices_ + device;
-  }
-  absl::flat_hash_map<int64_t, int> users_;  // per (value, device)
+  PairTable<int> users_;            // per (value, device)
   std::vector<int> source_device_;  // per value, or -1
   std::vector<char> transient_;     // per value: an activation or gradient
   std::vector<char> use_;           // per value: its Use
   // Per device: live bytes by use, now and when it reached its peak.
   std::vector<std::array<int64_t, kUses>> by_use_, peak_by_use_;
   // Per (sum, device) that holds a buffer of the sum (from its first
-  // partial or arrival there on): its bytes.
-  absl::flat_hash_map<int64_t, int64_t> buffer_bytes_;
-  // With HoldAccumulatedGradients, per parameter's sum: the partials and
-  // other devices' buffers still to reach its update node's device.
-  absl::flat_hash_map<int, int> to_complete_;
+  // partial or arrival there on): its bytes; -1 for none.
+  PairTable<int64_t> buffer_bytes_;
+  // A later micro-batch (later_peak_bytes): per device, the accumulators
+  // and what it holds beyond this step (the accumulators less the
+  // completed sums' buffers this step holds until their updates end),
+  // its peak and what was live then. Per parameter's sum: its update
+  // node's device (-1: not a parameter's), and the partials and other
+  // devices' buffers still to reach it.
+  std::vector<int64_t> accumulators_, later_extra_, later_peak_;
+  std::vector<std::array<int64_t, kUses>> later_peak_by_use_;
+  std::vector<int> home_of_sum_, to_complete_;
+  // A later micro-batch's peak on `device` after a change there.
+  void NoteLater(int device);
   std::vector<MemorySample> samples_;
   std::vector<ValueOnDevice>* freed_ = nullptr;
 };

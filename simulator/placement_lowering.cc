@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "absl/container/flat_hash_map.h"
 #include "simulator/gradient_partials.h"
+#include "simulator/pair_table.h"
 
 namespace placer {
 namespace {
@@ -52,6 +52,8 @@ class Lowering {
       }
     }
     partials_ = CountPartials(view_, out_.device_of_node, devices_);
+    sum_copy_ = PairTable<int>(
+        static_cast<int64_t>(view_.gradient_sums().size()), devices_, -1);
     for (int i = 0; i < n; ++i) AddEdgesOf(i);
     for (int t = n; t < graph.num_tasks(); ++t) AddEdgesOfCopy(t);
     return std::move(out_);
@@ -126,10 +128,8 @@ class Lowering {
           graph.AddEdge(i, sum.sink);
           continue;
         }
-        auto [at, fresh] = sum_copy_.emplace(
-            static_cast<int64_t>(s) * devices_ + d, -1);
-        int& copy = at->second;
-        if (fresh) {
+        int& copy = sum_copy_.at(s, d);
+        if (copy < 0) {
           copy = AddCopy({partials_.first(s, d), s, d,
                           sink_device, sum.bytes});
         }
@@ -155,9 +155,8 @@ class Lowering {
   LoweredPlacement out_;
   std::vector<int> links_;     // [src * devices + dst]: resource or -1
   std::vector<int> copy_on_device_;  // the value's copy to each device or -1
-  // (sum * devices + src): the copy task of src's buffer to the sink, for
-  // the pairs that have one.
-  absl::flat_hash_map<int64_t, int> sum_copy_;
+  // (sum, src): the copy task of src's buffer to the sink, or -1.
+  PairTable<int> sum_copy_;
   PartialsByDevice partials_;
 };
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <optional>
 #include <set>
 #include <utility>
 
@@ -16,31 +15,6 @@
 #include "simulator/task_graph.h"
 
 namespace placer {
-
-namespace {
-
-// Tells `also` (when not null) of the events `timing` sees, on the
-// schedule `timing` makes: a later micro-batch's memory over the first
-// one's events, without a second run of the engine.
-class AlsoObserved final : public TaskObserver {
- public:
-  AlsoObserved(TaskObserver* timing, TaskObserver* also)
-      : timing_(timing), also_(also) {}
-  double Started(int task, double now, double start, double end) override {
-    if (also_ != nullptr) also_->Started(task, now, start, end);
-    return timing_->Started(task, now, start, end);
-  }
-  void Ended(int task, double now) override {
-    if (also_ != nullptr) also_->Ended(task, now);
-    timing_->Ended(task, now);
-  }
-
- private:
-  TaskObserver* const timing_;
-  TaskObserver* const also_;
-};
-
-}  // namespace
 namespace {
 
 // The dependencies between the nodes of one pass of a stage (`nodes`, its
@@ -552,24 +526,16 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     }
     RETURN_IF_ERROR(CheckPlacementShape(view, p, D));
     const LoweredPlacement lowered = LowerPlacement(context, p);
-    MemoryTimeline first(context, lowered, /*record=*/false);
+    MemoryTimeline memory(context, lowered, /*record=*/false);
+    RunTaskGraph(lowered.graph, &memory);
     // Replica 0 runs the most micro-batches: ceil(M / R).
-    std::optional<MemoryTimeline> later;
-    std::vector<int64_t> held(D, 0);
-    if (strategy.micro_batches > stage.num_replicas()) {
-      later.emplace(context, lowered, /*record=*/false);
-      for (int d = 0; d < D; ++d) held[d] = later->bytes(d);
-      later->HoldAccumulatedGradients();
-      for (int d = 0; d < D; ++d) held[d] = later->bytes(d) - held[d];
-    }
-    AlsoObserved both(&first, later.has_value() ? &*later : nullptr);
-    RunTaskGraph(lowered.graph, &both);
+    const bool accumulates = strategy.micro_batches > stage.num_replicas();
     for (int slot = 0; slot < stage.width(); ++slot) {
       const int d = stage.device(0, slot);
-      plan.stages[s].one_batch_peak_bytes[slot] = first.peak_bytes()[d];
-      if (later.has_value()) {
+      plan.stages[s].one_batch_peak_bytes[slot] = memory.peak_bytes()[d];
+      if (accumulates) {
         plan.stages[s].later_batch_peak_bytes[slot] =
-            later->peak_bytes()[d] - held[d];
+            memory.later_peak_bytes()[d] - memory.accumulator_bytes()[d];
       }
     }
   }

@@ -49,7 +49,7 @@ struct StageModel {
                                                // stage alone on replica 0
   // Per slot, when a replica of the stage runs more than one micro-batch:
   // the peak of the same step as a later micro-batch of a
-  // gradient-accumulation loop (MemoryTimeline::HoldAccumulatedGradients,
+  // gradient-accumulation loop (MemoryTimeline::later_peak_bytes,
   // over the first one's events) less the accumulators it holds from its
   // start, which the strategy simulator counts apart; 0 otherwise.
   std::vector<int64_t> later_batch_peak_bytes;

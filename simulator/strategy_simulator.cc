@@ -38,12 +38,11 @@ absl::StatusOr<SimulationResult> SimulateAccumulation(
     // A later micro-batch (the last, with its updates): the step's events,
     // the earlier ones' gradients held in their buffers throughout.
     MemoryTimeline later(context, lowered, /*record=*/false);
-    later.HoldAccumulatedGradients();
     RunTaskGraph(lowered.graph, &later);
-    const std::vector<MemoryBreakdown> parts = later.PeakBreakdown();
+    const std::vector<MemoryBreakdown> parts = later.LaterPeakBreakdown();
     for (int d = 0; d < context.num_devices(); ++d) {
-      if (later.peak_bytes()[d] <= r->peak_memory_bytes[d]) continue;
-      r->peak_memory_bytes[d] = later.peak_bytes()[d];
+      if (later.later_peak_bytes()[d] <= r->peak_memory_bytes[d]) continue;
+      r->peak_memory_bytes[d] = later.later_peak_bytes()[d];
       r->peak_breakdown[d] = parts[d];
       r->oom |=
           r->peak_memory_bytes[d] > context.cluster().device(d).memory_bytes;

@@ -147,7 +147,7 @@ struct StrategySimulation {
 // micro-batch, updates' once. Peaks are the memory timeline's over the
 // step's events: the larger of the first micro-batch's (Simulate's) and,
 // with more than one, a later one's, which starts with every parameter's
-// gradient accumulator held (MemoryTimeline::HoldAccumulatedGradients).
+// gradient accumulator held (MemoryTimeline::later_peak_bytes).
 absl::StatusOr<SimulationResult> SimulateAccumulation(
     const SimulationContext& context, const Placement& placement,
     int micro_batches);
