@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <vector>
 
-
 #include "graph/training_view.h"
 #include "simulator/pair_table.h"
 

@@ -36,7 +36,6 @@
 #include <cstdint>
 #include <vector>
 
-
 #include "simulator/engine.h"
 #include "simulator/pair_table.h"
 #include "simulator/placement_lowering.h"

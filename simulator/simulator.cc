@@ -40,6 +40,9 @@ absl::StatusOr<SimulationResult> Simulate(const SimulationContext& context,
                         ran.busy_seconds.begin() + devices);
   r.peak_memory_bytes = memory.peak_bytes();
   r.peak_breakdown = memory.PeakBreakdown();
+  r.later_peak_memory_bytes = memory.later_peak_bytes();
+  r.later_peak_breakdown = memory.LaterPeakBreakdown();
+  r.accumulator_bytes = memory.accumulator_bytes();
   for (int d = 0; d < devices; ++d) {
     r.oom |= r.peak_memory_bytes[d] > context.cluster().device(d).memory_bytes;
   }

@@ -110,6 +110,13 @@ struct SimulationResult {
   // accumulated gradients, the activations kept by the micro-batches in
   // flight, and the rest of one micro-batch's peak as workspace.
   std::vector<MemoryBreakdown> peak_breakdown;
+  // Op placements: the same step as a later micro-batch of a
+  // gradient-accumulation loop, on the same events
+  // (MemoryTimeline::later_peak_bytes): per device its peak, what was
+  // live then, and the parameters' accumulators it holds throughout.
+  std::vector<int64_t> later_peak_memory_bytes;
+  std::vector<MemoryBreakdown> later_peak_breakdown;
+  std::vector<int64_t> accumulator_bytes;
   bool oom = false;                        // some device over capacity
   int64_t bytes_moved = 0;                 // across devices
   int transfers_count = 0;

@@ -8,9 +8,6 @@
 #include "base/status_helpers.h"
 #include "graph/repeated_layers.h"
 #include "simulator/engine.h"
-#include "simulator/memory_timeline.h"
-#include "simulator/placement.h"
-#include "simulator/placement_lowering.h"
 #include "simulator/selective_recompute.h"
 #include "simulator/task_graph.h"
 
@@ -524,18 +521,17 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
               ? stage.device(0, SlotOfOp(strategy, static_cast<int>(g)))
               : elsewhere;
     }
-    RETURN_IF_ERROR(CheckPlacementShape(view, p, D));
-    const LoweredPlacement lowered = LowerPlacement(context, p);
-    MemoryTimeline memory(context, lowered, /*record=*/false);
-    RunTaskGraph(lowered.graph, &memory);
+    SimulationOptions peaks;
+    peaks.list_transfers = false;
+    ASSIGN_OR_RETURN(SimulationResult r, Simulate(context, p, peaks));
     // Replica 0 runs the most micro-batches: ceil(M / R).
     const bool accumulates = strategy.micro_batches > stage.num_replicas();
     for (int slot = 0; slot < stage.width(); ++slot) {
       const int d = stage.device(0, slot);
-      plan.stages[s].one_batch_peak_bytes[slot] = memory.peak_bytes()[d];
+      plan.stages[s].one_batch_peak_bytes[slot] = r.peak_memory_bytes[d];
       if (accumulates) {
         plan.stages[s].later_batch_peak_bytes[slot] =
-            memory.later_peak_bytes()[d] - memory.accumulator_bytes()[d];
+            r.later_peak_memory_bytes[d] - r.accumulator_bytes[d];
       }
     }
   }

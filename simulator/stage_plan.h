@@ -5,10 +5,10 @@
 //
 // Contract: MakeStagePlan is a pure function of (context, strategy), which
 // must have passed CheckStrategy; it simulates one micro-batch per stage
-// (Simulate's lowering and memory timeline) for the stages' one-batch
-// peaks, and where a replica runs more than one micro-batch the same step
-// again as a later micro-batch, which holds every gradient buffer; it
-// returns Simulate's error if that fails. With tensor parallelism, a stage's one-batch peak is the
+// (Simulate) for the stages' one-batch peaks and, where a replica runs
+// more than one micro-batch, a later micro-batch's (the same run's
+// later_peak_memory_bytes), and returns Simulate's error if that fails.
+// With tensor parallelism, a stage's one-batch peak is the
 // whole op's, its parameters and what it keeps taken as held per device,
 // the rest scaled as the stash is (what the group splits of it).
 // ScheduleWideTasks likewise; neither keeps state.

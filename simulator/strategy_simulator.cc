@@ -34,19 +34,17 @@ absl::StatusOr<SimulationResult> SimulateAccumulation(
   const int extra = micro_batches - 1;
   double passes_end = 0;
   if (extra > 0) {
-    LoweredPlacement lowered = LowerPlacement(context, placement);
     // A later micro-batch (the last, with its updates): the step's events,
-    // the earlier ones' gradients held in their buffers throughout.
-    MemoryTimeline later(context, lowered, /*record=*/false);
-    RunTaskGraph(lowered.graph, &later);
-    const std::vector<MemoryBreakdown> parts = later.LaterPeakBreakdown();
+    // the earlier ones' gradients held in their accumulators throughout
+    // (the same run's later_peak_memory_bytes).
     for (int d = 0; d < context.num_devices(); ++d) {
-      if (later.later_peak_bytes()[d] <= r->peak_memory_bytes[d]) continue;
-      r->peak_memory_bytes[d] = later.later_peak_bytes()[d];
-      r->peak_breakdown[d] = parts[d];
+      if (r->later_peak_memory_bytes[d] <= r->peak_memory_bytes[d]) continue;
+      r->peak_memory_bytes[d] = r->later_peak_memory_bytes[d];
+      r->peak_breakdown[d] = r->later_peak_breakdown[d];
       r->oom |=
           r->peak_memory_bytes[d] > context.cluster().device(d).memory_bytes;
     }
+    LoweredPlacement lowered = LowerPlacement(context, placement);
     // An earlier micro-batch runs no update: its passes end when the
     // step's events without the updates' time do (in the step itself an
     // update may run before a device's last backward node and delay it).
@@ -312,8 +310,8 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
                  : std::max<int64_t>(0, peak - whole - kept);
     };
     // The first micro-batch makes its gradient buffers as it goes (its
-    // peak holds those it has made); a later one holds every buffer from
-    // its start (counted once, in `gradients`).
+    // peak holds those it has made); a later one holds every accumulator
+    // from its start (counted once, in `gradients`).
     const int64_t first_rest = rest_of(st.one_batch_peak_bytes[slot]);
     const int64_t later_rest =
         runs > 1 ? rest_of(st.later_batch_peak_bytes[slot]) : 0;
