@@ -216,7 +216,7 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
   report_.node_runs.reserve(n);
   report_.busy_seconds.assign(num_devices_, 0);
   loss_ = 0;
-  memory_.emplace(*structure_, lowered_, /*record=*/false);
+  memory_.emplace(*structure_, lowered_, MemoryTimelineOptions());
   freed_.clear();
   memory_->ReportFreedValues(&freed_);
   std::fill(seed_grad_.begin(), seed_grad_.end(), torch::Tensor());

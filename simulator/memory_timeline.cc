@@ -5,11 +5,13 @@
 namespace placer {
 
 MemoryTimeline::MemoryTimeline(const SimulationContext& context,
-                               const LoweredPlacement& lowered, bool record)
+                               const LoweredPlacement& lowered,
+                               const MemoryTimelineOptions& options)
     : context_(context),
       view_(context.view()),
       lowered_(lowered),
-      record_(record),
+      record_(options.record),
+      later_(options.later_micro_batch),
       devices_(context.num_devices()) {
   const int num_values = static_cast<int>(view_.values().size());
   const std::vector<int>& device_of = lowered.device_of_node;
@@ -91,6 +93,7 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
   // A later micro-batch: each parameter's accumulator on its update's
   // device, and what reaches that device of its sum: its own partials,
   // one buffer from each other device that makes some.
+  if (!later_) return;
   home_of_sum_.assign(num_sums, -1);
   to_complete_.assign(num_sums, 0);
   std::vector<int> seen(devices_, -1);
@@ -124,9 +127,7 @@ void MemoryTimeline::Allocate(int device, int64_t bytes, Use use) {
   if (record_) samples_.push_back({now_, device, memory_[device]});
 }
 
-void MemoryTimeline::NoteLater(int device) {
-  const int64_t later = memory_[device] + later_extra_[device];
-  if (later <= later_peak_[device]) return;
+void MemoryTimeline::NewLaterPeak(int device, int64_t later) {
   later_peak_[device] = later;
   later_peak_by_use_[device] = by_use_[device];
   later_peak_by_use_[device][kGradients] += later_extra_[device];
@@ -155,7 +156,7 @@ void MemoryTimeline::Accumulate(int sum, int device, int64_t bytes) {
   }
   // A later micro-batch adds the completed sum into its accumulator and
   // frees it, where this step keeps it until the update.
-  if (device == home_of_sum_[sum] && --to_complete_[sum] == 0) {
+  if (later_ && device == home_of_sum_[sum] && --to_complete_[sum] == 0) {
     later_extra_[device] -= buffer;
   }
 }
@@ -218,7 +219,9 @@ void MemoryTimeline::Ended(int task, double now) {
     const int64_t held = buffer_bytes_.get(s, d);
     Free(d, std::max<int64_t>(held, 0), kGradients);
     // A later micro-batch freed it when it completed.
-    if (d == home_of_sum_[s] && held >= 0) later_extra_[d] += held;
+    if (later_ && d == home_of_sum_[s] && held >= 0) {
+      later_extra_[d] += held;
+    }
   }
   Free(d, node.scratch_bytes, kWorkspace);
   if (node.kind == NodeKind::kBackward) {

@@ -65,12 +65,21 @@ struct MemorySample {
   int64_t bytes = 0;
 };
 
+struct MemoryTimelineOptions {
+  // Keep every change (samples()).
+  bool record = false;
+  // Also track the step as a later micro-batch of a gradient-accumulation
+  // loop (later_peak_bytes); without it those figures are zeros.
+  bool later_micro_batch = false;
+};
+
 class MemoryTimeline final : public TaskObserver {
  public:
   // Allocates what is resident from the start. `context` and `lowered`
-  // must outlive the timeline. With `record`, keeps every change.
+  // must outlive the timeline.
   MemoryTimeline(const SimulationContext& context,
-                 const LoweredPlacement& lowered, bool record);
+                 const LoweredPlacement& lowered,
+                 const MemoryTimelineOptions& options);
 
   // Task `task` of the lowered graph starts at `start` (a copy: was booked
   // at `now`); returns `end` plus its partial additions.
@@ -112,7 +121,7 @@ class MemoryTimeline final : public TaskObserver {
   const std::vector<int64_t>& accumulator_bytes() const {
     return accumulators_;
   }
-  // With `record`: every change, in the order made.
+  // With MemoryTimelineOptions::record: every change, in the order made.
   std::vector<MemorySample>& samples() { return samples_; }
 
  private:
@@ -130,6 +139,7 @@ class MemoryTimeline final : public TaskObserver {
   const TrainingView& view_;
   const LoweredPlacement& lowered_;
   const bool record_;
+  const bool later_;  // MemoryTimelineOptions::later_micro_batch
   const int devices_;
   double now_ = 0;
   std::vector<int64_t> memory_, peak_;
@@ -152,8 +162,14 @@ class MemoryTimeline final : public TaskObserver {
   std::vector<int64_t> accumulators_, later_extra_, later_peak_;
   std::vector<std::array<int64_t, kUses>> later_peak_by_use_;
   std::vector<int> home_of_sum_, to_complete_;
-  // A later micro-batch's peak on `device` after a change there.
-  void NoteLater(int device);
+  // A later micro-batch's peak on `device` after a change there (with
+  // later_).
+  void NoteLater(int device) {
+    if (!later_) return;
+    const int64_t later = memory_[device] + later_extra_[device];
+    if (later > later_peak_[device]) NewLaterPeak(device, later);
+  }
+  void NewLaterPeak(int device, int64_t bytes);
   std::vector<MemorySample> samples_;
   std::vector<ValueOnDevice>* freed_ = nullptr;
 };

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/container/flat_hash_map.h"
 
 namespace placer {
@@ -34,16 +35,24 @@ class PairTable {
   T& at(int row, int device) {
     const int64_t key = Key(row, device);
     if (dense_) return values_[static_cast<size_t>(key)];
-    return sparse_.try_emplace(key, empty_).first->second;
+    return SparseAt(key);
   }
   T get(int row, int device) const {
     const int64_t key = Key(row, device);
     if (dense_) return values_[static_cast<size_t>(key)];
+    return SparseGet(key);
+  }
+
+ private:
+  // Out of line, so that the dense path of at() and get() inlines.
+  ABSL_ATTRIBUTE_NOINLINE T& SparseAt(int64_t key) {
+    return sparse_.try_emplace(key, empty_).first->second;
+  }
+  ABSL_ATTRIBUTE_NOINLINE T SparseGet(int64_t key) const {
     auto found = sparse_.find(key);
     return found == sparse_.end() ? empty_ : found->second;
   }
 
- private:
   int64_t Key(int row, int device) const {
     return static_cast<int64_t>(row) * devices_ + device;
   }

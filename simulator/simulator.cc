@@ -24,7 +24,10 @@ absl::StatusOr<SimulationResult> Simulate(const SimulationContext& context,
   RETURN_IF_ERROR(
       CheckPlacementShape(context.view(), placement, context.num_devices()));
   const LoweredPlacement lowered = LowerPlacement(context, placement);
-  MemoryTimeline memory(context, lowered, options.record_schedule);
+  MemoryTimelineOptions memory_options;
+  memory_options.record = options.record_schedule;
+  memory_options.later_micro_batch = options.later_micro_batch;
+  MemoryTimeline memory(context, lowered, memory_options);
   const TaskSchedule ran = RunTaskGraph(lowered.graph, &memory);
 
   const int n = lowered.num_nodes;

@@ -71,6 +71,10 @@ struct SimulationOptions {
   // SimulationResult::transfers and critical_path empty (what needs only
   // the step, busy time, peaks and counts).
   bool list_transfers = true;
+  // Also take the step's peaks as a later micro-batch of a
+  // gradient-accumulation loop (SimulationResult::later_*; zeros
+  // without it).
+  bool later_micro_batch = false;
 };
 
 struct ScheduledNode {
@@ -110,8 +114,9 @@ struct SimulationResult {
   // accumulated gradients, the activations kept by the micro-batches in
   // flight, and the rest of one micro-batch's peak as workspace.
   std::vector<MemoryBreakdown> peak_breakdown;
-  // Op placements: the same step as a later micro-batch of a
-  // gradient-accumulation loop, on the same events
+  // Op placements, with SimulationOptions::later_micro_batch: the same
+  // step as a later micro-batch of a gradient-accumulation loop, on the
+  // same events
   // (MemoryTimeline::later_peak_bytes): per device its peak, what was
   // live then, and the parameters' accumulators it holds throughout.
   std::vector<int64_t> later_peak_memory_bytes;

@@ -521,11 +521,12 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
               ? stage.device(0, SlotOfOp(strategy, static_cast<int>(g)))
               : elsewhere;
     }
-    SimulationOptions peaks;
-    peaks.list_transfers = false;
-    ASSIGN_OR_RETURN(SimulationResult r, Simulate(context, p, peaks));
     // Replica 0 runs the most micro-batches: ceil(M / R).
     const bool accumulates = strategy.micro_batches > stage.num_replicas();
+    SimulationOptions peaks;
+    peaks.list_transfers = false;
+    peaks.later_micro_batch = accumulates;
+    ASSIGN_OR_RETURN(SimulationResult r, Simulate(context, p, peaks));
     for (int slot = 0; slot < stage.width(); ++slot) {
       const int d = stage.device(0, slot);
       plan.stages[s].one_batch_peak_bytes[slot] = r.peak_memory_bytes[d];

@@ -23,6 +23,7 @@ absl::StatusOr<SimulationResult> SimulateAccumulation(
   }
   SimulationOptions options;
   options.record_schedule = true;
+  options.later_micro_batch = micro_batches > 1;
   absl::StatusOr<SimulationResult> r = Simulate(context, placement, options);
   if (!r.ok()) return r;
   const TrainingView& view = context.view();
@@ -51,7 +52,7 @@ absl::StatusOr<SimulationResult> SimulateAccumulation(
     for (int n = 0; n < lowered.num_nodes; ++n) {
       if (view.node(n).kind == NodeKind::kUpdate) lowered.graph.set_seconds(n, 0);
     }
-    MemoryTimeline memory(context, lowered, /*record=*/false);
+    MemoryTimeline memory(context, lowered, MemoryTimelineOptions());
     const TaskSchedule passes = RunTaskGraph(lowered.graph, &memory);
     for (int n = 0; n < lowered.num_nodes; ++n) {
       if (view.node(n).kind == NodeKind::kUpdate) continue;

@@ -138,7 +138,7 @@ TEST(PlacementLoweringTest, TheEngineRunsTheLoweredDiamond) {
 TEST(PlacementLoweringTest, TheTimelineReportsEachValueWhereItDies) {
   Fixture f;
   const LoweredPlacement lowered = LowerPlacement(f.context, f.COnDeviceOne());
-  MemoryTimeline memory(f.context, lowered, /*record=*/false);
+  MemoryTimeline memory(f.context, lowered, MemoryTimelineOptions());
   std::vector<ValueOnDevice> freed;
   memory.ReportFreedValues(&freed);
   RunTaskGraph(lowered.graph, &memory);

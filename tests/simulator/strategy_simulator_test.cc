@@ -154,6 +154,19 @@ TEST(StrategySimulatorTest, EveryBackwardAfterAReplicasFirstAccumulates) {
   EXPECT_EQ(once->peak_memory_bytes[0], 960);
   EXPECT_EQ(loop->peak_memory_bytes[0], 1152);
   EXPECT_EQ(loop->peak_breakdown[0].gradients, 256 + 128);
+  // Simulate tracks the later micro-batch only when asked (zeros else).
+  SimulationOptions later;
+  later.later_micro_batch = true;
+  absl::StatusOr<SimulationResult> asked =
+      Simulate(f.context, Placement{{0, 0, 0, 0}}, later);
+  absl::StatusOr<SimulationResult> plain =
+      Simulate(f.context, Placement{{0, 0, 0, 0}});
+  ASSERT_TRUE(asked.ok() && plain.ok());
+  EXPECT_EQ(asked->later_peak_memory_bytes[0], 1152);
+  EXPECT_EQ(asked->accumulator_bytes[0], 256);
+  EXPECT_EQ(plain->later_peak_memory_bytes[0], 0);
+  EXPECT_EQ(plain->accumulator_bytes[0], 0);
+  EXPECT_EQ(plain->peak_memory_bytes[0], 960);
   // The strategy, one micro-batch in flight (1F1B), counts the same: the
   // buffers once, a later micro-batch's peak beside them (not the first
   // one's, which holds grad:D's 64 of its own buffer already: 1216 counted
