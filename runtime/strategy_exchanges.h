@@ -7,11 +7,13 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "runtime/rank_group.h"
 
 namespace placer {
@@ -53,6 +55,61 @@ struct StrategyReplicaExchange {
   int arrived = 0;
   int taken = 0;
   bool issued = false, finishing = false, done = false;
+};
+
+// Copies between the slots of a wide replica (strategy_links.cc), each
+// made by its link's worker: a value a forward node made, or a slot's
+// summed partial gradients of a sum whose sink is on another slot. Per
+// link (its ordinal), the copies queued, in the order their sources were
+// made; per arrival key, what arrived (left undefined once its first
+// reader has taken it: still arrived).
+struct StrategySlotCopy {
+  int64_t key = 0;  // where it arrives (LinkKey)
+  int value = -1;   // what a MeasuredTransfer reports
+  torch::Tensor tensor;
+};
+struct StrategySlotLinks {
+  std::vector<std::deque<StrategySlotCopy>> queued;
+  absl::flat_hash_map<int64_t, torch::Tensor> arrived;
+};
+
+// The links between wide replicas' slots (InitLinks): per node, what it
+// sends once made ((value, slot); a backward node: (sum, slot), per
+// partial) and the items it reads through links; per (sum, slot), the
+// partials a task makes there of a sum sent; per link (ordinal), its
+// (src, dst) devices and copies per step; per (src, dst), its ordinal.
+struct StrategyLinkTables {
+  std::vector<std::vector<std::pair<int, int>>> sends;
+  std::vector<std::vector<int>> reads;
+  std::map<std::pair<int, int>, int> partials;
+  std::vector<std::pair<int, int>> devices;
+  std::vector<int> expected;
+  std::map<std::pair<int, int>, int> ordinal;
+};
+
+// What a device keeps of an op run split over a tensor-parallel group
+// besides its saved graph: a vocabulary-parallel lookup's mask, a
+// vocabulary-parallel loss's gradient per unit of its own, a softmax's
+// output over a split axis (the axis; whether a log-softmax); whether it
+// added zeros for a bias that tensor rank 0 adds (its gradient then none
+// here).
+struct StrategyTensorParallelSaved {
+  torch::Tensor mask;
+  torch::Tensor gradient;
+  torch::Tensor softmax;
+  int64_t axis = -1;
+  bool log = false;
+  bool zero_bias = false;
+};
+
+// Recomputing in part (InitRecompute): per stage, each layer's rerun
+// nodes in forward order, the parameters a layer's rerun reads (ZeRO-3
+// gathers them at once before it) and, per value, how many times its
+// rerun nodes read it; per backward node, the layers rerun before it.
+struct StrategyRerunTables {
+  std::vector<std::map<int, std::vector<int>>> layer_nodes, layer_parameters;
+  std::vector<std::map<int, int>> reads;
+  std::vector<std::vector<int>> before;
 };
 
 // Recomputing selectively (Recompute::kSelective: every node without a

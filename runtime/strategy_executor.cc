@@ -162,6 +162,7 @@ absl::Status TorchStrategyExecutor::Init() {
   }
   InitSharding();
   RETURN_IF_ERROR(InitRecompute());
+  InitLinks();
   // Messages into this rank per step and channel.
   if (Distributed()) {
     auto expect = [&](int src, int dst, int count) {

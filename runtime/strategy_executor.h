@@ -18,8 +18,11 @@
 //    with the lowest of ExecutorOptions::priorities (without them, the
 //    first in the view's order), a node being ready once the nodes of its
 //    task that make what it reads (values, partial gradients it sums) have
-//    run, on any slot; it copies in what other slots made (a weight held
-//    by another slot too). The task ends when every
+//    run, on any slot, and what it reads from other slots has arrived: a
+//    value, or a slot's summed partials of a gradient it sums, is copied
+//    by the worker of the link between the two devices once made (in the
+//    order made); a weight held by another slot it copies in itself. The
+//    task ends when every
 //    slot has run its part; then each device adds the gradients of its
 //    slot's parameters (from every slot's partials) into its accumulators.
 //    Each slot's devices across the replicas sum that slot's
@@ -63,8 +66,8 @@
 //    of a whole parameter; none with tensor parallelism, whose devices run
 //    parts of ops; on a GPU only with ExecutorOptions::time_gpu_nodes,
 //    which waits for each), timed without the copies and waits for other
-//    devices it made, and the copies a worker made of other devices'
-//    values and weights in one process (what crosses ranks goes packed,
+//    devices it made, and the copies a worker or link made of other
+//    devices' values and weights in one process (what crosses ranks goes packed,
 //    untimed; on a GPU as the node runs); with
 //    measure_allocations, what each device's threads allocated (below).
 //    With measure_allocations and enforce_memory (both ExecutorOptions), a

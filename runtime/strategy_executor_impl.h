@@ -1,13 +1,7 @@
 // The strategy executor's worker state (runtime/strategy_executor.h): one
-// class whose step is split over ten files — strategy_executor.cc (the
-// tables Init builds, where parameters are, Create), strategy_step.cc
-// (Step: its state, workers, readiness, failure), strategy_tasks.cc (a
-// device's forward and backward tasks and accumulation), strategy_update.cc
-// (the allreduce and update), strategy_replicas.cc (the replicas'
-// exchanges), strategy_recompute.cc (reruns of stages and layers),
-// strategy_sharding.cc (ZeRO), strategy_tensor.cc and strategy_tensor_ops.cc
-// (tensor parallelism), strategy_messages.cc (what crosses ranks); what
-// workers hand each other is strategy_exchanges.h's. Internal to runtime/.
+// class whose step is split over eleven files (docs/architecture.md names
+// each); what workers hand each other and the tables they share are
+// strategy_exchanges.h's. Internal to runtime/.
 #ifndef PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 #define PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 
@@ -86,6 +80,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   using GroupExchange = StrategyGroupExchange;
   using ReplicaExchange = StrategyReplicaExchange;
   using SelectiveRerun = SelectiveRerunState;
+  using TensorParallelSaved = StrategyTensorParallelSaved;
 
   int StageOfNode(int n) const {
     return strategy_.stage_of_op[view_.node(n).forward_op];
@@ -168,6 +163,26 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // device, timed (until d has it; on a GPU with time_gpu_nodes only) into
   // d's transfers_ (as value v) and copy_seconds_. Device d's worker only.
   torch::Tensor CopyIn(const torch::Tensor& tensor, int v, int from, int d);
+  // Copies between a wide replica's slots (strategy_links.cc): the tables;
+  // where item `item` (a value, or SumItem: slot `slot`'s buffer of
+  // gradient sum `sum`) of lane `lane` arrives on device d; a copy queued
+  // on link src -> dst; whether every
+  // item node n reads through links has arrived; an arrived item's tensor
+  // (undefined once taken); a link's worker, which makes the step's
+  // copies in order, timed into link_transfers_, and wakes their readers.
+  void InitLinks();
+  int SumItem(int sum, int slot) const { return V_ + sum * W_ + slot; }
+  int64_t LinkKey(int lane, int item, int d) const;
+  void QueueCopy(int src, int dst, StrategySlotCopy copy)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ArrivedLocked(int n, int lane, int d) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  torch::Tensor TakeArrivedLocked(int lane, int item, int d)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LinkWorker(int link);
+  // The slot of the sink that backward node n's partial of `sum` goes to
+  // by link; -1: none.
+  int LinkedSinkSlot(int n, int sum) const;
   // Node n has run on device d from `start`: its run into node_runs_[d],
   // without the copies and waits for other devices it made meanwhile
   // (copy_seconds_ and waited_seconds_ past `copies` and `waited`); on a
@@ -203,9 +218,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // backward (strategy_recompute.cc).
   absl::Status Rerun(int s, int j, int d);
   // Recomputing in part (Recompute::kSelective, kLayers, kSelectiveOp):
-  // the tables (selective_, rerun_reads_; by layer: layer_reruns_,
-  // reruns_before_); whether
-  // forward node n is rerun at its stage's backward (every node of a stage
+  // the tables (selective_, reruns_); whether forward node n is rerun at its stage's backward (every node of a stage
   // recomputed whole); and a layer's rerun nodes of stage s run again
   // under autograd for micro-batch j on device d, from what the forward
   // kept (kept_, each let go after its last rerun read).
@@ -290,19 +303,6 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // + 0, 1, 2 (a rerun's past kRerunSite).
   static constexpr int kInsideSite = 5000;
   static constexpr int kRerunSite = 1 << 20;
-  // What a device keeps of an op run split besides its saved graph: a
-  // vocabulary-parallel lookup's mask, a vocabulary-parallel loss's
-  // gradient per unit of its own, a softmax's output over a split axis
-  // (the axis; whether a log-softmax); whether it added zeros for a bias
-  // that tensor rank 0 adds (its gradient then none here).
-  struct TensorParallelSaved {
-    torch::Tensor mask;
-    torch::Tensor gradient;
-    torch::Tensor softmax;
-    int64_t axis = -1;
-    bool log = false;
-    bool zero_bias = false;
-  };
   // Forward node n on device d of a tensor-parallel group: its inputs
   // (as held) converted, its part run, its outputs converted to how they
   // are held.
@@ -570,8 +570,14 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // the workers start and clears them after they are joined.
   absl::Mutex mu_;
   absl::CondVar cv_;
-  // Waits for nodes of other slots within a wide replica's task.
+  // Waits for nodes of other slots within a wide replica's task, and for
+  // their copies.
   absl::CondVar slots_cv_;
+  StrategyLinkTables link_tables_;  // InitLinks'
+  // Per link, its worker's copies' times in the step.
+  std::vector<std::vector<MeasuredTransfer>> link_transfers_;
+  StrategySlotLinks links_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar link_cv_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   // [s * M + j], local.
   std::vector<char> forward_done_ ABSL_GUARDED_BY(mu_);
@@ -622,15 +628,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // touches an entry.
   std::vector<std::map<int, torch::Tensor>> parked_reruns_;
   SelectiveRecompute selective_;
-  // Per stage: each layer's rerun nodes in forward order; per stage and
-  // value, how many times its rerun nodes read it. Per backward node: the
-  // layers rerun before it.
-  std::vector<std::map<int, std::vector<int>>> layer_reruns_;
-  // Per stage and layer: the parameters its rerun reads (ZeRO-3 gathers
-  // them at once before it).
-  std::vector<std::map<int, std::vector<int>>> layer_parameters_;
-  std::vector<std::map<int, int>> rerun_reads_;
-  std::vector<std::vector<int>> reruns_before_;
+  StrategyRerunTables reruns_;  // InitRecompute's
   // ZeRO-1: per parameter (value), the replica of its stage that holds its
   // optimizer state and updates it (-1: every replica); the others copy it
   // from there once their slot's replicas have all updated

@@ -21,10 +21,10 @@ namespace placer {
 
 absl::Status TorchStrategyExecutor::InitRecompute() {
   const size_t N = view_.nodes().size();
-  reruns_before_.assign(N, {});
-  layer_reruns_.assign(S_, {});
-  layer_parameters_.assign(S_, {});
-  rerun_reads_.assign(S_, {});
+  reruns_.before.assign(N, {});
+  reruns_.layer_nodes.assign(S_, {});
+  reruns_.layer_parameters.assign(S_, {});
+  reruns_.reads.assign(S_, {});
   ASSIGN_OR_RETURN(selective_, FindSelectiveRecompute(view_, strategy_));
   for (int s = 0; s < S_; ++s) {
     if (!RecomputesInPart(strategy_.stages[s].recompute)) continue;
@@ -33,20 +33,20 @@ absl::Status TorchStrategyExecutor::InitRecompute() {
     for (int n : forward_[s]) {
       if (!selective_.rerun[n]) continue;
       const int layer = by_layer ? selective_.layers.layer_of_node[n] : -1;
-      if (by_layer) layer_reruns_[s][layer].push_back(n);
+      if (by_layer) reruns_.layer_nodes[s][layer].push_back(n);
       std::set<int>& read = weights[layer];
       const Op& op = graph_.op(view_.node(n).forward_op);
       if (AllOutputsFolded(graph_, op)) continue;
       for (int t : op.inputs) {
         const int v = t >= 0 ? value_of_tensor_[t] : -1;
         if (v < 0) continue;
-        ++rerun_reads_[s][v];
+        ++reruns_.reads[s][v];
         if (view_.value(v).kind == ValueKind::kParameter) read.insert(v);
       }
     }
     if (!by_layer) continue;
     for (const auto& [layer, read] : weights) {
-      layer_parameters_[s][layer].assign(read.begin(), read.end());
+      reruns_.layer_parameters[s][layer].assign(read.begin(), read.end());
     }
     // Each layer's rerun before the first of its backward nodes, in the
     // stage's backward order (as torch's checkpoint reruns a block when
@@ -55,8 +55,8 @@ absl::Status TorchStrategyExecutor::InitRecompute() {
     for (int b : backward_[s]) {
       const int n = view_.node(b).forward_op;  // its forward node
       const int layer = selective_.layers.layer_of_node[n];
-      if (layer < 0 || layer_reruns_[s].count(layer) == 0) continue;
-      if (started.insert(layer).second) reruns_before_[b].push_back(layer);
+      if (layer < 0 || reruns_.layer_nodes[s].count(layer) == 0) continue;
+      if (started.insert(layer).second) reruns_.before[b].push_back(layer);
     }
   }
   return absl::OkStatus();
@@ -138,13 +138,13 @@ absl::Status TorchStrategyExecutor::RerunLayer(int s, int layer, int j,
   std::map<int, torch::Tensor> made, copied;
   std::map<int, int> reads_left;
   std::set<int> pinned;
-  const std::vector<int>& nodes = layer_reruns_[s].at(layer);
+  const std::vector<int>& nodes = reruns_.layer_nodes[s].at(layer);
   // ZeRO-3: the weights the layer's rerun reads, gathered whole from the
   // shards at once (across ranks, one exchange); the copies stay with the
   // saved graphs until the layer's backward has read them (as FSDP's
   // backward gathers the layer again).
   if (ShardsParametersOf(s)) {
-    const std::vector<int>& parameters = layer_parameters_[s].at(layer);
+    const std::vector<int>& parameters = reruns_.layer_parameters[s].at(layer);
     using Others = std::vector<std::map<int, torch::Tensor>>;
     ASSIGN_OR_RETURN(Others others, ExchangeShards(d, parameters));
     for (size_t i = 0; i < parameters.size(); ++i) {
@@ -296,8 +296,8 @@ absl::Status TorchStrategyExecutor::RerunOne(int n, int s, int j, int d,
   for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) {
     const int t = op.outputs[k];
     const int v = t >= 0 ? value_of_tensor_[t] : -1;
-    auto reads = v >= 0 ? rerun_reads_[s].find(v) : rerun_reads_[s].end();
-    if (reads == rerun_reads_[s].end() || reads->second == 0) continue;
+    auto reads = v >= 0 ? reruns_.reads[s].find(v) : reruns_.reads[s].end();
+    if (reads == reruns_.reads[s].end() || reads->second == 0) continue;
     state->rebuilt[v] = {results[k], reads->second};
   }
   return absl::OkStatus();

@@ -34,6 +34,7 @@ void TorchStrategyExecutor::Fail(const absl::Status& status) {
   cv_.SignalAll();
   slots_cv_.SignalAll();
   group_cv_.SignalAll();
+  link_cv_.SignalAll();
 }
 
 bool TorchStrategyExecutor::ReadyLocked(int s, int j, bool backward) const {
@@ -95,7 +96,7 @@ int TorchStrategyExecutor::NextNode(std::vector<int>* pending, int j, int d) {
           break;
         }
       }
-      if (!ready) continue;
+      if (!ready || !ArrivedLocked(n, Lane(j, d), d)) continue;
       pending->erase(std::next(at).base());
       waited_seconds_[d] += SecondsSince(start);
       return n;
@@ -174,6 +175,9 @@ void TorchStrategyExecutor::ResetStepLocked() {
   node_runs_.assign(D_, {});
   transfers_.assign(D_, {});
   copy_seconds_.assign(D_, 0);
+  links_.queued.assign(link_tables_.devices.size(), {});
+  links_.arrived.clear();
+  link_transfers_.assign(link_tables_.devices.size(), {});
   node_done_.assign(W_ > 1 ? static_cast<size_t>(M_) * view_.nodes().size() : 0,
                     0);
   saved_.assign(lanes, std::vector<SavedOp>(graph_.ops().size()));
@@ -248,6 +252,10 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
       const int src = link.first, dst = link.second, n = expected;
       spawn([this, src, dst, n] { Receiver(src, dst, n); });
     }
+    for (int link = 0; link < static_cast<int>(link_tables_.devices.size());
+         ++link) {
+      spawn([this, link] { LinkWorker(link); });
+    }
     // Distributed: a failure here is published (and this rank's sends and
     // receives woken); one published elsewhere stops this rank's threads.
     bool published = false;
@@ -273,6 +281,7 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
           cv_.SignalAll();
           slots_cv_.SignalAll();
           group_cv_.SignalAll();
+          link_cv_.SignalAll();
           mu_.Unlock();
           options_.ranks->AbortPending();
           mu_.Lock();
@@ -307,6 +316,9 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
                             node_runs_[d].end());
     report.transfers.insert(report.transfers.end(), transfers_[d].begin(),
                             transfers_[d].end());
+  }
+  for (const std::vector<MeasuredTransfer>& link : link_transfers_) {
+    report.transfers.insert(report.transfers.end(), link.begin(), link.end());
   }
   if (Distributed()) {
     // Each rank's devices' allocated peaks (zeros for the others'), summed.

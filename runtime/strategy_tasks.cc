@@ -139,7 +139,9 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     const int from = value_device_[lane * V_ + v];
     torch::Tensor in;
     if (from == d || copied.count(v) == 0) {
-      in = CopyIn(held, v, from, d);
+      // Another slot's value came by its link (strategy_links.cc).
+      if (from != d) in = TakeArrivedLocked(lane, v, d);
+      if (!in.defined()) in = CopyIn(held, v, from, d);
       if (from != d) copied[v] = in;
     } else {
       in = copied[v];
@@ -153,7 +155,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     const bool rerun_value = StageOfNode(producer) == s && Reruns(producer);
     if (current >= 0 && Reruns(current) && !rerun_value &&
         kept_[KeptIndex(s, j, d)].emplace(v, in).second && in_part) {
-      kept_reads_[KeptIndex(s, j, d)][v] = rerun_reads_[s][v];
+      kept_reads_[KeptIndex(s, j, d)][v] = reruns_.reads[s][v];
     }
     if (parks && rerun_value && from == d && fresh.count(v) > 0 &&
         aliased.count(v) == 0) {
@@ -222,6 +224,11 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
           }
         }
       }
+      // What other slots read of it, to their links.
+      for (auto [v, slot] : link_tables_.sends[n]) {
+        const int to = strategy_.stages[s].device(replica_of_device_[d], slot);
+        QueueCopy(d, to, {LinkKey(lane, v, to), v, values_[lane][v]});
+      }
     }
     results->clear();  // what this node made is held where it is needed
     if (!rerun_made.empty()) ParkSaved(s, j, d, &rerun_made);
@@ -262,6 +269,8 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
       }
     }
   }
+  // Per sum sent by link from this slot: its partials still to make.
+  std::map<int, int> linked_left;
   std::vector<int> pending = SlotNodes(backward_[s], d);
   for (int n = NextNode(&pending, j, d); n >= 0;
        n = NextNode(&pending, j, d)) {
@@ -278,9 +287,14 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
         seeds_[lane][t] = torch::Tensor();
         for (int sm : view_.sums_read_by(n)) {
           if (view_.gradient_sums()[sm].tensor != t) continue;
-          // This node is the sum's only reader (its sink).
+          // This node is the sum's only reader (its sink). Other slots'
+          // buffers of this stage came by their links.
           for (int x = 0; x < S_; ++x) {
             for (int slot = 0; slot < W_; ++slot) {
+              if (x == s && slot != my_slot) {
+                parts[k].push_back(
+                    TakeArrivedLocked(lane, SumItem(sm, slot), d));
+              }
               torch::Tensor& part =
                   partials_[lane][PartialIndex(sm, x, slot)];
               parts[k].push_back(std::move(part));
@@ -303,7 +317,7 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
     std::vector<int> tensors;
     for (int v : node.outputs) tensors.push_back(view_.value(v).tensor);
     // Recomputing by layer: the layers whose first backward node this is.
-    for (int layer : reruns_before_[n]) {
+    for (int layer : reruns_.before[n]) {
       RETURN_IF_ERROR(RerunLayer(s, layer, j, d));
     }
     if (selective) RETURN_IF_ERROR(RerunFor(n, s, j, d, &rerun));
@@ -351,6 +365,22 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
         continue;
       }
       absl::MutexLock lock(&mu_);
+      // The slot's last partial of a sum whose sink is on another slot:
+      // the buffer goes to its link.
+      const int sink_slot = LinkedSinkSlot(n, sm);
+      if (sink_slot >= 0) {
+        auto [left, fresh] = linked_left.try_emplace(sm, 0);
+        if (fresh) left->second = link_tables_.partials.at({sm, my_slot});
+        if (--left->second == 0) {
+          const int to =
+              strategy_.stages[s].device(replica_of_device_[d], sink_slot);
+          QueueCopy(d, to,
+                    {LinkKey(lane, SumItem(sm, my_slot), to),
+                     view_.node(n).outputs[k],
+                     std::move(buffer)});
+          continue;
+        }
+      }
       partials_[lane][PartialIndex(sm, s, my_slot)] = std::move(buffer);
     }
     RETURN_IF_ERROR(CheckMemory(n, j, d));

@@ -34,11 +34,13 @@ std::vector<std::pair<int, int>> PassEdges(const TrainingView& view,
 // lowered to a task graph and run on the event engine: each node a task on
 // its slot's device, which runs, whenever it is free, its ready node with
 // the lowest priority (the context's ready order, then `nodes`' order),
-// a node being ready once its `edges` (PassEdges) have ended; a node
-// copies what it reads from other slots (the transfers' seconds on its own
-// device) before it computes. `extra` is added to a node's time (its
-// partial additions). Returns each node's end, from the task's start, and
-// fills each slot's busy seconds.
+// a node being ready once its `edges` (PassEdges) and the copies it reads
+// have ended. A value or buffer from another slot is a copy on the link
+// between the two devices (booked in the order copies become ready) once
+// its `made_by` have ended; a weight of another slot is copied by the
+// reading device before it computes. `extra` is added to a node's time
+// (its partial additions). Returns each node's end, from the task's
+// start, and fills each slot's busy seconds.
 std::vector<double> ScheduleWideTask(
     const SimulationContext& context, const std::vector<int>& nodes,
     const std::vector<std::vector<SlotRead>>& reads,
@@ -56,6 +58,7 @@ std::vector<double> ScheduleWideTask(
     const int device = stage.device(replica, slot);
     double copies = 0;
     for (const SlotRead& read : reads[i]) {
+      if (!read.made_by.empty()) continue;
       copies += context.costs().TransferSeconds(
           read.bytes, context.cluster(), stage.device(replica, read.from_slot),
           device);
@@ -67,8 +70,32 @@ std::vector<double> ScheduleWideTask(
     graph.AddTask(
         {slot, seconds, context.priority(nodes[i]), static_cast<int>(i)});
   }
+  // The copies: tasks after the nodes, on a link per (from, to) slot.
+  std::map<std::pair<int, int>, int> links;
+  std::vector<std::pair<int, int>> copy_edges;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const int slot = slot_of_node[nodes[i]];
+    for (const SlotRead& read : reads[i]) {
+      if (read.made_by.empty()) continue;
+      auto [link, fresh] = links.emplace(
+          std::make_pair(read.from_slot, slot), graph.num_resources());
+      if (fresh) graph.AddResource(ResourceOrder::kArrival);
+      const int copy = graph.AddTask(
+          {link->second,
+           context.costs().TransferSeconds(
+               read.bytes, context.cluster(),
+               stage.device(replica, read.from_slot),
+               stage.device(replica, slot)),
+           0, graph.num_tasks()});
+      for (int from : read.made_by) copy_edges.emplace_back(from, copy);
+      copy_edges.emplace_back(copy, static_cast<int>(i));
+    }
+  }
   for (const auto& [from, to] : edges) graph.AddEdge(from, to);
-  return RunTaskGraph(graph).end_seconds;
+  for (const auto& [from, to] : copy_edges) graph.AddEdge(from, to);
+  std::vector<double> ends = RunTaskGraph(graph).end_seconds;
+  ends.resize(nodes.size());
+  return ends;
 }
 
 }  // namespace
@@ -221,8 +248,12 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
         if (!fresh) at->second = std::min(at->second, position[c]);
       }
       for (auto [slot, reader] : first_reader) {
+        SlotRead read;
+        if (made) read.made_by = {position[value.producer]};
+        read.from_slot = owner_slot;
+        read.bytes = value.bytes;
         plan.stages[owner_stage].forward_reads[reader].push_back(
-            {made ? position[value.producer] : -1, owner_slot, value.bytes});
+            std::move(read));
       }
     }
     if (value.kind != ValueKind::kActivation || value.producer < 0) continue;
@@ -237,23 +268,26 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   for (const GradientSum& sum : view.gradient_sums()) {
     const int to = stage_of_node(sum.sink);
     std::set<int> makers;
-    std::map<int, int> last_on_slot;
+    std::map<int, std::vector<int>> made_on_slot;  // positions, per slot
     for (int p : sum.partials) {
       const int producer = view.value(p).producer;
       makers.insert(stage_of_node(producer));
       if (stage_of_node(producer) == to &&
           slot_of[producer] != slot_of[sum.sink]) {
-        int& last = last_on_slot.emplace(slot_of[producer], -1).first->second;
-        last = std::max(last, position[producer]);
+        made_on_slot[slot_of[producer]].push_back(position[producer]);
       }
     }
     for (int from : makers) {
       if (from != to) plan.gradient_bytes[to * S + from] += sum.bytes;
     }
     if (view.node(sum.sink).kind != NodeKind::kBackward) continue;
-    for (auto [slot, last] : last_on_slot) {
+    for (auto& [slot, made_by] : made_on_slot) {
+      SlotRead read;
+      read.made_by = std::move(made_by);
+      read.from_slot = slot;
+      read.bytes = sum.bytes;
       plan.stages[to].backward_reads[position[sum.sink]].push_back(
-          {last, slot, sum.bytes});
+          std::move(read));
     }
   }
   // Partials added into buffers, per stage backward node.

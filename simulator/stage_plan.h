@@ -25,10 +25,13 @@
 
 namespace placer {
 
-// What a node of a wide stage's task reads from another slot: made by the
-// task's node at `made_at` (-1: before the task), copied from `from_slot`.
+// What a node of a wide stage's task reads from another slot, copied from
+// `from_slot`: a value, once the task's node that makes it has ended, or
+// a summed gradient buffer, once every node of the task on that slot
+// making a partial of it has (`made_by`: their positions in the pass); a
+// weight (`made_by` empty), from the task's start.
 struct SlotRead {
-  int made_at = -1;
+  std::vector<int> made_by;
   int from_slot = 0;
   int64_t bytes = 0;
 };
@@ -151,7 +154,8 @@ struct WideTaskTimes {
 
 // Per stage, per replica: the times of a wide stage's tasks (Strategy's
 // contract: each slot's device takes its ready nodes by the context's
-// priority, each node charged the copies it reads from other slots), each
+// priority; what a node reads from another slot is copied on the link
+// between their devices once made, a weight by the reading device), each
 // task lowered to a TaskGraph of its nodes and run on the event engine
 // (engine.h); empty for a stage of one slot.
 std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(

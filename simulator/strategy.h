@@ -15,9 +15,11 @@
 //    ready node of the task with the lowest priority (the simulation
 //    context's ready order; the executor's ExecutorOptions::priorities), a
 //    node being ready once the nodes of the task it reads from, on any
-//    slot, have run (its device copies what other slots made), and the
-//    next task starts once every slot has ended this one. A weight's
-//    readers may be on other slots of its stage (they copy it). The
+//    slot, have run and what it reads from other slots has arrived (a
+//    value or a slot's summed partial gradients copied on the link between
+//    the two devices once made), and the next task starts once every slot
+//    has ended this one. A weight's readers may be on other slots of its
+//    stage (they copy it themselves). The
 //    graph's batch is one micro-batch; a
 //    step runs `micro_batches` of them (a step's global batch is micro_batches
 //    times the graph's batch). Stage s's replica k runs micro-batches j with j

@@ -90,13 +90,15 @@ struct Scenario {
 };
 
 // Hybrid candidates are replicas of op placements; their wide stages are
-// simulated as the op placement's own engine would run it but for the
-// copies (made by the reading slot, where an op placement's links overlap
-// them) and the updates (after the backward, as PyTorch runs them): on
-// heft's and m_etf's placements of GNMT-4 and Inception-v3 on four P100s,
-// the placement as its strategy takes 1.00-1.12x the op placement's step
-// (1.037-1.107x in the 2026-11-29 run; 1.049-1.540x while each slot ran
-// its nodes in the view's order). Prints each ratio.
+// simulated as the op placement's own engine would run it (ready nodes by
+// priority, copies between slots on links) but for the updates (after the
+// backward, as PyTorch runs them; StrategySimulatorTest.
+// AnOpPlacementAsAStrategyUpdatesAfterItsBackward): on heft's and m_etf's
+// placements of GNMT-4 and Inception-v3 on four P100s, the placement as
+// its strategy takes 1.00-1.04x the op placement's step (1.000-1.031x in
+// the 2026-11-29 run; 1.037-1.107x while the reading slot made the
+// copies, 1.049-1.540x while each slot ran its nodes in the view's
+// order). Prints each ratio.
 TEST(StrategySearchTest, AnOpPlacementAsItsStrategyIsSimulatedNearlyAlike) {
   for (const char* model : {"gnmt4", "inception_v3"}) {
     absl::StatusOr<onnx::ModelProto> m = zoo::BuildZooModel(model, {});
@@ -118,8 +120,8 @@ TEST(StrategySearchTest, AnOpPlacementAsItsStrategyIsSimulatedNearlyAlike) {
       std::printf("%s %s: op placement %.6f s, as its strategy %.6f s (%.3fx)\n",
                   model, policy, op->step_seconds, wide->step.step_seconds,
                   ratio);
-      EXPECT_GE(ratio, 1.0) << model << " " << policy;
-      EXPECT_LE(ratio, 1.12) << model << " " << policy;
+      EXPECT_GE(ratio, 1.0 - 1e-9) << model << " " << policy;
+      EXPECT_LE(ratio, 1.04) << model << " " << policy;
     }
   }
 }

@@ -378,6 +378,27 @@ TEST(StrategyExecutorTest, EveryNodeRunIsReportedOnTheDeviceThatRanIt) {
     EXPECT_GT(t.bytes, 0);
     EXPECT_GE(t.seconds, 0);
   }
+  // One replica (no allreduce): the copies are the ones the simulator
+  // lowers, values and gradient buffers on the links, weights by their
+  // readers.
+  Strategy one = hybrid;
+  one.stages = {PipelineStage::OfReplicas({{0, 1}})};
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> alone =
+      StrategyExecutor::Create(view, cluster, one);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  absl::StatusOr<StepReport> ran = (*alone)->Step();
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  std::unique_ptr<ReadyOrder> order = NewCriticalPathReadyOrder();
+  SimulationContext context =
+      SimulationContext::Create(view, cluster, *costs, *order);
+  absl::StatusOr<StrategySimulation> simulated = SimulateStrategy(context, one);
+  ASSERT_TRUE(simulated.ok()) << simulated.status();
+  EXPECT_EQ(static_cast<int>(ran->transfers.size()),
+            simulated->step.transfers_count);
+  int64_t bytes = 0;
+  for (const MeasuredTransfer& t : ran->transfers) bytes += t.bytes;
+  EXPECT_EQ(bytes, simulated->step.bytes_moved);
   MeasureOptions options;
   options.steps = 1;
   options.warmup = 0;

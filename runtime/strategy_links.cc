@@ -1,0 +1,157 @@
+// The strategy executor's links (runtime/strategy_executor.h): within a
+// wide replica, what a slot's node makes for another slot's nodes is
+// copied by the link's own worker once made, as the simulator's wide pass
+// puts those copies on links (simulator/stage_plan.h's SlotRead): a value
+// of the forward, once its node has run; a slot's summed partial
+// gradients of a sum whose sink is on another slot, once the slot's last
+// partial of the task is made. The reading node waits for the copy.
+#include <set>
+#include <utility>
+
+#include "base/stopwatch.h"
+#include "base/torch_status.h"
+#include "runtime/executor_ops.h"
+#include "runtime/strategy_executor_impl.h"
+#include "runtime/torch_devices.h"
+
+namespace placer {
+
+void TorchStrategyExecutor::InitLinks() {
+  const int N = static_cast<int>(view_.nodes().size());
+  const int sums = static_cast<int>(view_.gradient_sums().size());
+  link_tables_ = StrategyLinkTables();
+  link_tables_.sends.assign(N, {});
+  link_tables_.reads.assign(N, {});
+  std::map<std::pair<int, int>, int> expected;  // per (src, dst) device
+  for (int s = 0; s < S_; ++s) {
+    const PipelineStage& stage = strategy_.stages[s];
+    if (stage.width() == 1) continue;
+    // Values of the forward read on other slots: sent once per slot.
+    std::vector<std::pair<int, int>> value_links;  // (from, to) slot
+    for (int n : forward_[s]) {
+      for (int v : view_.node(n).outputs) {
+        if (view_.value(v).kind != ValueKind::kActivation) continue;
+        std::set<int> slots;
+        for (int c : view_.value(v).consumers) {
+          if (view_.node(c).kind != NodeKind::kForward ||
+              StageOfNode(c) != s || SlotOfNode(c) == SlotOfNode(n) ||
+              AllOutputsFolded(graph_, graph_.op(view_.node(c).forward_op))) {
+            continue;
+          }
+          slots.insert(SlotOfNode(c));
+          link_tables_.reads[c].push_back(v);
+        }
+        for (int slot : slots) {
+          link_tables_.sends[n].push_back({v, slot});
+          value_links.emplace_back(SlotOfNode(n), slot);
+        }
+      }
+    }
+    // Partials of a sum whose sink, a backward node of the stage, is on
+    // another slot: each slot's buffer once.
+    for (int sm = 0; sm < sums; ++sm) {
+      const int sink = view_.gradient_sums()[sm].sink;
+      if (view_.node(sink).kind != NodeKind::kBackward ||
+          StageOfNode(sink) != s) {
+        continue;
+      }
+      for (int p : view_.gradient_sums()[sm].partials) {
+        const int producer = view_.value(p).producer;
+        const int slot = SlotOfNode(producer);
+        if (StageOfNode(producer) != s || slot == SlotOfNode(sink)) continue;
+        if (++link_tables_.partials[{sm, slot}] == 1) {
+          link_tables_.reads[sink].push_back(SumItem(sm, slot));
+          value_links.emplace_back(slot, SlotOfNode(sink));
+        }
+        link_tables_.sends[producer].push_back({sm, SlotOfNode(sink)});
+      }
+    }
+    // Copies per step on each link of this process's replicas.
+    for (int j = 0; j < M_; ++j) {
+      const int k = j % stage.num_replicas();
+      if (!Local(stage.device(k, 0))) continue;
+      for (auto [from, to] : value_links) {
+        ++expected[{stage.device(k, from), stage.device(k, to)}];
+      }
+    }
+  }
+  for (const auto& [link, count] : expected) {
+    link_tables_.ordinal[link] = static_cast<int>(link_tables_.devices.size());
+    link_tables_.devices.push_back(link);
+    link_tables_.expected.push_back(count);
+  }
+}
+
+int64_t TorchStrategyExecutor::LinkKey(int lane, int item, int d) const {
+  const int64_t items =
+      V_ + static_cast<int64_t>(view_.gradient_sums().size()) * W_;
+  return (static_cast<int64_t>(lane) * items + item) * D_ + d;
+}
+
+int TorchStrategyExecutor::LinkedSinkSlot(int n, int sum) const {
+  for (auto [item, slot] : link_tables_.sends[n]) {
+    if (item == sum) return slot;
+  }
+  return -1;
+}
+
+void TorchStrategyExecutor::QueueCopy(int src, int dst,
+                                      StrategySlotCopy copy) {
+  links_.queued[link_tables_.ordinal.at({src, dst})].push_back(std::move(copy));
+  link_cv_.SignalAll();
+}
+
+bool TorchStrategyExecutor::ArrivedLocked(int n, int lane, int d) const {
+  for (int item : link_tables_.reads[n]) {
+    if (!links_.arrived.contains(LinkKey(lane, item, d))) return false;
+  }
+  return true;
+}
+
+torch::Tensor TorchStrategyExecutor::TakeArrivedLocked(int lane, int item,
+                                                       int d) {
+  auto at = links_.arrived.find(LinkKey(lane, item, d));
+  if (at == links_.arrived.end()) return torch::Tensor();
+  return std::exchange(at->second, torch::Tensor());
+}
+
+void TorchStrategyExecutor::LinkWorker(int link) {
+  const int src = link_tables_.devices[link].first;
+  const int dst = link_tables_.devices[link].second;
+  // What the copy allocates is the destination's.
+  auto reporting = ReportAllocations(dst);
+  const bool timed = devices_[dst].is_cpu() || options_.time_gpu_nodes;
+  for (int k = 0; k < link_tables_.expected[link]; ++k) {
+    StrategySlotCopy copy;
+    {
+      absl::MutexLock lock(&mu_);
+      std::deque<StrategySlotCopy>& queue = links_.queued[link];
+      while (failure_.ok() && queue.empty()) link_cv_.Wait(&mu_);
+      if (!failure_.ok()) return;
+      copy = std::move(queue.front());
+      queue.pop_front();
+    }
+    torch::Tensor made;
+    const absl::Status status = CatchExceptions("", [&] {
+      const SteadyClock::time_point start = SteadyClock::now();
+      made = On(copy.tensor, src, dst);
+      copy.tensor = torch::Tensor();
+      if (timed) {
+        Synchronize(devices_[dst]);
+        link_transfers_[link].push_back({copy.value, src, dst,
+                                         TensorBytes(made),
+                                         SecondsSince(start)});
+      }
+      return absl::OkStatus();
+    });
+    if (!status.ok()) {
+      Fail(status);
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    links_.arrived[copy.key] = std::move(made);
+    slots_cv_.SignalAll();
+  }
+}
+
+}  // namespace placer
