@@ -164,24 +164,28 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // d's transfers_ (as value v) and copy_seconds_. Device d's worker only.
   torch::Tensor CopyIn(const torch::Tensor& tensor, int v, int from, int d);
   // Copies between a wide replica's slots (strategy_links.cc): the tables;
-  // where item `item` (a value, or SumItem: slot `slot`'s buffer of
-  // gradient sum `sum`) of lane `lane` arrives on device d; a copy queued
-  // on link src -> dst; whether every
-  // item node n reads through links has arrived; an arrived item's tensor
-  // (undefined once taken); a link's worker, which makes the step's
-  // copies in order, timed into link_transfers_, and wakes their readers.
+  // where item `item` (a value, or SumItem: slot `slot`'s buffer of sum
+  // `sum`) of lane `lane` arrives on device d; a copy queued for link src
+  // -> dst's worker; d's worker sending `copies` ((to, copy); emptied),
+  // those between CPU devices made at once by it (CopiedBySender: a core
+  // copies either way, and no hand-off), timed into d's transfers_;
+  // whether every item node n reads by link has arrived; an arrived
+  // item's tensor (undefined once taken); a link's worker (the step's
+  // copies in order, timed into link_transfers_); the slot of the sink
+  // that backward node n's partial of `sum` goes to by link (-1: none).
   void InitLinks();
   int SumItem(int sum, int slot) const { return V_ + sum * W_ + slot; }
   int64_t LinkKey(int lane, int item, int d) const;
   void QueueCopy(int src, int dst, StrategySlotCopy copy)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendToSlots(int d, std::vector<std::pair<int, StrategySlotCopy>>* copies)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  bool CopiedBySender(int src, int dst) const;
   bool ArrivedLocked(int n, int lane, int d) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   torch::Tensor TakeArrivedLocked(int lane, int item, int d)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LinkWorker(int link);
-  // The slot of the sink that backward node n's partial of `sum` goes to
-  // by link; -1: none.
   int LinkedSinkSlot(int n, int sum) const;
   // Node n has run on device d from `start`: its run into node_runs_[d],
   // without the copies and waits for other devices it made meanwhile

@@ -1,10 +1,13 @@
 // The strategy executor's links (runtime/strategy_executor.h): within a
 // wide replica, what a slot's node makes for another slot's nodes is
-// copied by the link's own worker once made, as the simulator's wide pass
-// puts those copies on links (simulator/stage_plan.h's SlotRead): a value
-// of the forward, once its node has run; a slot's summed partial
-// gradients of a sum whose sink is on another slot, once the slot's last
-// partial of the task is made. The reading node waits for the copy.
+// copied once made, as the simulator's wide pass puts those copies on
+// links (simulator/stage_plan.h's SlotRead): a value of the forward, once
+// its node has run; a slot's summed partial gradients of a sum whose sink
+// is on another slot, once the slot's last partial of the task is made.
+// Between GPUs (or a GPU and the CPU) the link's own worker copies; between
+// CPU devices the sender does, right away (a core copies either way, and a
+// hand-off to another thread costs more than small copies take). The
+// reading node waits for the copy.
 #include <set>
 #include <utility>
 
@@ -76,6 +79,7 @@ void TorchStrategyExecutor::InitLinks() {
     }
   }
   for (const auto& [link, count] : expected) {
+    if (CopiedBySender(link.first, link.second)) continue;  // no worker
     link_tables_.ordinal[link] = static_cast<int>(link_tables_.devices.size());
     link_tables_.devices.push_back(link);
     link_tables_.expected.push_back(count);
@@ -86,6 +90,10 @@ int64_t TorchStrategyExecutor::LinkKey(int lane, int item, int d) const {
   const int64_t items =
       V_ + static_cast<int64_t>(view_.gradient_sums().size()) * W_;
   return (static_cast<int64_t>(lane) * items + item) * D_ + d;
+}
+
+bool TorchStrategyExecutor::CopiedBySender(int src, int dst) const {
+  return devices_[src].is_cpu() && devices_[dst].is_cpu();
 }
 
 int TorchStrategyExecutor::LinkedSinkSlot(int n, int sum) const {
@@ -99,6 +107,28 @@ void TorchStrategyExecutor::QueueCopy(int src, int dst,
                                       StrategySlotCopy copy) {
   links_.queued[link_tables_.ordinal.at({src, dst})].push_back(std::move(copy));
   link_cv_.SignalAll();
+}
+
+void TorchStrategyExecutor::SendToSlots(
+    int d, std::vector<std::pair<int, StrategySlotCopy>>* copies) {
+  if (copies->empty()) return;
+  std::vector<std::pair<int64_t, torch::Tensor>> made;
+  for (auto& [to, copy] : *copies) {
+    if (!CopiedBySender(d, to)) continue;
+    auto reporting = ReportAllocations(to);  // the copy is the reader's
+    const SteadyClock::time_point start = SteadyClock::now();
+    torch::Tensor here = On(copy.tensor, d, to);
+    transfers_[d].push_back(
+        {copy.value, d, to, TensorBytes(here), SecondsSince(start)});
+    made.emplace_back(copy.key, std::move(here));
+  }
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, tensor] : made) links_.arrived[key] = std::move(tensor);
+  for (auto& [to, copy] : *copies) {
+    if (!CopiedBySender(d, to)) QueueCopy(d, to, std::move(copy));
+  }
+  copies->clear();
+  if (!made.empty()) slots_cv_.SignalAll();
 }
 
 bool TorchStrategyExecutor::ArrivedLocked(int n, int lane, int d) const {

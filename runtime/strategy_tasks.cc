@@ -163,6 +163,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     }
     return in;
   };
+  std::vector<std::pair<int, StrategySlotCopy>> outgoing;  // SendToSlots'
   // -1: every node has run, or the step failed elsewhere.
   std::vector<int> pending = SlotNodes(forward_[s], d);
   for (int n = NextNode(&pending, j, d); n >= 0;
@@ -227,9 +228,10 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
       // What other slots read of it, to their links.
       for (auto [v, slot] : link_tables_.sends[n]) {
         const int to = strategy_.stages[s].device(replica_of_device_[d], slot);
-        QueueCopy(d, to, {LinkKey(lane, v, to), v, values_[lane][v]});
+        outgoing.push_back({to, {LinkKey(lane, v, to), v, values_[lane][v]}});
       }
     }
+    SendToSlots(d, &outgoing);
     results->clear();  // what this node made is held where it is needed
     if (!rerun_made.empty()) ParkSaved(s, j, d, &rerun_made);
     RETURN_IF_ERROR(CheckMemory(n, j, d));
@@ -271,6 +273,7 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
   }
   // Per sum sent by link from this slot: its partials still to make.
   std::map<int, int> linked_left;
+  std::vector<std::pair<int, StrategySlotCopy>> outgoing;  // SendToSlots'
   std::vector<int> pending = SlotNodes(backward_[s], d);
   for (int n = NextNode(&pending, j, d); n >= 0;
        n = NextNode(&pending, j, d)) {
@@ -374,15 +377,15 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
         if (--left->second == 0) {
           const int to =
               strategy_.stages[s].device(replica_of_device_[d], sink_slot);
-          QueueCopy(d, to,
-                    {LinkKey(lane, SumItem(sm, my_slot), to),
-                     view_.node(n).outputs[k],
-                     std::move(buffer)});
+          outgoing.push_back({to,
+                              {LinkKey(lane, SumItem(sm, my_slot), to),
+                               view_.node(n).outputs[k], std::move(buffer)}});
           continue;
         }
       }
       partials_[lane][PartialIndex(sm, s, my_slot)] = std::move(buffer);
     }
+    SendToSlots(d, &outgoing);
     RETURN_IF_ERROR(CheckMemory(n, j, d));
     MarkNodeDone(n, j);
   }
