@@ -58,7 +58,7 @@ struct Fixture {
         cluster(std::move(c)) {}
 
   SimulationResult Run(const std::map<std::string, int>& where,
-                       bool record = false) {
+                       bool record = false, bool later = false) {
     Placement p;
     p.device_of_op.assign(graph.ops().size(), 0);
     for (const auto& [key, d] : where) {
@@ -70,6 +70,7 @@ struct Fixture {
         SimulationContext::Create(view, cluster, *costs, *order);
     SimulationOptions options;
     options.record_schedule = record;
+    options.later_micro_batch = later;
     absl::StatusOr<SimulationResult> r = Simulate(c, p, options);
     EXPECT_TRUE(r.ok()) << r.status();
     return *r;
@@ -327,6 +328,17 @@ TEST(SimulatorTest, PartialGradientsAreSummedWhereTheyAreMade) {
   EXPECT_EQ(gradients_home, 1);
   EXPECT_EQ(r.bytes_moved, 16 + 8 + 16 + 8);
   EXPECT_EQ(r.peak_memory_bytes, (std::vector<int64_t>{80, 80}));
+  // As a later micro-batch of an accumulation loop (the same events): A
+  // holds W's accumulator (16) from the start, and W's sum is complete
+  // once B's buffer and grad:m0's partial have both reached A; so at
+  // grad:m0's start A holds 80 + 16 = 96, and once grad:m0 ends the sum
+  // goes into the accumulator. B holds no accumulator: 80.
+  SimulationResult later =
+      f.Run({{"m1", 1}, {"m2", 1}, {"m3", 1}}, false, /*later=*/true);
+  EXPECT_EQ(later.peak_memory_bytes, r.peak_memory_bytes);
+  EXPECT_EQ(later.accumulator_bytes, (std::vector<int64_t>{16, 0}));
+  EXPECT_EQ(later.later_peak_memory_bytes, (std::vector<int64_t>{96, 80}));
+  EXPECT_EQ(later.later_peak_breakdown[0].gradients, 16 + 16 + 8 + 16);
   // On one device nothing moves; W's four partials share one buffer: W and
   // momentum 32, x 8, y0..y2 24 (y3 freed unread); grad:m3 writes 24 (88),
   // frees y2 and keeps dW and dy2 as buffers (80); grad:m2 writes 24 more:
