@@ -75,11 +75,14 @@ struct StrategySlotLinks {
 
 // The links between wide replicas' slots (InitLinks): per node, what it
 // sends once made ((value, slot); a backward node: (sum, slot), per
-// partial) and the items it reads through links; per (sum, slot), the
-// partials a task makes there of a sum sent; per link (ordinal), its
-// (src, dst) devices and copies per step; per (src, dst), its ordinal.
+// partial) and the items it reads through links; per (stage, slot), the
+// weights it sends at a forward task's start ((value, slot)); per (sum,
+// slot), the partials a task makes there of a sum sent; per link
+// (ordinal), its (src, dst) devices and copies per step; per (src, dst),
+// its ordinal.
 struct StrategyLinkTables {
   std::vector<std::vector<std::pair<int, int>>> sends;
+  std::map<std::pair<int, int>, std::vector<std::pair<int, int>>> weights;
   std::vector<std::vector<int>> reads;
   std::map<std::pair<int, int>, int> partials;
   std::vector<std::pair<int, int>> devices;

@@ -19,10 +19,11 @@
 //    first in the view's order), a node being ready once the nodes of its
 //    task that make what it reads (values, partial gradients it sums) have
 //    run, on any slot, and what it reads from other slots has arrived: a
-//    value, or a slot's summed partials of a gradient it sums, is copied
-//    by the worker of the link between the two devices once made (in the
-//    order made); a weight held by another slot it copies in itself. The
-//    task ends when every
+//    value once made, a weight at the task's start, a slot's summed
+//    partials of a gradient it sums once complete, each copied (in the
+//    order sent) by the worker of the link between the two devices, or
+//    between CPU devices by the sender's worker at once. The task ends
+//    when every
 //    slot has run its part; then each device adds the gradients of its
 //    slot's parameters (from every slot's partials) into its accumulators.
 //    Each slot's devices across the replicas sum that slot's

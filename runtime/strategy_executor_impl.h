@@ -167,18 +167,16 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // where item `item` (a value, or SumItem: slot `slot`'s buffer of sum
   // `sum`) of lane `lane` arrives on device d; a copy queued for link src
   // -> dst's worker; d's worker sending `copies` ((to, copy); emptied),
-  // those between CPU devices made at once by it (CopiedBySender: a core
-  // copies either way, and no hand-off), timed into d's transfers_;
-  // whether every item node n reads by link has arrived; an arrived
-  // item's tensor (undefined once taken); a link's worker (the step's
-  // copies in order, timed into link_transfers_); the slot of the sink
-  // that backward node n's partial of `sum` goes to by link (-1: none).
+  // those between CPU devices made at once by it (CopiedBySender), timed
+  // into d's transfers_; whether every item node n reads by link has
+  // arrived; an arrived item (undefined once taken); a link's worker; the
+  // slot of the sink backward node n's partial of `sum` goes to (or -1).
   void InitLinks();
   int SumItem(int sum, int slot) const { return V_ + sum * W_ + slot; }
   int64_t LinkKey(int lane, int item, int d) const;
   void QueueCopy(int src, int dst, StrategySlotCopy copy)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendToSlots(int d, std::vector<std::pair<int, StrategySlotCopy>>* copies)
+  void SendToSlots(int d, std::vector<std::pair<int, StrategySlotCopy>>* out)
       ABSL_LOCKS_EXCLUDED(mu_);
   bool CopiedBySender(int src, int dst) const;
   bool ArrivedLocked(int n, int lane, int d) const
@@ -574,12 +572,10 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // the workers start and clears them after they are joined.
   absl::Mutex mu_;
   absl::CondVar cv_;
-  // Waits for nodes of other slots within a wide replica's task, and for
-  // their copies.
+  // Waits for nodes of other slots within a wide replica's task and copies.
   absl::CondVar slots_cv_;
   StrategyLinkTables link_tables_;  // InitLinks'
-  // Per link, its worker's copies' times in the step.
-  std::vector<std::vector<MeasuredTransfer>> link_transfers_;
+  std::vector<std::vector<MeasuredTransfer>> link_transfers_;  // per link
   StrategySlotLinks links_ ABSL_GUARDED_BY(mu_);
   absl::CondVar link_cv_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);

@@ -2,8 +2,9 @@
 // wide replica, what a slot's node makes for another slot's nodes is
 // copied once made, as the simulator's wide pass puts those copies on
 // links (simulator/stage_plan.h's SlotRead): a value of the forward, once
-// its node has run; a slot's summed partial gradients of a sum whose sink
-// is on another slot, once the slot's last partial of the task is made.
+// its node has run; a weight, at the forward task's start; a slot's summed
+// partial gradients of a sum whose sink is on another slot, once the
+// slot's last partial of the task is made.
 // Between GPUs (or a GPU and the CPU) the link's own worker copies; between
 // CPU devices the sender does, right away (a core copies either way, and a
 // hand-off to another thread costs more than small copies take). The
@@ -48,6 +49,26 @@ void TorchStrategyExecutor::InitLinks() {
           link_tables_.sends[n].push_back({v, slot});
           value_links.emplace_back(SlotOfNode(n), slot);
         }
+      }
+    }
+    // Weights of one slot read on another: sent at the task's start.
+    for (int v = 0; v < V_; ++v) {
+      const int g = group_of_parameter_[v];
+      if (g < 0 || strategy_.stage_of_op[g] != s) continue;
+      const int holder = SlotOfOp(strategy_, g);
+      std::set<int> slots;
+      for (int c : view_.value(v).consumers) {
+        if (view_.node(c).kind != NodeKind::kForward ||
+            StageOfNode(c) != s || SlotOfNode(c) == holder ||
+            AllOutputsFolded(graph_, graph_.op(view_.node(c).forward_op))) {
+          continue;
+        }
+        slots.insert(SlotOfNode(c));
+        link_tables_.reads[c].push_back(v);
+      }
+      for (int slot : slots) {
+        link_tables_.weights[{s, holder}].push_back({v, slot});
+        value_links.emplace_back(holder, slot);
       }
     }
     // Partials of a sum whose sink, a backward node of the stage, is on

@@ -60,7 +60,16 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::ForwardNode(
           in = params_[d][v];
         } else {
           auto [at, fresh] = copied->emplace(v, torch::Tensor());
-          if (fresh) at->second = CopyIn(params_[holder][v], v, holder, d);
+          if (fresh) {
+            // A wide replica's other slot sent it (strategy_links.cc).
+            {
+              absl::MutexLock lock(&mu_);
+              at->second = TakeArrivedLocked(lane, v, d);
+            }
+            if (!at->second.defined()) {
+              at->second = CopyIn(params_[holder][v], v, holder, d);
+            }
+          }
           in = at->second;
         }
       } else if (value.kind == ValueKind::kGraphInput) {
@@ -164,6 +173,15 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     return in;
   };
   std::vector<std::pair<int, StrategySlotCopy>> outgoing;  // SendToSlots'
+  // The weights other slots of a wide replica read, to their links.
+  if (auto at = link_tables_.weights.find({s, slot_of_device_[d]});
+      at != link_tables_.weights.end()) {
+    for (auto [v, slot] : at->second) {
+      const int to = strategy_.stages[s].device(replica_of_device_[d], slot);
+      outgoing.push_back({to, {LinkKey(lane, v, to), v, params_[d][v]}});
+    }
+    SendToSlots(d, &outgoing);
+  }
   // -1: every node has run, or the step failed elsewhere.
   std::vector<int> pending = SlotNodes(forward_[s], d);
   for (int n = NextNode(&pending, j, d); n >= 0;

@@ -35,12 +35,12 @@ std::vector<std::pair<int, int>> PassEdges(const TrainingView& view,
 // its slot's device, which runs, whenever it is free, its ready node with
 // the lowest priority (the context's ready order, then `nodes`' order),
 // a node being ready once its `edges` (PassEdges) and the copies it reads
-// have ended. A value or buffer from another slot is a copy on the link
-// between the two devices (booked in the order copies become ready) once
-// its `made_by` have ended; a weight of another slot is copied by the
-// reading device before it computes. `extra` is added to a node's time
-// (its partial additions). Returns each node's end, from the task's
-// start, and fills each slot's busy seconds.
+// have ended. What a node reads from another slot is a copy on the link
+// between the two devices (booked in the order copies become ready): a
+// value or buffer once its `made_by` have ended, a weight from the task's
+// start. `extra` is added to a node's time (its partial additions).
+// Returns each node's end, from the task's start, and fills each slot's
+// busy seconds.
 std::vector<double> ScheduleWideTask(
     const SimulationContext& context, const std::vector<int>& nodes,
     const std::vector<std::vector<SlotRead>>& reads,
@@ -56,15 +56,7 @@ std::vector<double> ScheduleWideTask(
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int slot = slot_of_node[nodes[i]];
     const int device = stage.device(replica, slot);
-    double copies = 0;
-    for (const SlotRead& read : reads[i]) {
-      if (!read.made_by.empty()) continue;
-      copies += context.costs().TransferSeconds(
-          read.bytes, context.cluster(), stage.device(replica, read.from_slot),
-          device);
-    }
-    const double seconds =
-        copies + context.node_seconds(nodes[i], device) + extra[i];
+    const double seconds = context.node_seconds(nodes[i], device) + extra[i];
     (*busy)[slot] += seconds;
     // Task i is node i of the pass.
     graph.AddTask(
@@ -76,7 +68,6 @@ std::vector<double> ScheduleWideTask(
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int slot = slot_of_node[nodes[i]];
     for (const SlotRead& read : reads[i]) {
-      if (read.made_by.empty()) continue;
       auto [link, fresh] = links.emplace(
           std::make_pair(read.from_slot, slot), graph.num_resources());
       if (fresh) graph.AddResource(ResourceOrder::kArrival);

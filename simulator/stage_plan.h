@@ -29,7 +29,8 @@ namespace placer {
 // `from_slot`: a value, once the task's node that makes it has ended, or
 // a summed gradient buffer, once every node of the task on that slot
 // making a partial of it has (`made_by`: their positions in the pass); a
-// weight (`made_by` empty), from the task's start.
+// weight (`made_by` empty), from the task's start. Each is a copy on the
+// link between the two slots' devices.
 struct SlotRead {
   std::vector<int> made_by;
   int from_slot = 0;
@@ -155,7 +156,7 @@ struct WideTaskTimes {
 // Per stage, per replica: the times of a wide stage's tasks (Strategy's
 // contract: each slot's device takes its ready nodes by the context's
 // priority; what a node reads from another slot is copied on the link
-// between their devices once made, a weight by the reading device), each
+// between their devices once made, a weight from the task's start), each
 // task lowered to a TaskGraph of its nodes and run on the event engine
 // (engine.h); empty for a stage of one slot.
 std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(

@@ -17,9 +17,9 @@
 //    node being ready once the nodes of the task it reads from, on any
 //    slot, have run and what it reads from other slots has arrived (a
 //    value or a slot's summed partial gradients copied on the link between
-//    the two devices once made), and the next task starts once every slot
-//    has ended this one. A weight's readers may be on other slots of its
-//    stage (they copy it themselves). The
+//    the two devices once made, a weight from the task's start), and the
+//    next task starts once every slot has ended this one. A weight's
+//    readers may be on other slots of its stage. The
 //    graph's batch is one micro-batch; a
 //    step runs `micro_batches` of them (a step's global batch is micro_batches
 //    times the graph's batch). Stage s's replica k runs micro-batches j with j

@@ -379,8 +379,7 @@ TEST(StrategyExecutorTest, EveryNodeRunIsReportedOnTheDeviceThatRanIt) {
     EXPECT_GE(t.seconds, 0);
   }
   // One replica (no allreduce): the copies are the ones the simulator
-  // lowers, values and gradient buffers on the links, weights by their
-  // readers.
+  // lowers: values, weights and gradient buffers on the links.
   Strategy one = hybrid;
   one.stages = {PipelineStage::OfReplicas({{0, 1}})};
   absl::StatusOr<std::unique_ptr<StrategyExecutor>> alone =
