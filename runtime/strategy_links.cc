@@ -1,15 +1,14 @@
 // The strategy executor's links (runtime/strategy_executor.h): within a
-// wide replica, what a slot's node makes for another slot's nodes is
-// copied once made, as the simulator's wide pass puts those copies on
-// links (simulator/stage_plan.h's SlotRead): a value of the forward, once
-// its node has run; a weight, at the forward task's start; a slot's summed
-// partial gradients of a sum whose sink is on another slot, once the
-// slot's last partial of the task is made.
+// wide replica, what crosses slots (WideStageCopies, simulator/strategy.h,
+// the rule the simulator's wide pass lowers to link copies) is copied once
+// made: a value of the forward, once its node has run; a weight, at the
+// forward task's start; a slot's summed partial gradients of a sum whose
+// sink is on another slot, once the slot's last partial of the task is
+// made.
 // Between GPUs (or a GPU and the CPU) the link's own worker copies; between
 // CPU devices the sender does, right away (a core copies either way, and a
 // hand-off to another thread costs more than small copies take). The
 // reading node waits for the copy.
-#include <set>
 #include <utility>
 
 #include "base/stopwatch.h"
@@ -22,79 +21,49 @@ namespace placer {
 
 void TorchStrategyExecutor::InitLinks() {
   const int N = static_cast<int>(view_.nodes().size());
-  const int sums = static_cast<int>(view_.gradient_sums().size());
   link_tables_ = StrategyLinkTables();
   link_tables_.sends.assign(N, {});
   link_tables_.reads.assign(N, {});
+  const std::vector<std::vector<SlotCopy>> crossing =
+      WideStageCopies(view_, strategy_);
   std::map<std::pair<int, int>, int> expected;  // per (src, dst) device
   for (int s = 0; s < S_; ++s) {
     const PipelineStage& stage = strategy_.stages[s];
-    if (stage.width() == 1) continue;
-    // Values of the forward read on other slots: sent once per slot.
-    std::vector<std::pair<int, int>> value_links;  // (from, to) slot
-    for (int n : forward_[s]) {
-      for (int v : view_.node(n).outputs) {
-        if (view_.value(v).kind != ValueKind::kActivation) continue;
-        std::set<int> slots;
-        for (int c : view_.value(v).consumers) {
-          if (view_.node(c).kind != NodeKind::kForward ||
-              StageOfNode(c) != s || SlotOfNode(c) == SlotOfNode(n) ||
-              AllOutputsFolded(graph_, graph_.op(view_.node(c).forward_op))) {
+    std::vector<std::pair<int, int>> sent;  // (from, to) slot, per copy
+    for (const SlotCopy& copy : crossing[s]) {
+      if (copy.sum >= 0) {
+        const int item = SumItem(copy.sum, copy.from_slot);
+        link_tables_.reads[copy.readers[0]].push_back(item);
+        link_tables_.partials[{copy.sum, copy.from_slot}] =
+            static_cast<int>(copy.made_by.size());
+        for (int m : copy.made_by) {
+          link_tables_.sends[m].push_back({copy.sum, copy.to_slot});
+        }
+      } else {
+        // An op the importer folded reads nothing here (nor is what it
+        // would read kept for it): no copy for it alone.
+        bool read = false;
+        for (int c : copy.readers) {
+          if (AllOutputsFolded(graph_, graph_.op(view_.node(c).forward_op))) {
             continue;
           }
-          slots.insert(SlotOfNode(c));
-          link_tables_.reads[c].push_back(v);
+          link_tables_.reads[c].push_back(copy.value);
+          read = true;
         }
-        for (int slot : slots) {
-          link_tables_.sends[n].push_back({v, slot});
-          value_links.emplace_back(SlotOfNode(n), slot);
-        }
+        if (!read) continue;
+        std::vector<std::pair<int, int>>& from =
+            copy.made_by.empty()
+                ? link_tables_.weights[{s, copy.from_slot}]
+                : link_tables_.sends[copy.made_by[0]];
+        from.push_back({copy.value, copy.to_slot});
       }
-    }
-    // Weights of one slot read on another: sent at the task's start.
-    for (int v = 0; v < V_; ++v) {
-      const int g = group_of_parameter_[v];
-      if (g < 0 || strategy_.stage_of_op[g] != s) continue;
-      const int holder = SlotOfOp(strategy_, g);
-      std::set<int> slots;
-      for (int c : view_.value(v).consumers) {
-        if (view_.node(c).kind != NodeKind::kForward ||
-            StageOfNode(c) != s || SlotOfNode(c) == holder ||
-            AllOutputsFolded(graph_, graph_.op(view_.node(c).forward_op))) {
-          continue;
-        }
-        slots.insert(SlotOfNode(c));
-        link_tables_.reads[c].push_back(v);
-      }
-      for (int slot : slots) {
-        link_tables_.weights[{s, holder}].push_back({v, slot});
-        value_links.emplace_back(holder, slot);
-      }
-    }
-    // Partials of a sum whose sink, a backward node of the stage, is on
-    // another slot: each slot's buffer once.
-    for (int sm = 0; sm < sums; ++sm) {
-      const int sink = view_.gradient_sums()[sm].sink;
-      if (view_.node(sink).kind != NodeKind::kBackward ||
-          StageOfNode(sink) != s) {
-        continue;
-      }
-      for (int p : view_.gradient_sums()[sm].partials) {
-        const int producer = view_.value(p).producer;
-        const int slot = SlotOfNode(producer);
-        if (StageOfNode(producer) != s || slot == SlotOfNode(sink)) continue;
-        if (++link_tables_.partials[{sm, slot}] == 1) {
-          link_tables_.reads[sink].push_back(SumItem(sm, slot));
-          value_links.emplace_back(slot, SlotOfNode(sink));
-        }
-        link_tables_.sends[producer].push_back({sm, SlotOfNode(sink)});
-      }
+      sent.emplace_back(copy.from_slot, copy.to_slot);
     }
     // Copies per step on each link of this process's replicas.
     for (int j = 0; j < M_; ++j) {
       const int k = j % stage.num_replicas();
       if (!Local(stage.device(k, 0))) continue;
-      for (auto [from, to] : value_links) {
+      for (auto [from, to] : sent) {
         ++expected[{stage.device(k, from), stage.device(k, to)}];
       }
     }

@@ -170,10 +170,8 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
         break;
     }
   }
-  std::vector<int> group_of_parameter(view.values().size(), -1);
   for (int g = 0; g < view.num_groups(); ++g) {
     for (int v : view.group_parameters(g)) {
-      group_of_parameter[v] = g;
       plan.stages[strategy.stage_of_op[g]]
           .parameter_bytes[SlotOfOp(strategy, g)] += held(v);
     }
@@ -211,74 +209,40 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     for (auto [s, slot] : input_of) {
       plan.stages[s].input_bytes[slot] += held(v);
     }
-    // Forward reads from another slot of the same stage: made in the task
-    // (an activation) or before it (a weight of another slot).
-    const bool weight = value.kind == ValueKind::kParameter;
-    const bool made = value.kind == ValueKind::kActivation &&
-                      value.producer >= 0 &&
-                      view.node(value.producer).kind == NodeKind::kForward;
-    if (weight || made) {
-      int owner_slot = -1, owner_stage = -1;
-      if (made) {
-        owner_slot = slot_of[value.producer];
-        owner_stage = stage_of_node(value.producer);
-      } else if (group_of_parameter[v] >= 0) {
-        owner_slot = SlotOfOp(strategy, group_of_parameter[v]);
-        owner_stage = strategy.stage_of_op[group_of_parameter[v]];
-      }
-      // Copied once per task onto each other slot that reads it: by its
-      // first reader there.
-      std::map<int, int> first_reader;  // slot -> position in `forward`
-      for (int c : value.consumers) {
-        if (view.node(c).kind != NodeKind::kForward ||
-            stage_of_node(c) != owner_stage || slot_of[c] == owner_slot ||
-            owner_slot < 0) {
-          continue;
-        }
-        auto [at, fresh] = first_reader.emplace(slot_of[c], position[c]);
-        if (!fresh) at->second = std::min(at->second, position[c]);
-      }
-      for (auto [slot, reader] : first_reader) {
-        SlotRead read;
-        if (made) read.made_by = {position[value.producer]};
-        read.from_slot = owner_slot;
-        read.bytes = value.bytes;
-        plan.stages[owner_stage].forward_reads[reader].push_back(
-            std::move(read));
-      }
-    }
     if (value.kind != ValueKind::kActivation || value.producer < 0) continue;
     const int from = stage_of_node(value.producer);
     for (int to : read_in) {
       if (to != from) plan.forward_bytes[from * S + to] += value.bytes;
     }
   }
-  // One summed buffer per gradient and stage making partials of it; within
-  // a wide stage, the sink copies each other slot's buffer once that
-  // slot's last partial is made.
+  // One summed buffer per gradient and stage making partials of it.
   for (const GradientSum& sum : view.gradient_sums()) {
     const int to = stage_of_node(sum.sink);
     std::set<int> makers;
-    std::map<int, std::vector<int>> made_on_slot;  // positions, per slot
     for (int p : sum.partials) {
-      const int producer = view.value(p).producer;
-      makers.insert(stage_of_node(producer));
-      if (stage_of_node(producer) == to &&
-          slot_of[producer] != slot_of[sum.sink]) {
-        made_on_slot[slot_of[producer]].push_back(position[producer]);
-      }
+      makers.insert(stage_of_node(view.value(p).producer));
     }
     for (int from : makers) {
       if (from != to) plan.gradient_bytes[to * S + from] += sum.bytes;
     }
-    if (view.node(sum.sink).kind != NodeKind::kBackward) continue;
-    for (auto& [slot, made_by] : made_on_slot) {
+  }
+  // Within a wide stage's task, what crosses slots (WideStageCopies),
+  // charged to its first reader there: a value or weight to a forward
+  // node, a slot's summed buffer to the sum's sink.
+  const std::vector<std::vector<SlotCopy>> crossing =
+      WideStageCopies(view, strategy);
+  for (int s = 0; s < S; ++s) {
+    for (const SlotCopy& copy : crossing[s]) {
       SlotRead read;
-      read.made_by = std::move(made_by);
-      read.from_slot = slot;
-      read.bytes = sum.bytes;
-      plan.stages[to].backward_reads[position[sum.sink]].push_back(
-          std::move(read));
+      for (int m : copy.made_by) read.made_by.push_back(position[m]);
+      read.from_slot = copy.from_slot;
+      read.bytes = copy.sum >= 0 ? view.gradient_sums()[copy.sum].bytes
+                                 : view.value(copy.value).bytes;
+      int reader = position[copy.readers[0]];
+      for (int c : copy.readers) reader = std::min(reader, position[c]);
+      (copy.sum >= 0 ? plan.stages[s].backward_reads
+                     : plan.stages[s].forward_reads)[reader]
+          .push_back(std::move(read));
     }
   }
   // Partials added into buffers, per stage backward node.

@@ -1,6 +1,7 @@
 #include "simulator/strategy.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -440,6 +441,68 @@ std::vector<int> TaskDependencies(const TrainingView& view,
   std::sort(from.begin(), from.end());
   from.erase(std::unique(from.begin(), from.end()), from.end());
   return from;
+}
+
+std::vector<std::vector<SlotCopy>> WideStageCopies(const TrainingView& view,
+                                                   const Strategy& strategy) {
+  const int S = static_cast<int>(strategy.stages.size());
+  std::vector<std::vector<SlotCopy>> copies(S);
+  auto stage_of = [&](int n) {
+    return strategy.stage_of_op[view.node(n).forward_op];
+  };
+  auto slot_of = [&](int n) {
+    return SlotOfOp(strategy, view.node(n).forward_op);
+  };
+  auto wide = [&](int s) { return strategy.stages[s].width() > 1; };
+  std::vector<int> group_of_parameter(view.values().size(), -1);
+  for (int g = 0; g < view.num_groups(); ++g) {
+    for (int v : view.group_parameters(g)) group_of_parameter[v] = g;
+  }
+  for (int v = 0; v < static_cast<int>(view.values().size()); ++v) {
+    const TrainingValue& value = view.value(v);
+    int stage = -1, holder = -1;
+    std::vector<int> made_by;
+    if (value.kind == ValueKind::kActivation && value.producer >= 0 &&
+        view.node(value.producer).kind == NodeKind::kForward) {
+      stage = stage_of(value.producer);
+      holder = slot_of(value.producer);
+      made_by = {value.producer};
+    } else if (value.kind == ValueKind::kParameter &&
+               group_of_parameter[v] >= 0) {
+      stage = strategy.stage_of_op[group_of_parameter[v]];
+      holder = SlotOfOp(strategy, group_of_parameter[v]);
+    }
+    if (stage < 0 || !wide(stage)) continue;
+    std::map<int, std::vector<int>> readers;  // per slot
+    for (int c : value.consumers) {
+      if (view.node(c).kind == NodeKind::kForward && stage_of(c) == stage &&
+          slot_of(c) != holder) {
+        readers[slot_of(c)].push_back(c);
+      }
+    }
+    for (auto& [slot, nodes] : readers) {
+      copies[stage].push_back({v, -1, holder, slot, made_by, std::move(nodes)});
+    }
+  }
+  for (int x = 0; x < static_cast<int>(view.gradient_sums().size()); ++x) {
+    const GradientSum& sum = view.gradient_sums()[x];
+    if (view.node(sum.sink).kind != NodeKind::kBackward) continue;
+    const int stage = stage_of(sum.sink);
+    if (!wide(stage)) continue;
+    std::map<int, std::vector<int>> made_on;  // per slot
+    for (int p : sum.partials) {
+      const int producer = view.value(p).producer;
+      if (stage_of(producer) == stage &&
+          slot_of(producer) != slot_of(sum.sink)) {
+        made_on[slot_of(producer)].push_back(producer);
+      }
+    }
+    for (auto& [slot, made_by] : made_on) {
+      copies[stage].push_back(
+          {-1, x, slot, slot_of(sum.sink), std::move(made_by), {sum.sink}});
+    }
+  }
+  return copies;
 }
 
 Strategy StrategyOfPlacement(const Placement& placement) {

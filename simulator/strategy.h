@@ -287,6 +287,32 @@ std::vector<ReplicaTask> ReplicaTaskOrder(const Strategy& strategy, int stage,
 std::vector<int> TaskDependencies(const TrainingView& view,
                                   const Strategy& strategy, int n);
 
+// What crosses between the slots of a wide stage's replica within a task
+// (Strategy's contract); the rule the simulator's wide pass and the
+// strategy executor both follow. Either `value`, a weight of the stage's
+// ops or an activation a forward node of the stage makes, copied from the
+// slot holding it to a slot whose forward nodes read it; or the partials
+// of gradient sum `sum` that the stage's backward nodes on `from_slot`
+// make, summed there and copied to the slot of the sum's sink, a backward
+// node of the stage. `made_by`: what it waits for (a value's producer;
+// a sum's producer of each partial made on `from_slot`; a weight: none,
+// from the task's start); `readers`: the nodes on `to_slot` reading it (a
+// sum: its sink).
+struct SlotCopy {
+  int value = -1;
+  int sum = -1;
+  int from_slot = 0;
+  int to_slot = 0;
+  std::vector<int> made_by;
+  std::vector<int> readers;
+};
+
+// Per stage, its slot copies (none for a stage of one slot): the values'
+// in value order, each value's by ascending to_slot, then the sums' in
+// sum order, each sum's by ascending from_slot.
+std::vector<std::vector<SlotCopy>> WideStageCopies(const TrainingView& view,
+                                                   const Strategy& strategy);
+
 // Forward op `op`'s slot in its stage (0 when slot_of_op is empty).
 int SlotOfOp(const Strategy& strategy, int op);
 // Slot `slot`'s device in every replica of `stage`, in replica order (the
