@@ -27,8 +27,8 @@
 //  tensors are as at kBf16, and the products with a weight operand (a
 //  MatMul or Gemm reading a parameter: nn.Linear, which TE replaces) compute
 //  at fp8 (OpPrecisions, which keeps the output layer at bf16); every other
-//  lower-precision op at bf16. What TE adds (the fp8 casts and their
-//  scales, fp8 copies of inputs and weights) is not modelled.
+//  lower-precision op at bf16. The casts fp8 adds are costed by
+//  graph/fp8_casts.h; the fp8 copies a backward keeps are not counted.
 #ifndef PLACER_GRAPH_AUTOCAST_H_
 #define PLACER_GRAPH_AUTOCAST_H_
 

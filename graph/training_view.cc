@@ -164,6 +164,8 @@ TrainingView BuildTrainingView(const Graph& graph,
 
   const std::vector<Precision> op_precision =
       OpPrecisions(graph, options.precision);
+  const std::vector<Fp8CastBytes> fp8_casts =
+      Fp8CastBytesPerOp(graph, tensors, op_precision, options.fp8_recipe);
   // Forward nodes: node i is op i.
   for (int i = 0; i < n; ++i) {
     TrainingNode node;
@@ -173,6 +175,7 @@ TrainingView BuildTrainingView(const Graph& graph,
     node.cost = ops[i].forward;
     node.compute_precision = op_precision[i];
     node.fused_attention = IsFusedAttention(ops[i]);
+    node.fp8_cast_bytes = fp8_casts[i].forward;
     if (autocast && ops[i].forward.status != CostStatus::kUnknown) {
       node.cost = ComputeForwardCost(ops[i], tensors);
     }
@@ -227,6 +230,7 @@ TrainingView BuildTrainingView(const Graph& graph,
     }
     node.compute_precision = view.nodes_[i].compute_precision;
     node.fused_attention = view.nodes_[i].fused_attention;
+    node.fp8_cast_bytes = fp8_casts[i].backward;
     node.cost = ComputeBackwardCost(op, tensors, input_needs_grad);
     if (op.forward.status == CostStatus::kUnknown) {
       node.cost.status = CostStatus::kUnknown;

@@ -52,6 +52,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "graph/autocast.h"
+#include "graph/fp8_casts.h"
 #include "graph/graph.h"
 
 namespace placer {
@@ -105,6 +106,11 @@ struct TrainingNode {
   // FusedAttention's forward or backward (graph/fused_attention.h): cost
   // models may give it the rate devices reach on fused attention kernels.
   bool fused_attention = false;
+  // At fp8, the forward and backward nodes of products run at fp8: the
+  // bytes their scaled casts and transposed copies move in kernels of
+  // their own (graph/fp8_casts.h); the cost model runs them at the
+  // device's memory rate beside the product. 0 otherwise.
+  int64_t fp8_cast_bytes = 0;
 };
 
 // The optimizers users train with, as their update costs and state:
@@ -146,6 +152,8 @@ struct TrainingOptions {
   Optimizer optimizer = Optimizer::kMomentum;
   Precision precision = Precision::kFp32;
   MixedPrecision mixed = MixedPrecision::kAmp;
+  // At kFp8, whose kernels cast to fp8 (graph/fp8_casts.h).
+  Fp8Recipe fp8_recipe = Fp8Recipe::kTransformerEngine;
 
   // Whether parameters are held at the compute type: kMaster below fp32.
   bool low_precision_parameters() const;

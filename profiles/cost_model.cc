@@ -16,7 +16,8 @@ class RooflineCostModel : public CostModel {
                c.flops / device.AchievedFlops(n.compute_precision,
                                               n.fused_attention),
                static_cast<double>(c.bytes_accessed) /
-                   device.AchievedBandwidth());
+                   device.AchievedBandwidth()) +
+           static_cast<double>(n.fp8_cast_bytes) / device.AchievedBandwidth();
   }
 
   double TransferSeconds(int64_t bytes, const Cluster& cluster, int src,

@@ -55,7 +55,9 @@ class CostModel {
 // Roofline: op_overhead_seconds + max(flops / the device's AchievedFlops at
 // the node's compute_precision (tensor cores for autocast's lower-precision
 // ops, at the device's tensor-core or, for fused attention, attention
-// fraction of their peak), bytes_accessed / AchievedBandwidth); transfers:
+// fraction of their peak), bytes_accessed / AchievedBandwidth), plus
+// fp8_cast_bytes / AchievedBandwidth (fp8 casts are kernels of their own);
+// transfers:
 // latency + bytes / bandwidth; accumulation: op_overhead_seconds +
 // max(elements / peak_flops, 3 x bytes / AchievedBandwidth) of the
 // parameter. Devices that say no fractions run at their peaks. Guesses:

@@ -28,6 +28,7 @@
 ABSL_DECLARE_FLAG(std::string, attention);
 ABSL_DECLARE_FLAG(std::string, elementwise);
 ABSL_DECLARE_FLAG(std::string, mixed_precision);
+ABSL_DECLARE_FLAG(std::string, fp8_recipe);
 ABSL_DECLARE_FLAG(std::string, optimizer);
 ABSL_DECLARE_FLAG(std::string, precision);
 
@@ -108,7 +109,8 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
         {"simulate", join({model,
                            costs,
                            {"cluster", "placement", "trace", "report", "order",
-                            "json", "optimizer", "precision", "mixed_precision"}})},
+                            "json", "optimizer", "precision", "mixed_precision",
+                            "fp8_recipe"}})},
         {"place",
          join({model,
                policy,
@@ -118,11 +120,12 @@ const std::map<std::string, std::vector<std::string>>& CommandFlags() {
                 "stages", "replicas", "sequence_parallel",
                 "overlap_param_gather", "emit",
                 "global_batch", "micro_batch_sizes", "optimizer", "precision",
-                "mixed_precision"}})},
+                "mixed_precision", "fp8_recipe"}})},
         {"bench", join({model,
                         policy,
                         {"models", "clusters", "policies", "out_dir", "json",
-                         "optimizer", "precision", "mixed_precision"}})},
+                         "optimizer", "precision", "mixed_precision",
+                         "fp8_recipe"}})},
         {"profile", join({model,
                           ranks,
                           {"cluster", "devices", "repeats", "reference_steps",
@@ -266,6 +269,13 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
         absl::StrCat("--", mixed.status().message()));
   }
   options.mixed = *mixed;
+  absl::StatusOr<Fp8Recipe> recipe =
+      ParseFp8Recipe(absl::GetFlag(FLAGS_fp8_recipe));
+  if (!recipe.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", recipe.status().message()));
+  }
+  options.fp8_recipe = *recipe;
   if (options.precision != Precision::kFp32 &&
       !absl::GetFlag(FLAGS_profile).empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

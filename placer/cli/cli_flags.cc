@@ -28,6 +28,13 @@ ABSL_FLAG(std::string, mixed_precision, "amp",
           "--bf16, FSDP's mixed precision: parameters and gradients at the "
           "compute type, an fp32 master copy in the optimizer state, "
           "sharded with it by ZeRO; simulated only).");
+ABSL_FLAG(std::string, fp8_recipe, "te",
+          "--precision fp8: whose kernels cast to fp8, for their cost: te "
+          "(Transformer Engine: casts written by the kernels that make the "
+          "tensors, weights cast once a step; not counted) or torchao "
+          "(torchao's Float8 tensorwise recipe, torchtitan's float8: an amax "
+          "pass and a cast per operand and transposed copies, at the "
+          "device's memory rate).");
 ABSL_FLAG(int64_t, batch, 0,
           "Batch size: fixes the first dim of every graph input whose first "
           "dim is symbolic; for zoo models, the batch they are built with.");
