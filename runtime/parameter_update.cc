@@ -1,9 +1,27 @@
 #include "runtime/parameter_update.h"
 
+#include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace placer {
+namespace {
+
+// The key torch::optim files a parameter's state under: its TensorImpl's
+// address, printed (LibTorch 1.x) or as a pointer (LibTorch 2.x).
+template <typename StateMap>
+typename StateMap::key_type StateKey(const torch::Tensor& weight) {
+  if constexpr (std::is_same_v<typename StateMap::key_type, std::string>) {
+    std::ostringstream key;
+    key << weight.unsafeGetTensorImpl();
+    return key.str();
+  } else {
+    return weight.unsafeGetTensorImpl();
+  }
+}
+
+}  // namespace
 
 ParameterUpdate::ParameterUpdate(Optimizer optimizer,
                                  const UpdateHyperparameters& hyper,
@@ -13,7 +31,8 @@ ParameterUpdate::ParameterUpdate(Optimizer optimizer,
   // The state torch::optim would make at the first step, made now (the
   // key is the one its step looks up): a step's memory is then the same
   // from the first step on, as the simulator counts it.
-  const std::string key = c10::guts::to_string(weight_.unsafeGetTensorImpl());
+  using StateMap = std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>;
+  const auto key = StateKey<StateMap>(weight_);
   switch (optimizer) {
     case Optimizer::kSgd:
       optimizer_ = std::make_unique<torch::optim::SGD>(
