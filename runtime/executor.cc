@@ -187,9 +187,23 @@ absl::Status TorchExecutor::InitTablesLocked() {
   }
   for (auto& [pair, count] : expected_) received_[pair] = 0;
   local_nodes_ = 0;
+  local_nodes_on_device_.assign(num_devices_, 0);
+  waits_untimed_.assign(n, 0);
   for (int i = 0; i < n; ++i) {
     if (!Local(device_of_node_[i])) continue;
     ++local_nodes_;
+    const int d = device_of_node_[i];
+    ++local_nodes_on_device_[d];
+    char& waits = waits_untimed_[i];
+    for (int v : view_.node(i).outputs) {
+      waits |= !copy_destinations_[v].empty();
+      const int sum = view_.sum_of(v);
+      waits |= sum >= 0 && device_of_node_[view_.gradient_sums()[sum].sink] != d;
+    }
+    for (int v : view_.node(i).inputs) {
+      waits |= value_copy_task_[static_cast<size_t>(v) * num_devices_ + d] >= 0;
+    }
+    waits |= !view_.sums_read_by(i).empty();
     for (int c : view_.node(i).control_inputs) {
       if (device_of_node_[c] != device_of_node_[i]) {
         return absl::InternalError(absl::StrCat(
@@ -246,6 +260,7 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
     }
   }
   remaining_nodes_ = local_nodes_;
+  nodes_left_ = local_nodes_on_device_;
   sends_pending_ = 0;
   for (auto& [pair, count] : received_) count = 0;
   step_start_ = Clock::now();

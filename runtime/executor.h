@@ -115,12 +115,16 @@ struct ExecutorOptions {
   // context's; empty: the view's topological order. The strategy
   // executor's wide stages take their slots' ready nodes by them.
   std::vector<double> priorities;
-  // The strategy executor on GPUs: wait for each node and copy to finish,
-  // so that StepReport's node runs and copies there are real times (the op
-  // executor always waits). Off, a GPU's worker waits once per task and
-  // reports no node runs or copies of its own. CPU devices are timed
-  // either way (their kernels end when they return).
-  bool time_gpu_nodes = false;
+  // On GPUs: wait for each node and copy to finish, so that StepReport's
+  // node runs, busy times and copies there are real times (profiles and
+  // calibration need them). Off, a GPU's worker queues its nodes on its
+  // stream and waits only where the work must have ended: the strategy
+  // executor once per task; the op executor after a node whose values
+  // cross to another device or that read one copied from another, and
+  // after its last node of the step; and they report no node runs or busy
+  // time of those GPUs. CPU devices are timed either way (their kernels
+  // end when they return).
+  bool time_gpu_nodes = true;
   // Fail a step whose tracked memory on a device exceeds its memory_bytes.
   bool enforce_memory = true;
   // Also measure what LibTorch's allocators really hand out during a step

@@ -286,6 +286,15 @@ class TorchExecutor : public Executor {
   std::map<std::pair<int, int>, int> received_ ABSL_GUARDED_BY(mu_);
   int sends_pending_ ABSL_GUARDED_BY(mu_) = 0;
   int local_nodes_ = 0;  // fixed after Init
+  // Per node (fixed after Init): its GPU worker waits for it to end even
+  // when GPU nodes are not timed: values it makes cross to another device,
+  // or it reads a value or a sum copied from another (a copy's memory is
+  // the link stream's to reuse once dropped).
+  std::vector<char> waits_untimed_;
+  // Per device: its nodes in a step (fixed after Init), and those not yet
+  // taken this step; the last one taken is waited for.
+  std::vector<int> local_nodes_on_device_;
+  std::vector<int> nodes_left_ ABSL_GUARDED_BY(mu_);
   int step_index_ ABSL_GUARDED_BY(mu_) = 0;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   // The step's memory, fed what runs.

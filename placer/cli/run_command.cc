@@ -413,6 +413,9 @@ int RunCommand(const std::vector<std::string>& args) {
   absl::StatusOr<MeasureOptions> options = MeasureOptionsFromFlags(flags, ranks);
   if (!options.ok()) return FailOnRank(ranks, options.status());
   options->executor.priorities = context.priorities();
+  // The profile's node times need each GPU node waited for; a plain run
+  // queues them as training frameworks do.
+  options->executor.time_gpu_nodes = !flags.profile_out.empty();
   absl::StatusOr<std::unique_ptr<Executor>> executor =
       Executor::Create(view, *cluster, placement, options->executor);
   if (!executor.ok()) return FailOnRank(ranks, executor.status());

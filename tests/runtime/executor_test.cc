@@ -805,6 +805,23 @@ TEST(ExecutorTest, PlacementAcrossCpuAndGpuMatchesCpuAlone) {
       EXPECT_FALSE(rb.transfers.empty());
       EXPECT_GT(rb.busy_seconds[1], 0);  // the GPU ran nodes
     }
+    // Untimed, the GPUs' workers queue their nodes and wait only where
+    // values cross devices and at their last node: the same training, over
+    // the devices and on the first GPU alone.
+    ExecutorOptions untimed;
+    untimed.time_gpu_nodes = false;
+    Placement on_gpu{std::vector<int>(m->graph.ops().size(), 1)};
+    for (const Placement& placement : {RoundRobin(m->graph, 1 + gpus), on_gpu}) {
+      auto reference = Executor::Create(m->view, one, single);
+      ASSERT_TRUE(reference.ok()) << reference.status();
+      auto queued = Executor::Create(m->view, *mixed, placement, untimed);
+      ASSERT_TRUE(queued.ok()) << queued.status();
+      for (const auto& [ra, rc] :
+           ExpectSameTraining(m->graph, **reference, **queued, 3)) {
+        EXPECT_EQ(rc.busy_seconds[1], 0);  // not timed
+        EXPECT_GT(rc.seconds, 0);
+      }
+    }
   }
 }
 
