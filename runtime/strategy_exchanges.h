@@ -77,7 +77,9 @@ struct StrategySlotLinks {
 // sends once made ((value, slot); a backward node: (sum, slot), per
 // partial) and the items it reads through links; per (stage, slot), the
 // weights it sends at a forward task's start ((value, slot)); per (sum,
-// slot), the partials a task makes there of a sum sent; per link
+// slot), the partials a task makes there of a sum sent; per (stage, slot)
+// the parameters' sums it sends its partials of to their update's slot on
+// another rank (a replica split over ranks); per link
 // (ordinal), its (src, dst) devices and copies per step; per (src, dst),
 // its ordinal.
 struct StrategyLinkTables {
@@ -85,6 +87,10 @@ struct StrategyLinkTables {
   std::map<std::pair<int, int>, std::vector<std::pair<int, int>>> weights;
   std::vector<std::vector<int>> reads;
   std::map<std::pair<int, int>, int> partials;
+  // Per (stage, slot): the gradient sums of parameters updated on another
+  // slot that it makes partials of, with that slot ((sum, slot)); sent by
+  // link only where the two slots are on different ranks.
+  std::map<std::pair<int, int>, std::vector<std::pair<int, int>>> updates;
   std::vector<std::pair<int, int>> devices;
   std::vector<int> expected;
   std::map<std::pair<int, int>, int> ordinal;

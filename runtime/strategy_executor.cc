@@ -29,6 +29,22 @@
 
 namespace placer {
 
+TorchStrategyExecutor::TorchStrategyExecutor(const TrainingView& view,
+                                             const Cluster& cluster,
+                                             const Strategy& strategy,
+                                             const ExecutorOptions& options,
+                                             std::vector<torch::Device> devices)
+    : view_(view),
+      graph_(view.forward()),
+      cluster_(cluster),
+      strategy_(strategy),
+      options_(options),
+      devices_(std::move(devices)),
+      S_(static_cast<int>(strategy.stages.size())),
+      M_(strategy.micro_batches),
+      D_(cluster.num_devices()),
+      V_(static_cast<int>(view.values().size())) {}
+
 absl::Status TorchStrategyExecutor::Init() {
   if (Distributed()) rank_ = options_.ranks->rank();
   forward_.assign(S_, {});
@@ -137,9 +153,11 @@ absl::Status TorchStrategyExecutor::Init() {
       node_priority_[order[k]] = static_cast<double>(k);
     }
   }
-  // Across ranks, a wide replica runs in one process (its slots share
-  // values and partials through memory); its first device sends what its
-  // tasks make for other ranks, and its slots' allreduce may cross ranks.
+  // Across ranks, a wide replica of a pipeline runs in one process (its
+  // first device sends what its tasks make for other ranks); the replicas
+  // of a strategy of one stage (an op placement's, say) may be split over
+  // ranks, their slots' copies crossing by the links' channels. Their
+  // slots' allreduce may cross ranks either way.
   if (Distributed()) {
     for (int s = 0; s < S_; ++s) {
       const PipelineStage& stage = strategy_.stages[s];
@@ -148,14 +166,18 @@ absl::Status TorchStrategyExecutor::Init() {
         const int first = stage.device(k, 0);
         for (int slot = 1; slot < stage.width(); ++slot) {
           const int d = stage.device(k, slot);
-          if (RankOf(d) != RankOf(first)) {
-            return absl::UnimplementedError(absl::StrCat(
-                "stage ", s, "'s replica ", k, " spans ranks ", RankOf(first),
-                " and ", RankOf(d), " (", cluster_.device(first).name, ", ",
-                cluster_.device(d).name,
-                "): a replica whose ops are placed over several devices "
-                "runs in one rank"));
+          if (RankOf(d) == RankOf(first)) continue;
+          if (S_ == 1 && T_ == 1 && strategy_.zero == ZeroStage::kNone) {
+            split_replicas_ = true;
+            continue;
           }
+          return absl::UnimplementedError(absl::StrCat(
+              "stage ", s, "'s replica ", k, " spans ranks ", RankOf(first),
+              " and ", RankOf(d), " (", cluster_.device(first).name, ", ",
+              cluster_.device(d).name,
+              "): a replica whose ops are placed over several devices runs "
+              "in one rank unless its stage is the strategy's only one and "
+              "nothing is sharded (ZeRO)"));
         }
       }
     }

@@ -28,11 +28,19 @@
 //    slot's parameters (from every slot's partials) into its accumulators.
 //    Each slot's devices across the replicas sum that slot's
 //    accumulators. Busy time leaves out the waits for other slots. As
-//    ranks, each such replica runs within one rank (Create refuses one
-//    split over ranks, naming the stage); what its task makes for another
-//    rank's stage is sent by its first device once every slot is done
-//    (partial gradients of one sum from several slots added up first, in
-//    slot order), and its slots' sums may cross ranks.
+//    ranks, a replica of a pipeline runs within one rank: what its task
+//    makes for another rank's stage is sent by its first device once
+//    every slot is done (partial gradients of one sum from several slots
+//    added up first, in slot order). The replicas of a strategy of one
+//    stage without ZeRO (an op placement's, say) may be split over ranks:
+//    what crosses between slots of different ranks goes by the link's
+//    worker on a channel of its own (sent as made, timed by the sender;
+//    received in order by the other rank's worker of the link), and a
+//    slot's partial gradients of a parameter updated on another rank's
+//    slot go the same way after its backward, the update's device adding
+//    them in slot order as one process does; a value is kept for this
+//    rank's readers only. Create refuses any other replica split over
+//    ranks, naming the stage. Either way a slot's sums may cross ranks.
 //  - Micro-batch j's graph inputs and loss targets: DrawHostValues(view,
 //    seed)'s for j = 0 (so one micro-batch on one device is the placed
 //    executor's step, executor.h), DrawBatch(view, seed + j) otherwise; the

@@ -40,17 +40,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   TorchStrategyExecutor(const TrainingView& view, const Cluster& cluster,
                         const Strategy& strategy,
                         const ExecutorOptions& options,
-                        std::vector<torch::Device> devices)
-      : view_(view),
-        graph_(view.forward()),
-        cluster_(cluster),
-        strategy_(strategy),
-        options_(options),
-        devices_(std::move(devices)),
-        S_(static_cast<int>(strategy.stages.size())),
-        M_(strategy.micro_batches),
-        D_(cluster.num_devices()),
-        V_(static_cast<int>(view.values().size())) {}
+                        std::vector<torch::Device> devices);
 
   absl::Status Init();
   absl::StatusOr<StepReport> Step() override;
@@ -90,8 +80,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
     return Distributed() ? options_.rank_of_device[d] : 0;
   }
   bool Local(int d) const { return RankOf(d) == rank_; }
-  // The device that runs stage s's tasks for micro-batch j (a wide
-  // stage's: the replica's first).
+  // The device of stage s's tasks for micro-batch j (wide: the first).
   int DeviceOf(int s, int j) const {
     const PipelineStage& stage = strategy_.stages[s];
     return stage.device(j % stage.num_replicas(), 0);
@@ -107,48 +96,48 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // The device holding parameter p (value) in replica k of its stage (with
   // tensor parallelism, the group's device of tensor rank r: its part).
   int ParameterDevice(int p, int k, int r = 0) const;
-  // Micro-batch j's lane on device d: the index of the tables a device
-  // keeps per micro-batch (values_, partials_, saved_, seeds_): with tensor
-  // parallelism each device of a group its own, else j.
+  // Micro-batch j's lane on device d: the index of its tables per
+  // micro-batch (values_, partials_, saved_, seeds_): j, or per device of a
+  // tensor-parallel group.
   int Lane(int j, int d) const {
     return T_ == 1 ? j : j * T_ + tensor_rank_of_device_[d];
   }
-  // The devices of device d's replica: its slots, or its tensor-parallel
-  // group.
+  // The devices of d's replica: its slots, or its tensor-parallel group.
   std::vector<int> ReplicaMembers(int d) const;
-  // The devices whose gradients device d's are allreduced with: its slot's
-  // (with tensor parallelism: its tensor rank's) in every replica of its
-  // stage, in replica order.
+  // The devices whose gradients d's are allreduced with: its slot's (tensor
+  // rank's) in every replica of its stage, in replica order; stage s's
+  // lists of such devices, per slot (per tensor rank).
   std::vector<int> ReplicaDevices(int d) const;
-  // Stage s's lists of such devices: per slot (per tensor rank).
   std::vector<std::vector<int>> ReplicaLists(int s) const;
   // With measure_allocations and enforce_memory: ResourceExhausted naming
-  // device d, node n and micro-batch j when what device d's threads have
-  // allocated in this step (over what it held before) went past its
-  // memory_bytes; else OK.
+  // d, node n and micro-batch j when what d's threads allocated in this
+  // step (over what it held before) went past its memory_bytes; else OK.
   absl::Status CheckMemory(int n, int j, int d);
   // Device d's nodes of `nodes` (forward_[s] or backward_[s]): its slot's,
-  // in a wide stage by priority (node_priority_), then in the view's
-  // order; otherwise in the view's order; the first to take last.
+  // in a wide stage by node_priority_, then (else only) in the view's
+  // order; the first to take last.
   std::vector<int> SlotNodes(const std::vector<int>& nodes, int d) const;
   // The next node of `pending` (SlotNodes') that device d runs for
   // micro-batch j, taken out of it. In a wide stage: the first whose
-  // nodes of the task it reads from (task_deps_, any slot) have run,
-  // waiting under the lock until one has (the wait into
-  // waited_seconds_[d]); in a stage of one slot, the first. -1 when none
-  // is left, or when the step failed meanwhile.
+  // nodes of the task it reads from (task_deps_, any slot of this rank;
+  // what others make arrives by link) have run, waiting under the lock
+  // (into waited_seconds_[d]); else the first. -1 when none is left, or
+  // when the step failed meanwhile.
   int NextNode(std::vector<int>* pending, int j, int d)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Node n of micro-batch j has run (for those some node waits for).
   void MarkNodeDone(int n, int j) ABSL_LOCKS_EXCLUDED(mu_);
-  // After the task (s, j) has ended on every slot of device d's replica:
-  // the parameters of d's slot whose gradients it completed, into d's
-  // accumulators (only d's worker touches them during the tasks).
+  // After the task (s, j) has ended on every slot of d's replica (of this
+  // rank; other ranks' partials waited for by link): the parameters of d's
+  // slot whose gradients it completed, into d's accumulators (d's worker).
   absl::Status Accumulate(int s, int j, int d);
   // Parameter p's gradient (or a slot's part) into device d's accumulator,
   // as AccumulateGrad does. Device d's worker only.
   void AddToAccumulator(int d, int p, torch::Tensor gradient);
   int Channel(int src, int dst) const { return 1 + src * D_ + dst; }
+  int LinkChannel(int src, int dst) const {
+    return Channel(src, dst) + D_ * D_;  // a replica split over ranks
+  }
   // Arrivals from another rank: stage `from`'s messages for stage `to` and
   // micro-batch j (values forward, partial gradients backward).
   int ArrivalKey(int from, int to, int j, bool backward) const {
@@ -169,8 +158,12 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // -> dst's worker; d's worker sending `copies` ((to, copy); emptied),
   // those between CPU devices made at once by it (CopiedBySender), timed
   // into d's transfers_; whether every item node n reads by link has
-  // arrived; an arrived item (undefined once taken); a link's worker; the
-  // slot of the sink backward node n's partial of `sum` goes to (or -1).
+  // arrived; an arrived item (undefined once taken); a link's next copy
+  // (false: the step failed); a link's worker (to or from another rank:
+  // SendLink, ReceiveLink on LinkChannel); the slot the sink of backward
+  // node n's partial of `sum` is on (or -1). Split over ranks: whether
+  // stage s's `slot` makes partials of parameter sum `sum` updated on
+  // another slot; d's worker queuing those updated on another rank's.
   void InitLinks();
   int SumItem(int sum, int slot) const { return V_ + sum * W_ + slot; }
   int64_t LinkKey(int lane, int item, int d) const;
@@ -183,8 +176,13 @@ class TorchStrategyExecutor : public StrategyExecutor {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   torch::Tensor TakeArrivedLocked(int lane, int item, int d)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool NextQueued(int link, StrategySlotCopy* copy) ABSL_LOCKS_EXCLUDED(mu_);
   void LinkWorker(int link);
+  void SendLink(int link);
+  void ReceiveLink(int link);
   int LinkedSinkSlot(int n, int sum) const;
+  bool MakesUpdatePartials(int s, int slot, int sum) const;
+  void SendUpdatePartials(int s, int j, int d) ABSL_LOCKS_EXCLUDED(mu_);
   // Node n has run on device d from `start`: its run into node_runs_[d],
   // without the copies and waits for other devices it made meanwhile
   // (copy_seconds_ and waited_seconds_ past `copies` and `waited`); on a
@@ -547,8 +545,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // [a * S + b]: values stage a makes that stage b's forward reads;
   // gradient sums stage a makes partials of for a sink in stage b.
   std::vector<std::vector<int>> cross_values_, cross_sums_;
-  // Distributed: messages per step on each (src, dst) channel into this
-  // rank.
+  // Distributed: messages per step on each (src, dst) channel into here.
   std::map<std::pair<int, int>, int> expected_;
   std::vector<std::vector<bool>> needs_gradient_;  // per op
   StepPrecision precision_;          // the view's, as ForwardOp casts
@@ -575,6 +572,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // Waits for nodes of other slots within a wide replica's task and copies.
   absl::CondVar slots_cv_;
   StrategyLinkTables link_tables_;  // InitLinks'
+  // A replica split over ranks (Init); [s][slot][v]: v's reads there.
+  bool split_replicas_ = false;
+  std::vector<std::vector<std::vector<int>>> slot_reads_;
   std::vector<std::vector<MeasuredTransfer>> link_transfers_;  // per link
   StrategySlotLinks links_ ABSL_GUARDED_BY(mu_);
   absl::CondVar link_cv_;

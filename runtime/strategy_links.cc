@@ -9,8 +9,10 @@
 // CPU devices the sender does, right away (a core copies either way, and a
 // hand-off to another thread costs more than small copies take). The
 // reading node waits for the copy.
+#include <set>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "base/stopwatch.h"
 #include "base/torch_status.h"
 #include "runtime/executor_ops.h"
@@ -59,12 +61,51 @@ void TorchStrategyExecutor::InitLinks() {
       }
       sent.emplace_back(copy.from_slot, copy.to_slot);
     }
-    // Copies per step on each link of this process's replicas.
+    std::vector<std::pair<int, int>> update_sent;  // (from, to) slot
+    // A replica split over ranks: the partials of a parameter's sum made
+    // on a slot of another rank than its update's, once per task, and
+    // what each slot's forward nodes read (reads_left_'s).
+    if (split_replicas_ && stage.width() > 1) {
+      for (int u : update_[s]) {
+        const int to = SlotOfNode(u);
+        for (int sm : view_.sums_read_by(u)) {
+          std::set<int> from;
+          for (int v : view_.gradient_sums()[sm].partials) {
+            const int x = SlotOfNode(view_.value(v).producer);
+            if (x != to) from.insert(x);
+          }
+          for (int x : from) {
+            link_tables_.updates[{s, x}].push_back({sm, to});
+            update_sent.emplace_back(x, to);
+          }
+        }
+      }
+    }
+    // Copies per step on each link this process sends or receives on.
     for (int j = 0; j < M_; ++j) {
       const int k = j % stage.num_replicas();
-      if (!Local(stage.device(k, 0))) continue;
       for (auto [from, to] : sent) {
-        ++expected[{stage.device(k, from), stage.device(k, to)}];
+        const int src = stage.device(k, from), dst = stage.device(k, to);
+        if (Local(src) || Local(dst)) ++expected[{src, dst}];
+      }
+      for (auto [from, to] : update_sent) {
+        const int src = stage.device(k, from), dst = stage.device(k, to);
+        if (Local(src) != Local(dst)) ++expected[{src, dst}];
+      }
+    }
+  }
+  if (split_replicas_) {
+    slot_reads_.assign(S_, {});
+    for (int s = 0; s < S_; ++s) {
+      slot_reads_[s].assign(strategy_.stages[s].width(),
+                            std::vector<int>(V_, 0));
+      for (int n : forward_[s]) {
+        const Op& op = graph_.op(view_.node(n).forward_op);
+        if (AllOutputsFolded(graph_, op)) continue;
+        for (int t : op.inputs) {
+          const int v = t >= 0 ? value_of_tensor_[t] : -1;
+          if (v >= 0) ++slot_reads_[s][SlotOfNode(n)][v];
+        }
       }
     }
   }
@@ -83,7 +124,8 @@ int64_t TorchStrategyExecutor::LinkKey(int lane, int item, int d) const {
 }
 
 bool TorchStrategyExecutor::CopiedBySender(int src, int dst) const {
-  return devices_[src].is_cpu() && devices_[dst].is_cpu();
+  return devices_[src].is_cpu() && devices_[dst].is_cpu() && Local(src) &&
+         Local(dst);
 }
 
 int TorchStrategyExecutor::LinkedSinkSlot(int n, int sum) const {
@@ -135,22 +177,33 @@ torch::Tensor TorchStrategyExecutor::TakeArrivedLocked(int lane, int item,
   return std::exchange(at->second, torch::Tensor());
 }
 
+bool TorchStrategyExecutor::NextQueued(int link, StrategySlotCopy* copy) {
+  absl::MutexLock lock(&mu_);
+  std::deque<StrategySlotCopy>& queue = links_.queued[link];
+  while (failure_.ok() && queue.empty()) link_cv_.Wait(&mu_);
+  if (!failure_.ok()) return false;
+  *copy = std::move(queue.front());
+  queue.pop_front();
+  return true;
+}
+
 void TorchStrategyExecutor::LinkWorker(int link) {
   const int src = link_tables_.devices[link].first;
   const int dst = link_tables_.devices[link].second;
+  if (!Local(src)) {
+    ReceiveLink(link);
+    return;
+  }
+  if (!Local(dst)) {
+    SendLink(link);
+    return;
+  }
   // What the copy allocates is the destination's.
   auto reporting = ReportAllocations(dst);
   const bool timed = devices_[dst].is_cpu() || options_.time_gpu_nodes;
   for (int k = 0; k < link_tables_.expected[link]; ++k) {
     StrategySlotCopy copy;
-    {
-      absl::MutexLock lock(&mu_);
-      std::deque<StrategySlotCopy>& queue = links_.queued[link];
-      while (failure_.ok() && queue.empty()) link_cv_.Wait(&mu_);
-      if (!failure_.ok()) return;
-      copy = std::move(queue.front());
-      queue.pop_front();
-    }
+    if (!NextQueued(link, &copy)) return;
     torch::Tensor made;
     const absl::Status status = CatchExceptions("", [&] {
       const SteadyClock::time_point start = SteadyClock::now();
@@ -170,6 +223,78 @@ void TorchStrategyExecutor::LinkWorker(int link) {
     }
     absl::MutexLock lock(&mu_);
     links_.arrived[copy.key] = std::move(made);
+    slots_cv_.SignalAll();
+  }
+}
+
+// An item's id on a link's channel: its key, or -1 - key for none (a
+// partial no gradient flowed into).
+void TorchStrategyExecutor::SendLink(int link) {
+  const int src = link_tables_.devices[link].first;
+  const int dst = link_tables_.devices[link].second;
+  for (int k = 0; k < link_tables_.expected[link]; ++k) {
+    StrategySlotCopy copy;
+    if (!NextQueued(link, &copy)) return;
+    const SteadyClock::time_point start = SteadyClock::now();
+    const bool none = !copy.tensor.defined();
+    const torch::Tensor sent = none ? torch::zeros({0}) : copy.tensor;
+    absl::Status status = options_.ranks->SendTensor(
+        sent, none ? -1 - copy.key : copy.key, RankOf(dst),
+        LinkChannel(src, dst));
+    if (!status.ok()) {
+      Fail(absl::Status(status.code(),
+                        absl::StrCat(status.message(), " (",
+                                     cluster_.device(src).name, " -> ",
+                                     cluster_.device(dst).name, ")")));
+      return;
+    }
+    // Timed by the sender, until its send completed.
+    if (!none) {
+      link_transfers_[link].push_back({copy.value, src, dst,
+                                       TensorBytes(sent),
+                                       SecondsSince(start)});
+    }
+  }
+}
+
+void TorchStrategyExecutor::ReceiveLink(int link) {
+  const int src = link_tables_.devices[link].first;
+  const int dst = link_tables_.devices[link].second;
+  auto reporting = ReportAllocations(dst);  // what arrives is dst's
+  auto about = [&] {
+    return absl::StrCat(" (", cluster_.device(src).name, " -> ",
+                        cluster_.device(dst).name, ")");
+  };
+  for (int k = 0; k < link_tables_.expected[link]; ++k) {
+    absl::StatusOr<std::pair<int64_t, torch::Tensor>> got =
+        options_.ranks->RecvTensor(RankOf(src), LinkChannel(src, dst));
+    if (!got.ok()) {
+      Fail(absl::Status(got.status().code(),
+                        absl::StrCat(got.status().message(), about())));
+      return;
+    }
+    const bool none = got->first < 0;
+    const int64_t key = none ? -1 - got->first : got->first;
+    if (key % D_ != dst) {
+      Fail(absl::DataLossError(absl::StrCat("rank ", RankOf(src),
+                                            " sent item ", got->first,
+                                            ", which is not for this link",
+                                            about())));
+      return;
+    }
+    torch::Tensor made;
+    if (!none) {
+      const absl::Status status = CatchExceptions("receiving: ", [&] {
+        made = got->second.to(devices_[dst]);
+        return absl::OkStatus();
+      });
+      if (!status.ok()) {
+        Fail(status);
+        return;
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    links_.arrived[key] = std::move(made);
     slots_cv_.SignalAll();
   }
 }

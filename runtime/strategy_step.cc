@@ -83,6 +83,8 @@ int TorchStrategyExecutor::NextNode(std::vector<int>* pending, int j, int d) {
     return n;
   }
   const size_t N = view_.nodes().size();
+  const PipelineStage& stage = strategy_.stages[stage_of_device_[d]];
+  const int k = replica_of_device_[d];
   const auto start = SteadyClock::now();
   absl::MutexLock lock(&mu_);
   while (failure_.ok()) {
@@ -91,7 +93,9 @@ int TorchStrategyExecutor::NextNode(std::vector<int>* pending, int j, int d) {
       const int n = *at;
       bool ready = true;
       for (int p : task_deps_[n]) {
-        if (!node_done_[j * N + p]) {
+        // What another rank's slot makes comes by link (ArrivedLocked).
+        if (!node_done_[j * N + p] &&
+            (!split_replicas_ || Local(stage.device(k, SlotOfNode(p))))) {
           ready = false;
           break;
         }
@@ -152,6 +156,18 @@ void TorchStrategyExecutor::ResetStepLocked() {
       const PipelineStage& stage = strategy_.stages[b];
       const std::vector<int> group =
           stage.TensorGroup(j % stage.num_replicas());
+      if (split_replicas_ && stage.width() > 1) {
+        // Reads by this process's slots only.
+        const int k = j % stage.num_replicas();
+        for (int slot = 0; slot < stage.width(); ++slot) {
+          if (!Local(stage.device(k, slot))) continue;
+          for (int v = 0; v < V_; ++v) {
+            reads_left_[static_cast<size_t>(j) * V_ + v] +=
+                slot_reads_[b][slot][v];
+          }
+        }
+        continue;
+      }
       for (int r = 0; r < T_; ++r) {
         if (!Local(group[r])) continue;
         for (int v = 0; v < V_; ++v) {

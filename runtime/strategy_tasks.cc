@@ -243,10 +243,15 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
           }
         }
       }
-      // What other slots read of it, to their links.
+      // What other slots read of it, to their links (as made: on a replica
+      // split over ranks, no reader of this process may keep it).
       for (auto [v, slot] : link_tables_.sends[n]) {
         const int to = strategy_.stages[s].device(replica_of_device_[d], slot);
-        outgoing.push_back({to, {LinkKey(lane, v, to), v, values_[lane][v]}});
+        torch::Tensor made;
+        for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
+          if (op.outputs[k] == view_.value(v).tensor) made = (*results)[k];
+        }
+        outgoing.push_back({to, {LinkKey(lane, v, to), v, std::move(made)}});
       }
     }
     SendToSlots(d, &outgoing);
@@ -423,13 +428,33 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
   // all in its stage, on any of its slots).
   std::vector<std::pair<int, torch::Tensor>> completed;
   const int lane = Lane(j, d);
+  const int my_slot = slot_of_device_[d];
+  if (split_replicas_) SendUpdatePartials(s, j, d);
   {
     absl::MutexLock lock(&mu_);
     for (int u : update_[s]) {
-      if (SlotOfNode(u) != slot_of_device_[d]) continue;
+      if (SlotOfNode(u) != my_slot) continue;
       const int p = view_.node(u).parameter;
       for (int sm : view_.sums_read_by(u)) {
         for (int slot = 0; slot < W_; ++slot) {
+          torch::Tensor from_rank;
+          if (split_replicas_ && slot != my_slot &&
+              !Local(strategy_.stages[s].device(replica_of_device_[d], slot))) {
+            // Another rank's slot: its partials came by its link, if it
+            // makes any.
+            if (!MakesUpdatePartials(s, slot, sm)) continue;
+            const int64_t key = LinkKey(lane, SumItem(sm, slot), d);
+            const auto start = SteadyClock::now();
+            while (failure_.ok() && !links_.arrived.contains(key)) {
+              slots_cv_.Wait(&mu_);
+            }
+            waited_seconds_[d] += SecondsSince(start);
+            if (!failure_.ok()) return absl::OkStatus();  // it says why
+            from_rank = TakeArrivedLocked(lane, SumItem(sm, slot), d);
+            links_.arrived.erase(key);
+            if (from_rank.defined()) completed.emplace_back(p, from_rank);
+            continue;
+          }
           torch::Tensor& part = partials_[lane][PartialIndex(sm, s, slot)];
           if (!part.defined()) continue;
           completed.emplace_back(p, std::move(part));
@@ -441,6 +466,33 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
   if (ShardsGradientsOf(s)) return ReduceScatter(s, j, d, &completed);
   for (auto& [p, g] : completed) AddToAccumulator(d, p, std::move(g));
   return absl::OkStatus();
+}
+
+bool TorchStrategyExecutor::MakesUpdatePartials(int s, int slot,
+                                                int sum) const {
+  auto at = link_tables_.updates.find({s, slot});
+  if (at == link_tables_.updates.end()) return false;
+  for (auto [sm, to] : at->second) {
+    if (sm == sum) return true;
+  }
+  return false;
+}
+
+void TorchStrategyExecutor::SendUpdatePartials(int s, int j, int d) {
+  auto at = link_tables_.updates.find({s, slot_of_device_[d]});
+  if (at == link_tables_.updates.end()) return;
+  const int lane = Lane(j, d);
+  const int my_slot = slot_of_device_[d];
+  absl::MutexLock lock(&mu_);
+  for (auto [sm, slot] : at->second) {
+    const int to = strategy_.stages[s].device(replica_of_device_[d], slot);
+    if (Local(to)) continue;  // added through memory there
+    torch::Tensor& part = partials_[lane][PartialIndex(sm, s, my_slot)];
+    QueueCopy(d, to,
+              {LinkKey(lane, SumItem(sm, my_slot), to),
+               view_.gradient_sums()[sm].partials[0], std::move(part)});
+    part = torch::Tensor();
+  }
 }
 
 void TorchStrategyExecutor::AddToAccumulator(int d, int p,

@@ -511,8 +511,7 @@ TEST(DistributedStrategyTest, LayersRecomputedWithZeroThreeAcrossRanks) {
 }
 
 // A replica's devices in one rank each, the slots' allreduce between the
-// ranks: one process's losses and parameters; with ZeRO-2 too. A replica
-// split over ranks is refused, naming it.
+// ranks: one process's losses and parameters; with ZeRO-2 too.
 TEST(DistributedStrategyTest, ReplicasOverSeveralDevicesRunOnePerRank) {
   const Cluster cluster = Cpus(4);
   for (auto& [name, graph] : WideTestModels()) {
@@ -536,9 +535,42 @@ TEST(DistributedStrategyTest, ReplicasOverSeveralDevicesRunOnePerRank) {
     ExpectSame(one, RunOneProcess(view, cluster, zero));
     ExpectSame(one, RunRanks(view, cluster, zero, 2));
   }
+}
+
+// Replicas split over ranks, a device a rank: the slots' copies (values,
+// weights, partial gradients summed at a backward node) cross ranks by
+// their links, and a parameter's partials made on another rank's slot
+// (GNMT's cells share their weights) come to its update's by link too.
+// Two replicas of two devices as four ranks, and op placements as their
+// strategies (ops dealt round robin over four devices, every edge
+// crossing) as two and four ranks: one process's losses and parameters,
+// and every node run in every rank's report. A pipeline whose replica
+// spans ranks is refused, naming it.
+TEST(DistributedStrategyTest, ReplicasSplitOverRanksGiveOneProcesssResults) {
+  const Cluster cluster = Cpus(4);
+  for (auto& [name, graph] : WideTestModels()) {
+    SCOPED_TRACE(name);
+    TrainingView view = BuildTrainingView(graph);
+    const Strategy wide = WideReplicas(view);
+    const RunResult one = RunOneProcess(view, cluster, wide);
+    ExpectSame(one, RunRanks(view, cluster, wide, 4));
+    const Strategy placed = StrategyOfPlacement(RoundRobin(graph, 4));
+    ASSERT_TRUE(CheckStrategy(view, cluster, placed).ok());
+    const RunResult placed_one = RunOneProcess(view, cluster, placed);
+    for (int world : {2, 4}) {
+      SCOPED_TRACE(::testing::Message() << world << " ranks");
+      const RunResult ranks = RunRanks(view, cluster, placed, world);
+      ExpectSame(placed_one, ranks);
+      EXPECT_EQ(ranks.node_runs, placed_one.node_runs);
+    }
+  }
   Graph graph = Gnmt2();
   TrainingView view = BuildTrainingView(graph);
-  RunResult split = RunRanks(view, cluster, WideReplicas(view), 4);
+  Strategy piped = TwoStages(view, cluster, {0}, {2});
+  piped.stages[0] = PipelineStage::OfReplicas({{0, 1}});
+  piped.stages[1] = PipelineStage::OfReplicas({{2, 3}});
+  AlternateSlots(view, &piped);
+  RunResult split = RunRanks(view, cluster, piped, 4);
   EXPECT_EQ(split.status.code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(split.status.message().find("stage 0's replica 0 spans ranks 0 "
                                         "and 1 (/cpu:0, /cpu:1)"),
