@@ -189,9 +189,13 @@ struct StepReport {
   // executor's, those its workers made in one process.
   std::vector<MeasuredTransfer> transfers;
   // Each time a worker waiting for work was given some by another thread
-  // (a value to copy, a node made ready by an arrival or another device):
-  // seconds until it started on it. A transfer costs two (the link's
-  // worker, then the reader's), on top of the copy; this rank's only.
+  // (a value to copy, a node made ready by an arrival or another device;
+  // a strategy's: a task made ready by another stage or a receiver, a
+  // wide replica's node by another slot's node or copy, a link's copy):
+  // seconds until it started on it. A transfer through a link's worker
+  // costs two (the link's, then the reader's), on top of the copy; one
+  // between CPU devices in a strategy, which the sender makes, one; this
+  // rank's only.
   std::vector<double> handoff_seconds;
 };
 

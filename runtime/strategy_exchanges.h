@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -70,6 +71,7 @@ struct StrategySlotCopy {
 };
 struct StrategySlotLinks {
   std::vector<std::deque<StrategySlotCopy>> queued;
+  std::vector<std::chrono::steady_clock::time_point> given;  // last queued
   absl::flat_hash_map<int64_t, torch::Tensor> arrived;
 };
 

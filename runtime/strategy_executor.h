@@ -77,7 +77,9 @@
 //    which waits for each), timed without the copies and waits for other
 //    devices it made, and the copies a worker or link made of other
 //    devices' values and weights in one process (what crosses ranks goes packed,
-//    untimed; on a GPU as the node runs); with
+//    untimed; on a GPU as the node runs), each hand-off to a worker that
+//    waited (StepReport::handoff_seconds: from the last change that could
+//    make its work ready to its start on it); with
 //    measure_allocations, what each device's threads allocated (below).
 //    With measure_allocations and enforce_memory (both ExecutorOptions), a
 //    step whose allocations on a device go past its memory_bytes fails

@@ -125,8 +125,10 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // when the step failed meanwhile.
   int NextNode(std::vector<int>* pending, int j, int d)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Node n of micro-batch j has run (for those some node waits for).
+  // Node n of micro-batch j has run (for those some node waits for); a
+  // change that may make a wide replica's node ready (slots_given_).
   void MarkNodeDone(int n, int j) ABSL_LOCKS_EXCLUDED(mu_);
+  void GiveToSlotsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After the task (s, j) has ended on every slot of d's replica (of this
   // rank; other ranks' partials waited for by link): the parameters of d's
   // slot whose gradients it completed, into d's accumulators (d's worker).
@@ -197,8 +199,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // Whether task (s, j) of the given direction has every input here.
   bool ReadyLocked(int s, int j, bool backward) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // options_.before_node (tests' fault injection), its error naming the
-  // node.
+  // options_.before_node (fault injection), its error naming the node.
   absl::Status BeforeNode(const TrainingNode& node);
   // A recomputing stage's forward runs without autograd and keeps, of
   // what it read, the values other stages made (kept_); its backward
@@ -214,8 +215,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
       std::map<int, torch::Tensor>* copied,
       const std::function<torch::Tensor(int value)>& activation);
   absl::Status RunForward(int s, int j, int d);
-  // A stage recomputed whole: its forward rerun under autograd before its
-  // backward (strategy_recompute.cc).
+  // A stage recomputed whole: its forward rerun under autograd first.
   absl::Status Rerun(int s, int j, int d);
   // Recomputing in part (Recompute::kSelective, kLayers, kSelectiveOp):
   // the tables (selective_, reruns_); whether forward node n is rerun at its stage's backward (every node of a stage
@@ -332,8 +332,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   }
   // ZeRO-2/3 (strategy_sharding.cc) on stage s: with more than one replica,
   // its gradients are reduce-scattered round by round (Deliver), and with
-  // ZeRO-3 its parameters are held as shards only, gathered for
-  // each pass.
+  // ZeRO-3 its parameters are held as shards only, gathered for each pass.
   bool ShardsGradientsOf(int s) const {
     return ShardsGradients(strategy_.zero) &&
            strategy_.stages[s].num_replicas() > 1;
@@ -354,17 +353,15 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // the parameter has fewer elements than replicas), as a view of
   // `whole` (v's shape).
   torch::Tensor Shard(const torch::Tensor& whole, int v, int k) const;
-  // Its first element and length. With tensor parallelism, of each
-  // device's part (every tensor rank's the same size): the replicas of a
-  // tensor rank shard their parts (PartShape).
+  // Its first element and length; with tensor parallelism of each
+  // device's part (all one size): a tensor rank's replicas shard it.
   std::pair<int64_t, int64_t> ShardRange(int v, int k) const;
   std::vector<int64_t> PartShape(int v) const;
-  // ZeRO-3: parameter v whole on device d from its replicas' shards
-  // (this process's, and those of `others`; as FSDP's all-gather fills its
-  // unsharded buffer);
-  // FillFromShards writes them into `whole` (v's shape; its part), taking
-  // replica k's from `others` when it has k, the others' from tensor rank
-  // r's devices.
+  // ZeRO-3: parameter v whole on device d from its replicas' shards (this
+  // process's, and those of `others`; as FSDP's all-gather fills its
+  // unsharded buffer); FillFromShards writes them into `whole` (v's shape;
+  // its part), taking replica k's from `others` when it has k, the
+  // others' from tensor rank r's devices.
   torch::Tensor Gather(int v, int d,
                        const std::map<int, torch::Tensor>& others = {}) const;
   void FillFromShards(const torch::Tensor& whole, int v,
@@ -458,10 +455,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
       const std::function<int(int)>& shard_of,
       std::vector<std::map<int, torch::Tensor>>* out) const;
   absl::Status InitReplicaSubgroups();
-  // `parameters` (of a slot) in runs of at most
-  // ExecutorOptions::exchange_chunk_bytes of the view's bytes (a larger
-  // parameter alone), in order, the same on every replica: what one
-  // exchange across ranks carries at a time.
+  // `parameters` (of a slot) in runs of at most exchange_chunk_bytes of the
+  // view's bytes (a larger parameter alone), in order, the same on every
+  // replica: what one exchange across ranks carries at a time.
   std::vector<std::vector<int>> ExchangeChunks(
       const std::vector<int>& parameters) const;
   absl::StatusOr<std::vector<torch::Tensor>> ReplicaAllGather(
@@ -505,8 +501,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   const TrainingView& view_;
   const Graph& graph_;
   const Cluster cluster_;  // a copy: small, and callers pass temporaries
-  // Per device, the cores its worker runs on (pin_cpu_devices); empty:
-  // unpinned.
+  // Per device, its worker's cores (pin_cpu_devices); empty: unpinned.
   std::vector<std::vector<int>> cores_;
   const Strategy strategy_;
   const ExecutorOptions options_;
@@ -562,11 +557,11 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // The step's state. What workers share is ABSL_GUARDED_BY(mu_) (clang
   // checks it: scripts/thread_safety.sh). Left unannotated, by design, is
   // what one worker alone touches during a step: an entry per device
-  // (waited_seconds_, node_runs_, transfers_, copy_seconds_, prefetched_),
-  // per lane and op (saved_,
-  // tensor_saved_, seeds_) or per pass (parked_, parked_reruns_), each
-  // read and written by the worker that runs it; Step() sets them before
-  // the workers start and clears them after they are joined.
+  // (waited_seconds_, node_runs_, transfers_, copy_seconds_, prefetched_,
+  // handoffs_), per lane and op (saved_, tensor_saved_, seeds_) or per
+  // pass (parked_, parked_reruns_), each read and written by the worker
+  // that runs it; Step() sets them before the workers start and clears
+  // them after they are joined.
   absl::Mutex mu_;
   absl::CondVar cv_;
   // Waits for nodes of other slots within a wide replica's task and copies.
@@ -586,6 +581,11 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<int> slots_done_ ABSL_GUARDED_BY(mu_);
   std::vector<char> node_done_ ABSL_GUARDED_BY(mu_);  // [j * nodes + n]
   std::vector<double> waited_seconds_;  // per device, in its current task
+  // [device], then [D_ + link]: hand-offs (StepReport's), each from the
+  // last give (below; a link's last queued copy) to the start on it.
+  std::vector<std::vector<double>> handoffs_;
+  SteadyClock::time_point slots_given_ ABSL_GUARDED_BY(mu_);  // wide
+  SteadyClock::time_point tasks_given_ ABSL_GUARDED_BY(mu_);  // done, sent
   // Per device: its node runs and the copies it made in the step, and the
   // seconds of those copies so far.
   std::vector<std::vector<NodeRun>> node_runs_;

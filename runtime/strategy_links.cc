@@ -137,7 +137,9 @@ int TorchStrategyExecutor::LinkedSinkSlot(int n, int sum) const {
 
 void TorchStrategyExecutor::QueueCopy(int src, int dst,
                                       StrategySlotCopy copy) {
-  links_.queued[link_tables_.ordinal.at({src, dst})].push_back(std::move(copy));
+  const int link = link_tables_.ordinal.at({src, dst});
+  links_.queued[link].push_back(std::move(copy));
+  links_.given[link] = SteadyClock::now();
   link_cv_.SignalAll();
 }
 
@@ -160,7 +162,7 @@ void TorchStrategyExecutor::SendToSlots(
     if (!CopiedBySender(d, to)) QueueCopy(d, to, std::move(copy));
   }
   copies->clear();
-  if (!made.empty()) slots_cv_.SignalAll();
+  if (!made.empty()) GiveToSlotsLocked();
 }
 
 bool TorchStrategyExecutor::ArrivedLocked(int n, int lane, int d) const {
@@ -180,8 +182,13 @@ torch::Tensor TorchStrategyExecutor::TakeArrivedLocked(int lane, int item,
 bool TorchStrategyExecutor::NextQueued(int link, StrategySlotCopy* copy) {
   absl::MutexLock lock(&mu_);
   std::deque<StrategySlotCopy>& queue = links_.queued[link];
-  while (failure_.ok() && queue.empty()) link_cv_.Wait(&mu_);
+  bool waited = false;
+  while (failure_.ok() && queue.empty()) {
+    link_cv_.Wait(&mu_);
+    waited = true;
+  }
   if (!failure_.ok()) return false;
+  if (waited) handoffs_[D_ + link].push_back(SecondsSince(links_.given[link]));
   *copy = std::move(queue.front());
   queue.pop_front();
   return true;
@@ -223,7 +230,7 @@ void TorchStrategyExecutor::LinkWorker(int link) {
     }
     absl::MutexLock lock(&mu_);
     links_.arrived[copy.key] = std::move(made);
-    slots_cv_.SignalAll();
+    GiveToSlotsLocked();
   }
 }
 
@@ -295,7 +302,7 @@ void TorchStrategyExecutor::ReceiveLink(int link) {
     }
     absl::MutexLock lock(&mu_);
     links_.arrived[key] = std::move(made);
-    slots_cv_.SignalAll();
+    GiveToSlotsLocked();
   }
 }
 

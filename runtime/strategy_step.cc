@@ -86,6 +86,7 @@ int TorchStrategyExecutor::NextNode(std::vector<int>* pending, int j, int d) {
   const PipelineStage& stage = strategy_.stages[stage_of_device_[d]];
   const int k = replica_of_device_[d];
   const auto start = SteadyClock::now();
+  bool waited = false;
   absl::MutexLock lock(&mu_);
   while (failure_.ok()) {
     // From the back: the order SlotNodes gives.
@@ -103,9 +104,12 @@ int TorchStrategyExecutor::NextNode(std::vector<int>* pending, int j, int d) {
       if (!ready || !ArrivedLocked(n, Lane(j, d), d)) continue;
       pending->erase(std::next(at).base());
       waited_seconds_[d] += SecondsSince(start);
+      // Made ready by another thread since it began to wait.
+      if (waited) handoffs_[d].push_back(SecondsSince(slots_given_));
       return n;
     }
     slots_cv_.Wait(&mu_);
+    waited = true;
   }
   waited_seconds_[d] += SecondsSince(start);
   return -1;
@@ -129,6 +133,11 @@ void TorchStrategyExecutor::MarkNodeDone(int n, int j) {
   if (!waited_on_[n]) return;
   absl::MutexLock lock(&mu_);
   node_done_[j * view_.nodes().size() + n] = 1;
+  GiveToSlotsLocked();
+}
+
+void TorchStrategyExecutor::GiveToSlotsLocked() {
+  slots_given_ = SteadyClock::now();
   // Only the workers of a wide replica wait on slots_cv_.
   slots_cv_.SignalAll();
 }
@@ -188,6 +197,8 @@ void TorchStrategyExecutor::ResetStepLocked() {
                               static_cast<size_t>(sums) * S_ * W_));
   slots_done_.assign(static_cast<size_t>(S_) * M_ * 2, 0);
   waited_seconds_.assign(D_, 0);
+  handoffs_.assign(D_ + link_tables_.devices.size(), {});
+  links_.given.assign(link_tables_.devices.size(), {});
   node_runs_.assign(D_, {});
   transfers_.assign(D_, {});
   copy_seconds_.assign(D_, 0);
@@ -335,6 +346,10 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
   }
   for (const std::vector<MeasuredTransfer>& link : link_transfers_) {
     report.transfers.insert(report.transfers.end(), link.begin(), link.end());
+  }
+  for (const std::vector<double>& given : handoffs_) {
+    report.handoff_seconds.insert(report.handoff_seconds.end(),
+                                  given.begin(), given.end());
   }
   if (Distributed()) {
     // Each rank's devices' allocated peaks (zeros for the others'), summed.

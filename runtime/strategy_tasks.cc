@@ -535,10 +535,14 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
     const int j = task.micro_batch;
     {
       absl::MutexLock lock(&mu_);
+      bool waited = false;
       while (failure_.ok() && !ReadyLocked(s, j, task.backward)) {
         cv_.Wait(&mu_);
+        waited = true;
       }
       if (!failure_.ok()) return;
+      // Made ready by another device or a receiver since it began to wait.
+      if (waited) handoffs_[d].push_back(SecondsSince(tasks_given_));
     }
     const auto start = SteadyClock::now();
     waited_seconds_[d] = 0;
@@ -564,6 +568,7 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
           (static_cast<size_t>(s) * M_ + j) * 2 + (task.backward ? 1 : 0);
       if (++slots_done_[key] == width) {
         (task.backward ? backward_done_ : forward_done_)[s * M_ + j] = 1;
+        tasks_given_ = SteadyClock::now();
         cv_.SignalAll();
       }
       while (failure_.ok() && slots_done_[key] != width) cv_.Wait(&mu_);

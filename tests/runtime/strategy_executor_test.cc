@@ -410,6 +410,44 @@ TEST(StrategyExecutorTest, EveryNodeRunIsReportedOnTheDeviceThatRanIt) {
   }
 }
 
+// A step's hand-offs: each time a worker that waited was given work by
+// another thread (a wide replica's node made ready by another slot's
+// node or copy), the seconds until it started on it. None on one device
+// (nobody gives it work); some, each within the step, when every other op
+// is on the replica's second device; and a measurement's profile prices
+// them.
+TEST(StrategyExecutorTest, HandOffsAreReportedWhereAnotherThreadGaveWork) {
+  const Cluster cluster = Cpus(2);
+  std::vector<Model> models = Models({"bn_cnn.op13"});
+  TrainingView view = BuildTrainingView(models.back().graph);
+  const Strategy one = OneDevice(view, 2);
+  Strategy wide = one;
+  wide.slot_of_op = AlternatingSlots(view);
+  wide.stages = {PipelineStage::OfReplicas({{0, 1}})};
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> alone =
+      StrategyExecutor::Create(view, cluster, one);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  absl::StatusOr<StepReport> r = (*alone)->Step();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->handoff_seconds.empty());
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
+      StrategyExecutor::Create(view, cluster, wide);
+  ASSERT_TRUE(e.ok()) << e.status();
+  r = (*e)->Step();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_FALSE(r->handoff_seconds.empty());
+  for (double seconds : r->handoff_seconds) {
+    EXPECT_GE(seconds, 0);
+    EXPECT_LT(seconds, r->seconds);
+  }
+  MeasureOptions options;
+  options.steps = 2;
+  options.warmup = 0;
+  absl::StatusOr<Measurement> m = MeasureSteps(**e, options);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_GT(ProfileFromMeasurement(view, cluster, *m).handoff_seconds, 0);
+}
+
 // An op placement run as its strategy (StrategyOfPlacement: one replica
 // whose slots are the devices) trains as the op executor trains it: ops
 // dealt round robin over three devices, so that every edge crosses.
