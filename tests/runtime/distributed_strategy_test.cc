@@ -765,6 +765,10 @@ TEST(DistributedStrategyTest, AsRanksADeviceHoldsWhatItHoldsAsAThread) {
   }
 }
 
+// A rank that never steps is named by the other, which fails within the
+// group's timeout: data-parallel replicas, and a replica split over the
+// ranks. (With three ranks or more the first to time out names the rank it
+// waited on, which may itself be waiting on the stalled one.)
 TEST(DistributedStrategyTest, AStalledRankIsNamed) {
   const Cluster cluster = Cpus(4);
   Graph graph = Gnmt2();
@@ -775,6 +779,14 @@ TEST(DistributedStrategyTest, AStalledRankIsNamed) {
   data.micro_batches = 4;
   RunResult r = RunRanks(view, cluster, data, 2, /*timeout_seconds=*/2,
                          /*stall_rank=*/1);
+  ASSERT_FALSE(r.status.ok());
+  EXPECT_NE(r.status.message().find("rank 1"), std::string::npos) << r.status;
+  // An op placement's replica split over the two ranks: the other waits
+  // for the stalled rank's copies (a link's receiver, the update's
+  // partials) and names it rather than hang.
+  const Strategy placed = StrategyOfPlacement(RoundRobin(graph, 4));
+  r = RunRanks(view, cluster, placed, 2, /*timeout_seconds=*/2,
+               /*stall_rank=*/1);
   ASSERT_FALSE(r.status.ok());
   EXPECT_NE(r.status.message().find("rank 1"), std::string::npos) << r.status;
 }
