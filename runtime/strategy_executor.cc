@@ -72,8 +72,11 @@ absl::Status TorchStrategyExecutor::Init() {
   }
   // Reads, and the values and gradient buffers crossing stages.
   forward_reads_.assign(S_, std::vector<int>(V_, 0));
+  slot_reads_.assign(S_, {});
   std::vector<std::set<int>> crossing(static_cast<size_t>(S_) * S_);
   for (int s = 0; s < S_; ++s) {
+    const int width = strategy_.stages[s].width();
+    if (width > 1) slot_reads_[s].assign(width, std::vector<int>(V_, 0));
     for (int n : forward_[s]) {
       const Op& op = graph_.op(view_.node(n).forward_op);
       if (AllOutputsFolded(graph_, op)) continue;
@@ -81,6 +84,7 @@ absl::Status TorchStrategyExecutor::Init() {
         const int v = t >= 0 ? value_of_tensor_[t] : -1;
         if (v < 0) continue;
         ++forward_reads_[s][v];
+        if (width > 1) ++slot_reads_[s][SlotOfNode(n)][v];
         const TrainingValue& value = view_.value(v);
         if (value.kind == ValueKind::kActivation && value.producer >= 0 &&
             StageOfNode(value.producer) != s) {

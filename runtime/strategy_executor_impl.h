@@ -567,7 +567,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // Waits for nodes of other slots within a wide replica's task and copies.
   absl::CondVar slots_cv_;
   StrategyLinkTables link_tables_;  // InitLinks'
-  // A replica split over ranks (Init); [s][slot][v]: v's reads there.
+  // A replica split over ranks (Init); forward_reads_ by a wide slot.
   bool split_replicas_ = false;
   std::vector<std::vector<std::vector<int>>> slot_reads_;
   std::vector<std::vector<MeasuredTransfer>> link_transfers_;  // per link

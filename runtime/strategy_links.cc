@@ -63,8 +63,7 @@ void TorchStrategyExecutor::InitLinks() {
     }
     std::vector<std::pair<int, int>> update_sent;  // (from, to) slot
     // A replica split over ranks: the partials of a parameter's sum made
-    // on a slot of another rank than its update's, once per task, and
-    // what each slot's forward nodes read (reads_left_'s).
+    // on a slot of another rank than its update's, once per task.
     if (split_replicas_ && stage.width() > 1) {
       for (int u : update_[s]) {
         const int to = SlotOfNode(u);
@@ -91,21 +90,6 @@ void TorchStrategyExecutor::InitLinks() {
       for (auto [from, to] : update_sent) {
         const int src = stage.device(k, from), dst = stage.device(k, to);
         if (Local(src) != Local(dst)) ++expected[{src, dst}];
-      }
-    }
-  }
-  if (split_replicas_) {
-    slot_reads_.assign(S_, {});
-    for (int s = 0; s < S_; ++s) {
-      slot_reads_[s].assign(strategy_.stages[s].width(),
-                            std::vector<int>(V_, 0));
-      for (int n : forward_[s]) {
-        const Op& op = graph_.op(view_.node(n).forward_op);
-        if (AllOutputsFolded(graph_, op)) continue;
-        for (int t : op.inputs) {
-          const int v = t >= 0 ? value_of_tensor_[t] : -1;
-          if (v >= 0) ++slot_reads_[s][SlotOfNode(n)][v];
-        }
       }
     }
   }
