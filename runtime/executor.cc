@@ -44,29 +44,6 @@
 
 namespace placer {
 
-void TorchExecutor::LowerForMemory(const Placement& placement) {
-  structure_costs_ = NewRooflineCostModel();
-  std::unique_ptr<ReadyOrder> order = NewTopologicalReadyOrder();
-  structure_ = std::make_unique<SimulationContext>(
-      SimulationContext::Create(view_, cluster_, *structure_costs_, *order));
-  lowered_ = LowerPlacement(*structure_, placement);
-  value_copy_task_.assign(view_.values().size() * num_devices_, -1);
-  sum_copy_task_.assign(view_.gradient_sums().size() * num_devices_, -1);
-  copy_destinations_.assign(view_.values().size(), {});
-  for (size_t k = 0; k < lowered_.copies.size(); ++k) {
-    const CopyTask& copy = lowered_.copies[k];
-    const int task = lowered_.num_nodes + static_cast<int>(k);
-    if (copy.gradient_sum >= 0) {
-      sum_copy_task_[static_cast<size_t>(copy.gradient_sum) * num_devices_ +
-                     copy.src] = task;
-    } else {
-      value_copy_task_[static_cast<size_t>(copy.value) * num_devices_ +
-                       copy.dst] = task;
-      copy_destinations_[copy.value].push_back(copy.dst);
-    }
-  }
-}
-
 absl::Status TorchExecutor::Init() {
   {
     // No worker runs yet; the tables' per-step parts are mu_'s.
@@ -180,7 +157,7 @@ absl::Status TorchExecutor::InitTablesLocked() {
   device_idle_.assign(num_devices_, Idle());
   // A link worker per direction the lowering copies on (one end here);
   // what crosses into this rank each step: each of its copies, once.
-  for (const CopyTask& copy : lowered_.copies) {
+  for (const CopyTask& copy : memory_->lowered().copies) {
     if (!Local(copy.src) && !Local(copy.dst)) continue;
     links_[{copy.src, copy.dst}];
     if (!Local(copy.src)) ++expected_[{copy.src, copy.dst}];
@@ -196,12 +173,12 @@ absl::Status TorchExecutor::InitTablesLocked() {
     ++local_nodes_on_device_[d];
     char& waits = waits_untimed_[i];
     for (int v : view_.node(i).outputs) {
-      waits |= !copy_destinations_[v].empty();
+      waits |= !memory_->copy_destinations(v).empty();
       const int sum = view_.sum_of(v);
       waits |= sum >= 0 && device_of_node_[view_.gradient_sums()[sum].sink] != d;
     }
     for (int v : view_.node(i).inputs) {
-      waits |= value_copy_task_[static_cast<size_t>(v) * num_devices_ + d] >= 0;
+      waits |= ValueCopyTask(v, d) >= 0;
     }
     waits |= !view_.sums_read_by(i).empty();
     for (int c : view_.node(i).control_inputs) {
@@ -230,9 +207,8 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
   report_.node_runs.reserve(n);
   report_.busy_seconds.assign(num_devices_, 0);
   loss_ = 0;
-  memory_.emplace(*structure_, lowered_, MemoryTimelineOptions());
   freed_.clear();
-  memory_->ReportFreedValues(&freed_);
+  memory_->StartStep(&freed_);
   std::fill(seed_grad_.begin(), seed_grad_.end(), torch::Tensor());
   std::fill(sum_done_.begin(), sum_done_.end(), 0);
   for (int i = 0; i < n; ++i) {
@@ -270,7 +246,7 @@ absl::StatusOr<StepReport> TorchExecutor::Step() {
         !Local(home_[v])) {
       continue;
     }
-    for (int e : copy_destinations_[v]) SendLocked(v, home_[v], e);
+    for (int e : memory_->copy_destinations(v)) SendLocked(v, home_[v], e);
   }
   for (int i = 0; i < n; ++i) {
     if (pending_[i] == 0 && Local(device_of_node_[i])) ReadyLocked(i);

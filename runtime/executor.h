@@ -171,7 +171,8 @@ struct StepReport {
   // The sum of the graph's losses before the update (a strategy: its mean
   // over the micro-batches).
   double loss = 0;
-  // Per device, tracked (the memory timeline's); empty for a strategy.
+  // Per device, tracked (the memory timeline's: runtime/placement_memory.h);
+  // for a strategy, an op placement's only (PlacesOps), else empty.
   std::vector<int64_t> peak_memory_bytes;
   // With measure_allocations, per device: the tensors resident before the
   // step (parameters, momentum, inputs, constants) plus the peak of the

@@ -40,6 +40,7 @@
 #include "runtime/op_autograd.h"
 #include "runtime/parameter_update.h"
 #include "simulator/gradient_partials.h"
+#include "runtime/placement_memory.h"
 #include "simulator/memory_timeline.h"
 #include "simulator/placement.h"
 #include "simulator/placement_lowering.h"
@@ -62,7 +63,7 @@ class TorchExecutor : public Executor {
         num_devices_(cluster.num_devices()),
         local_(std::move(local)) {
     device_of_node_ = DevicesOfNodes(view, placement);
-    LowerForMemory(placement);
+    memory_ = std::make_unique<PlacementMemory>(view_, cluster_, placement);
   }
 
   ~TorchExecutor() override { StopWorkers(); }
@@ -122,15 +123,11 @@ class TorchExecutor : public Executor {
   void ContributedLocked(int sum, int device, bool arrived)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // The simulator's lowering of the placement (the same copies as this
-  // step's), whose tasks the step's events are told to its MemoryTimeline
-  // as: the rules of what is live are the simulator's.
-  void LowerForMemory(const Placement& placement);
   int ValueCopyTask(int value, int dst) const {
-    return value_copy_task_[static_cast<size_t>(value) * num_devices_ + dst];
+    return memory_->ValueCopyTask(value, dst);
   }
   int SumCopyTask(int sum, int src) const {
-    return sum_copy_task_[static_cast<size_t>(sum) * num_devices_ + src];
+    return memory_->SumCopyTask(sum, src);
   }
   double StepSecondsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return SecondsSince(step_start_);
@@ -198,8 +195,10 @@ class TorchExecutor : public Executor {
   void WakeAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeDoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Under mu_, after the memory timeline counted more on device d (at
-  // `node`, or -1: a transfer): fails the step when d is over its memory.
-  void CheckMemoryLocked(int d, int node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `node`, or -1: a transfer): fails the step when d is over its memory
+  // (`live` bytes; -1: what the timeline holds there now).
+  void CheckMemoryLocked(int d, int node, int64_t live = -1)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // With measure_allocations: reports this thread's allocations as
   // device d's (-1: frees only) until the guard goes.
   std::unique_ptr<c10::DebugInfoGuard> ReportAllocations(int d) {
@@ -234,15 +233,10 @@ class TorchExecutor : public Executor {
   // Per device: the tensors resident before a step (AllocationTracker's
   // base).
   std::vector<int64_t> resident_bytes_;
-  // What memory reads of the simulator's: the structure (its roofline
-  // times unused), the lowered step, each copy's task there.
-  std::unique_ptr<CostModel> structure_costs_;
-  std::unique_ptr<SimulationContext> structure_;
-  LoweredPlacement lowered_;
-  std::vector<int> value_copy_task_;  // per (value, dst), or -1
-  std::vector<int> sum_copy_task_;    // per (gradient sum, src), or -1
-  // Per value: the devices the lowering copies it to, in its order.
-  std::vector<std::vector<int>> copy_destinations_;
+  // The step's memory: the simulator's timeline over its lowering of the
+  // placement, whose copies are the step's. Its tables are read-only after
+  // Init; its timeline is told the step's events under mu_ only.
+  std::unique_ptr<PlacementMemory> memory_;
   // Per (gradient sum, device): the partials made there, the first of them.
   PartialsByDevice partials_;
 
@@ -297,9 +291,8 @@ class TorchExecutor : public Executor {
   std::vector<int> nodes_left_ ABSL_GUARDED_BY(mu_);
   int step_index_ ABSL_GUARDED_BY(mu_) = 0;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
-  // The step's memory, fed what runs.
-  std::optional<MemoryTimeline> memory_ ABSL_GUARDED_BY(mu_);
-  std::vector<ValueOnDevice> freed_ ABSL_GUARDED_BY(mu_);  // its reports
+  // What the step's memory timeline freed, as it reports it.
+  std::vector<ValueOnDevice> freed_ ABSL_GUARDED_BY(mu_);
   Clock::time_point step_start_ ABSL_GUARDED_BY(mu_);
   StepReport report_ ABSL_GUARDED_BY(mu_);
   AllocationTracker allocations_;

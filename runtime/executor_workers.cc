@@ -102,7 +102,7 @@ void TorchExecutor::MaybeDoneLocked() {
 // simulator counts them, not from its arrival; one for another rank, from
 // its arrival there (RecvWorker).
 void TorchExecutor::SendLocked(int value, int src, int dst) {
-  memory_->Started(ValueCopyTask(value, dst), StepSecondsLocked(), 0, 0);
+  memory_->CopyStarted(ValueCopyTask(value, dst), -1, StepSecondsLocked());
   if (Local(dst)) {
     CheckMemoryLocked(dst, -1);
   } else {
@@ -115,7 +115,7 @@ void TorchExecutor::SendLocked(int value, int src, int dst) {
 }
 
 void TorchExecutor::SendSumLocked(int sum, int src, int dst) {
-  memory_->Started(SumCopyTask(sum, src), StepSecondsLocked(), 0, 0);
+  memory_->CopyStarted(SumCopyTask(sum, src), -1, StepSecondsLocked());
   if (Local(dst)) {
     CheckMemoryLocked(dst, -1);
   } else {
@@ -161,14 +161,13 @@ void TorchExecutor::ContributedLocked(int sum, int device, bool arrived) {
   }
 }
 
-void TorchExecutor::CheckMemoryLocked(int d, int node) {
-  const int64_t limit = cluster_.device(d).memory_bytes;
-  const int64_t live = memory_->bytes(d);
-  if (options_.enforce_memory && live > limit && failure_.ok()) {
-    FailLocked(absl::ResourceExhaustedError(absl::StrCat(
-        "out of memory: ", cluster_.device(d).name, " needs ", live,
-        " bytes, over its ", limit, " at '",
-        node >= 0 ? view_.node(node).key : std::string("a transfer"), "'")));
+void TorchExecutor::CheckMemoryLocked(int d, int node, int64_t live) {
+  if (!options_.enforce_memory || !failure_.ok()) return;
+  if (absl::Status s = memory_->Check(
+          d, live >= 0 ? live : memory_->bytes(d),
+          node >= 0 ? absl::string_view(view_.node(node).key) : "");
+      !s.ok()) {
+    FailLocked(s);
   }
 }
 
@@ -198,9 +197,9 @@ void TorchExecutor::DropFreedLocked() {
 void TorchExecutor::SentLocked(const LinkItem& item, int src, int dst) {
   if (item.sum >= 0) {
     sum_buffer_[SumSlot(item.sum, src)] = torch::Tensor();
-    memory_->Ended(SumCopyTask(item.sum, src), StepSecondsLocked());
+    memory_->CopyEnded(SumCopyTask(item.sum, src), StepSecondsLocked());
   } else {
-    memory_->Ended(ValueCopyTask(item.value, dst), StepSecondsLocked());
+    memory_->CopyEnded(ValueCopyTask(item.value, dst), StepSecondsLocked());
     DropFreedLocked();
   }
 }
@@ -268,14 +267,12 @@ void TorchExecutor::DeviceWorker(int d) {
     } else {
       // The node, as it ran, to the memory timeline: its outputs at their
       // measured sizes, all counted before any input is freed.
-      for (size_t k = 0; k < tn.outputs.size(); ++k) {
-        memory_->SetValueBytes(
-            tn.outputs[k], k < outputs.size() ? TensorBytes(outputs[k]) : 0);
+      std::vector<int64_t> made(tn.outputs.size(), 0);
+      for (size_t k = 0; k < made.size() && k < outputs.size(); ++k) {
+        made[k] = TensorBytes(outputs[k]);
       }
-      const double now = StepSecondsLocked();
-      memory_->Started(node, now, now, now);
-      CheckMemoryLocked(d, node);
-      memory_->Ended(node, now);
+      CheckMemoryLocked(d, node,
+                        memory_->NodeRan(node, made, StepSecondsLocked()));
       for (int sum : view_.sums_read_by(node)) {
         sum_buffer_[SumSlot(sum, d)] = torch::Tensor();
       }
@@ -286,7 +283,7 @@ void TorchExecutor::DeviceWorker(int d) {
           ContributedLocked(sum, d, /*arrived=*/false);
           continue;
         }
-        for (int e : copy_destinations_[v]) SendLocked(v, d, e);
+        for (int e : memory_->copy_destinations(v)) SendLocked(v, d, e);
         ArriveLocked(v, d, std::move(t));
       }
       // Its inputs read for the last time here, and outputs nobody reads.
@@ -446,8 +443,8 @@ void TorchExecutor::RecvWorker(int src, int dst) {
       // sink on dst.
       const int64_t id = got->first;
       auto carried = [&](int task) {
-        return task >= 0 && lowered_.copy(task).src == src &&
-               lowered_.copy(task).dst == dst;
+        return task >= 0 && memory_->lowered().copy(task).src == src &&
+               memory_->lowered().copy(task).dst == dst;
       };
       if (id >= 0 && id < values &&
           carried(ValueCopyTask(static_cast<int>(id), dst))) {
@@ -491,10 +488,9 @@ void TorchExecutor::RecvWorker(int src, int dst) {
     // Counted on dst from its arrival: this rank cannot see when the
     // sender queued it.
     const int task = sum >= 0 ? SumCopyTask(sum, src) : ValueCopyTask(value, dst);
-    memory_->SetValueBytes(value, TensorBytes(copy));
-    memory_->Started(task, StepSecondsLocked(), 0, 0);
+    memory_->CopyStarted(task, TensorBytes(copy), StepSecondsLocked());
     CheckMemoryLocked(dst, -1);
-    memory_->Ended(task, StepSecondsLocked());
+    memory_->CopyEnded(task, StepSecondsLocked());
     DropFreedLocked();  // the sender's copy, of no tensor here
     if (sum >= 0) {
       ContributedLocked(sum, dst, /*arrived=*/true);

@@ -189,6 +189,13 @@ absl::Status TorchStrategyExecutor::Init() {
   InitSharding();
   RETURN_IF_ERROR(InitRecompute());
   InitLinks();
+  {
+    std::vector<char> local(D_);
+    for (int d = 0; d < D_; ++d) local[d] = Local(d);
+    memory_ = StrategyPlacementMemory::Create(
+        view_, cluster_, strategy_, link_tables_.sends, link_tables_.weights,
+        std::move(local), options_.enforce_memory);
+  }
   // Messages into this rank per step and channel.
   if (Distributed()) {
     auto expect = [&](int src, int dst, int count) {

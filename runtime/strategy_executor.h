@@ -65,9 +65,10 @@
 //    backward (a device's worker runs it after its tasks), and a stage's
 //    update waits for the step's last task rather than for its own
 //    allreduce only.
-//  - A forward value is freed after its last reader's task has taken it,
-//    a gradient buffer once its sink has read it (as frameworks free
-//    them); freed host memory stays in the heap (KeepFreedHostMemory), as
+//  - A forward value is freed after its last reader's task has taken it
+//    (a wide replica's copy of another slot's value after its last read
+//    on that slot), a gradient buffer once its sink has read it (as
+//    frameworks free them); freed host memory stays in the heap (KeepFreedHostMemory), as
 //    in the placed executor and the profiler.
 //  - Step reports the step's wall time, the mean loss over the
 //    micro-batches (before the update), each device's busy time, every
@@ -81,12 +82,21 @@
 //    waited (StepReport::handoff_seconds: from the last change that could
 //    make its work ready to its start on it); with
 //    measure_allocations, what each device's threads allocated (below).
-//    With measure_allocations and enforce_memory (both ExecutorOptions), a
-//    step whose allocations on a device go past its memory_bytes fails
-//    after the forward or backward node that took them there, with a
-//    ResourceExhausted error naming the device, the node and the
-//    micro-batch (the placed executor enforces the memory it tracks
-//    instead); without measure_allocations memory is not enforced.
+//    An op placement's strategy (one stage, one replica, one micro-batch,
+//    nothing tensor parallel, sharded or recomputed: PlacesOps) also has
+//    its memory tracked as the placed executor tracks it
+//    (StepReport::peak_memory_bytes; runtime/strategy_placement_memory.h:
+//    the simulator's memory timeline over the placement's lowering, told
+//    this executor's nodes and copies as they run, at the sizes of the
+//    tensors made), and with enforce_memory a step that goes past a
+//    device's memory_bytes there fails after the node (or at the copy)
+//    that took it there, with a ResourceExhausted error naming the device
+//    and the node. With measure_allocations and enforce_memory (both
+//    ExecutorOptions), any strategy's step whose allocations on a device
+//    go past its memory_bytes fails after the forward or backward node
+//    that took them there, with a ResourceExhausted error naming the
+//    device, the node and the micro-batch. Other strategies' memory is
+//    not enforced without measure_allocations.
 //  - Distributed (options.ranks set): this process is one rank and runs
 //    only the devices options.rank_of_device gives it. What one process's
 //    workers share goes by the rank group instead, sent by the producing

@@ -28,6 +28,7 @@
 #include "runtime/initial_values.h"
 #include "runtime/op_autograd.h"
 #include "runtime/parameter_update.h"
+#include "runtime/strategy_placement_memory.h"
 #include "runtime/strategy_exchanges.h"
 #include "runtime/strategy_executor.h"
 #include "simulator/selective_recompute.h"
@@ -494,6 +495,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   void ReduceAndUpdate(int s, int d, double* busy);
   void Receiver(int src, int dst, int expected);
   void Fail(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  void FailLocked(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // With measure_allocations: reports this thread's allocations as device
   // d's (-1: frees only) until the guard goes.
   std::unique_ptr<c10::DebugInfoGuard> ReportAllocations(int d);
@@ -693,6 +696,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // which it reads in place); the base of allocated_peak_bytes.
   std::vector<int64_t> resident_bytes_;
   AllocationTracker allocations_;
+  // An op placement's strategy: its memory as the op executor tracks it;
+  // null for other strategies.
+  std::unique_ptr<StrategyPlacementMemory> memory_ ABSL_PT_GUARDED_BY(mu_);
 };
 
 }  // namespace placer

@@ -122,6 +122,11 @@ int TorchStrategyExecutor::LinkedSinkSlot(int n, int sum) const {
 void TorchStrategyExecutor::QueueCopy(int src, int dst,
                                       StrategySlotCopy copy) {
   const int link = link_tables_.ordinal.at({src, dst});
+  if (memory_ != nullptr) {
+    if (absl::Status over = memory_->CopyQueued(copy.key); !over.ok()) {
+      FailLocked(over);
+    }
+  }
   links_.queued[link].push_back(std::move(copy));
   links_.given[link] = SteadyClock::now();
   link_cv_.SignalAll();
@@ -141,7 +146,14 @@ void TorchStrategyExecutor::SendToSlots(
     made.emplace_back(copy.key, std::move(here));
   }
   absl::MutexLock lock(&mu_);
-  for (auto& [key, tensor] : made) links_.arrived[key] = std::move(tensor);
+  for (auto& [key, tensor] : made) {
+    links_.arrived[key] = std::move(tensor);
+    if (memory_ == nullptr) continue;
+    if (absl::Status over = memory_->CopyQueued(key); !over.ok()) {
+      FailLocked(over);
+    }
+    memory_->CopyDone(key);
+  }
   for (auto& [to, copy] : *copies) {
     if (!CopiedBySender(d, to)) QueueCopy(d, to, std::move(copy));
   }
@@ -214,6 +226,7 @@ void TorchStrategyExecutor::LinkWorker(int link) {
     }
     absl::MutexLock lock(&mu_);
     links_.arrived[copy.key] = std::move(made);
+    if (memory_ != nullptr) memory_->CopyDone(copy.key);
     GiveToSlotsLocked();
   }
 }
@@ -238,6 +251,10 @@ void TorchStrategyExecutor::SendLink(int link) {
                                      cluster_.device(src).name, " -> ",
                                      cluster_.device(dst).name, ")")));
       return;
+    }
+    if (memory_ != nullptr) {
+      absl::MutexLock lock(&mu_);
+      memory_->CopyDone(copy.key);
     }
     // Timed by the sender, until its send completed.
     if (!none) {
@@ -285,6 +302,12 @@ void TorchStrategyExecutor::ReceiveLink(int link) {
       }
     }
     absl::MutexLock lock(&mu_);
+    if (memory_ != nullptr) {
+      if (absl::Status over = memory_->CopyArrived(key, TensorBytes(made));
+          !over.ok()) {
+        FailLocked(over);
+      }
+    }
     links_.arrived[key] = std::move(made);
     GiveToSlotsLocked();
   }

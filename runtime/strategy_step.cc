@@ -30,6 +30,10 @@ namespace placer {
 
 void TorchStrategyExecutor::Fail(const absl::Status& status) {
   absl::MutexLock lock(&mu_);
+  FailLocked(status);
+}
+
+void TorchStrategyExecutor::FailLocked(const absl::Status& status) {
   if (failure_.ok()) failure_ = status;
   cv_.SignalAll();
   slots_cv_.SignalAll();
@@ -165,22 +169,30 @@ void TorchStrategyExecutor::ResetStepLocked() {
       const PipelineStage& stage = strategy_.stages[b];
       const std::vector<int> group =
           stage.TensorGroup(j % stage.num_replicas());
-      if (split_replicas_ && stage.width() > 1) {
-        // Reads by this process's slots only.
+      if (stage.width() > 1) {
+        // Reads by this process's slots of what they hold: what another
+        // slot of the stage made is read from its link's copy, let go
+        // after its last read there (RunForward).
         const int k = j % stage.num_replicas();
         for (int slot = 0; slot < stage.width(); ++slot) {
           if (!Local(stage.device(k, slot))) continue;
           for (int v = 0; v < V_; ++v) {
-            reads_left_[static_cast<size_t>(j) * V_ + v] +=
+            const int producer = view_.value(v).producer;
+            if (producer >= 0 && StageOfNode(producer) == b &&
+                SlotOfNode(producer) != slot) {
+              continue;
+            }
+            reads_left_[static_cast<size_t>(j) * T_ * V_ + v] +=
                 slot_reads_[b][slot][v];
           }
         }
-        continue;
-      }
-      for (int r = 0; r < T_; ++r) {
-        if (!Local(group[r])) continue;
-        for (int v = 0; v < V_; ++v) {
-          reads_left_[(j * T_ + r) * V_ + v] += forward_reads_[b][v];
+        if (split_replicas_) continue;
+      } else {
+        for (int r = 0; r < T_; ++r) {
+          if (!Local(group[r])) continue;
+          for (int v = 0; v < V_; ++v) {
+            reads_left_[(j * T_ + r) * V_ + v] += forward_reads_[b][v];
+          }
         }
       }
       if (Local(DeviceOf(b, j))) continue;
@@ -249,6 +261,7 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
   {
     absl::MutexLock lock(&mu_);
     ResetStepLocked();
+    if (memory_ != nullptr) memory_->StartStep();
   }
   auto reporting = ReportAllocations(-1);  // what this thread frees
   allocations_.Start(resident_bytes_);
@@ -304,11 +317,7 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
         std::optional<absl::Status> remote = options_.ranks->PublishedFailure();
         mu_.Lock();
         if (remote.has_value() && failure_.ok()) {
-          failure_ = *remote;
-          cv_.SignalAll();
-          slots_cv_.SignalAll();
-          group_cv_.SignalAll();
-          link_cv_.SignalAll();
+          FailLocked(*remote);
           mu_.Unlock();
           options_.ranks->AbortPending();
           mu_.Lock();
@@ -331,6 +340,7 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
   {
     absl::MutexLock lock(&mu_);
     for (double l : loss_) report.loss += l;
+    if (memory_ != nullptr) report.peak_memory_bytes = memory_->peak_bytes();
     values_.clear();
     partials_.clear();
     failure = failure_;
@@ -360,6 +370,9 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
     report.loss = merged.loss;
     report.busy_seconds = merged.busy_seconds;
     report.allocated_peak_bytes = merged.allocated_peak_bytes;
+    if (memory_ != nullptr) {
+      report.peak_memory_bytes = merged.peak_memory_bytes;
+    }
     report.node_runs = std::move(merged.node_runs);
     report.transfers = std::move(merged.transfers);
   }

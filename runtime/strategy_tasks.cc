@@ -141,16 +141,30 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
   // Values a rerun node made in storage of their own (no input's, no
   // other holder's), and those a reader's output shares storage with.
   std::set<int> fresh, aliased;
+  // Of each value another slot of this wide stage made (its link's copy),
+  // the reads here still to come.
+  std::map<int, int> linked_reads;
   // What other stages made, as this task reads it.
   auto activation = [&](int v) {
     absl::MutexLock lock(&mu_);
+    const int producer = view_.value(v).producer;
+    if (W_ > 1 && producer >= 0 && StageOfNode(producer) == s &&
+        SlotOfNode(producer) != slot_of_device_[d]) {
+      auto [left, first] = linked_reads.try_emplace(v, 0);
+      if (first) {
+        left->second = slot_reads_[s][slot_of_device_[d]][v];
+        copied[v] = TakeArrivedLocked(lane, v, d);
+      }
+      torch::Tensor in = copied[v];
+      // Let go after its last read here, as the op executor lets it go.
+      if (--left->second == 0) copied.erase(v);
+      return in;
+    }
     torch::Tensor& held = values_[lane][v];
     const int from = value_device_[lane * V_ + v];
     torch::Tensor in;
     if (from == d || copied.count(v) == 0) {
-      // Another slot's value came by its link (strategy_links.cc).
-      if (from != d) in = TakeArrivedLocked(lane, v, d);
-      if (!in.defined()) in = CopyIn(held, v, from, d);
+      in = CopyIn(held, v, from, d);
       if (from != d) copied[v] = in;
     } else {
       in = copied[v];
@@ -160,7 +174,6 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     if (--reads_left_[lane * V_ + v] == 0) held = torch::Tensor();
     // Kept for the rerun: what a rerun node reads that no rerun node of
     // this stage makes.
-    const int producer = view_.value(v).producer;
     const bool rerun_value = StageOfNode(producer) == s && Reruns(producer);
     if (current >= 0 && Reruns(current) && !rerun_value &&
         kept_[KeptIndex(s, j, d)].emplace(v, in).second && in_part) {
@@ -229,8 +242,19 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     }
     const double loss = OutputLosses(graph_, op, *results, targets_[d][j],
                                      1.0 / M_, &seeds_[lane]);
+    absl::Status tracked;  // an op placement's memory (memory_)
     {
       absl::MutexLock lock(&mu_);
+      if (memory_ != nullptr) {
+        std::vector<int64_t> bytes(node.outputs.size(), 0);
+        for (size_t i = 0; i < bytes.size(); ++i) {
+          const int t = view_.value(node.outputs[i]).tensor;
+          for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
+            if (op.outputs[k] == t) bytes[i] = TensorBytes((*results)[k]);
+          }
+        }
+        tracked = memory_->NodeRan(n, bytes);
+      }
       // A tensor-parallel group's devices each have the whole loss.
       if (tensor_rank_of_device_[d] == 0) loss_[j] += loss;
       for (int v : node.outputs) {
@@ -257,6 +281,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     SendToSlots(d, &outgoing);
     results->clear();  // what this node made is held where it is needed
     if (!rerun_made.empty()) ParkSaved(s, j, d, &rerun_made);
+    RETURN_IF_ERROR(tracked);
     RETURN_IF_ERROR(CheckMemory(n, j, d));
     MarkNodeDone(n, j);
   }
@@ -375,6 +400,15 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
       return WithContext(grads.status(),
                          absl::StrCat(node.key, " (micro-batch ", j, "): "));
     }
+    absl::Status tracked;  // an op placement's memory (memory_)
+    if (memory_ != nullptr) {
+      std::vector<int64_t> bytes(node.outputs.size(), 0);
+      for (size_t k = 0; k < bytes.size() && k < grads->size(); ++k) {
+        bytes[k] = TensorBytes((*grads)[k]);
+      }
+      absl::MutexLock lock(&mu_);
+      tracked = memory_->NodeRan(n, bytes);
+    }
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       const int sm = view_.sum_of(node.outputs[k]);
       if (sm < 0) continue;
@@ -409,6 +443,7 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
       partials_[lane][PartialIndex(sm, s, my_slot)] = std::move(buffer);
     }
     SendToSlots(d, &outgoing);
+    RETURN_IF_ERROR(tracked);
     RETURN_IF_ERROR(CheckMemory(n, j, d));
     MarkNodeDone(n, j);
   }
@@ -456,6 +491,12 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
             continue;
           }
           torch::Tensor& part = partials_[lane][PartialIndex(sm, s, slot)];
+          if (memory_ != nullptr && slot != my_slot) {
+            // Another slot's partials, taken here through memory.
+            const absl::Status over = memory_->SumTaken(
+                sm, strategy_.stages[s].device(replica_of_device_[d], slot));
+            if (!over.ok()) return over;
+          }
           if (!part.defined()) continue;
           completed.emplace_back(p, std::move(part));
           part = torch::Tensor();

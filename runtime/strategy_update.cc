@@ -138,13 +138,24 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   status = CatchExceptions("update: ", [&] {
     torch::NoGradGuard no_grad;
     for (const auto& [p, total] : totals) {
-      if (!total.defined()) continue;
+      auto u = update_of.find(p);
+      // An op placement's memory: the update's run frees what it read (no
+      // step fails over memory once its updates have begun).
+      auto tell = [&] {
+        if (memory_ == nullptr || u == update_of.end()) return;
+        absl::MutexLock lock(&mu_);
+        memory_->NodeRan(u->second, {}).IgnoreError();
+      };
+      if (!total.defined()) {
+        tell();
+        continue;
+      }
       const SteadyClock::time_point started = SteadyClock::now();
       updates_[d][p]->Apply(total);
-      auto u = update_of.find(p);
       if (u != update_of.end()) {
         RecordRun(u->second, d, started, copy_seconds_[d], waited_seconds_[d]);
       }
+      tell();
     }
     Synchronize(devices_[d]);
     return absl::OkStatus();

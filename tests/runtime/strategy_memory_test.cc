@@ -1,0 +1,197 @@
+// The strategy executor's memory on an op placement's strategy
+// (runtime/strategy_placement_memory.h): the simulator's memory timeline
+// told its step as it runs, against hand-computed figures, against what
+// LibTorch allocated, and as a limit.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/onnx_import.h"
+#include "graph/training_view.h"
+#include "gtest/gtest.h"
+#include "profiles/cluster.h"
+#include "runtime/executor.h"
+#include "runtime/strategy_executor.h"
+#include "simulator/strategy.h"
+#include "tests/graph/test_models.h"
+#include "tests/runtime/cpu_cluster.h"
+#include "zoo/zoo.h"
+
+namespace placer {
+namespace {
+
+struct Model {
+  Graph graph;
+  TrainingView view;
+};
+
+std::unique_ptr<Model> FromProto(const onnx::ModelProto& proto) {
+  auto m = std::make_unique<Model>();
+  absl::StatusOr<Graph> g = ImportOnnxModel(proto, "test", {});
+  EXPECT_TRUE(g.ok()) << g.status();
+  if (g.ok()) m->graph = std::move(*g);
+  m->view = BuildTrainingView(m->graph);
+  return m;
+}
+
+std::unique_ptr<Model> Zoo(const std::string& name, const zoo::ZooParams& p) {
+  absl::StatusOr<onnx::ModelProto> proto = zoo::BuildZooModel(name, p);
+  EXPECT_TRUE(proto.ok()) << proto.status();
+  return FromProto(*proto);
+}
+
+Placement OneDevice(const Graph& g) {
+  return Placement{std::vector<int>(g.ops().size(), 0)};
+}
+
+// Two steps of `placement` as its strategy: each step's tracked peaks
+// (StepReport::peak_memory_bytes), the same every step.
+std::vector<int64_t> TrackedPeaks(const Model& m, const Cluster& cluster,
+                                  const Placement& placement) {
+  auto e = StrategyExecutor::Create(m.view, cluster,
+                                    StrategyOfPlacement(placement));
+  EXPECT_TRUE(e.ok()) << e.status();
+  if (!e.ok()) return {};
+  std::vector<int64_t> first;
+  for (int step = 0; step < 2; ++step) {
+    absl::StatusOr<StepReport> r = (*e)->Step();
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return {};
+    if (step == 0) first = r->peak_memory_bytes;
+    EXPECT_EQ(r->peak_memory_bytes, first) << "step " << step;
+  }
+  return first;
+}
+
+// The simulator's hand-computed chain (SimulatorTest.
+// PartialGradientsAreSummedWhereTheyAreMade): W homed on device A, read by
+// m0 there and m1..m3 on B. B peaks at 80 bytes as in the simulator. A
+// does not: the strategy executor takes B's buffer of W's partials at the
+// backward's end (Accumulate), not as soon as B has made them, so A never
+// holds it beside grad:m0's inputs. A: W and momentum 32, x 8, y0 8 until
+// copied (48); in the backward dy0 arrives (48) and grad:m0 writes its
+// partial of W (16): 64, its peak; then x, dy0 go, the partial becomes the
+// buffer (48), B's buffer is added into it (64 again, then 48) and the
+// update frees it. On one device, 104, the simulator's figure. On
+// MatMul -> Transpose -> Relu, 128 (SimulatorTest.
+// ABackwardKeepsOnlyWhatItsOpNeeds), also where the view says Transpose
+// makes 128 bytes it does not make (the tensors' own sizes count).
+TEST(StrategyMemoryTest, AnOpPlacementsTrackedPeaksAreTheTimelinesOfItsSteps) {
+  std::unique_ptr<Model> m = FromProto(testing::SharedWeightChain());
+  Placement split = OneDevice(m->graph);
+  for (const char* key : {"m1", "m2", "m3"}) {
+    split.device_of_op[m->graph.FindOp(key)] = 1;
+  }
+  EXPECT_EQ(TrackedPeaks(*m, Cpus(2), split), (std::vector<int64_t>{64, 80}));
+  EXPECT_EQ(TrackedPeaks(*m, Cpus(1), OneDevice(m->graph)),
+            (std::vector<int64_t>{104}));
+  std::unique_ptr<Model> t = FromProto(testing::MatMulTransposeRelu());
+  EXPECT_EQ(TrackedPeaks(*t, Cpus(1), OneDevice(t->graph)),
+            (std::vector<int64_t>{128}));
+  const int transposed = t->graph.FindTensor("t");
+  ASSERT_GE(transposed, 0);
+  t->graph.mutable_tensors()[transposed].shape = {4, 8};
+  t->view = BuildTrainingView(t->graph);
+  EXPECT_EQ(TrackedPeaks(*t, Cpus(1), OneDevice(t->graph)),
+            (std::vector<int64_t>{128}));
+}
+
+// What LibTorch allocated (measure_allocations) against the tracked peak,
+// per device, within `tolerance` at each of two steps.
+void ExpectTrackedNearAllocated(const std::string& name, const Model& m,
+                                const Cluster& cluster,
+                                const Placement& placement,
+                                double tolerance) {
+  ExecutorOptions o;
+  o.measure_allocations = true;
+  auto e = StrategyExecutor::Create(m.view, cluster,
+                                    StrategyOfPlacement(placement), o);
+  ASSERT_TRUE(e.ok()) << e.status();
+  for (int step = 0; step < 2; ++step) {
+    absl::StatusOr<StepReport> r = (*e)->Step();
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->peak_memory_bytes.size(), r->allocated_peak_bytes.size());
+    for (size_t d = 0; d < r->peak_memory_bytes.size(); ++d) {
+      const double tracked = static_cast<double>(r->peak_memory_bytes[d]);
+      const double allocated = static_cast<double>(r->allocated_peak_bytes[d]);
+      std::printf("%s on %zu device(s), step %d, device %zu: tracked %.0f, "
+                  "allocated %.0f (%.3fx)\n",
+                  name.c_str(), r->peak_memory_bytes.size(), step, d, tracked,
+                  allocated, allocated / tracked);
+      EXPECT_GT(tracked, 0);
+      EXPECT_NEAR(allocated, tracked, tolerance * tracked)
+          << name << " device " << d << " step " << step;
+    }
+  }
+}
+
+// The tracked peak is what the executor holds: within 10% of LibTorch's
+// allocations on one device, 15% on two (GNMT-2, RNNLM and a Transformer;
+// the op executor's own on the same placements: up to 1.10x). This also
+// holds the executor to letting another slot's value go after its last
+// read there: when it kept such copies to the forward task's end, GNMT-2
+// dealt over two devices allocated 1.38x and 1.32x its tracked peaks.
+TEST(StrategyMemoryTest, TrackedPeaksMatchWhatLibTorchAllocated) {
+  zoo::ZooParams p;
+  p.batch_size = 32;
+  p.hidden = 128;
+  p.seq_len = 6;
+  p.vocab = 2000;
+  zoo::ZooParams tr = p;
+  tr.layers = 2;
+  for (const auto& [name, params] :
+       std::vector<std::pair<std::string, zoo::ZooParams>>{
+           {"gnmt2", p}, {"rnnlm", p}, {"transformer_big", tr}}) {
+    SCOPED_TRACE(name);
+    std::unique_ptr<Model> m = Zoo(name, params);
+    ExpectTrackedNearAllocated(name, *m, Cpus(1), OneDevice(m->graph), 0.10);
+    ExpectTrackedNearAllocated(name, *m, Cpus(2), RoundRobin(m->graph, 2),
+                               0.15);
+  }
+}
+
+// PyTorch's own training-mode exports on one device, as
+// ExecutorTest.SimulatedPeakMatchesAllocatedPeakOnPyTorchExports runs them.
+TEST(StrategyMemoryTest, TrackedPeaksMatchAllocatedOnPyTorchExports) {
+  for (const char* file :
+       {"bert_tiny.train.op13", "gru.train.op17", "convnext_tiny.train.op13"}) {
+    SCOPED_TRACE(file);
+    Model m;
+    absl::StatusOr<Graph> g = ImportOnnxFile(
+        std::string("tests/fixtures/corpus/") + file + ".onnx", {});
+    ASSERT_TRUE(g.ok()) << g.status();
+    m.graph = std::move(*g);
+    m.view = BuildTrainingView(m.graph);
+    ExpectTrackedNearAllocated(file, m, Cpus(1), OneDevice(m.graph), 0.10);
+  }
+}
+
+// Over a device's memory, a step fails naming the device, with no
+// allocation measured (the op executor's rule): before, the strategy
+// executor enforced memory only with measure_allocations.
+TEST(StrategyMemoryTest, MemoryOverTheLimitIsAFailedStepNamingTheDevice) {
+  zoo::ZooParams p;
+  p.batch_size = 64;
+  p.hidden = 256;
+  std::unique_ptr<Model> m = Zoo("wide", p);
+  auto e = StrategyExecutor::Create(
+      m->view, Cpus(2, 200000), StrategyOfPlacement(RoundRobin(m->graph, 2)));
+  ASSERT_TRUE(e.ok()) << e.status();
+  for (int step = 0; step < 2; ++step) {
+    absl::StatusOr<StepReport> r = (*e)->Step();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_NE(r.status().message().find("/cpu:"), std::string::npos)
+        << r.status();
+  }
+  // With the limit lifted, the same placement runs.
+  auto roomy = StrategyExecutor::Create(
+      m->view, Cpus(2), StrategyOfPlacement(RoundRobin(m->graph, 2)));
+  ASSERT_TRUE(roomy.ok()) << roomy.status();
+  EXPECT_TRUE((*roomy)->Step().ok());
+}
+
+}  // namespace
+}  // namespace placer
