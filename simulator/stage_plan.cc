@@ -181,7 +181,14 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     st.backward_reads.assign(st.backward.size(), {});
   }
   // Values crossing stages (and slots), and what each stage's backward
-  // keeps alive.
+  // keeps alive. Sorted and unique per value (sets, reused: allocating
+  // them per value was a tenth of a strategy's simulation).
+  std::vector<std::pair<int, int>> stashed_in, input_of;
+  std::vector<int> read_in;
+  auto sort_unique = [](auto& v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+  };
   for (int v = 0; v < static_cast<int>(view.values().size()); ++v) {
     const TrainingValue& value = view.value(v);
     const bool stashable = value.kind == ValueKind::kActivation ||
@@ -190,19 +197,23 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
                                                    NodeKind::kForward
                             ? stage_of_node(value.producer)
                             : -1;
-    std::set<std::pair<int, int>> stashed_in, input_of;
-    std::set<int> read_in;
+    stashed_in.clear();
+    input_of.clear();
+    read_in.clear();
     for (int c : value.consumers) {
       const int s = stage_of_node(c);
-      read_in.insert(s);
+      read_in.push_back(s);
       if (stashable && view.node(c).kind == NodeKind::kBackward) {
-        stashed_in.insert({s, slot_of[c]});
+        stashed_in.emplace_back(s, slot_of[c]);
       }
       if (stashable && view.node(c).kind == NodeKind::kForward &&
           s != made_in) {
-        input_of.insert({s, slot_of[c]});
+        input_of.emplace_back(s, slot_of[c]);
       }
     }
+    sort_unique(stashed_in);
+    sort_unique(input_of);
+    sort_unique(read_in);
     for (auto [s, slot] : stashed_in) {
       plan.stages[s].stash_bytes[slot] += held(v);
     }
@@ -216,12 +227,14 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     }
   }
   // One summed buffer per gradient and stage making partials of it.
+  std::vector<int> makers;
   for (const GradientSum& sum : view.gradient_sums()) {
     const int to = stage_of_node(sum.sink);
-    std::set<int> makers;
+    makers.clear();
     for (int p : sum.partials) {
-      makers.insert(stage_of_node(view.value(p).producer));
+      makers.push_back(stage_of_node(view.value(p).producer));
     }
+    sort_unique(makers);
     for (int from : makers) {
       if (from != to) plan.gradient_bytes[to * S + from] += sum.bytes;
     }
@@ -276,15 +289,19 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     st.merges.assign(st.width, {});
     // One stage of one slot: every sum has one buffer at most.
     if (S == 1 && st.width == 1) continue;
+    std::vector<std::pair<int, int>> parts;
     for (size_t x = 0; x < sums; ++x) {
       const GradientSum& sum = view.gradient_sums()[x];
       if (stage_of_node(sum.sink) != s) continue;
-      std::set<std::pair<int, int>> parts;
+      parts.clear();
       for (int p : sum.partials) {
         const int producer = view.value(p).producer;
-        parts.insert({stage_of_node(producer), slot_of[producer]});
+        parts.emplace_back(stage_of_node(producer), slot_of[producer]);
       }
-      const bool own = parts.count({s, slot_of[sum.sink]}) > 0;
+      sort_unique(parts);
+      const bool own =
+          std::binary_search(parts.begin(), parts.end(),
+                             std::make_pair(s, slot_of[sum.sink]));
       const int extra = static_cast<int>(parts.size()) - 1 -
                         (own && parts.size() >= 2 ? 1 : 0);
       for (int e = 0; e < extra; ++e) {
