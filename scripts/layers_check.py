@@ -21,6 +21,13 @@ else is changed. One replica per GPU of a two-GPU copy whose link is made
 instant, since strategies (and so recomputation) need two devices: each
 replica runs the layer alone, as the measurement did. Several MEASURED
 files (runs) are shown side by side.
+
+A second table sets the measured peak memory above the step's start
+(parameters, input and its gradient held before it) beside placer's peak
+of the same four layers less what it holds from the start: activations,
+gradients and workspace at the peak (`peak_breakdown`), with a vocabulary
+of 8 so that the embedding and output layer, which the measurement does
+not have, hold next to nothing.
 """
 import json
 import os
@@ -52,9 +59,13 @@ def two_gpu_cluster(device_name, directory):
     return path
 
 
-def simulate(placer, cluster, layers, row):
+def simulate(placer, cluster, layers, row, vocab=None):
+    """The simulated step's seconds and its first GPU's peak breakdown."""
+    model = f"zoo:llama3_8b:layers={layers},batch=2"
+    if vocab is not None:
+        model += f",vocab={vocab}"
     command = [
-        placer, "place", f"zoo:llama3_8b:layers={layers},batch=2",
+        placer, "place", model,
         "--noweights", "--cluster", cluster, "--parallelism", "tensor",
         "--tensor", "1", "--stages", "1", "--replicas", "2",
         "--global-batch", "4", "--zero", "0", "--optimizer", "sgd",
@@ -66,7 +77,7 @@ def simulate(placer, cluster, layers, row):
     out = subprocess.run(command, check=True, capture_output=True, text=True)
     result = next(r for r in json.loads(out.stdout)["results"]
                   if r["row"] == "tensor")
-    return result["step_seconds"]
+    return result["step_seconds"], result["peak_breakdown"]["/gpu:0"]
 
 
 def main():
@@ -83,8 +94,8 @@ def main():
         simulated_base = measured_base = None
         for index, row in enumerate(runs[0]["rows"]):
             measured = [run["rows"][index]["layer_seconds"] for run in runs]
-            t2 = simulate(placer, cluster, 2, row)
-            t4 = simulate(placer, cluster, 4, row)
+            t2 = simulate(placer, cluster, 2, row)[0]
+            t4 = simulate(placer, cluster, 4, row)[0]
             simulated = (t4 - t2) / 2
             mean = sum(measured) / len(measured)
             if (not row["compiled"] and row["recompute"] == "none" and
@@ -101,6 +112,27 @@ def main():
             print(f"| {name} | {shown} | {simulated * 1e3:.1f} | "
                   f"{(simulated - mean) / mean * 100:+.1f}% | "
                   f"{relative[0]} | {relative[1]} |", flush=True)
+        print()
+        print(f"| configuration | measured GiB above the start "
+              f"({runs[0]['rows'][0]['layers']} layers) | simulated | error "
+              "| simulated activations / gradients / workspace |")
+        print("|---|---:|---:|---:|---|")
+        for index, row in enumerate(runs[0]["rows"]):
+            measured = [run["rows"][index]["peak_above_start_bytes"]
+                        for run in runs]
+            peak = simulate(placer, cluster, row["layers"], row, vocab=8)[1]
+            simulated = (peak["activations"] + peak["gradients"] +
+                         peak["workspace"])
+            mean = sum(measured) / len(measured)
+            name = ", ".join((
+                "compiled" if row["compiled"] else "eager",
+                f"recompute {row['recompute']}", row["precision"]))
+            shown = " / ".join(f"{m / 2**30:.2f}" for m in measured)
+            parts = " / ".join(f"{peak[k] / 2**30:.2f}" for k in
+                               ("activations", "gradients", "workspace"))
+            print(f"| {name} | {shown} | {simulated / 2**30:.2f} | "
+                  f"{(simulated - mean) / mean * 100:+.1f}% | {parts} |",
+                  flush=True)
 
 
 if __name__ == "__main__":
