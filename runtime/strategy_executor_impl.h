@@ -1,7 +1,6 @@
 // The strategy executor's worker state (runtime/strategy_executor.h): one
 // class whose step is split over eleven files (docs/architecture.md names
-// each); what workers hand each other and the tables they share are
-// strategy_exchanges.h's. Internal to runtime/.
+// each); what its workers share is strategy_exchanges.h's. Internal.
 #ifndef PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 #define PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 
@@ -28,9 +27,9 @@
 #include "runtime/initial_values.h"
 #include "runtime/op_autograd.h"
 #include "runtime/parameter_update.h"
-#include "runtime/strategy_placement_memory.h"
 #include "runtime/strategy_exchanges.h"
 #include "runtime/strategy_executor.h"
+#include "runtime/strategy_placement_memory.h"
 #include "simulator/selective_recompute.h"
 #include "simulator/strategy.h"
 
@@ -427,21 +426,19 @@ class TorchStrategyExecutor : public StrategyExecutor {
       std::vector<std::pair<int, torch::Tensor>>* completed);
   void FoldRounds(int p, int to, int r, bool flush)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(fold_mu_);
-  // Replica exchanges (strategy_replicas.cc): the collectives among the
-  // replicas of device d's slot (its stage, slot and tensor rank) when
-  // some are on other ranks, c10d's on the subgroup of their ranks
-  // (replica_subgroup_, made by InitReplicaSubgroups); with every replica
-  // here they return at once with nothing (each reads the others' tensors
-  // in memory). Every replica of the slot calls them in the same order in
-  // a step. This process's replicas each leave their parts; the last to
-  // arrive runs the collective for all of them (one call per rank), the
-  // others wait. Returns, by replica, what each replica on another rank
-  // sent d's (undefined for this process's), 1-D on the CPU, of the parts'
-  // dtype; the wait adds to waited_seconds_[d]. On failure, the step's
-  // failure is set.
+  // Replica exchanges (strategy_replicas.cc): c10d's collectives on the
+  // subgroup of the ranks of d's slot's replicas (its stage, slot and
+  // tensor rank; replica_subgroup_, InitReplicaSubgroups), called by every
+  // replica in the same order in a step; with every replica here they
+  // return nothing at once (each reads the others' in memory). This
+  // process's replicas leave their parts and the last to arrive runs the
+  // collective for all (one call per rank). Returns, by replica, what each
+  // one on another rank sent d's (undefined for this process's; 1-D on
+  // the CPU, of the parts' dtype); waits add to waited_seconds_[d]; a
+  // failure sets the step's.
   //  ReplicaAllGather: `mine` (1-D) from each; elements(k): replica k's.
-  //  ReplicaAllToAll: to[q], d's part for replica q (those on other ranks;
-  //    the others' are ignored); elements(k, q): of replica k's for q.
+  //  ReplicaAllToAll: to[q], d's part for replica q (others' ignored);
+  //    elements(k, q): of replica k's for q.
   bool HasRemoteReplicas(int d) const {
     return replica_subgroup_[SlotKey(stage_of_device_[d], slot_of_device_[d],
                                      tensor_rank_of_device_[d])] >= 0;
@@ -473,9 +470,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // FinishReplicaExchange waits for it (the first replica here to come
   // reads it for all) and returns what ReplicaAllGather/AllToAll would.
   // Between the two a worker computes while the transfer runs (ZeRO-3's
-  // prefetch). Every replica of the slot starts them in the same order.
-  // A ticket (ReplicaTicket, above): the exchange's key (SlotKey, ordinal
-  // in the step; -1: nothing to do).
+  // prefetch), every replica of the slot in the same order. A ticket
+  // (ReplicaTicket): the exchange's key (SlotKey, ordinal; -1: none).
   absl::StatusOr<ReplicaTicket> StartReplicaExchange(
       int d, std::vector<torch::Tensor> to,
       const std::function<int64_t(int, int)>& elements, bool gather);
@@ -495,8 +491,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   void ReduceAndUpdate(int s, int d, double* busy);
   void Receiver(int src, int dst, int expected);
   void Fail(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
-  void FailLocked(const absl::Status& status)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailLocked(const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // With measure_allocations: reports this thread's allocations as device
   // d's (-1: frees only) until the guard goes.
   std::unique_ptr<c10::DebugInfoGuard> ReportAllocations(int d);
@@ -696,8 +691,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // which it reads in place); the base of allocated_peak_bytes.
   std::vector<int64_t> resident_bytes_;
   AllocationTracker allocations_;
-  // An op placement's strategy: its memory as the op executor tracks it;
-  // null for other strategies.
+  // An op placement's memory (PlacesOps); null for other strategies.
   std::unique_ptr<StrategyPlacementMemory> memory_ ABSL_PT_GUARDED_BY(mu_);
 };
 
