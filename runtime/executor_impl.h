@@ -123,11 +123,16 @@ class TorchExecutor : public Executor {
   void ContributedLocked(int sum, int device, bool arrived)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // The memory's lowering and copy tables, which nothing changes after
+  // construction: read by any thread without mu_ (its timeline is mu_'s).
+  const PlacementMemory& Lowering() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return *memory_;
+  }
   int ValueCopyTask(int value, int dst) const {
-    return memory_->ValueCopyTask(value, dst);
+    return Lowering().ValueCopyTask(value, dst);
   }
   int SumCopyTask(int sum, int src) const {
-    return memory_->SumCopyTask(sum, src);
+    return Lowering().SumCopyTask(sum, src);
   }
   double StepSecondsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return SecondsSince(step_start_);
@@ -234,9 +239,8 @@ class TorchExecutor : public Executor {
   // base).
   std::vector<int64_t> resident_bytes_;
   // The step's memory: the simulator's timeline over its lowering of the
-  // placement, whose copies are the step's. Its tables are read-only after
-  // Init; its timeline is told the step's events under mu_ only.
-  std::unique_ptr<PlacementMemory> memory_;
+  // placement, whose copies are the step's (its tables: Lowering()).
+  std::unique_ptr<PlacementMemory> memory_ ABSL_PT_GUARDED_BY(mu_);
   // Per (gradient sum, device): the partials made there, the first of them.
   PartialsByDevice partials_;
 

@@ -443,8 +443,8 @@ void TorchExecutor::RecvWorker(int src, int dst) {
       // sink on dst.
       const int64_t id = got->first;
       auto carried = [&](int task) {
-        return task >= 0 && memory_->lowered().copy(task).src == src &&
-               memory_->lowered().copy(task).dst == dst;
+        return task >= 0 && Lowering().lowered().copy(task).src == src &&
+               Lowering().lowered().copy(task).dst == dst;
       };
       if (id >= 0 && id < values &&
           carried(ValueCopyTask(static_cast<int>(id), dst))) {

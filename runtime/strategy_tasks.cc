@@ -245,28 +245,23 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     absl::Status tracked;  // an op placement's memory (memory_)
     {
       absl::MutexLock lock(&mu_);
-      if (memory_ != nullptr) {
-        std::vector<int64_t> bytes(node.outputs.size(), 0);
-        for (size_t i = 0; i < bytes.size(); ++i) {
-          const int t = view_.value(node.outputs[i]).tensor;
-          for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
-            if (op.outputs[k] == t) bytes[i] = TensorBytes((*results)[k]);
-          }
-        }
-        tracked = memory_->NodeRan(n, bytes);
-      }
       // A tensor-parallel group's devices each have the whole loss.
       if (tensor_rank_of_device_[d] == 0) loss_[j] += loss;
-      for (int v : node.outputs) {
+      std::vector<int64_t> bytes(node.outputs.size(), 0);  // as made
+      for (size_t i = 0; i < node.outputs.size(); ++i) {
+        const int v = node.outputs[i];
         const int t = view_.value(v).tensor;
         for (size_t k = 0; k < op.outputs.size() && k < results->size(); ++k) {
+          if (op.outputs[k] != t) continue;
+          bytes[i] = TensorBytes((*results)[k]);
           // Kept while a reader of this process, or a send, needs it.
-          if (op.outputs[k] == t && reads_left_[lane * V_ + v] > 0) {
+          if (reads_left_[lane * V_ + v] > 0) {
             values_[lane][v] = (*results)[k];
             value_device_[lane * V_ + v] = d;
           }
         }
       }
+      if (memory_ != nullptr) tracked = memory_->NodeRan(n, bytes);
       // What other slots read of it, to their links (as made: on a replica
       // split over ranks, no reader of this process may keep it).
       for (auto [v, slot] : link_tables_.sends[n]) {
