@@ -4,13 +4,12 @@
 // labels — the executor's loss for a [batch, classes] output — and SGD
 // with momentum) from the same weights, in the same process and run. Run:
 //   bazel run //benchmarks:executor_benchmark
-// The ratio BM_Executor/N / BM_TorchNn/N is the overhead (target: <= 1.15)
-// at width N. BM_StrategyOneDevice/N/M runs the same model as a strategy
-// on the same device (runtime/strategy_executor.h), M micro-batches a
-// step: its time / M over BM_Executor/N is the strategy executor's
-// overhead per micro-batch (0.98-1.03 on 2026-11-24; on GNMT-2 it was
-// 1.35x before it kept freed host memory, docs/parallelism.md).
-// Both use one intra-op thread and the same host settings
+// The ratio BM_Executor/N / BM_TorchNn/N is the overhead (target: <= 1.10)
+// at width N: the executor (runtime/strategy_executor.h) running the op
+// placement of every op on that device. BM_StrategyOneDevice/N/M runs
+// the same model as a strategy of M micro-batches a step on the same
+// device: its time / M over BM_Executor/N is the overhead per
+// micro-batch. Both use one intra-op thread and the same host settings
 // (base/host_setup.h).
 #include <map>
 #include <memory>
@@ -34,7 +33,7 @@ struct Setup {
   Graph graph;
   TrainingView view;
   Cluster cluster;
-  std::unique_ptr<Executor> executor;
+  std::unique_ptr<StrategyExecutor> executor;
   torch::nn::Sequential net;
   std::unique_ptr<torch::optim::SGD> sgd;
   torch::Tensor x, target;  // target: labels
@@ -57,7 +56,7 @@ Setup& Get(int64_t hidden) {
     s->view = BuildTrainingView(s->graph);
     s->cluster = *LoadCluster("cpu2");
     Placement one{std::vector<int>(s->graph.ops().size(), 0)};
-    s->executor = std::move(*Executor::Create(s->view, s->cluster, one));
+    s->executor = std::move(*StrategyExecutor::Create(s->view, s->cluster, one));
     at::set_num_threads(1);
     SetBlasThreads(1);
     KeepFreedHostMemory();

@@ -171,6 +171,14 @@ SavedTensors SavedForBackward(const Op& op) {
     saved.outputs.push_back(0);
     return saved;
   }
+  if (DefaultDomain(op.domain) &&
+      (op.op_type == "LSTM" || op.op_type == "GRU" || op.op_type == "RNN")) {
+    // W, R and B (1-3) are read through their gate-reordered copies.
+    for (int k = 0; k < static_cast<int>(op.inputs.size()); ++k) {
+      if (k < 1 || k > 3) saved.inputs.push_back(k);
+    }
+    return saved;
+  }
   auto it = DefaultDomain(op.domain) ? Table().find(op.op_type) : Table().end();
   if (it == Table().end() || PadReadsInput(op)) {
     for (int k = 0; k < static_cast<int>(op.inputs.size()); ++k) {

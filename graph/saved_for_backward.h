@@ -21,6 +21,10 @@
 //    (a Mul inside keeps an operand only for the other one's gradient);
 //    and its constant and integer or bool inputs, which the recomputation
 //    needs for shapes and selections.
+//  - A fused recurrent layer (LSTM, GRU, RNN) keeps X, sequence_lens and
+//    its initial states, not W, R and B: its kernels read the
+//    gate-reordered copies of those (SavedWorkspaceBytes), which is all
+//    autograd keeps of them.
 //  - Any other op type, including ones in other domains and types this
 //    table does not know, keeps every input: an over-count of memory, never
 //    an under-count.

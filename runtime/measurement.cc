@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_helpers.h"
 #include "profiles/signature.h"
+#include "runtime/strategy_executor.h"
 
 namespace placer {
 namespace {
@@ -21,8 +22,8 @@ class ExecutorEvaluator : public StepEvaluator {
 
   absl::StatusOr<Evaluation> Evaluate(const Placement& placement) override {
     ASSIGN_OR_RETURN(
-        std::unique_ptr<Executor> e,
-        Executor::Create(view_, cluster_, placement, options_.executor));
+        std::unique_ptr<StrategyExecutor> e,
+        StrategyExecutor::Create(view_, cluster_, placement, options_.executor));
     ASSIGN_OR_RETURN(Measurement m, MeasureSteps(*e, options_));
     return Evaluation{m.step_seconds, m.peak_memory_bytes};
   }
@@ -145,8 +146,8 @@ absl::StatusOr<MeasuredProfile> OverlayStepMeasurement(
     const Placement& reference, MeasuredProfile base,
     const MeasureOptions& options) {
   ASSIGN_OR_RETURN(
-      std::unique_ptr<Executor> executor,
-      Executor::Create(view, cluster, reference, options.executor));
+      std::unique_ptr<StrategyExecutor> executor,
+      StrategyExecutor::Create(view, cluster, reference, options.executor));
   ASSIGN_OR_RETURN(Measurement m, MeasureSteps(*executor, options));
   MeasuredProfile overlaid = MergeProfiles(
       std::move(base), ProfileFromMeasurement(view, cluster, m));
@@ -169,8 +170,8 @@ absl::StatusOr<MeasuredProfile> OverlayStepMeasurement(
   for (int d = 0; d < cluster.num_devices(); ++d) {
     if (!kinds.insert(cluster.device(d).kind).second) continue;
     Placement one{std::vector<int>(reference.device_of_op.size(), d)};
-    absl::StatusOr<std::unique_ptr<Executor>> alone =
-        Executor::Create(view, cluster, one, options.executor);
+    absl::StatusOr<std::unique_ptr<StrategyExecutor>> alone =
+        StrategyExecutor::Create(view, cluster, one, options.executor);
     absl::StatusOr<Measurement> a =
         alone.ok() ? MeasureSteps(**alone, options)
                    : absl::StatusOr<Measurement>(alone.status());

@@ -1,7 +1,6 @@
-// One op's forward and backward as both executors run them (the placed
-// dataflow executor, executor.h, and the strategy executor,
-// strategy_executor.h): so an op computes the same numbers whichever runs
-// it.
+// One op's forward and backward as the executor (strategy_executor.h)
+// runs them, in every kind of stage: so an op computes the same numbers
+// wherever it runs.
 //
 // Contract:
 //  - ForwardOp runs the op's LibTorch kernel on `inputs` (tensors on one

@@ -1,7 +1,7 @@
 // ParameterUpdate: what an update node does to its parameter — the step's
 // optimizer (graph/training_view.h's Optimizer) as LibTorch's torch::optim
 // implements it, so a run trains as a PyTorch loop with that optimizer
-// would, and both executors and the profiler update the same way.
+// would, and the executor and the profiler update the same way.
 //
 // Contract:
 //  - kSgd: torch::optim::SGD (w -= lr g). kMomentum: SGD with momentum

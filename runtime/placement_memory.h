@@ -2,10 +2,9 @@
 // it: the simulator's MemoryTimeline (simulator/memory_timeline.h, where
 // the liveness rules are written) over the simulator's lowering of the
 // placement (LowerPlacement), told each node and copy as the executor runs
-// it, at the sizes of the tensors it made. Both executors use it: the op
-// executor for every step, the strategy executor for an op placement's
-// strategy (one stage, one replica, one micro-batch), each in its own
-// order of events.
+// it, at the sizes of the tensors it made: the executor's, for an op
+// placement's strategy (one stage, one replica, one micro-batch:
+// runtime/strategy_placement_memory.h), in its own order of events.
 //
 // Contract: the lowering's copies are the ones the executor makes (a value
 // once to each other device that reads it, a device's summed partial

@@ -313,14 +313,9 @@ absl::Status TorchStrategyExecutor::Init() {
         resident_bytes_[d] += TensorBytes(host_[v]);
       }
     }
-    for (const std::vector<torch::Tensor>& targets : targets_[d]) {
-      for (const torch::Tensor& t : targets) {
-        resident_bytes_[d] += TensorBytes(t);
-      }
-    }
   }
   SetBlasThreads(options_.threads_per_cpu_device);
-  // As the placed executor and the profiler do: freed blocks stay in the
+  // As the profiler does: freed blocks stay in the
   // heap for reuse instead of page-faulting in fresh memory every step, so
   // the profile's node times hold here.
   KeepFreedHostMemory();
@@ -479,12 +474,27 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
       }
     }
   }
-  if (options.ranks != nullptr &&
-      static_cast<int>(options.rank_of_device.size()) !=
-          cluster.num_devices()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank_of_device has ", options.rank_of_device.size(),
-        " entries; the cluster has ", cluster.num_devices(), " devices"));
+  if (options.ranks != nullptr) {
+    if (static_cast<int>(options.rank_of_device.size()) !=
+        cluster.num_devices()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank_of_device has ", options.rank_of_device.size(),
+          " entries; the cluster has ", cluster.num_devices(), " devices"));
+    }
+    bool drives = false;
+    for (int d = 0; d < cluster.num_devices(); ++d) {
+      const int r = options.rank_of_device[d];
+      if (r < 0 || r >= options.ranks->world_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "device ", cluster.device(d).name, " has rank ", r, ", not in [0, ",
+            options.ranks->world_size(), ")"));
+      }
+      drives = drives || r == options.ranks->rank();
+    }
+    if (!drives) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", options.ranks->rank(), " drives no device"));
+    }
   }
   ASSIGN_OR_RETURN(std::vector<torch::Device> devices, TorchDevices(cluster));
   RETURN_IF_ERROR(
@@ -494,6 +504,13 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
   RETURN_IF_ERROR(
       CatchExceptions("strategy executor: ", [&] { return executor->Init(); }));
   return std::unique_ptr<StrategyExecutor>(std::move(executor));
+}
+
+absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
+    const TrainingView& view, const Cluster& cluster,
+    const Placement& placement, const ExecutorOptions& options) {
+  RETURN_IF_ERROR(CheckPlacementShape(view, placement, cluster.num_devices()));
+  return Create(view, cluster, StrategyOfPlacement(placement), options);
 }
 
 }  // namespace placer

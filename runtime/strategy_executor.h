@@ -42,10 +42,10 @@
 //    rank's readers only. Create refuses any other replica split over
 //    ranks, naming the stage. Either way a slot's sums may cross ranks.
 //  - Micro-batch j's graph inputs and loss targets: DrawHostValues(view,
-//    seed)'s for j = 0 (so one micro-batch on one device is the placed
-//    executor's step, executor.h), DrawBatch(view, seed + j) otherwise; the
-//    same every step. Parameters start as DrawHostValues' on every replica.
-//  - Ops compute as in the placed executor (runtime/op_autograd.h). Each
+//    seed)'s for j = 0 (so one micro-batch is an op placement's step,
+//    executor.h), DrawBatch(view, seed + j) otherwise; the same every
+//    step. Parameters start as DrawHostValues' on every replica.
+//  - Ops compute as executor.h says (runtime/op_autograd.h). Each
 //    loss's seed gradient is scaled by 1 / micro_batches, so a replica's
 //    accumulated gradients are its share of the step's mean gradient;
 //    partial gradients are summed per micro-batch as the view's gradient
@@ -68,8 +68,8 @@
 //  - A forward value is freed after its last reader's task has taken it
 //    (a wide replica's copy of another slot's value after its last read
 //    on that slot), a gradient buffer once its sink has read it (as
-//    frameworks free them); freed host memory stays in the heap (KeepFreedHostMemory), as
-//    in the placed executor and the profiler.
+//    frameworks free them); freed host memory stays in the heap
+//    (KeepFreedHostMemory), as in the profiler.
 //  - Step reports the step's wall time, the mean loss over the
 //    micro-batches (before the update), each device's busy time, every
 //    node run (each forward and backward node per micro-batch, each update
@@ -84,8 +84,7 @@
 //    measure_allocations, what each device's threads allocated (below).
 //    An op placement's strategy (one stage, one replica, one micro-batch,
 //    nothing tensor parallel, sharded or recomputed: PlacesOps) also has
-//    its memory tracked as the placed executor tracks it
-//    (StepReport::peak_memory_bytes; runtime/strategy_placement_memory.h:
+//    its memory tracked (StepReport::peak_memory_bytes; runtime/strategy_placement_memory.h:
 //    the simulator's memory timeline over the placement's lowering, told
 //    this executor's nodes and copies as they run, at the sizes of the
 //    tensors made), and with enforce_memory a step that goes past a
@@ -234,6 +233,7 @@
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
 #include "runtime/executor.h"
+#include "simulator/placement.h"
 #include "simulator/strategy.h"
 
 namespace placer {
@@ -249,15 +249,22 @@ class StrategyExecutor : public StepRunner {
   static absl::StatusOr<std::unique_ptr<StrategyExecutor>> Create(
       const TrainingView& view, const Cluster& cluster,
       const Strategy& strategy, const ExecutorOptions& options = {});
+  // An op placement's executor: its strategy's (StrategyOfPlacement: one
+  // stage, one replica whose slots are the devices, one micro-batch).
+  // InvalidArgument when the placement does not fit the view and cluster.
+  static absl::StatusOr<std::unique_ptr<StrategyExecutor>> Create(
+      const TrainingView& view, const Cluster& cluster,
+      const Placement& placement, const ExecutorOptions& options = {});
 
   // One step (StepReport: its seconds, mean loss, per-device busy time,
   // node runs and copies;
   // with ExecutorOptions::measure_allocations, per cluster device, 0 for
   // one the strategy leaves out, every rank's merged at the step's end:
   // what the device holds before the step — parameters and optimizer
-  // state; on CPU devices also the step's inputs, loss targets and
-  // constants its stage reads, as it reads them in place — plus the peak of
-  // the bytes LibTorch allocated during the step on its worker and the
+  // state; on CPU devices also the step's inputs and constants its stage
+  // reads, as it reads them in place; not the synthetic loss targets,
+  // which are the executor's and not the model's — plus the peak of the
+  // bytes LibTorch allocated during the step on its worker and the
   // receivers of what other ranks send it, freed wherever they are freed).
   absl::StatusOr<StepReport> Step() override = 0;
 

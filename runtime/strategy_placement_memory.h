@@ -1,7 +1,7 @@
 // The memory of an op placement's strategy (simulator/strategy.h:
 // StrategyOfPlacement — one stage, one replica, one micro-batch) as the
-// strategy executor runs it, tracked as the op executor tracks its own
-// (runtime/placement_memory.h: the simulator's MemoryTimeline over the
+// strategy executor runs it (runtime/placement_memory.h: the simulator's
+// MemoryTimeline over the
 // placement's lowering), told the strategy executor's events: its nodes as
 // they run, at the sizes of the tensors they made; its copies between
 // slots (by their link keys) when queued and when done, one from another

@@ -156,7 +156,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
         copied[v] = TakeArrivedLocked(lane, v, d);
       }
       torch::Tensor in = copied[v];
-      // Let go after its last read here, as the op executor lets it go.
+      // Let go after its last read here (as the timeline frees it).
       if (--left->second == 0) copied.erase(v);
       return in;
     }
@@ -457,6 +457,9 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
   // Parameters whose sums this backward completed (a weight's readers are
   // all in its stage, on any of its slots).
   std::vector<std::pair<int, torch::Tensor>> completed;
+  // Per entry of `completed`: the device whose partials it holds, and the
+  // value they are of (another slot's in this process are copied in below).
+  std::vector<std::pair<int, int>> made_on;
   const int lane = Lane(j, d);
   const int my_slot = slot_of_device_[d];
   if (split_replicas_) SendUpdatePartials(s, j, d);
@@ -482,7 +485,10 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
             if (!failure_.ok()) return absl::OkStatus();  // it says why
             from_rank = TakeArrivedLocked(lane, SumItem(sm, slot), d);
             links_.arrived.erase(key);
-            if (from_rank.defined()) completed.emplace_back(p, from_rank);
+            if (from_rank.defined()) {
+              completed.emplace_back(p, from_rank);
+              made_on.emplace_back(d, -1);
+            }
             continue;
           }
           torch::Tensor& part = partials_[lane][PartialIndex(sm, s, slot)];
@@ -495,9 +501,19 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
           if (!part.defined()) continue;
           completed.emplace_back(p, std::move(part));
           part = torch::Tensor();
+          made_on.emplace_back(
+              strategy_.stages[s].device(replica_of_device_[d], slot),
+              view_.gradient_sums()[sm].partials[0]);
         }
       }
     }
+  }
+  // Another slot's partials come over as a copy between the devices (the
+  // lowering's copy of the slot's buffer to the update's), timed as one.
+  for (size_t k = 0; k < completed.size(); ++k) {
+    const auto [from, value] = made_on[k];
+    if (from == d) continue;
+    completed[k].second = CopyIn(completed[k].second, value, from, d);
   }
   if (ShardsGradientsOf(s)) return ReduceScatter(s, j, d, &completed);
   for (auto& [p, g] : completed) AddToAccumulator(d, p, std::move(g));
@@ -534,20 +550,19 @@ void TorchStrategyExecutor::SendUpdatePartials(int s, int j, int d) {
 void TorchStrategyExecutor::AddToAccumulator(int d, int p,
                                              torch::Tensor gradient) {
   if (gradient.device() != devices_[d]) gradient = gradient.to(devices_[d]);
-  // The first micro-batch's gradient becomes the buffer, unless another
-  // tensor shares it (a backward op may hand one tensor to several
-  // inputs; later additions in place would change those): then a copy,
-  // as PyTorch's AccumulateGrad steals only a gradient no one else holds.
-  // Later ones are added in place (the strategy simulator charges the
-  // cost model's AccumulateSeconds for each).
+  // The first micro-batch's gradient becomes the buffer as it is (what
+  // PyTorch's AccumulateGrad steals). A later one is added in place where
+  // the buffer's storage is its alone, else out of place, the sum becoming
+  // the buffer: a backward op may hand one tensor, or views of one storage,
+  // to several inputs, which an addition in place would change too. The
+  // strategy simulator charges the cost model's AccumulateSeconds for each.
   torch::Tensor& acc = accum_[d][p];
-  if (acc.defined()) {
-    acc.add_(gradient);
-  } else if (gradient.use_count() == 1 && !gradient.is_view() &&
-             gradient.storage().use_count() == 1) {
+  if (!acc.defined()) {
     acc = std::move(gradient);
+  } else if (acc.use_count() == 1 && acc.storage().use_count() == 1) {
+    acc.add_(gradient);
   } else {
-    acc = gradient.clone();
+    acc = acc + gradient;
   }
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Clang's thread-safety analysis over the code whose shared state carries
 # Abseil's annotations (ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED on an
-# absl::Mutex): both executors and the METIS wrapper. GCC, which builds
+# absl::Mutex): the executor and the METIS wrapper. GCC, which builds
 # placer, ignores the annotations; this makes them checked. Fails, listing
 # them, on any warning. Needs clang (scripts/setup.sh installs it).
 # Usage: bash scripts/thread_safety.sh   (from anywhere; ~1 min on 2 cores)
@@ -11,8 +11,7 @@ if ! command -v clang++ >/dev/null; then
   echo "thread_safety: no clang++ (bash scripts/setup.sh installs it)" >&2
   exit 1
 fi
-files=(runtime/executor.cc runtime/executor_workers.cc runtime/executor_nodes.cc
-       runtime/strategy_*.cc policies/metis_graph.cc)
+files=(runtime/strategy_*.cc policies/metis_graph.cc)
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 printf '%s\n' "${files[@]}" |

@@ -1,10 +1,11 @@
 // What is live on each device while a lowered op placement's step runs
 // (simulator/placement_lowering.h): the liveness rules, kept apart from
 // scheduling as Grappler keeps GraphMemory, and written only here. The
-// simulator feeds it the engine's starts and ends; the executors feed it
-// the step they run, with the sizes of the tensors they made
-// (runtime/placement_memory.h), and the op executor lets each value's
-// tensor go where the timeline frees it (ReportFreedValues). It answers peaks, what is live now, every
+// simulator feeds it the engine's starts and ends; the executor feeds it
+// the step it runs, with the sizes of the tensors it made
+// (runtime/placement_memory.h), and may let each value's tensor go where
+// the timeline frees it (ReportFreedValues). It answers peaks, what is
+// live now, every
 // change (when asked to record them) and which devices hold a gradient
 // sum's buffer.
 //

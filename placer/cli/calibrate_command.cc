@@ -41,6 +41,7 @@
 #include "runtime/executor.h"
 #include "runtime/measurement.h"
 #include "runtime/profiler.h"
+#include "runtime/strategy_executor.h"
 #include "simulator/simulator.h"
 
 namespace placer {
@@ -217,7 +218,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       }
       for (size_t i = 0; i < placements.size(); ++i) {
         if (done[i]) continue;
-        absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(
+        absl::StatusOr<std::unique_ptr<StrategyExecutor>> executor = StrategyExecutor::Create(
             view, *cluster, placements[i].second, measure.executor);
         if (!executor.ok()) return Fail(executor.status());
         absl::StatusOr<Measurement> m = MeasureSteps(**executor, measure);

@@ -84,7 +84,7 @@ absl::StatusOr<std::map<std::string, InputValues>> InputValuesFromFlags(
   return given;
 }
 
-// How either executor is measured: the flags' steps, inputs, seed and
+// How the executor is measured: the flags' steps, inputs, seed and
 // threads, and this process's place among the ranks.
 absl::StatusOr<MeasureOptions> MeasureOptionsFromFlags(const RunFlags& flags,
                                                        const RankSetup& ranks) {
@@ -416,8 +416,8 @@ int RunCommand(const std::vector<std::string>& args) {
   // The profile's node times need each GPU node waited for; a plain run
   // queues them as training frameworks do.
   options->executor.time_gpu_nodes = !flags.profile_out.empty();
-  absl::StatusOr<std::unique_ptr<Executor>> executor =
-      Executor::Create(view, *cluster, placement, options->executor);
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> executor =
+      StrategyExecutor::Create(view, *cluster, placement, options->executor);
   if (!executor.ok()) return FailOnRank(ranks, executor.status());
   if (!flags.json && report) {
     PrintHeader(*model, *cluster, placed_by, flags, world);

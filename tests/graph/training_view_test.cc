@@ -181,7 +181,8 @@ TEST(TrainingViewTest, DropoutKeepsItsMask) {
 // is no value of the view: the forward node's saved_workspace_bytes, per
 // step, direction and batch row 7 x hidden elements for LSTM and GRU, 2
 // for RNN, plus W and R (the executor's gate-reordered copies); and its
-// forward needs scratch_bytes while it runs.
+// forward needs scratch_bytes while it runs. Of its inputs, its backward
+// keeps X only: it reads the reordered copies, not W, R and B.
 TEST(TrainingViewTest, FusedRecurrentLayersKeepTheirSteps) {
   struct Case {
     std::string type;
@@ -207,6 +208,13 @@ TEST(TrainingViewTest, FusedRecurrentLayersKeepTheirSteps) {
     ASSERT_GE(v.backward_node(op), 0);
     EXPECT_EQ(v.node(op).saved_workspace_bytes, c.expected);
     EXPECT_EQ(v.node(op).scratch_bytes, c.scratch);
+    std::set<std::string> kept;
+    for (int in : v.node(v.backward_node(op)).inputs) {
+      if (v.value(in).kind != ValueKind::kGradient) {
+        kept.insert(v.value(in).name);
+      }
+    }
+    EXPECT_EQ(kept, (std::set<std::string>{"x"}));
     // Nothing else keeps any.
     for (const TrainingNode& n : v.nodes()) {
       if (n.kind != NodeKind::kForward || n.forward_op != op) {

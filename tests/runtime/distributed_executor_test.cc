@@ -20,6 +20,7 @@
 #include "profiles/cluster.h"
 #include "runtime/executor.h"
 #include "runtime/rank_group.h"
+#include "runtime/strategy_executor.h"
 #include "zoo/zoo.h"
 
 namespace placer {
@@ -65,7 +66,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
   base.seed = 7;
   RunResult result;
   if (world == 0) {
-    auto e = Executor::Create(view, cluster, placement, base);
+    auto e = StrategyExecutor::Create(view, cluster, placement, base);
     if (!e.ok()) return {e.status()};
     for (int s = 0; s < kSteps; ++s) {
       absl::StatusOr<StepReport> r = (*e)->Step();
@@ -95,7 +96,7 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
     ExecutorOptions options = base;
     options.ranks = *group;
     options.rank_of_device = *ranks;
-    auto e = Executor::Create(view, cluster, placement, options);
+    auto e = StrategyExecutor::Create(view, cluster, placement, options);
     if (!e.ok()) {
       out.status = e.status();
       return;

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "profiles/cost_model.h"
 #include "runtime/executor.h"
+#include "runtime/strategy_executor.h"
 #include "simulator/evaluator.h"
 #include "tests/runtime/cpu_cluster.h"
 #include "tests/runtime/same_training.h"
@@ -113,9 +114,13 @@ TEST(FusedAttentionTest, TrainsAsTheCoreItReplacesOnAPyTorchExport) {
 // Memory truth for the fused kernel: what the allocator hands out during a
 // step drops, from the graph as written to the fused one, by what the
 // simulator says FlashAttention saves (the probabilities each layer kept),
-// within 2%. (Both peaks sit about 18.8 MB above the simulated ones at 256
-// tokens, 9.4 MB at 128, whatever the width and depth: the same outside
-// the attention core, fused or not; see docs/llm.md.)
+// less what the kernel's backward holds while it runs one block of query
+// rows (FlashAttention keeps its tiles on chip; this CPU kernel allocates
+// them: the block's scores, the steps applied to them under autograd, the
+// probabilities, dP and dS, at most 8 fp32 blocks of [batch, heads, 64,
+// keys]). Measured at 256 tokens: simulated 87.5 and 79.7 MB, allocated
+// 89.5 and 85.9 MB; the drop 3.65 MB against 7.85 MB saved, 4 MiB (8 such
+// blocks) apart.
 TEST(FusedAttentionTest, AllocatedPeakDropsByWhatTheSimulatorSaves) {
   zoo::ZooParams p = Tiny("gpt");
   p.seq_len = 256;
@@ -135,7 +140,7 @@ TEST(FusedAttentionTest, AllocatedPeakDropsByWhatTheSimulatorSaves) {
     ASSERT_TRUE(sim.ok()) << sim.status();
     ExecutorOptions o;
     o.measure_allocations = true;
-    auto e = Executor::Create(m->view, cpu, one, o);
+    auto e = StrategyExecutor::Create(m->view, cpu, one, o);
     ASSERT_TRUE(e.ok()) << e.status();
     absl::StatusOr<StepReport> r = (*e)->Step();
     ASSERT_TRUE(r.ok()) << r.status();
@@ -148,7 +153,11 @@ TEST(FusedAttentionTest, AllocatedPeakDropsByWhatTheSimulatorSaves) {
   }
   const double saved = simulated[0] - simulated[1];
   EXPECT_GT(saved, 0);
-  EXPECT_NEAR(allocated[0] - allocated[1], saved, 0.02 * saved);
+  const double block = static_cast<double>(p.batch_size) * p.heads * 64 *
+                       p.seq_len * sizeof(float);
+  const double drop = allocated[0] - allocated[1];
+  EXPECT_GE(drop, saved - 8 * block - 0.02 * saved);
+  EXPECT_LE(drop, saved + 0.02 * saved);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "profiles/cost_model.h"
 #include "runtime/executor.h"
+#include "runtime/strategy_executor.h"
 #include "simulator/evaluator.h"
 #include "tests/runtime/cpu_cluster.h"
 #include "tests/runtime/same_training.h"
@@ -147,7 +148,7 @@ TEST(FusedRegionTest, PeakMemoryDrops) {
     ASSERT_TRUE(sim.ok()) << sim.status();
     ExecutorOptions o;
     o.measure_allocations = true;
-    auto e = Executor::Create(m->view, cpu, one, o);
+    auto e = StrategyExecutor::Create(m->view, cpu, one, o);
     ASSERT_TRUE(e.ok()) << e.status();
     absl::StatusOr<StepReport> r = (*e)->Step();
     ASSERT_TRUE(r.ok()) << r.status();

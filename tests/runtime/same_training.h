@@ -9,6 +9,7 @@
 #include "graph/training_view.h"
 #include "gtest/gtest.h"
 #include "runtime/executor.h"
+#include "runtime/strategy_executor.h"
 #include "tests/runtime/cpu_cluster.h"
 
 namespace placer {
@@ -20,8 +21,8 @@ inline void ExpectSameTraining(const TrainingView& plain,
                                double tolerance) {
   Placement one_a{std::vector<int>(plain.forward().ops().size(), 0)};
   Placement one_b{std::vector<int>(rewritten.forward().ops().size(), 0)};
-  auto a = Executor::Create(plain, Cpus(1), one_a);
-  auto b = Executor::Create(rewritten, Cpus(1), one_b);
+  auto a = StrategyExecutor::Create(plain, Cpus(1), one_a);
+  auto b = StrategyExecutor::Create(rewritten, Cpus(1), one_b);
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(b.ok()) << b.status();
   for (int step = 0; step < 3; ++step) {

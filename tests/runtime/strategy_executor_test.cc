@@ -1,7 +1,7 @@
 // The strategy executor against one device: pipelines (GPipe and 1F1B) and
 // data-parallel replicas on two CPU devices give the losses and parameters
-// of one device accumulating the same micro-batches; one micro-batch on one
-// device is the placed executor's step exactly.
+// of one device accumulating the same micro-batches. Op placements' steps:
+// executor_test.cc.
 #include "runtime/strategy_executor.h"
 
 #include <algorithm>
@@ -61,68 +61,34 @@ Graph ResNet50() {
   return *std::move(g);
 }
 
-// The op executor's kSteps steps of `placement`: losses and parameters.
-Trajectory RunPlacement(const TrainingView& view, const Cluster& cluster,
-                        const Placement& placement) {
-  Trajectory run;
-  absl::StatusOr<std::unique_ptr<Executor>> e =
-      Executor::Create(view, cluster, placement);
-  EXPECT_TRUE(e.ok()) << e.status();
-  if (!e.ok()) return run;
-  for (int s = 0; s < kSteps; ++s) {
-    absl::StatusOr<StepReport> r = (*e)->Step();
-    EXPECT_TRUE(r.ok()) << r.status();
-    if (!r.ok()) return run;
-    run.losses.push_back(r->loss);
-  }
-  for (const std::string& name : ParameterNames(view)) {
-    absl::StatusOr<torch::Tensor> t = (*e)->Resident(name);
-    EXPECT_TRUE(t.ok()) << t.status();
-    if (t.ok()) run.parameters[name] = *t;
-  }
-  return run;
-}
-
-TEST(StrategyExecutorTest, OneMicroBatchOnOneDeviceIsTheExecutorsStep) {
+// As a StepRunner: after a step, Resident gives every parameter and graph
+// input, and refuses an activation.
+TEST(StrategyExecutorTest, ResidentGivesParametersAndInputsOnly) {
   Graph graph = Gnmt2();
   TrainingView view = BuildTrainingView(graph);
-  const Cluster cluster = Cpus(2);
-  Trajectory strategy = RunStrategy(view, cluster, OneDevice(view, 1));
-  Placement all_on_0{std::vector<int>(graph.ops().size(), 0)};
-  ExpectSame(strategy, RunPlacement(view, cluster, all_on_0), 1e-6);
-  // Either as a StepRunner: after a step, the same Resident values (every
-  // parameter and graph input), and the same refusal of an activation.
-  absl::StatusOr<std::unique_ptr<StrategyExecutor>> as_strategy =
-      StrategyExecutor::Create(view, cluster, OneDevice(view, 1));
-  absl::StatusOr<std::unique_ptr<Executor>> placed =
-      Executor::Create(view, cluster, all_on_0);
-  ASSERT_TRUE(as_strategy.ok()) << as_strategy.status();
-  ASSERT_TRUE(placed.ok()) << placed.status();
-  const std::vector<StepRunner*> runners = {as_strategy->get(), placed->get()};
-  for (StepRunner* runner : runners) ASSERT_TRUE(runner->Step().ok());
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> e =
+      StrategyExecutor::Create(view, Cpus(2), OneDevice(view, 1));
+  ASSERT_TRUE(e.ok()) << e.status();
+  StepRunner& runner = **e;
+  ASSERT_TRUE(runner.Step().ok());
   std::vector<std::string> names = ParameterNames(view);
   for (int t : graph.inputs()) names.push_back(graph.tensor(t).name);
   ASSERT_GT(names.size(), ParameterNames(view).size());
   for (const std::string& name : names) {
-    absl::StatusOr<torch::Tensor> a = runners[0]->Resident(name);
-    absl::StatusOr<torch::Tensor> b = runners[1]->Resident(name);
+    absl::StatusOr<torch::Tensor> a = runner.Resident(name);
     ASSERT_TRUE(a.ok()) << name << ": " << a.status();
-    ASSERT_TRUE(b.ok()) << name << ": " << b.status();
-    EXPECT_TRUE(torch::allclose(*a, *b, 1e-6, 1e-6)) << name;
+    EXPECT_GT(a->numel(), 0) << name;
   }
   const std::string activation =
       graph.tensor(graph.op(graph.topological_order()[0]).outputs[0]).name;
-  for (StepRunner* runner : runners) {
-    EXPECT_EQ(runner->Resident(activation).status().code(),
-              absl::StatusCode::kNotFound);
-  }
+  EXPECT_EQ(runner.Resident(activation).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
-// Either executor is a StepRunner, measured by the same MeasureSteps: one
-// micro-batch on one device, the strategy's and the op placement's
-// measurements have the same losses, and both have what they allocated
-// and what they tracked.
-TEST(StrategyExecutorTest, BothExecutorsAreMeasuredAlike) {
+// MeasureSteps over the executor: an op placement's measurement has every
+// step's loss, what it allocated and what it tracked, and every node of the
+// view timed on device 0 in each measured step.
+TEST(StrategyExecutorTest, AnOpPlacementIsMeasured) {
   Graph graph = Gnmt2();
   TrainingView view = BuildTrainingView(graph);
   const Cluster cluster = Cpus(2);
@@ -130,45 +96,26 @@ TEST(StrategyExecutorTest, BothExecutorsAreMeasuredAlike) {
   options.steps = 2;
   options.warmup = 1;
   options.executor.measure_allocations = true;
-  absl::StatusOr<std::unique_ptr<StrategyExecutor>> strategy =
-      StrategyExecutor::Create(view, cluster, OneDevice(view, 1),
-                               options.executor);
-  ASSERT_TRUE(strategy.ok()) << strategy.status();
-  absl::StatusOr<std::unique_ptr<Executor>> placed = Executor::Create(
-      view, cluster, Placement{std::vector<int>(graph.ops().size(), 0)},
-      options.executor);
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> placed =
+      StrategyExecutor::Create(
+          view, cluster, Placement{std::vector<int>(graph.ops().size(), 0)},
+          options.executor);
   ASSERT_TRUE(placed.ok()) << placed.status();
-  std::vector<absl::StatusOr<Measurement>> measured;
-  for (StepRunner* runner : {static_cast<StepRunner*>(strategy->get()),
-                             static_cast<StepRunner*>(placed->get())}) {
-    measured.push_back(MeasureSteps(*runner, options));
-    ASSERT_TRUE(measured.back().ok()) << measured.back().status();
-  }
-  const Measurement& a = *measured[0];
-  const Measurement& b = *measured[1];
-  ASSERT_EQ(a.losses.size(), 3u);
-  ASSERT_EQ(b.losses.size(), 3u);
-  for (size_t k = 0; k < a.losses.size(); ++k) {
-    EXPECT_NEAR(a.losses[k], b.losses[k], 1e-6 * std::abs(b.losses[k])) << k;
-  }
-  ASSERT_EQ(a.allocated_peak_bytes.size(), 2u);
-  ASSERT_EQ(b.allocated_peak_bytes.size(), 2u);
-  EXPECT_GT(a.allocated_peak_bytes[0], 0);
-  EXPECT_GT(b.allocated_peak_bytes[0], 0);
-  // An op placement's strategy tracks its memory as the op executor does;
-  // on one device, where both run the nodes in the view's order, to the
-  // same peak.
-  ASSERT_EQ(b.peak_memory_bytes.size(), 2u);
-  EXPECT_GT(b.peak_memory_bytes[0], 0);
-  EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
-  // Both timed every node of the view on device 0 in each measured step.
-  for (const Measurement* m : {&a, &b}) {
-    ASSERT_EQ(m->nodes.size(), view.nodes().size());
-    for (size_t i = 0; i < m->nodes.size(); ++i) {
-      EXPECT_EQ(m->nodes[i].node, static_cast<int>(i));
-      EXPECT_EQ(m->nodes[i].device, 0);
-      EXPECT_EQ(m->nodes[i].runs, 2) << view.node(i).key;
-    }
+  absl::StatusOr<Measurement> measured = MeasureSteps(**placed, options);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  const Measurement& m = *measured;
+  ASSERT_EQ(m.losses.size(), 3u);
+  EXPECT_NE(m.losses.front(), m.losses.back());
+  ASSERT_EQ(m.allocated_peak_bytes.size(), 2u);
+  EXPECT_GT(m.allocated_peak_bytes[0], 0);
+  ASSERT_EQ(m.peak_memory_bytes.size(), 2u);
+  EXPECT_GT(m.peak_memory_bytes[0], 0);
+  EXPECT_EQ(m.peak_memory_bytes[1], 0);
+  ASSERT_EQ(m.nodes.size(), view.nodes().size());
+  for (size_t i = 0; i < m.nodes.size(); ++i) {
+    EXPECT_EQ(m.nodes[i].node, static_cast<int>(i));
+    EXPECT_EQ(m.nodes[i].device, 0);
+    EXPECT_EQ(m.nodes[i].runs, 2) << view.node(i).key;
   }
 }
 
@@ -239,7 +186,7 @@ TEST(StrategyExecutorTest, PipelinesAndReplicasMatchOneDevice) {
   }
 }
 
-// As the placed executor's (executor_test): with pin_cpu_devices each
+// As an op placement's (executor_test): with pin_cpu_devices each
 // replica's worker runs on a core of its own, and before_node runs on it;
 // a failure there names the node.
 TEST(StrategyExecutorTest, PinnedReplicasRunOnCoresOfTheirOwn) {
@@ -383,7 +330,11 @@ TEST(StrategyExecutorTest, EveryNodeRunIsReportedOnTheDeviceThatRanIt) {
     EXPECT_GE(t.seconds, 0);
   }
   // One replica (no allreduce): the copies are the ones the simulator
-  // lowers: values, weights and gradient buffers on the links.
+  // lowers (values, weights and gradient buffers on the links), and per
+  // micro-batch, each other slot's partials of a weight its update's slot
+  // takes, which the strategy simulator merges there without a copy
+  // (StageModel::merges: their additions, no link time; an op placement's
+  // lowering puts them on the link).
   Strategy one = hybrid;
   one.stages = {PipelineStage::OfReplicas({{0, 1}})};
   absl::StatusOr<std::unique_ptr<StrategyExecutor>> alone =
@@ -397,11 +348,28 @@ TEST(StrategyExecutorTest, EveryNodeRunIsReportedOnTheDeviceThatRanIt) {
       SimulationContext::Create(view, cluster, *costs, *order);
   absl::StatusOr<StrategySimulation> simulated = SimulateStrategy(context, one);
   ASSERT_TRUE(simulated.ok()) << simulated.status();
+  int merged = 0;
+  int64_t merged_bytes = 0;
+  for (int n = 0; n < static_cast<int>(view.nodes().size()); ++n) {
+    if (view.node(n).kind != NodeKind::kUpdate) continue;
+    const int slot = SlotOfOp(one, view.node(n).forward_op);
+    for (int sm : view.sums_read_by(n)) {
+      std::set<int> from;
+      for (int p : view.gradient_sums()[sm].partials) {
+        const int by = SlotOfOp(one, view.node(view.value(p).producer).forward_op);
+        if (by != slot) from.insert(by);
+      }
+      merged += static_cast<int>(from.size()) * micro_batches;
+      merged_bytes += static_cast<int64_t>(from.size()) * micro_batches *
+                      view.value(view.gradient_sums()[sm].partials[0]).bytes;
+    }
+  }
+  EXPECT_GT(merged, 0);
   EXPECT_EQ(static_cast<int>(ran->transfers.size()),
-            simulated->step.transfers_count);
+            simulated->step.transfers_count + merged);
   int64_t bytes = 0;
   for (const MeasuredTransfer& t : ran->transfers) bytes += t.bytes;
-  EXPECT_EQ(bytes, simulated->step.bytes_moved);
+  EXPECT_EQ(bytes, simulated->step.bytes_moved + merged_bytes);
   MeasureOptions options;
   options.steps = 1;
   options.warmup = 0;
@@ -452,23 +420,6 @@ TEST(StrategyExecutorTest, HandOffsAreReportedWhereAnotherThreadGaveWork) {
   EXPECT_GT(ProfileFromMeasurement(view, cluster, *m).handoff_seconds, 0);
 }
 
-// An op placement run as its strategy (StrategyOfPlacement: one replica
-// whose slots are the devices) trains as the op executor trains it: ops
-// dealt round robin over three devices, so that every edge crosses.
-TEST(StrategyExecutorTest, AnOpPlacementRunsAsItsStrategy) {
-  const Cluster cluster = Cpus(3);
-  std::vector<Model> models = Models({"bn_cnn.op13"});
-  for (Model& m : models) {
-    SCOPED_TRACE(m.name);
-    TrainingView view = BuildTrainingView(m.graph);
-    const Placement dealt = RoundRobin(m.graph, 3);
-    const Strategy strategy = StrategyOfPlacement(dealt);
-    ASSERT_TRUE(CheckStrategy(view, cluster, strategy).ok());
-    ExpectSame(RunStrategy(view, cluster, strategy),
-               RunPlacement(view, cluster, dealt), 1e-5);
-  }
-}
-
 // A wide stage's slot takes its ready nodes by priority (the simulation
 // context's, as run passes them), else in the view's order: x feeds B
 // (an output) and A -> C -> D (an output), B and A on slot 0; the view's
@@ -511,8 +462,8 @@ TEST(StrategyExecutorTest, AWideStagesSlotsRunTheirReadyNodesByPriority) {
   }
 }
 
-// What a device's threads allocate is held to its memory_bytes, as the
-// placed executor holds what it tracks.
+// What a device's threads allocate is held to its memory_bytes, as an op
+// placement's tracked memory is.
 TEST(StrategyExecutorTest, AllocationsOverTheLimitFailTheStepNamingTheDevice) {
   Graph graph = Gnmt2();
   TrainingView view = BuildTrainingView(graph);

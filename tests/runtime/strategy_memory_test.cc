@@ -128,8 +128,8 @@ void ExpectTrackedNearAllocated(const std::string& name, const Model& m,
 }
 
 // The tracked peak is what the executor holds: within 10% of LibTorch's
-// allocations on one device, 15% on two (GNMT-2, RNNLM and a Transformer;
-// the op executor's own on the same placements: up to 1.10x). This also
+// allocations on one device, 15% on two (GNMT-2, RNNLM and a Transformer).
+// This also
 // holds the executor to letting another slot's value go after its last
 // read there: when it kept such copies to the forward task's end, GNMT-2
 // dealt over two devices allocated 1.38x and 1.32x its tracked peaks.
@@ -169,8 +169,7 @@ TEST(StrategyMemoryTest, TrackedPeaksMatchAllocatedOnPyTorchExports) {
 }
 
 // Over a device's memory, a step fails naming the device, with no
-// allocation measured (the op executor's rule): before, the strategy
-// executor enforced memory only with measure_allocations.
+// allocation measured.
 TEST(StrategyMemoryTest, MemoryOverTheLimitIsAFailedStepNamingTheDevice) {
   zoo::ZooParams p;
   p.batch_size = 64;

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "profiles/cluster.h"
 #include "runtime/executor.h"
+#include "runtime/strategy_executor.h"
 
 namespace placer {
 namespace {
@@ -84,8 +85,8 @@ void ExpectMatchesPyTorch(const std::string& name, int opset, int devices) {
   ExecutorOptions options;
   options.update.learning_rate = 0.5;
   options.update.momentum = 0;
-  absl::StatusOr<std::unique_ptr<Executor>> executor =
-      Executor::Create(view, Cpus(devices), placement, options);
+  absl::StatusOr<std::unique_ptr<StrategyExecutor>> executor =
+      StrategyExecutor::Create(view, Cpus(devices), placement, options);
   ASSERT_TRUE(executor.ok()) << executor.status();
   std::map<std::string, torch::Tensor> before;
   for (const auto& [param, grad] : expected.grads) {

@@ -7,6 +7,7 @@
 #include "graph/training_view.h"
 #include "gtest/gtest.h"
 #include "runtime/executor.h"
+#include "runtime/strategy_executor.h"
 #include "tests/runtime/cpu_cluster.h"
 #include "zoo/zoo.h"
 
@@ -28,7 +29,7 @@ Graph TinyTransformer() {
   return std::move(*g);
 }
 
-std::map<std::string, torch::Tensor> Parameters(const Graph& g, Executor& e) {
+std::map<std::string, torch::Tensor> Parameters(const Graph& g, StepRunner& e) {
   std::map<std::string, torch::Tensor> result;
   for (const Tensor& t : g.tensors()) {
     if (t.kind != TensorKind::kParameter || t.consumers.empty()) continue;
@@ -52,7 +53,7 @@ TEST(TrainingOptionsTest, OptimizersUpdateAsTorchOptimDoes) {
     TrainingView view = BuildTrainingView(g, TrainingOptionsFor(o));
     ExecutorOptions options;
     options.update.learning_rate = lr;
-    auto e = Executor::Create(view, Cpus(2), RoundRobin(g, 2), options);
+    auto e = StrategyExecutor::Create(view, Cpus(2), RoundRobin(g, 2), options);
     ASSERT_TRUE(e.ok()) << e.status();
     before = Parameters(g, **e);
     ASSERT_TRUE((*e)->Step().ok());
@@ -88,8 +89,8 @@ TEST(TrainingOptionsTest, Bf16StepsComputeInTheViewsTypes) {
   bf16_options.precision = Precision::kBf16;
   TrainingView fp32 = BuildTrainingView(g);
   TrainingView bf16 = BuildTrainingView(g, bf16_options);
-  auto a = Executor::Create(fp32, Cpus(2), RoundRobin(g, 2));
-  auto b = Executor::Create(bf16, Cpus(2), RoundRobin(g, 2));
+  auto a = StrategyExecutor::Create(fp32, Cpus(2), RoundRobin(g, 2));
+  auto b = StrategyExecutor::Create(bf16, Cpus(2), RoundRobin(g, 2));
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(b.ok()) << b.status();
   int smaller = 0;
@@ -116,7 +117,7 @@ TEST(TrainingOptionsTest, Fp16OnACpuIsAnErrorNamingTheDevice) {
   TrainingOptions options;
   options.precision = Precision::kFp16;
   TrainingView view = BuildTrainingView(g, options);
-  auto e = Executor::Create(view, Cpus(2), RoundRobin(g, 2));
+  auto e = StrategyExecutor::Create(view, Cpus(2), RoundRobin(g, 2));
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(e.status().message().find("/cpu:0"), std::string::npos)
@@ -130,7 +131,7 @@ TEST(TrainingOptionsTest, Fp8IsSimulatedOnly) {
   TrainingOptions options;
   options.precision = Precision::kFp8;
   TrainingView view = BuildTrainingView(g, options);
-  auto e = Executor::Create(view, Cpus(2), RoundRobin(g, 2));
+  auto e = StrategyExecutor::Create(view, Cpus(2), RoundRobin(g, 2));
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(e.status().message().find("fp8 is simulated only"),
@@ -146,7 +147,7 @@ TEST(TrainingOptionsTest, MasterWeightsAreSimulatedOnly) {
   options.precision = Precision::kBf16;
   options.mixed = MixedPrecision::kMaster;
   TrainingView view = BuildTrainingView(g, options);
-  auto e = Executor::Create(view, Cpus(2), RoundRobin(g, 2));
+  auto e = StrategyExecutor::Create(view, Cpus(2), RoundRobin(g, 2));
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(e.status().message().find("mixed-precision master"),

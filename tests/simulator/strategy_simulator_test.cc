@@ -431,8 +431,8 @@ TEST(StrategySimulatorTest, AStageOverTwoDevicesSchedulesItsNodesOnBoth) {
 // A', at 12.5 + 6x; the strategy's run once the replica's backward task
 // has ended (12 + 6x), each slot's two updates one after the other:
 // 13 + 6x. The strategy's is what PyTorch does (optimizer.step() after
-// loss.backward()), and what the strategy executor runs; the op
-// placement's is what the op executor runs (graph-mode dataflow).
+// loss.backward()), and what the executor runs for both; the op
+// placement's is graph-mode dataflow's (TensorFlow's).
 TEST(StrategySimulatorTest, AnOpPlacementAsAStrategyUpdatesAfterItsBackward) {
   Fixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
   const Placement dealt{{0, 1, 0, 1}};
