@@ -8,7 +8,12 @@
 # outside policies/rl/ does not include policies/rl/; placer/service/ does
 # not include placer/cli/. Inside simulator/, the task graph and the event
 # engine know nothing of views, plans or costs (they include only each
-# other), and a lowering does not include the engine that runs its graph.
+# other); a lowering includes neither the engine that runs its graph nor
+# the memory timeline that observes it; the memory timeline does not
+# include the simulators built on it. Inside runtime/, the executor
+# (strategy_* and executor.*) runs a plan (simulator/strategy.h,
+# placement.h) and includes no engine, simulator, lowering or memory
+# timeline: an op placement's memory goes through placement_memory.h.
 # Bazel visibility enforces the same order on
 # BUILD deps (//:above_* in the top BUILD.bazel); this catches an include
 # that reaches a header through some other target's deps.
@@ -47,8 +52,15 @@ for f in $(find base graph zoo profiles simulator policies runtime placer \
     elif [[ "$f" =~ ^simulator/(task_graph|engine)\. &&
             ! "$inc" =~ ^simulator/(task_graph|engine)\.h$ ]]; then
       why="the task graph and the engine include only each other"
-    elif [[ "$f" == simulator/*lowering* && "$inc" == simulator/engine.h ]]; then
-      why="a lowering does not include the engine"
+    elif [[ "$f" == simulator/*lowering* &&
+            "$inc" =~ ^simulator/(engine|memory_timeline)\.h$ ]]; then
+      why="a lowering does not include the engine or the memory timeline"
+    elif [[ "$f" =~ ^simulator/memory_timeline\. &&
+            "$inc" =~ ^simulator/(simulator|strategy_simulator)\.h$ ]]; then
+      why="the memory timeline does not include the simulators"
+    elif [[ "$f" =~ ^runtime/(strategy_|executor\.) &&
+            "$inc" =~ ^simulator/(engine|simulator|strategy_simulator|memory_timeline|[a-z_]*lowering)\.h$ ]]; then
+      why="the executor runs a plan; memory through runtime/placement_memory.h"
     fi
     if [ -n "$why" ]; then
       echo "$f: includes \"$inc\": $why"
