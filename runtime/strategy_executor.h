@@ -243,9 +243,11 @@ class StrategyExecutor : public StepRunner {
   // `view` (and its graph) must outlive the executor. Uses the options'
   // update (with the view's optimizer), seed, input_values,
   // threads_per_cpu_device, pin_cpu_devices, priorities (wide stages),
-  // time_gpu_nodes, measure_allocations, enforce_memory (with
+  // time_gpu_nodes, measure_allocations, enforce_memory (an op
+  // placement's tracked memory; any strategy's allocations with
   // measure_allocations), before_node, exchange_chunk_bytes, ranks and
-  // rank_of_device.
+  // rank_of_device (each device's rank in [0, world size); InvalidArgument
+  // otherwise, or when this rank drives no device).
   static absl::StatusOr<std::unique_ptr<StrategyExecutor>> Create(
       const TrainingView& view, const Cluster& cluster,
       const Strategy& strategy, const ExecutorOptions& options = {});
