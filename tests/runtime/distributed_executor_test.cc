@@ -148,7 +148,8 @@ RunResult RunRanks(const TrainingView& view, const Cluster& cluster,
   return result;
 }
 
-void ExpectSameRun(const RunResult& a, const RunResult& b, size_t parameters) {
+void ExpectSameRun(const RunResult& a, const RunResult& b, size_t parameters,
+                   double tolerance = 1e-5) {
   SCOPED_TRACE(::testing::Message() << "comparison " << ++comparison_counter);
   ASSERT_TRUE(a.status.ok()) << a.status;
   ASSERT_TRUE(b.status.ok()) << b.status;
@@ -165,7 +166,7 @@ void ExpectSameRun(const RunResult& a, const RunResult& b, size_t parameters) {
   for (const auto& [name, t] : a.parameters) {
     auto it = b.parameters.find(name);
     ASSERT_NE(it, b.parameters.end()) << name;
-    EXPECT_TRUE(torch::allclose(t, it->second, 1e-5, 1e-5))
+    EXPECT_TRUE(torch::allclose(t, it->second, tolerance, tolerance))
         << name << ": max difference "
         << (t - it->second).abs().max().item<double>() << ", max |w| "
         << t.abs().max().item<double>() << ", norm " << t.norm().item<double>()
@@ -176,6 +177,8 @@ void ExpectSameRun(const RunResult& a, const RunResult& b, size_t parameters) {
 struct Case {
   std::string name;
   Graph graph;
+  // Parameters' allclose tolerance between runs.
+  double tolerance = 1e-5;
 };
 
 std::vector<Case> Models() {
@@ -204,7 +207,12 @@ std::vector<Case> Models() {
   {
     absl::StatusOr<Graph> g = ImportOnnxFile("tests/fixtures/resnet50.onnx", {});
     EXPECT_TRUE(g.ok()) << g.status();
-    cases.push_back({"resnet50", std::move(*g)});
+    // A device adds its partials of a sum in the order its nodes run,
+    // which arrivals from other devices decide, so runs may sum in other
+    // orders; ResNet-50's float32 gradients at test sizes are
+    // ill-conditioned (docs/gpus.md), and after 5 steps two such orders
+    // leave a conv weight (largest entry 0.0116) 1.4e-5 apart.
+    cases.push_back({"resnet50", std::move(*g), 1e-4});
   }
   return cases;
 }
@@ -220,11 +228,11 @@ TEST(DistributedExecutorTest, RanksGiveTheLossesAndParametersOfOneProcess) {
     // The executor's own run-to-run spread (gradient buffers from several
     // devices are added at the sink in arrival order).
     RunResult again = RunRanks(view, cluster, placement, 0);
-    ExpectSameRun(one, again, parameters);
+    ExpectSameRun(one, again, parameters, c.tolerance);
     RunResult two = RunRanks(view, cluster, placement, 2);
-    ExpectSameRun(one, two, parameters);
+    ExpectSameRun(one, two, parameters, c.tolerance);
     RunResult four = RunRanks(view, cluster, placement, 4);
-    ExpectSameRun(one, four, parameters);
+    ExpectSameRun(one, four, parameters, c.tolerance);
     // Every transfer of every rank is in the report: as many as one
     // process makes (the same values cross the same links).
     EXPECT_EQ(two.transfers, one.transfers);
