@@ -474,6 +474,9 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
       }
     }
   }
+  // Devices this process drives: another rank's GPUs need not be visible
+  // here (a placeholder stands in for them, as TorchDevices says).
+  std::vector<char> local;
   if (options.ranks != nullptr) {
     if (static_cast<int>(options.rank_of_device.size()) !=
         cluster.num_devices()) {
@@ -489,16 +492,17 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
             "device ", cluster.device(d).name, " has rank ", r, ", not in [0, ",
             options.ranks->world_size(), ")"));
       }
-      drives = drives || r == options.ranks->rank();
+      local.push_back(r == options.ranks->rank());
+      drives = drives || local.back();
     }
     if (!drives) {
       return absl::InvalidArgumentError(absl::StrCat(
           "rank ", options.ranks->rank(), " drives no device"));
     }
   }
-  ASSIGN_OR_RETURN(std::vector<torch::Device> devices, TorchDevices(cluster));
-  RETURN_IF_ERROR(
-      CheckStepPrecision(view.options(), cluster, devices));
+  ASSIGN_OR_RETURN(std::vector<torch::Device> devices,
+                   TorchDevices(cluster, local));
+  RETURN_IF_ERROR(CheckStepPrecision(view.options(), cluster, devices, local));
   auto executor = std::make_unique<TorchStrategyExecutor>(
       view, cluster, strategy, options, std::move(devices));
   RETURN_IF_ERROR(
