@@ -18,7 +18,6 @@ PlacementMemory::PlacementMemory(const TrainingView& view,
   lowered_ = LowerPlacement(*context_, placement);
   value_copy_task_.assign(view_.values().size() * devices_, -1);
   sum_copy_task_.assign(view_.gradient_sums().size() * devices_, -1);
-  copy_destinations_.assign(view_.values().size(), {});
   for (size_t k = 0; k < lowered_.copies.size(); ++k) {
     const CopyTask& copy = lowered_.copies[k];
     const int task = lowered_.num_nodes + static_cast<int>(k);
@@ -28,14 +27,12 @@ PlacementMemory::PlacementMemory(const TrainingView& view,
     } else {
       value_copy_task_[static_cast<size_t>(copy.value) * devices_ + copy.dst] =
           task;
-      copy_destinations_[copy.value].push_back(copy.dst);
     }
   }
 }
 
-void PlacementMemory::StartStep(std::vector<ValueOnDevice>* freed) {
+void PlacementMemory::StartStep() {
   timeline_.emplace(*context_, lowered_, MemoryTimelineOptions());
-  if (freed != nullptr) timeline_->ReportFreedValues(freed);
 }
 
 int64_t PlacementMemory::NodeRan(int node,

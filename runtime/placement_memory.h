@@ -48,15 +48,9 @@ class PlacementMemory {
   int SumCopyTask(int sum, int src) const {
     return sum_copy_task_[static_cast<size_t>(sum) * devices_ + src];
   }
-  // The devices `value` is copied to, in the lowering's order.
-  const std::vector<int>& copy_destinations(int value) const {
-    return copy_destinations_[value];
-  }
 
-  // A fresh timeline for a step (what is resident from the start counted);
-  // the values it frees from now on are appended to *freed when not null
-  // (MemoryTimeline::ReportFreedValues).
-  void StartStep(std::vector<ValueOnDevice>* freed);
+  // A fresh timeline for a step (what is resident from the start counted).
+  void StartStep();
   // Node `node` ran, at `seconds` into the step: its outputs
   // (view.node(node).outputs, in order) at `output_bytes` (a missing or
   // negative entry: the view's bytes), all counted before its inputs are
@@ -87,7 +81,6 @@ class PlacementMemory {
   std::unique_ptr<SimulationContext> context_;
   LoweredPlacement lowered_;
   std::vector<int> value_copy_task_, sum_copy_task_;
-  std::vector<std::vector<int>> copy_destinations_;
   std::optional<MemoryTimeline> timeline_;
 };
 

@@ -63,7 +63,7 @@ StrategyPlacementMemory::StrategyPlacementMemory(const TrainingView& view,
 
 void StrategyPlacementMemory::StartStep() {
   start_ = SteadyClock::now();
-  memory_.StartStep(nullptr);
+  memory_.StartStep();
   TellUnmade(-1, 0);
 }
 
