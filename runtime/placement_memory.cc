@@ -20,7 +20,7 @@ PlacementMemory::PlacementMemory(const TrainingView& view,
   sum_copy_task_.assign(view_.gradient_sums().size() * devices_, -1);
   for (size_t k = 0; k < lowered_.copies.size(); ++k) {
     const CopyTask& copy = lowered_.copies[k];
-    const int task = lowered_.num_nodes + static_cast<int>(k);
+    const int task = lowered_.copy_task(static_cast<int>(k));
     if (copy.gradient_sum >= 0) {
       sum_copy_task_[static_cast<size_t>(copy.gradient_sum) * devices_ +
                      copy.src] = task;

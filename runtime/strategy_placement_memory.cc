@@ -40,7 +40,7 @@ std::unique_ptr<StrategyPlacementMemory> StrategyPlacementMemory::Create(
       continue;
     }
     memory->unmade_[view.value(copy.value).producer].push_back(
-        lowered.num_nodes + static_cast<int>(k));
+        lowered.copy_task(static_cast<int>(k)));
   }
   return memory;
 }

@@ -83,7 +83,10 @@ class MemoryTimeline final : public TaskObserver {
                  const MemoryTimelineOptions& options);
 
   // Task `task` of the lowered graph starts at `start` (a copy: was booked
-  // at `now`); returns `end` plus its partial additions.
+  // at `now`); returns `end` plus its partial additions (a node's own
+  // partials added into buffers its device holds, and the buffers that
+  // arrived into those of the sums it reads). The end of the backward
+  // (LoweredPlacement::backward_done) holds nothing.
   double Started(int task, double now, double start, double end) override;
   // Task `task` ended at `now`.
   void Ended(int task, double now) override;
@@ -132,9 +135,10 @@ class MemoryTimeline final : public TaskObserver {
   void Allocate(int device, int64_t bytes, Use use);
   void Free(int device, int64_t bytes, Use use);
   void Release(int value, int device);
-  // A partial gradient (or another device's buffer) of `bytes` for `sum`
-  // on `device`: its buffer, or added into the one it holds and freed.
-  void Accumulate(int sum, int device, int64_t bytes);
+  // A partial gradient (or, `arrived`, another device's buffer) of
+  // `bytes` for `sum` on `device`: its buffer, or added into the one it
+  // holds and freed.
+  void Accumulate(int sum, int device, int64_t bytes, bool arrived);
 
   const SimulationContext& context_;
   const TrainingView& view_;
@@ -154,6 +158,9 @@ class MemoryTimeline final : public TaskObserver {
   // Per (sum, device) that holds a buffer of the sum (from its first
   // partial or arrival there on): its bytes; -1 for none.
   PairTable<int64_t> buffer_bytes_;
+  // With partial adds: per (sum, device), the buffers that arrived into
+  // one the device held, added before the sum's reader starts.
+  PairTable<int> arrived_adds_;
   // A later micro-batch (later_peak_bytes): per device, the accumulators
   // and what it holds beyond this step (the accumulators less the
   // completed sums' buffers this step holds until their updates end),

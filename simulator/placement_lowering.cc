@@ -35,6 +35,14 @@ class Lowering {
                               : context_.node_seconds(i, d),
                      context_.priority(i), context_.key_rank(i)});
     }
+    for (int i = 0; i < n && !has_updates_; ++i) {
+      has_updates_ = view_.node(i).kind == NodeKind::kUpdate;
+    }
+    if (has_updates_) {
+      out_.backward_done = graph.AddTask(
+          {graph.AddResource(ResourceOrder::kArrival), 0.0});
+    }
+    out_.first_copy = graph.num_tasks();
     copy_on_device_.assign(devices_, -1);
     // Parameters read on other devices: sent from their home at time 0.
     for (int v = 0; v < static_cast<int>(view_.values().size()); ++v) {
@@ -55,7 +63,16 @@ class Lowering {
     sum_copy_ = PairTable<int>(
         static_cast<int64_t>(view_.gradient_sums().size()), devices_, -1);
     for (int i = 0; i < n; ++i) AddEdgesOf(i);
-    for (int t = n; t < graph.num_tasks(); ++t) AddEdgesOfCopy(t);
+    if (has_updates_) {
+      for (int i = 0; i < n; ++i) {
+        if (view_.node(i).kind == NodeKind::kUpdate) {
+          graph.AddEdge(out_.backward_done, i);
+        }
+      }
+    }
+    for (int t = out_.first_copy; t < graph.num_tasks(); ++t) {
+      AddEdgesOfCopy(t);
+    }
     return std::move(out_);
   }
 
@@ -147,12 +164,16 @@ class Lowering {
       }
     }
     for (int dep : context_.control_dependents(i)) graph.AddEdge(i, dep);
+    if (has_updates_ && view_.node(i).kind == NodeKind::kBackward) {
+      graph.AddEdge(i, out_.backward_done);
+    }
   }
 
   const SimulationContext& context_;
   const TrainingView& view_;
   const int devices_;
   LoweredPlacement out_;
+  bool has_updates_ = false;
   std::vector<int> links_;     // [src * devices + dst]: resource or -1
   std::vector<int> copy_on_device_;  // the value's copy to each device or -1
   // (sum, src): the copy task of src's buffer to the sink, or -1.

@@ -12,7 +12,13 @@
 //    the only one of its host the placement uses. (Adding a partial
 //    gradient into a buffer the device holds is charged when the node
 //    starts, by the simulator: it depends on what ran before.)
-//  - Copies, tasks from `nodes` on: a value sent once to each other device
+//  - When the view has updates, task `nodes` is the end of the backward
+//    (backward_done): it takes no time, on a resource of its own, and
+//    waits for every backward node; every update waits for it, as
+//    optimizer.step() follows loss.backward(). What updates read moves as
+//    autograd moves it, during the backward: a device's summed partials of
+//    a weight homed elsewhere leave once its last partial is made.
+//  - Copies, the tasks after those: a value sent once to each other device
 //    that reads it, after its producer (a parameter: from its group's
 //    device, ready at time 0); and, per gradient sum, one summed buffer
 //    from each device that makes partials of it other than the sink's,
@@ -21,8 +27,9 @@
 //  - Edges, per source in the order Simulate's contract handles them: each
 //    output in order (a partial to its device's buffer copy or to the sink;
 //    a value to each reader on the same device and, once per other device,
-//    to its copy), then control dependents; a copy to its readers there in
-//    consumer order.
+//    to its copy), then control dependents, then (a backward node) to
+//    backward_done; backward_done to every update in node order; a copy to
+//    its readers there in consumer order.
 #ifndef PLACER_SIMULATOR_PLACEMENT_LOWERING_H_
 #define PLACER_SIMULATOR_PLACEMENT_LOWERING_H_
 
@@ -48,11 +55,16 @@ struct CopyTask {
 struct LoweredPlacement {
   TaskGraph graph;
   int num_nodes = 0;
+  // The end of the backward (a task), or -1 when the view has no update.
+  int backward_done = -1;
+  int first_copy = 0;  // task first_copy + k is copies[k]
   std::vector<int> device_of_node;
   std::vector<int> device_of_group;  // the placement's: parameters' homes
-  std::vector<CopyTask> copies;      // task num_nodes + k is copies[k]
-  bool is_copy(int task) const { return task >= num_nodes; }
-  const CopyTask& copy(int task) const { return copies[task - num_nodes]; }
+  std::vector<CopyTask> copies;
+  bool is_node(int task) const { return task < num_nodes; }
+  bool is_copy(int task) const { return task >= first_copy; }
+  const CopyTask& copy(int task) const { return copies[task - first_copy]; }
+  int copy_task(int k) const { return first_copy + k; }
 };
 
 LoweredPlacement LowerPlacement(const SimulationContext& context,

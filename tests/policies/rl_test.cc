@@ -168,7 +168,8 @@ TEST(RlModelTest, MemoryMaskKeepsSamplesWithinTheirDevices) {
   // devices are not additive per unit, so the estimate can fit where the
   // simulation does not: rare, not impossible (measured with partial
   // gradients accumulated, 60% of the single-device peak per device: over
-  // capacity 32 -> 0, out of memory 23 -> 3 of 64).
+  // capacity 32 -> 0, out of memory 23 -> 3 of 64; with updates after the
+  // whole backward, 2026-11-30: 50 -> 0, 31 -> 3).
   EXPECT_GT(over[0], 16);
   EXPECT_GT(oom[0], 16);
   EXPECT_LT(8 * over[1], over[0]);
@@ -527,6 +528,8 @@ TEST(RlTrainerTest, LearningShortensTheSampledSteps) {
 // the random groupings' mean step; with them, 0.57x. With accumulation
 // (spread placements cost less, so the random mean is lower): off, 0.712x;
 // on, 0.669x, the batches all distinct, entropy >= 1.0 nats per choice.
+// Since updates wait for the whole backward (2026-11-30): off, 0.769x;
+// on, 0.711x.
 TEST(RlTrainerTest, Gnmt4KeepsExploringWhileItLearns) {
   Scenario s("gnmt4", "p100x4", zoo::ZooParams{});
   RlTrainerOptions o;
@@ -542,7 +545,7 @@ TEST(RlTrainerTest, Gnmt4KeepsExploringWhileItLearns) {
     EXPECT_LE(r.step_kl_per_choice, o.max_kl_per_choice);
   }
   const double random_mean = curve[0].batch_mean_seconds;
-  EXPECT_LT(t->best(0).step_seconds, 0.69 * random_mean)
+  EXPECT_LT(t->best(0).step_seconds, 0.74 * random_mean)
       << t->best(0).step_seconds << " vs random groupings' mean "
       << random_mean;
 }

@@ -90,13 +90,16 @@ struct Scenario {
 };
 
 // Hybrid candidates are replicas of op placements; their wide stages are
-// simulated as the op placement's own engine would run it (ready nodes by
-// priority, copies between slots on links) but for the updates (after the
-// backward, as PyTorch runs them; StrategySimulatorTest.
-// AnOpPlacementAsAStrategyUpdatesAfterItsBackward): on heft's and m_etf's
-// placements of GNMT-4 and Inception-v3 on four P100s, the placement as
-// its strategy takes 1.00-1.04x the op placement's step (1.000-1.031x in
-// the 2026-11-29 run; 1.037-1.107x while the reading slot made the
+// simulated as the op placement's own engine runs it (ready nodes by
+// priority, copies between slots on links, updates once the backward has
+// ended; StrategySimulatorTest.
+// AnOpPlacementAsAStrategyUpdatesAfterItsBackward) but that a slot's
+// partial gradients of a weight another slot updates are merged without a
+// copy (StageModel::merges): on heft's and m_etf's placements of GNMT-4
+// and Inception-v3 on four P100s, the placement as its strategy takes
+// 0.99-1.00x the op placement's step (0.996-1.000x on 2026-11-30;
+// 1.000-1.031x while the op placement's updates ran as soon as their
+// gradients were final, 1.037-1.107x while the reading slot made the
 // copies, 1.049-1.540x while each slot ran its nodes in the view's
 // order). Prints each ratio.
 TEST(StrategySearchTest, AnOpPlacementAsItsStrategyIsSimulatedNearlyAlike) {
@@ -120,8 +123,8 @@ TEST(StrategySearchTest, AnOpPlacementAsItsStrategyIsSimulatedNearlyAlike) {
       std::printf("%s %s: op placement %.6f s, as its strategy %.6f s (%.3fx)\n",
                   model, policy, op->step_seconds, wide->step.step_seconds,
                   ratio);
-      EXPECT_GE(ratio, 1.0 - 1e-9) << model << " " << policy;
-      EXPECT_LE(ratio, 1.04) << model << " " << policy;
+      EXPECT_GE(ratio, 0.99) << model << " " << policy;
+      EXPECT_LE(ratio, 1.0 + 1e-9) << model << " " << policy;
     }
   }
 }

@@ -297,7 +297,10 @@ TEST(SimulatorTest, ABackwardKeepsOnlyWhatItsOpNeeds) {
 //   B: m1 [1.002, 2.002], m2, m3 [.., 4.002]; grad:m3 [4.002, 6.002],
 //      grad:m2 [.., 8.002], grad:m1 [.., 10.002]: B's three partials of
 //      W in one buffer, sent once [10.002, 10.006], then dy0 [.., 10.008].
-//   A: grad:m0 [10.008, 11.008]; update [11.008, 14.508].
+//   A: grad:m0 [10.008, 11.008]: the backward ends; update [11.008,
+//      14.508]. (B's buffer leaves once B's last partial is made, as
+//      autograd sends a copied weight's gradient home during the backward;
+//      the update waits for the whole backward.)
 // Memory, A: W + momentum 32, x 8 (until grad:m0); y0 8 until sent (48);
 // B's buffer of W 16 arrives and stays (56), dy0 8 (64); grad:m0 writes
 // its partial 16: 80 peak, added into the buffer and freed.

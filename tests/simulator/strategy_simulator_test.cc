@@ -424,15 +424,13 @@ TEST(StrategySimulatorTest, AStageOverTwoDevicesSchedulesItsNodesOnBoth) {
 // replica whose slots are the devices used, ascending; its first
 // replica's placement is the op placement again. On the chain dealt
 // {0, 1, 0, 1} every value crosses (x each, as above): the passes take
-// 4 + 3x forward and 8 + 3x backward in both simulators. They differ in
-// when updates run: the op placement's update nodes run as soon as their
-// gradients are final (w4 at 6 + 3x, w3 at 8 + 4x, w2 at 10 + 5x, both
-// devices busy with other work or idle), so the step ends with w1's after
-// A', at 12.5 + 6x; the strategy's run once the replica's backward task
-// has ended (12 + 6x), each slot's two updates one after the other:
-// 13 + 6x. The strategy's is what PyTorch does (optimizer.step() after
-// loss.backward()), and what the executor runs for both; the op
-// placement's is graph-mode dataflow's (TensorFlow's).
+// 4 + 3x forward and 8 + 3x backward in both simulators, and both run the
+// updates once the backward has ended (12 + 6x), each device's two one
+// after the other: 13 + 6x. That is what PyTorch does (optimizer.step()
+// after loss.backward()) and what the executor runs. (Were an update to
+// run as soon as its gradient is final, as graph-mode dataflow does — w4
+// at 6 + 3x, w3 at 8 + 4x, w2 at 10 + 5x on devices otherwise busy or
+// idle — the step would end with w1's after A', at 12.5 + 6x.)
 TEST(StrategySimulatorTest, AnOpPlacementAsAStrategyUpdatesAfterItsBackward) {
   Fixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
   const Placement dealt{{0, 1, 0, 1}};
@@ -449,7 +447,7 @@ TEST(StrategySimulatorTest, AnOpPlacementAsAStrategyUpdatesAfterItsBackward) {
   EXPECT_NEAR(r.step.step_seconds, 13 + 6 * x, 1e-12);
   absl::StatusOr<SimulationResult> op = Simulate(f.context, dealt);
   ASSERT_TRUE(op.ok());
-  EXPECT_NEAR(op->step_seconds, 12.5 + 6 * x, 1e-12);
+  EXPECT_NEAR(op->step_seconds, 13 + 6 * x, 1e-12);
   // Devices used out of order, and one device alone.
   const Strategy sparse = StrategyOfPlacement(Placement{{3, 1, 3, 1}});
   EXPECT_EQ(sparse.stages[0].replicas[0].device_of_slot,
