@@ -22,7 +22,10 @@ class Lowering {
   LoweredPlacement Run() {
     const int n = out_.num_nodes;
     TaskGraph& graph = out_.graph;
-    graph.Reserve(n + n / 4, context_.total_consumers() + n);
+    // Edges: about one per consumer and node, and one per backward or
+    // update node for the end of the backward (growing this vector past
+    // its room costs more than the rest of the lowering).
+    graph.Reserve(n + n / 4, context_.total_consumers() + 2 * n);
     for (int d = 0; d < devices_; ++d) {
       graph.AddResource(ResourceOrder::kPriority);
     }
@@ -35,9 +38,7 @@ class Lowering {
                               : context_.node_seconds(i, d),
                      context_.priority(i), context_.key_rank(i)});
     }
-    for (int i = 0; i < n && !has_updates_; ++i) {
-      has_updates_ = view_.node(i).kind == NodeKind::kUpdate;
-    }
+    has_updates_ = !context_.update_nodes().empty();
     if (has_updates_) {
       out_.backward_done = graph.AddTask(
           {graph.AddResource(ResourceOrder::kArrival), 0.0});
@@ -63,12 +64,8 @@ class Lowering {
     sum_copy_ = PairTable<int>(
         static_cast<int64_t>(view_.gradient_sums().size()), devices_, -1);
     for (int i = 0; i < n; ++i) AddEdgesOf(i);
-    if (has_updates_) {
-      for (int i = 0; i < n; ++i) {
-        if (view_.node(i).kind == NodeKind::kUpdate) {
-          graph.AddEdge(out_.backward_done, i);
-        }
-      }
+    for (int update : context_.update_nodes()) {
+      graph.AddEdge(out_.backward_done, update);
     }
     for (int t = out_.first_copy; t < graph.num_tasks(); ++t) {
       AddEdgesOfCopy(t);
@@ -164,7 +161,7 @@ class Lowering {
       }
     }
     for (int dep : context_.control_dependents(i)) graph.AddEdge(i, dep);
-    if (has_updates_ && view_.node(i).kind == NodeKind::kBackward) {
+    if (has_updates_ && context_.kind(i) == NodeKind::kBackward) {
       graph.AddEdge(i, out_.backward_done);
     }
   }

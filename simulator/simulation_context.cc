@@ -92,6 +92,7 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
   c.node_seconds_.resize(static_cast<size_t>(n) * d);
   c.alone_seconds_.resize(static_cast<size_t>(n) * d);
   c.min_seconds_.resize(n);
+  c.kind_.resize(n);
   c.control_dependents_.assign(n, {});
   std::vector<std::string> hosts;
   for (const Device& device : cluster.devices()) {
@@ -113,6 +114,8 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
     }
     c.min_seconds_[i] = best;
     min_sum += best;
+    c.kind_[i] = view.node(i).kind;
+    if (c.kind_[i] == NodeKind::kUpdate) c.update_nodes_.push_back(i);
     flops_at[static_cast<int>(view.node(i).compute_precision)] +=
         view.node(i).cost.flops;
     c.inaccurate_nodes_ += costs.IsGuess(view, i);

@@ -86,6 +86,9 @@ class SimulationContext {
   const std::vector<int>& control_dependents(int node) const {
     return control_dependents_[node];
   }
+  NodeKind kind(int node) const { return kind_[node]; }
+  // The update nodes, ascending.
+  const std::vector<int>& update_nodes() const { return update_nodes_; }
   // Nodes whose time the cost model could only guess.
   int inaccurate_nodes() const { return inaccurate_nodes_; }
   // max(total FLOPs / total peak FLOP/s, sum of each node's fastest time /
@@ -122,6 +125,8 @@ class SimulationContext {
   std::vector<double> min_seconds_;
   std::vector<double> priority_;
   std::vector<int> key_rank_;
+  std::vector<NodeKind> kind_;
+  std::vector<int> update_nodes_;
   std::vector<std::vector<int>> control_dependents_;
   std::vector<int> home_group_;  // parameters: their group; else -1
   // Lists of ints by index, flat: list i is items[first[i] .. first[i+1]).
