@@ -384,10 +384,11 @@ TEST(ExecutorTest, PinnedCpuDevicesRunOnCoresOfTheirOwn) {
 // PartialGradientsAreSummedWhereTheyAreMade): W homed on device 0, read by
 // m1..m3 on device 1. The executor copies one 16-byte buffer of W's partial
 // gradients home, and its memory timeline peaks at 64 and 80 bytes (104 on
-// one device). The simulator's 80 and 80: it sends the buffer as soon as
-// device 1 has made it, the executor takes it after the backward (as
-// PyTorch's optimizer step follows loss.backward(); StrategyMemoryTest
-// works both figures out). Its order of events on each device is fixed by
+// one device). The simulator's 80 and 80: both update after the whole
+// backward, but the simulator sends the buffer as soon as device 1 has
+// made it (as autograd sends a copied weight's gradient home), the
+// executor takes it after the backward (StrategyMemoryTest works both
+// figures out). Its order of events on each device is fixed by
 // the dataflow, so the peaks are too.
 TEST(ExecutorTest, PartialGradientsAreSummedWhereTheyAreMade) {
   Model m;
