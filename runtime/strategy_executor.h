@@ -20,12 +20,15 @@
 //    task that make what it reads (values, partial gradients it sums) have
 //    run, on any slot, and what it reads from other slots has arrived: a
 //    value once made, a weight at the task's start, a slot's summed
-//    partials of a gradient it sums once complete, each copied (in the
-//    order sent) by the worker of the link between the two devices, or
-//    between CPU devices by the sender's worker at once. The task ends
-//    when every
-//    slot has run its part; then each device adds the gradients of its
-//    slot's parameters (from every slot's partials) into its accumulators.
+//    partials of a gradient it sums (or whose parameter's update it runs)
+//    once the slot has made its last of them, each copied (in the order
+//    sent) by the worker of the link between the two devices, or between
+//    CPU devices by the sender's worker at once: a weight's gradient
+//    leaves for its update's device during the backward, as autograd
+//    sends a copied weight's home. The task ends when every slot has run
+//    its part; then each device adds the gradients of its slot's
+//    parameters (its own partials and the other slots' buffers, in slot
+//    order) into its accumulators.
 //    Each slot's devices across the replicas sum that slot's
 //    accumulators. Busy time leaves out the waits for other slots. As
 //    ranks, a replica of a pipeline runs within one rank: what its task
@@ -35,10 +38,9 @@
 //    stage without ZeRO (an op placement's, say) may be split over ranks:
 //    what crosses between slots of different ranks goes by the link's
 //    worker on a channel of its own (sent as made, timed by the sender;
-//    received in order by the other rank's worker of the link), and a
-//    slot's partial gradients of a parameter updated on another rank's
-//    slot go the same way after its backward, the update's device adding
-//    them in slot order as one process does; a value is kept for this
+//    received in order by the other rank's worker of the link), a
+//    slot's buffer of a parameter's partial gradients among them; a
+//    value is kept for this
 //    rank's readers only. Create refuses any other replica split over
 //    ranks, naming the stage. Either way a slot's sums may cross ranks.
 //  - Micro-batch j's graph inputs and loss targets: DrawHostValues(view,

@@ -130,8 +130,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   void MarkNodeDone(int n, int j) ABSL_LOCKS_EXCLUDED(mu_);
   void GiveToSlotsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After the task (s, j) has ended on every slot of d's replica (of this
-  // rank; other ranks' partials waited for by link): the parameters of d's
-  // slot whose gradients it completed, into d's accumulators (d's worker).
+  // rank): the parameters of d's slot whose gradients it completed, into
+  // d's accumulators, other slots' buffers of them waited for by link
+  // (d's worker).
   absl::Status Accumulate(int s, int j, int d);
   // Parameter p's gradient (or a slot's part) into device d's accumulator,
   // as AccumulateGrad does. Device d's worker only.
@@ -163,9 +164,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // arrived; an arrived item (undefined once taken); a link's next copy
   // (false: the step failed); a link's worker (to or from another rank:
   // SendLink, ReceiveLink on LinkChannel); the slot the sink of backward
-  // node n's partial of `sum` is on (or -1). Split over ranks: whether
-  // stage s's `slot` makes partials of parameter sum `sum` updated on
-  // another slot; d's worker queuing those updated on another rank's.
+  // node n's partial of `sum` is on (a backward node's, or a parameter's
+  // update's; or -1); whether stage s's `slot` makes partials of
+  // parameter sum `sum` updated on another slot (sent by link).
   void InitLinks();
   int SumItem(int sum, int slot) const { return V_ + sum * W_ + slot; }
   int64_t LinkKey(int lane, int item, int d) const;
@@ -184,7 +185,6 @@ class TorchStrategyExecutor : public StrategyExecutor {
   void ReceiveLink(int link);
   int LinkedSinkSlot(int n, int sum) const;
   bool MakesUpdatePartials(int s, int slot, int sum) const;
-  void SendUpdatePartials(int s, int j, int d) ABSL_LOCKS_EXCLUDED(mu_);
   // Node n has run on device d from `start`: its run into node_runs_[d],
   // without the copies and waits for other devices it made meanwhile
   // (copy_seconds_ and waited_seconds_ past `copies` and `waited`); on a

@@ -3,13 +3,14 @@
 // the rule the simulator's wide pass lowers to link copies) is copied once
 // made: a value of the forward, once its node has run; a weight, at the
 // forward task's start; a slot's summed partial gradients of a sum whose
-// sink is on another slot, once the slot's last partial of the task is
-// made.
+// sink (a backward node, or a parameter's update) is on another slot,
+// once the slot's last partial of the task is made.
 // Between GPUs (or a GPU and the CPU) the link's own worker copies; between
 // CPU devices the sender does, right away (a core copies either way, and a
 // hand-off to another thread costs more than small copies take). The
 // reading node waits for the copy.
-#include <set>
+#include <map>
+#include <vector>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -62,19 +63,25 @@ void TorchStrategyExecutor::InitLinks() {
       sent.emplace_back(copy.from_slot, copy.to_slot);
     }
     std::vector<std::pair<int, int>> update_sent;  // (from, to) slot
-    // A replica split over ranks: the partials of a parameter's sum made
-    // on a slot of another rank than its update's, once per task.
-    if (split_replicas_ && stage.width() > 1) {
+    // A parameter's gradient sum whose update is on another slot than
+    // some of its partials: each such slot's buffer of them goes to the
+    // update's slot once the slot's last partial of the task is made, as
+    // autograd sends a copied weight's gradient home during the backward
+    // (and as LowerPlacement copies it).
+    if (stage.width() > 1) {
       for (int u : update_[s]) {
         const int to = SlotOfNode(u);
         for (int sm : view_.sums_read_by(u)) {
-          std::set<int> from;
+          std::map<int, std::vector<int>> made_on;  // per slot: producers
           for (int v : view_.gradient_sums()[sm].partials) {
-            const int x = SlotOfNode(view_.value(v).producer);
-            if (x != to) from.insert(x);
+            const int producer = view_.value(v).producer;
+            const int x = SlotOfNode(producer);
+            if (x != to) made_on[x].push_back(producer);
           }
-          for (int x : from) {
+          for (const auto& [x, made_by] : made_on) {
             link_tables_.updates[{s, x}].push_back({sm, to});
+            link_tables_.partials[{sm, x}] = static_cast<int>(made_by.size());
+            for (int m : made_by) link_tables_.sends[m].push_back({sm, to});
             update_sent.emplace_back(x, to);
           }
         }
@@ -89,7 +96,7 @@ void TorchStrategyExecutor::InitLinks() {
       }
       for (auto [from, to] : update_sent) {
         const int src = stage.device(k, from), dst = stage.device(k, to);
-        if (Local(src) != Local(dst)) ++expected[{src, dst}];
+        if (Local(src) || Local(dst)) ++expected[{src, dst}];
       }
     }
   }
@@ -138,6 +145,10 @@ void TorchStrategyExecutor::SendToSlots(
   std::vector<std::pair<int64_t, torch::Tensor>> made;
   for (auto& [to, copy] : *copies) {
     if (!CopiedBySender(d, to)) continue;
+    if (!copy.tensor.defined()) {  // a partial no gradient flowed into
+      made.emplace_back(copy.key, torch::Tensor());
+      continue;
+    }
     auto reporting = ReportAllocations(to);  // the copy is the reader's
     const SteadyClock::time_point start = SteadyClock::now();
     torch::Tensor here = On(copy.tensor, d, to);
@@ -209,6 +220,7 @@ void TorchStrategyExecutor::LinkWorker(int link) {
     if (!NextQueued(link, &copy)) return;
     torch::Tensor made;
     const absl::Status status = CatchExceptions("", [&] {
+      if (!copy.tensor.defined()) return absl::OkStatus();  // none flowed
       const SteadyClock::time_point start = SteadyClock::now();
       made = On(copy.tensor, src, dst);
       copy.tensor = torch::Tensor();

@@ -121,14 +121,6 @@ absl::Status StrategyPlacementMemory::CopyArrived(int64_t key,
   return status;
 }
 
-absl::Status StrategyPlacementMemory::SumTaken(int sum, int src) {
-  const int task = memory_.SumCopyTask(sum, src);
-  if (task < 0) return absl::OkStatus();
-  absl::Status status = Started(task, -1);
-  memory_.CopyEnded(task, Seconds());
-  return status;
-}
-
 std::vector<int64_t> StrategyPlacementMemory::peak_bytes() const {
   std::vector<int64_t> peaks = memory_.peak_bytes();
   for (int d = 0; d < devices_; ++d) {

@@ -5,8 +5,8 @@
 // placement's lowering), told the strategy executor's events: its nodes as
 // they run, at the sizes of the tensors they made; its copies between
 // slots (by their link keys) when queued and when done, one from another
-// rank when it arrives; a slot's partial gradients of a parameter that the
-// update's slot takes through memory, as that copy. The lowering's copies
+// rank when it arrives (a slot's buffer of a parameter's partial gradients
+// among them, sent to its update's slot). The lowering's copies
 // the executor does not make (to readers the importer folded, which read
 // nothing) are told done once their value is made.
 //
@@ -61,9 +61,6 @@ class StrategyPlacementMemory {
   void CopyDone(int64_t key);
   // It arrived from another rank at `bytes` (queued and done at once).
   absl::Status CopyArrived(int64_t key, int64_t bytes);
-  // Gradient sum `sum`'s partials made on device `src`, taken through
-  // memory by its update's device (the lowering's copy of them).
-  absl::Status SumTaken(int sum, int src);
   // Per device, this step's peak so far; 0 for devices of other processes.
   std::vector<int64_t> peak_bytes() const;
 

@@ -455,14 +455,12 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
 
 absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
   // Parameters whose sums this backward completed (a weight's readers are
-  // all in its stage, on any of its slots).
+  // all in its stage, on any of its slots): this slot's partials, and
+  // each other slot's buffer of them, which came by its link during the
+  // backward (InitLinks).
   std::vector<std::pair<int, torch::Tensor>> completed;
-  // Per entry of `completed`: the device whose partials it holds, and the
-  // value they are of (another slot's in this process are copied in below).
-  std::vector<std::pair<int, int>> made_on;
   const int lane = Lane(j, d);
   const int my_slot = slot_of_device_[d];
-  if (split_replicas_) SendUpdatePartials(s, j, d);
   {
     absl::MutexLock lock(&mu_);
     for (int u : update_[s]) {
@@ -470,12 +468,11 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
       const int p = view_.node(u).parameter;
       for (int sm : view_.sums_read_by(u)) {
         for (int slot = 0; slot < W_; ++slot) {
-          torch::Tensor from_rank;
-          if (split_replicas_ && slot != my_slot &&
-              !Local(strategy_.stages[s].device(replica_of_device_[d], slot))) {
-            // Another rank's slot: its partials came by its link, if it
-            // makes any.
-            if (!MakesUpdatePartials(s, slot, sm)) continue;
+          torch::Tensor part;
+          if (slot == my_slot) {
+            part = std::exchange(partials_[lane][PartialIndex(sm, s, slot)],
+                                 torch::Tensor());
+          } else if (MakesUpdatePartials(s, slot, sm)) {
             const int64_t key = LinkKey(lane, SumItem(sm, slot), d);
             const auto start = SteadyClock::now();
             while (failure_.ok() && !links_.arrived.contains(key)) {
@@ -483,37 +480,13 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
             }
             waited_seconds_[d] += SecondsSince(start);
             if (!failure_.ok()) return absl::OkStatus();  // it says why
-            from_rank = TakeArrivedLocked(lane, SumItem(sm, slot), d);
+            part = TakeArrivedLocked(lane, SumItem(sm, slot), d);
             links_.arrived.erase(key);
-            if (from_rank.defined()) {
-              completed.emplace_back(p, from_rank);
-              made_on.emplace_back(d, -1);
-            }
-            continue;
           }
-          torch::Tensor& part = partials_[lane][PartialIndex(sm, s, slot)];
-          if (memory_ != nullptr && slot != my_slot) {
-            // Another slot's partials, taken here through memory.
-            const absl::Status over = memory_->SumTaken(
-                sm, strategy_.stages[s].device(replica_of_device_[d], slot));
-            if (!over.ok()) return over;
-          }
-          if (!part.defined()) continue;
-          completed.emplace_back(p, std::move(part));
-          part = torch::Tensor();
-          made_on.emplace_back(
-              strategy_.stages[s].device(replica_of_device_[d], slot),
-              view_.gradient_sums()[sm].partials[0]);
+          if (part.defined()) completed.emplace_back(p, std::move(part));
         }
       }
     }
-  }
-  // Another slot's partials come over as a copy between the devices (the
-  // lowering's copy of the slot's buffer to the update's), timed as one.
-  for (size_t k = 0; k < completed.size(); ++k) {
-    const auto [from, value] = made_on[k];
-    if (from == d) continue;
-    completed[k].second = CopyIn(completed[k].second, value, from, d);
   }
   if (ShardsGradientsOf(s)) return ReduceScatter(s, j, d, &completed);
   for (auto& [p, g] : completed) AddToAccumulator(d, p, std::move(g));
@@ -528,23 +501,6 @@ bool TorchStrategyExecutor::MakesUpdatePartials(int s, int slot,
     if (sm == sum) return true;
   }
   return false;
-}
-
-void TorchStrategyExecutor::SendUpdatePartials(int s, int j, int d) {
-  auto at = link_tables_.updates.find({s, slot_of_device_[d]});
-  if (at == link_tables_.updates.end()) return;
-  const int lane = Lane(j, d);
-  const int my_slot = slot_of_device_[d];
-  absl::MutexLock lock(&mu_);
-  for (auto [sm, slot] : at->second) {
-    const int to = strategy_.stages[s].device(replica_of_device_[d], slot);
-    if (Local(to)) continue;  // added through memory there
-    torch::Tensor& part = partials_[lane][PartialIndex(sm, s, my_slot)];
-    QueueCopy(d, to,
-              {LinkKey(lane, SumItem(sm, my_slot), to),
-               view_.gradient_sums()[sm].partials[0], std::move(part)});
-    part = torch::Tensor();
-  }
 }
 
 void TorchStrategyExecutor::AddToAccumulator(int d, int p,

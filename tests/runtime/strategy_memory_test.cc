@@ -67,14 +67,14 @@ std::vector<int64_t> TrackedPeaks(const Model& m, const Cluster& cluster,
 
 // The simulator's hand-computed chain (SimulatorTest.
 // PartialGradientsAreSummedWhereTheyAreMade): W homed on device A, read by
-// m0 there and m1..m3 on B. B peaks at 80 bytes as in the simulator. A
-// does not: the strategy executor takes B's buffer of W's partials at the
-// backward's end (Accumulate), not as soon as B has made them, so A never
-// holds it beside grad:m0's inputs. A: W and momentum 32, x 8, y0 8 until
-// copied (48); in the backward dy0 arrives (48) and grad:m0 writes its
-// partial of W (16): 64, its peak; then x, dy0 go, the partial becomes the
-// buffer (48), B's buffer is added into it (64 again, then 48) and the
-// update frees it. On one device, 104, the simulator's figure. On
+// m0 there and m1..m3 on B. Both peak at 80 bytes as in the simulator. A:
+// W and momentum 32, x 8, y0 8 until copied (48, then 40); in the backward
+// grad:m1 on B makes dy0 and B's last partial of W, and both go to A at
+// once (64, B's buffer becoming A's); grad:m0 writes its partial of W
+// (16): 80, its peak; it is added into the buffer and freed, x and dy0 go
+// and the update frees the buffer. Were B's buffer taken only at the
+// backward's end, A would peak at 64 (grad:m0's partial becoming the
+// buffer before it arrived). On one device, 104, the simulator's figure. On
 // MatMul -> Transpose -> Relu, 128 (SimulatorTest.
 // ABackwardKeepsOnlyWhatItsOpNeeds), also where the view says Transpose
 // makes 128 bytes it does not make (the tensors' own sizes count).
@@ -84,7 +84,7 @@ TEST(StrategyMemoryTest, AnOpPlacementsTrackedPeaksAreTheTimelinesOfItsSteps) {
   for (const char* key : {"m1", "m2", "m3"}) {
     split.device_of_op[m->graph.FindOp(key)] = 1;
   }
-  EXPECT_EQ(TrackedPeaks(*m, Cpus(2), split), (std::vector<int64_t>{64, 80}));
+  EXPECT_EQ(TrackedPeaks(*m, Cpus(2), split), (std::vector<int64_t>{80, 80}));
   EXPECT_EQ(TrackedPeaks(*m, Cpus(1), OneDevice(m->graph)),
             (std::vector<int64_t>{104}));
   std::unique_ptr<Model> t = FromProto(testing::MatMulTransposeRelu());
