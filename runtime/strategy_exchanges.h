@@ -80,8 +80,8 @@ struct StrategySlotLinks {
 // partial) and the items it reads through links; per (stage, slot), the
 // weights it sends at a forward task's start ((value, slot)); per (sum,
 // slot), the partials a task makes there of a sum sent; per (stage, slot)
-// the parameters' sums it sends its partials of to their update's slot on
-// another rank (a replica split over ranks); per link
+// the parameters' sums it sends its partials of to their update's slot;
+// per link
 // (ordinal), its (src, dst) devices and copies per step; per (src, dst),
 // its ordinal.
 struct StrategyLinkTables {
@@ -90,8 +90,8 @@ struct StrategyLinkTables {
   std::vector<std::vector<int>> reads;
   std::map<std::pair<int, int>, int> partials;
   // Per (stage, slot): the gradient sums of parameters updated on another
-  // slot that it makes partials of, with that slot ((sum, slot)); sent by
-  // link only where the two slots are on different ranks.
+  // slot that it makes partials of, with that slot ((sum, slot)), whose
+  // buffers its update's device takes from the link once the task ends.
   std::map<std::pair<int, int>, std::vector<std::pair<int, int>>> updates;
   std::vector<std::pair<int, int>> devices;
   std::vector<int> expected;

@@ -36,7 +36,13 @@ void TorchStrategyExecutor::InitLinks() {
     for (const SlotCopy& copy : crossing[s]) {
       if (copy.sum >= 0) {
         const int item = SumItem(copy.sum, copy.from_slot);
-        link_tables_.reads[copy.readers[0]].push_back(item);
+        if (view_.node(copy.readers[0]).kind == NodeKind::kUpdate) {
+          // Taken by the update's device once the task ends (Accumulate).
+          link_tables_.updates[{s, copy.from_slot}].push_back(
+              {copy.sum, copy.to_slot});
+        } else {
+          link_tables_.reads[copy.readers[0]].push_back(item);
+        }
         link_tables_.partials[{copy.sum, copy.from_slot}] =
             static_cast<int>(copy.made_by.size());
         for (int m : copy.made_by) {
@@ -62,39 +68,10 @@ void TorchStrategyExecutor::InitLinks() {
       }
       sent.emplace_back(copy.from_slot, copy.to_slot);
     }
-    std::vector<std::pair<int, int>> update_sent;  // (from, to) slot
-    // A parameter's gradient sum whose update is on another slot than
-    // some of its partials: each such slot's buffer of them goes to the
-    // update's slot once the slot's last partial of the task is made, as
-    // autograd sends a copied weight's gradient home during the backward
-    // (and as LowerPlacement copies it).
-    if (stage.width() > 1) {
-      for (int u : update_[s]) {
-        const int to = SlotOfNode(u);
-        for (int sm : view_.sums_read_by(u)) {
-          std::map<int, std::vector<int>> made_on;  // per slot: producers
-          for (int v : view_.gradient_sums()[sm].partials) {
-            const int producer = view_.value(v).producer;
-            const int x = SlotOfNode(producer);
-            if (x != to) made_on[x].push_back(producer);
-          }
-          for (const auto& [x, made_by] : made_on) {
-            link_tables_.updates[{s, x}].push_back({sm, to});
-            link_tables_.partials[{sm, x}] = static_cast<int>(made_by.size());
-            for (int m : made_by) link_tables_.sends[m].push_back({sm, to});
-            update_sent.emplace_back(x, to);
-          }
-        }
-      }
-    }
     // Copies per step on each link this process sends or receives on.
     for (int j = 0; j < M_; ++j) {
       const int k = j % stage.num_replicas();
       for (auto [from, to] : sent) {
-        const int src = stage.device(k, from), dst = stage.device(k, to);
-        if (Local(src) || Local(dst)) ++expected[{src, dst}];
-      }
-      for (auto [from, to] : update_sent) {
         const int src = stage.device(k, from), dst = stage.device(k, to);
         if (Local(src) || Local(dst)) ++expected[{src, dst}];
       }

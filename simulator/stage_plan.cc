@@ -46,7 +46,9 @@ std::vector<double> ScheduleWideTask(
     const std::vector<std::vector<SlotRead>>& reads,
     const std::vector<std::pair<int, int>>& edges,
     const std::vector<double>& extra, const std::vector<int>& slot_of_node,
-    const PipelineStage& stage, int replica, std::vector<double>* busy) {
+    const PipelineStage& stage, int replica, std::vector<double>* busy,
+    const std::vector<std::vector<SlotRead>>* slot_reads = nullptr,
+    std::vector<double>* arrived = nullptr) {
   const int width = stage.width();
   TaskGraph graph;
   for (int slot = 0; slot < width; ++slot) {
@@ -65,26 +67,46 @@ std::vector<double> ScheduleWideTask(
   // The copies: tasks after the nodes, on a link per (from, to) slot.
   std::map<std::pair<int, int>, int> links;
   std::vector<std::pair<int, int>> copy_edges;
+  auto add_copy = [&](const SlotRead& read, int slot) {
+    auto [link, fresh] = links.emplace(std::make_pair(read.from_slot, slot),
+                                       graph.num_resources());
+    if (fresh) graph.AddResource(ResourceOrder::kArrival);
+    const int copy = graph.AddTask(
+        {link->second,
+         context.costs().TransferSeconds(
+             read.bytes, context.cluster(),
+             stage.device(replica, read.from_slot),
+             stage.device(replica, slot)),
+         0, graph.num_tasks()});
+    for (int from : read.made_by) copy_edges.emplace_back(from, copy);
+    return copy;
+  };
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int slot = slot_of_node[nodes[i]];
     for (const SlotRead& read : reads[i]) {
-      auto [link, fresh] = links.emplace(
-          std::make_pair(read.from_slot, slot), graph.num_resources());
-      if (fresh) graph.AddResource(ResourceOrder::kArrival);
-      const int copy = graph.AddTask(
-          {link->second,
-           context.costs().TransferSeconds(
-               read.bytes, context.cluster(),
-               stage.device(replica, read.from_slot),
-               stage.device(replica, slot)),
-           0, graph.num_tasks()});
-      for (int from : read.made_by) copy_edges.emplace_back(from, copy);
-      copy_edges.emplace_back(copy, static_cast<int>(i));
+      copy_edges.emplace_back(add_copy(read, slot), static_cast<int>(i));
+    }
+  }
+  // What no node of the task reads, per slot: its copies' tasks.
+  std::vector<std::vector<int>> slot_copies(width);
+  if (slot_reads != nullptr) {
+    for (int slot = 0; slot < width; ++slot) {
+      for (const SlotRead& read : (*slot_reads)[slot]) {
+        slot_copies[slot].push_back(add_copy(read, slot));
+      }
     }
   }
   for (const auto& [from, to] : edges) graph.AddEdge(from, to);
   for (const auto& [from, to] : copy_edges) graph.AddEdge(from, to);
   std::vector<double> ends = RunTaskGraph(graph).end_seconds;
+  if (arrived != nullptr) {
+    arrived->assign(width, 0);
+    for (int slot = 0; slot < width; ++slot) {
+      for (int copy : slot_copies[slot]) {
+        (*arrived)[slot] = std::max((*arrived)[slot], ends[copy]);
+      }
+    }
+  }
   ends.resize(nodes.size());
   return ends;
 }
@@ -179,6 +201,7 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   for (StageModel& st : plan.stages) {
     st.forward_reads.assign(st.forward.size(), {});
     st.backward_reads.assign(st.backward.size(), {});
+    st.update_reads.assign(st.width, {});
   }
   // Values crossing stages (and slots), and what each stage's backward
   // keeps alive. Sorted and unique per value (sets, reused: allocating
@@ -241,7 +264,8 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   }
   // Within a wide stage's task, what crosses slots (WideStageCopies),
   // charged to its first reader there: a value or weight to a forward
-  // node, a slot's summed buffer to the sum's sink.
+  // node, a slot's summed buffer to the sum's sink (a parameter's: to its
+  // update's slot, after the backward).
   const std::vector<std::vector<SlotCopy>> crossing =
       WideStageCopies(view, strategy);
   for (int s = 0; s < S; ++s) {
@@ -251,6 +275,11 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       read.from_slot = copy.from_slot;
       read.bytes = copy.sum >= 0 ? view.gradient_sums()[copy.sum].bytes
                                  : view.value(copy.value).bytes;
+      if (copy.sum >= 0 &&
+          view.node(copy.readers[0]).kind == NodeKind::kUpdate) {
+        plan.stages[s].update_reads[copy.to_slot].push_back(std::move(read));
+        continue;
+      }
       int reader = position[copy.readers[0]];
       for (int c : copy.readers) reader = std::min(reader, position[c]);
       (copy.sum >= 0 ? plan.stages[s].backward_reads
@@ -625,7 +654,8 @@ std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
       }
       w.backward_end = ScheduleWideTask(
           context, st.backward, st.backward_reads, backward_edges, adds,
-          plan.slot_of_node, stage, replica, &w.backward_busy);
+          plan.slot_of_node, stage, replica, &w.backward_busy,
+          &st.update_reads, &w.arrived);
       w.slot_end.assign(st.width, 0);
       for (size_t i = 0; i < st.backward.size(); ++i) {
         double& e = w.slot_end[plan.slot_of_node[st.backward[i]]];

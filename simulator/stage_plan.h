@@ -104,8 +104,11 @@ struct StageModel {
     return stash_bytes[slot];
   }
   // Wider stages: per forward and backward node (positions as in `forward`
-  // and `backward`), what it reads from other slots.
+  // and `backward`), what it reads from other slots; per slot, the other
+  // slots' buffers of its parameters' gradients, which its updates read
+  // (copied during the backward, `made_by` as in `backward`).
   std::vector<std::vector<SlotRead>> forward_reads, backward_reads;
+  std::vector<std::vector<SlotRead>> update_reads;
   // ZeRO-3: per forward and backward node (positions as in `forward` and
   // `backward`), the bytes of the parameters it is the first in its pass
   // to read (one device's share of them whole), gathered before it; and
@@ -147,8 +150,10 @@ struct WideTaskTimes {
   double forward = 0, backward = 0;  // without accumulation
   // Per slot: busy in the tasks; adding gradients into the accumulators
   // (after a replica's first backward), and adding up other slots'
-  // buffers (after every backward).
+  // buffers (after every backward); when the last of those buffers has
+  // arrived (0: none comes), from the backward's start.
   std::vector<double> forward_busy, backward_busy, accumulate, merge;
+  std::vector<double> arrived;
   std::vector<double> backward_end;  // per backward node, from the start
   std::vector<double> slot_end;      // per slot: its last backward node
 };
@@ -156,7 +161,9 @@ struct WideTaskTimes {
 // Per stage, per replica: the times of a wide stage's tasks (Strategy's
 // contract: each slot's device takes its ready nodes by the context's
 // priority; what a node reads from another slot is copied on the link
-// between their devices once made, a weight from the task's start), each
+// between their devices once made, a weight from the task's start, a
+// slot's buffer of a parameter's gradient updated on another slot once
+// its last partial is made), each
 // task lowered to a TaskGraph of its nodes and run on the event engine
 // (engine.h); empty for a stage of one slot.
 std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(

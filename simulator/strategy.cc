@@ -486,7 +486,7 @@ std::vector<std::vector<SlotCopy>> WideStageCopies(const TrainingView& view,
   }
   for (int x = 0; x < static_cast<int>(view.gradient_sums().size()); ++x) {
     const GradientSum& sum = view.gradient_sums()[x];
-    if (view.node(sum.sink).kind != NodeKind::kBackward) continue;
+    if (view.node(sum.sink).kind == NodeKind::kForward) continue;
     const int stage = stage_of(sum.sink);
     if (!wide(stage)) continue;
     std::map<int, std::vector<int>> made_on;  // per slot

@@ -293,8 +293,10 @@ std::vector<int> TaskDependencies(const TrainingView& view,
 // ops or an activation a forward node of the stage makes, copied from the
 // slot holding it to a slot whose forward nodes read it; or the partials
 // of gradient sum `sum` that the stage's backward nodes on `from_slot`
-// make, summed there and copied to the slot of the sum's sink, a backward
-// node of the stage. `made_by`: what it waits for (a value's producer;
+// make, summed there and copied to the slot of the sum's sink (a backward
+// node of the stage, or a parameter's update: the buffer leaves once the
+// slot's last partial is made, during the backward, as autograd sends a
+// copied weight's gradient home). `made_by`: what it waits for (a value's producer;
 // a sum's producer of each partial made on `from_slot`; a weight: none,
 // from the task's start); `readers`: the nodes on `to_slot` reading it (a
 // sum: its sink).

@@ -226,9 +226,10 @@ LoweredStrategy LowerStrategy(
                                    : (first_forward ? first_f : f);
         } else {
           // A backward: once every slot has run its part (as the
-          // executor's workers wait for each other), each slot adds up its
-          // parameters' buffers from other slots and (after the first)
-          // adds them into its accumulators.
+          // executor's workers wait for each other) and the other slots'
+          // buffers of its parameters' gradients have arrived, each slot
+          // adds them up and (after the first) adds them into its
+          // accumulators.
           const WideTaskTimes& w = wide[s][k];
           pass.slot_busy = order.backward ? w.backward_busy : w.forward_busy;
           seconds = order.backward ? w.backward : w.forward;
@@ -238,7 +239,8 @@ LoweredStrategy LowerStrategy(
               const double after =
                   w.merge[slot] +
                   (first_backward ? 0 : shard * w.accumulate[slot]);
-              most = std::max(most, after);
+              const double waited = std::max(0.0, w.arrived[slot] - w.backward);
+              most = std::max(most, waited + after);
               pass.slot_busy[slot] += after;
             }
             seconds += most;

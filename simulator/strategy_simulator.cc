@@ -123,7 +123,8 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
   step.inaccurate_nodes = context.inaccurate_nodes();
   // Copies between the slots of wide stages' tasks, M of each.
   for (const StageModel& st : plan.stages) {
-    for (const auto* reads : {&st.forward_reads, &st.backward_reads}) {
+    for (const auto* reads :
+         {&st.forward_reads, &st.backward_reads, &st.update_reads}) {
       for (const std::vector<SlotRead>& node : *reads) {
         for (const SlotRead& read : node) {
           step.bytes_moved += static_cast<int64_t>(M) * read.bytes;

@@ -91,13 +91,16 @@ struct Scenario {
 
 // Hybrid candidates are replicas of op placements; their wide stages are
 // simulated as the op placement's own engine runs it (ready nodes by
-// priority, copies between slots on links, updates once the backward has
+// priority, copies between slots on links, a slot's buffer of a weight's
+// gradient to its update's slot among them, updates once the backward has
 // ended; StrategySimulatorTest.
-// AnOpPlacementAsAStrategyUpdatesAfterItsBackward) but that a slot's
-// partial gradients of a weight another slot updates are merged without a
-// copy (StageModel::merges): on heft's and m_etf's placements of GNMT-4
-// and Inception-v3 on four P100s, the placement as its strategy takes
-// 0.99-1.00x the op placement's step (0.996-1.000x on 2026-11-30;
+// AnOpPlacementAsAStrategyUpdatesAfterItsBackward, WideUpdateTest) but
+// that the wide pass charges the addition of another slot's buffer to the
+// slot's own partial of the sum, or after the task (StageModel::adds,
+// merges), not when the buffer arrives: on heft's and m_etf's placements
+// of GNMT-4 and Inception-v3 on four P100s, the placement as its strategy
+// takes 0.99-1.00x the op placement's step (0.996-1.000x on 2026-11-30,
+// the same with the buffers' copies on links or without them;
 // 1.000-1.031x while the op placement's updates ran as soon as their
 // gradients were final, 1.037-1.107x while the reading slot made the
 // copies, 1.049-1.540x while each slot ran its nodes in the view's
