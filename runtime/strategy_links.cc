@@ -10,8 +10,8 @@
 // hand-off to another thread costs more than small copies take). The
 // reading node waits for the copy.
 #include <map>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/stopwatch.h"
@@ -36,7 +36,7 @@ void TorchStrategyExecutor::InitLinks() {
     for (const SlotCopy& copy : crossing[s]) {
       if (copy.sum >= 0) {
         const int item = SumItem(copy.sum, copy.from_slot);
-        if (view_.node(copy.readers[0]).kind == NodeKind::kUpdate) {
+        if (copy.to_update) {
           // Taken by the update's device once the task ends (Accumulate).
           link_tables_.updates[{s, copy.from_slot}].push_back(
               {copy.sum, copy.to_slot});

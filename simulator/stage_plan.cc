@@ -275,8 +275,7 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       read.from_slot = copy.from_slot;
       read.bytes = copy.sum >= 0 ? view.gradient_sums()[copy.sum].bytes
                                  : view.value(copy.value).bytes;
-      if (copy.sum >= 0 &&
-          view.node(copy.readers[0]).kind == NodeKind::kUpdate) {
+      if (copy.to_update) {
         plan.stages[s].update_reads[copy.to_slot].push_back(std::move(read));
         continue;
       }

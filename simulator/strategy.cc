@@ -499,7 +499,8 @@ std::vector<std::vector<SlotCopy>> WideStageCopies(const TrainingView& view,
     }
     for (auto& [slot, made_by] : made_on) {
       copies[stage].push_back(
-          {-1, x, slot, slot_of(sum.sink), std::move(made_by), {sum.sink}});
+          {-1, x, slot, slot_of(sum.sink), std::move(made_by), {sum.sink},
+           view.node(sum.sink).kind == NodeKind::kUpdate});
     }
   }
   return copies;

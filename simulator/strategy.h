@@ -294,12 +294,13 @@ std::vector<int> TaskDependencies(const TrainingView& view,
 // slot holding it to a slot whose forward nodes read it; or the partials
 // of gradient sum `sum` that the stage's backward nodes on `from_slot`
 // make, summed there and copied to the slot of the sum's sink (a backward
-// node of the stage, or a parameter's update: the buffer leaves once the
-// slot's last partial is made, during the backward, as autograd sends a
-// copied weight's gradient home). `made_by`: what it waits for (a value's producer;
-// a sum's producer of each partial made on `from_slot`; a weight: none,
-// from the task's start); `readers`: the nodes on `to_slot` reading it (a
-// sum: its sink).
+// node of the stage, or, `to_update`, a parameter's update, which reads it
+// once the task ends: the buffer leaves once the slot's last partial is
+// made, during the backward, as autograd sends a copied weight's gradient
+// home). `made_by`: what it waits for (a value's producer; a sum's
+// producer of each partial made on `from_slot`; a weight: none, from the
+// task's start); `readers`: the nodes on `to_slot` reading it (a sum: its
+// sink).
 struct SlotCopy {
   int value = -1;
   int sum = -1;
@@ -307,6 +308,7 @@ struct SlotCopy {
   int to_slot = 0;
   std::vector<int> made_by;
   std::vector<int> readers;
+  bool to_update = false;
 };
 
 // Per stage, its slot copies (none for a stage of one slot): the values'
