@@ -157,6 +157,7 @@ absl::Status TorchStrategyExecutor::Init() {
       node_priority_[order[k]] = static_cast<double>(k);
     }
   }
+  node_key_rank_ = NodeKeyRanks(view_);
   // Across ranks, a wide replica of a pipeline runs in one process (its
   // first device sends what its tasks make for other ranks); the replicas
   // of a strategy of one stage (an op placement's, say) may be split over

@@ -16,7 +16,8 @@
 //    stage, Strategy's slots): each device of a replica runs its slot's
 //    nodes of the task, one worker per device, each time the ready one
 //    with the lowest of ExecutorOptions::priorities (without them, the
-//    first in the view's order), a node being ready once the nodes of its
+//    first in the view's order), ties by node key (as the simulator
+//    breaks them), a node being ready once the nodes of its
 //    task that make what it reads (values, partial gradients it sums) have
 //    run, on any slot, and what it reads from other slots has arrived: a
 //    value once made, a weight at the task's start, a slot's summed

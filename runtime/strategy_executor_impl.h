@@ -31,6 +31,7 @@
 #include "runtime/strategy_executor.h"
 #include "runtime/strategy_placement_memory.h"
 #include "simulator/selective_recompute.h"
+#include "simulator/simulation_context.h"
 #include "simulator/strategy.h"
 
 namespace placer {
@@ -114,8 +115,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // step (over what it held before) went past its memory_bytes; else OK.
   absl::Status CheckMemory(int n, int j, int d);
   // Device d's nodes of `nodes` (forward_[s] or backward_[s]): its slot's,
-  // in a wide stage by node_priority_, then (else only) in the view's
-  // order; the first to take last.
+  // in a wide stage by node_priority_ and then node key, else in the
+  // view's order; the first to take last.
   std::vector<int> SlotNodes(const std::vector<int>& nodes, int d) const;
   // The next node of `pending` (SlotNodes') that device d runs for
   // micro-batch j, taken out of it. In a wide stage: the first whose
@@ -529,8 +530,10 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<std::vector<int>> task_deps_;
   std::vector<char> waited_on_;  // per node: in some node's task_deps_
   // Per node: the order a wide stage's slot takes its ready nodes in
-  // (ExecutorOptions::priorities; without them the view's order).
+  // (ExecutorOptions::priorities; without them the view's order), ties by
+  // node key (NodeKeyRanks, as the simulator's ready queues break them).
   std::vector<double> node_priority_;
+  std::vector<int> node_key_rank_;
   std::vector<int> value_of_tensor_;
   // [s][v]: how many times stage s's forward nodes read value v (an op
   // reading a tensor twice counts twice).

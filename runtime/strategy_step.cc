@@ -66,12 +66,13 @@ std::vector<int> TorchStrategyExecutor::SlotNodes(const std::vector<int>& nodes,
     if (SlotOfNode(n) == slot_of_device_[d]) mine.push_back(n);
   }
   // One slot: the view's order (NextNode takes them as they come). Wide:
-  // by priority, ties in the view's order (`nodes`'), which NextNode scans
-  // for the first ready one. Last to take first, so that taking the next
-  // is a pop from the back.
+  // by priority, ties by node key, which NextNode scans for the first
+  // ready one. Last to take first, so that taking the next is a pop from
+  // the back.
   if (strategy_.stages[stage_of_device_[d]].width() > 1) {
-    std::stable_sort(mine.begin(), mine.end(), [&](int a, int b) {
-      return node_priority_[a] < node_priority_[b];
+    std::sort(mine.begin(), mine.end(), [&](int a, int b) {
+      return std::make_pair(node_priority_[a], node_key_rank_[a]) <
+             std::make_pair(node_priority_[b], node_key_rank_[b]);
     });
   }
   std::reverse(mine.begin(), mine.end());

@@ -20,9 +20,7 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
   users_ = PairTable<int>(num_values, devices_, 0);
   const int num_sums = static_cast<int>(view_.gradient_sums().size());
   buffer_bytes_ = PairTable<int64_t>(num_sums, devices_, -1);
-  if (context.has_partial_adds()) {
-    arrived_adds_ = PairTable<int>(num_sums, devices_, 0);
-  }
+  additions_ = PartialAdditions(context, devices_);
   // Set below, once the resident bytes are allocated.
   accumulators_.assign(devices_, 0);
   later_extra_.assign(devices_, 0);
@@ -150,12 +148,10 @@ void MemoryTimeline::Release(int v, int device) {
   }
 }
 
-void MemoryTimeline::Accumulate(int sum, int device, int64_t bytes,
-                                bool arrived) {
+void MemoryTimeline::Accumulate(int sum, int device, int64_t bytes) {
   int64_t& buffer = buffer_bytes_.at(sum, device);
   if (buffer >= 0) {
     Free(device, bytes, kGradients);  // added
-    if (arrived && context_.has_partial_adds()) ++arrived_adds_.at(sum, device);
   } else {
     buffer = bytes;
   }
@@ -179,21 +175,8 @@ double MemoryTimeline::Started(int task, double now, double start,
     return end;
   }
   const int d = lowered_.device_of_node[task];
-  // Partials added into a buffer the device already holds: the device
-  // adds them right after the node; buffers that arrived from other
-  // devices into one it held, before the node that reads the sum (none to
-  // look for when all cost 0).
-  if (context_.has_partial_adds()) {
-    for (int out : context_.outputs(task)) {
-      const int s = view_.sum_of(out);
-      if (s >= 0 && holds_buffer(s, d)) {
-        end += context_.partial_add_seconds(s, d);
-      }
-    }
-    for (int s : view_.sums_read_by(task)) {
-      end += arrived_adds_.get(s, d) * context_.partial_add_seconds(s, d);
-    }
-  }
+  // Partials added into buffers the device holds (PartialAdditions).
+  end += additions_.NodeStarts(task, d, d);
   const TrainingNode& node = view_.node(task);
   for (int out : context_.outputs(task)) {
     Allocate(d, value_bytes_[out], static_cast<Use>(use_[out]));
@@ -215,7 +198,8 @@ void MemoryTimeline::Ended(int task, double now) {
     if (copy.gradient_sum >= 0) {
       const int64_t bytes = value_bytes_[copy.value];
       Free(copy.src, bytes, kGradients);  // the sender's buffer, sent
-      Accumulate(copy.gradient_sum, copy.dst, bytes, /*arrived=*/true);
+      Accumulate(copy.gradient_sum, copy.dst, bytes);
+      additions_.BufferArrives(copy.gradient_sum, copy.dst);
     } else {
       Release(copy.value, copy.src);
     }
@@ -242,7 +226,7 @@ void MemoryTimeline::Ended(int task, double now) {
   for (int out : context_.outputs(task)) {
     const int s = view_.sum_of(out);
     if (s >= 0) {
-      Accumulate(s, d, value_bytes_[out], /*arrived=*/false);
+      Accumulate(s, d, value_bytes_[out]);
     } else if (context_.consumers(out).empty()) {
       Free(d, value_bytes_[out], static_cast<Use>(use_[out]));
       if (freed_ != nullptr) freed_->push_back({out, d});

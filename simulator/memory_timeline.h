@@ -26,9 +26,9 @@
 //  - When a copy ends: a summed buffer is freed on its source and kept or
 //    added (and freed) on its destination; a value is released on its
 //    source.
-//  - It is the engine's observer for the step: a node that starts makes
-//    partial gradients of sums whose buffer its device already holds, and
-//    adding into them (the cost model's PartialAddSeconds) lengthens it.
+//  - It is the engine's observer for the step: a node that starts is
+//    lengthened by its partial additions, as PartialAdditions
+//    (simulator/partial_additions.h) charges them.
 // Not thread-safe.
 #ifndef PLACER_SIMULATOR_MEMORY_TIMELINE_H_
 #define PLACER_SIMULATOR_MEMORY_TIMELINE_H_
@@ -39,6 +39,7 @@
 
 #include "simulator/engine.h"
 #include "simulator/pair_table.h"
+#include "simulator/partial_additions.h"
 #include "simulator/placement_lowering.h"
 #include "simulator/simulation_context.h"
 
@@ -135,10 +136,9 @@ class MemoryTimeline final : public TaskObserver {
   void Allocate(int device, int64_t bytes, Use use);
   void Free(int device, int64_t bytes, Use use);
   void Release(int value, int device);
-  // A partial gradient (or, `arrived`, another device's buffer) of
-  // `bytes` for `sum` on `device`: its buffer, or added into the one it
-  // holds and freed.
-  void Accumulate(int sum, int device, int64_t bytes, bool arrived);
+  // A partial gradient (or another device's buffer) of `bytes` for `sum`
+  // on `device`: its buffer, or added into the one it holds and freed.
+  void Accumulate(int sum, int device, int64_t bytes);
 
   const SimulationContext& context_;
   const TrainingView& view_;
@@ -158,9 +158,8 @@ class MemoryTimeline final : public TaskObserver {
   // Per (sum, device) that holds a buffer of the sum (from its first
   // partial or arrival there on): its bytes; -1 for none.
   PairTable<int64_t> buffer_bytes_;
-  // With partial adds: per (sum, device), the buffers that arrived into
-  // one the device held, added before the sum's reader starts.
-  PairTable<int> arrived_adds_;
+  // What adding partials into the buffers held costs the nodes.
+  PartialAdditions additions_;
   // A later micro-batch (later_peak_bytes): per device, the accumulators
   // and what it holds beyond this step (the accumulators less the
   // completed sums' buffers this step holds until their updates end),

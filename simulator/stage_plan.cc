@@ -7,111 +7,9 @@
 
 #include "base/status_helpers.h"
 #include "graph/repeated_layers.h"
-#include "simulator/engine.h"
 #include "simulator/selective_recompute.h"
-#include "simulator/task_graph.h"
 
 namespace placer {
-namespace {
-
-// The dependencies between the nodes of one pass of a stage (`nodes`, its
-// forward or backward list) as (from, to) positions in it
-// (TaskDependencies; `position`: StagePlan's position_in_pass).
-std::vector<std::pair<int, int>> PassEdges(const TrainingView& view,
-                                           const Strategy& strategy,
-                                           const std::vector<int>& nodes,
-                                           const std::vector<int>& position) {
-  std::vector<std::pair<int, int>> edges;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    for (int m : TaskDependencies(view, strategy, nodes[i])) {
-      edges.emplace_back(position[m], static_cast<int>(i));
-    }
-  }
-  return edges;
-}
-
-// One task of a replica over several devices (Strategy's contract),
-// lowered to a task graph and run on the event engine: each node a task on
-// its slot's device, which runs, whenever it is free, its ready node with
-// the lowest priority (the context's ready order, then `nodes`' order),
-// a node being ready once its `edges` (PassEdges) and the copies it reads
-// have ended. What a node reads from another slot is a copy on the link
-// between the two devices (booked in the order copies become ready): a
-// value or buffer once its `made_by` have ended, a weight from the task's
-// start. `extra` is added to a node's time (its partial additions).
-// Returns each node's end, from the task's start, and fills each slot's
-// busy seconds.
-std::vector<double> ScheduleWideTask(
-    const SimulationContext& context, const std::vector<int>& nodes,
-    const std::vector<std::vector<SlotRead>>& reads,
-    const std::vector<std::pair<int, int>>& edges,
-    const std::vector<double>& extra, const std::vector<int>& slot_of_node,
-    const PipelineStage& stage, int replica, std::vector<double>* busy,
-    const std::vector<std::vector<SlotRead>>* slot_reads = nullptr,
-    std::vector<double>* arrived = nullptr) {
-  const int width = stage.width();
-  TaskGraph graph;
-  for (int slot = 0; slot < width; ++slot) {
-    graph.AddResource(ResourceOrder::kPriority);
-  }
-  busy->assign(width, 0);
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const int slot = slot_of_node[nodes[i]];
-    const int device = stage.device(replica, slot);
-    const double seconds = context.node_seconds(nodes[i], device) + extra[i];
-    (*busy)[slot] += seconds;
-    // Task i is node i of the pass.
-    graph.AddTask(
-        {slot, seconds, context.priority(nodes[i]), static_cast<int>(i)});
-  }
-  // The copies: tasks after the nodes, on a link per (from, to) slot.
-  std::map<std::pair<int, int>, int> links;
-  std::vector<std::pair<int, int>> copy_edges;
-  auto add_copy = [&](const SlotRead& read, int slot) {
-    auto [link, fresh] = links.emplace(std::make_pair(read.from_slot, slot),
-                                       graph.num_resources());
-    if (fresh) graph.AddResource(ResourceOrder::kArrival);
-    const int copy = graph.AddTask(
-        {link->second,
-         context.costs().TransferSeconds(
-             read.bytes, context.cluster(),
-             stage.device(replica, read.from_slot),
-             stage.device(replica, slot)),
-         0, graph.num_tasks()});
-    for (int from : read.made_by) copy_edges.emplace_back(from, copy);
-    return copy;
-  };
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const int slot = slot_of_node[nodes[i]];
-    for (const SlotRead& read : reads[i]) {
-      copy_edges.emplace_back(add_copy(read, slot), static_cast<int>(i));
-    }
-  }
-  // What no node of the task reads, per slot: its copies' tasks.
-  std::vector<std::vector<int>> slot_copies(width);
-  if (slot_reads != nullptr) {
-    for (int slot = 0; slot < width; ++slot) {
-      for (const SlotRead& read : (*slot_reads)[slot]) {
-        slot_copies[slot].push_back(add_copy(read, slot));
-      }
-    }
-  }
-  for (const auto& [from, to] : edges) graph.AddEdge(from, to);
-  for (const auto& [from, to] : copy_edges) graph.AddEdge(from, to);
-  std::vector<double> ends = RunTaskGraph(graph).end_seconds;
-  if (arrived != nullptr) {
-    arrived->assign(width, 0);
-    for (int slot = 0; slot < width; ++slot) {
-      for (int copy : slot_copies[slot]) {
-        (*arrived)[slot] = std::max((*arrived)[slot], ends[copy]);
-      }
-    }
-  }
-  ends.resize(nodes.size());
-  return ends;
-}
-
-}  // namespace
 
 absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
                                         const Strategy& strategy) {
@@ -198,11 +96,6 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
           .parameter_bytes[SlotOfOp(strategy, g)] += held(v);
     }
   }
-  for (StageModel& st : plan.stages) {
-    st.forward_reads.assign(st.forward.size(), {});
-    st.backward_reads.assign(st.backward.size(), {});
-    st.update_reads.assign(st.width, {});
-  }
   // Values crossing stages (and slots), and what each stage's backward
   // keeps alive. Sorted and unique per value (sets, reused: allocating
   // them per value was a tenth of a strategy's simulation).
@@ -262,82 +155,65 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       if (from != to) plan.gradient_bytes[to * S + from] += sum.bytes;
     }
   }
-  // Within a wide stage's task, what crosses slots (WideStageCopies),
-  // charged to its first reader there: a value or weight to a forward
-  // node, a slot's summed buffer to the sum's sink (a parameter's: to its
-  // update's slot, after the backward).
+  // Within a wide stage's task, what crosses slots (WideStageCopies): a
+  // value or weight in the forward, a slot's summed buffer in the backward.
   const std::vector<std::vector<SlotCopy>> crossing =
       WideStageCopies(view, strategy);
   for (int s = 0; s < S; ++s) {
     for (const SlotCopy& copy : crossing[s]) {
       SlotRead read;
-      for (int m : copy.made_by) read.made_by.push_back(position[m]);
+      read.value = copy.value;
+      read.sum = copy.sum;
       read.from_slot = copy.from_slot;
+      read.to_slot = copy.to_slot;
       read.bytes = copy.sum >= 0 ? view.gradient_sums()[copy.sum].bytes
                                  : view.value(copy.value).bytes;
-      if (copy.to_update) {
-        plan.stages[s].update_reads[copy.to_slot].push_back(std::move(read));
-        continue;
+      for (int m : copy.made_by) read.made_by.push_back(position[m]);
+      if (!copy.to_update) {
+        for (int c : copy.readers) read.readers.push_back(position[c]);
       }
-      int reader = position[copy.readers[0]];
-      for (int c : copy.readers) reader = std::min(reader, position[c]);
       (copy.sum >= 0 ? plan.stages[s].backward_reads
-                     : plan.stages[s].forward_reads)[reader]
+                     : plan.stages[s].forward_reads)
           .push_back(std::move(read));
     }
   }
-  // Partials added into buffers, per stage backward node.
+  // Partials added into buffers, per stage backward node (a stage of one
+  // slot; a wide stage's are charged as they happen).
   for (int s = 0; s < S; ++s) {
     StageModel& st = plan.stages[s];
     const size_t sums = view.gradient_sums().size();
-    std::vector<std::vector<char>> held(st.width, std::vector<char>(sums, 0));
+    st.held_at_start.assign(st.width, {});
+    st.adds.assign(st.backward.size(), {});
+    // Per sink in the stage: the later stages that make partials of it.
+    std::vector<int> later;
+    std::vector<char> held(st.width == 1 ? sums : 0, 0);
     for (size_t x = 0; x < sums; ++x) {
       const GradientSum& sum = view.gradient_sums()[x];
       if (stage_of_node(sum.sink) != s) continue;
+      later.clear();
       for (int p : sum.partials) {
-        const int producer = view.value(p).producer;
-        held[slot_of[sum.sink]][x] |= stage_of_node(producer) > s ||
-                                      (stage_of_node(producer) == s &&
-                                       slot_of[producer] != slot_of[sum.sink]);
+        const int from = stage_of_node(view.value(p).producer);
+        if (from > s) later.push_back(from);
+      }
+      sort_unique(later);
+      if (later.empty()) continue;
+      st.held_at_start[slot_of[sum.sink]].push_back(static_cast<int>(x));
+      if (st.width > 1) continue;
+      held[x] = 1;
+      // The later stages' buffers after the first arrive into the one held
+      // (a backward sink adds them up; an update's are not charged).
+      if (view.node(sum.sink).kind != NodeKind::kBackward) continue;
+      for (size_t e = 1; e < later.size(); ++e) {
+        st.adds[position[sum.sink]].push_back(static_cast<int>(x));
       }
     }
-    st.adds.assign(st.backward.size(), {});
+    if (st.width > 1) continue;
     for (size_t k = 0; k < st.backward.size(); ++k) {
-      const int slot = slot_of[st.backward[k]];
       for (int out : view.node(st.backward[k]).outputs) {
         const int x = view.sum_of(out);
         if (x < 0) continue;
-        if (held[slot][x]) st.adds[k].push_back(x);
-        held[slot][x] = 1;
-      }
-    }
-    // The sink adds up one buffer per (stage, slot) that made partials:
-    // parts - 1 additions, of which the above charged one where its own
-    // slot made partials too (the first of them, into a buffer held).
-    st.merges.assign(st.width, {});
-    // One stage of one slot: every sum has one buffer at most.
-    if (S == 1 && st.width == 1) continue;
-    std::vector<std::pair<int, int>> parts;
-    for (size_t x = 0; x < sums; ++x) {
-      const GradientSum& sum = view.gradient_sums()[x];
-      if (stage_of_node(sum.sink) != s) continue;
-      parts.clear();
-      for (int p : sum.partials) {
-        const int producer = view.value(p).producer;
-        parts.emplace_back(stage_of_node(producer), slot_of[producer]);
-      }
-      sort_unique(parts);
-      const bool own =
-          std::binary_search(parts.begin(), parts.end(),
-                             std::make_pair(s, slot_of[sum.sink]));
-      const int extra = static_cast<int>(parts.size()) - 1 -
-                        (own && parts.size() >= 2 ? 1 : 0);
-      for (int e = 0; e < extra; ++e) {
-        if (view.node(sum.sink).kind == NodeKind::kBackward) {
-          st.adds[position[sum.sink]].push_back(static_cast<int>(x));
-        } else {
-          st.merges[slot_of[sum.sink]].push_back(static_cast<int>(x));
-        }
+        if (held[x]) st.adds[k].push_back(x);
+        held[x] = 1;
       }
     }
   }
@@ -621,63 +497,6 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
         [](const auto& a, const auto& b) { return a.first < b.first; });
   }
   return plan;
-}
-
-std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
-    const SimulationContext& context, const Strategy& strategy,
-    const StagePlan& plan) {
-  const TrainingView& view = context.view();
-  const Cluster& cluster = context.cluster();
-  const int S = static_cast<int>(strategy.stages.size());
-  std::vector<std::vector<WideTaskTimes>> wide(S);
-  for (int s = 0; s < S; ++s) {
-    const StageModel& st = plan.stages[s];
-    if (st.width == 1) continue;
-    // The same for every replica.
-    const std::vector<std::pair<int, int>> forward_edges =
-        PassEdges(view, strategy, st.forward, plan.position_in_pass);
-    const std::vector<std::pair<int, int>> backward_edges =
-        PassEdges(view, strategy, st.backward, plan.position_in_pass);
-    const PipelineStage& stage = strategy.stages[s];
-    for (int replica = 0; replica < stage.num_replicas(); ++replica) {
-      WideTaskTimes w;
-      std::vector<double> none(st.forward.size(), 0);
-      std::vector<double> ends = ScheduleWideTask(
-          context, st.forward, st.forward_reads, forward_edges, none,
-          plan.slot_of_node, stage, replica, &w.forward_busy);
-      for (double e : ends) w.forward = std::max(w.forward, e);
-      std::vector<double> adds(st.backward.size(), 0);
-      for (size_t i = 0; i < st.backward.size(); ++i) {
-        const int d = stage.device(replica, plan.slot_of_node[st.backward[i]]);
-        for (int x : st.adds[i]) adds[i] += context.partial_add_seconds(x, d);
-      }
-      w.backward_end = ScheduleWideTask(
-          context, st.backward, st.backward_reads, backward_edges, adds,
-          plan.slot_of_node, stage, replica, &w.backward_busy,
-          &st.update_reads, &w.arrived);
-      w.slot_end.assign(st.width, 0);
-      for (size_t i = 0; i < st.backward.size(); ++i) {
-        double& e = w.slot_end[plan.slot_of_node[st.backward[i]]];
-        e = std::max(e, w.backward_end[i]);
-      }
-      w.accumulate.assign(st.width, 0);
-      for (int u : st.update) {
-        const int slot = plan.slot_of_node[u];
-        w.accumulate[slot] += context.costs().AccumulateSeconds(
-            view, u, cluster.device(stage.device(replica, slot)));
-      }
-      w.merge.assign(st.width, 0);
-      for (int slot = 0; slot < st.width; ++slot) {
-        for (int x : st.merges[slot]) {
-          w.merge[slot] +=
-              context.partial_add_seconds(x, stage.device(replica, slot));
-        }
-      }
-      for (double e : w.slot_end) w.backward = std::max(w.backward, e);
-      wide[s].push_back(std::move(w));
-    }
-  }
-  return wide;
 }
 
 }  // namespace placer

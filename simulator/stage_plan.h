@@ -1,7 +1,8 @@
 // What each pipeline stage of a Strategy (simulator/strategy.h) is,
-// whatever devices run it, and how long a wide stage's tasks take: the
-// tables the strategy lowering (simulator/strategy_lowering.h) and the
-// strategy simulator's memory read. Internal to simulator/.
+// whatever devices run it: the tables a wide stage's schedule
+// (simulator/wide_tasks.h), the strategy lowering
+// (simulator/strategy_lowering.h) and the strategy simulator's memory
+// read. Internal to simulator/.
 //
 // Contract: MakeStagePlan is a pure function of (context, strategy), which
 // must have passed CheckStrategy; it simulates one micro-batch per stage
@@ -11,7 +12,6 @@
 // With tensor parallelism, a stage's one-batch peak is the
 // whole op's, its parameters and what it keeps taken as held per device,
 // the rest scaled as the stash is (what the group splits of it).
-// ScheduleWideTasks likewise; neither keeps state.
 #ifndef PLACER_SIMULATOR_STAGE_PLAN_H_
 #define PLACER_SIMULATOR_STAGE_PLAN_H_
 
@@ -25,16 +25,21 @@
 
 namespace placer {
 
-// What a node of a wide stage's task reads from another slot, copied from
-// `from_slot`: a value, once the task's node that makes it has ended, or
-// a summed gradient buffer, once every node of the task on that slot
-// making a partial of it has (`made_by`: their positions in the pass); a
-// weight (`made_by` empty), from the task's start. Each is a copy on the
-// link between the two slots' devices.
+// What crosses from one slot of a wide stage's replica to another within
+// a task (WideStageCopies, positions in the pass): a copy on the link
+// between the two slots' devices of a value, once the node that makes it
+// has ended, or of a summed gradient buffer, once every node on
+// `from_slot` making a partial of it has (`made_by`); a weight (`made_by`
+// empty), from the task's start. Its `readers` wait for it; none: a
+// parameter's gradient buffer its update reads once the task ends.
 struct SlotRead {
-  std::vector<int> made_by;
+  int value = -1;  // the value, or -1 for a buffer
+  int sum = -1;    // the buffer's gradient sum, or -1 for a value
   int from_slot = 0;
+  int to_slot = 0;
   int64_t bytes = 0;
+  std::vector<int> made_by;
+  std::vector<int> readers;
 };
 
 // What a stage is, whatever devices run it. Per slot: what the device of
@@ -61,15 +66,16 @@ struct StageModel {
   // position in `backward` of the node that makes the last partial, and
   // the bytes.
   std::vector<std::vector<std::pair<int, int64_t>>> gradients;
-  // Per backward node (as `backward`): the gradient sums whose partial it
-  // adds into a buffer its device already holds (made by an earlier node
-  // of the stage on that slot, or arrived from a later stage or another
-  // slot), as Simulate charges them.
+  // Per slot: the gradient sums whose buffer it holds when a backward
+  // starts (arrived from a later stage).
+  std::vector<std::vector<int>> held_at_start;
+  // A stage of one slot, per backward node (as `backward`): the gradient
+  // sums whose partial it adds into a buffer its device already holds
+  // (made by an earlier node of the stage, or held at the start), and the
+  // later stages' buffers a backward sink adds up, as PartialAdditions
+  // charges them. Wide stages: empty lists (ScheduleWideTasks charges
+  // them as they happen).
   std::vector<std::vector<int>> adds;
-  // Wide stages, per slot: the parameters' gradient sums whose buffers
-  // from several slots that slot's device adds up after each task beyond
-  // what `adds` charges (one entry per addition).
-  std::vector<std::vector<int>> merges;
   // Selective recomputation: per slot, what the stage keeps of a
   // micro-batch (Recompute::kSelective, kSelectiveOp, kLayers); the
   // forward nodes its backward reruns first (kSelective: those that read
@@ -103,12 +109,11 @@ struct StageModel {
     }
     return stash_bytes[slot];
   }
-  // Wider stages: per forward and backward node (positions as in `forward`
-  // and `backward`), what it reads from other slots; per slot, the other
-  // slots' buffers of its parameters' gradients, which its updates read
-  // (copied during the backward, `made_by` as in `backward`).
-  std::vector<std::vector<SlotRead>> forward_reads, backward_reads;
-  std::vector<std::vector<SlotRead>> update_reads;
+  // Wider stages: what crosses slots in a forward and in a backward task
+  // (positions as in `forward` and `backward`), in WideStageCopies' order;
+  // the backward's include the buffers of parameters' gradients that the
+  // updates read.
+  std::vector<SlotRead> forward_reads, backward_reads;
   // ZeRO-3: per forward and backward node (positions as in `forward` and
   // `backward`), the bytes of the parameters it is the first in its pass
   // to read (one device's share of them whole), gathered before it; and
@@ -144,31 +149,6 @@ struct StagePlan {
 
 absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
                                         const Strategy& strategy);
-
-// A wide stage's replica: its tasks scheduled over its devices.
-struct WideTaskTimes {
-  double forward = 0, backward = 0;  // without accumulation
-  // Per slot: busy in the tasks; adding gradients into the accumulators
-  // (after a replica's first backward), and adding up other slots'
-  // buffers (after every backward); when the last of those buffers has
-  // arrived (0: none comes), from the backward's start.
-  std::vector<double> forward_busy, backward_busy, accumulate, merge;
-  std::vector<double> arrived;
-  std::vector<double> backward_end;  // per backward node, from the start
-  std::vector<double> slot_end;      // per slot: its last backward node
-};
-
-// Per stage, per replica: the times of a wide stage's tasks (Strategy's
-// contract: each slot's device takes its ready nodes by the context's
-// priority; what a node reads from another slot is copied on the link
-// between their devices once made, a weight from the task's start, a
-// slot's buffer of a parameter's gradient updated on another slot once
-// its last partial is made), each
-// task lowered to a TaskGraph of its nodes and run on the event engine
-// (engine.h); empty for a stage of one slot.
-std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
-    const SimulationContext& context, const Strategy& strategy,
-    const StagePlan& plan);
 
 }  // namespace placer
 

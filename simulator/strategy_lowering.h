@@ -58,6 +58,7 @@
 #include "simulator/allreduce.h"
 #include "simulator/simulator.h"
 #include "simulator/stage_plan.h"
+#include "simulator/wide_tasks.h"
 #include "simulator/strategy.h"
 #include "simulator/task_graph.h"
 

@@ -10,6 +10,7 @@
 #include "simulator/memory_timeline.h"
 #include "simulator/placement_lowering.h"
 #include "simulator/stage_plan.h"
+#include "simulator/wide_tasks.h"
 #include "simulator/strategy_lowering.h"
 
 namespace placer {
@@ -123,13 +124,10 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
   step.inaccurate_nodes = context.inaccurate_nodes();
   // Copies between the slots of wide stages' tasks, M of each.
   for (const StageModel& st : plan.stages) {
-    for (const auto* reads :
-         {&st.forward_reads, &st.backward_reads, &st.update_reads}) {
-      for (const std::vector<SlotRead>& node : *reads) {
-        for (const SlotRead& read : node) {
-          step.bytes_moved += static_cast<int64_t>(M) * read.bytes;
-          step.transfers_count += M;
-        }
+    for (const auto* reads : {&st.forward_reads, &st.backward_reads}) {
+      for (const SlotRead& read : *reads) {
+        step.bytes_moved += static_cast<int64_t>(M) * read.bytes;
+        step.transfers_count += M;
       }
     }
   }

@@ -615,11 +615,12 @@ TEST(StrategySimulatorTest, OneStageChargesPartialAddsAsSimulateDoes) {
 }
 
 // W (held on slot 0) read by m0..m3 on slots 0, 1, 2, 1 of one replica
-// over three devices; free copies, 0.25 s per addition. Forward 4 x 1;
-// backward m3', m2', m1' (+ 0.25: slot 1's second partial), m0' (+ 0.25:
-// its partial meets other slots'), then, as in the executor, slot 0 adds
-// up the three slots' buffers (2 additions, one charged in m0': + 0.25)
-// once every slot is done; then the update: 4 + 8.5 + 0.25 + 0.5.
+// over three devices; free copies, 0.25 s per addition (PartialAdditions).
+// Forward 4 x 1; backward m3' [0, 2], m2' [2, 4] (slot 2's buffer reaches
+// slot 0 at 4, its first there), m1' [4, 6.25] (+ 0.25: slot 1's second
+// partial), m0' [6.25, 8.5] (+ 0.25: its partial into the buffer slot 0
+// holds); slot 1's buffer, arriving as m0' starts, is added before the
+// update (+ 0.25), as in the executor: 4 + 8.5 + 0.25 + 0.5.
 TEST(StrategySimulatorTest, AWideSlotAddsUpEveryOtherSlotsBuffer) {
   ConstantCosts costs(1, 2, 0.5, 0, 1e300);
   costs.set_partial_add(0.25);

@@ -48,10 +48,7 @@ Graph TwoReadersOfOneWeight() {
 // 4 + x: 6.5 + 2x. The op placement's engine starts grad:a at 1 (its
 // seed is ready then) and grad:c at 2 + x: the backward ends at 6 + x,
 // the buffer arrives at 6 + 2x: the same 6.5 + 2x. (Were the buffer added
-// at the end of the backward without its copy: 6.5 + x. Were additions
-// charged, they would part: the wide pass charges this one to grad:a, the
-// slot's own partial, where the op placement's engine charges it once
-// the buffer has arrived, before the update.)
+// at the end of the backward without its copy: 6.5 + x.)
 TEST(WideUpdateTest, AnotherSlotsBufferOfAWeightsGradientIsCopiedToItsUpdate) {
   ExactFixture f(TwoReadersOfOneWeight(), ConstantCosts(1, 2, 0.5, 1e-3, 1e6),
                  2);
@@ -69,6 +66,69 @@ TEST(WideUpdateTest, AnotherSlotsBufferOfAWeightsGradientIsCopiedToItsUpdate) {
   EXPECT_EQ(op->transfers[1].gradient_sum >= 0, true);
   EXPECT_EQ(op->transfers[1].src, 1);
   EXPECT_NEAR(op->transfers[1].end_seconds, 6 + 2 * x, 1e-12);
+}
+
+// The same with each partial addition 0.25 s: device 0 holds W's buffer
+// from grad:a's start, so device 1's, arriving after the backward, is
+// added before W's update: + 0.25 in both simulators, 6.75 + 2x. (Charged
+// to grad:a instead, off the critical path, the strategy's step was
+// 6.5 + 2x, 0.25 s under the op placement's.)
+TEST(WideUpdateTest, AnArrivingBufferIsAddedBeforeTheUpdateInBothSimulators) {
+  ConstantCosts costs(1, 2, 0.5, 1e-3, 1e6);
+  costs.set_partial_add(0.25);
+  ExactFixture f(TwoReadersOfOneWeight(), costs, 2);
+  const Placement split{{0, 1, 1}};
+  const double x = 1e-3 + 64 / 1e6;
+  StrategySimulation wide = f.Run(StrategyOfPlacement(split));
+  EXPECT_NEAR(wide.step.step_seconds, 6.75 + 2 * x, 1e-12);
+  absl::StatusOr<SimulationResult> op = Simulate(f.context, split);
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_NEAR(op->step_seconds, 6.75 + 2 * x, 1e-12);
+}
+
+// x [4, 4] -> a = x W -> d = a U (an output); x -> b = x W (an output);
+// W and U [4, 4], every tensor 64 bytes; a is W's home.
+Graph AChainAndAnotherReader() {
+  onnx::ModelProto m = testing::EmptyModel();
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {4, 4});
+  testing::AddWeight(g, "W", {4, 4});
+  testing::AddWeight(g, "U", {4, 4});
+  testing::AddNode(g, "MatMul", "a", {"x", "W"}, {"ya"});
+  testing::AddNode(g, "MatMul", "d", {"ya", "U"}, {"yd"});
+  testing::AddNode(g, "MatMul", "b", {"x", "W"}, {"yb"});
+  testing::AddOutput(g, "yd");
+  testing::AddOutput(g, "yb");
+  absl::StatusOr<Graph> graph = ImportOnnxModel(m, "chain_and_reader", {});
+  EXPECT_TRUE(graph.ok()) << graph.status();
+  return *std::move(graph);
+}
+
+// A buffer that arrives while the node making the held one runs is added
+// before the update. a and d on device 0, b on device 1; forward 1 s,
+// backward 2 s, updates 0.5 s, additions 0.25 s, a copy x = 1 s + 64 B /
+// 1 MB/s.
+//   The op placement's engine: device 0 runs a [0, 1], d [1, 2], grad:d
+//   [2, 4], grad:a [4, 6], holding W's buffer from 4; device 1 runs b
+//   [x, 1 + x], grad:b [1 + x, 3 + x], whose buffer arrives at 3 + 2x,
+//   inside grad:a: added before W's update. Updates on device 0 from 6:
+//   U's 0.5 and W's 0.5 + 0.25: 7.25. (Counted nowhere, the addition was
+//   lost: 7.)
+//   The strategy: forward 1 + x (b ends after d); backward: grad:d [0, 2],
+//   grad:a [2, 4] on slot 0, grad:b [0, 2] on slot 1, its buffer arriving
+//   at 2 + x, inside grad:a; then the addition, 0.25, and the updates, 1:
+//   7.25 + (x - 1), the forward's barrier the only difference.
+TEST(WideUpdateTest, ABufferArrivingWhileTheHeldOneIsMadeIsAdded) {
+  ConstantCosts costs(1, 2, 0.5, 1.0, 1e6);
+  costs.set_partial_add(0.25);
+  ExactFixture f(AChainAndAnotherReader(), costs, 2);
+  const Placement split{{0, 0, 1}};
+  const double x = 1.0 + 64 / 1e6;
+  absl::StatusOr<SimulationResult> op = Simulate(f.context, split);
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_NEAR(op->step_seconds, 7.25, 1e-12);
+  StrategySimulation wide = f.Run(StrategyOfPlacement(split));
+  EXPECT_NEAR(wide.step.step_seconds, 7.25 + (x - 1), 1e-12);
 }
 
 }  // namespace
