@@ -506,7 +506,7 @@ std::vector<std::vector<SlotCopy>> WideStageCopies(const TrainingView& view,
   return copies;
 }
 
-Strategy StrategyOfPlacement(const Placement& placement) {
+Strategy StrategyOfPlacement(const Placement& placement, int micro_batches) {
   std::vector<int> devices = placement.device_of_op;
   std::sort(devices.begin(), devices.end());
   devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
@@ -518,6 +518,8 @@ Strategy StrategyOfPlacement(const Placement& placement) {
         std::lower_bound(devices.begin(), devices.end(), d) - devices.begin()));
   }
   strategy.stages = {PipelineStage::OfReplicas({devices})};
+  strategy.micro_batches = micro_batches;
+  if (micro_batches > 1) strategy.schedule = PipelineSchedule::k1F1B;
   return strategy;
 }
 

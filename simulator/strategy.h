@@ -329,9 +329,11 @@ Placement FirstReplicaPlacement(const Strategy& strategy);
 
 // An op placement (of at least one op) as the strategy it is: one stage,
 // one replica whose slots are the devices the placement uses, in
-// ascending order, each op in its device's slot, one micro-batch;
+// ascending order, each op in its device's slot; one micro-batch or (a
+// gradient-accumulation loop) `micro_batches` run one at a time (1F1B);
 // FirstReplicaPlacement gives the placement back.
-Strategy StrategyOfPlacement(const Placement& placement);
+Strategy StrategyOfPlacement(const Placement& placement,
+                             int micro_batches = 1);
 
 // Devices the strategy uses, replicas, slots and tensor groups included.
 int StrategyDevices(const Strategy& strategy);

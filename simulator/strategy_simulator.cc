@@ -7,90 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_helpers.h"
 #include "simulator/engine.h"
-#include "simulator/memory_timeline.h"
-#include "simulator/placement_lowering.h"
 #include "simulator/stage_plan.h"
-#include "simulator/wide_tasks.h"
 #include "simulator/strategy_lowering.h"
+#include "simulator/wide_tasks.h"
 
 namespace placer {
-
-absl::StatusOr<SimulationResult> SimulateAccumulation(
-    const SimulationContext& context, const Placement& placement,
-    int micro_batches) {
-  if (micro_batches < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "micro_batches is ", micro_batches, "; a step runs at least one"));
-  }
-  SimulationOptions options;
-  options.record_schedule = true;
-  options.later_micro_batch = micro_batches > 1;
-  absl::StatusOr<SimulationResult> r = Simulate(context, placement, options);
-  if (!r.ok()) return r;
-  const TrainingView& view = context.view();
-  std::vector<double> passes_busy(context.num_devices(), 0);
-  for (const ScheduledNode& n : r->schedule) {
-    if (view.node(n.node).kind == NodeKind::kUpdate) continue;
-    passes_busy[n.device] += n.end_seconds - n.start_seconds;
-  }
-  const int extra = micro_batches - 1;
-  double passes_end = 0;
-  if (extra > 0) {
-    // A later micro-batch (the last, with its updates): the step's events,
-    // the earlier ones' gradients held in their accumulators throughout
-    // (the same run's later_peak_memory_bytes).
-    for (int d = 0; d < context.num_devices(); ++d) {
-      if (r->later_peak_memory_bytes[d] <= r->peak_memory_bytes[d]) continue;
-      r->peak_memory_bytes[d] = r->later_peak_memory_bytes[d];
-      r->peak_breakdown[d] = r->later_peak_breakdown[d];
-      r->oom |=
-          r->peak_memory_bytes[d] > context.cluster().device(d).memory_bytes;
-    }
-    LoweredPlacement lowered = LowerPlacement(context, placement);
-    // An earlier micro-batch runs no update: its passes end when the
-    // step's events without the updates' time do (in the step itself an
-    // update may run before a device's last backward node and delay it).
-    for (int n = 0; n < lowered.num_nodes; ++n) {
-      if (view.node(n).kind == NodeKind::kUpdate) lowered.graph.set_seconds(n, 0);
-    }
-    MemoryTimeline memory(context, lowered, MemoryTimelineOptions());
-    const TaskSchedule passes = RunTaskGraph(lowered.graph, &memory);
-    for (int n = 0; n < lowered.num_nodes; ++n) {
-      if (view.node(n).kind == NodeKind::kUpdate) continue;
-      passes_end = std::max(passes_end, passes.end_seconds[n]);
-    }
-  }
-  int64_t repeated_bytes = 0;
-  int repeated_transfers = 0;
-  for (const ScheduledTransfer& t : r->transfers) {
-    const bool to_update =
-        t.gradient_sum >= 0 &&
-        view.node(view.gradient_sums()[t.gradient_sum].sink).kind ==
-            NodeKind::kUpdate;
-    if (to_update) continue;
-    repeated_bytes += t.bytes;
-    ++repeated_transfers;
-  }
-  std::vector<double> accumulate(context.num_devices(), 0);
-  for (int n = 0; n < static_cast<int>(view.nodes().size()); ++n) {
-    if (view.node(n).kind != NodeKind::kUpdate) continue;
-    const int d = placement.device_of_op[view.node(n).forward_op];
-    accumulate[d] += context.costs().AccumulateSeconds(
-        view, n, context.cluster().device(d));
-  }
-  r->step_seconds +=
-      extra * (passes_end +
-               *std::max_element(accumulate.begin(), accumulate.end()));
-  for (int d = 0; d < context.num_devices(); ++d) {
-    r->busy_seconds[d] += extra * (passes_busy[d] + accumulate[d]);
-  }
-  r->bytes_moved += extra * repeated_bytes;
-  r->transfers_count += extra * repeated_transfers;
-  r->schedule.clear();
-  r->transfers.clear();
-  r->critical_path.clear();
-  return r;
-}
 
 absl::StatusOr<StrategySimulation> SimulateStrategy(
     const SimulationContext& context, const Strategy& strategy,

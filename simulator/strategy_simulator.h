@@ -61,8 +61,7 @@
 //    its start and adds each parameter's gradient into its accumulator
 //    once complete (StageModel::later_batch_peak_bytes). With one stage, one
 //    replica and one micro-batch the peak and the step are Simulate's
-//    exactly (the whole model on that device); with more micro-batches,
-//    one in flight, SimulateAccumulation's.
+//    exactly (the whole model on that device).
 //  - ZeRO (Strategy::zero, strategy_lowering.h): a device of a stage with
 //    R replicas holds its parameters whole and 1/R of their optimizer state
 //    (ceiling); ZeRO-2 also 1/R of the gradient buffer it accumulates
@@ -134,23 +133,6 @@ struct StrategySimulation {
   std::vector<StrategyTask> tasks;
   std::vector<StrategyBucket> buckets;
 };
-
-// An op placement run as a gradient-accumulation loop: micro_batches
-// forward and backward passes one after another, then the updates. With
-// T the end of the placement's last forward or backward node in one step
-// whose updates take no time (an earlier micro-batch runs none) and A the
-// most any device spends adding a micro-batch's gradients into its
-// parameters' buffers (AccumulateSeconds, summed over
-// the parameters it updates): step + (micro_batches - 1) x (T + A) (the
-// additions overlap each other, not the passes). Busy time is the one
-// step's (busy forward and backward time scaled); bytes moved per
-// micro-batch, updates' once. Peaks are the memory timeline's over the
-// step's events: the larger of the first micro-batch's (Simulate's) and,
-// with more than one, a later one's, which starts with every parameter's
-// gradient accumulator held (MemoryTimeline::later_peak_bytes).
-absl::StatusOr<SimulationResult> SimulateAccumulation(
-    const SimulationContext& context, const Placement& placement,
-    int micro_batches);
 
 // Errors: CheckStrategy's.
 absl::StatusOr<StrategySimulation> SimulateStrategy(

@@ -69,7 +69,8 @@ struct SizedModel {
   std::optional<SimulationContext> context;
 };
 
-// An op placement run as a gradient-accumulation loop of M micro-batches.
+// An op placement run as a gradient-accumulation loop of M micro-batches:
+// its strategy (StrategyOfPlacement), simulated as any strategy is.
 StrategyRow FromPolicy(const PolicyRun& run, const SimulationContext& context,
                        int micro_batches) {
   StrategyRow row;
@@ -81,14 +82,14 @@ StrategyRow FromPolicy(const PolicyRun& run, const SimulationContext& context,
   row.micro_batch_size =
       std::max<int64_t>(1, GraphBatch(context.view().forward()));
   if (!run.status.ok()) return row;
-  absl::StatusOr<SimulationResult> r =
-      SimulateAccumulation(context, run.placement, micro_batches);
+  absl::StatusOr<StrategySimulation> r = SimulateStrategy(
+      context, StrategyOfPlacement(run.placement, micro_batches));
   if (!r.ok()) {
     row.status = r.status();
     return row;
   }
-  row.step = *std::move(r);
-  row.seconds_per_batch = row.step.step_seconds / micro_batches;
+  row.step = std::move(r->step);
+  row.seconds_per_batch = r->seconds_per_batch;
   return row;
 }
 

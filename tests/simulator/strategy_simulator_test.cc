@@ -137,23 +137,21 @@ TEST(StrategySimulatorTest, EveryBackwardAfterAReplicasFirstAccumulates) {
   one.micro_batches = 4;
   // 4 x (4 f + 4 b) + 3 x 1 + 4 updates.
   EXPECT_DOUBLE_EQ(f.Run(one).step.step_seconds, 4 * 12 + 3 * 1 + 4 * 0.5);
-  // The same as an op placement's accumulation loop on that device.
-  absl::StatusOr<SimulationResult> loop =
-      SimulateAccumulation(f.context, Placement{{0, 0, 0, 0}}, 4);
-  ASSERT_TRUE(loop.ok()) << loop.status();
-  EXPECT_DOUBLE_EQ(loop->step_seconds, 4 * 12 + 3 * 1 + 4 * 0.5);
-  EXPECT_DOUBLE_EQ(loop->busy_seconds[0], 4 * 12 + 3 * 1 + 4 * 0.5);
+  // The same as the op placement on that device run as a
+  // gradient-accumulation loop (its strategy, one micro-batch in flight).
+  StrategySimulation loop =
+      f.Run(StrategyOfPlacement(Placement{{0, 0, 0, 0}}, 4));
+  EXPECT_DOUBLE_EQ(loop.step.step_seconds, 4 * 12 + 3 * 1 + 4 * 0.5);
+  EXPECT_DOUBLE_EQ(loop.step.busy_seconds[0], 4 * 12 + 3 * 1 + 4 * 0.5);
   // Memory (64-byte tensors): one micro-batch peaks at 960 when grad:C
   // starts (weights and momentum 512, x 64, a and b 128, grad:D's outputs
   // 128, grad:C's 128). A later one holds the four gradient buffers (256)
   // from its start and peaks at 1152 when grad:D starts: 512 + 64 + 256,
   // a, b and c 192, grad:D's outputs 128.
-  absl::StatusOr<SimulationResult> once =
-      SimulateAccumulation(f.context, Placement{{0, 0, 0, 0}}, 1);
-  ASSERT_TRUE(once.ok()) << once.status();
-  EXPECT_EQ(once->peak_memory_bytes[0], 960);
-  EXPECT_EQ(loop->peak_memory_bytes[0], 1152);
-  EXPECT_EQ(loop->peak_breakdown[0].gradients, 256 + 128);
+  EXPECT_EQ(f.Run(StrategyOfPlacement(Placement{{0, 0, 0, 0}}))
+                .step.peak_memory_bytes[0],
+            960);
+  EXPECT_EQ(loop.step.peak_memory_bytes[0], 1152);
   // Simulate tracks the later micro-batch only when asked (zeros else).
   SimulationOptions later;
   later.later_micro_batch = true;

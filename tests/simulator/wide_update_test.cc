@@ -68,6 +68,25 @@ TEST(WideUpdateTest, AnotherSlotsBufferOfAWeightsGradientIsCopiedToItsUpdate) {
   EXPECT_NEAR(op->transfers[1].end_seconds, 6 + 2 * x, 1e-12);
 }
 
+// The placement run as a gradient-accumulation loop of two micro-batches
+// (its strategy, one in flight), adding a micro-batch's gradient into a
+// parameter's accumulator 0.25 s: each micro-batch's backward waits for
+// device 1's buffer of W (4 + x) before its device adds it in, the second
+// adding into both accumulators (+ 0.25 on each device):
+// 2 (2 + x) + (4 + x) + (4 + x + 0.25) + 0.5 = 12.75 + 4x. (The closed
+// form that timed `place`'s accumulating op placements,
+// step + (M - 1)(T + A), ended T with the last backward node, before the
+// buffer arrived: 12.75 + 3x.)
+TEST(WideUpdateTest, AnAccumulationLoopWaitsForTheBufferEachMicroBatch) {
+  ConstantCosts costs(1, 2, 0.5, 1e-3, 1e6);
+  costs.set_accumulate(0.25);
+  ExactFixture f(TwoReadersOfOneWeight(), costs, 2);
+  const double x = 1e-3 + 64 / 1e6;
+  StrategySimulation loop = f.Run(StrategyOfPlacement(Placement{{0, 1, 1}}, 2));
+  EXPECT_NEAR(loop.step.step_seconds, 12.75 + 4 * x, 1e-12);
+  EXPECT_NEAR(loop.seconds_per_batch, (12.75 + 4 * x) / 2, 1e-12);
+}
+
 // The same with each partial addition 0.25 s: device 0 holds W's buffer
 // from grad:a's start, so device 1's, arriving after the backward, is
 // added before W's update: + 0.25 in both simulators, 6.75 + 2x. (Charged
