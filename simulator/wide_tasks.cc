@@ -34,8 +34,7 @@ std::vector<std::pair<int, int>> PassEdges(const TrainingView& view,
 // each copy's SlotRead in `reads`).
 class WideAdditions final : public TaskObserver {
  public:
-  WideAdditions(const SimulationContext& context,
-                const std::vector<int>& nodes,
+  WideAdditions(const std::vector<int>& nodes,
                 const std::vector<int>& slot_of_node,
                 const PipelineStage& stage, int replica,
                 const std::vector<SlotRead>& reads,
@@ -209,8 +208,8 @@ std::vector<double> ScheduleWideTask(
   }
   std::vector<double> ends;
   if (additions != nullptr && additions->charges()) {
-    WideAdditions observer(context, nodes, slot_of_node, stage, replica,
-                           reads, read_of_copy, additions, busy);
+    WideAdditions observer(nodes, slot_of_node, stage, replica, reads,
+                           read_of_copy, additions, busy);
     ends = RunTaskGraph(graph, &observer).end_seconds;
   } else {
     ends = RunTaskGraph(graph).end_seconds;

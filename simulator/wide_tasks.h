@@ -34,12 +34,15 @@ struct WideTaskTimes {
 
 // Per stage, per replica: the times of a wide stage's tasks (Strategy's
 // contract: each slot's device takes its ready nodes by the context's
-// priority; what a node reads from another slot is copied on the link
-// between their devices once made, a weight from the task's start, a
-// slot's buffer of a parameter's gradient updated on another slot once
-// its last partial is made; partials added as PartialAdditions charges
-// them, as they happen), each task lowered to a TaskGraph of its nodes and
-// run on the event engine (engine.h); empty for a stage of one slot.
+// priority, ties by node key; what a node reads from another slot is
+// copied on the link between their devices once made, a weight from the
+// task's start, a slot's buffer of a parameter's gradient updated on
+// another slot once its last partial is made; partials added as
+// PartialAdditions charges them, as they happen), each task lowered to a
+// TaskGraph of its nodes as the op placement's lowering would lower them
+// on the replica's devices (copies ready at once booked on a link in its
+// order) and run on the event engine (engine.h); empty for a stage of one
+// slot.
 std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
     const SimulationContext& context, const Strategy& strategy,
     const StagePlan& plan);
