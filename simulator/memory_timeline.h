@@ -5,9 +5,7 @@
 // the step it runs, with the sizes of the tensors it made
 // (runtime/placement_memory.h), and may let each value's tensor go where
 // the timeline frees it (ReportFreedValues). It answers peaks, what is
-// live now, every
-// change (when asked to record them) and which devices hold a gradient
-// sum's buffer.
+// live now and every change (when asked to record them).
 //
 // Contract (times are the engine's):
 //  - Resident from the start: the parameters homed on a device times
@@ -106,10 +104,6 @@ class MemoryTimeline final : public TaskObserver {
   void ReportFreedValues(std::vector<ValueOnDevice>* freed) { freed_ = freed; }
   // What is live on `device` now.
   int64_t bytes(int device) const { return memory_[device]; }
-  // Whether `device` holds a buffer of gradient sum `sum` now.
-  bool holds_buffer(int sum, int device) const {
-    return buffer_bytes_.get(sum, device) >= 0;
-  }
   const std::vector<int64_t>& peak_bytes() const { return peak_; }
   // Per device: what was live when it first reached its peak.
   std::vector<MemoryBreakdown> PeakBreakdown() const;
