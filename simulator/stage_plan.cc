@@ -7,6 +7,7 @@
 
 #include "base/status_helpers.h"
 #include "graph/repeated_layers.h"
+#include "simulator/partial_additions.h"
 #include "simulator/selective_recompute.h"
 
 namespace placer {
@@ -177,8 +178,9 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
           .push_back(std::move(read));
     }
   }
-  // Partials added into buffers, per stage backward node (a stage of one
-  // slot; a wide stage's are charged as they happen).
+  // Buffers from later stages, and the partial additions of a stage of one
+  // slot in its backward order (PartialAdditions; a wide stage's are
+  // charged as they happen).
   for (int s = 0; s < S; ++s) {
     StageModel& st = plan.stages[s];
     const size_t sums = view.gradient_sums().size();
@@ -186,7 +188,6 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     st.adds.assign(st.backward.size(), {});
     // Per sink in the stage: the later stages that make partials of it.
     std::vector<int> later;
-    std::vector<char> held(st.width == 1 ? sums : 0, 0);
     for (size_t x = 0; x < sums; ++x) {
       const GradientSum& sum = view.gradient_sums()[x];
       if (stage_of_node(sum.sink) != s) continue;
@@ -196,25 +197,17 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
         if (from > s) later.push_back(from);
       }
       sort_unique(later);
-      if (later.empty()) continue;
-      st.held_at_start[slot_of[sum.sink]].push_back(static_cast<int>(x));
-      if (st.width > 1) continue;
-      held[x] = 1;
-      // The later stages' buffers after the first arrive into the one held
-      // (a backward sink adds them up; an update's are not charged).
-      if (view.node(sum.sink).kind != NodeKind::kBackward) continue;
-      for (size_t e = 1; e < later.size(); ++e) {
-        st.adds[position[sum.sink]].push_back(static_cast<int>(x));
+      for (size_t e = 0; e < later.size(); ++e) {
+        st.held_at_start[slot_of[sum.sink]].push_back(static_cast<int>(x));
       }
     }
     if (st.width > 1) continue;
+    PartialAdditions additions(view, 1);
+    for (int x : st.held_at_start[0]) additions.BufferArrives(x, 0);
     for (size_t k = 0; k < st.backward.size(); ++k) {
-      for (int out : view.node(st.backward[k]).outputs) {
-        const int x = view.sum_of(out);
-        if (x < 0) continue;
-        if (held[x]) st.adds[k].push_back(x);
-        held[x] = 1;
-      }
+      additions.NodeAdds(st.backward[k], 0, [&](int x, int count) {
+        st.adds[k].insert(st.adds[k].end(), count, x);
+      });
     }
   }
   // Recomputation in part: forward nodes that read no parameter are rerun

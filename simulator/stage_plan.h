@@ -66,15 +66,15 @@ struct StageModel {
   // position in `backward` of the node that makes the last partial, and
   // the bytes.
   std::vector<std::vector<std::pair<int, int64_t>>> gradients;
-  // Per slot: the gradient sums whose buffer it holds when a backward
-  // starts (arrived from a later stage).
+  // Per slot: the buffers of gradient sums that have arrived when a
+  // backward starts, a sum once per later stage that sends one (each
+  // later stage's partials of it, summed).
   std::vector<std::vector<int>> held_at_start;
-  // A stage of one slot, per backward node (as `backward`): the gradient
-  // sums whose partial it adds into a buffer its device already holds
-  // (made by an earlier node of the stage, or held at the start), and the
-  // later stages' buffers a backward sink adds up, as PartialAdditions
-  // charges them. Wide stages: empty lists (ScheduleWideTasks charges
-  // them as they happen).
+  // A stage of one slot, per backward node (as `backward`): a sum once per
+  // addition the node makes, by PartialAdditions over `held_at_start` and
+  // the backward order (its partial into a buffer already held; the
+  // buffers that arrived after the first, at the sum's sink). Wide stages:
+  // empty lists (ScheduleWideTasks charges them as they happen).
   std::vector<std::vector<int>> adds;
   // Selective recomputation: per slot, what the stage keeps of a
   // micro-batch (Recompute::kSelective, kSelectiveOp, kLayers); the

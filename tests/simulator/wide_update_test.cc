@@ -1,8 +1,9 @@
 // A weight read on two slots of a wide stage: the other slot's buffer of
 // its partial gradients goes to the update's slot once made, on the link
 // (simulator/strategy.h: WideStageCopies), in the strategy simulator's
-// wide pass as in the op placement's lowering. Hand-computed with
-// constant costs.
+// wide pass as in the op placement's lowering; and the buffers later
+// stages send a stage, added as the op placement's engine adds them
+// (PartialAdditions). Hand-computed with constant costs.
 #include <string>
 #include <utility>
 
@@ -148,6 +149,56 @@ TEST(WideUpdateTest, ABufferArrivingWhileTheHeldOneIsMadeIsAdded) {
   EXPECT_NEAR(op->step_seconds, 7.25, 1e-12);
   StrategySimulation wide = f.Run(StrategyOfPlacement(split));
   EXPECT_NEAR(wide.step.step_seconds, 7.25 + (x - 1), 1e-12);
+}
+
+// x [4, 4] -> a = x W -> ya; ya -> b = ya U (an output) and c = ya V (an
+// output); x -> d = x Z (an output). Every tensor 64 bytes.
+Graph AValueReadByTwoLaterStages() {
+  onnx::ModelProto m = testing::EmptyModel();
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {4, 4});
+  for (const char* w : {"W", "U", "V", "Z"}) testing::AddWeight(g, w, {4, 4});
+  testing::AddNode(g, "MatMul", "a", {"x", "W"}, {"ya"});
+  testing::AddNode(g, "MatMul", "b", {"ya", "U"}, {"yb"});
+  testing::AddNode(g, "MatMul", "c", {"ya", "V"}, {"yc"});
+  testing::AddNode(g, "MatMul", "d", {"x", "Z"}, {"yd"});
+  testing::AddOutput(g, "yb");
+  testing::AddOutput(g, "yc");
+  testing::AddOutput(g, "yd");
+  absl::StatusOr<Graph> graph = ImportOnnxModel(m, "two_later", {});
+  EXPECT_TRUE(graph.ok()) << graph.status();
+  return *std::move(graph);
+}
+
+// A value of the first stage read in two later stages: each sends its
+// buffer of ya's gradient; the first to arrive is held, the second added
+// before ya's sink, grad:a (PartialAdditions). Forward 1 s, backward 2 s,
+// updates 0.5 s, additions 0.25 s, free copies; stages 1 (b) and 2 (c)
+// on devices 1 and 2.
+//   Stage 0 wide, a on /d:0 and d on /d:3: forward [0, 1]; b and c
+//   [1, 2]; their backwards [2, 4]; grad:a [4, 6.25] (+ 0.25), then W's
+//   update: 6.75, as the op placement's engine times {0, 1, 2, 3}. (The
+//   wide pass counted one arrival per sum: 6.5.)
+//   Stage 0 of one slot, a and d on /d:0: forward [0, 2]; b and c [2, 3];
+//   backwards [3, 5]; grad:a and grad:d [5, 9.25]; two updates: 10.25.
+TEST(WideUpdateTest, EveryLaterStagesBufferAfterTheFirstIsAdded) {
+  ConstantCosts costs(1, 2, 0.5, 0, 1e300);
+  costs.set_partial_add(0.25);
+  ExactFixture f(AValueReadByTwoLaterStages(), costs, 4);
+  Strategy one;
+  one.stage_of_op = {0, 1, 2, 0};
+  one.stages = {PipelineStage::OneDevicePerReplica({0}),
+                PipelineStage::OneDevicePerReplica({1}),
+                PipelineStage::OneDevicePerReplica({2})};
+  EXPECT_NEAR(f.Run(one).step.step_seconds, 10.25, 1e-12);
+  Strategy wide = one;
+  wide.slot_of_op = {0, 0, 0, 1};
+  wide.stages[0] = PipelineStage::OfReplicas({{0, 3}});
+  EXPECT_NEAR(f.Run(wide).step.step_seconds, 6.75, 1e-12);
+  absl::StatusOr<SimulationResult> op =
+      Simulate(f.context, Placement{{0, 1, 2, 3}});
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_NEAR(op->step_seconds, 6.75, 1e-12);
 }
 
 }  // namespace
