@@ -5,7 +5,10 @@
 // reads every node's time and every edge, the least any simulator must do.
 // BM_SimulateStrategy: ResNet-50 (batch 32) on 8 V100s as 4 pipeline stages
 // (ops in topological order cut into four runs) x 2 replicas x 8
-// micro-batches, 1F1B.
+// micro-batches, 1F1B. BM_SimulateWideStrategy: the same model as 2
+// stages x 2 replicas of 2 devices (a stage's ops dealt to the slots
+// alternately in topological order, so most values cross) x 8
+// micro-batches.
 #include <memory>
 #include <random>
 
@@ -92,39 +95,47 @@ struct StrategySetup {
   Strategy strategy;
 };
 
-const StrategySetup& GetStrategy() {
-  static StrategySetup* s = [] {
-    auto* s = new StrategySetup;
-    zoo::ZooParams p;
-    p.weights = false;
-    s->graph = *ImportOnnxModel(*zoo::BuildZooModel("resnet50", p),
-                                "resnet50", {});
-    s->view = BuildTrainingView(s->graph);
-    s->cluster = *LoadCluster("v100x8");
-    s->costs = NewRooflineCostModel();
-    s->order = NewCriticalPathReadyOrder();
-    s->context = std::make_unique<SimulationContext>(SimulationContext::Create(
-        s->view, s->cluster, *s->costs, *s->order));
-    const int n = static_cast<int>(s->graph.ops().size());
-    const int stages = 4;
-    s->strategy.stage_of_op.resize(n);
-    for (int k = 0; k < n; ++k) {
-      s->strategy.stage_of_op[s->graph.topological_order()[k]] =
-          k * stages / n;
+// ResNet-50 (batch 32) on 8 V100s, its ops in topological order cut into
+// `stages` runs, each stage's replicas `width` devices (ops dealt to the
+// slots alternately), as many replicas as the devices allow.
+StrategySetup* NewStrategySetup(int stages, int width) {
+  auto* s = new StrategySetup;
+  zoo::ZooParams p;
+  p.weights = false;
+  s->graph =
+      *ImportOnnxModel(*zoo::BuildZooModel("resnet50", p), "resnet50", {});
+  s->view = BuildTrainingView(s->graph);
+  s->cluster = *LoadCluster("v100x8");
+  s->costs = NewRooflineCostModel();
+  s->order = NewCriticalPathReadyOrder();
+  s->context = std::make_unique<SimulationContext>(SimulationContext::Create(
+      s->view, s->cluster, *s->costs, *s->order));
+  const int n = static_cast<int>(s->graph.ops().size());
+  s->strategy.stage_of_op.resize(n);
+  if (width > 1) s->strategy.slot_of_op.resize(n);
+  for (int k = 0; k < n; ++k) {
+    const int op = s->graph.topological_order()[k];
+    s->strategy.stage_of_op[op] = k * stages / n;
+    if (width > 1) s->strategy.slot_of_op[op] = k % width;
+  }
+  const int per_stage = 8 / stages;
+  for (int stage = 0; stage < stages; ++stage) {
+    std::vector<std::vector<int>> replicas;
+    for (int first = 0; first < per_stage; first += width) {
+      std::vector<int> devices;
+      for (int slot = 0; slot < width; ++slot) {
+        devices.push_back(stage * per_stage + first + slot);
+      }
+      replicas.push_back(devices);
     }
-    for (int stage = 0; stage < stages; ++stage) {
-      s->strategy.stages.push_back(
-          PipelineStage::OneDevicePerReplica({2 * stage, 2 * stage + 1}));
-    }
-    s->strategy.micro_batches = 8;
-    s->strategy.schedule = PipelineSchedule::k1F1B;
-    return s;
-  }();
-  return *s;
+    s->strategy.stages.push_back(PipelineStage::OfReplicas(replicas));
+  }
+  s->strategy.micro_batches = 8;
+  s->strategy.schedule = PipelineSchedule::k1F1B;
+  return s;
 }
 
-void BM_SimulateStrategy(benchmark::State& state) {
-  const StrategySetup& s = GetStrategy();
+void SimulateStrategyLoop(benchmark::State& state, const StrategySetup& s) {
   double step = 0;
   for (auto _ : state) {
     absl::StatusOr<StrategySimulation> r =
@@ -139,7 +150,18 @@ void BM_SimulateStrategy(benchmark::State& state) {
   state.counters["nodes"] = s.context->num_nodes();
   state.counters["step_ms"] = step * 1e3;
 }
+
+void BM_SimulateStrategy(benchmark::State& state) {
+  static const StrategySetup* s = NewStrategySetup(4, 1);
+  SimulateStrategyLoop(state, *s);
+}
 BENCHMARK(BM_SimulateStrategy)->Unit(benchmark::kMillisecond);
+
+void BM_SimulateWideStrategy(benchmark::State& state) {
+  static const StrategySetup* s = NewStrategySetup(2, 2);
+  SimulateStrategyLoop(state, *s);
+}
+BENCHMARK(BM_SimulateWideStrategy)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace placer

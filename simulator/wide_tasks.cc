@@ -100,43 +100,38 @@ int OutputIndex(const SimulationContext& context, int node,
   return static_cast<int>(outputs.size());
 }
 
-// One task of a replica over several devices (Strategy's contract),
-// lowered to a task graph and run on the event engine as the op
-// placement's lowering (placement_lowering.h) would lower the pass's nodes
-// on the replica's devices: each node a task on its slot's device, which
-// runs, whenever it is free, its ready node with the lowest priority (the
-// context's ready order, then node key), a node being ready once its
-// `edges` (PassEdges) and the copies it reads have ended. What crosses
-// slots (`reads`) is a copy on the link between the two devices, booked
-// in the order copies become ready (weights, ready at the start, by value
-// and then by their first reader on each slot; those a node releases, by
-// its outputs' order and then by their first reader on each slot).
-// `additions` (a backward's; null for a forward) charges the partial
-// additions as they happen and is left as the pass ends. Returns each
-// node's end, from the task's start, and fills each slot's busy seconds
-// and (`arrived`, when given) when the last buffer its updates read
-// arrives (0: none).
-std::vector<double> ScheduleWideTask(
-    const SimulationContext& context, const std::vector<int>& nodes,
-    const std::vector<SlotRead>& reads,
-    const std::vector<std::pair<int, int>>& edges,
-    PartialAdditions* additions, const std::vector<int>& slot_of_node,
-    const PipelineStage& stage, int replica, std::vector<double>* busy,
-    std::vector<double>* arrived = nullptr) {
-  const int width = stage.width();
-  const int num_nodes = static_cast<int>(nodes.size());
+// One pass of a wide stage (`nodes`, its forward or backward list)
+// lowered to a task graph once for all its replicas, as the op placement's
+// lowering (placement_lowering.h) would lower the nodes on a replica's
+// devices: each node a task on its slot, which runs, whenever it is free,
+// its ready node with the lowest priority (the context's ready order, then
+// node key), a node being ready once its `edges` (PassEdges) and the
+// copies it reads have ended. What crosses slots (`reads`) is a copy on
+// the link between the two slots, booked in the order copies become ready
+// (weights, ready at the start, by value and then by their first reader on
+// each slot; those a node releases, by its outputs' order and then by
+// their first reader on each slot). Durations are a replica's
+// (RunWidePass sets them).
+struct WidePass {
   TaskGraph graph;
+  // Tasks: the pass's nodes, then the copies: each copy's SlotRead.
+  std::vector<int> read_of_copy;
+};
+
+WidePass LowerWidePass(const SimulationContext& context,
+                       const std::vector<int>& nodes,
+                       const std::vector<SlotRead>& reads,
+                       const std::vector<std::pair<int, int>>& edges,
+                       const std::vector<int>& slot_of_node, int width) {
+  const int num_nodes = static_cast<int>(nodes.size());
+  WidePass pass;
+  TaskGraph& graph = pass.graph;
   for (int slot = 0; slot < width; ++slot) {
     graph.AddResource(ResourceOrder::kPriority);
   }
-  busy->assign(width, 0);
   for (int i = 0; i < num_nodes; ++i) {
-    const int slot = slot_of_node[nodes[i]];
-    const int device = stage.device(replica, slot);
-    const double seconds = context.node_seconds(nodes[i], device);
-    (*busy)[slot] += seconds;
     // Task i is node i of the pass.
-    graph.AddTask({slot, seconds, context.priority(nodes[i]),
+    graph.AddTask({slot_of_node[nodes[i]], 0, context.priority(nodes[i]),
                    context.key_rank(nodes[i])});
   }
   // Each copy's first reader on its slot (among all the value's readers).
@@ -149,7 +144,8 @@ std::vector<double> ScheduleWideTask(
   }
   // The copies, tasks after the nodes: weights first, by value and first
   // reader, then the rest as listed.
-  std::vector<int> read_of_copy(reads.size());
+  std::vector<int>& read_of_copy = pass.read_of_copy;
+  read_of_copy.resize(reads.size());
   for (size_t r = 0; r < reads.size(); ++r) {
     read_of_copy[r] = static_cast<int>(r);
   }
@@ -171,13 +167,7 @@ std::vector<double> ScheduleWideTask(
         links.emplace(std::make_pair(read.from_slot, read.to_slot),
                       graph.num_resources());
     if (fresh) graph.AddResource(ResourceOrder::kArrival);
-    const int copy = graph.AddTask(
-        {link->second,
-         context.costs().TransferSeconds(
-             read.bytes, context.cluster(),
-             stage.device(replica, read.from_slot),
-             stage.device(replica, read.to_slot)),
-         0, graph.num_tasks()});
+    const int copy = graph.AddTask({link->second, 0, 0, graph.num_tasks()});
     for (int from : read.made_by) {
       copy_edges.push_back({from, OutputIndex(context, nodes[from], read),
                             first_reader[r], copy});
@@ -205,6 +195,42 @@ std::vector<double> ScheduleWideTask(
     for (int reader : reads[read_of_copy[k]].readers) {
       graph.AddEdge(num_nodes + k, reader);
     }
+  }
+  return pass;
+}
+
+// `pass` (LowerWidePass of `nodes` and `reads`) run for replica `replica`
+// of `stage` on the event engine, its tasks timed on the replica's
+// devices. `additions` (a backward's; null for a forward) charges the
+// partial additions as they happen and is left as the pass ends. Returns
+// each node's end, from the task's start, and fills each slot's busy
+// seconds and (`arrived`, when given) when the last buffer its updates
+// read arrives (0: none).
+std::vector<double> RunWidePass(
+    const SimulationContext& context, WidePass* pass,
+    const std::vector<int>& nodes, const std::vector<SlotRead>& reads,
+    PartialAdditions* additions, const std::vector<int>& slot_of_node,
+    const PipelineStage& stage, int replica, std::vector<double>* busy,
+    std::vector<double>* arrived = nullptr) {
+  const int width = stage.width();
+  const int num_nodes = static_cast<int>(nodes.size());
+  TaskGraph& graph = pass->graph;
+  const std::vector<int>& read_of_copy = pass->read_of_copy;
+  busy->assign(width, 0);
+  for (int i = 0; i < num_nodes; ++i) {
+    const int slot = slot_of_node[nodes[i]];
+    const double seconds =
+        context.node_seconds(nodes[i], stage.device(replica, slot));
+    (*busy)[slot] += seconds;
+    graph.set_seconds(i, seconds);
+  }
+  for (int k = 0; k < static_cast<int>(read_of_copy.size()); ++k) {
+    const SlotRead& read = reads[read_of_copy[k]];
+    graph.set_seconds(num_nodes + k,
+                      context.costs().TransferSeconds(
+                          read.bytes, context.cluster(),
+                          stage.device(replica, read.from_slot),
+                          stage.device(replica, read.to_slot)));
   }
   std::vector<double> ends;
   if (additions != nullptr && additions->charges()) {
@@ -240,15 +266,19 @@ std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
     const StageModel& st = plan.stages[s];
     if (st.width == 1) continue;
     // The same for every replica.
-    const std::vector<std::pair<int, int>> forward_edges =
-        PassEdges(view, strategy, st.forward, plan.position_in_pass);
-    const std::vector<std::pair<int, int>> backward_edges =
-        PassEdges(view, strategy, st.backward, plan.position_in_pass);
+    WidePass forward = LowerWidePass(
+        context, st.forward, st.forward_reads,
+        PassEdges(view, strategy, st.forward, plan.position_in_pass),
+        plan.slot_of_node, st.width);
+    WidePass backward = LowerWidePass(
+        context, st.backward, st.backward_reads,
+        PassEdges(view, strategy, st.backward, plan.position_in_pass),
+        plan.slot_of_node, st.width);
     const PipelineStage& stage = strategy.stages[s];
     for (int replica = 0; replica < stage.num_replicas(); ++replica) {
       WideTaskTimes w;
-      std::vector<double> ends = ScheduleWideTask(
-          context, st.forward, st.forward_reads, forward_edges, nullptr,
+      std::vector<double> ends = RunWidePass(
+          context, &forward, st.forward, st.forward_reads, nullptr,
           plan.slot_of_node, stage, replica, &w.forward_busy);
       for (double e : ends) w.forward = std::max(w.forward, e);
       PartialAdditions additions(context, st.width);
@@ -257,8 +287,8 @@ std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
           additions.BufferArrives(x, slot);
         }
       }
-      w.backward_end = ScheduleWideTask(
-          context, st.backward, st.backward_reads, backward_edges, &additions,
+      w.backward_end = RunWidePass(
+          context, &backward, st.backward, st.backward_reads, &additions,
           plan.slot_of_node, stage, replica, &w.backward_busy, &w.arrived);
       w.slot_end.assign(st.width, 0);
       for (size_t i = 0; i < st.backward.size(); ++i) {
