@@ -18,6 +18,15 @@ double SecondsOf(const SimulationContext& context, const StagePlan& plan,
   return t;
 }
 
+// What node `i` of `st`'s backward spends on `device` adding partials
+// (StageModel::adds), its share.
+double AddsSeconds(const SimulationContext& context, const StagePlan& plan,
+                   const StageModel& st, size_t i, int device) {
+  double seconds = 0;
+  for (int x : st.adds[i]) seconds += context.partial_add_seconds(x, device);
+  return seconds * plan.share_of_node[st.backward[i]];
+}
+
 // A tensor-parallel group's collective.
 double GroupSeconds(const SimulationContext& context,
                     const std::vector<int>& group, const GroupCollective& c) {
@@ -49,11 +58,7 @@ std::vector<double> GatheredEnds(const SimulationContext& context,
   for (size_t i = 0; i < nodes.size(); ++i) {
     const double share = plan.share_of_node[nodes[i]];
     double seconds = context.node_seconds(nodes[i], device) * share;
-    if (backward) {
-      for (int x : st.adds[i]) {
-        seconds += context.partial_add_seconds(x, device) * share;
-      }
-    }
+    if (backward) seconds += AddsSeconds(context, plan, st, i, device);
     double start = node_end;
     if (gather_bytes[i] > 0) {
       gather_end = std::max(gather_end, unit_start) + gather_seconds[i];
@@ -96,9 +101,7 @@ std::vector<double> BackwardOffsets(const SimulationContext& context,
   for (size_t i = 0; i < stage.backward.size(); ++i) {
     const double share = plan.share_of_node[stage.backward[i]];
     t += context.node_seconds(stage.backward[i], device) * share;
-    for (int x : stage.adds[i]) {
-      t += context.partial_add_seconds(x, device) * share;
-    }
+    t += AddsSeconds(context, plan, stage, i, device);
     for (; c < stage.backward_collectives.size() &&
            stage.backward_collectives[c].first <= static_cast<int>(i);
          ++c) {
@@ -164,10 +167,7 @@ LoweredStrategy LowerStrategy(
         f = SecondsOf(context, plan, st.forward, d);
         b = SecondsOf(context, plan, st.backward, d);
         for (size_t i = 0; i < st.adds.size(); ++i) {
-          for (int x : st.adds[i]) {
-            b += context.partial_add_seconds(x, d) *
-                 plan.share_of_node[st.backward[i]];
-          }
+          b += AddsSeconds(context, plan, st, i, d);
         }
         for (const GroupCollective& c : st.forward_collectives) {
           f += GroupSeconds(context, group, c);
