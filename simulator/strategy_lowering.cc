@@ -211,7 +211,12 @@ LoweredStrategy LowerStrategy(
       accumulate *= shard;
       bool first_forward = true, first_backward = true;
       int previous = -1;
-      for (const ReplicaTask& order : ReplicaTaskOrder(strategy, s, k)) {
+      const std::vector<ReplicaTask> tasks = ReplicaTaskOrder(strategy, s, k);
+      for (const ReplicaTask& order : tasks) {
+        // A wide replica's last backward: each slot's work after it is a
+        // task of its own (PassTask::slot_tasks).
+        const bool finishes = !wide[s].empty() && &order == &tasks.back();
+        std::vector<double> slot_after, slot_arrived;
         const int index =
             lowered.PassIndex(s, order.micro_batch, order.backward);
         PassTask& pass = lowered.passes_[index];
@@ -229,7 +234,8 @@ LoweredStrategy LowerStrategy(
           // executor's workers wait for each other) and the other slots'
           // buffers of its parameters' gradients have arrived, each slot
           // adds them up and (after the first) adds them into its
-          // accumulators.
+          // accumulators: the replica's next task waits for every slot's;
+          // after the last, each slot's updates wait for its own.
           const WideTaskTimes& w = wide[s][k];
           pass.slot_busy = order.backward ? w.backward_busy : w.forward_busy;
           seconds = order.backward ? w.backward : w.forward;
@@ -242,8 +248,10 @@ LoweredStrategy LowerStrategy(
               const double waited = std::max(0.0, w.arrived[slot] - w.backward);
               most = std::max(most, waited + after);
               pass.slot_busy[slot] += after;
+              slot_after.push_back(after);
+              slot_arrived.push_back(w.arrived[slot]);
             }
-            seconds += most;
+            if (!finishes) seconds += most;
           }
         }
         if (order.backward) first_backward = false;
@@ -270,6 +278,18 @@ LoweredStrategy LowerStrategy(
         pass.task = graph.AddTask({d, seconds, priority, 0});
         if (previous >= 0) graph.AddEdge(previous, pass.task);
         previous = pass.task;
+        if (finishes) {
+          for (int slot = 0; slot < st.width; ++slot) {
+            const int t = graph.AddTask(
+                {strategy.stages[s].device(k, slot), slot_after[slot]});
+            graph.AddEdge(pass.task, t);
+            // What arrives after the pass has ended (times from its start).
+            if (slot_arrived[slot] > seconds) {
+              graph.AddStartEdge(pass.task, t, slot_arrived[slot]);
+            }
+            pass.slot_tasks.push_back(t);
+          }
+        }
         lowered.device_passes_[d].push_back(index);
       }
     }
@@ -314,12 +334,18 @@ LoweredStrategy LowerStrategy(
     const int R = static_cast<int>(replicas.size());
     const GatherTimes& gathers = lowered.gather_times_[s];
     std::vector<int> last(R);
+    // Per replica, what each slot's updates wait for: its task after the
+    // replica's last backward, or that pass.
+    std::vector<std::vector<int>> finished(R);
     // Per replica, its backward passes' tasks in its order.
     std::vector<std::vector<int>> backwards(R);
     std::vector<std::vector<double>> offsets(R);
     for (int k = 0; k < R; ++k) {
-      last[k] =
-          lowered.passes_[lowered.device_passes_[replicas[k]].back()].task;
+      const PassTask& final_pass =
+          lowered.passes_[lowered.device_passes_[replicas[k]].back()];
+      last[k] = final_pass.task;
+      finished[k] = final_pass.slot_tasks;
+      if (finished[k].empty()) finished[k].assign(st.width, last[k]);
       for (int index : lowered.device_passes_[replicas[k]]) {
         if (lowered.passes_[index].backward) {
           backwards[k].push_back(lowered.passes_[index].task);
@@ -390,7 +416,7 @@ LoweredStrategy LowerStrategy(
         }
         if (zero) seconds /= R;  // its shard
         const int t = graph.AddTask({ring[k], seconds});
-        graph.AddEdge(last[k], t);
+        graph.AddEdge(finished[k][slot], t);
         if (reduced >= 0) graph.AddEdge(reduced, t);
         lowered.updates_.push_back({t, s, slot, k, ring[k]});
         updated[k] = t;

@@ -89,6 +89,13 @@ struct PassTask {
   // forward just before it (what arrives for the backward waits for it
   // first); else -1.
   int recompute_task = -1;
+  // A wide replica's last backward: per slot, the task in which the slot
+  // adds up the other slots' buffers that arrived for its updates (and,
+  // after a replica's first backward, adds into its accumulators), on its
+  // device once the pass has ended and they have arrived; the slot's
+  // updates wait for it, as the executor's workers go on each alone once
+  // the replica's task has ended. Else empty (the pass's seconds hold it).
+  std::vector<int> slot_tasks;
   // The task that what arrives for the pass waits for.
   int entry_task() const { return recompute_task >= 0 ? recompute_task : task; }
 };

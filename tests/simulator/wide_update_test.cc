@@ -201,5 +201,47 @@ TEST(WideUpdateTest, EveryLaterStagesBufferAfterTheFirstIsAdded) {
   EXPECT_NEAR(op->step_seconds, 6.75, 1e-12);
 }
 
+// x [4, 4] -> a = x W (an output); x -> b = x W -> c = b V -> e = c V2 (an
+// output). Every tensor 64 bytes; a is W's home.
+Graph TwoWeightsAfterASharedOne() {
+  onnx::ModelProto m = testing::EmptyModel();
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {4, 4});
+  for (const char* w : {"W", "V", "V2"}) testing::AddWeight(g, w, {4, 4});
+  testing::AddNode(g, "MatMul", "a", {"x", "W"}, {"ya"});
+  testing::AddNode(g, "MatMul", "b", {"x", "W"}, {"yb"});
+  testing::AddNode(g, "MatMul", "c", {"yb", "V"}, {"yc"});
+  testing::AddNode(g, "MatMul", "e", {"yc", "V2"}, {"ye"});
+  testing::AddOutput(g, "ya");
+  testing::AddOutput(g, "ye");
+  absl::StatusOr<Graph> graph = ImportOnnxModel(m, "two_after", {});
+  EXPECT_TRUE(graph.ok()) << graph.status();
+  return *std::move(graph);
+}
+
+// Once a wide replica's last backward has ended, each slot's updates wait
+// for its own buffers only, as the executor's workers go on each alone.
+// a on device 0, b, c and e on device 1; forward 1 s, backward 2 s,
+// updates 0.5 s, a copy x = 1 ms + 64 B / 1 MB/s.
+//   The strategy: forward 3 + x (W copied to 1 first); backward 6 (grad:e,
+//   grad:c, grad:b on 1), device 1's buffer of W arriving at 6 + x. Device
+//   1's updates, V's and V2's, from 9 + x: 10 + x; W's on 0 from 9 + 2x:
+//   9.5 + 2x. (Every slot's updates waited for the slowest slot's buffers:
+//   10 + 2x.)
+//   The op placement's engine: grad:a on 0 [1, 3]; grad:e, grad:c, grad:b
+//   on 1 [3 + x, 9 + x], the buffer at 9 + 2x; V's and V2's updates from
+//   9 + x: the same 10 + x.
+TEST(WideUpdateTest, EachSlotsUpdatesWaitForItsOwnBuffersOnly) {
+  ExactFixture f(TwoWeightsAfterASharedOne(),
+                 ConstantCosts(1, 2, 0.5, 1e-3, 1e6), 2);
+  const Placement split{{0, 1, 1, 1}};
+  const double x = 1e-3 + 64 / 1e6;
+  EXPECT_NEAR(f.Run(StrategyOfPlacement(split)).step.step_seconds, 10 + x,
+              1e-12);
+  absl::StatusOr<SimulationResult> op = Simulate(f.context, split);
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_NEAR(op->step_seconds, 10 + x, 1e-12);
+}
+
 }  // namespace
 }  // namespace placer
