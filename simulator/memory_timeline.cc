@@ -166,7 +166,7 @@ double MemoryTimeline::Started(int task, double now, double start,
                                double end) {
   (void)start;
   now_ = now;
-  if (task == lowered_.backward_done) return end;
+  if (lowered_.is_barrier(task)) return end;
   if (lowered_.is_copy(task)) {
     const CopyTask& copy = lowered_.copy(task);
     Allocate(copy.dst, value_bytes_[copy.value],
@@ -192,7 +192,7 @@ double MemoryTimeline::Started(int task, double now, double start,
 
 void MemoryTimeline::Ended(int task, double now) {
   now_ = now;
-  if (task == lowered_.backward_done) return;
+  if (lowered_.is_barrier(task)) return;
   if (lowered_.is_copy(task)) {
     const CopyTask& copy = lowered_.copy(task);
     if (copy.gradient_sum >= 0) {

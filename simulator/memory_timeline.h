@@ -84,8 +84,8 @@ class MemoryTimeline final : public TaskObserver {
   // Task `task` of the lowered graph starts at `start` (a copy: was booked
   // at `now`); returns `end` plus its partial additions (a node's own
   // partials added into buffers its device holds, and the buffers that
-  // arrived into those of the sums it reads). The end of the backward
-  // (LoweredPlacement::backward_done) holds nothing.
+  // arrived into those of the sums it reads). A barrier
+  // (LoweredPlacement::is_barrier) holds nothing.
   double Started(int task, double now, double start, double end) override;
   // Task `task` ended at `now`.
   void Ended(int task, double now) override;

@@ -42,6 +42,14 @@ class Lowering {
     if (has_updates_) {
       out_.backward_done = graph.AddTask(
           {graph.AddResource(ResourceOrder::kArrival), 0.0});
+      // Per device with updates, in the order of their first update.
+      gradients_in_.assign(devices_, -1);
+      for (int update : context_.update_nodes()) {
+        int& in = gradients_in_[out_.device_of_node[update]];
+        if (in < 0) {
+          in = graph.AddTask({graph.AddResource(ResourceOrder::kArrival), 0.0});
+        }
+      }
     }
     out_.first_copy = graph.num_tasks();
     copy_on_device_.assign(devices_, -1);
@@ -64,8 +72,23 @@ class Lowering {
     sum_copy_ = PairTable<int>(
         static_cast<int64_t>(view_.gradient_sums().size()), devices_, -1);
     for (int i = 0; i < n; ++i) AddEdgesOf(i);
+    // backward_done to each device's gradients_in, in task order, and each
+    // to its device's updates.
+    std::vector<int> barriers;
+    for (int in : gradients_in_) {
+      if (in >= 0) barriers.push_back(in);
+    }
+    std::sort(barriers.begin(), barriers.end());
+    for (int in : barriers) graph.AddEdge(out_.backward_done, in);
+    std::vector<std::vector<int>> updates_of(devices_);
     for (int update : context_.update_nodes()) {
-      graph.AddEdge(out_.backward_done, update);
+      updates_of[out_.device_of_node[update]].push_back(update);
+    }
+    for (int in : barriers) {
+      for (int d = 0; d < devices_; ++d) {
+        if (gradients_in_[d] != in) continue;
+        for (int update : updates_of[d]) graph.AddEdge(in, update);
+      }
     }
     for (int t = out_.first_copy; t < graph.num_tasks(); ++t) {
       AddEdgesOfCopy(t);
@@ -120,7 +143,11 @@ class Lowering {
   void AddEdgesOfCopy(int task) {
     const CopyTask& copy = out_.copy(task);
     if (copy.gradient_sum >= 0) {
-      out_.graph.AddEdge(task, view_.gradient_sums()[copy.gradient_sum].sink);
+      // A buffer for an update: every update of its device waits for it.
+      const int sink = view_.gradient_sums()[copy.gradient_sum].sink;
+      out_.graph.AddEdge(task, context_.kind(sink) == NodeKind::kUpdate
+                                   ? gradients_in_[copy.dst]
+                                   : sink);
       return;
     }
     for (int consumer : context_.consumers(copy.value)) {
@@ -171,6 +198,9 @@ class Lowering {
   const int devices_;
   LoweredPlacement out_;
   bool has_updates_ = false;
+  // Per device: the task its updates wait for (LoweredPlacement's
+  // contract), or -1.
+  std::vector<int> gradients_in_;
   std::vector<int> links_;     // [src * devices + dst]: resource or -1
   std::vector<int> copy_on_device_;  // the value's copy to each device or -1
   // (sum, src): the copy task of src's buffer to the sink, or -1.

@@ -14,10 +14,15 @@
 //    starts, by the simulator: it depends on what ran before.)
 //  - When the view has updates, task `nodes` is the end of the backward
 //    (backward_done): it takes no time, on a resource of its own, and
-//    waits for every backward node; every update waits for it, as
-//    optimizer.step() follows loss.backward(). What updates read moves as
-//    autograd moves it, during the backward: a device's summed partials of
-//    a weight homed elsewhere leave once its last partial is made.
+//    waits for every backward node. Then, per device with updates, in the
+//    order of its first update, the task its updates wait for (no time, a
+//    resource of its own): it waits for backward_done and for every
+//    summed buffer of a parameter's partials copied to the device, as
+//    optimizer.step() follows loss.backward() and the executor's device
+//    updates once every buffer its updates read has arrived. What updates
+//    read moves as autograd moves it, during the backward: a device's
+//    summed partials of a weight homed elsewhere leave once its last
+//    partial is made.
 //  - Copies, the tasks after those: a value sent once to each other device
 //    that reads it, after its producer (a parameter: from its group's
 //    device, ready at time 0); and, per gradient sum, one summed buffer
@@ -28,8 +33,10 @@
 //    output in order (a partial to its device's buffer copy or to the sink;
 //    a value to each reader on the same device and, once per other device,
 //    to its copy), then control dependents, then (a backward node) to
-//    backward_done; backward_done to every update in node order; a copy to
-//    its readers there in consumer order.
+//    backward_done; backward_done to each device's update barrier, each
+//    barrier to its device's updates in node order; a copy to its readers
+//    there in consumer order (a buffer for an update: to its device's
+//    barrier).
 #ifndef PLACER_SIMULATOR_PLACEMENT_LOWERING_H_
 #define PLACER_SIMULATOR_PLACEMENT_LOWERING_H_
 
@@ -62,6 +69,10 @@ struct LoweredPlacement {
   std::vector<int> device_of_group;  // the placement's: parameters' homes
   std::vector<CopyTask> copies;
   bool is_node(int task) const { return task < num_nodes; }
+  // backward_done or a device's update barrier: no time, nothing held.
+  bool is_barrier(int task) const {
+    return task >= num_nodes && task < first_copy;
+  }
   bool is_copy(int task) const { return task >= first_copy; }
   const CopyTask& copy(int task) const { return copies[task - first_copy]; }
   int copy_task(int k) const { return first_copy + k; }

@@ -65,7 +65,7 @@ absl::StatusOr<SimulationResult> Simulate(const SimulationContext& context,
                            ran.end_seconds[t]});
   }
   for (int t = last; t >= 0; t = ran.waited_for[t]) {
-    if (t == lowered.backward_done) continue;
+    if (lowered.is_barrier(t)) continue;
     const bool is_copy = lowered.is_copy(t);
     r.critical_path.push_back({is_copy, is_copy ? transfer_of_task[t] : t,
                                ran.start_seconds[t], ran.end_seconds[t]});

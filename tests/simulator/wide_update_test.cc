@@ -243,5 +243,48 @@ TEST(WideUpdateTest, EachSlotsUpdatesWaitForItsOwnBuffersOnly) {
   EXPECT_NEAR(op->step_seconds, 10 + x, 1e-12);
 }
 
+// x [4, 4] -> a = x W (an output), d = x U (an output); x -> b = x W ->
+// c = b V (an output). Every tensor 64 bytes; a is W's home.
+Graph ALocalWeightBesideASharedOne() {
+  onnx::ModelProto m = testing::EmptyModel();
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {4, 4});
+  for (const char* w : {"W", "U", "V"}) testing::AddWeight(g, w, {4, 4});
+  testing::AddNode(g, "MatMul", "a", {"x", "W"}, {"ya"});
+  testing::AddNode(g, "MatMul", "d", {"x", "U"}, {"yd"});
+  testing::AddNode(g, "MatMul", "b", {"x", "W"}, {"yb"});
+  testing::AddNode(g, "MatMul", "c", {"yb", "V"}, {"yc"});
+  testing::AddOutput(g, "ya");
+  testing::AddOutput(g, "yd");
+  testing::AddOutput(g, "yc");
+  absl::StatusOr<Graph> graph = ImportOnnxModel(m, "local_beside", {});
+  EXPECT_TRUE(graph.ok()) << graph.status();
+  return *std::move(graph);
+}
+
+// A device's updates start once every buffer they read has arrived, as
+// the executor's device takes them all before it updates (and PyTorch's
+// optimizer.step() follows a backward that has moved every gradient).
+// a and d on device 0, b and c on device 1; forward 1 s, backward 2 s,
+// updates 0.5 s, a copy x = 1 ms + 64 B / 1 MB/s.
+//   The op placement's engine: device 0 runs a, d [0, 2], grad:a and
+//   grad:d [2, 6]; device 1 b, c [x, 2 + x], grad:c, grad:b [2 + x, 6 + x],
+//   its buffer of W at device 0 at 6 + 2x; U's and W's updates from then:
+//   7 + 2x. (U's update ran at the backward's end, 6 + x, W's after it:
+//   7 + x.)
+//   The strategy: forward 2 + x; backward 4, the buffer at 4 + x; device
+//   0's updates from 6 + 2x: the same 7 + 2x.
+TEST(WideUpdateTest, ADevicesUpdatesWaitForEveryBufferTheyRead) {
+  ExactFixture f(ALocalWeightBesideASharedOne(),
+                 ConstantCosts(1, 2, 0.5, 1e-3, 1e6), 2);
+  const Placement split{{0, 0, 1, 1}};
+  const double x = 1e-3 + 64 / 1e6;
+  absl::StatusOr<SimulationResult> op = Simulate(f.context, split);
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_NEAR(op->step_seconds, 7 + 2 * x, 1e-12);
+  EXPECT_NEAR(f.Run(StrategyOfPlacement(split)).step.step_seconds, 7 + 2 * x,
+              1e-12);
+}
+
 }  // namespace
 }  // namespace placer
