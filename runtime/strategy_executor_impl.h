@@ -1,5 +1,5 @@
 // The strategy executor's worker state (runtime/strategy_executor.h): one
-// class whose step is split over eleven files (docs/architecture.md names
+// class whose step is split over several files (docs/architecture.md names
 // each); what its workers share is strategy_exchanges.h's. Internal.
 #ifndef PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
 #define PLACER_RUNTIME_STRATEGY_EXECUTOR_IMPL_H_
@@ -24,6 +24,7 @@
 #include "profiles/cluster.h"
 #include "runtime/allocation_tracker.h"
 #include "runtime/executor.h"
+#include "runtime/gradient_rounds.h"
 #include "runtime/initial_values.h"
 #include "runtime/op_autograd.h"
 #include "runtime/parameter_update.h"
@@ -407,13 +408,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // need are let go.
   absl::Status RestoreBefore(int b, int j, int d);
   void ReleaseAfterBackward(int b, int j, int d);
-  // ZeRO-2/3: replica `from`'s gradient of parameter p's shard `to` (on
-  // that shard's device; of tensor rank r's part), from micro-batch j. A round of micro-batches
-  // (the n-th of every replica) is summed in replica order on the shard's
-  // device once every replica has delivered it, and the rounds are added
-  // into that replica's accumulator (of the shard) in order; with
-  // `flush`, also the rounds some replica sent nothing for (called once
-  // every task of the stage has ended).
+  // ZeRO-2/3: replica `from`'s gradient of parameter p's shard `to` (of
+  // tensor rank r's part), from micro-batch j, into gradient_rounds_ and
+  // so into the shard's accumulator on its device.
   void Deliver(int s, int p, int j, int from, int to, int r,
                torch::Tensor g);
   // ZeRO-2/3, after stage s's backward of micro-batch j on device d: the
@@ -425,8 +422,6 @@ class TorchStrategyExecutor : public StrategyExecutor {
   absl::Status ReduceScatter(
       int s, int j, int d,
       std::vector<std::pair<int, torch::Tensor>>* completed);
-  void FoldRounds(int p, int to, int r, bool flush)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(fold_mu_);
   // Replica exchanges (strategy_replicas.cc): c10d's collectives on the
   // subgroup of the ranks of d's slot's replicas (its stage, slot and
   // tensor rank; replica_subgroup_, InitReplicaSubgroups), called by every
@@ -650,14 +645,10 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // micro-batch j's forward (or rerun) pass, its saved graph still holding
   // it; only the worker of j's replica of v's stage touches an entry.
   std::vector<std::vector<torch::Tensor>> parked_;
-  // ZeRO-2/3: per parameter (value) and shard, the gradients delivered per
-  // round (per replica) and the next round to add into the shard's
-  // accumulator; the accumulators of sharded stages are touched under
-  // fold_mu_ only.
-  absl::Mutex fold_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  std::vector<std::vector<std::map<int, std::vector<torch::Tensor>>>> rounds_
-      ABSL_GUARDED_BY(fold_mu_);
-  std::vector<std::vector<int>> next_round_ ABSL_GUARDED_BY(fold_mu_);
+  // ZeRO-2/3: per parameter (value) and shard (replica * T_ + tensor
+  // rank), the rounds delivered; the accumulators of sharded stages are
+  // touched through it only.
+  GradientRounds gradient_rounds_;
   // ZeRO-2/3: [RoundKey(s, slot, n, r)], the deliveries of round n's parts
   // to this process's replicas of stage s's slot (tensor rank r's), per
   // (sender, receiver) pair: each replica here delivers to all of them,

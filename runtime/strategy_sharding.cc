@@ -341,7 +341,7 @@ absl::Status TorchStrategyExecutor::ReduceScatter(
   // Each shard's part, a copy of its own held here (the send buffer) so
   // that the gradient goes before the next one's parts are made, for the
   // shard's replica; its device receives the parts when the round's
-  // reduce-scatter runs (FoldRounds). For the replicas on other ranks,
+  // reduce-scatter runs (GradientRounds). For the replicas on other ranks,
   // the parts of every parameter of the slot (zeros where no gradient
   // flowed) go by c10d's all-to-all (ReplicaAllToAll), chunk by chunk
   // (ExchangeChunks: one flat bucket per replica and chunk), which brings
@@ -418,44 +418,13 @@ absl::Status TorchStrategyExecutor::ReduceScatter(
 void TorchStrategyExecutor::Deliver(int s, int p, int j, int from, int to,
                                     int r, torch::Tensor g) {
   const int replicas = strategy_.stages[s].num_replicas();
-  absl::MutexLock lock(&fold_mu_);
-  std::vector<torch::Tensor>& round = rounds_[p][to * T_ + r][j / replicas];
-  if (round.empty()) round.resize(replicas);
-  round[from] = std::move(g);
-  FoldRounds(p, to, r, /*flush=*/false);
-}
-
-void TorchStrategyExecutor::FoldRounds(int p, int to, int r, bool flush) {
   const int device = ParameterDevice(p, to, r);
-  const int shard = to * T_ + r;
-  std::map<int, std::vector<torch::Tensor>>& rounds = rounds_[p][shard];
-  torch::NoGradGuard no_grad;
   // The sums are the shard's device's memory, whichever worker adds (the
-  // parts are their senders' until the round is erased).
+  // parts are their senders' until their round is added).
   auto reporting = ReportAllocations(device);
-  while (!rounds.empty()) {
-    const auto [index, round] = *rounds.begin();
-    int delivered = 0;
-    for (const torch::Tensor& g : round) delivered += g.defined() ? 1 : 0;
-    if (!flush && (index != next_round_[p][shard] ||
-                   delivered < static_cast<int>(round.size()))) {
-      return;
-    }
-    torch::Tensor total;
-    for (const torch::Tensor& g : round) {
-      if (!g.defined()) continue;
-      torch::Tensor here = g.to(devices_[device]);
-      total = total.defined() ? total + here : here.clone();
-    }
-    torch::Tensor& accumulator = accum_[device][p];
-    if (!accumulator.defined()) {
-      accumulator = total;
-    } else if (total.defined()) {
-      accumulator.add_(total);
-    }
-    rounds.erase(rounds.begin());
-    next_round_[p][shard] = index + 1;
-  }
+  gradient_rounds_.Deliver(p, to * T_ + r, j / replicas, from, replicas,
+                           std::move(g), devices_[device],
+                           &accum_[device][p]);
 }
 
 }  // namespace placer

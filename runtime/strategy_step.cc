@@ -235,16 +235,14 @@ void TorchStrategyExecutor::ResetStepLocked() {
   replica_exchanges_made_.assign(D_, 0);
   prefetched_.assign(D_, {-1, ReplicaTicket{0, -1}});
   if (ShardsGradients(strategy_.zero)) {
-    absl::MutexLock lock(&fold_mu_);
-    rounds_.assign(V_, {});
-    next_round_.assign(V_, {});
+    std::vector<int> shards(V_, 0);
     for (int p = 0; p < V_; ++p) {
       if (group_of_parameter_[p] < 0) continue;
-      const int R = strategy_.stages[strategy_.stage_of_op[group_of_parameter_[p]]]
-                        .num_replicas();
-      rounds_[p].assign(static_cast<size_t>(R) * T_, {});
-      next_round_[p].assign(static_cast<size_t>(R) * T_, 0);
+      shards[p] = strategy_.stages[strategy_.stage_of_op[group_of_parameter_[p]]]
+                      .num_replicas() *
+                  T_;
     }
+    gradient_rounds_.Reset(shards);
   }
   seeds_.assign(lanes, std::vector<torch::Tensor>(graph_.tensors().size()));
   loss_.assign(M_, 0);

@@ -55,10 +55,10 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
     if (ShardsGradientsOf(s)) {
       // Reduce-scattered already (this replica's shard): every delivery
       // is in.
-      absl::MutexLock lock(&fold_mu_);
-      FoldRounds(p, replica_of_device_[d], tensor_rank_of_device_[d],
-                 /*flush=*/true);
-      total = accum_[d][p];
+      auto reporting = ReportAllocations(d);
+      total = gradient_rounds_.Flush(
+          p, replica_of_device_[d] * T_ + tensor_rank_of_device_[d],
+          devices_[d], &accum_[d][p]);
       return;
     }
     for (size_t k = 0; k < replicas.size(); ++k) {

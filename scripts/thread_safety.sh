@@ -11,7 +11,7 @@ if ! command -v clang++ >/dev/null; then
   echo "thread_safety: no clang++ (bash scripts/setup.sh installs it)" >&2
   exit 1
 fi
-files=(runtime/strategy_*.cc policies/metis_graph.cc)
+files=(runtime/strategy_*.cc runtime/gradient_rounds.cc policies/metis_graph.cc)
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 printf '%s\n' "${files[@]}" |
