@@ -105,6 +105,7 @@ std::string ChromeTraceJson(const SimulationContext& context,
 std::string StrategyChromeTraceJson(const SimulationContext& context,
                                     const Strategy& strategy,
                                     const StrategySimulation& simulation) {
+  const TrainingView& view = context.view();
   const Cluster& cluster = context.cluster();
   const int D = cluster.num_devices();
   Struct root;
@@ -121,19 +122,34 @@ std::string StrategyChromeTraceJson(const SimulationContext& context,
   }
   for (const StrategyTask& t : simulation.tasks) {
     const char* kind = t.micro_batch < 0 ? "update"
+                       : t.adds          ? "adds"
                        : t.recompute     ? "recompute"
                        : t.backward      ? "backward"
                                          : "forward";
-    const std::string name = t.micro_batch < 0
-                                 ? absl::StrCat("update s", t.stage)
-                                 : absl::StrCat(t.recompute  ? "R s"
-                                                : t.backward ? "B s"
-                                                             : "F s",
-                                                t.stage, " j", t.micro_batch);
+    const std::string name =
+        t.micro_batch < 0 ? absl::StrCat("update s", t.stage)
+        : t.adds          ? absl::StrCat("adds s", t.stage)
+                          : absl::StrCat(t.recompute  ? "R s"
+                                         : t.backward ? "B s"
+                                                      : "F s",
+                                         t.stage, " j", t.micro_batch);
     Span(events, name, t.device, 0, kind, t.start_seconds, t.end_seconds);
   }
+  // A wide pass's nodes, inside its task on each slot's device.
+  for (const StrategyNodeRun& run : simulation.nodes) {
+    const TrainingNode& node = view.node(run.node);
+    auto& args = Span(events, node.key, run.device, 0, KindName(node.kind),
+                      run.start_seconds, run.end_seconds);
+    args["micro_batch"].set_number_value(run.micro_batch);
+    args["flops"].set_number_value(node.cost.flops);
+    args["bytes_accessed"].set_number_value(
+        static_cast<double>(node.cost.bytes_accessed));
+  }
   for (const ScheduledTransfer& t : simulation.step.transfers) {
-    TransferSpan(events, "stage transfer", cluster, t);
+    TransferSpan(events,
+                 t.value < 0 && t.gradient_sum < 0 ? "stage transfer"
+                                                   : TransferName(view, t),
+                 cluster, t);
   }
   for (size_t b = 0; b < simulation.buckets.size(); ++b) {
     const StrategyBucket& bucket = simulation.buckets[b];

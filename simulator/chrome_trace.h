@@ -19,9 +19,12 @@ std::string ChromeTraceJson(const SimulationContext& context,
                             const SimulationResult& result);
 
 // A strategy's step: per device, its tasks ("F s0 j3", "B s0 j3",
-// "update s0") on the compute thread, the transfers between stages on a
-// thread per outgoing link, and the stage's allreduced buckets on an
-// "allreduce" thread of every replica.
+// "update s0"; a wide replica's slot adding up its buffers after the last
+// backward, "adds s0") on the compute thread, inside a wide stage's tasks
+// their nodes (named by node key, as ChromeTraceJson names them), the
+// transfers between stages ("stage transfer") and between a wide
+// replica's slots (TransferName) on a thread per outgoing link, and the
+// stage's allreduced buckets on an "allreduce" thread of every replica.
 std::string StrategyChromeTraceJson(const SimulationContext& context,
                                     const Strategy& strategy,
                                     const StrategySimulation& simulation);

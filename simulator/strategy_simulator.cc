@@ -12,6 +12,41 @@
 #include "simulator/wide_tasks.h"
 
 namespace placer {
+namespace {
+
+// A wide pass's nodes and copies between its slots (its schedule from
+// ScheduleWideTasks, from the task's start `start`) into `out`.
+void RecordWidePass(const StagePlan& plan, const PipelineStage& stage,
+                    const PassTask& pass, const WideTaskTimes& times,
+                    double start, StrategySimulation* out) {
+  const StageModel& st = plan.stages[pass.stage];
+  const WideTaskTimes::PassSchedule& schedule =
+      pass.backward ? times.backward_schedule : times.forward_schedule;
+  const std::vector<int>& nodes = pass.backward ? st.backward : st.forward;
+  const std::vector<SlotRead>& reads =
+      pass.backward ? st.backward_reads : st.forward_reads;
+  for (size_t i = 0; i < nodes.size() && i < schedule.node_end.size(); ++i) {
+    const int slot = plan.slot_of_node[nodes[i]];
+    out->nodes.push_back({nodes[i], pass.micro_batch,
+                          stage.device(pass.replica, slot),
+                          start + schedule.node_start[i],
+                          start + schedule.node_end[i]});
+  }
+  for (size_t k = 0; k < reads.size() && k < schedule.copy_end.size(); ++k) {
+    const SlotRead& read = reads[k];
+    ScheduledTransfer x;
+    x.value = read.value;
+    x.gradient_sum = read.sum;
+    x.src = stage.device(pass.replica, read.from_slot);
+    x.dst = stage.device(pass.replica, read.to_slot);
+    x.bytes = read.bytes;
+    x.start_seconds = start + schedule.copy_start[k];
+    x.end_seconds = start + schedule.copy_end[k];
+    out->step.transfers.push_back(x);
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<StrategySimulation> SimulateStrategy(
     const SimulationContext& context, const Strategy& strategy,
@@ -22,8 +57,9 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
   ASSIGN_OR_RETURN(const StagePlan plan, MakeStagePlan(context, strategy));
   const int M = strategy.micro_batches;
   const int D = context.num_devices();
-  const LoweredStrategy lowered = LowerStrategy(
-      context, strategy, plan, ScheduleWideTasks(context, strategy, plan));
+  const std::vector<std::vector<WideTaskTimes>> wide =
+      ScheduleWideTasks(context, strategy, plan, options.record_schedule);
+  const LoweredStrategy lowered = LowerStrategy(context, strategy, plan, wide);
   const TaskSchedule ran = RunTaskGraph(lowered.graph());
   if (ran.finished != lowered.graph().num_tasks()) {
     int passes = 0;
@@ -268,6 +304,18 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
         out.tasks.push_back({pass.stage, pass.micro_batch, d, pass.backward,
                              ran.start_seconds[pass.task],
                              ran.end_seconds[pass.task]});
+      }
+      for (size_t slot = 0; slot < pass.slot_tasks.size(); ++slot) {
+        const int t = pass.slot_tasks[slot];
+        if (ran.end_seconds[t] <= ran.start_seconds[t]) continue;
+        out.tasks.push_back({pass.stage, pass.micro_batch,
+                             stage.device(pass.replica, static_cast<int>(slot)),
+                             true, ran.start_seconds[t], ran.end_seconds[t],
+                             false, /*adds=*/true});
+      }
+      if (!wide[pass.stage].empty()) {
+        RecordWidePass(plan, stage, pass, wide[pass.stage][pass.replica],
+                       ran.start_seconds[pass.task], &out);
       }
     }
   }

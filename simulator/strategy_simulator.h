@@ -103,6 +103,19 @@ struct StrategyTask {
   double start_seconds = 0;
   double end_seconds = 0;
   bool recompute = false;  // a recomputing stage's forward rerun
+  // A wide replica's slot adding up, after the replica's last backward,
+  // the buffers that arrived for its updates (PassTask::slot_tasks).
+  bool adds = false;
+};
+
+// A node of a wide stage's pass over one micro-batch, on its slot's
+// device (record_schedule).
+struct StrategyNodeRun {
+  int node = -1;
+  int micro_batch = -1;
+  int device = -1;
+  double start_seconds = 0;
+  double end_seconds = 0;
 };
 
 // One allreduced bucket of a stage's gradients (record_schedule).
@@ -128,10 +141,13 @@ struct StrategySimulation {
   // Tensor parallelism: the groups' collectives, summed over passes.
   double tensor_seconds = 0;
   std::vector<int> most_in_flight;  // per device
-  // With record_schedule: tasks, buckets, and in step.transfers the
-  // transfers between stages (value and gradient_sum -1).
+  // With record_schedule: tasks, buckets, in step.transfers the
+  // transfers between stages (value and gradient_sum -1) and the copies
+  // between a wide replica's slots (a value, or a slot's summed partials
+  // of gradient_sum), and in `nodes` each wide pass's nodes.
   std::vector<StrategyTask> tasks;
   std::vector<StrategyBucket> buckets;
+  std::vector<StrategyNodeRun> nodes;
 };
 
 // Errors: CheckStrategy's.

@@ -204,14 +204,16 @@ WidePass LowerWidePass(const SimulationContext& context,
 // devices. `additions` (a backward's; null for a forward) charges the
 // partial additions as they happen and is left as the pass ends. Returns
 // each node's end, from the task's start, and fills each slot's busy
-// seconds and (`arrived`, when given) when the last buffer its updates
-// read arrives (0: none).
+// seconds, (`arrived`, when given) when the last buffer its updates read
+// arrives (0: none) and (`schedule`, when given) every node's and copy's
+// start and end.
 std::vector<double> RunWidePass(
     const SimulationContext& context, WidePass* pass,
     const std::vector<int>& nodes, const std::vector<SlotRead>& reads,
     PartialAdditions* additions, const std::vector<int>& slot_of_node,
     const PipelineStage& stage, int replica, std::vector<double>* busy,
-    std::vector<double>* arrived = nullptr) {
+    std::vector<double>* arrived = nullptr,
+    WideTaskTimes::PassSchedule* schedule = nullptr) {
   const int width = stage.width();
   const int num_nodes = static_cast<int>(nodes.size());
   TaskGraph& graph = pass->graph;
@@ -232,13 +234,25 @@ std::vector<double> RunWidePass(
                           stage.device(replica, read.from_slot),
                           stage.device(replica, read.to_slot)));
   }
-  std::vector<double> ends;
+  TaskSchedule ran;
   if (additions != nullptr && additions->charges()) {
     WideAdditions observer(nodes, slot_of_node, stage, replica, reads,
                            read_of_copy, additions, busy);
-    ends = RunTaskGraph(graph, &observer).end_seconds;
+    ran = RunTaskGraph(graph, &observer);
   } else {
-    ends = RunTaskGraph(graph).end_seconds;
+    ran = RunTaskGraph(graph);
+  }
+  std::vector<double>& ends = ran.end_seconds;
+  if (schedule != nullptr) {
+    schedule->node_start.assign(ran.start_seconds.begin(),
+                                ran.start_seconds.begin() + num_nodes);
+    schedule->node_end.assign(ends.begin(), ends.begin() + num_nodes);
+    schedule->copy_start.assign(reads.size(), 0);
+    schedule->copy_end.assign(reads.size(), 0);
+    for (int k = 0; k < static_cast<int>(read_of_copy.size()); ++k) {
+      schedule->copy_start[read_of_copy[k]] = ran.start_seconds[num_nodes + k];
+      schedule->copy_end[read_of_copy[k]] = ends[num_nodes + k];
+    }
   }
   if (arrived != nullptr) {
     arrived->assign(width, 0);
@@ -250,14 +264,14 @@ std::vector<double> RunWidePass(
     }
   }
   ends.resize(nodes.size());
-  return ends;
+  return std::move(ends);
 }
 
 }  // namespace
 
 std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
     const SimulationContext& context, const Strategy& strategy,
-    const StagePlan& plan) {
+    const StagePlan& plan, bool record) {
   const TrainingView& view = context.view();
   const Cluster& cluster = context.cluster();
   const int S = static_cast<int>(strategy.stages.size());
@@ -279,7 +293,8 @@ std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
       WideTaskTimes w;
       std::vector<double> ends = RunWidePass(
           context, &forward, st.forward, st.forward_reads, nullptr,
-          plan.slot_of_node, stage, replica, &w.forward_busy);
+          plan.slot_of_node, stage, replica, &w.forward_busy, nullptr,
+          record ? &w.forward_schedule : nullptr);
       for (double e : ends) w.forward = std::max(w.forward, e);
       PartialAdditions additions(context, st.width);
       for (int slot = 0; slot < st.width; ++slot) {
@@ -289,7 +304,8 @@ std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
       }
       w.backward_end = RunWidePass(
           context, &backward, st.backward, st.backward_reads, &additions,
-          plan.slot_of_node, stage, replica, &w.backward_busy, &w.arrived);
+          plan.slot_of_node, stage, replica, &w.backward_busy, &w.arrived,
+          record ? &w.backward_schedule : nullptr);
       w.slot_end.assign(st.width, 0);
       for (size_t i = 0; i < st.backward.size(); ++i) {
         double& e = w.slot_end[plan.slot_of_node[st.backward[i]]];

@@ -30,6 +30,15 @@ struct WideTaskTimes {
   std::vector<double> arrived;
   std::vector<double> backward_end;  // per backward node, from the start
   std::vector<double> slot_end;      // per slot: its last backward node
+  // With `record` (ScheduleWideTasks): each pass's schedule, from the
+  // task's start; else empty.
+  struct PassSchedule {
+    // Per node of the pass (StageModel's forward or backward order).
+    std::vector<double> node_start, node_end;
+    // Per copy (the stage's forward_reads or backward_reads).
+    std::vector<double> copy_start, copy_end;
+  };
+  PassSchedule forward_schedule, backward_schedule;
 };
 
 // Per stage, per replica: the times of a wide stage's tasks (Strategy's
@@ -42,10 +51,10 @@ struct WideTaskTimes {
 // TaskGraph of its nodes as the op placement's lowering would lower them
 // on the replica's devices (copies ready at once booked on a link in its
 // order) and run on the event engine (engine.h); empty for a stage of one
-// slot.
+// slot. With `record`, each pass's schedule too (for traces).
 std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
     const SimulationContext& context, const Strategy& strategy,
-    const StagePlan& plan);
+    const StagePlan& plan, bool record = false);
 
 }  // namespace placer
 

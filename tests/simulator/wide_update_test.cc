@@ -4,12 +4,16 @@
 // wide pass as in the op placement's lowering; and the buffers later
 // stages send a stage, added as the op placement's engine adds them
 // (PartialAdditions). Hand-computed with constant costs.
+#include <map>
 #include <string>
 #include <utility>
 
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
 #include "gtest/gtest.h"
+#include "simulator/chrome_trace.h"
 #include "simulator/simulator.h"
 #include "simulator/strategy.h"
 #include "simulator/strategy_simulator.h"
@@ -67,6 +71,78 @@ TEST(WideUpdateTest, AnotherSlotsBufferOfAWeightsGradientIsCopiedToItsUpdate) {
   EXPECT_EQ(op->transfers[1].gradient_sum >= 0, true);
   EXPECT_EQ(op->transfers[1].src, 1);
   EXPECT_NEAR(op->transfers[1].end_seconds, 6 + 2 * x, 1e-12);
+}
+
+// The same step's record (record_schedule) shows the wide passes' nodes
+// and the copies between the slots where they ran, from each pass task's
+// start: forward from 0, a [0, 1] on device 0, W to device 1 [0, x], b
+// [x, 1 + x] and c [1 + x, 2 + x] there; backward from 2 + x, grad:a on 0
+// and grad:c on 1 [2 + x, 4 + x], grad:b [4 + x, 6 + x], device 1's
+// buffer of W's gradient to 0 [6 + x, 6 + 2x]. The trace has them: one
+// event per node, named by node key as the op placement's trace names
+// them, and the two copies by what they carry.
+TEST(WideUpdateTest, AWidePassesNodesAndCopiesAreRecordedAndTraced) {
+  ExactFixture f(TwoReadersOfOneWeight(), ConstantCosts(1, 2, 0.5, 1e-3, 1e6),
+                 2);
+  const double x = 1e-3 + 64 / 1e6;
+  const Strategy strategy = StrategyOfPlacement(Placement{{0, 1, 1}});
+  SimulationOptions record;
+  record.record_schedule = true;
+  absl::StatusOr<StrategySimulation> r =
+      SimulateStrategy(f.context, strategy, record);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->step.step_seconds, 6.5 + 2 * x, 1e-12);
+  struct Run {
+    int device;
+    double start, end;
+  };
+  const std::map<std::string, Run> want = {
+      {"a", {0, 0, 1}},
+      {"b", {1, x, 1 + x}},
+      {"c", {1, 1 + x, 2 + x}},
+      {"grad:a", {0, 2 + x, 4 + x}},
+      {"grad:c", {1, 2 + x, 4 + x}},
+      {"grad:b", {1, 4 + x, 6 + x}}};
+  ASSERT_EQ(r->nodes.size(), want.size());
+  for (const StrategyNodeRun& run : r->nodes) {
+    const std::string& key = f.view.node(run.node).key;
+    SCOPED_TRACE(key);
+    ASSERT_EQ(want.count(key), 1u);
+    EXPECT_EQ(run.micro_batch, 0);
+    EXPECT_EQ(run.device, want.at(key).device);
+    EXPECT_NEAR(run.start_seconds, want.at(key).start, 1e-12);
+    EXPECT_NEAR(run.end_seconds, want.at(key).end, 1e-12);
+  }
+  ASSERT_EQ(r->step.transfers.size(), 2u);
+  const ScheduledTransfer& weight = r->step.transfers[0];
+  EXPECT_EQ(TransferName(f.view, weight), "W");
+  EXPECT_EQ(weight.src, 0);
+  EXPECT_EQ(weight.dst, 1);
+  EXPECT_NEAR(weight.start_seconds, 0, 1e-12);
+  EXPECT_NEAR(weight.end_seconds, x, 1e-12);
+  const ScheduledTransfer& buffer = r->step.transfers[1];
+  EXPECT_EQ(TransferName(f.view, buffer), "grad:W (summed)");
+  EXPECT_EQ(buffer.src, 1);
+  EXPECT_EQ(buffer.dst, 0);
+  EXPECT_NEAR(buffer.start_seconds, 6 + x, 1e-12);
+  EXPECT_NEAR(buffer.end_seconds, 6 + 2 * x, 1e-12);
+
+  google::protobuf::Struct trace;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                  StrategyChromeTraceJson(f.context, strategy, *r), &trace)
+                  .ok());
+  std::map<std::string, int> events;  // complete events, by name
+  for (const auto& e : trace.fields().at("traceEvents").list_value().values()) {
+    const auto& fields = e.struct_value().fields();
+    if (fields.at("ph").string_value() == "X") {
+      ++events[fields.at("name").string_value()];
+    }
+  }
+  for (const auto& [key, run] : want) EXPECT_EQ(events[key], 1) << key;
+  EXPECT_EQ(events["W"], 1);
+  EXPECT_EQ(events["grad:W (summed)"], 1);
+  EXPECT_EQ(events["F s0 j0"], 2);  // the pass on each slot's device
+  EXPECT_EQ(events["B s0 j0"], 2);
 }
 
 // The placement run as a gradient-accumulation loop of two micro-batches
