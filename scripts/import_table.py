@@ -58,7 +58,7 @@ def main():
           "ratio in (2, 3.2)) and checks ten torchvision models' "
           "contraction MACs against torchvision's published GFLOPS within "
           "2%. The models of today also train under `placer run` "
-          "(`tests/placer/cli_test.cc`) and match PyTorch's loss and every "
+          "(`tests/placer/cli_run_test.cc`) and match PyTorch's loss and every "
           "parameter's gradient in float64 on one and two devices "
           "(`tests/runtime/torch_numerics_test.cc`). Not in the table: "
           "`llama_repeat_interleave.*.onnx`, the Llama-style decoder with "

@@ -70,6 +70,15 @@ inline std::string TmpFile(const std::string& name) {
   return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
 }
 
+// `text` as the whole of the file at `path` (a failed assertion when it
+// cannot be opened).
+inline void WriteFile(const std::string& path, const std::string& text) {
+  FILE* f = fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr) << path;
+  fputs(text.c_str(), f);
+  fclose(f);
+}
+
 }  // namespace placer::test
 
 #endif  // PLACER_TESTS_PLACER_RUN_PLACER_H_
