@@ -75,6 +75,20 @@ void TransferSpan(google::protobuf::ListValue* events, const std::string& name,
   args["to"].set_string_value(cluster.device(t.dst).name);
 }
 
+// A node's run on `device`'s compute thread, named by its key, with its
+// cost; returns its args to fill.
+google::protobuf::Map<std::string, Value>& NodeSpan(
+    google::protobuf::ListValue* events, const TrainingView& view, int node,
+    int device, double start_seconds, double end_seconds) {
+  const TrainingNode& n = view.node(node);
+  auto& args = Span(events, n.key, device, 0, KindName(n.kind), start_seconds,
+                    end_seconds);
+  args["flops"].set_number_value(n.cost.flops);
+  args["bytes_accessed"].set_number_value(
+      static_cast<double>(n.cost.bytes_accessed));
+  return args;
+}
+
 }  // namespace
 
 std::string ChromeTraceJson(const SimulationContext& context,
@@ -87,12 +101,7 @@ std::string ChromeTraceJson(const SimulationContext& context,
   (*root.mutable_fields())["displayTimeUnit"].set_string_value("ms");
   DeviceThreads(cluster, events);
   for (const ScheduledNode& s : result.schedule) {
-    const TrainingNode& node = view.node(s.node);
-    auto& args = Span(events, node.key, s.device, 0, KindName(node.kind),
-                      s.start_seconds, s.end_seconds);
-    args["flops"].set_number_value(node.cost.flops);
-    args["bytes_accessed"].set_number_value(
-        static_cast<double>(node.cost.bytes_accessed));
+    NodeSpan(events, view, s.node, s.device, s.start_seconds, s.end_seconds);
   }
   for (const ScheduledTransfer& t : result.transfers) {
     TransferSpan(events, TransferName(view, t), cluster, t);
@@ -137,13 +146,9 @@ std::string StrategyChromeTraceJson(const SimulationContext& context,
   }
   // A wide pass's nodes, inside its task on each slot's device.
   for (const StrategyNodeRun& run : simulation.nodes) {
-    const TrainingNode& node = view.node(run.node);
-    auto& args = Span(events, node.key, run.device, 0, KindName(node.kind),
-                      run.start_seconds, run.end_seconds);
-    args["micro_batch"].set_number_value(run.micro_batch);
-    args["flops"].set_number_value(node.cost.flops);
-    args["bytes_accessed"].set_number_value(
-        static_cast<double>(node.cost.bytes_accessed));
+    NodeSpan(events, view, run.node, run.device, run.start_seconds,
+             run.end_seconds)["micro_batch"]
+        .set_number_value(run.micro_batch);
   }
   for (const ScheduledTransfer& t : simulation.step.transfers) {
     TransferSpan(events,
