@@ -15,7 +15,8 @@ namespace placer {
 namespace {
 
 // A wide pass's nodes and copies between its slots (its schedule from
-// ScheduleWideTasks, from the task's start `start`) into `out`.
+// ScheduleWideTasks, asked to record, from the task's start `start`) into
+// `out`.
 void RecordWidePass(const StagePlan& plan, const PipelineStage& stage,
                     const PassTask& pass, const WideTaskTimes& times,
                     double start, StrategySimulation* out) {
@@ -25,14 +26,14 @@ void RecordWidePass(const StagePlan& plan, const PipelineStage& stage,
   const std::vector<int>& nodes = pass.backward ? st.backward : st.forward;
   const std::vector<SlotRead>& reads =
       pass.backward ? st.backward_reads : st.forward_reads;
-  for (size_t i = 0; i < nodes.size() && i < schedule.node_end.size(); ++i) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
     const int slot = plan.slot_of_node[nodes[i]];
     out->nodes.push_back({nodes[i], pass.micro_batch,
                           stage.device(pass.replica, slot),
                           start + schedule.node_start[i],
                           start + schedule.node_end[i]});
   }
-  for (size_t k = 0; k < reads.size() && k < schedule.copy_end.size(); ++k) {
+  for (size_t k = 0; k < reads.size(); ++k) {
     const SlotRead& read = reads[k];
     ScheduledTransfer x;
     x.value = read.value;
