@@ -1,37 +1,24 @@
 // profile, run and calibrate end to end (placer_torch): placer run as a user
 // would, what it prints and writes checked.
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <map>
-#include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/placer/run_placer.h"
 
 namespace {
 
 using ::placer::test::Json;
-using ::placer::test::JsonLine;
 using ::placer::test::Number;
 using ::placer::test::RunCommand;
 using ::placer::test::RunPlacer;
 using ::placer::test::RunResult;
 using ::placer::test::TmpFile;
 using ::placer::test::WriteFile;
-using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 

@@ -1,23 +1,10 @@
 // Strategies end to end: place writes them, simulate reads them back, run
 // trains them (data parallelism, recomputation, ZeRO, tensor parallelism).
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <array>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <map>
-#include <set>
-#include <sstream>
 #include <string>
-#include <vector>
 
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/placer/run_placer.h"
 
@@ -30,10 +17,7 @@ using ::placer::test::RunCommand;
 using ::placer::test::RunPlacer;
 using ::placer::test::RunResult;
 using ::placer::test::TmpFile;
-using ::placer::test::WriteFile;
-using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
-using ::testing::Not;
 
 }  // namespace
 

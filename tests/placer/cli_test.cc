@@ -4,38 +4,24 @@
 // profile, run and calibrate: cli_run_test.cc; train: cli_train_test.cc;
 // strategies from place to run: cli_strategy_test.cc; serve and remote:
 // serve_cli_test.cc.
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <map>
 #include <set>
 #include <sstream>
 #include <string>
-#include <vector>
 
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/placer/run_placer.h"
 
 namespace {
 
 using ::placer::test::Json;
-using ::placer::test::JsonLine;
 using ::placer::test::Number;
 using ::placer::test::RunCommand;
 using ::placer::test::RunPlacer;
 using ::placer::test::RunResult;
 using ::placer::test::TmpFile;
-using ::placer::test::WriteFile;
-using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 

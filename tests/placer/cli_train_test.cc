@@ -1,39 +1,20 @@
 // train end to end (the RL placer, placer_torch): killed, resumed, then placing
 // a model it has not seen.
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <map>
-#include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/placer/run_placer.h"
 
 namespace {
 
-using ::placer::test::Json;
-using ::placer::test::JsonLine;
-using ::placer::test::Number;
 using ::placer::test::RunCommand;
 using ::placer::test::RunPlacer;
 using ::placer::test::RunResult;
 using ::placer::test::TmpFile;
-using ::placer::test::WriteFile;
-using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
-using ::testing::Not;
 
 // The "samples" column of a learning curve.
 std::vector<long> CurveSamples(const std::string& csv) {

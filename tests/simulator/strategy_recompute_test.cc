@@ -1,24 +1,12 @@
 // The strategy simulator's recomputing stages on hand-computed cases.
 #include "simulator/strategy_simulator.h"
 
-#include <algorithm>
-#include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
-#include "graph/onnx_import.h"
-#include "graph/training_view.h"
 #include "gtest/gtest.h"
-#include "profiles/cluster.h"
-#include "profiles/cost_model.h"
-#include "simulator/chrome_trace.h"
 #include "simulator/placement_file.h"
-#include "simulator/simulator.h"
 #include "simulator/strategy.h"
-#include "tests/graph/test_models.h"
 #include "tests/simulator/constant_costs.h"
 #include "tests/simulator/four_matmul_chain.h"
 

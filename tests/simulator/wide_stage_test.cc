@@ -3,20 +3,12 @@
 // allreduce, add partial gradients, and what is refused.
 #include "simulator/strategy_simulator.h"
 
-#include <algorithm>
-#include <map>
-#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "graph/onnx_import.h"
-#include "graph/training_view.h"
 #include "gtest/gtest.h"
-#include "profiles/cluster.h"
-#include "profiles/cost_model.h"
-#include "simulator/chrome_trace.h"
 #include "simulator/placement_file.h"
 #include "simulator/simulator.h"
 #include "simulator/strategy.h"
@@ -28,7 +20,6 @@ namespace placer {
 namespace {
 
 using Fixture = testing::ChainFixture;
-using testing::FourStages;
 
 TEST(StrategySimulatorTest, AStageOverTwoDevicesSchedulesItsNodesOnBoth) {
   Fixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
