@@ -1,6 +1,7 @@
 // StrategyExecutor: runs training steps of a Strategy (simulator/strategy.h:
 // pipeline stages, micro-batches, data-parallel replicas) with LibTorch on
-// this process's devices, one worker thread per device.
+// this process's devices, one worker thread per device (a step with one
+// device's work and nothing else, not pinned: on the calling thread).
 //
 // Contract:
 //  - Each device of the strategy runs its replica's tasks in
@@ -271,6 +272,9 @@ class StrategyExecutor : public StepRunner {
   // which are the executor's and not the model's — plus the peak of the
   // bytes LibTorch allocated during the step on its worker and the
   // receivers of what other ranks send it, freed wherever they are freed).
+  // A step with one device's worker and no receiver or link worker, not
+  // pinned (pin_cpu_devices), runs it on the calling thread, whose
+  // intra-op thread count it puts back.
   absl::StatusOr<StepReport> Step() override = 0;
 
   // StepRunner's: a parameter's as Parameter(name, 0) gives it (its

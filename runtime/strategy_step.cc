@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iterator>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -267,33 +268,47 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
   StepReport report;
   report.busy_seconds.assign(D_, 0);
   const auto start = SteadyClock::now();
+  // What runs a step: each device's worker, each link's receiver and link
+  // worker.
+  std::vector<std::function<void()>> bodies;
+  for (int d = 0; d < D_; ++d) {
+    if (stage_of_device_[d] < 0 || !Local(d)) continue;
+    double* busy = &report.busy_seconds[d];
+    bodies.push_back([this, d, busy] { Worker(d, busy); });
+  }
+  for (const auto& [link, expected] : expected_) {
+    const int src = link.first, dst = link.second, n = expected;
+    bodies.push_back([this, src, dst, n] { Receiver(src, dst, n); });
+  }
+  for (int link = 0; link < static_cast<int>(link_tables_.devices.size());
+       ++link) {
+    bodies.push_back([this, link] { LinkWorker(link); });
+  }
+  // One worker and nothing else (one device, not distributed, not pinned):
+  // it runs on this thread, which no other thread could hand work to; its
+  // intra-op thread count is put back after.
+  const bool inline_worker =
+      bodies.size() == 1 && !Distributed() && cores_.empty();
   int running = 0;
   std::vector<std::thread> threads;
-  auto spawn = [&](auto body) {
-    ++running;
-    threads.emplace_back([this, body, &running] {
-      body();
-      absl::MutexLock lock(&mu_);
-      --running;
-      cv_.SignalAll();
-    });
-  };
+  if (inline_worker) {
+    const int intra_op_threads = at::get_num_threads();
+    bodies[0]();
+    at::set_num_threads(intra_op_threads);
+  }
   {
     // Threads start under the lock, so `running` is counted before any
     // of them can end.
     absl::MutexLock lock(&mu_);
-    for (int d = 0; d < D_; ++d) {
-      if (stage_of_device_[d] < 0 || !Local(d)) continue;
-      double* busy = &report.busy_seconds[d];
-      spawn([this, d, busy] { Worker(d, busy); });
-    }
-    for (const auto& [link, expected] : expected_) {
-      const int src = link.first, dst = link.second, n = expected;
-      spawn([this, src, dst, n] { Receiver(src, dst, n); });
-    }
-    for (int link = 0; link < static_cast<int>(link_tables_.devices.size());
-         ++link) {
-      spawn([this, link] { LinkWorker(link); });
+    for (std::function<void()>& body : bodies) {
+      if (inline_worker) break;
+      ++running;
+      threads.emplace_back([this, body = std::move(body), &running] {
+        body();
+        absl::MutexLock lock(&mu_);
+        --running;
+        cv_.SignalAll();
+      });
     }
     // Distributed: a failure here is published (and this rank's sends and
     // receives woken); one published elsewhere stops this rank's threads.
