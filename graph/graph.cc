@@ -87,15 +87,6 @@ int64_t DataTypeToOnnx(DataType type) {
   return 0;
 }
 
-absl::string_view CostStatusName(CostStatus status) {
-  switch (status) {
-    case CostStatus::kExact: return "exact";
-    case CostStatus::kEstimated: return "estimated";
-    case CostStatus::kUnknown: return "unknown";
-  }
-  return "unknown";
-}
-
 bool IsTableDomain(absl::string_view domain) {
   return domain.empty() || domain == "ai.onnx" || domain == kPlacerDomain;
 }

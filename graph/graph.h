@@ -131,7 +131,6 @@ enum class CostStatus {
   kEstimated,  // a rule of thumb for the op type (flagged in reports)
   kUnknown,    // the op type is unknown to the cost model (flagged)
 };
-absl::string_view CostStatusName(CostStatus status);
 
 struct OpCost {
   double flops = 0;

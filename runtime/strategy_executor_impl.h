@@ -329,9 +329,6 @@ class TorchStrategyExecutor : public StrategyExecutor {
       const std::vector<int>& tensors);
   // Parameter v of replica k whole (its group's parts joined).
   absl::StatusOr<torch::Tensor> WholeParameter(int v, int k) const;
-  bool Recomputes(int s) const {
-    return strategy_.stages[s].recompute != Recompute::kNone;
-  }
   // ZeRO-2/3 (strategy_sharding.cc) on stage s: with more than one replica,
   // its gradients are reduce-scattered round by round (Deliver), and with
   // ZeRO-3 its parameters are held as shards only, gathered for each pass.

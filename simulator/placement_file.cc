@@ -79,13 +79,6 @@ absl::StatusOr<Placement> PlacementFromProto(const proto::Placement& file,
   return p;
 }
 
-absl::StatusOr<Placement> ReadPlacementFile(const std::string& path,
-                                            const Graph& graph,
-                                            const Cluster& cluster) {
-  ASSIGN_OR_RETURN(std::string json, ReadFileToString(path));
-  return ParsePlacementJson(json, path, graph, cluster);
-}
-
 proto::Placement PlacementToProto(const Placement& placement,
                                   const Graph& graph, const Cluster& cluster,
                                   const PlacementInfo& info) {

@@ -41,10 +41,6 @@ proto::Placement PlacementToProto(const Placement& placement,
                                   const Graph& graph, const Cluster& cluster,
                                   const PlacementInfo& info);
 
-absl::StatusOr<Placement> ReadPlacementFile(const std::string& path,
-                                            const Graph& graph,
-                                            const Cluster& cluster);
-
 std::string PlacementToJson(const Placement& placement, const Graph& graph,
                             const Cluster& cluster, const PlacementInfo& info);
 
