@@ -294,14 +294,16 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
   if (inline_worker) {
     const int intra_op_threads = at::get_num_threads();
     bodies[0]();
-    at::set_num_threads(intra_op_threads);
+    if (at::get_num_threads() != intra_op_threads) {
+      at::set_num_threads(intra_op_threads);
+    }
+    bodies.clear();
   }
   {
     // Threads start under the lock, so `running` is counted before any
     // of them can end.
     absl::MutexLock lock(&mu_);
     for (std::function<void()>& body : bodies) {
-      if (inline_worker) break;
       ++running;
       threads.emplace_back([this, body = std::move(body), &running] {
         body();
