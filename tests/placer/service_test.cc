@@ -1,105 +1,14 @@
 // The placement service end to end over loopback gRPC: placing, the cache
-// surviving a restart, measurements, streamed training, deadlines, the
-// standard health and reflection services, and malformed requests each
-// answered with a clear status while the server keeps serving.
-#include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <memory>
-#include <string>
-#include <thread>
-
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "gmock/gmock.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/impl/codegen/client_context.h"
-#include "grpcpp/impl/codegen/rpc_method.h"
-#include "grpcpp/impl/codegen/sync_stream.h"
-#include "grpcpp/security/credentials.h"
-#include "gtest/gtest.h"
-#include "placer/service/server.h"
-#include "placer/service/service.grpc.pb.h"
-#include "tests/placer/grpc_health_subset.grpc.pb.h"
-#include "tests/placer/grpc_reflection_subset.pb.h"
-#include "zoo/zoo.h"
+// surviving a restart, measurements, streamed training, deadlines and the
+// standard health and reflection services. Bad and hostile requests:
+// service_errors_test.cc.
+#include "tests/placer/service_fixture.h"
 
 namespace placer {
 namespace {
 
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
-
-constexpr char kSmallGnmt[] = "gnmt2:batch=8,seq_len=4,hidden=64,vocab=100";
-
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  fs::path dir = fs::path(base != nullptr ? base : "/tmp") / name;
-  fs::remove_all(dir);
-  return dir.string();
-}
-
-class ServiceTest : public ::testing::Test {
- protected:
-  void StartServer(const std::string& state_dir, ServerOptions options = {}) {
-    options.address = "127.0.0.1:0";
-    options.state_dir = state_dir;
-    absl::StatusOr<std::unique_ptr<PlacementServer>> s =
-        PlacementServer::Start(options);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = std::move(*s);
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                                   grpc::InsecureChannelCredentials());
-    stub_ = proto::PlacementService::NewStub(channel_);
-  }
-  void StopServer() {
-    stub_.reset();
-    channel_.reset();
-    server_.reset();
-  }
-
-  static proto::PlaceRequest SmallRequest(const std::string& policy = "best") {
-    proto::PlaceRequest r;
-    r.mutable_model()->set_zoo(kSmallGnmt);
-    r.mutable_cluster()->set_preset("p100x4");
-    r.mutable_options()->set_policy(policy);
-    r.mutable_options()->set_max_evaluations(60);
-    r.mutable_options()->set_budget_seconds(60);
-    return r;
-  }
-
-  grpc::Status Place(const proto::PlaceRequest& request,
-                     proto::PlaceResponse* response, double deadline = 60) {
-    grpc::ClientContext context;
-    context.set_deadline(
-        std::chrono::system_clock::now() +
-        std::chrono::microseconds(static_cast<int64_t>(deadline * 1e6)));
-    return stub_->Place(&context, request, response);
-  }
-
-  grpc::Status Report(const std::string& fingerprint,
-                      const proto::ModelSpec* model,
-                      proto::GetReportResponse* response) {
-    grpc::ClientContext context;
-    proto::GetReportRequest request;
-    request.set_fingerprint(fingerprint);
-    if (model != nullptr) *request.mutable_model() = *model;
-    return stub_->GetReport(&context, request, response);
-  }
-
-  grpc::Status Get(const std::string& fingerprint,
-                   proto::PlaceResponse* response) {
-    grpc::ClientContext context;
-    proto::GetPlacementRequest request;
-    request.set_fingerprint(fingerprint);
-    return stub_->GetPlacement(&context, request, response);
-  }
-
-  std::unique_ptr<PlacementServer> server_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<proto::PlacementService::Stub> stub_;
-};
 
 TEST_F(ServiceTest, PlacesOverRpcAndReadsItBackFromTheCacheAfterARestart) {
   const std::string dir = TempDir("service_restart");
@@ -353,27 +262,6 @@ TEST_F(ServiceTest, ASecondServerOnTheSamePortIsRefused) {
   EXPECT_TRUE(Place(SmallRequest("expert"), &response).ok());
 }
 
-// The denial of service found in issue 21: zoo sizes that would make the
-// server allocate until it dies are refused from an estimate before
-// anything is built, and the next request is served.
-TEST_F(ServiceTest, HugeZooSizesAreRefusedBeforeBuildingAndTheServerGoesOn) {
-  StartServer("");
-  for (const char* zoo : {"gnmt8:layers=100000", "gnmt8:seq_len=1000000",
-                          "transformer_big:layers=10000000"}) {
-    SCOPED_TRACE(zoo);
-    proto::PlaceRequest request = SmallRequest();
-    request.mutable_model()->set_zoo(zoo);
-    proto::PlaceResponse response;
-    grpc::Status s = Place(request, &response, /*deadline=*/5);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
-        << s.error_message();
-    EXPECT_THAT(s.error_message(), HasSubstr("over the limit of 2000000"));
-    proto::PlaceResponse good;
-    grpc::Status ok = Place(SmallRequest("expert"), &good);
-    EXPECT_TRUE(ok.ok()) << ok.error_message();
-  }
-}
-
 // A file stripped of its weights (dims, no bytes), as the client sends
 // models by default, is placed.
 TEST_F(ServiceTest, PlacesAWeightStrippedModel) {
@@ -473,138 +361,6 @@ TEST_F(ServiceTest, HealthAndReflectionServices) {
   }
   EXPECT_THAT(names, ::testing::Contains("placer.proto.PlacementService"));
   EXPECT_TRUE(stream->Finish().ok());
-}
-
-TEST_F(ServiceTest, MalformedRequestsGetClearErrorsAndTheServerKeepsServing) {
-  ServerOptions options;
-  options.max_request_bytes = 1 << 20;
-  options.service.limits.max_ops = 5000;
-  StartServer("", options);
-  struct Case {
-    std::string what;
-    proto::PlaceRequest request;
-    grpc::StatusCode code;
-    std::string message;
-    double deadline = 30;
-  };
-  std::vector<Case> cases;
-  {
-    Case c{"garbage bytes", SmallRequest(), grpc::StatusCode::INVALID_ARGUMENT,
-           "not an ONNX model"};
-    c.request.mutable_model()->set_onnx(std::string(3000, '\x9c'));
-    cases.push_back(c);
-  }
-  {
-    zoo::ZooParams p;
-    p.weights = false;
-    absl::StatusOr<onnx::ModelProto> m = zoo::BuildZooModel("diamond", p);
-    ASSERT_TRUE(m.ok());
-    std::string bytes = m->SerializeAsString();
-    Case c{"a truncated model", SmallRequest(),
-           grpc::StatusCode::INVALID_ARGUMENT, "not an ONNX model"};
-    c.request.mutable_model()->set_onnx(bytes.substr(0, bytes.size() / 2));
-    cases.push_back(c);
-  }
-  {
-    // A symbolic batch and no model.batch: the fix is said in the
-    // request's fields, not the CLI's flags.
-    zoo::ZooParams p;
-    p.weights = false;
-    absl::StatusOr<onnx::ModelProto> m = zoo::BuildZooModel("diamond", p);
-    ASSERT_TRUE(m.ok());
-    m->mutable_graph()
-        ->mutable_input(0)
-        ->mutable_type()
-        ->mutable_tensor_type()
-        ->mutable_shape()
-        ->mutable_dim(0)
-        ->set_dim_param("batch");
-    Case c{"an unresolved batch", SmallRequest(),
-           grpc::StatusCode::INVALID_ARGUMENT,
-           "fix it with model.batch N, or model.input_shapes x=D0xD1x..."};
-    c.request.mutable_model()->set_onnx(m->SerializeAsString());
-    cases.push_back(c);
-  }
-  {
-    Case c{"absurd dimensions", SmallRequest(),
-           grpc::StatusCode::INVALID_ARGUMENT, "absurd"};
-    c.request.mutable_model()->set_zoo("gnmt2:batch=100000000000000000");
-    cases.push_back(c);
-  }
-  {
-    Case c{"an unknown policy", SmallRequest("sorcery"),
-           grpc::StatusCode::INVALID_ARGUMENT, "unknown policy 'sorcery'"};
-    cases.push_back(c);
-  }
-  {
-    Case c{"an unknown cluster", SmallRequest(),
-           grpc::StatusCode::INVALID_ARGUMENT, "p100x9"};
-    c.request.mutable_cluster()->set_preset("p100x9");
-    cases.push_back(c);
-  }
-  {
-    Case c{"a pin to a missing device", SmallRequest(),
-           grpc::StatusCode::INVALID_ARGUMENT, "options.pinned['nope']"};
-    (*c.request.mutable_options()->mutable_pinned())["nope"] = "/gpu:0";
-    cases.push_back(c);
-  }
-  {
-    Case c{"no model", SmallRequest(), grpc::StatusCode::INVALID_ARGUMENT,
-           "model: set onnx"};
-    c.request.mutable_model()->clear_zoo();
-    cases.push_back(c);
-  }
-  {
-    Case c{"a request over the size limit", SmallRequest(),
-           grpc::StatusCode::RESOURCE_EXHAUSTED, ""};
-    c.request.mutable_model()->set_onnx(std::string(2 << 20, 'x'));
-    cases.push_back(c);
-  }
-  {
-    Case c{"a model over the op limit", SmallRequest(),
-           grpc::StatusCode::RESOURCE_EXHAUSTED, "over the limit of 5000"};
-    c.request.mutable_model()->set_zoo("gnmt8:seq_len=50,hidden=64,vocab=100");
-    cases.push_back(c);
-  }
-  {
-    Case c{"a memory limit no placement meets", SmallRequest("m_etf"),
-           grpc::StatusCode::RESOURCE_EXHAUSTED, ""};
-    for (const char* d : {"/gpu:0", "/gpu:1", "/gpu:2", "/gpu:3"}) {
-      (*c.request.mutable_options()->mutable_memory_limit_bytes())[d] = 1000;
-    }
-    cases.push_back(c);
-  }
-  {
-    Case c{"a 1 ms deadline", SmallRequest(),
-           grpc::StatusCode::DEADLINE_EXCEEDED, ""};
-    c.request.mutable_options()->set_seed(99);  // not cached
-    c.deadline = 0.001;
-    cases.push_back(c);
-  }
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.what);
-    proto::PlaceResponse response;
-    grpc::Status s = Place(c.request, &response, c.deadline);
-    EXPECT_EQ(s.error_code(), c.code) << s.error_message();
-    EXPECT_THAT(s.error_message(), HasSubstr(c.message));
-    // And the server still serves a good request.
-    proto::PlaceResponse good;
-    grpc::Status ok = Place(SmallRequest("expert"), &good);
-    EXPECT_TRUE(ok.ok()) << ok.error_message();
-  }
-  proto::PlaceResponse response;
-  EXPECT_EQ(Get("abc", &response).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(Get(std::string(64, '0'), &response).error_code(),
-            grpc::StatusCode::NOT_FOUND);
-  grpc::ClientContext context;
-  proto::ReportMeasurementRequest bad;
-  bad.set_fingerprint(std::string(64, '0'));
-  bad.add_step_seconds(-1);
-  proto::ReportMeasurementResponse reported;
-  grpc::Status s = stub_->ReportMeasurement(&context, bad, &reported);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(s.error_message(), HasSubstr("step_seconds[0]"));
 }
 
 TEST_F(ServiceTest, ReportedProfilesChangeTheCostModelOnRequest) {
