@@ -3,8 +3,11 @@
 // forward nodes only), with c on device 1 and the rest on device 0.
 #include "simulator/placement_lowering.h"
 
+#include <algorithm>
 #include <memory>
+#include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "graph/onnx_import.h"
@@ -14,6 +17,7 @@
 #include "profiles/cost_model.h"
 #include "simulator/engine.h"
 #include "simulator/memory_timeline.h"
+#include "simulator/strategy.h"
 #include "tests/graph/test_models.h"
 
 namespace placer {
@@ -162,6 +166,61 @@ TEST(PlacementLoweringTest, TheTimelineReportsEachValueWhereItDies) {
   };
   EXPECT_EQ(got, expected);
   for (int d = 0; d < 2; ++d) EXPECT_EQ(memory.bytes(d), 0) << d;
+}
+
+// What the lowering copies between devices is what crosses between the
+// slots of the placement as its strategy (StrategyOfPlacement;
+// WideStageCopies, the rule the executor and a wide stage's simulation
+// follow): the same values, weights and summed gradient buffers between
+// the same devices, each once. The lowering makes its copies as it walks
+// the nodes (it is on every search's path); this holds the two equal on
+// PyTorch's training-mode exports under random placements over four
+// devices.
+TEST(PlacementLoweringTest, CopiesAreWhatCrossesThePlacementAsAStrategy) {
+  absl::StatusOr<Cluster> cluster = LoadCluster("p100x4");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  const std::unique_ptr<ReadyOrder> order = NewTopologicalReadyOrder();
+  for (const char* file :
+       {"bert_tiny.train.op13", "gpt2.train.op17", "llama.train.op17",
+        "llama_moe.train.op17", "lstm.train.op13", "convnext_tiny.train.op13",
+        "densenet121.train.op17"}) {
+    SCOPED_TRACE(file);
+    absl::StatusOr<Graph> graph = ImportOnnxFile(
+        std::string("tests/fixtures/corpus/") + file + ".onnx", {});
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    const TrainingView view = BuildTrainingView(*graph);
+    const SimulationContext context =
+        SimulationContext::Create(view, *cluster, *costs, *order);
+    std::mt19937 rng(7);
+    for (int trial = 0; trial < 3; ++trial) {
+      Placement placement;
+      for (size_t op = 0; op < graph->ops().size(); ++op) {
+        placement.device_of_op.push_back(static_cast<int>(rng() % 4));
+      }
+      // (value or -1, gradient sum or -1, from device, to device)
+      using Crossing = std::tuple<int, int, int, int>;
+      std::vector<Crossing> lowered, crossing;
+      const LoweredPlacement lowering = LowerPlacement(context, placement);
+      for (const CopyTask& copy : lowering.copies) {
+        lowered.emplace_back(copy.gradient_sum >= 0 ? -1 : copy.value,
+                             copy.gradient_sum, copy.src, copy.dst);
+      }
+      const Strategy strategy = StrategyOfPlacement(placement);
+      const PipelineStage& stage = strategy.stages[0];
+      const std::vector<std::vector<SlotCopy>> copies =
+          WideStageCopies(view, strategy);
+      for (const SlotCopy& copy : copies[0]) {
+        crossing.emplace_back(copy.value, copy.sum,
+                              stage.device(0, copy.from_slot),
+                              stage.device(0, copy.to_slot));
+      }
+      std::sort(lowered.begin(), lowered.end());
+      std::sort(crossing.begin(), crossing.end());
+      EXPECT_GT(lowered.size(), 100u);
+      EXPECT_EQ(lowered, crossing) << "trial " << trial;
+    }
+  }
 }
 
 }  // namespace
