@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/runtime/cpu_cluster.h"
 #include "tests/runtime/rank_threads.h"
+#include "tests/runtime/strategy_test_models.h"
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
@@ -183,37 +184,14 @@ struct Case {
 
 std::vector<Case> Models() {
   std::vector<Case> cases;
-  {
-    zoo::ZooParams p;
-    p.batch_size = 4;
-    p.hidden = 32;
-    p.seq_len = 3;
-    p.vocab = 50;
-    absl::StatusOr<onnx::ModelProto> m = zoo::BuildZooModel("gnmt2", p);
-    EXPECT_TRUE(m.ok()) << m.status();
-    absl::StatusOr<Graph> g = ImportOnnxModel(*m, "zoo:gnmt2", {});
-    EXPECT_TRUE(g.ok()) << g.status();
-    cases.push_back({"gnmt2", std::move(*g)});
-  }
-  {
-    // PyTorch exports (tests/fixtures/export_torch_models.py).
-    ImportOptions o;
-    o.batch_size = 2;
-    o.dim_values = {{"src_len", 6}, {"tgt_len", 5}};
-    absl::StatusOr<Graph> g = ImportOnnxFile("tests/fixtures/transformer.onnx", o);
-    EXPECT_TRUE(g.ok()) << g.status();
-    cases.push_back({"transformer", std::move(*g)});
-  }
-  {
-    absl::StatusOr<Graph> g = ImportOnnxFile("tests/fixtures/resnet50.onnx", {});
-    EXPECT_TRUE(g.ok()) << g.status();
-    // A device adds its partials of a sum in the order its nodes run,
-    // which arrivals from other devices decide, so runs may sum in other
-    // orders; ResNet-50's float32 gradients at test sizes are
-    // ill-conditioned (docs/gpus.md), and after 5 steps two such orders
-    // leave a conv weight (largest entry 0.0116) 1.4e-5 apart.
-    cases.push_back({"resnet50", std::move(*g), 1e-4});
-  }
+  cases.push_back({"gnmt2", Gnmt2()});
+  cases.push_back({"transformer", Transformer()});
+  // A device adds its partials of a sum in the order its nodes run,
+  // which arrivals from other devices decide, so runs may sum in other
+  // orders; ResNet-50's float32 gradients at test sizes are
+  // ill-conditioned (docs/gpus.md), and after 5 steps two such orders
+  // leave a conv weight (largest entry 0.0116) 1.4e-5 apart.
+  cases.push_back({"resnet50", ResNet50(), 1e-4});
   return cases;
 }
 
