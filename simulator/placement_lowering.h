@@ -37,6 +37,11 @@
 //    barrier to its device's updates in node order; a copy to its readers
 //    there in consumer order (a buffer for an update: to its device's
 //    barrier).
+//
+// LowerStagePass lowers one pass of a wide stage (Strategy's contract) by
+// the same walk, on the stage's slots rather than devices: what the
+// strategy simulator's wide tasks run (wide_tasks.h). Its copies are what
+// crosses slots within the pass, WideStageCopies' rule (strategy.h).
 #ifndef PLACER_SIMULATOR_PLACEMENT_LOWERING_H_
 #define PLACER_SIMULATOR_PLACEMENT_LOWERING_H_
 
@@ -45,12 +50,13 @@
 
 #include "simulator/placement.h"
 #include "simulator/simulation_context.h"
+#include "simulator/strategy.h"
 #include "simulator/task_graph.h"
 
 namespace placer {
 
-// A copy between devices: of a value, or of one device's summed partial
-// gradients.
+// A copy between devices (a stage's pass: slots): of a value, or of one
+// device's summed partial gradients.
 struct CopyTask {
   int value = -1;         // for a gradient sum: the first partial on src
   int gradient_sum = -1;  // or -1
@@ -61,11 +67,14 @@ struct CopyTask {
 
 struct LoweredPlacement {
   TaskGraph graph;
-  int num_nodes = 0;
+  int num_nodes = 0;  // tasks 0 .. num_nodes-1 are nodes
+  // A stage's pass: task k is node node_of_task[k] of the view; empty for
+  // an op placement (task k is node k).
+  std::vector<int> node_of_task;
   // The end of the backward (a task), or -1 when the view has no update.
   int backward_done = -1;
   int first_copy = 0;  // task first_copy + k is copies[k]
-  std::vector<int> device_of_node;
+  std::vector<int> device_of_node;   // per view node (a pass: its slot)
   std::vector<int> device_of_group;  // the placement's: parameters' homes
   std::vector<CopyTask> copies;
   bool is_node(int task) const { return task < num_nodes; }
@@ -80,6 +89,26 @@ struct LoweredPlacement {
 
 LoweredPlacement LowerPlacement(const SimulationContext& context,
                                 const Placement& placement);
+
+// The forward (or, `backward`, the backward) pass of stage `stage` of
+// `strategy` (which passed CheckStrategy) over one micro-batch, lowered as
+// LowerPlacement lowers an op placement's nodes, on the stage's slots:
+// resources 0 .. width-1 are the slots (kPriority, the same ranking), then
+// one per link between two slots that carries a copy. Tasks: `nodes` (the
+// pass's, in this order; slot_of_node: per view node, its slot), then the
+// copies; every task takes 0 seconds, for the caller to set per replica.
+// What the walk keeps of the op placement's: a value the pass makes and
+// a weight of the stage's ops (a forward pass: from the start) are copied
+// once to each other slot whose nodes in the pass read it; a slot's
+// summed buffer of a gradient whose sink is in the pass, or is an update
+// of the stage (a copy no task waits for), once the slot's last partial in
+// the pass is made. Nothing is copied from outside the pass, and nothing
+// waits for what ends it (no backward_done, no update barriers). The
+// copies are WideStageCopies' of the stage in the pass.
+LoweredPlacement LowerStagePass(const SimulationContext& context,
+                                const Strategy& strategy, int stage,
+                                bool backward, const std::vector<int>& nodes,
+                                const std::vector<int>& slot_of_node);
 
 }  // namespace placer
 

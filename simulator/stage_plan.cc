@@ -156,28 +156,6 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       if (from != to) plan.gradient_bytes[to * S + from] += sum.bytes;
     }
   }
-  // Within a wide stage's task, what crosses slots (WideStageCopies): a
-  // value or weight in the forward, a slot's summed buffer in the backward.
-  const std::vector<std::vector<SlotCopy>> crossing =
-      WideStageCopies(view, strategy);
-  for (int s = 0; s < S; ++s) {
-    for (const SlotCopy& copy : crossing[s]) {
-      SlotRead read;
-      read.value = copy.value;
-      read.sum = copy.sum;
-      read.from_slot = copy.from_slot;
-      read.to_slot = copy.to_slot;
-      read.bytes = copy.sum >= 0 ? view.gradient_sums()[copy.sum].bytes
-                                 : view.value(copy.value).bytes;
-      for (int m : copy.made_by) read.made_by.push_back(position[m]);
-      if (!copy.to_update) {
-        for (int c : copy.readers) read.readers.push_back(position[c]);
-      }
-      (copy.sum >= 0 ? plan.stages[s].backward_reads
-                     : plan.stages[s].forward_reads)
-          .push_back(std::move(read));
-    }
-  }
   // Buffers from later stages, and the partial additions of a stage of one
   // slot in its backward order (PartialAdditions; a wide stage's are
   // charged as they happen).

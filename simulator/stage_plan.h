@@ -25,23 +25,6 @@
 
 namespace placer {
 
-// What crosses from one slot of a wide stage's replica to another within
-// a task (WideStageCopies, positions in the pass): a copy on the link
-// between the two slots' devices of a value, once the node that makes it
-// has ended, or of a summed gradient buffer, once every node on
-// `from_slot` making a partial of it has (`made_by`); a weight (`made_by`
-// empty), from the task's start. Its `readers` wait for it; none: a
-// parameter's gradient buffer its update reads once the task ends.
-struct SlotRead {
-  int value = -1;  // the value, or -1 for a buffer
-  int sum = -1;    // the buffer's gradient sum, or -1 for a value
-  int from_slot = 0;
-  int to_slot = 0;
-  int64_t bytes = 0;
-  std::vector<int> made_by;
-  std::vector<int> readers;
-};
-
 // What a stage is, whatever devices run it. Per slot: what the device of
 // that slot in each replica holds (one slot unless ops are placed inside
 // the stage).
@@ -109,11 +92,6 @@ struct StageModel {
     }
     return stash_bytes[slot];
   }
-  // Wider stages: what crosses slots in a forward and in a backward task
-  // (positions as in `forward` and `backward`), in WideStageCopies' order;
-  // the backward's include the buffers of parameters' gradients that the
-  // updates read.
-  std::vector<SlotRead> forward_reads, backward_reads;
   // ZeRO-3: per forward and backward node (positions as in `forward` and
   // `backward`), the bytes of the parameters it is the first in its pass
   // to read (one device's share of them whole), gathered before it; and

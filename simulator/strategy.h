@@ -282,14 +282,16 @@ std::vector<ReplicaTask> ReplicaTaskOrder(const Strategy& strategy, int stage,
 // What forward or backward node n waits for inside its task (its stage's
 // pass over one micro-batch): the nodes of the same pass of the same
 // stage whose values or partial gradients it reads, and its control
-// inputs there, each once, ascending; none for an update. The rule a
-// wide stage's slots follow, in the simulator and the executor.
+// inputs there, each once, ascending; none for an update. What the
+// strategy executor's wide slots wait for; the simulator's LowerStagePass
+// makes the same edges (through copies between slots) as it walks.
 std::vector<int> TaskDependencies(const TrainingView& view,
                                   const Strategy& strategy, int n);
 
 // What crosses between the slots of a wide stage's replica within a task
-// (Strategy's contract); the rule the simulator's wide pass and the
-// strategy executor both follow. Either `value`, a weight of the stage's
+// (Strategy's contract), as a list: what the strategy executor makes. The
+// simulator's lowering of a wide pass (LowerStagePass) makes the same
+// copies as it walks the pass (tests/simulator/placement_lowering_test). Either `value`, a weight of the stage's
 // ops or an activation a forward node of the stage makes, copied from the
 // slot holding it to a slot whose forward nodes read it; or the partials
 // of gradient sum `sum` that the stage's backward nodes on `from_slot`

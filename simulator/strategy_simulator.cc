@@ -24,23 +24,20 @@ void RecordWidePass(const StagePlan& plan, const PipelineStage& stage,
   const WideTaskTimes::PassSchedule& schedule =
       pass.backward ? times.backward_schedule : times.forward_schedule;
   const std::vector<int>& nodes = pass.backward ? st.backward : st.forward;
-  const std::vector<SlotRead>& reads =
-      pass.backward ? st.backward_reads : st.forward_reads;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int slot = plan.slot_of_node[nodes[i]];
-    out->nodes.push_back({nodes[i], pass.micro_batch,
-                          stage.device(pass.replica, slot),
-                          start + schedule.node_start[i],
-                          start + schedule.node_end[i]});
+    out->nodes.push_back(
+        {nodes[i], pass.micro_batch, stage.device(pass.replica, slot),
+         start + schedule.node_start[i], start + schedule.node_end[i]});
   }
-  for (size_t k = 0; k < reads.size(); ++k) {
-    const SlotRead& read = reads[k];
+  for (size_t k = 0; k < schedule.copies.size(); ++k) {
+    const CopyTask& copy = schedule.copies[k];
     ScheduledTransfer x;
-    x.value = read.value;
-    x.gradient_sum = read.sum;
-    x.src = stage.device(pass.replica, read.from_slot);
-    x.dst = stage.device(pass.replica, read.to_slot);
-    x.bytes = read.bytes;
+    x.value = copy.value;
+    x.gradient_sum = copy.gradient_sum;
+    x.src = stage.device(pass.replica, copy.src);
+    x.dst = stage.device(pass.replica, copy.dst);
+    x.bytes = copy.bytes;
     x.start_seconds = start + schedule.copy_start[k];
     x.end_seconds = start + schedule.copy_end[k];
     out->step.transfers.push_back(x);
@@ -81,13 +78,10 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
   step.peak_breakdown.assign(D, MemoryBreakdown());
   step.inaccurate_nodes = context.inaccurate_nodes();
   // Copies between the slots of wide stages' tasks, M of each.
-  for (const StageModel& st : plan.stages) {
-    for (const auto* reads : {&st.forward_reads, &st.backward_reads}) {
-      for (const SlotRead& read : *reads) {
-        step.bytes_moved += static_cast<int64_t>(M) * read.bytes;
-        step.transfers_count += M;
-      }
-    }
+  for (const std::vector<WideTaskTimes>& replicas : wide) {
+    if (replicas.empty()) continue;
+    step.bytes_moved += static_cast<int64_t>(M) * replicas[0].copied_bytes;
+    step.transfers_count += M * replicas[0].copies;
   }
   // Busy time and micro-batches in flight (forward started, backward not
   // ended), device by device in its passes' order.
@@ -325,8 +319,7 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     work += context.min_node_seconds(n) *
             (view.node(n).kind == NodeKind::kUpdate ? 1 : M);
   }
-  step.lower_bound_seconds =
-      std::max(context.lower_bound_seconds(), work / D);
+  step.lower_bound_seconds = std::max(context.lower_bound_seconds(), work / D);
   out.seconds_per_batch = step.step_seconds / M;
   return out;
 }

@@ -9,8 +9,10 @@
 #ifndef PLACER_SIMULATOR_WIDE_TASKS_H_
 #define PLACER_SIMULATOR_WIDE_TASKS_H_
 
+#include <cstdint>
 #include <vector>
 
+#include "simulator/placement_lowering.h"
 #include "simulator/simulation_context.h"
 #include "simulator/stage_plan.h"
 #include "simulator/strategy.h"
@@ -30,12 +32,17 @@ struct WideTaskTimes {
   std::vector<double> arrived;
   std::vector<double> backward_end;  // per backward node, from the start
   std::vector<double> slot_end;      // per slot: its last backward node
+  // What crosses slots in a forward and a backward task: copies, bytes.
+  int copies = 0;
+  int64_t copied_bytes = 0;
   // With `record` (ScheduleWideTasks): each pass's schedule, from the
   // task's start; else empty.
   struct PassSchedule {
     // Per node of the pass (StageModel's forward or backward order).
     std::vector<double> node_start, node_end;
-    // Per copy (the stage's forward_reads or backward_reads).
+    // The pass's copies (src and dst: slots), in the lowering's order,
+    // and when each ran.
+    std::vector<CopyTask> copies;
     std::vector<double> copy_start, copy_end;
   };
   PassSchedule forward_schedule, backward_schedule;
@@ -47,11 +54,11 @@ struct WideTaskTimes {
 // copied on the link between their devices once made, a weight from the
 // task's start, a slot's buffer of a parameter's gradient updated on
 // another slot once its last partial is made; partials added as
-// PartialAdditions charges them, as they happen), each task lowered to a
-// TaskGraph of its nodes as the op placement's lowering would lower them
-// on the replica's devices (copies ready at once booked on a link in its
-// order) and run on the event engine (engine.h); empty for a stage of one
-// slot. With `record`, each pass's schedule too (for traces).
+// PartialAdditions charges them, as they happen), each pass lowered once
+// by LowerStagePass (placement_lowering.h, the op placement's lowering),
+// timed on each replica's devices and run on the event engine (engine.h);
+// empty for a stage of one slot. With `record`, each pass's schedule too
+// (for traces).
 std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
     const SimulationContext& context, const Strategy& strategy,
     const StagePlan& plan, bool record = false);
