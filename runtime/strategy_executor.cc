@@ -26,6 +26,8 @@
 #include "runtime/step_exchange.h"
 #include "runtime/strategy_executor_impl.h"
 #include "runtime/torch_devices.h"
+#include "simulator/slot_copies.h"
+#include "simulator/view_index.h"
 
 namespace placer {
 
@@ -138,12 +140,11 @@ absl::Status TorchStrategyExecutor::Init() {
   for (int g = 0; g < view_.num_groups(); ++g) {
     for (int p : view_.group_parameters(g)) group_of_parameter_[p] = g;
   }
-  // Within a wide stage's task: what each node waits for, on any slot.
-  task_deps_.assign(view_.nodes().size(), {});
-  for (int n = 0; n < static_cast<int>(view_.nodes().size()); ++n) {
-    if ((strategy_.stages[StageOfNode(n)]).width() == 1) continue;
-    task_deps_[n] = TaskDependencies(view_, strategy_, n);
-  }
+  // Within a wide stage's task: what each node waits for, on any slot, and
+  // what crosses slots (InitLinks).
+  const ViewIndex index = ViewIndex::Of(view_);
+  StageSlotLinks slot_links = StageSlotCopies(index, strategy_);
+  task_deps_ = std::move(slot_links.waits);
   waited_on_.assign(view_.nodes().size(), 0);
   for (const std::vector<int>& from : task_deps_) {
     for (int p : from) waited_on_[p] = 1;
@@ -157,7 +158,7 @@ absl::Status TorchStrategyExecutor::Init() {
       node_priority_[order[k]] = static_cast<double>(k);
     }
   }
-  node_key_rank_ = NodeKeyRanks(view_);
+  node_key_rank_ = index.key_ranks();
   // Across ranks, a wide replica of a pipeline runs in one process (its
   // first device sends what its tasks make for other ranks); the replicas
   // of a strategy of one stage (an op placement's, say) may be split over
@@ -189,7 +190,7 @@ absl::Status TorchStrategyExecutor::Init() {
   }
   InitSharding();
   RETURN_IF_ERROR(InitRecompute());
-  InitLinks();
+  InitLinks(slot_links.copies);
   {
     std::vector<char> local(D_);
     for (int d = 0; d < D_; ++d) local[d] = Local(d);
@@ -262,10 +263,9 @@ absl::Status TorchStrategyExecutor::Init() {
       }
       for (int d : holders) {
         if (!Local(d)) continue;
-        params_[d][p] =
-            PartOf(host_[p], HeldLayout(view_.value(p).tensor),
-                   tensor_rank_of_device_[d], view_.value(p).tensor)
-                .to(devices_[d], false, /*copy=*/true);
+        params_[d][p] = PartOf(host_[p], HeldLayout(view_.value(p).tensor),
+                               tensor_rank_of_device_[d], view_.value(p).tensor)
+                            .to(devices_[d], false, /*copy=*/true);
         if (ShardsGradientsOf(s)) {
           // ZeRO-2/3: the replica updates its shard of every parameter
           // (ZeRO-3: and holds only that).
@@ -353,8 +353,8 @@ TorchStrategyExecutor::LocalParameter(absl::string_view name, int replica,
             absl::StrCat("parameter '", name, "' has ", replicas, " replicas"));
       }
       if (rank < 0 || rank >= T_) {
-        return absl::NotFoundError(absl::StrCat(
-            "parameter '", name, "' has no tensor rank ", rank));
+        return absl::NotFoundError(
+            absl::StrCat("parameter '", name, "' has no tensor rank ", rank));
       }
       const int d = ParameterDevice(p, replica, rank);
       if (!Local(d)) {
@@ -415,10 +415,10 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(
       for (int r = 0; r < T_; ++r) {
         const int d = ParameterDevice(at.value, k, r);
         if (!Local(d)) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "parameter '", name, "' (ZeRO-3): replica ", k,
-              "'s shard of it is on rank ", RankOf(d),
-              "; ParameterShard gives this rank's shards"));
+          return absl::FailedPreconditionError(
+              absl::StrCat("parameter '", name, "' (ZeRO-3): replica ", k,
+                           "'s shard of it is on rank ", RankOf(d),
+                           "; ParameterShard gives this rank's shards"));
         }
       }
     }
@@ -428,8 +428,7 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::Parameter(
   return params_[at.device][at.value].to(torch::kCPU).clone();
 }
 
-std::vector<std::vector<int>> TorchStrategyExecutor::ReplicaLists(
-    int s) const {
+std::vector<std::vector<int>> TorchStrategyExecutor::ReplicaLists(int s) const {
   const PipelineStage& stage = strategy_.stages[s];
   std::vector<std::vector<int>> lists;
   if (stage.tensor() > 1) {
@@ -489,16 +488,16 @@ absl::StatusOr<std::unique_ptr<StrategyExecutor>> StrategyExecutor::Create(
     for (int d = 0; d < cluster.num_devices(); ++d) {
       const int r = options.rank_of_device[d];
       if (r < 0 || r >= options.ranks->world_size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "device ", cluster.device(d).name, " has rank ", r, ", not in [0, ",
-            options.ranks->world_size(), ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("device ", cluster.device(d).name, " has rank ", r,
+                         ", not in [0, ", options.ranks->world_size(), ")"));
       }
       local.push_back(r == options.ranks->rank());
       drives = drives || local.back();
     }
     if (!drives) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rank ", options.ranks->rank(), " drives no device"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", options.ranks->rank(), " drives no device"));
     }
   }
   ASSIGN_OR_RETURN(std::vector<torch::Device> devices,

@@ -33,6 +33,7 @@
 #include "runtime/strategy_placement_memory.h"
 #include "simulator/selective_recompute.h"
 #include "simulator/simulation_context.h"
+#include "simulator/slot_copies.h"
 #include "simulator/strategy.h"
 
 namespace placer {
@@ -169,7 +170,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // node n's partial of `sum` is on (a backward node's, or a parameter's
   // update's; or -1); whether stage s's `slot` makes partials of
   // parameter sum `sum` updated on another slot (sent by link).
-  void InitLinks();
+  void InitLinks(const std::vector<std::vector<SlotCopy>>& crossing);
   int SumItem(int sum, int slot) const { return V_ + sum * W_ + slot; }
   int64_t LinkKey(int lane, int item, int d) const;
   void QueueCopy(int src, int dst, StrategySlotCopy copy)
@@ -220,10 +221,11 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // A stage recomputed whole: its forward rerun under autograd first.
   absl::Status Rerun(int s, int j, int d);
   // Recomputing in part (Recompute::kSelective, kLayers, kSelectiveOp):
-  // the tables (selective_, reruns_); whether forward node n is rerun at its stage's backward (every node of a stage
-  // recomputed whole); and a layer's rerun nodes of stage s run again
-  // under autograd for micro-batch j on device d, from what the forward
-  // kept (kept_, each let go after its last rerun read).
+  // the tables (selective_, reruns_); whether forward node n is rerun at its
+  // stage's backward (every node of a stage recomputed whole); and a layer's
+  // rerun nodes of stage s run again under autograd for micro-batch j on device
+  // d, from what the forward kept (kept_, each let go after its last rerun
+  // read).
   absl::Status InitRecompute();
   bool Reruns(int n) const;
   bool HasBackward(int n) const;  // forward node n's op has a backward node
@@ -299,8 +301,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
                                                  const TensorLayout& at,
                                                  bool partial,
                                                  const TensorLayout& to, int t,
-                                                 int j, int n, int code,
-                                                 int d);
+                                                 int j, int n, int code, int d);
   // The sites (FromGroup's codes) of the collectives inside an op's part,
   // + 0, 1, 2 (a rerun's past kRerunSite).
   static constexpr int kInsideSite = 5000;
@@ -364,8 +365,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   torch::Tensor Gather(int v, int d,
                        const std::map<int, torch::Tensor>& others = {}) const;
   void FillFromShards(const torch::Tensor& whole, int v,
-                      const std::map<int, torch::Tensor>& others,
-                      int r) const;
+                      const std::map<int, torch::Tensor>& others, int r) const;
   // ZeRO-3, one gather of `parameters` by device d: across ranks, the
   // replicas' shards of them all-gathered (ReplicaAllGather, one flat
   // bucket each); per parameter, the other ranks' replicas' shards by
@@ -377,17 +377,15 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // gather, or one started now; before waiting for it, the pass's next
   // gather is started (next_gather_; prefetched_[d] holds it), so that its
   // transfer runs while n computes (FSDP's prefetch).
-  absl::StatusOr<ReplicaTicket> StartShards(
-      int d, const std::vector<int>& parameters);
+  absl::StatusOr<ReplicaTicket> StartShards(int d,
+                                            const std::vector<int>& parameters);
   absl::StatusOr<std::vector<std::map<int, torch::Tensor>>> FinishShards(
       int d, const ReplicaTicket& ticket, const std::vector<int>& parameters);
-  absl::StatusOr<std::vector<std::map<int, torch::Tensor>>>
-  GatherWithPrefetch(int n, int d,
-                     const std::vector<std::vector<int>>& gathers);
+  absl::StatusOr<std::vector<std::map<int, torch::Tensor>>> GatherWithPrefetch(
+      int n, int d, const std::vector<std::vector<int>>& gathers);
   // ZeRO-3, before forward node n runs on device d: the parameters of
   // forward_gathers_[n], gathered whole into `copied`.
-  absl::Status GatherBefore(int n, int d,
-                            std::map<int, torch::Tensor>* copied);
+  absl::Status GatherBefore(int n, int d, std::map<int, torch::Tensor>* copied);
   // ZeRO-3, after forward node n of micro-batch j ran (under autograd when
   // `autograd`; `outputs` its results): the gathered parameters (in
   // `copied`) whose last reader in this pass it was are let go. Those its
@@ -408,8 +406,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // ZeRO-2/3: replica `from`'s gradient of parameter p's shard `to` (of
   // tensor rank r's part), from micro-batch j, into gradient_rounds_ and
   // so into the shard's accumulator on its device.
-  void Deliver(int s, int p, int j, int from, int to, int r,
-               torch::Tensor g);
+  void Deliver(int s, int p, int j, int from, int to, int r, torch::Tensor g);
   // ZeRO-2/3, after stage s's backward of micro-batch j on device d: the
   // gradients it completed (`completed`, parameter and part, taken) cut
   // into the shards' parts, delivered here or, for the replicas on other
@@ -591,7 +588,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<int> reads_left_ ABSL_GUARDED_BY(mu_);
   // [j][sum * S + s]: stage s's partial gradients of a sum, added up.
   std::vector<std::vector<torch::Tensor>> partials_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::vector<SavedOp>> saved_;  // [lane][op]
+  std::vector<std::vector<SavedOp>> saved_;                     // [lane][op]
   std::vector<std::vector<TensorParallelSaved>> tensor_saved_;  // [lane][op]
   // The tensor-parallel groups' collectives in flight, by (micro-batch,
   // node, site) (under mu_; group_cv_ wakes their waiters).

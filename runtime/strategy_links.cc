@@ -1,6 +1,6 @@
 // The strategy executor's links (runtime/strategy_executor.h): within a
-// wide replica, what crosses slots (WideStageCopies, simulator/strategy.h,
-// the rule the simulator's wide pass lowers to link copies) is copied once
+// wide replica, what crosses slots (StageSlotCopies, simulator/
+// slot_copies.h, read off the simulator's lowering of a pass) is copied once
 // made: a value of the forward, once its node has run; a weight, at the
 // forward task's start; a slot's summed partial gradients of a sum whose
 // sink (a backward node, or a parameter's update) is on another slot,
@@ -22,13 +22,12 @@
 
 namespace placer {
 
-void TorchStrategyExecutor::InitLinks() {
+void TorchStrategyExecutor::InitLinks(
+    const std::vector<std::vector<SlotCopy>>& crossing) {
   const int N = static_cast<int>(view_.nodes().size());
   link_tables_ = StrategyLinkTables();
   link_tables_.sends.assign(N, {});
   link_tables_.reads.assign(N, {});
-  const std::vector<std::vector<SlotCopy>> crossing =
-      WideStageCopies(view_, strategy_);
   std::map<std::pair<int, int>, int> expected;  // per (src, dst) device
   for (int s = 0; s < S_; ++s) {
     const PipelineStage& stage = strategy_.stages[s];
@@ -61,9 +60,8 @@ void TorchStrategyExecutor::InitLinks() {
         }
         if (!read) continue;
         std::vector<std::pair<int, int>>& from =
-            copy.made_by.empty()
-                ? link_tables_.weights[{s, copy.from_slot}]
-                : link_tables_.sends[copy.made_by[0]];
+            copy.made_by.empty() ? link_tables_.weights[{s, copy.from_slot}]
+                                 : link_tables_.sends[copy.made_by[0]];
         from.push_back({copy.value, copy.to_slot});
       }
       sent.emplace_back(copy.from_slot, copy.to_slot);
@@ -103,8 +101,7 @@ int TorchStrategyExecutor::LinkedSinkSlot(int n, int sum) const {
   return -1;
 }
 
-void TorchStrategyExecutor::QueueCopy(int src, int dst,
-                                      StrategySlotCopy copy) {
+void TorchStrategyExecutor::QueueCopy(int src, int dst, StrategySlotCopy copy) {
   const int link = link_tables_.ordinal.at({src, dst});
   if (memory_ != nullptr) {
     if (absl::Status over = memory_->CopyQueued(copy.key); !over.ok()) {
@@ -203,9 +200,8 @@ void TorchStrategyExecutor::LinkWorker(int link) {
       copy.tensor = torch::Tensor();
       if (timed) {
         Synchronize(devices_[dst]);
-        link_transfers_[link].push_back({copy.value, src, dst,
-                                         TensorBytes(made),
-                                         SecondsSince(start)});
+        link_transfers_[link].push_back(
+            {copy.value, src, dst, TensorBytes(made), SecondsSince(start)});
       }
       return absl::OkStatus();
     });
@@ -231,14 +227,14 @@ void TorchStrategyExecutor::SendLink(int link) {
     const SteadyClock::time_point start = SteadyClock::now();
     const bool none = !copy.tensor.defined();
     const torch::Tensor sent = none ? torch::zeros({0}) : copy.tensor;
-    absl::Status status = options_.ranks->SendTensor(
-        sent, none ? -1 - copy.key : copy.key, RankOf(dst),
-        LinkChannel(src, dst));
+    absl::Status status =
+        options_.ranks->SendTensor(sent, none ? -1 - copy.key : copy.key,
+                                   RankOf(dst), LinkChannel(src, dst));
     if (!status.ok()) {
-      Fail(absl::Status(status.code(),
-                        absl::StrCat(status.message(), " (",
-                                     cluster_.device(src).name, " -> ",
-                                     cluster_.device(dst).name, ")")));
+      Fail(absl::Status(
+          status.code(),
+          absl::StrCat(status.message(), " (", cluster_.device(src).name,
+                       " -> ", cluster_.device(dst).name, ")")));
       return;
     }
     if (memory_ != nullptr) {
@@ -247,9 +243,8 @@ void TorchStrategyExecutor::SendLink(int link) {
     }
     // Timed by the sender, until its send completed.
     if (!none) {
-      link_transfers_[link].push_back({copy.value, src, dst,
-                                       TensorBytes(sent),
-                                       SecondsSince(start)});
+      link_transfers_[link].push_back(
+          {copy.value, src, dst, TensorBytes(sent), SecondsSince(start)});
     }
   }
 }
@@ -273,10 +268,9 @@ void TorchStrategyExecutor::ReceiveLink(int link) {
     const bool none = got->first < 0;
     const int64_t key = none ? -1 - got->first : got->first;
     if (key % D_ != dst) {
-      Fail(absl::DataLossError(absl::StrCat("rank ", RankOf(src),
-                                            " sent item ", got->first,
-                                            ", which is not for this link",
-                                            about())));
+      Fail(absl::DataLossError(
+          absl::StrCat("rank ", RankOf(src), " sent item ", got->first,
+                       ", which is not for this link", about())));
       return;
     }
     torch::Tensor made;

@@ -23,24 +23,27 @@ class Lowering {
  public:
   // An op placement's step.
   Lowering(const SimulationContext& context, const Placement& placement)
-      : context_(context),
+      : index_(context.index()),
         view_(context.view()),
-        devices_(context.num_devices()) {
+        devices_(context.num_devices()),
+        context_(&context) {
     out_.num_nodes = context.num_nodes();
     out_.device_of_node = DevicesOfNodes(view_, placement);
     out_.device_of_group = placement.device_of_op;
   }
   // A stage's pass: `nodes` on their slots.
-  Lowering(const SimulationContext& context, const PassScope& scope,
-           const std::vector<int>& nodes, const std::vector<int>& slot_of_node)
-      : context_(context),
-        view_(context.view()),
+  Lowering(const ViewIndex& index, absl::Span<const double> priorities,
+           const PassScope& scope, const std::vector<int>& nodes,
+           const std::vector<int>& slot_of_node)
+      : index_(index),
+        view_(index.view()),
         devices_(scope.strategy->stages[scope.stage].width()),
-        scope_(&scope) {
+        scope_(&scope),
+        priorities_(priorities) {
     out_.num_nodes = static_cast<int>(nodes.size());
     out_.node_of_task = nodes;
     out_.device_of_node = slot_of_node;
-    task_of_node_.assign(context.num_nodes(), -1);
+    task_of_node_.assign(index.num_nodes(), -1);
     for (int k = 0; k < out_.num_nodes; ++k) task_of_node_[nodes[k]] = k;
   }
 
@@ -50,7 +53,7 @@ class Lowering {
     // Edges: about one per consumer and node, and one per backward or
     // update node for the end of the backward (growing this vector past
     // its room costs more than the rest of the lowering).
-    graph.Reserve(n + n / 4, context_.total_consumers() + 2 * n);
+    graph.Reserve(n + n / 4, index_.total_consumers() + 2 * n);
     for (int d = 0; d < devices_; ++d) {
       graph.AddResource(ResourceOrder::kPriority);
     }
@@ -59,17 +62,17 @@ class Lowering {
     for (int i = 0; i < n; ++i) {
       const int d = out_.device_of_node[i];
       graph.AddTask({d,
-                     alone[d] ? context_.alone_node_seconds(i, d)
-                              : context_.node_seconds(i, d),
-                     context_.priority(i), context_.key_rank(i)});
+                     alone[d] ? context_->alone_node_seconds(i, d)
+                              : context_->node_seconds(i, d),
+                     context_->priority(i), index_.key_rank(i)});
     }
-    has_updates_ = !context_.update_nodes().empty();
+    has_updates_ = !index_.update_nodes().empty();
     if (has_updates_) {
       out_.backward_done =
           graph.AddTask({graph.AddResource(ResourceOrder::kArrival), 0.0});
       // Per device with updates, in the order of their first update.
       gradients_in_.assign(devices_, -1);
-      for (int update : context_.update_nodes()) {
+      for (int update : index_.update_nodes()) {
         int& in = gradients_in_[out_.device_of_node[update]];
         if (in < 0) {
           in = graph.AddTask({graph.AddResource(ResourceOrder::kArrival), 0.0});
@@ -92,7 +95,7 @@ class Lowering {
     std::sort(barriers.begin(), barriers.end());
     for (int in : barriers) graph.AddEdge(out_.backward_done, in);
     std::vector<std::vector<int>> updates_of(devices_);
-    for (int update : context_.update_nodes()) {
+    for (int update : index_.update_nodes()) {
       updates_of[out_.device_of_node[update]].push_back(update);
     }
     for (int in : barriers) {
@@ -114,8 +117,9 @@ class Lowering {
       graph.AddResource(ResourceOrder::kPriority);
     }
     for (int node : out_.node_of_task) {
-      graph.AddTask({out_.device_of_node[node], 0, context_.priority(node),
-                     context_.key_rank(node)});
+      graph.AddTask({out_.device_of_node[node], 0,
+                     priorities_.empty() ? 0.0 : priorities_[node],
+                     index_.key_rank(node)});
     }
     out_.first_copy = graph.num_tasks();
     links_.assign(static_cast<size_t>(devices_) * devices_, -1);
@@ -137,15 +141,15 @@ class Lowering {
   // A device is alone when no other device of its host runs a node.
   std::vector<char> AloneDevices() const {
     std::vector<char> alone(devices_, 0);
-    if (!context_.has_alone_times()) return alone;
+    if (!context_->has_alone_times()) return alone;
     std::vector<int> used_on_host(devices_, 0);
     std::vector<char> used(devices_, 0);
     for (int d : out_.device_of_node) used[d] = 1;
     for (int d = 0; d < devices_; ++d) {
-      used_on_host[context_.host_of(d)] += used[d];
+      used_on_host[context_->host_of(d)] += used[d];
     }
     for (int d = 0; d < devices_; ++d) {
-      alone[d] = used_on_host[context_.host_of(d)] == 1;
+      alone[d] = used_on_host[context_->host_of(d)] == 1;
     }
     return alone;
   }
@@ -161,8 +165,8 @@ class Lowering {
     const int t = out_.graph.AddTask(
         {Link(copy.src, copy.dst),
          kPass ? 0.0
-               : context_.costs().TransferSeconds(
-                     copy.bytes, context_.cluster(), copy.src, copy.dst)});
+               : context_->costs().TransferSeconds(
+                     copy.bytes, context_->cluster(), copy.src, copy.dst)});
     out_.copies.push_back(copy);
     return t;
   }
@@ -176,7 +180,7 @@ class Lowering {
       if (value.kind != ValueKind::kParameter || view_.sum_of(v) >= 0) {
         continue;
       }
-      const int g = context_.home_group(v);
+      const int g = index_.home_group(v);
       if (g < 0) continue;
       if (!kPass) {
         CopyWeight(v, out_.device_of_group[g]);
@@ -202,7 +206,7 @@ class Lowering {
   // update of the stage.
   bool SinkHere(int sink) const {
     if (!kPass || Task(sink) >= 0) return true;
-    return context_.kind(sink) == NodeKind::kUpdate &&
+    return index_.kind(sink) == NodeKind::kUpdate &&
            scope_->strategy->stage_of_op[view_.node(sink).forward_op] ==
                scope_->stage;
   }
@@ -213,7 +217,7 @@ class Lowering {
   void CopyValue(int producer, int v, int src, int dst) {
     int& copy = copy_on_device_[dst];
     if (copy >= 0) return;
-    copy = AddCopy({v, -1, src, dst, context_.value_bytes(v)});
+    copy = AddCopy({v, -1, src, dst, index_.value_bytes(v)});
     if (producer >= 0) out_.graph.AddEdge(producer, copy);
   }
 
@@ -225,14 +229,14 @@ class Lowering {
       // A buffer for an update: every update of its device waits for it
       // (a pass: nothing in it).
       const int sink = view_.gradient_sums()[copy.gradient_sum].sink;
-      if (context_.kind(sink) != NodeKind::kUpdate) {
+      if (index_.kind(sink) != NodeKind::kUpdate) {
         out_.graph.AddEdge(task, Task(sink));
       } else if (!kPass) {
         out_.graph.AddEdge(task, gradients_in_[copy.dst]);
       }
       return;
     }
-    for (int consumer : context_.consumers(copy.value)) {
+    for (int consumer : index_.consumers(copy.value)) {
       const int reader = Task(consumer);
       if (reader >= 0 && out_.device_of_node[consumer] == copy.dst) {
         out_.graph.AddEdge(task, reader);
@@ -246,7 +250,7 @@ class Lowering {
     TaskGraph& graph = out_.graph;
     const int t = Task(i);
     const int d = out_.device_of_node[i];
-    for (int out : context_.outputs(i)) {
+    for (int out : index_.outputs(i)) {
       const int s = view_.sum_of(out);
       if (s >= 0) {
         const GradientSum& sum = view_.gradient_sums()[s];
@@ -268,7 +272,7 @@ class Lowering {
         continue;
       }
       std::fill(copy_on_device_.begin(), copy_on_device_.end(), -1);
-      for (int consumer : context_.consumers(out)) {
+      for (int consumer : index_.consumers(out)) {
         const int reader = Task(consumer);
         if (reader < 0) continue;
         const int cd = out_.device_of_node[consumer];
@@ -279,18 +283,22 @@ class Lowering {
         }
       }
     }
-    for (int dep : context_.control_dependents(i)) {
+    for (int dep : index_.control_dependents(i)) {
       if (Task(dep) >= 0) graph.AddEdge(t, Task(dep));
     }
-    if (has_updates_ && context_.kind(i) == NodeKind::kBackward) {
+    if (has_updates_ && index_.kind(i) == NodeKind::kBackward) {
       graph.AddEdge(t, out_.backward_done);
     }
   }
 
-  const SimulationContext& context_;
+  const ViewIndex& index_;
   const TrainingView& view_;
-  const int devices_;                       // a pass: the stage's slots
+  const int devices_;  // a pass: the stage's slots
+  // An op placement's step: its costs, hosts and priorities.
+  const SimulationContext* const context_ = nullptr;
   const PassScope* const scope_ = nullptr;  // kPass
+  // A pass: per view node, its task's priority (empty: all 0).
+  const absl::Span<const double> priorities_;
   LoweredPlacement out_;
   // A pass: per view node, its task, or -1 (Task).
   std::vector<int> task_of_node_;
@@ -312,12 +320,14 @@ LoweredPlacement LowerPlacement(const SimulationContext& context,
   return Lowering<false>(context, placement).Run();
 }
 
-LoweredPlacement LowerStagePass(const SimulationContext& context,
+LoweredPlacement LowerStagePass(const ViewIndex& index,
+                                absl::Span<const double> priorities,
                                 const Strategy& strategy, int stage,
                                 bool backward, const std::vector<int>& nodes,
                                 const std::vector<int>& slot_of_node) {
   const PassScope scope{&strategy, stage, backward};
-  return Lowering<true>(context, scope, nodes, slot_of_node).RunPass();
+  return Lowering<true>(index, priorities, scope, nodes, slot_of_node)
+      .RunPass();
 }
 
 }  // namespace placer

@@ -40,18 +40,20 @@
 //
 // LowerStagePass lowers one pass of a wide stage (Strategy's contract) by
 // the same walk, on the stage's slots rather than devices: what the
-// strategy simulator's wide tasks run (wide_tasks.h). Its copies are what
-// crosses slots within the pass, WideStageCopies' rule (strategy.h).
+// strategy simulator's wide tasks run (wide_tasks.h) and the executor's
+// slots exchange (slot_copies.h).
 #ifndef PLACER_SIMULATOR_PLACEMENT_LOWERING_H_
 #define PLACER_SIMULATOR_PLACEMENT_LOWERING_H_
 
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "simulator/placement.h"
 #include "simulator/simulation_context.h"
 #include "simulator/strategy.h"
 #include "simulator/task_graph.h"
+#include "simulator/view_index.h"
 
 namespace placer {
 
@@ -73,7 +75,7 @@ struct LoweredPlacement {
   std::vector<int> node_of_task;
   // The end of the backward (a task), or -1 when the view has no update.
   int backward_done = -1;
-  int first_copy = 0;  // task first_copy + k is copies[k]
+  int first_copy = 0;                // task first_copy + k is copies[k]
   std::vector<int> device_of_node;   // per view node (a pass: its slot)
   std::vector<int> device_of_group;  // the placement's: parameters' homes
   std::vector<CopyTask> copies;
@@ -93,19 +95,22 @@ LoweredPlacement LowerPlacement(const SimulationContext& context,
 // The forward (or, `backward`, the backward) pass of stage `stage` of
 // `strategy` (which passed CheckStrategy) over one micro-batch, lowered as
 // LowerPlacement lowers an op placement's nodes, on the stage's slots:
-// resources 0 .. width-1 are the slots (kPriority, the same ranking), then
-// one per link between two slots that carries a copy. Tasks: `nodes` (the
-// pass's, in this order; slot_of_node: per view node, its slot), then the
-// copies; every task takes 0 seconds, for the caller to set per replica.
-// What the walk keeps of the op placement's: a value the pass makes and
-// a weight of the stage's ops (a forward pass: from the start) are copied
-// once to each other slot whose nodes in the pass read it; a slot's
-// summed buffer of a gradient whose sink is in the pass, or is an update
-// of the stage (a copy no task waits for), once the slot's last partial in
-// the pass is made. Nothing is copied from outside the pass, and nothing
-// waits for what ends it (no backward_done, no update barriers). The
-// copies are WideStageCopies' of the stage in the pass.
-LoweredPlacement LowerStagePass(const SimulationContext& context,
+// resources 0 .. width-1 are the slots (kPriority, ranked by `priorities`
+// per view node, all 0 when empty, ties by node key), then one per link
+// between two slots that carries a copy. Tasks: `nodes` (the pass's, in
+// this order; slot_of_node: per view node, its slot), then the copies;
+// every task takes 0 seconds, for the caller to set per replica. What the
+// walk keeps of the op placement's: a value the pass makes and a weight of
+// the stage's ops (a forward pass: from the start) are copied once to each
+// other slot whose nodes in the pass read it; a slot's summed buffer of a
+// gradient whose sink is in the pass, or is an update of the stage (a
+// copy no task waits for), once the slot's last partial in the pass is
+// made. Nothing is copied from outside the pass, and nothing waits for
+// what ends it (no backward_done, no update barriers). What the strategy
+// simulator's wide tasks time (wide_tasks.h) and the executor's slots
+// exchange (slot_copies.h).
+LoweredPlacement LowerStagePass(const ViewIndex& index,
+                                absl::Span<const double> priorities,
                                 const Strategy& strategy, int stage,
                                 bool backward, const std::vector<int>& nodes,
                                 const std::vector<int>& slot_of_node);

@@ -1,7 +1,6 @@
 #include "simulator/simulation_context.h"
 
 #include <algorithm>
-#include <numeric>
 #include <string>
 #include <utility>
 
@@ -12,9 +11,9 @@ namespace placer {
 namespace {
 
 // Longest path to the end (inclusive) with each node at `seconds`.
-std::vector<double> UpwardRanks(const TrainingView& view,
-                                const std::vector<double>& seconds,
-                                const std::vector<std::vector<int>>& control) {
+std::vector<double> UpwardRanks(const ViewIndex& index,
+                                const std::vector<double>& seconds) {
+  const TrainingView& view = index.view();
   const auto& topo = view.topological_order();
   std::vector<double> rank(view.nodes().size(), 0);
   for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
@@ -23,7 +22,7 @@ std::vector<double> UpwardRanks(const TrainingView& view,
     for (int out : view.node(n).outputs) {
       for (int c : view.value(out).consumers) tail = std::max(tail, rank[c]);
     }
-    for (int c : control[n]) tail = std::max(tail, rank[c]);
+    for (int c : index.control_dependents(n)) tail = std::max(tail, rank[c]);
     rank[n] = seconds[n] + tail;
   }
   return rank;
@@ -44,12 +43,8 @@ class CriticalPathReadyOrder : public ReadyOrder {
  public:
   std::vector<double> Priorities(const SimulationContext& c) const override {
     std::vector<double> seconds(c.num_nodes());
-    std::vector<std::vector<int>> control(c.num_nodes());
-    for (int n = 0; n < c.num_nodes(); ++n) {
-      seconds[n] = c.min_node_seconds(n);
-      control[n] = c.control_dependents(n);
-    }
-    std::vector<double> rank = UpwardRanks(c.view(), seconds, control);
+    for (int n = 0; n < c.num_nodes(); ++n) seconds[n] = c.min_node_seconds(n);
+    std::vector<double> rank = UpwardRanks(c.index(), seconds);
     for (double& r : rank) r = -r;
     return rank;
   }
@@ -91,9 +86,8 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
   const int n = c.num_nodes(), d = c.num_devices();
   c.node_seconds_.resize(static_cast<size_t>(n) * d);
   c.alone_seconds_.resize(static_cast<size_t>(n) * d);
+  c.index_ = ViewIndex::Of(view);
   c.min_seconds_.resize(n);
-  c.kind_.resize(n);
-  c.control_dependents_.assign(n, {});
   std::vector<std::string> hosts;
   for (const Device& device : cluster.devices()) {
     auto it = std::find(hosts.begin(), hosts.end(), device.host);
@@ -114,14 +108,9 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
     }
     c.min_seconds_[i] = best;
     min_sum += best;
-    c.kind_[i] = view.node(i).kind;
-    if (c.kind_[i] == NodeKind::kUpdate) c.update_nodes_.push_back(i);
     flops_at[static_cast<int>(view.node(i).compute_precision)] +=
         view.node(i).cost.flops;
     c.inaccurate_nodes_ += costs.IsGuess(view, i);
-    for (int p : view.node(i).control_inputs) {
-      c.control_dependents_[p].push_back(i);
-    }
   }
   if (!any_alone) c.alone_seconds_.clear();
   const int sums = static_cast<int>(view.gradient_sums().size());
@@ -136,43 +125,7 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
     }
   }
   if (!any_add) c.add_seconds_.clear();
-  c.key_rank_ = NodeKeyRanks(view);
-
-  auto flatten = [](int count, auto&& list_of) {
-    FlatLists lists;
-    size_t items = 0;
-    for (int i = 0; i < count; ++i) items += list_of(i).size();
-    lists.items.reserve(items);
-    lists.first.reserve(count + 1);
-    lists.first.push_back(0);
-    for (int i = 0; i < count; ++i) {
-      const std::vector<int>& list = list_of(i);
-      lists.items.insert(lists.items.end(), list.begin(), list.end());
-      lists.first.push_back(static_cast<int>(lists.items.size()));
-    }
-    return lists;
-  };
-  const int num_values = static_cast<int>(view.values().size());
-  c.consumers_ = flatten(
-      num_values, [&](int v) -> const auto& {
-        return view.value(v).consumers;
-      });
-  c.inputs_ = flatten(
-      n, [&](int i) -> const auto& { return view.node(i).inputs; });
-  c.outputs_ = flatten(
-      n, [&](int i) -> const auto& { return view.node(i).outputs; });
-  c.value_bytes_.resize(num_values);
-  for (int v = 0; v < num_values; ++v) {
-    c.value_bytes_[v] = view.value(v).bytes;
-  }
-
-  c.home_group_.assign(view.values().size(), -1);
-  for (int g = 0; g < view.num_groups(); ++g) {
-    for (int v : view.group_parameters(g)) c.home_group_[v] = g;
-  }
-
-  std::vector<double> ranks =
-      UpwardRanks(view, c.min_seconds_, c.control_dependents_);
+  std::vector<double> ranks = UpwardRanks(c.index_, c.min_seconds_);
   double path = 0;
   for (double r : ranks) path = std::max(path, r);
   // The cluster's whole compute at each precision's rate.
@@ -190,17 +143,6 @@ SimulationContext SimulationContext::Create(const TrainingView& view,
   c.lower_bound_seconds_ = std::max({flops_seconds, min_sum / d, path});
   c.priority_ = order.Priorities(c);
   return c;
-}
-
-std::vector<int> NodeKeyRanks(const TrainingView& view) {
-  const int n = static_cast<int>(view.nodes().size());
-  std::vector<int> by_key(n);
-  std::iota(by_key.begin(), by_key.end(), 0);
-  std::sort(by_key.begin(), by_key.end(),
-            [&](int a, int b) { return view.node(a).key < view.node(b).key; });
-  std::vector<int> rank(n);
-  for (int k = 0; k < n; ++k) rank[by_key[k]] = k;
-  return rank;
 }
 
 }  // namespace placer

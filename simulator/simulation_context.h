@@ -18,6 +18,7 @@
 #include "graph/training_view.h"
 #include "profiles/cluster.h"
 #include "profiles/cost_model.h"
+#include "simulator/view_index.h"
 
 namespace placer {
 
@@ -82,13 +83,13 @@ class SimulationContext {
   double min_node_seconds(int node) const { return min_seconds_[node]; }
   double priority(int node) const { return priority_[node]; }
   const std::vector<double>& priorities() const { return priority_; }
-  int key_rank(int node) const { return key_rank_[node]; }
+  int key_rank(int node) const { return index_.key_rank(node); }
   const std::vector<int>& control_dependents(int node) const {
-    return control_dependents_[node];
+    return index_.control_dependents(node);
   }
-  NodeKind kind(int node) const { return kind_[node]; }
+  NodeKind kind(int node) const { return index_.kind(node); }
   // The update nodes, ascending.
-  const std::vector<int>& update_nodes() const { return update_nodes_; }
+  const std::vector<int>& update_nodes() const { return index_.update_nodes(); }
   // Nodes whose time the cost model could only guess.
   int inaccurate_nodes() const { return inaccurate_nodes_; }
   // max(total FLOPs / total peak FLOP/s, sum of each node's fastest time /
@@ -96,23 +97,18 @@ class SimulationContext {
   // no placement can beat it.
   double lower_bound_seconds() const { return lower_bound_seconds_; }
   // The device group g's parameters live on under `placement`.
-  int home_group(int value) const { return home_group_[value]; }
+  int home_group(int value) const { return index_.home_group(value); }
 
-  // The view's structure in flat arrays, what lowering and memory read per
-  // node and value: the same as view().value(v).consumers,
-  // view().node(n).inputs / outputs and view().value(v).bytes.
+  // The view's structure (view_index.h), what lowering and memory read per
+  // node and value.
+  const ViewIndex& index() const { return index_; }
   absl::Span<const int> consumers(int value) const {
-    return Slice(consumers_, value);
+    return index_.consumers(value);
   }
-  absl::Span<const int> inputs(int node) const { return Slice(inputs_, node); }
-  absl::Span<const int> outputs(int node) const {
-    return Slice(outputs_, node);
-  }
-  int64_t value_bytes(int value) const { return value_bytes_[value]; }
-  // Every value's consumers counted.
-  int total_consumers() const {
-    return static_cast<int>(consumers_.items.size());
-  }
+  absl::Span<const int> inputs(int node) const { return index_.inputs(node); }
+  absl::Span<const int> outputs(int node) const { return index_.outputs(node); }
+  int64_t value_bytes(int value) const { return index_.value_bytes(value); }
+  int total_consumers() const { return index_.total_consumers(); }
 
  private:
   const TrainingView* view_ = nullptr;
@@ -124,30 +120,10 @@ class SimulationContext {
   std::vector<int> host_of_;
   std::vector<double> min_seconds_;
   std::vector<double> priority_;
-  std::vector<int> key_rank_;
-  std::vector<NodeKind> kind_;
-  std::vector<int> update_nodes_;
-  std::vector<std::vector<int>> control_dependents_;
-  std::vector<int> home_group_;  // parameters: their group; else -1
-  // Lists of ints by index, flat: list i is items[first[i] .. first[i+1]).
-  struct FlatLists {
-    std::vector<int> first;
-    std::vector<int> items;
-  };
-  static absl::Span<const int> Slice(const FlatLists& lists, int i) {
-    return absl::MakeConstSpan(lists.items.data() + lists.first[i],
-                               lists.first[i + 1] - lists.first[i]);
-  }
-  FlatLists consumers_, inputs_, outputs_;
-  std::vector<int64_t> value_bytes_;
+  ViewIndex index_;
   int inaccurate_nodes_ = 0;
   double lower_bound_seconds_ = 0;
 };
-
-// Each view node's rank in the order of node keys: the tie-break of every
-// ready queue (the simulator's and the executor's), computed once so ties
-// are broken by name without string compares.
-std::vector<int> NodeKeyRanks(const TrainingView& view);
 
 }  // namespace placer
 

@@ -1,7 +1,6 @@
 #include "simulator/strategy.h"
 
 #include <algorithm>
-#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -64,9 +63,8 @@ std::string RecomputeName(Recompute recompute) {
 }
 
 absl::StatusOr<Recompute> ParseRecompute(const std::string& name) {
-  for (Recompute r :
-       {Recompute::kNone, Recompute::kFull, Recompute::kSelective,
-        Recompute::kSelectiveOp, Recompute::kLayers}) {
+  for (Recompute r : {Recompute::kNone, Recompute::kFull, Recompute::kSelective,
+                      Recompute::kSelectiveOp, Recompute::kLayers}) {
     if (name == RecomputeName(r)) return r;
   }
   return absl::InvalidArgumentError(
@@ -112,9 +110,9 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
   for (int g = 0; g < ops; ++g) {
     int s = strategy.stage_of_op[g];
     if (s < 0 || s >= stages) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "op '", op_key(g), "' is in stage ", s, "; the strategy has ",
-          stages, " stages"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("op '", op_key(g), "' is in stage ", s,
+                       "; the strategy has ", stages, " stages"));
     }
     ++ops_in[s];
   }
@@ -190,10 +188,10 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
     }
   }
   if (strategy.micro_batches < most_replicas) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "strategy has ", strategy.micro_batches,
-        " micro-batches but a stage with ", most_replicas,
-        " replicas: every replica needs one"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("strategy has ", strategy.micro_batches,
+                     " micro-batches but a stage with ", most_replicas,
+                     " replicas: every replica needs one"));
   }
   if (strategy.bucket_bytes <= 0) {
     return absl::InvalidArgumentError("allreduce bucket_bytes must be > 0");
@@ -292,16 +290,16 @@ absl::Status CheckStrategy(const TrainingView& view, const Cluster& cluster,
       int to = strategy.stage_of_op[reader.forward_op];
       if (parameter && to != from) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "parameter '", value.name, "' lives in stage ", from,
-            " but op '", reader.key, "' in stage ", to,
+            "parameter '", value.name, "' lives in stage ", from, " but op '",
+            reader.key, "' in stage ", to,
             " reads it: a strategy keeps every reader of a weight in its "
             "stage"));
       }
       if (to < from) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "op '", reader.key, "' in stage ", to, " reads '", value.name,
-            "' made in the later stage ", from,
-            ": stages must follow the dataflow"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("op '", reader.key, "' in stage ", to, " reads '",
+                         value.name, "' made in the later stage ", from,
+                         ": stages must follow the dataflow"));
       }
     }
   }
@@ -422,90 +420,6 @@ Placement FirstReplicaPlacement(const Strategy& strategy) {
   return p;
 }
 
-std::vector<int> TaskDependencies(const TrainingView& view,
-                                  const Strategy& strategy, int n) {
-  const TrainingNode& node = view.node(n);
-  if (node.kind == NodeKind::kUpdate) return {};
-  const int stage = strategy.stage_of_op[node.forward_op];
-  auto in_task = [&](int m) {
-    return m >= 0 && view.node(m).kind == node.kind &&
-           strategy.stage_of_op[view.node(m).forward_op] == stage;
-  };
-  std::vector<int> from;
-  for (int v : node.inputs) {
-    if (in_task(view.value(v).producer)) from.push_back(view.value(v).producer);
-  }
-  for (int c : node.control_inputs) {
-    if (in_task(c)) from.push_back(c);
-  }
-  std::sort(from.begin(), from.end());
-  from.erase(std::unique(from.begin(), from.end()), from.end());
-  return from;
-}
-
-std::vector<std::vector<SlotCopy>> WideStageCopies(const TrainingView& view,
-                                                   const Strategy& strategy) {
-  const int S = static_cast<int>(strategy.stages.size());
-  std::vector<std::vector<SlotCopy>> copies(S);
-  auto stage_of = [&](int n) {
-    return strategy.stage_of_op[view.node(n).forward_op];
-  };
-  auto slot_of = [&](int n) {
-    return SlotOfOp(strategy, view.node(n).forward_op);
-  };
-  auto wide = [&](int s) { return strategy.stages[s].width() > 1; };
-  std::vector<int> group_of_parameter(view.values().size(), -1);
-  for (int g = 0; g < view.num_groups(); ++g) {
-    for (int v : view.group_parameters(g)) group_of_parameter[v] = g;
-  }
-  for (int v = 0; v < static_cast<int>(view.values().size()); ++v) {
-    const TrainingValue& value = view.value(v);
-    int stage = -1, holder = -1;
-    std::vector<int> made_by;
-    if (value.kind == ValueKind::kActivation && value.producer >= 0 &&
-        view.node(value.producer).kind == NodeKind::kForward) {
-      stage = stage_of(value.producer);
-      holder = slot_of(value.producer);
-      made_by = {value.producer};
-    } else if (value.kind == ValueKind::kParameter &&
-               group_of_parameter[v] >= 0) {
-      stage = strategy.stage_of_op[group_of_parameter[v]];
-      holder = SlotOfOp(strategy, group_of_parameter[v]);
-    }
-    if (stage < 0 || !wide(stage)) continue;
-    std::map<int, std::vector<int>> readers;  // per slot
-    for (int c : value.consumers) {
-      if (view.node(c).kind == NodeKind::kForward && stage_of(c) == stage &&
-          slot_of(c) != holder) {
-        readers[slot_of(c)].push_back(c);
-      }
-    }
-    for (auto& [slot, nodes] : readers) {
-      copies[stage].push_back({v, -1, holder, slot, made_by, std::move(nodes)});
-    }
-  }
-  for (int x = 0; x < static_cast<int>(view.gradient_sums().size()); ++x) {
-    const GradientSum& sum = view.gradient_sums()[x];
-    if (view.node(sum.sink).kind == NodeKind::kForward) continue;
-    const int stage = stage_of(sum.sink);
-    if (!wide(stage)) continue;
-    std::map<int, std::vector<int>> made_on;  // per slot
-    for (int p : sum.partials) {
-      const int producer = view.value(p).producer;
-      if (stage_of(producer) == stage &&
-          slot_of(producer) != slot_of(sum.sink)) {
-        made_on[slot_of(producer)].push_back(producer);
-      }
-    }
-    for (auto& [slot, made_by] : made_on) {
-      copies[stage].push_back(
-          {-1, x, slot, slot_of(sum.sink), std::move(made_by), {sum.sink},
-           view.node(sum.sink).kind == NodeKind::kUpdate});
-    }
-  }
-  return copies;
-}
-
 Strategy StrategyOfPlacement(const Placement& placement, int micro_batches) {
   std::vector<int> devices = placement.device_of_op;
   std::sort(devices.begin(), devices.end());
@@ -532,8 +446,8 @@ int StrategyDevices(const Strategy& strategy) {
 }
 
 std::string DescribeStrategy(const Strategy& strategy) {
-  std::vector<int> replicas, widths, recomputing, selective, op_level,
-      by_layer, tensors;
+  std::vector<int> replicas, widths, recomputing, selective, op_level, by_layer,
+      tensors;
   bool wide = false, tensor = false;
   for (const PipelineStage& s : strategy.stages) {
     tensors.push_back(s.tensor());

@@ -65,11 +65,11 @@
 //    are reduce-scattered instead of allreduced, each replica updates its
 //    shard, then the updated parameters are all-gathered (reduce-scatters
 //    and all-gathers by ring, or by two levels when `allreduce` is
-//    hierarchical: simulator/allreduce.h). ZeRO-2: also the accumulated gradients — every
-//    round of micro-batches (the n-th of each replica) is reduce-scattered
-//    as its backward makes it, so the replicas of a stage must run as many
-//    micro-batches each. ZeRO-3 (FSDP): also the parameters — each holds
-//    1/R of them between uses; in every forward, rerun and backward pass,
+//    hierarchical: simulator/allreduce.h). ZeRO-2: also the accumulated
+//    gradients — every round of micro-batches (the n-th of each replica) is
+//    reduce-scattered as its backward makes it, so the replicas of a stage must
+//    run as many micro-batches each. ZeRO-3 (FSDP): also the parameters — each
+//    holds 1/R of them between uses; in every forward, rerun and backward pass,
 //    each parameter is all-gathered once, before its first reader there
 //    (the next gather overlapping this one's reader: FSDP's prefetch of
 //    one unit), and freed after its last reader; reduce-scatters as
@@ -80,8 +80,8 @@
 //    the next step's first forward pass of each replica needs them, in
 //    buckets of about bucket_bytes in the order the forward first reads
 //    them, each before its first reader, the next prefetched (as ZeRO-3
-//    gathers), instead of once after the update. In the steady state a step then
-//    begins with those gathers, overlapping its first forward passes, and
+//    gathers), instead of once after the update. In the steady state a step
+//    then begins with those gathers, overlapping its first forward passes, and
 //    ends with the updates. The values are the same; the executors gather
 //    after the update. Not with op placement inside a stage.
 //  - Tensor parallelism (Megatron-LM; graph/tensor_sharding.h): a stage's
@@ -279,46 +279,6 @@ struct ReplicaTask {
 std::vector<ReplicaTask> ReplicaTaskOrder(const Strategy& strategy, int stage,
                                           int replica);
 
-// What forward or backward node n waits for inside its task (its stage's
-// pass over one micro-batch): the nodes of the same pass of the same
-// stage whose values or partial gradients it reads, and its control
-// inputs there, each once, ascending; none for an update. What the
-// strategy executor's wide slots wait for; the simulator's LowerStagePass
-// makes the same edges (through copies between slots) as it walks.
-std::vector<int> TaskDependencies(const TrainingView& view,
-                                  const Strategy& strategy, int n);
-
-// What crosses between the slots of a wide stage's replica within a task
-// (Strategy's contract), as a list: what the strategy executor makes. The
-// simulator's lowering of a wide pass (LowerStagePass) makes the same
-// copies as it walks the pass (tests/simulator/placement_lowering_test). Either `value`, a weight of the stage's
-// ops or an activation a forward node of the stage makes, copied from the
-// slot holding it to a slot whose forward nodes read it; or the partials
-// of gradient sum `sum` that the stage's backward nodes on `from_slot`
-// make, summed there and copied to the slot of the sum's sink (a backward
-// node of the stage, or, `to_update`, a parameter's update, which reads it
-// once the task ends: the buffer leaves once the slot's last partial is
-// made, during the backward, as autograd sends a copied weight's gradient
-// home). `made_by`: what it waits for (a value's producer; a sum's
-// producer of each partial made on `from_slot`; a weight: none, from the
-// task's start); `readers`: the nodes on `to_slot` reading it (a sum: its
-// sink).
-struct SlotCopy {
-  int value = -1;
-  int sum = -1;
-  int from_slot = 0;
-  int to_slot = 0;
-  std::vector<int> made_by;
-  std::vector<int> readers;
-  bool to_update = false;
-};
-
-// Per stage, its slot copies (none for a stage of one slot): the values'
-// in value order, each value's by ascending to_slot, then the sums' in
-// sum order, each sum's by ascending from_slot.
-std::vector<std::vector<SlotCopy>> WideStageCopies(const TrainingView& view,
-                                                   const Strategy& strategy);
-
 // Forward op `op`'s slot in its stage (0 when slot_of_op is empty).
 int SlotOfOp(const Strategy& strategy, int op);
 // Slot `slot`'s device in every replica of `stage`, in replica order (the
@@ -334,8 +294,7 @@ Placement FirstReplicaPlacement(const Strategy& strategy);
 // ascending order, each op in its device's slot; one micro-batch or (a
 // gradient-accumulation loop) `micro_batches` run one at a time (1F1B);
 // FirstReplicaPlacement gives the placement back.
-Strategy StrategyOfPlacement(const Placement& placement,
-                             int micro_batches = 1);
+Strategy StrategyOfPlacement(const Placement& placement, int micro_batches = 1);
 
 // Devices the strategy uses, replicas, slots and tensor groups included.
 int StrategyDevices(const Strategy& strategy);
@@ -345,7 +304,8 @@ int StrategyDevices(const Strategy& strategy);
 // recomputation "..., ring, recompute" (every stage) or "..., ring,
 // recompute stages 0, 2" ("selective recompute" likewise); with ZeRO "...,
 // ring, zero-1" ("zero-1, gather overlapped" with
-// overlap_parameter_gather); with tensor parallelism "1 stage x 2 replicas of tensor 2,
+// overlap_parameter_gather); with tensor parallelism "1 stage x 2 replicas of
+// tensor 2,
 // ..." ("of tensor 2 (sequence parallel)" when set).
 std::string DescribeStrategy(const Strategy& strategy);
 

@@ -130,10 +130,12 @@ std::vector<std::vector<WideTaskTimes>> ScheduleWideTasks(
     const StageModel& st = plan.stages[s];
     if (st.width == 1) continue;
     // The same for every replica.
-    LoweredPlacement forward = LowerStagePass(context, strategy, s, false,
-                                              st.forward, plan.slot_of_node);
-    LoweredPlacement backward = LowerStagePass(context, strategy, s, true,
-                                               st.backward, plan.slot_of_node);
+    LoweredPlacement forward =
+        LowerStagePass(context.index(), context.priorities(), strategy, s,
+                       false, st.forward, plan.slot_of_node);
+    LoweredPlacement backward =
+        LowerStagePass(context.index(), context.priorities(), strategy, s, true,
+                       st.backward, plan.slot_of_node);
     const PipelineStage& stage = strategy.stages[s];
     for (int replica = 0; replica < stage.num_replicas(); ++replica) {
       WideTaskTimes w;

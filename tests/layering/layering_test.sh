@@ -8,8 +8,10 @@
 # outside policies/rl/ does not include policies/rl/; placer/service/ does
 # not include placer/cli/. Inside simulator/, the task graph and the event
 # engine know nothing of views, plans or costs (they include only each
-# other); a lowering includes neither the engine that runs its graph nor
-# the memory timeline that observes it; the memory timeline does not
+# other); the view's index knows nothing of plans or costs (it includes
+# no other simulator/ header); a lowering, and the slot copies read off
+# it, include neither the engine that runs its graph nor the memory
+# timeline that observes it; the memory timeline does not
 # include the simulators built on it. Inside runtime/, the executor
 # (strategy_* and executor.*) runs a plan (simulator/strategy.h,
 # placement.h) and includes no engine, simulator, lowering or memory
@@ -52,7 +54,10 @@ for f in $(find base graph zoo profiles simulator policies runtime placer \
     elif [[ "$f" =~ ^simulator/(task_graph|engine)\. &&
             ! "$inc" =~ ^simulator/(task_graph|engine)\.h$ ]]; then
       why="the task graph and the engine include only each other"
-    elif [[ "$f" == simulator/*lowering* &&
+    elif [[ "$f" =~ ^simulator/view_index\. &&
+            "$inc" == simulator/* && "$inc" != simulator/view_index.h ]]; then
+      why="the view's index includes no other simulator/ header"
+    elif [[ ( "$f" == simulator/*lowering* || "$f" =~ ^simulator/slot_copies\. ) &&
             "$inc" =~ ^simulator/(engine|memory_timeline)\.h$ ]]; then
       why="a lowering does not include the engine or the memory timeline"
     elif [[ "$f" =~ ^simulator/memory_timeline\. &&

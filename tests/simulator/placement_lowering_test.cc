@@ -5,9 +5,7 @@
 
 #include <algorithm>
 #include <memory>
-#include <random>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "graph/onnx_import.h"
@@ -17,7 +15,6 @@
 #include "profiles/cost_model.h"
 #include "simulator/engine.h"
 #include "simulator/memory_timeline.h"
-#include "simulator/strategy.h"
 #include "tests/graph/test_models.h"
 
 namespace placer {
@@ -165,174 +162,6 @@ TEST(PlacementLoweringTest, TheTimelineReportsEachValueWhereItDies) {
   };
   EXPECT_EQ(got, expected);
   for (int d = 0; d < 2; ++d) EXPECT_EQ(memory.bytes(d), 0) << d;
-}
-
-// Calls test(graph, view, cluster, context) on PyTorch's training-mode
-// exports of the corpus, each on four P100s (roofline costs), under a
-// SCOPED_TRACE naming the file.
-template <typename Test>
-void ForEachCorpusExport(Test&& test) {
-  absl::StatusOr<Cluster> cluster = LoadCluster("p100x4");
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  const std::unique_ptr<CostModel> costs = NewRooflineCostModel();
-  const std::unique_ptr<ReadyOrder> order = NewTopologicalReadyOrder();
-  for (const char* file :
-       {"bert_tiny.train.op13", "gpt2.train.op17", "llama.train.op17",
-        "llama_moe.train.op17", "lstm.train.op13", "convnext_tiny.train.op13",
-        "densenet121.train.op17"}) {
-    SCOPED_TRACE(file);
-    absl::StatusOr<Graph> graph = ImportOnnxFile(
-        std::string("tests/fixtures/corpus/") + file + ".onnx", {});
-    ASSERT_TRUE(graph.ok()) << graph.status();
-    const TrainingView view = BuildTrainingView(*graph);
-    const SimulationContext context =
-        SimulationContext::Create(view, *cluster, *costs, *order);
-    test(*graph, view, *cluster, context);
-  }
-}
-
-// What the lowering copies between devices is what crosses between the
-// slots of the placement as its strategy (StrategyOfPlacement;
-// WideStageCopies, the rule the executor and a wide stage's simulation
-// follow): the same values, weights and summed gradient buffers between
-// the same devices, each once. The lowering makes its copies as it walks
-// the nodes (it is on every search's path); this holds the two equal on
-// PyTorch's training-mode exports under random placements over four
-// devices.
-TEST(PlacementLoweringTest, CopiesAreWhatCrossesThePlacementAsAStrategy) {
-  ForEachCorpusExport([](const Graph& graph, const TrainingView& view,
-                         const Cluster&, const SimulationContext& context) {
-    std::mt19937 rng(7);
-    for (int trial = 0; trial < 3; ++trial) {
-      Placement placement;
-      for (size_t op = 0; op < graph.ops().size(); ++op) {
-        placement.device_of_op.push_back(static_cast<int>(rng() % 4));
-      }
-      // (value or -1, gradient sum or -1, from device, to device)
-      using Crossing = std::tuple<int, int, int, int>;
-      std::vector<Crossing> lowered, crossing;
-      const LoweredPlacement lowering = LowerPlacement(context, placement);
-      for (const CopyTask& copy : lowering.copies) {
-        lowered.emplace_back(copy.gradient_sum >= 0 ? -1 : copy.value,
-                             copy.gradient_sum, copy.src, copy.dst);
-      }
-      const Strategy strategy = StrategyOfPlacement(placement);
-      const PipelineStage& stage = strategy.stages[0];
-      const std::vector<std::vector<SlotCopy>> copies =
-          WideStageCopies(view, strategy);
-      for (const SlotCopy& copy : copies[0]) {
-        crossing.emplace_back(copy.value, copy.sum,
-                              stage.device(0, copy.from_slot),
-                              stage.device(0, copy.to_slot));
-      }
-      std::sort(lowered.begin(), lowered.end());
-      std::sort(crossing.begin(), crossing.end());
-      EXPECT_GT(lowered.size(), 100u);
-      EXPECT_EQ(lowered, crossing) << "trial " << trial;
-    }
-  });
-}
-
-// A wide stage's pass lowered by the same walk (LowerStagePass, what the
-// strategy simulator's wide tasks run) copies what WideStageCopies says
-// crosses the stage's slots: on PyTorch's training-mode exports cut into
-// two pipeline stages of two slots each (ops dealt to slots at random),
-// each stage's forward and backward copies together are its slot copies,
-// each copy waits for the nodes that make it (`made_by`) and releases the
-// nodes that read it in the pass (`readers`; none for a buffer an update
-// reads), and each node waits, itself or through copies, for its
-// TaskDependencies.
-TEST(PlacementLoweringTest, AStagePassCopiesWhatCrossesItsSlots) {
-  ForEachCorpusExport([](const Graph& graph, const TrainingView& view,
-                         const Cluster& cluster,
-                         const SimulationContext& context) {
-    std::mt19937 rng(11);
-    Strategy strategy;
-    const int ops = static_cast<int>(graph.ops().size());
-    for (int op = 0; op < ops; ++op) {
-      strategy.stage_of_op.push_back(op < ops / 2 ? 0 : 1);
-      strategy.slot_of_op.push_back(static_cast<int>(rng() % 2));
-    }
-    strategy.stages = {PipelineStage::OfReplicas({{0, 1}}),
-                       PipelineStage::OfReplicas({{2, 3}})};
-    ASSERT_TRUE(CheckStrategy(view, cluster, strategy).ok());
-    std::vector<int> slot_of_node;
-    for (const TrainingNode& node : view.nodes()) {
-      slot_of_node.push_back(strategy.slot_of_op[node.forward_op]);
-    }
-    // (value or -1, gradient sum or -1, from slot, to slot, made by,
-    // read by)
-    using Crossing =
-        std::tuple<int, int, int, int, std::vector<int>, std::vector<int>>;
-    const std::vector<std::vector<SlotCopy>> copies =
-        WideStageCopies(view, strategy);
-    for (int stage = 0; stage < 2; ++stage) {
-      std::vector<Crossing> lowered, crossing;
-      for (bool backward : {false, true}) {
-        std::vector<int> nodes;
-        for (int n = 0; n < static_cast<int>(view.nodes().size()); ++n) {
-          const TrainingNode& node = view.node(n);
-          if (strategy.stage_of_op[node.forward_op] == stage &&
-              node.kind ==
-                  (backward ? NodeKind::kBackward : NodeKind::kForward)) {
-            nodes.push_back(n);
-          }
-        }
-        const LoweredPlacement pass = LowerStagePass(
-            context, strategy, stage, backward, nodes, slot_of_node);
-        ASSERT_EQ(pass.first_copy, static_cast<int>(nodes.size()));
-        std::vector<std::vector<int>> made_by(pass.copies.size()),
-            read_by(pass.copies.size());
-        for (const TaskEdge& edge : pass.graph.edges()) {
-          if (pass.is_copy(edge.to)) {
-            made_by[edge.to - pass.first_copy].push_back(nodes[edge.from]);
-          } else if (pass.is_copy(edge.from)) {
-            read_by[edge.from - pass.first_copy].push_back(nodes[edge.to]);
-          }
-        }
-        // What each node waits for, itself or through a copy, is its
-        // TaskDependencies.
-        std::vector<std::vector<int>> waits(nodes.size());
-        for (const TaskEdge& edge : pass.graph.edges()) {
-          if (!pass.is_node(edge.to)) continue;
-          if (pass.is_node(edge.from)) {
-            waits[edge.to].push_back(nodes[edge.from]);
-          } else {
-            const std::vector<int>& made = made_by[edge.from - pass.first_copy];
-            waits[edge.to].insert(waits[edge.to].end(), made.begin(),
-                                  made.end());
-          }
-        }
-        for (size_t k = 0; k < nodes.size(); ++k) {
-          std::sort(waits[k].begin(), waits[k].end());
-          waits[k].erase(std::unique(waits[k].begin(), waits[k].end()),
-                         waits[k].end());
-          EXPECT_EQ(waits[k], TaskDependencies(view, strategy, nodes[k]))
-              << view.node(nodes[k]).key;
-        }
-        for (size_t k = 0; k < pass.copies.size(); ++k) {
-          const CopyTask& copy = pass.copies[k];
-          std::sort(made_by[k].begin(), made_by[k].end());
-          std::sort(read_by[k].begin(), read_by[k].end());
-          lowered.emplace_back(copy.gradient_sum >= 0 ? -1 : copy.value,
-                               copy.gradient_sum, copy.src, copy.dst,
-                               made_by[k], read_by[k]);
-        }
-      }
-      for (const SlotCopy& copy : copies[stage]) {
-        std::vector<int> made_by = copy.made_by, read_by;
-        if (!copy.to_update) read_by = copy.readers;
-        std::sort(made_by.begin(), made_by.end());
-        std::sort(read_by.begin(), read_by.end());
-        crossing.emplace_back(copy.value, copy.sum, copy.from_slot,
-                              copy.to_slot, made_by, read_by);
-      }
-      std::sort(lowered.begin(), lowered.end());
-      std::sort(crossing.begin(), crossing.end());
-      EXPECT_GT(lowered.size(), 10u) << "stage " << stage;
-      EXPECT_EQ(lowered, crossing) << "stage " << stage;
-    }
-  });
 }
 
 }  // namespace

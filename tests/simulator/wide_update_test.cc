@@ -1,6 +1,6 @@
 // A weight read on two slots of a wide stage: the other slot's buffer of
 // its partial gradients goes to the update's slot once made, on the link
-// (simulator/strategy.h: WideStageCopies), in the strategy simulator's
+// (simulator/slot_copies.h: SlotCopy), in the strategy simulator's
 // wide pass as in the op placement's lowering; and the buffers later
 // stages send a stage, added as the op placement's engine adds them
 // (PartialAdditions). Hand-computed with constant costs.
@@ -96,13 +96,12 @@ TEST(WideUpdateTest, AWidePassesNodesAndCopiesAreRecordedAndTraced) {
     int device;
     double start, end;
   };
-  const std::map<std::string, Run> want = {
-      {"a", {0, 0, 1}},
-      {"b", {1, x, 1 + x}},
-      {"c", {1, 1 + x, 2 + x}},
-      {"grad:a", {0, 2 + x, 4 + x}},
-      {"grad:c", {1, 2 + x, 4 + x}},
-      {"grad:b", {1, 4 + x, 6 + x}}};
+  const std::map<std::string, Run> want = {{"a", {0, 0, 1}},
+                                           {"b", {1, x, 1 + x}},
+                                           {"c", {1, 1 + x, 2 + x}},
+                                           {"grad:a", {0, 2 + x, 4 + x}},
+                                           {"grad:c", {1, 2 + x, 4 + x}},
+                                           {"grad:b", {1, 4 + x, 6 + x}}};
   ASSERT_EQ(r->nodes.size(), want.size());
   for (const StrategyNodeRun& run : r->nodes) {
     const std::string& key = f.view.node(run.node).key;
