@@ -136,13 +136,10 @@ absl::Status TorchStrategyExecutor::Init() {
   }
   RETURN_IF_ERROR(InitTensorParallelism());
   RETURN_IF_ERROR(InitReplicaSubgroups());
-  group_of_parameter_.assign(V_, -1);
-  for (int g = 0; g < view_.num_groups(); ++g) {
-    for (int p : view_.group_parameters(g)) group_of_parameter_[p] = g;
-  }
+  const ViewIndex index = ViewIndex::Of(view_);
+  group_of_parameter_ = index.home_groups();
   // Within a wide stage's task: what each node waits for, on any slot, and
   // what crosses slots (InitLinks).
-  const ViewIndex index = ViewIndex::Of(view_);
   StageSlotLinks slot_links = StageSlotCopies(index, strategy_);
   task_deps_ = std::move(slot_links.waits);
   waited_on_.assign(view_.nodes().size(), 0);

@@ -33,8 +33,10 @@ class ViewIndex {
   // The node's rank in the order of node keys (NodeKeyRanks).
   int key_rank(int node) const { return key_rank_[node]; }
   const std::vector<int>& key_ranks() const { return key_rank_; }
-  // A parameter's group (the forward op its home follows), else -1.
+  // A parameter's group (the forward op its home follows), else -1; per
+  // value.
   int home_group(int value) const { return home_group_[value]; }
+  const std::vector<int>& home_groups() const { return home_group_; }
   // The same as view().value(v).consumers, view().node(n).inputs /
   // outputs and view().value(v).bytes.
   absl::Span<const int> consumers(int value) const {
