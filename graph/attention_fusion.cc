@@ -413,23 +413,13 @@ absl::StatusOr<Graph> FuseAttention(const Graph& graph, int* fused) {
       continue;
     }
     if (in_match[i]) continue;
-    std::vector<std::string> inputs, outputs;
-    for (int t : op.inputs) inputs.push_back(name_of(t));
-    for (int t : op.outputs) outputs.push_back(name_of(t));
-    Op& copy = builder.AddOp(op.key, op.op_type, op.domain, inputs, outputs);
-    copy.attributes = op.attributes;
-    copy.forward = op.forward;
+    builder.AddCopyOf(graph, op);
   }
   for (int out : graph.outputs()) builder.MarkOutput(tensors[out].name);
   ASSIGN_OR_RETURN(Graph result, std::move(builder).Build());
-  std::vector<Tensor>& copied = result.mutable_tensors();
-  for (Tensor& t : copied) {
-    const Tensor& old = tensors[graph.FindTensor(t.name)];
-    t.dtype = old.dtype;
-    t.shape = old.shape;
-    t.shape_known = old.shape_known;
-    t.data = old.data;
-  }
+  CopyTensorFacts(graph, result);
+  result.set_folded_op_keys(graph.folded_op_keys());
+  const std::vector<Tensor>& copied = result.tensors();
   for (Op& op : result.mutable_ops()) {
     if (IsFusedAttention(op)) {
       op.forward = ComputeForwardCost(op, copied);

@@ -31,18 +31,6 @@ const absl::flat_hash_set<std::string>& FusibleTypes() {
   return *types;
 }
 
-// Every output of `op` a constant the importer folded.
-bool Folded(const Graph& graph, const Op& op) {
-  bool any = false;
-  for (int out : op.outputs) {
-    if (out < 0) continue;
-    const Tensor& t = graph.tensor(out);
-    if (t.data == nullptr) return false;
-    any = true;
-  }
-  return any;
-}
-
 // The regions as they grow: a partition of the fusible ops, kept such that
 // contracting every region to one op leaves the graph acyclic.
 class Regions {
@@ -164,7 +152,6 @@ bool IsFusible(const Graph& graph, int index) {
   if (op.domain != "" && op.domain != "ai.onnx") return false;
   if (FusibleTypes().count(op.op_type) == 0) return false;
   if (op.forward.status == CostStatus::kUnknown) return false;
-  if (Folded(graph, op)) return false;
   for (int out : op.outputs) {
     if (out >= 0 && !graph.tensor(out).shape_known) return false;
   }
@@ -209,27 +196,10 @@ absl::StatusOr<Graph> FuseElementwise(const Graph& graph, int* fused) {
     if (t.kind != TensorKind::kActivation) builder.AddSourceTensor(t.name, t.kind);
   }
   auto name_of = [&](int t) { return t < 0 ? std::string() : tensors[t].name; };
-  auto copy_op = [&](GraphBuilder& to, const Op& op) {
-    std::vector<std::string> inputs, outputs;
-    for (int t : op.inputs) inputs.push_back(name_of(t));
-    for (int t : op.outputs) outputs.push_back(name_of(t));
-    Op& copy = to.AddOp(op.key, op.op_type, op.domain, inputs, outputs);
-    copy.attributes = op.attributes;
-    copy.forward = op.forward;
-  };
-  auto copy_tensors = [&](Graph& g) {
-    for (Tensor& t : g.mutable_tensors()) {
-      const Tensor& old = tensors[graph.FindTensor(t.name)];
-      t.dtype = old.dtype;
-      t.shape = old.shape;
-      t.shape_known = old.shape_known;
-      t.data = old.data;
-    }
-  };
   for (int i = 0; i < n; ++i) {
     const int r = region_of[i];
     if (r < 0) {
-      copy_op(builder, graph.op(i));
+      builder.AddCopyOf(graph, graph.op(i));
       continue;
     }
     if (i != last_of[r]) continue;
@@ -265,10 +235,10 @@ absl::StatusOr<Graph> FuseElementwise(const Graph& graph, int* fused) {
                                        ? TensorKind::kGraphInput
                                        : tensors[t].kind);
     }
-    for (int m : members) copy_op(body_builder, graph.op(m));
+    for (int m : members) body_builder.AddCopyOf(graph, graph.op(m));
     for (int t : outputs) body_builder.MarkOutput(tensors[t].name);
     ASSIGN_OR_RETURN(Graph body, std::move(body_builder).Build());
-    copy_tensors(body);
+    CopyTensorFacts(graph, body);
     std::vector<std::string> input_names, output_names;
     for (int t : inputs) input_names.push_back(name_of(t));
     for (int t : outputs) output_names.push_back(name_of(t));
@@ -281,7 +251,8 @@ absl::StatusOr<Graph> FuseElementwise(const Graph& graph, int* fused) {
   }
   for (int out : graph.outputs()) builder.MarkOutput(tensors[out].name);
   ASSIGN_OR_RETURN(Graph result, std::move(builder).Build());
-  copy_tensors(result);
+  CopyTensorFacts(graph, result);
+  result.set_folded_op_keys(graph.folded_op_keys());
   for (Op& op : result.mutable_ops()) {
     if (IsFusedRegion(op)) op.forward = ComputeForwardCost(op, result.tensors());
   }

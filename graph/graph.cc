@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_helpers.h"
 
 namespace placer {
 
@@ -339,6 +340,83 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
                              absl::StrJoin(stuck, ", ")));
   }
   return std::move(graph_);
+}
+
+bool AllOutputsFolded(const Graph& graph, const Op& op) {
+  bool any = false;
+  for (int out : op.outputs) {
+    if (out < 0) continue;
+    if (graph.tensor(out).data == nullptr) return false;
+    any = true;
+  }
+  return any;
+}
+
+absl::StatusOr<Graph> WithoutFoldedOps(const Graph& graph,
+                                       const std::string& source) {
+  std::vector<char> folded(graph.ops().size(), 0);
+  int kept = 0;
+  for (size_t i = 0; i < graph.ops().size(); ++i) {
+    folded[i] = AllOutputsFolded(graph, graph.op(i));
+    kept += !folded[i];
+  }
+  if (kept == static_cast<int>(graph.ops().size())) return graph;
+  if (kept == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": every node computes a constant (the importer folds all ",
+        graph.ops().size(), "); there is nothing to train or place"));
+  }
+  const std::vector<Tensor>& tensors = graph.tensors();
+  GraphBuilder builder(source, graph.name());
+  for (const Tensor& t : tensors) {
+    if (t.kind != TensorKind::kActivation) {
+      builder.AddSourceTensor(t.name, t.kind);
+    } else if (t.producer >= 0 && folded[t.producer]) {
+      builder.AddSourceTensor(t.name, TensorKind::kConstant);
+    }
+  }
+  std::vector<const Op*> copied_from;
+  std::vector<std::string> folded_keys = graph.folded_op_keys();
+  for (size_t i = 0; i < graph.ops().size(); ++i) {
+    const Op& op = graph.op(i);
+    if (folded[i]) {
+      folded_keys.push_back(op.key);
+      continue;
+    }
+    builder.AddCopyOf(graph, op);
+    copied_from.push_back(&op);
+  }
+  for (int out : graph.outputs()) builder.MarkOutput(tensors[out].name);
+  ASSIGN_OR_RETURN(Graph result, std::move(builder).Build());
+  CopyTensorFacts(graph, result);
+  result.set_folded_op_keys(std::move(folded_keys));
+  for (size_t i = 0; i < copied_from.size(); ++i) {
+    result.mutable_ops()[i].name = copied_from[i]->name;
+  }
+  return result;
+}
+
+void CopyTensorFacts(const Graph& from, Graph& to) {
+  for (Tensor& t : to.mutable_tensors()) {
+    const Tensor& old = from.tensor(from.FindTensor(t.name));
+    t.dtype = old.dtype;
+    t.shape = old.shape;
+    t.shape_known = old.shape_known;
+    t.data = old.data;
+  }
+}
+
+Op& GraphBuilder::AddCopyOf(const Graph& from, const Op& op) {
+  auto name_of = [&](int t) {
+    return t < 0 ? std::string() : from.tensor(t).name;
+  };
+  std::vector<std::string> inputs, outputs;
+  for (int t : op.inputs) inputs.push_back(name_of(t));
+  for (int t : op.outputs) outputs.push_back(name_of(t));
+  Op& copy = AddOp(op.key, op.op_type, op.domain, inputs, outputs);
+  copy.attributes = op.attributes;
+  copy.forward = op.forward;
+  return copy;
 }
 
 }  // namespace placer

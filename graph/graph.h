@@ -13,6 +13,11 @@
 //    constants have none.
 //  - After a successful import every tensor's shape is known except those
 //    downstream of an op whose type we do not know (flagged, never dropped).
+//  - An op the importer folds (every output computed at import: Constant
+//    nodes, shape arithmetic) is not an op of the graph: its outputs are
+//    constants with their data, as PyTorch never runs that arithmetic on a
+//    device, so nothing places, simulates or executes it. The other ops keep
+//    their keys ("node_<i>" names the file's node i).
 #ifndef PLACER_GRAPH_GRAPH_H_
 #define PLACER_GRAPH_GRAPH_H_
 
@@ -20,12 +25,13 @@
 #include <map>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
+#include <utility>
 #include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace placer {
@@ -174,6 +180,15 @@ class Graph {
   std::vector<Tensor>& mutable_tensors() { return tensors_; }
   std::vector<Op>& mutable_ops() { return ops_; }
 
+  // Keys of the file's nodes that the importer folded to constants and
+  // left out of ops() (WithoutFoldedOps), in file order.
+  const std::vector<std::string>& folded_op_keys() const {
+    return folded_op_keys_;
+  }
+  void set_folded_op_keys(std::vector<std::string> keys) {
+    folded_op_keys_ = std::move(keys);
+  }
+
   int64_t parameter_bytes() const;
   double forward_flops() const;
   // Ops whose cost is kUnknown, in graph order.
@@ -187,9 +202,27 @@ class Graph {
   std::vector<int> topo_;
   std::vector<int> inputs_;
   std::vector<int> outputs_;
+  std::vector<std::string> folded_op_keys_;
   std::map<std::string, int, std::less<>> op_index_;
   std::map<std::string, int, std::less<>> tensor_index_;
 };
+
+// For a graph rebuilt from `from` (the fusions, WithoutFoldedOps): each
+// tensor of `to` takes the dtype, shape and data of `from`'s tensor of its
+// name.
+void CopyTensorFacts(const Graph& from, Graph& to);
+
+// Whether every output of `op` is a constant with data (at least one).
+bool AllOutputsFolded(const Graph& graph, const Op& op);
+
+// `graph` without the ops whose outputs are all folded constants
+// (AllOutputsFolded): their outputs become kConstant tensors that keep
+// their data, dtype and shape; every other op keeps its key, name,
+// attributes and cost, and every tensor its shape; the folded ops' keys are
+// added to folded_op_keys(). Returns `graph` itself
+// when no op folds; an error (naming `source`) when every op does.
+absl::StatusOr<Graph> WithoutFoldedOps(const Graph& graph,
+                                       const std::string& source);
 
 // Assembles a Graph and checks its structure. Tensors are created on first
 // mention; Build() links producers and consumers, assigns op keys, orders the
@@ -211,6 +244,9 @@ class GraphBuilder {
   Op& AddOp(std::string name, std::string op_type, std::string domain,
             const std::vector<std::string>& inputs,
             const std::vector<std::string>& outputs);
+  // Appends a copy of `op` of `from`: its key as the name, its type,
+  // domain, attributes and cost, its tensors by name.
+  Op& AddCopyOf(const Graph& from, const Op& op);
 
   absl::StatusOr<Graph> Build() &&;
 

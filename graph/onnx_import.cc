@@ -614,6 +614,7 @@ absl::StatusOr<Graph> Importer::Run() {
   RETURN_IF_ERROR(PrepareInferenceModel());
   RETURN_IF_ERROR(InferAndFold(graph));
   RETURN_IF_ERROR(ApplyShapes(graph));
+  ASSIGN_OR_RETURN(graph, WithoutFoldedOps(graph, source_));
   if (options_.fuse_attention) {
     ASSIGN_OR_RETURN(graph, FuseAttention(graph));
   }

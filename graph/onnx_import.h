@@ -5,6 +5,8 @@
 //    runs ONNX shape inference, and folds the shape-computation chains that
 //    exporters emit (Shape -> Gather -> Concat -> Reshape and friends) by
 //    evaluating them, re-running inference until every shape resolves.
+//    The folded nodes (and Constant nodes) leave the graph, their outputs
+//    constants with data (graph.h, WithoutFoldedOps).
 //  - Initializers stored as external data are sized from their dims; their
 //    contents are not read, except, from a file (ImportOnnxFile), small
 //    tensors (at most kMaxFoldedElements elements: masks and shape

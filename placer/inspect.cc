@@ -41,6 +41,7 @@ InspectReport Inspect(const std::string& model, const Graph& graph,
   r.model = model;
   r.graph_name = graph.name();
   r.nodes = static_cast<int>(graph.ops().size());
+  r.folded_nodes = static_cast<int>(graph.folded_op_keys().size());
   TrainingView view = BuildTrainingView(graph);
   r.training_nodes = static_cast<int>(view.nodes().size());
   for (const TrainingNode& n : view.nodes()) {
@@ -88,8 +89,13 @@ std::string FormatInspectText(const InspectReport& r) {
   std::string out;
   absl::StrAppendFormat(&out, "model            %s (graph '%s')\n", r.model,
                         r.graph_name);
-  absl::StrAppendFormat(&out, "nodes            %d forward ONNX nodes\n",
+  absl::StrAppendFormat(&out, "nodes            %d forward ONNX nodes",
                         r.nodes);
+  if (r.folded_nodes > 0) {
+    absl::StrAppendFormat(&out, " (%d more folded to constants at import)",
+                          r.folded_nodes);
+  }
+  out += "\n";
   absl::StrAppendFormat(
       &out, "training view    %d nodes (%d forward, %d backward, %d update)\n",
       r.training_nodes, r.nodes, r.backward_nodes, r.update_nodes);
@@ -154,6 +160,7 @@ std::string FormatInspectJson(const InspectReport& r) {
   f["model"].set_string_value(r.model);
   f["graph_name"].set_string_value(r.graph_name);
   f["nodes"].set_number_value(r.nodes);
+  f["folded_nodes"].set_number_value(r.folded_nodes);
   f["training_nodes"].set_number_value(r.training_nodes);
   f["backward_nodes"].set_number_value(r.backward_nodes);
   f["update_nodes"].set_number_value(r.update_nodes);

@@ -19,6 +19,7 @@ struct InspectReport {
   std::string model;
   std::string graph_name;
   int nodes = 0;           // forward ONNX nodes
+  int folded_nodes = 0;    // the file's nodes folded to constants at import
   int training_nodes = 0;  // forward + backward + update
   int backward_nodes = 0;
   int update_nodes = 0;

@@ -5,7 +5,7 @@
 //
 // Contract (what every plan's step does, whatever its stages):
 //  - Forward nodes run the op's LibTorch kernel (runtime/torch_ops.h);
-//    tensors the importer folded to constants are taken as they are. The
+//    what the importer folded is a constant, not a node (graph.h). The
 //    backward node of an op computes, with autograd over that op alone, the
 //    partial gradients of its inputs from its outputs' summed gradients
 //    (runtime/op_autograd.h); updates apply the view's optimizer
@@ -163,8 +163,8 @@ class StepRunner {
       absl::string_view name) const = 0;
 };
 
-// Every op of `graph` that the executor cannot run (no LibTorch kernel and
-// outputs not folded to constants); OK when there is none.
+// Every op of `graph` that the executor cannot run (no LibTorch kernel);
+// OK when there is none.
 absl::Status CheckRunnable(const Graph& graph);
 
 }  // namespace placer

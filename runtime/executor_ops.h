@@ -4,8 +4,8 @@
 //
 // Contract: ExecutorOpTypes() is exactly the set of op types in
 // runtime/torch_ops.cc's kernel registry (tests/runtime/torch_ops_test.cc
-// checks both ways). An op of another type still runs when the importer
-// folded all of its outputs to constants (shape arithmetic).
+// checks both ways). Shape arithmetic of other types is not an op once
+// imported: the importer folds it to constants (graph.h).
 #ifndef PLACER_RUNTIME_EXECUTOR_OPS_H_
 #define PLACER_RUNTIME_EXECUTOR_OPS_H_
 
@@ -22,8 +22,7 @@ const std::vector<std::string>& ExecutorOpTypes();
 
 bool ExecutorHasKernel(absl::string_view domain, absl::string_view op_type);
 
-// Whether the executor can run `op` of `graph`: a kernel, or every output
-// folded to a constant by the importer.
+// Whether the executor can run `op` of `graph`: it has a kernel.
 bool ExecutorRuns(const Graph& graph, const Op& op);
 
 // Whether running `op` of `graph` again may give other values: it draws

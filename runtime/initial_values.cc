@@ -15,16 +15,6 @@ bool Folded(const Tensor& t) {
   return t.data != nullptr && !t.data->raw.empty();
 }
 
-bool AllOutputsFolded(const Graph& g, const Op& op) {
-  bool any = false;
-  for (int out : op.outputs) {
-    if (out < 0) continue;
-    if (!Folded(g.tensor(out))) return false;
-    any = true;
-  }
-  return any;
-}
-
 torch::Tensor InitParameter(const Graph& g, const Tensor& t,
                             torch::Generator& gen) {
   torch::ScalarType type = ToTorchType(t.dtype);

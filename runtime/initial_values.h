@@ -27,10 +27,6 @@ namespace placer {
 // Whether the importer folded t to a constant (its data is in the graph).
 bool Folded(const Tensor& t);
 
-// An op whose outputs the importer folded to constants: the executor takes
-// them as they are instead of running the op.
-bool AllOutputsFolded(const Graph& g, const Op& op);
-
 // Seeded initialization of a parameter the file has no data for: uniform
 // in +-1/sqrt(fan-in) for matrices and higher ranks; ones or zeros for
 // vectors (see the contract).

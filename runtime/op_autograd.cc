@@ -133,20 +133,6 @@ absl::StatusOr<std::vector<torch::Tensor>> ForwardOp(
     const torch::Device& device, const StepPrecision& precision,
     const std::vector<bool>* needs_gradient, SavedOp* saved) {
   std::vector<torch::Tensor> results;
-  // Folded outputs stand for the op (the importer folds nothing computed
-  // from weights, so no gradient flows through such an op).
-  if (AllOutputsFolded(graph, op)) {
-    for (int out : op.outputs) {
-      if (out < 0) {
-        results.emplace_back();
-        continue;
-      }
-      ASSIGN_OR_RETURN(torch::Tensor t,
-                       TensorFromData(*graph.tensor(out).data));
-      results.push_back(t.to(device));
-    }
-    return results;
-  }
   if (needs_gradient != nullptr) {
     // One anchor per op call: an empty tensor the taps hang from.
     torch::Tensor anchor =

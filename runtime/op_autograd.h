@@ -4,10 +4,9 @@
 //
 // Contract:
 //  - ForwardOp runs the op's LibTorch kernel on `inputs` (tensors on one
-//    device; undefined for omitted optional inputs). An op whose outputs the
-//    importer folded is not run: its outputs are the folded data, on
-//    `device`. With `needs_gradient` (one flag per op input: the inputs a
-//    backward node wants gradients of), the kernel runs under autograd and
+//    device; undefined for omitted optional inputs). With `needs_gradient`
+//    (one flag per op input: the inputs a backward node wants gradients
+//    of), the kernel runs under autograd and
 //    `saved` keeps the op's backward graph: only what the kernel's own
 //    derivative saves stays alive (as in PyTorch, and as the training
 //    view's saved_for_backward.h assumes), not the inputs themselves; the

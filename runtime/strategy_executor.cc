@@ -81,7 +81,6 @@ absl::Status TorchStrategyExecutor::Init() {
     if (width > 1) slot_reads_[s].assign(width, std::vector<int>(V_, 0));
     for (int n : forward_[s]) {
       const Op& op = graph_.op(view_.node(n).forward_op);
-      if (AllOutputsFolded(graph_, op)) continue;
       for (int t : op.inputs) {
         const int v = t >= 0 ? value_of_tensor_[t] : -1;
         if (v < 0) continue;

@@ -48,17 +48,7 @@ void TorchStrategyExecutor::InitLinks(
           link_tables_.sends[m].push_back({copy.sum, copy.to_slot});
         }
       } else {
-        // An op the importer folded reads nothing here (nor is what it
-        // would read kept for it): no copy for it alone.
-        bool read = false;
-        for (int c : copy.readers) {
-          if (AllOutputsFolded(graph_, graph_.op(view_.node(c).forward_op))) {
-            continue;
-          }
-          link_tables_.reads[c].push_back(copy.value);
-          read = true;
-        }
-        if (!read) continue;
+        for (int c : copy.readers) link_tables_.reads[c].push_back(copy.value);
         std::vector<std::pair<int, int>>& from =
             copy.made_by.empty() ? link_tables_.weights[{s, copy.from_slot}]
                                  : link_tables_.sends[copy.made_by[0]];

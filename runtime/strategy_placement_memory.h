@@ -7,8 +7,8 @@
 // slots (by their link keys) when queued and when done, one from another
 // rank when it arrives (a slot's buffer of a parameter's partial gradients
 // among them, sent to its update's slot). The lowering's copies
-// the executor does not make (to readers the importer folded, which read
-// nothing) are told done once their value is made.
+// the executor does not make (of constants and graph inputs, which it
+// takes from the host) are told done once their value is made.
 //
 // Not thread-safe: the strategy executor's lock guards it.
 #ifndef PLACER_RUNTIME_STRATEGY_PLACEMENT_MEMORY_H_

@@ -36,7 +36,6 @@ absl::Status TorchStrategyExecutor::InitRecompute() {
       if (by_layer) reruns_.layer_nodes[s][layer].push_back(n);
       std::set<int>& read = weights[layer];
       const Op& op = graph_.op(view_.node(n).forward_op);
-      if (AllOutputsFolded(graph_, op)) continue;
       for (int t : op.inputs) {
         const int v = t >= 0 ? value_of_tensor_[t] : -1;
         if (v < 0) continue;

@@ -74,7 +74,6 @@ void TorchStrategyExecutor::InitSharding() {
   auto parameters_of = [&](int n) {
     std::vector<int> parameters;
     const Op& op = graph_.op(view_.node(n).forward_op);
-    if (AllOutputsFolded(graph_, op)) return parameters;
     for (int t : op.inputs) {
       const int v = t >= 0 ? value_of_tensor_[t] : -1;
       if (v >= 0 && view_.value(v).kind == ValueKind::kParameter) {

@@ -36,57 +36,55 @@ absl::StatusOr<std::vector<torch::Tensor>> TorchStrategyExecutor::ForwardNode(
   const Op& op = graph_.op(node.forward_op);
   const int lane = Lane(j, d);
   std::vector<torch::Tensor> inputs;
-  if (!AllOutputsFolded(graph_, op)) {
-    for (int t : op.inputs) {
-      if (t < 0) {
-        inputs.emplace_back();
-        continue;
-      }
-      const int v = value_of_tensor_[t];
-      const TrainingValue& value = view_.value(v);
-      torch::Tensor in;
-      if (value.kind == ValueKind::kParameter) {
-        const int holder = ParameterDevice(v, replica_of_device_[d],
-                                           tensor_rank_of_device_[d]);
-        if (ShardsParametersOf(StageOfNode(n))) {
-          // Gathered before the node (GatherBefore).
-          auto at = copied->find(v);
-          if (at == copied->end()) {
-            return absl::InternalError(absl::StrCat(
-                "ZeRO-3: '", value.name, "' was not gathered for ", node.key));
-          }
-          in = at->second;
-        } else if (holder == d) {
-          in = params_[d][v];
-        } else {
-          auto [at, fresh] = copied->emplace(v, torch::Tensor());
-          if (fresh) {
-            // A wide replica's other slot sent it (strategy_links.cc).
-            {
-              absl::MutexLock lock(&mu_);
-              at->second = TakeArrivedLocked(lane, v, d);
-            }
-            if (!at->second.defined()) {
-              at->second = CopyIn(params_[holder][v], v, holder, d);
-            }
-          }
-          in = at->second;
-        }
-      } else if (value.kind == ValueKind::kGraphInput) {
-        in = batches_[j].value[v].to(devices_[d]);
-      } else if (value.producer < 0) {
-        in = rerun ? host_[v].to(devices_[d], /*non_blocking=*/false,
-                                          /*copy=*/true)
-                            : host_[v].to(devices_[d]);
-      } else {
-        in = activation(v);
-      }
-      if (!in.defined()) {
-        return absl::InternalError(absl::StrCat(
-            "'", graph_.tensor(t).name, "' is not there for ", node.key));
-      }
-      inputs.push_back(in);
+  for (int t : op.inputs) {
+    if (t < 0) {
+      inputs.emplace_back();
+      continue;
     }
+    const int v = value_of_tensor_[t];
+    const TrainingValue& value = view_.value(v);
+    torch::Tensor in;
+    if (value.kind == ValueKind::kParameter) {
+      const int holder =
+          ParameterDevice(v, replica_of_device_[d], tensor_rank_of_device_[d]);
+      if (ShardsParametersOf(StageOfNode(n))) {
+        // Gathered before the node (GatherBefore).
+        auto at = copied->find(v);
+        if (at == copied->end()) {
+          return absl::InternalError(absl::StrCat(
+              "ZeRO-3: '", value.name, "' was not gathered for ", node.key));
+        }
+        in = at->second;
+      } else if (holder == d) {
+        in = params_[d][v];
+      } else {
+        auto [at, fresh] = copied->emplace(v, torch::Tensor());
+        if (fresh) {
+          // A wide replica's other slot sent it (strategy_links.cc).
+          {
+            absl::MutexLock lock(&mu_);
+            at->second = TakeArrivedLocked(lane, v, d);
+          }
+          if (!at->second.defined()) {
+            at->second = CopyIn(params_[holder][v], v, holder, d);
+          }
+        }
+        in = at->second;
+      }
+    } else if (value.kind == ValueKind::kGraphInput) {
+      in = batches_[j].value[v].to(devices_[d]);
+    } else if (value.producer < 0) {
+      in = rerun ? host_[v].to(devices_[d], /*non_blocking=*/false,
+                               /*copy=*/true)
+                 : host_[v].to(devices_[d]);
+    } else {
+      in = activation(v);
+    }
+    if (!in.defined()) {
+      return absl::InternalError(absl::StrCat("'", graph_.tensor(t).name,
+                                              "' is not there for ", node.key));
+    }
+    inputs.push_back(in);
   }
   if (T_ > 1) {
     return TensorParallelForward(n, j, d, std::move(inputs), autograd, rerun);

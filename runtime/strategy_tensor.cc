@@ -426,10 +426,6 @@ TorchStrategyExecutor::TensorParallelForward(int n, int j, int d,
   const int lane = Lane(j, d);
   // A rerun's collectives are the forward's again, at other sites.
   const int pass = rerun ? kRerunSite : 0;
-  if (AllOutputsFolded(graph_, op)) {
-    return ForwardOp(graph_, op, {}, devices_[d], precision_, nullptr,
-                     &saved_[lane][o]);
-  }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const int t = op.inputs[i];
     if (t < 0 || !inputs[i].defined() || layouts.reads_any[i]) continue;

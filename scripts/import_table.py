@@ -50,7 +50,9 @@ def main():
           "    bazel build //placer && "
           "python3 scripts/import_table.py > docs/import.md\n\n"
           "on this project's 2-core machine. FLOPs are per batch at the "
-          "input shape given (batch 1 for the CNNs); *train/fwd* is the "
+          "input shape given (batch 1 for the CNNs); *nodes* are the file's "
+          "(placer keeps as ops those it does not fold to constants: "
+          "`placer inspect` prints both); *train/fwd* is the "
           "training step's FLOPs over the forward pass's; *not runnable* "
           "counts ops without a LibTorch kernel; *RSS* is the inspect "
           "process's peak resident memory. `tests/graph/corpus_test.cc` "
@@ -78,7 +80,8 @@ def main():
             print(f"| {name} | {shapes} | {nodes} | FAILED: {error} |||||")
             continue
         print("| {} | {} | {} | {} | {:.3f} | {:.2f} | {} | {:.1f} | {:.0f} |"
-              .format(name, shapes, int(report["nodes"]),
+              .format(name, shapes,
+                      int(report["nodes"]) + int(report["folded_nodes"]),
                       len(report["unknown_ops"]),
                       report["forward_flops"] / 1e9,
                       report["training_flops"] / report["forward_flops"],

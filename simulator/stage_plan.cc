@@ -67,6 +67,8 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     st.recompute = strategy.stages[s].recompute;
     st.one_batch_peak_bytes.assign(st.width, 0);
     st.later_batch_peak_bytes.assign(st.width, 0);
+    st.one_batch_gradient_bytes.assign(st.width, 0);
+    st.later_batch_gradient_bytes.assign(st.width, 0);
     st.gradients.assign(st.width, {});
   }
   std::vector<int>& position = plan.position_in_pass;
@@ -411,9 +413,13 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     for (int slot = 0; slot < stage.width(); ++slot) {
       const int d = stage.device(0, slot);
       plan.stages[s].one_batch_peak_bytes[slot] = r.peak_memory_bytes[d];
+      plan.stages[s].one_batch_gradient_bytes[slot] =
+          r.peak_breakdown[d].gradients;
       if (accumulates) {
         plan.stages[s].later_batch_peak_bytes[slot] =
             r.later_peak_memory_bytes[d] - r.accumulator_bytes[d];
+        plan.stages[s].later_batch_gradient_bytes[slot] = std::max<int64_t>(
+            0, r.later_peak_breakdown[d].gradients - r.accumulator_bytes[d]);
       }
     }
   }
@@ -432,22 +438,32 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     const StageModel& u = unsplit.stages[s];
     st.one_batch_peak_bytes = u.one_batch_peak_bytes;
     st.later_batch_peak_bytes = u.later_batch_peak_bytes;
+    st.one_batch_gradient_bytes = u.one_batch_gradient_bytes;
+    st.later_batch_gradient_bytes = u.later_batch_gradient_bytes;
     if (st.tensor < 2) continue;
-    const double stash_share =
-        u.stash_bytes[0] > 0
-            ? static_cast<double>(st.stash_bytes[0]) / u.stash_bytes[0]
-            : 1.0;
-    // The whole op's peak, its parameters and what it keeps as held per
-    // device, the rest scaled as the stash is.
-    auto split = [&](int64_t whole_peak) {
-      const double rest = std::max<double>(
-          0, whole_peak - state * u.parameter_bytes[0] - u.kept_bytes(0));
-      return static_cast<int64_t>(state * st.parameter_bytes[0] +
-                                  st.kept_bytes(0) + rest * stash_share);
+    auto share = [](int64_t part, int64_t whole_part) {
+      return whole_part > 0 ? static_cast<double>(part) / whole_part : 1.0;
     };
-    st.one_batch_peak_bytes[0] = split(u.one_batch_peak_bytes[0]);
+    const double stash_share = share(st.stash_bytes[0], u.stash_bytes[0]);
+    const double parameter_share =
+        share(st.parameter_bytes[0], u.parameter_bytes[0]);
+    // The whole op's peak, its parameters and what it keeps as held per
+    // device, its gradients as the parameters split, the rest as the
+    // stash does.
+    auto split = [&](int64_t whole_peak, int64_t whole_gradients) {
+      const double beyond = std::max<double>(
+          0, whole_peak - state * u.parameter_bytes[0] - u.kept_bytes(0));
+      const double gradients =
+          std::min(beyond, static_cast<double>(whole_gradients));
+      return static_cast<int64_t>(
+          state * st.parameter_bytes[0] + st.kept_bytes(0) +
+          gradients * parameter_share + (beyond - gradients) * stash_share);
+    };
+    st.one_batch_peak_bytes[0] =
+        split(u.one_batch_peak_bytes[0], u.one_batch_gradient_bytes[0]);
     if (u.later_batch_peak_bytes[0] > 0) {
-      st.later_batch_peak_bytes[0] = split(u.later_batch_peak_bytes[0]);
+      st.later_batch_peak_bytes[0] =
+          split(u.later_batch_peak_bytes[0], u.later_batch_gradient_bytes[0]);
     }
   }
   for (const GroupCollective& c : sharding.collectives) {

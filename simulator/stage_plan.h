@@ -11,7 +11,9 @@
 // later_peak_memory_bytes), and returns Simulate's error if that fails.
 // With tensor parallelism, a stage's one-batch peak is the
 // whole op's, its parameters and what it keeps taken as held per device,
-// the rest scaled as the stash is (what the group splits of it).
+// the gradients live at that peak scaled as the parameters are (a split
+// weight's gradient is split alike), the rest scaled as the stash is (what
+// the group splits of it).
 #ifndef PLACER_SIMULATOR_STAGE_PLAN_H_
 #define PLACER_SIMULATOR_STAGE_PLAN_H_
 
@@ -45,6 +47,9 @@ struct StageModel {
   // over the first one's events) less the accumulators it holds from its
   // start, which the strategy simulator counts apart; 0 otherwise.
   std::vector<int64_t> later_batch_peak_bytes;
+  // Per slot: of those two peaks, the partial gradients and summed buffers
+  // live then (a later micro-batch's beyond its accumulators).
+  std::vector<int64_t> one_batch_gradient_bytes, later_batch_gradient_bytes;
   // Per slot, parameters' gradients in the order they become final: the
   // position in `backward` of the node that makes the last partial, and
   // the bytes.

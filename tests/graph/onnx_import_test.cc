@@ -163,10 +163,40 @@ TEST(OnnxImportTest, FoldsShapeArithmeticChains) {
   EXPECT_EQ(flat.shape, (std::vector<int64_t>{7, 24}));
   EXPECT_DOUBLE_EQ(graph->op(graph->FindOp("mm")).forward.flops,
                    2.0 * 24 * 7 * 5);
-  // The folded value is kept: [7, -1].
+  // The folded value is kept: [7, -1], a constant no op writes.
   const Tensor& shape = graph->tensor(graph->FindTensor("new_shape"));
   ASSERT_NE(shape.data, nullptr);
   EXPECT_EQ(shape.data->raw.size(), 16u);
+  EXPECT_EQ(shape.kind, TensorKind::kConstant);
+  EXPECT_EQ(shape.producer, -1);
+  // The chain that computed it is not an op: only Reshape and MatMul run,
+  // under their own keys; the file's other four nodes are listed as folded.
+  ASSERT_EQ(graph->ops().size(), 2u);
+  EXPECT_EQ(graph->op(0).key, "reshape");
+  EXPECT_EQ(graph->op(1).key, "mm");
+  EXPECT_EQ(graph->folded_op_keys(),
+            (std::vector<std::string>{"shape", "gather", "unsq", "concat"}));
+  const Tensor& x = graph->tensor(graph->FindTensor("x"));
+  EXPECT_EQ(x.consumers, (std::vector<int>{0}));
+  TrainingView view = BuildTrainingView(*graph);
+  // Forward Reshape and MatMul, MatMul's backward (x needs no gradient) and
+  // w's update.
+  EXPECT_EQ(view.nodes().size(), 2u + 1u + 1u);
+}
+
+TEST(OnnxImportErrorTest, AGraphThatFoldsEntirelyIsNamed) {
+  onnx::ModelProto m = EmptyModel();
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {2, 3});
+  AddNode(g, "Shape", "shape", {"x"}, {"s"});
+  *AddNode(g, "Cast", "cast", {"s"}, {"f"})->add_attribute() =
+      zoo::IntAttr("to", onnx::TensorProto::FLOAT);
+  AddOutput(g, "f");
+  absl::StatusOr<Graph> graph = ImportOnnxModel(m, "m.onnx", {});
+  ASSERT_FALSE(graph.ok());
+  EXPECT_THAT(graph.status().message(), HasSubstr("m.onnx"));
+  EXPECT_THAT(graph.status().message(),
+              HasSubstr("every node computes a constant"));
 }
 
 TEST(OnnxImportTest, InputShapeOverridesAndValidates) {

@@ -147,6 +147,22 @@ std::vector<int> RuleWaits(const TrainingView& view, const Strategy& strategy,
   return from;
 }
 
+// The stage of each op when the ops from `split` on (in graph order) are
+// stage 1: the first split at or after the middle that keeps every reader
+// of a weight in the weight's stage (CheckStrategy), given the rest of
+// `strategy`.
+void CutInTwo(const TrainingView& view, const Cluster& cluster, int ops,
+              Strategy& strategy) {
+  for (int split = ops / 2; split < ops; ++split) {
+    strategy.stage_of_op.clear();
+    for (int op = 0; op < ops; ++op) {
+      strategy.stage_of_op.push_back(op < split ? 0 : 1);
+    }
+    if (CheckStrategy(view, cluster, strategy).ok()) return;
+  }
+  ADD_FAILURE() << "no cut keeps each weight's readers in its stage";
+}
+
 // (value or -1, gradient sum or -1, from, to, made by, read by, to update)
 using Crossing =
     std::tuple<int, int, int, int, std::vector<int>, std::vector<int>, bool>;
@@ -172,11 +188,11 @@ TEST(StageSlotCopiesTest, WhatCrossesSlotsIsWhatTheRuleSays) {
     Strategy strategy;
     const int ops = static_cast<int>(graph.ops().size());
     for (int op = 0; op < ops; ++op) {
-      strategy.stage_of_op.push_back(op < ops / 2 ? 0 : 1);
       strategy.slot_of_op.push_back(static_cast<int>(rng() % 2));
     }
     strategy.stages = {PipelineStage::OfReplicas({{0, 1}}),
                        PipelineStage::OfReplicas({{2, 3}})};
+    CutInTwo(view, cluster, ops, strategy);
     const absl::Status checked = CheckStrategy(view, cluster, strategy);
     ASSERT_TRUE(checked.ok()) << checked;
     const StageSlotLinks links = StageSlotCopies(ViewIndex::Of(view), strategy);
@@ -203,12 +219,10 @@ TEST(StageSlotCopiesTest, NarrowStagesExchangeNothing) {
                          const Cluster& cluster, const SimulationContext&) {
     Strategy strategy;
     const int ops = static_cast<int>(graph.ops().size());
-    for (int op = 0; op < ops; ++op) {
-      strategy.stage_of_op.push_back(op < ops / 2 ? 0 : 1);
-    }
     strategy.stages = {PipelineStage::OfReplicas({{0}, {1}}),
                        PipelineStage::OfReplicas({{2}, {3}})};
     strategy.micro_batches = 2;
+    CutInTwo(view, cluster, ops, strategy);
     const absl::Status checked = CheckStrategy(view, cluster, strategy);
     ASSERT_TRUE(checked.ok()) << checked;
     const StageSlotLinks links = StageSlotCopies(ViewIndex::Of(view), strategy);
@@ -255,7 +269,7 @@ TEST(StageSlotCopiesTest, AnOpPlacementsCopiesAreItsStrategysSlotCopies) {
       }
       std::sort(lowered.begin(), lowered.end());
       std::sort(crossing.begin(), crossing.end());
-      EXPECT_GT(lowered.size(), 100u);
+      EXPECT_GT(lowered.size(), 50u);
       EXPECT_EQ(lowered, crossing) << "trial " << trial;
     }
   });

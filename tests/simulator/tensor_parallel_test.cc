@@ -113,6 +113,36 @@ TEST(TensorParallelTest, ColumnThenRowHalvesComputeWithOneAllreduceEachWay) {
             "1 stage x 1 replicas of tensor 2, 1 micro-batches, gpipe, ring");
 }
 
+// Where one micro-batch's peak holds the weights' gradients (the MLP's is
+// in its backward, after B's and A's), a group of two holds its share of
+// them as it holds its share of the weights. Whole, on one device: the
+// weights and momentum (2 x 544 bytes), what the step keeps for backward
+// (256: stage_plan.h's stash) and beyond them 640 bytes, every one of them
+// gradients at the peak. Split (rule in simulator/stage_plan.h): the
+// device's parameters and momentum (2 x 288: b0 whole, w1 and w2 half),
+// its stash (192: R's output whole, A's and G's half) and the 640 bytes at
+// the parameters' share, 288 / 544: 338. Scaled as the stash is (3/4),
+// as it was, they would be 480, above what the device holds (w1's and
+// w2's gradients half each, 256, and at most an activation's whole, 128).
+TEST(TensorParallelTest, AGroupHoldsItsShareOfTheGradientsAtItsPeak) {
+  Fixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
+  Strategy whole = OneStage({{0}}, 1);
+  whole.stages = {PipelineStage::OneDevicePerReplica({0})};
+  const StrategySimulation one = f.Run(whole);
+  const MemoryBreakdown& a = one.step.peak_breakdown[0];
+  EXPECT_EQ(a.parameters, 2 * 544);
+  EXPECT_EQ(a.activations, 256);
+  EXPECT_EQ(a.workspace, 640);
+  const StrategySimulation two = f.Run(OneStage({{0, 1}}, 1));
+  for (int d : {0, 1}) {
+    const MemoryBreakdown& b = two.step.peak_breakdown[d];
+    EXPECT_EQ(b.parameters, 2 * 288) << d;
+    EXPECT_EQ(b.activations, 192) << d;
+    EXPECT_EQ(b.workspace, 640 * 288 / 544) << d;
+    EXPECT_EQ(two.step.peak_memory_bytes[d], 576 + 192 + 338) << d;
+  }
+}
+
 // Tensor 2 x data 2 on four devices: each replica's group runs its
 // micro-batch; the replicas allreduce each device's share of the gradients
 // (b0's 32 bytes and half of w1's and w2's: 288, ring steps of 144), the
