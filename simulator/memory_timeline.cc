@@ -27,8 +27,23 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
   later_peak_.assign(devices_, 0);
   later_peak_by_use_.assign(devices_, {});
   source_device_.assign(num_values, -1);
+  const RankShares* shares = options.rank_shares;
   value_bytes_.resize(num_values);
-  for (int v = 0; v < num_values; ++v) value_bytes_[v] = context.value_bytes(v);
+  for (int v = 0; v < num_values; ++v) {
+    value_bytes_[v] =
+        shares != nullptr ? shares->value_bytes[v] : context.value_bytes(v);
+  }
+  const int num_nodes = static_cast<int>(view_.nodes().size());
+  saved_workspace_.resize(num_nodes);
+  scratch_.resize(num_nodes);
+  for (int n = 0; n < num_nodes; ++n) {
+    const TrainingNode& node = view_.node(n);
+    const double share = shares != nullptr ? shares->node_share[n] : 1.0;
+    saved_workspace_[n] = static_cast<int64_t>(
+        static_cast<double>(node.saved_workspace_bytes) * share);
+    scratch_[n] =
+        static_cast<int64_t>(static_cast<double>(node.scratch_bytes) * share);
+  }
   transient_.assign(num_values, 0);
   use_.assign(num_values, kActivations);
   by_use_.assign(devices_, {});
@@ -64,7 +79,8 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
         if (g < 0) break;
         const int home = lowered.device_of_group[g];
         source_device_[v] = home;
-        Allocate(home, value.bytes + static_cast<int64_t>(state * value.bytes),
+        const int64_t bytes = value_bytes_[v];
+        Allocate(home, bytes + static_cast<int64_t>(state * bytes),
                  kParameters);
         break;
       }
@@ -75,7 +91,7 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
           const int d = device_of[consumer];
           if (!present[d]) {
             present[d] = 1;
-            Allocate(d, value.bytes, kInputs);
+            Allocate(d, value_bytes_[v], kInputs);
           }
         }
         break;
@@ -177,16 +193,15 @@ double MemoryTimeline::Started(int task, double now, double start,
   const int d = lowered_.device_of_node[task];
   // Partials added into buffers the device holds (PartialAdditions).
   end += additions_.NodeStarts(task, d, d);
-  const TrainingNode& node = view_.node(task);
   for (int out : context_.outputs(task)) {
     Allocate(d, value_bytes_[out], static_cast<Use>(use_[out]));
   }
   // What the op keeps for its backward besides values (a fused recurrent
   // layer's steps), until its backward node ends.
-  if (node.saved_workspace_bytes > 0) {
-    Allocate(d, node.saved_workspace_bytes, kWorkspace);
+  if (saved_workspace_[task] > 0) {
+    Allocate(d, saved_workspace_[task], kWorkspace);
   }
-  if (node.scratch_bytes > 0) Allocate(d, node.scratch_bytes, kWorkspace);
+  if (scratch_[task] > 0) Allocate(d, scratch_[task], kWorkspace);
   return end;
 }
 
@@ -219,9 +234,9 @@ void MemoryTimeline::Ended(int task, double now) {
       later_extra_[d] += held;
     }
   }
-  Free(d, node.scratch_bytes, kWorkspace);
+  Free(d, scratch_[task], kWorkspace);
   if (node.kind == NodeKind::kBackward) {
-    Free(d, view_.node(node.forward_op).saved_workspace_bytes, kWorkspace);
+    Free(d, saved_workspace_[node.forward_op], kWorkspace);
   }
   for (int out : context_.outputs(task)) {
     const int s = view_.sum_of(out);

@@ -8,6 +8,8 @@
 // live now and every change (when asked to record them).
 //
 // Contract (times are the engine's):
+//  - Bytes are the view's, or a tensor-parallel rank's shares of them
+//    (MemoryTimelineOptions::rank_shares), or as SetValueBytes sets them.
 //  - Resident from the start: the parameters homed on a device times
 //    (1 + optimizer state per parameter byte); graph inputs and constants
 //    on each device that reads them.
@@ -65,7 +67,19 @@ struct MemorySample {
   int64_t bytes = 0;
 };
 
+// What one device of a tensor-parallel group holds where the view counts
+// whole tensors (simulator/stage_plan.h builds it from TensorSharding): per
+// value, its bytes there; per node, the share of its saved workspace and
+// scratch it holds. Both indexed as the view's values and nodes.
+struct RankShares {
+  std::vector<int64_t> value_bytes;
+  std::vector<double> node_share;
+};
+
 struct MemoryTimelineOptions {
+  // Count one tensor-parallel rank's shares in place of the view's bytes
+  // (nullptr: the view's). Must outlive the timeline's constructor.
+  const RankShares* rank_shares = nullptr;
   // Keep every change (samples()).
   bool record = false;
   // Also track the step as a later micro-batch of a gradient-accumulation
@@ -143,6 +157,9 @@ class MemoryTimeline final : public TaskObserver {
   double now_ = 0;
   std::vector<int64_t> memory_, peak_;
   std::vector<int64_t> value_bytes_;  // per value: the view's, or as set
+  // Per node: its saved workspace and scratch bytes (the view's or the
+  // rank's share).
+  std::vector<int64_t> saved_workspace_, scratch_;
   PairTable<int> users_;            // per (value, device)
   std::vector<int> source_device_;  // per value, or -1
   std::vector<char> transient_;     // per value: an activation or gradient

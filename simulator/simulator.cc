@@ -27,6 +27,7 @@ absl::StatusOr<SimulationResult> Simulate(const SimulationContext& context,
   MemoryTimelineOptions memory_options;
   memory_options.record = options.record_schedule;
   memory_options.later_micro_batch = options.later_micro_batch;
+  memory_options.rank_shares = options.rank_shares;
   MemoryTimeline memory(context, lowered, memory_options);
   const TaskSchedule ran = RunTaskGraph(lowered.graph, &memory);
 

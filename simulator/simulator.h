@@ -75,6 +75,9 @@ struct SimulationOptions {
   // gradient-accumulation loop (SimulationResult::later_*; zeros
   // without it).
   bool later_micro_batch = false;
+  // Count one tensor-parallel rank's shares of the bytes in memory
+  // (MemoryTimelineOptions::rank_shares); times stay the whole ops'.
+  const RankShares* rank_shares = nullptr;
 };
 
 struct ScheduledNode {

@@ -67,8 +67,6 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     st.recompute = strategy.stages[s].recompute;
     st.one_batch_peak_bytes.assign(st.width, 0);
     st.later_batch_peak_bytes.assign(st.width, 0);
-    st.one_batch_gradient_bytes.assign(st.width, 0);
-    st.later_batch_gradient_bytes.assign(st.width, 0);
     st.gradients.assign(st.width, {});
   }
   std::vector<int>& position = plan.position_in_pass;
@@ -386,9 +384,17 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   }
   // One micro-batch's peak: the stage on its first replica's devices, the
   // rest on another one (their values arrive as they would from other
-  // stages).
+  // stages), counting what one rank of a tensor-parallel group holds.
+  RankShares shares;
+  if (tensor) {
+    shares.value_bytes.resize(view.values().size());
+    for (int v = 0; v < static_cast<int>(view.values().size()); ++v) {
+      shares.value_bytes[v] = held(v);
+    }
+    shares.node_share = plan.share_of_node;
+  }
   const int D = context.num_devices();
-  for (int s = 0; s < S && !tensor; ++s) {
+  for (int s = 0; s < S; ++s) {
     const PipelineStage& stage = strategy.stages[s];
     std::vector<char> mine(D, 0);
     for (int slot = 0; slot < stage.width(); ++slot) {
@@ -409,63 +415,18 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     SimulationOptions peaks;
     peaks.list_transfers = false;
     peaks.later_micro_batch = accumulates;
+    if (tensor) peaks.rank_shares = &shares;
     ASSIGN_OR_RETURN(SimulationResult r, Simulate(context, p, peaks));
     for (int slot = 0; slot < stage.width(); ++slot) {
       const int d = stage.device(0, slot);
       plan.stages[s].one_batch_peak_bytes[slot] = r.peak_memory_bytes[d];
-      plan.stages[s].one_batch_gradient_bytes[slot] =
-          r.peak_breakdown[d].gradients;
       if (accumulates) {
         plan.stages[s].later_batch_peak_bytes[slot] =
             r.later_peak_memory_bytes[d] - r.accumulator_bytes[d];
-        plan.stages[s].later_batch_gradient_bytes[slot] = std::max<int64_t>(
-            0, r.later_peak_breakdown[d].gradients - r.accumulator_bytes[d]);
       }
     }
   }
   if (!tensor) return plan;
-  // The one-batch peaks of tensor-parallel stages (contract), from the
-  // whole ops' figures.
-  Strategy whole = strategy;
-  for (PipelineStage& stage : whole.stages) {
-    for (Replica& replica : stage.replicas) replica.tensor_devices.clear();
-  }
-  whole.op_sharding.clear();
-  ASSIGN_OR_RETURN(const StagePlan unsplit, MakeStagePlan(context, whole));
-  const double state = 1 + view.options().optimizer_state_per_parameter_byte();
-  for (int s = 0; s < S; ++s) {
-    StageModel& st = plan.stages[s];
-    const StageModel& u = unsplit.stages[s];
-    st.one_batch_peak_bytes = u.one_batch_peak_bytes;
-    st.later_batch_peak_bytes = u.later_batch_peak_bytes;
-    st.one_batch_gradient_bytes = u.one_batch_gradient_bytes;
-    st.later_batch_gradient_bytes = u.later_batch_gradient_bytes;
-    if (st.tensor < 2) continue;
-    auto share = [](int64_t part, int64_t whole_part) {
-      return whole_part > 0 ? static_cast<double>(part) / whole_part : 1.0;
-    };
-    const double stash_share = share(st.stash_bytes[0], u.stash_bytes[0]);
-    const double parameter_share =
-        share(st.parameter_bytes[0], u.parameter_bytes[0]);
-    // The whole op's peak, its parameters and what it keeps as held per
-    // device, its gradients as the parameters split, the rest as the
-    // stash does.
-    auto split = [&](int64_t whole_peak, int64_t whole_gradients) {
-      const double beyond = std::max<double>(
-          0, whole_peak - state * u.parameter_bytes[0] - u.kept_bytes(0));
-      const double gradients =
-          std::min(beyond, static_cast<double>(whole_gradients));
-      return static_cast<int64_t>(
-          state * st.parameter_bytes[0] + st.kept_bytes(0) +
-          gradients * parameter_share + (beyond - gradients) * stash_share);
-    };
-    st.one_batch_peak_bytes[0] =
-        split(u.one_batch_peak_bytes[0], u.one_batch_gradient_bytes[0]);
-    if (u.later_batch_peak_bytes[0] > 0) {
-      st.later_batch_peak_bytes[0] =
-          split(u.later_batch_peak_bytes[0], u.later_batch_gradient_bytes[0]);
-    }
-  }
   for (const GroupCollective& c : sharding.collectives) {
     StageModel& st = plan.stages[strategy.stage_of_op[c.op]];
     if (!c.backward) {

@@ -9,11 +9,11 @@
 // (Simulate) for the stages' one-batch peaks and, where a replica runs
 // more than one micro-batch, a later micro-batch's (the same run's
 // later_peak_memory_bytes), and returns Simulate's error if that fails.
-// With tensor parallelism, a stage's one-batch peak is the
-// whole op's, its parameters and what it keeps taken as held per device,
-// the gradients live at that peak scaled as the parameters are (a split
-// weight's gradient is split alike), the rest scaled as the stash is (what
-// the group splits of it).
+// With tensor parallelism, that simulation's memory counts what one device
+// of a group holds (MemoryTimelineOptions::rank_shares: each value's
+// TensorSharding::HeldBytes, each op's saved workspace and scratch at its
+// share of the op), so a stage's one-batch peak is the memory timeline's
+// over one rank's shards: split values at 1/T, replicated ones whole.
 #ifndef PLACER_SIMULATOR_STAGE_PLAN_H_
 #define PLACER_SIMULATOR_STAGE_PLAN_H_
 
@@ -47,9 +47,6 @@ struct StageModel {
   // over the first one's events) less the accumulators it holds from its
   // start, which the strategy simulator counts apart; 0 otherwise.
   std::vector<int64_t> later_batch_peak_bytes;
-  // Per slot: of those two peaks, the partial gradients and summed buffers
-  // live then (a later micro-batch's beyond its accumulators).
-  std::vector<int64_t> one_batch_gradient_bytes, later_batch_gradient_bytes;
   // Per slot, parameters' gradients in the order they become final: the
   // position in `backward` of the node that makes the last partial, and
   // the bytes.
