@@ -97,10 +97,6 @@ bool ExecutorHasKernel(absl::string_view domain, absl::string_view op_type) {
   return std::binary_search(types.begin(), types.end(), op_type);
 }
 
-bool ExecutorRuns(const Graph& graph, const Op& op) {
-  return ExecutorHasKernel(op.domain, op.op_type);
-}
-
 bool DrawsRandomNumbers(const Graph& graph, const Op& op) {
   if (!op.domain.empty() && op.domain != "ai.onnx") return false;
   if (op.op_type == "Dropout") {
@@ -137,7 +133,8 @@ bool DrawsRandomNumbers(const Graph& graph, const Op& op) {
 std::vector<int> OpsUnsupportedByExecutor(const Graph& graph) {
   std::vector<int> ops;
   for (int i = 0; i < static_cast<int>(graph.ops().size()); ++i) {
-    if (!ExecutorRuns(graph, graph.op(i))) ops.push_back(i);
+    const Op& op = graph.op(i);
+    if (!ExecutorHasKernel(op.domain, op.op_type)) ops.push_back(i);
   }
   return ops;
 }

@@ -20,10 +20,8 @@ namespace placer {
 // Sorted op types of the default ONNX domain.
 const std::vector<std::string>& ExecutorOpTypes();
 
+// Whether the executor has a kernel for ops of `op_type` in `domain`.
 bool ExecutorHasKernel(absl::string_view domain, absl::string_view op_type);
-
-// Whether the executor can run `op` of `graph`: it has a kernel.
-bool ExecutorRuns(const Graph& graph, const Op& op);
 
 // Whether running `op` of `graph` again may give other values: it draws
 // random numbers (Dropout given a training_mode input, unless that input
