@@ -342,6 +342,9 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
   return std::move(graph_);
 }
 
+namespace {
+
+// Whether every output of `op` is a constant with data (at least one).
 bool AllOutputsFolded(const Graph& graph, const Op& op) {
   bool any = false;
   for (int out : op.outputs) {
@@ -351,6 +354,8 @@ bool AllOutputsFolded(const Graph& graph, const Op& op) {
   }
   return any;
 }
+
+}  // namespace
 
 absl::StatusOr<Graph> WithoutFoldedOps(const Graph& graph,
                                        const std::string& source) {

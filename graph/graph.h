@@ -212,14 +212,11 @@ class Graph {
 // name.
 void CopyTensorFacts(const Graph& from, Graph& to);
 
-// Whether every output of `op` is a constant with data (at least one).
-bool AllOutputsFolded(const Graph& graph, const Op& op);
-
-// `graph` without the ops whose outputs are all folded constants
-// (AllOutputsFolded): their outputs become kConstant tensors that keep
-// their data, dtype and shape; every other op keeps its key, name,
-// attributes and cost, and every tensor its shape; the folded ops' keys are
-// added to folded_op_keys(). Returns `graph` itself
+// `graph` without the ops whose outputs are all folded constants (every
+// output, at least one, a constant with data): their outputs become
+// kConstant tensors that keep their data, dtype and shape; every other op
+// keeps its key, name, attributes and cost, and every tensor its shape; the
+// folded ops' keys are added to folded_op_keys(). Returns `graph` itself
 // when no op folds; an error (naming `source`) when every op does.
 absl::StatusOr<Graph> WithoutFoldedOps(const Graph& graph,
                                        const std::string& source);
