@@ -547,7 +547,8 @@ std::string PlanReportHtml(const PlanReport& report) {
         "micro-batches in flight and the rest of one micro-batch's peak "
         "(docs/parallelism.md); dashed: the capacity.</p>\n",
         StrategyPeaks(report));
-  } else {
+  }
+  if (report.strategy == nullptr || !report.result->memory.empty()) {
     absl::StrAppend(&html,
                     "<h2>Memory over the step</h2>\n<p class=\"note\">The "
                     "highest live bytes in each stretch of the step, on one "

@@ -1,7 +1,6 @@
 #include "simulator/strategy_simulator.h"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +8,7 @@
 #include "simulator/engine.h"
 #include "simulator/stage_plan.h"
 #include "simulator/strategy_lowering.h"
+#include "simulator/strategy_memory.h"
 #include "simulator/wide_tasks.h"
 
 namespace placer {
@@ -58,7 +58,12 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
   const std::vector<std::vector<WideTaskTimes>> wide =
       ScheduleWideTasks(context, strategy, plan, options.record_schedule);
   const LoweredStrategy lowered = LowerStrategy(context, strategy, plan, wide);
-  const TaskSchedule ran = RunTaskGraph(lowered.graph());
+  StrategyMemoryOptions memory_options;
+  memory_options.record = options.record_schedule;
+  StrategyMemoryTimeline memory(
+      strategy, plan, lowered, D,
+      view.options().optimizer_state_per_parameter_byte(), memory_options);
+  const TaskSchedule ran = RunTaskGraph(lowered.graph(), &memory);
   if (ran.finished != lowered.graph().num_tasks()) {
     int passes = 0;
     for (const PassTask& pass : lowered.passes()) {
@@ -74,8 +79,6 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
   out.micro_batches = M;
   step.step_seconds = ran.makespan_seconds;
   step.busy_seconds.assign(D, 0);
-  step.peak_memory_bytes.assign(D, 0);
-  step.peak_breakdown.assign(D, MemoryBreakdown());
   step.inaccurate_nodes = context.inaccurate_nodes();
   // Copies between the slots of wide stages' tasks, M of each.
   for (const std::vector<WideTaskTimes>& replicas : wide) {
@@ -83,18 +86,10 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
     step.bytes_moved += static_cast<int64_t>(M) * replicas[0].copied_bytes;
     step.transfers_count += M * replicas[0].copies;
   }
-  // Busy time and micro-batches in flight (forward started, backward not
-  // ended), device by device in its passes' order.
-  out.most_in_flight.assign(D, 0);
+  // Busy time, device by device.
   for (int d = 0; d < D; ++d) {
-    int in_flight = 0;
     for (int index : lowered.device_passes()[d]) {
       const PassTask& pass = lowered.passes()[index];
-      if (!pass.backward) {
-        out.most_in_flight[d] = std::max(out.most_in_flight[d], ++in_flight);
-      } else {
-        --in_flight;
-      }
       if (pass.slot_busy.empty()) {
         double busy = lowered.graph().seconds(pass.task);
         if (pass.recompute_task >= 0) {
@@ -213,76 +208,29 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
                      : CollectiveMessages(bucket.collective, replicas));
   }
 
-  // Updates; memory per device.
-  const double state = 1 + view.options().optimizer_state_per_parameter_byte();
+  // Updates.
   for (const UpdateTask& update : lowered.updates()) {
-    const StageModel& st = plan.stages[update.stage];
     const PipelineStage& stage = strategy.stages[update.stage];
-    const int d = update.device, slot = update.slot, k = update.replica;
-    const int R = stage.num_replicas();
-    const std::vector<int> group =
-        slot == 0 ? stage.TensorGroup(k) : std::vector<int>{d};
+    const std::vector<int> group = update.slot == 0
+                                       ? stage.TensorGroup(update.replica)
+                                       : std::vector<int>{update.device};
     for (int g : group) {
       step.busy_seconds[g] += lowered.graph().seconds(update.task);
     }
     if (options.record_schedule) {
-      out.tasks.push_back({update.stage, -1, d, false,
+      out.tasks.push_back({update.stage, -1, update.device, false,
                            ran.start_seconds[update.task],
                            ran.end_seconds[update.task]});
     }
-    // ZeRO: the optimizer state (ZeRO-2: and the accumulated gradients;
-    // ZeRO-3: and the parameters, but for the ones gathered for use) in
-    // shards of 1/R.
-    const bool zero = strategy.zero != ZeroStage::kNone && R > 1;
-    const int64_t parameters = st.parameter_bytes[slot];
-    const int64_t whole =
-        static_cast<int64_t>(static_cast<double>(parameters) * state);
-    int64_t resident = whole;
-    if (zero && strategy.zero == ZeroStage::kParameters) {
-      resident = static_cast<int64_t>(
-                     std::ceil(state * static_cast<double>(parameters) / R)) +
-                 st.gathered_window_bytes;
-    } else if (zero) {
-      resident =
-          parameters + static_cast<int64_t>(std::ceil(
-                           (state - 1) * static_cast<double>(parameters) / R));
-    }
-    const int64_t gradients = ShardsGradients(strategy.zero) && R > 1
-                                  ? (parameters + R - 1) / R
-                                  : parameters;
-    const int runs = (M - k + R - 1) / R;
-    const int64_t kept = st.kept_bytes(slot);
-    // What a micro-batch's peak holds beyond the whole optimizer state and
-    // what it keeps (the stash, which a selectively recomputing stage
-    // rebuilds only in part at a time: StageModel::selective_rebuilt_bytes).
-    auto rest_of = [&](int64_t peak) {
-      return RecomputesInPart(st.recompute)
-                 ? std::max<int64_t>(0, peak - whole - st.stash_bytes[slot]) +
-                       st.selective_rebuilt_bytes[slot]
-                 : std::max<int64_t>(0, peak - whole - kept);
-    };
-    // The first micro-batch makes its gradient buffers as it goes (its
-    // peak holds those it has made); a later one holds every accumulator
-    // from its start (counted once, in `gradients`).
-    const int64_t first_rest = rest_of(st.one_batch_peak_bytes[slot]);
-    const int64_t later_rest =
-        runs > 1 ? rest_of(st.later_batch_peak_bytes[slot]) : 0;
-    const bool later_peaks = runs > 1 && gradients + later_rest > first_rest;
-    // A replica's devices run the same tasks: as many in flight.
-    const int in_flight_here = out.most_in_flight[stage.device(k, 0)];
-    // A tensor-parallel group's devices hold as much each.
-    for (int g : group) {
-      out.most_in_flight[g] = in_flight_here;
-      MemoryBreakdown& parts = step.peak_breakdown[g];
-      parts.parameters = resident;
-      parts.gradients = later_peaks ? gradients : 0;
-      parts.activations = in_flight_here * kept;
-      parts.workspace = later_peaks ? later_rest : first_rest;
-      step.peak_memory_bytes[g] = parts.parameters + parts.gradients +
-                                  parts.activations + parts.workspace;
-      step.oom |= step.peak_memory_bytes[g] > cluster.device(g).memory_bytes;
-    }
   }
+  // Memory: the strategy's timeline (simulator/strategy_memory.h).
+  step.peak_memory_bytes = memory.peak_bytes();
+  step.peak_breakdown = memory.peak_breakdown();
+  out.most_in_flight = memory.most_in_flight();
+  for (int d = 0; d < D; ++d) {
+    step.oom |= step.peak_memory_bytes[d] > cluster.device(d).memory_bytes;
+  }
+  if (options.record_schedule) step.memory = std::move(memory.samples());
   if (options.record_schedule) {
     for (const PassTask& pass : lowered.passes()) {
       const PipelineStage& stage = strategy.stages[pass.stage];

@@ -44,24 +44,25 @@
 //    gradients, as above, and run its updates.
 //  - A recomputing stage's backward B(s, j) is preceded by R(s, j), its
 //    forward nodes' time again (strategy_lowering.h), busy time too.
-//  - Memory of a device of stage s (per slot for wide stages: the slot's
-//    parameters, stash and share of the one micro-batch peak): resident
-//    parameters and optimizer state, plus what each micro-batch in flight
-//    there (forward started, backward not ended) keeps — the stash: the
-//    activations and inputs s's backward reads, and its forward nodes'
-//    saved_workspace_bytes; a recomputing stage, only what its forward
-//    nodes read from before it — times the most in flight, plus the larger
-//    of two rests, each a micro-batch's peak from the memory timeline
-//    (stage on one device, the rest elsewhere) once its resident
-//    parameters and what it keeps are taken out (a recomputing stage
-//    rebuilds one micro-batch's activations for its backward): the first
-//    micro-batch's, which makes its gradient buffers as it goes, and, when
-//    the device runs more than one micro-batch, one gradient accumulator
-//    per parameter plus a later micro-batch's, which holds them all from
-//    its start and adds each parameter's gradient into its accumulator
-//    once complete (StageModel::later_batch_peak_bytes). With one stage, one
-//    replica and one micro-batch the peak and the step are Simulate's
-//    exactly (the whole model on that device).
+//  - Memory: the strategy's memory timeline (simulator/strategy_memory.h)
+//    observes the engine: on a device of stage s (per slot for wide
+//    stages), resident parameters and optimizer state, what each
+//    micro-batch in flight there (forward started, backward not ended)
+//    keeps — the stash: the activations and inputs s's backward reads, and
+//    its forward nodes' saved_workspace_bytes; a recomputing stage, only
+//    what its forward nodes read from before it — and, while a pass runs,
+//    the rest of a micro-batch's peak from the memory timeline (stage on
+//    one device, the rest elsewhere) once its resident parameters and what
+//    it keeps are taken out (a recomputing stage rebuilds one
+//    micro-batch's activations for its backward): the first micro-batch's,
+//    which makes its gradient buffers as it goes, until the replica's first
+//    backward ends; then, when the replica runs more than one micro-batch,
+//    one gradient accumulator per parameter and a later micro-batch's,
+//    which holds them all from its start and adds each parameter's
+//    gradient into its accumulator once complete
+//    (StageModel::later_batch_peak_bytes). With one stage, one replica and
+//    one micro-batch the peak and the step are Simulate's exactly (the
+//    whole model on that device).
 //  - ZeRO (Strategy::zero, strategy_lowering.h): a device of a stage with
 //    R replicas holds its parameters whole and 1/R of their optimizer state
 //    (ceiling); ZeRO-2 also 1/R of the gradient buffer it accumulates
@@ -144,7 +145,9 @@ struct StrategySimulation {
   // With record_schedule: tasks, buckets, in step.transfers the
   // transfers between stages (value and gradient_sum -1) and the copies
   // between a wide replica's slots (a value, or a slot's summed partials
-  // of gradient_sum), and in `nodes` each wide pass's nodes.
+  // of gradient_sum), in `nodes` each wide pass's nodes, and in
+  // step.memory every change of a device's memory as the strategy's
+  // memory timeline made it (in the engine's order).
   std::vector<StrategyTask> tasks;
   std::vector<StrategyBucket> buckets;
   std::vector<StrategyNodeRun> nodes;

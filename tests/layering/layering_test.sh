@@ -11,8 +11,8 @@
 # other); the view's index knows nothing of plans or costs (it includes
 # no other simulator/ header); a lowering, and the slot copies read off
 # it, include neither the engine that runs its graph nor the memory
-# timeline that observes it; the memory timeline does not
-# include the simulators built on it. Inside runtime/, the executor
+# timelines that observe it; the memory timelines (an op placement's,
+# a strategy's) do not include the simulators built on them. Inside runtime/, the executor
 # (strategy_* and executor.*) runs a plan (simulator/strategy.h,
 # placement.h) and includes no engine, simulator, lowering or memory
 # timeline: an op placement's memory goes through placement_memory.h.
@@ -58,13 +58,13 @@ for f in $(find base graph zoo profiles simulator policies runtime placer \
             "$inc" == simulator/* && "$inc" != simulator/view_index.h ]]; then
       why="the view's index includes no other simulator/ header"
     elif [[ ( "$f" == simulator/*lowering* || "$f" =~ ^simulator/slot_copies\. ) &&
-            "$inc" =~ ^simulator/(engine|memory_timeline)\.h$ ]]; then
-      why="a lowering does not include the engine or the memory timeline"
-    elif [[ "$f" =~ ^simulator/memory_timeline\. &&
+            "$inc" =~ ^simulator/(engine|memory_timeline|strategy_memory)\.h$ ]]; then
+      why="a lowering does not include the engine or the memory timelines"
+    elif [[ "$f" =~ ^simulator/(memory_timeline|strategy_memory)\. &&
             "$inc" =~ ^simulator/(simulator|strategy_simulator)\.h$ ]]; then
       why="the memory timeline does not include the simulators"
     elif [[ "$f" =~ ^runtime/(strategy_|executor\.) &&
-            "$inc" =~ ^simulator/(engine|simulator|strategy_simulator|memory_timeline|[a-z_]*lowering)\.h$ ]]; then
+            "$inc" =~ ^simulator/(engine|simulator|strategy_simulator|memory_timeline|strategy_memory|[a-z_]*lowering)\.h$ ]]; then
       why="the executor runs a plan; memory through runtime/placement_memory.h"
     fi
     if [ -n "$why" ]; then

@@ -137,9 +137,15 @@ TEST(PlanReportTest, AStrategysStagesReplicasAndAllreduce) {
   EXPECT_NE(html.find("stage 1, replica 1: "), std::string::npos);
   EXPECT_NE(html.find(">allreduce stage 0</text>"), std::string::npos);
   EXPECT_NE(html.find(">allreduce stage 1</text>"), std::string::npos);
-  // Peaks as a table, no memory timeline.
-  EXPECT_EQ(html.find("aria-label=\"memory of"), std::string::npos);
+  // Peaks as a table, and the strategy's memory timeline per device,
+  // whose samples reach the peaks the simulator reports.
   EXPECT_EQ(Count(html, "<th>micro-batches in flight</th>"), 1);
+  EXPECT_EQ(Count(html, "aria-label=\"memory of"), 4);
+  std::vector<int64_t> highest(4, 0);
+  for (const MemorySample& s : step->step.memory) {
+    highest[s.device] = std::max(highest[s.device], s.bytes);
+  }
+  EXPECT_EQ(highest, step->step.peak_memory_bytes);
 }
 
 }  // namespace

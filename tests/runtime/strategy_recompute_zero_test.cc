@@ -98,11 +98,13 @@ std::vector<std::pair<int64_t, int64_t>> SimulatedAndAllocated(
 // Llama-style decoder export cut into two stages of 4 micro-batches on two
 // CPUs: recomputing lowers the allocated peak of every stage under GPipe
 // (four micro-batches in flight on both stages), as the simulator says,
-// and the simulated peaks are within 10% of the allocated ones, except
-// GPipe without recomputation, which the simulator overestimates by up to
-// 15% (the Transformer's first stage: 81.5 MB simulated, 70.8 MB
-// allocated): its stash counts every value a backward reads at its own
-// size, where LibTorch's reshaped and transposed inputs share storage.
+// and the simulated peaks are within 7% of the allocated ones (measured
+// 0.97-1.03). GPipe without recomputation was overestimated by up to 16%
+// (the Transformer's first stage: 81.5 MB simulated, 70.8 MB allocated)
+// while the simulator counted every stash beside the accumulators and a
+// later micro-batch's peak: under GPipe the first backward runs with
+// every stash and no accumulator, a later one with the accumulators and
+// a stash fewer (simulator/strategy_memory.h).
 TEST(StrategyExecutorTest, RecomputationLowersTheAllocatedPeakAsSimulated) {
   const Cluster cluster = Cpus(2);
   std::vector<Model> models = ModelsAndLlama({});
@@ -122,13 +124,11 @@ TEST(StrategyExecutorTest, RecomputationLowersTheAllocatedPeakAsSimulated) {
         SCOPED_TRACE(DescribeStrategy(s));
         peaks.push_back(SimulatedAndAllocated(view, cluster, s));
         ASSERT_EQ(peaks.back().size(), 2u);
-        const bool loose = schedule == PipelineSchedule::kGPipe &&
-                           recompute == Recompute::kNone;
         for (int d = 0; d < 2; ++d) {
           const auto [simulated, allocated] = peaks.back()[d];
           const double ratio = static_cast<double>(simulated) / allocated;
-          EXPECT_GE(ratio, 0.9) << "device " << d;
-          EXPECT_LE(ratio, loose ? 1.16 : 1.1) << "device " << d;
+          EXPECT_GE(ratio, 0.93) << "device " << d;
+          EXPECT_LE(ratio, 1.07) << "device " << d;
         }
       }
       if (schedule != PipelineSchedule::kGPipe) continue;
@@ -149,9 +149,11 @@ TEST(StrategyExecutorTest, RecomputationLowersTheAllocatedPeakAsSimulated) {
 // and parameters. What a kept op saved of a rerun's making is parked from
 // the forward to the rerun, as the simulator counts it. The allocated peaks
 // of stages holding more than 512 KB are within -15%/+20% of the
-// simulated ones (measured 0.86-1.17 by layer, 0.98-1.16 selective-op,
-// 0.88-1.09 selective; without parking, selective's were 0.82-1.05 and
-// the Llama export's two replicas allocated 2.06 MB against 1.80
+// simulated ones (measured 0.85-1.18 by layer, 0.95-1.15 selective-op,
+// 0.88-0.99 selective, the strategy's memory a timeline of its schedule;
+// 0.86-1.17, 0.98-1.16 and 0.88-1.09 while the simulator counted every
+// stash beside a later micro-batch's peak; without parking, selective's were
+// 0.82-1.05 and the Llama export's two replicas allocated 2.06 MB against 1.80
 // simulated and 2.16 without recomputation: under GPipe the simulator counts
 // each stashed value at its own size where LibTorch's reshaped and
 // transposed tensors share storage, as without recomputation), and under

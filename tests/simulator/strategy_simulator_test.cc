@@ -129,13 +129,43 @@ TEST(StrategySimulatorTest, EveryBackwardAfterAReplicasFirstAccumulates) {
   // The strategy, one micro-batch in flight (1F1B), counts the same: the
   // buffers once, a later micro-batch's peak beside them (not the first
   // one's, which holds grad:D's 64 of its own buffer already: 1216 counted
-  // it twice). GPipe keeps the other three micro-batches' stashes (x, a,
-  // b, c: 256 each) too.
+  // it twice).
   Strategy in_turn = one;
   in_turn.schedule = PipelineSchedule::k1F1B;
   EXPECT_EQ(f.Run(in_turn).step.peak_memory_bytes[0], 1152);
   EXPECT_EQ(f.Run(in_turn).step.peak_breakdown[0].gradients, 256);
-  EXPECT_EQ(f.Run(one).step.peak_memory_bytes[0], 1152 + 3 * 256);
+  // GPipe runs the four forwards first, each micro-batch keeping x, a, b
+  // and c (256 bytes) until its backward ends. Its first backward (B3) is
+  // the first micro-batch's, with no accumulators yet: 960 beside the
+  // other three's stashes, 960 + 3 x 256 = 1728; each later backward
+  // holds the accumulators but one stash fewer: B2 1152 + 2 x 256 = 1664.
+  // (Counting the most in flight beside the larger of the two peaks would
+  // say 1152 + 3 x 256 = 1920, a moment that never comes.)
+  StrategySimulation gpipe = f.Run(one);
+  EXPECT_EQ(gpipe.step.peak_memory_bytes[0], 960 + 3 * 256);
+  EXPECT_EQ(gpipe.step.peak_breakdown[0].activations, 4 * 256);
+  EXPECT_EQ(gpipe.step.peak_breakdown[0].gradients, 0);
+  EXPECT_EQ(gpipe.step.peak_breakdown[0].parameters, 512);
+  EXPECT_EQ(gpipe.most_in_flight[0], 4);
+  // The timeline as recorded on device 0: resident 512 at 0; F0 keeps its
+  // stash (256) and holds the rest of a first micro-batch's peak (192)
+  // while it runs; then the stash alone; ... the peak when B3 starts; at
+  // the end the accumulators (256) beside the parameters.
+  std::vector<int64_t> on_device_0;
+  double last_seconds = 0;
+  for (const MemorySample& sample : gpipe.step.memory) {
+    if (sample.device != 0) continue;
+    EXPECT_GE(sample.seconds, last_seconds);
+    last_seconds = sample.seconds;
+    on_device_0.push_back(sample.bytes);
+  }
+  ASSERT_GE(on_device_0.size(), 3u);
+  EXPECT_EQ(on_device_0[0], 512);
+  EXPECT_EQ(on_device_0[1], 512 + 256 + 192);
+  EXPECT_EQ(on_device_0[2], 512 + 256);
+  EXPECT_EQ(*std::max_element(on_device_0.begin(), on_device_0.end()),
+            960 + 3 * 256);
+  EXPECT_EQ(on_device_0.back(), 512 + 256);
   // Two replicas, two micro-batches each: one accumulation per replica.
   Strategy data = one;
   data.stages = {PipelineStage::OneDevicePerReplica({0, 1})};
@@ -303,7 +333,11 @@ TEST(StrategySimulatorTest, BucketsOverlapTheLastBackward) {
 
 TEST(StrategySimulatorTest, MicroBatchesInFlightSetTheStashMemory) {
   // Stage 0's backward keeps x (64 bytes) per micro-batch in flight: all
-  // m of them under GPipe, at most S = 4 under 1F1B.
+  // m of them under GPipe, at most S = 4 under 1F1B. GPipe's peak there is
+  // its first backward, every stash held and no accumulator yet; 1F1B's a
+  // later micro-batch's, four stashes beside w1's accumulator (64 bytes),
+  // and a later micro-batch's rest is the first one's: the difference is
+  // (m - 4) x 64 less that accumulator.
   Fixture f(ConstantCosts(1, 2, 0, 0, 1e300));
   const int m = 8;
   StrategySimulation gpipe = f.Run(FourStages(m, PipelineSchedule::kGPipe));
@@ -311,7 +345,11 @@ TEST(StrategySimulatorTest, MicroBatchesInFlightSetTheStashMemory) {
   EXPECT_EQ(gpipe.most_in_flight, (std::vector<int>{8, 8, 8, 8}));
   EXPECT_EQ(one.most_in_flight, (std::vector<int>{4, 3, 2, 1}));
   EXPECT_EQ(gpipe.step.peak_memory_bytes[0] - one.step.peak_memory_bytes[0],
-            (m - 4) * 64);
+            (m - 4) * 64 - 64);
+  EXPECT_EQ(gpipe.step.peak_breakdown[0].activations, m * 64);
+  EXPECT_EQ(gpipe.step.peak_breakdown[0].gradients, 0);
+  EXPECT_EQ(one.step.peak_breakdown[0].activations, 4 * 64);
+  EXPECT_EQ(one.step.peak_breakdown[0].gradients, 64);
   // The last stage has one in flight under 1F1B: its one-micro-batch peak
   // plus the gradient buffer it keeps across micro-batches (w4: 64 bytes).
   Strategy single = FourStages(1, PipelineSchedule::k1F1B);
