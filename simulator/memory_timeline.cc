@@ -17,6 +17,8 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
   const std::vector<int>& device_of = lowered.device_of_node;
   memory_.assign(devices_, 0);
   peak_.assign(devices_, 0);
+  forward_peak_.assign(devices_, 0);
+  backward_started_.assign(devices_, 0);
   users_ = PairTable<int>(num_values, devices_, 0);
   const int num_sums = static_cast<int>(view_.gradient_sums().size());
   buffer_bytes_ = PairTable<int64_t>(num_sums, devices_, -1);
@@ -139,6 +141,7 @@ void MemoryTimeline::Allocate(int device, int64_t bytes, Use use) {
   if (memory_[device] > peak_[device]) {
     peak_[device] = memory_[device];
     peak_by_use_[device] = by_use_[device];
+    if (!backward_started_[device]) forward_peak_[device] = memory_[device];
   }
   NoteLater(device);
   if (record_) samples_.push_back({now_, device, memory_[device]});
@@ -191,6 +194,7 @@ double MemoryTimeline::Started(int task, double now, double start,
     return end;
   }
   const int d = lowered_.device_of_node[task];
+  if (view_.node(task).kind == NodeKind::kBackward) backward_started_[d] = 1;
   // Partials added into buffers the device holds (PartialAdditions).
   end += additions_.NodeStarts(task, d, d);
   for (int out : context_.outputs(task)) {

@@ -119,6 +119,12 @@ class MemoryTimeline final : public TaskObserver {
   // What is live on `device` now.
   int64_t bytes(int device) const { return memory_[device]; }
   const std::vector<int64_t>& peak_bytes() const { return peak_; }
+  // Per device: the most live before its first backward node started
+  // (the forward part of the step there; the whole step's peak on a
+  // device that runs no backward node).
+  const std::vector<int64_t>& forward_peak_bytes() const {
+    return forward_peak_;
+  }
   // Per device: what was live when it first reached its peak.
   std::vector<MemoryBreakdown> PeakBreakdown() const;
   // The same step as a later micro-batch of a gradient-accumulation loop,
@@ -155,7 +161,8 @@ class MemoryTimeline final : public TaskObserver {
   const bool later_;  // MemoryTimelineOptions::later_micro_batch
   const int devices_;
   double now_ = 0;
-  std::vector<int64_t> memory_, peak_;
+  std::vector<int64_t> memory_, peak_, forward_peak_;
+  std::vector<char> backward_started_;  // per device
   std::vector<int64_t> value_bytes_;  // per value: the view's, or as set
   // Per node: its saved workspace and scratch bytes (the view's or the
   // rank's share).

@@ -43,6 +43,7 @@ absl::StatusOr<SimulationResult> Simulate(const SimulationContext& context,
   r.busy_seconds.assign(ran.busy_seconds.begin(),
                         ran.busy_seconds.begin() + devices);
   r.peak_memory_bytes = memory.peak_bytes();
+  r.forward_peak_memory_bytes = memory.forward_peak_bytes();
   r.peak_breakdown = memory.PeakBreakdown();
   r.later_peak_memory_bytes = memory.later_peak_bytes();
   r.later_peak_breakdown = memory.LaterPeakBreakdown();

@@ -97,7 +97,7 @@ struct ScheduledTransfer {
   double end_seconds = 0;
 };
 
-// A device's memory after a change, at a moment of the step.
+// One step of the critical path: a node or a transfer (an index into
 // SimulationResult::transfers).
 struct CriticalStep {
   bool is_transfer = false;
@@ -111,11 +111,15 @@ struct SimulationResult {
   double lower_bound_seconds = 0;
   std::vector<double> busy_seconds;        // per device
   std::vector<int64_t> peak_memory_bytes;  // per device
+  // Op placements, per device: the most live before its first backward
+  // node started (MemoryTimeline::forward_peak_bytes).
+  std::vector<int64_t> forward_peak_memory_bytes;
   // Per device: what was live when it first reached its peak (op
-  // placements); for strategies, the parts of the peak's formula
-  // (strategy_simulator.h): parameters and optimizer state resident,
-  // accumulated gradients, the activations kept by the micro-batches in
-  // flight, and the rest of one micro-batch's peak as workspace.
+  // placements); for strategies, the parts the strategy's memory timeline
+  // counts (simulator/strategy_memory.h) at its peak: parameters and
+  // optimizer state resident, the gradient accumulators, the activations
+  // kept by the micro-batches in flight, and the running pass's rest of
+  // one micro-batch's peak as workspace.
   std::vector<MemoryBreakdown> peak_breakdown;
   // Op placements, with SimulationOptions::later_micro_batch: the same
   // step as a later micro-batch of a gradient-accumulation loop, on the

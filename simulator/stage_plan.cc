@@ -66,6 +66,7 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     st.input_bytes.assign(st.width, 0);
     st.recompute = strategy.stages[s].recompute;
     st.one_batch_peak_bytes.assign(st.width, 0);
+    st.one_batch_forward_peak_bytes.assign(st.width, 0);
     st.later_batch_peak_bytes.assign(st.width, 0);
     st.gradients.assign(st.width, {});
   }
@@ -420,6 +421,8 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     for (int slot = 0; slot < stage.width(); ++slot) {
       const int d = stage.device(0, slot);
       plan.stages[s].one_batch_peak_bytes[slot] = r.peak_memory_bytes[d];
+      plan.stages[s].one_batch_forward_peak_bytes[slot] =
+          r.forward_peak_memory_bytes[d];
       if (accumulates) {
         plan.stages[s].later_batch_peak_bytes[slot] =
             r.later_peak_memory_bytes[d] - r.accumulator_bytes[d];

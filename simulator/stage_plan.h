@@ -41,6 +41,9 @@ struct StageModel {
   Recompute recompute = Recompute::kNone;
   std::vector<int64_t> one_batch_peak_bytes;   // per slot: Simulate's, the
                                                // stage alone on replica 0
+  // Per slot: the same run's peak before the slot's first backward node
+  // started (its forward pass; SimulationResult::forward_peak_memory_bytes).
+  std::vector<int64_t> one_batch_forward_peak_bytes;
   // Per slot, when a replica of the stage runs more than one micro-batch:
   // the peak of the same step as a later micro-batch of a
   // gradient-accumulation loop (MemoryTimeline::later_peak_bytes,

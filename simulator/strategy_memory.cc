@@ -59,6 +59,13 @@ StrategyMemoryTimeline::StrategyMemoryTimeline(
                              ? (parameters + R - 1) / R
                              : parameters;
         b.first_rest = rest_of(st.one_batch_peak_bytes[slot]);
+        // A forward pass: what its part of the run held beyond the
+        // resident state and a whole stash (the stash it builds counted
+        // whole from its start), at most a pass's rest.
+        b.forward_rest = std::min(
+            b.first_rest,
+            std::max<int64_t>(
+                0, st.one_batch_forward_peak_bytes[slot] - whole - kept));
         b.later_rest =
             b.accumulates ? rest_of(st.later_batch_peak_bytes[slot]) : 0;
         const int d = stage.device(k, slot);
@@ -120,8 +127,12 @@ double StrategyMemoryTimeline::Started(int task, double now, double start,
       ++device.in_flight;
       device.parts.activations += b.kept;
     }
+    if (!pass.backward) {
+      device.parts.workspace = b.forward_rest;
+      return;
+    }
     // A backward after its rerun holds the rest from the rerun's start.
-    if (pass.backward && pass.recompute_task >= 0 && !rerun) return;
+    if (pass.recompute_task >= 0 && !rerun) return;
     device.parts.workspace = later ? b.later_rest : b.first_rest;
   });
   return end;

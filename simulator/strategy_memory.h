@@ -16,12 +16,14 @@
 //  - A micro-batch is in flight from its forward pass's start to its
 //    backward pass's end and keeps StageModel::kept_bytes (its stash, or
 //    what recomputation keeps) throughout.
-//  - While a pass runs (a recomputing backward: from its rerun's start),
-//    the device also holds the rest of one micro-batch's peak, taken from
-//    the stage's one-micro-batch timeline less what is resident and kept:
-//    the first micro-batch's while the replica's first backward has not
-//    ended, a later micro-batch's after (selective recomputation: what it
-//    rebuilds at once, StageModel::selective_rebuilt_bytes).
+//  - While a backward pass runs (a recomputing one: from its rerun's
+//    start), the device also holds the rest of one micro-batch's peak,
+//    taken from the stage's one-micro-batch timeline less what is resident
+//    and kept: the first micro-batch's while the replica's first backward
+//    has not ended, a later micro-batch's after (selective recomputation:
+//    what it rebuilds at once, StageModel::selective_rebuilt_bytes). While
+//    a forward pass runs, what that timeline held beyond them before the
+//    stage's first backward node started (at most the first rest).
 //  - When a replica that runs more than one micro-batch ends its first
 //    backward, its gradient accumulators (ZeRO-2: their shard) are held
 //    for the rest of the step.
@@ -80,7 +82,8 @@ class StrategyMemoryTimeline final : public TaskObserver {
     int64_t resident = 0;
     int64_t accumulators = 0;  // held after the replica's first backward
     int64_t kept = 0;          // per micro-batch in flight
-    int64_t first_rest = 0;    // while a pass runs, before that
+    int64_t forward_rest = 0;  // while a forward pass runs
+    int64_t first_rest = 0;    // while a backward runs, before that
     int64_t later_rest = 0;    // and after
     bool accumulates = false;  // the replica runs more than one micro-batch
   };

@@ -50,11 +50,12 @@
 //    micro-batch in flight there (forward started, backward not ended)
 //    keeps — the stash: the activations and inputs s's backward reads, and
 //    its forward nodes' saved_workspace_bytes; a recomputing stage, only
-//    what its forward nodes read from before it — and, while a pass runs,
-//    the rest of a micro-batch's peak from the memory timeline (stage on
-//    one device, the rest elsewhere) once its resident parameters and what
-//    it keeps are taken out (a recomputing stage rebuilds one
-//    micro-batch's activations for its backward): the first micro-batch's,
+//    what its forward nodes read from before it — and, while a backward
+//    runs, the rest of a micro-batch's peak from the memory timeline
+//    (stage on one device, the rest elsewhere) once its resident
+//    parameters and what it keeps are taken out (a recomputing stage
+//    rebuilds one micro-batch's activations for its backward; a forward
+//    holds what that run's forward part did): the first micro-batch's,
 //    which makes its gradient buffers as it goes, until the replica's first
 //    backward ends; then, when the replica runs more than one micro-batch,
 //    one gradient accumulator per parameter and a later micro-batch's,

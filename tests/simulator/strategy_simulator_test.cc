@@ -126,6 +126,8 @@ TEST(StrategySimulatorTest, EveryBackwardAfterAReplicasFirstAccumulates) {
   EXPECT_EQ(plain->later_peak_memory_bytes[0], 0);
   EXPECT_EQ(plain->accumulator_bytes[0], 0);
   EXPECT_EQ(plain->peak_memory_bytes[0], 960);
+  // Before grad:D starts: weights and momentum, x, and a, b, c, d.
+  EXPECT_EQ(plain->forward_peak_memory_bytes[0], 512 + 64 + 4 * 64);
   // The strategy, one micro-batch in flight (1F1B), counts the same: the
   // buffers once, a later micro-batch's peak beside them (not the first
   // one's, which holds grad:D's 64 of its own buffer already: 1216 counted
@@ -148,23 +150,30 @@ TEST(StrategySimulatorTest, EveryBackwardAfterAReplicasFirstAccumulates) {
   EXPECT_EQ(gpipe.step.peak_breakdown[0].parameters, 512);
   EXPECT_EQ(gpipe.most_in_flight[0], 4);
   // The timeline as recorded on device 0: resident 512 at 0; F0 keeps its
-  // stash (256) and holds the rest of a first micro-batch's peak (192)
-  // while it runs; then the stash alone; ... the peak when B3 starts; at
-  // the end the accumulators (256) beside the parameters.
+  // stash (256) and, while it runs, holds what a micro-batch's forward
+  // held beyond it (d, 64); then the stash alone; ... the peak when B3
+  // starts (16 s: four forwards of 4 s), not at F3's start (12 s, 4 x
+  // 256 + 64 beside the weights); at the end the accumulators (256)
+  // beside the parameters.
   std::vector<int64_t> on_device_0;
-  double last_seconds = 0;
+  double last_seconds = 0, peak_seconds = -1;
+  int64_t highest = 0;
   for (const MemorySample& sample : gpipe.step.memory) {
     if (sample.device != 0) continue;
     EXPECT_GE(sample.seconds, last_seconds);
     last_seconds = sample.seconds;
     on_device_0.push_back(sample.bytes);
+    if (sample.bytes > highest) {
+      highest = sample.bytes;
+      peak_seconds = sample.seconds;
+    }
   }
   ASSERT_GE(on_device_0.size(), 3u);
   EXPECT_EQ(on_device_0[0], 512);
-  EXPECT_EQ(on_device_0[1], 512 + 256 + 192);
+  EXPECT_EQ(on_device_0[1], 512 + 256 + 64);
   EXPECT_EQ(on_device_0[2], 512 + 256);
-  EXPECT_EQ(*std::max_element(on_device_0.begin(), on_device_0.end()),
-            960 + 3 * 256);
+  EXPECT_EQ(highest, 960 + 3 * 256);
+  EXPECT_DOUBLE_EQ(peak_seconds, 16);
   EXPECT_EQ(on_device_0.back(), 512 + 256);
   // Two replicas, two micro-batches each: one accumulation per replica.
   Strategy data = one;
