@@ -6,8 +6,9 @@
 // Contract: `result` was simulated from `context` with record_schedule
 // (its schedule, transfers and memory samples are drawn) or, for a
 // strategy, is `strategy_result->step` (its tasks, transfers between stages
-// and allreduced buckets are drawn; its memory is a peak per device, not a
-// timeline, and is drawn as such); the page's
+// and allreduced buckets are drawn; its peaks as a table with the
+// micro-batches in flight, and its memory samples, when the simulation
+// recorded them, as over the step); the page's
 // figures are the result's own, printed as the text and JSON reports print
 // them (six decimals for seconds). Drawing is bounded whatever the graph's
 // size: a device's timeline is at most kTimelinePixels boxes (the work in
