@@ -18,29 +18,36 @@ StrategyMemoryTimeline::StrategyMemoryTimeline(
   const int M = strategy.micro_batches;
   const int S = static_cast<int>(strategy.stages.size());
   bytes_.resize(S);
-  accumulating_.resize(S);
+  replicas_.resize(S);
   for (int s = 0; s < S; ++s) {
     const PipelineStage& stage = strategy.stages[s];
     const StageModel& st = plan.stages[s];
     const int R = stage.num_replicas();
-    accumulating_[s].assign(R, 0);
-    bytes_[s].resize(static_cast<size_t>(stage.width()) * R);
+    replicas_[s].assign(R, ReplicaState());
+    for (int k = 0; k < R; ++k) {
+      replicas_[s][k].accumulates = (M - k + R - 1) / R > 1;
+    }
+    bytes_[s].resize(stage.width());
     const bool zero = strategy.zero != ZeroStage::kNone && R > 1;
     for (int slot = 0; slot < stage.width(); ++slot) {
       const int64_t parameters = st.parameter_bytes[slot];
       const int64_t whole =
           static_cast<int64_t>(static_cast<double>(parameters) * state);
-      int64_t resident = whole;
+      SlotBytes& b = bytes_[s][slot];
+      b.resident = whole;
       if (zero && strategy.zero == ZeroStage::kParameters) {
-        resident = static_cast<int64_t>(
-                       std::ceil(state * static_cast<double>(parameters) / R)) +
-                   st.gathered_window_bytes;
+        b.resident = static_cast<int64_t>(std::ceil(
+                         state * static_cast<double>(parameters) / R)) +
+                     st.gathered_window_bytes;
       } else if (zero) {
-        resident = parameters +
-                   static_cast<int64_t>(std::ceil(
-                       (state - 1) * static_cast<double>(parameters) / R));
+        b.resident = parameters +
+                     static_cast<int64_t>(std::ceil(
+                         (state - 1) * static_cast<double>(parameters) / R));
       }
-      const int64_t kept = st.kept_bytes(slot);
+      b.kept = st.kept_bytes(slot);
+      b.accumulators = ShardsGradients(strategy.zero) && R > 1
+                           ? (parameters + R - 1) / R
+                           : parameters;
       // What a micro-batch's peak holds beyond the whole optimizer state
       // and what it keeps (a selectively recomputing stage rebuilds its
       // stash only in part at a time).
@@ -48,31 +55,26 @@ StrategyMemoryTimeline::StrategyMemoryTimeline(
         return RecomputesInPart(st.recompute)
                    ? std::max<int64_t>(0, peak - whole - st.stash_bytes[slot]) +
                          st.selective_rebuilt_bytes[slot]
-                   : std::max<int64_t>(0, peak - whole - kept);
+                   : std::max<int64_t>(0, peak - whole - b.kept);
       };
-      for (int k = 0; k < R; ++k) {
-        SlotBytes& b = bytes_[s][slot * R + k];
-        b.resident = resident;
-        b.kept = kept;
-        b.accumulates = (M - k + R - 1) / R > 1;
-        b.accumulators = ShardsGradients(strategy.zero) && R > 1
-                             ? (parameters + R - 1) / R
-                             : parameters;
-        b.first_rest = rest_of(st.one_batch_peak_bytes[slot]);
-        // A forward pass: what its part of the run held beyond the
-        // resident state and a whole stash (the stash it builds counted
-        // whole from its start), at most a pass's rest.
-        b.forward_rest = std::min(
-            b.first_rest,
-            std::max<int64_t>(
-                0, st.one_batch_forward_peak_bytes[slot] - whole - kept));
-        b.later_rest =
-            b.accumulates ? rest_of(st.later_batch_peak_bytes[slot]) : 0;
-        const int d = stage.device(k, slot);
-        for (int g : slot == 0 ? stage.TensorGroup(k) : std::vector<int>{d}) {
-          devices_[g].parts.parameters += resident;
+      b.first_rest = rest_of(st.one_batch_peak_bytes[slot]);
+      // A forward pass: what its part of the run held beyond the resident
+      // state and a whole stash (the stash it builds counted whole from
+      // its start), at most a pass's rest.
+      b.forward_rest =
+          std::min(b.first_rest,
+                   std::max<int64_t>(0, st.one_batch_forward_peak_bytes[slot] -
+                                            whole - b.kept));
+      // Read from a replica's second backward on; measured wherever some
+      // replica of the stage runs more than one micro-batch.
+      b.later_rest = rest_of(st.later_batch_peak_bytes[slot]);
+    }
+    for (int k = 0; k < R; ++k) {
+      for (int slot = 0; slot < stage.width(); ++slot) {
+        ForDevicesOfSlot(stage, k, slot, [&](int g) {
+          devices_[g].parts.parameters += bytes_[s][slot].resident;
           Note(g, 0);
-        }
+        });
       }
     }
   }
@@ -86,20 +88,29 @@ StrategyMemoryTimeline::StrategyMemoryTimeline(
   }
 }
 
+template <typename Visit>
+void StrategyMemoryTimeline::ForDevicesOfSlot(const PipelineStage& stage,
+                                              int replica, int slot,
+                                              Visit visit) {
+  const Replica& r = stage.replicas[replica];
+  if (slot == 0 && !r.tensor_devices.empty()) {
+    for (int g : r.tensor_devices) visit(g);
+  } else {
+    visit(r.device_of_slot[slot]);
+  }
+}
+
 template <typename Change>
 void StrategyMemoryTimeline::ForDevicesOf(const PassTask& pass, double seconds,
                                           Change change) {
   const PipelineStage& stage = strategy_.stages[pass.stage];
-  const int R = stage.num_replicas();
   for (int slot = 0; slot < stage.width(); ++slot) {
-    const SlotBytes& b = bytes_[pass.stage][slot * R + pass.replica];
-    const int d = stage.device(pass.replica, slot);
-    for (int g :
-         slot == 0 ? stage.TensorGroup(pass.replica) : std::vector<int>{d}) {
+    const SlotBytes& b = bytes_[pass.stage][slot];
+    ForDevicesOfSlot(stage, pass.replica, slot, [&](int g) {
       change(b, devices_[g]);
       most_in_flight_[g] = std::max(most_in_flight_[g], devices_[g].in_flight);
       Note(g, seconds);
-    }
+    });
   }
 }
 
@@ -120,20 +131,20 @@ double StrategyMemoryTimeline::Started(int task, double now, double start,
   const int p = pass_of_task_[task];
   if (p < 0) return end;
   const PassTask& pass = lowered_.passes()[p];
-  const bool later = accumulating_[pass.stage][pass.replica];
-  const bool rerun = task == pass.recompute_task;
+  // A backward after its rerun holds the rest from the rerun's start.
+  if (pass.backward && pass.recompute_task >= 0 &&
+      task != pass.recompute_task) {
+    return end;
+  }
+  const bool later = replicas_[pass.stage][pass.replica].backward_ended;
   ForDevicesOf(pass, start, [&](const SlotBytes& b, Device& device) {
-    if (!pass.backward) {
-      ++device.in_flight;
-      device.parts.activations += b.kept;
-    }
-    if (!pass.backward) {
-      device.parts.workspace = b.forward_rest;
+    if (pass.backward) {
+      device.parts.workspace = later ? b.later_rest : b.first_rest;
       return;
     }
-    // A backward after its rerun holds the rest from the rerun's start.
-    if (pass.recompute_task >= 0 && !rerun) return;
-    device.parts.workspace = later ? b.later_rest : b.first_rest;
+    ++device.in_flight;
+    device.parts.activations += b.kept;
+    device.parts.workspace = b.forward_rest;
   });
   return end;
 }
@@ -143,18 +154,17 @@ void StrategyMemoryTimeline::Ended(int task, double now) {
   if (p < 0) return;
   const PassTask& pass = lowered_.passes()[p];
   if (task == pass.recompute_task) return;
-  char& accumulating = accumulating_[pass.stage][pass.replica];
-  const bool first_backward = pass.backward && !accumulating;
+  ReplicaState& replica = replicas_[pass.stage][pass.replica];
+  const bool hold_accumulators =
+      pass.backward && !replica.backward_ended && replica.accumulates;
   ForDevicesOf(pass, now, [&](const SlotBytes& b, Device& device) {
     device.parts.workspace = 0;
     if (!pass.backward) return;
     --device.in_flight;
     device.parts.activations -= b.kept;
-    if (first_backward && b.accumulates) {
-      device.parts.gradients += b.accumulators;
-    }
+    if (hold_accumulators) device.parts.gradients += b.accumulators;
   });
-  if (pass.backward) accumulating = 1;
+  if (pass.backward) replica.backward_ended = true;
 }
 
 }  // namespace placer

@@ -77,7 +77,7 @@ class StrategyMemoryTimeline final : public TaskObserver {
   std::vector<MemorySample>& samples() { return samples_; }
 
  private:
-  // What one device of a stage's (slot, replica) holds.
+  // What one device of a stage's slot holds (alike in every replica).
   struct SlotBytes {
     int64_t resident = 0;
     int64_t accumulators = 0;  // held after the replica's first backward
@@ -85,13 +85,22 @@ class StrategyMemoryTimeline final : public TaskObserver {
     int64_t forward_rest = 0;  // while a forward pass runs
     int64_t first_rest = 0;    // while a backward runs, before that
     int64_t later_rest = 0;    // and after
-    bool accumulates = false;  // the replica runs more than one micro-batch
+  };
+  // A stage replica's state.
+  struct ReplicaState {
+    bool accumulates = false;     // it runs more than one micro-batch
+    bool backward_ended = false;  // its first backward has ended
   };
   // A device's state.
   struct Device {
     MemoryBreakdown parts;
     int in_flight = 0;
   };
+  // Calls visit(device) for each device of `slot` of `replica`: its
+  // tensor-parallel group (slot 0), or the slot's device.
+  template <typename Visit>
+  static void ForDevicesOfSlot(const PipelineStage& stage, int replica,
+                               int slot, Visit visit);
   // Applies `change` to every device of pass `pass`, then notes peaks.
   template <typename Change>
   void ForDevicesOf(const PassTask& pass, double seconds, Change change);
@@ -100,10 +109,8 @@ class StrategyMemoryTimeline final : public TaskObserver {
   const Strategy& strategy_;
   const LoweredStrategy& lowered_;
   const bool record_;
-  // Per stage, per slot, per replica (slot * replicas + replica).
-  std::vector<std::vector<SlotBytes>> bytes_;
-  // Per stage, per replica: whether its first backward has ended.
-  std::vector<std::vector<char>> accumulating_;
+  std::vector<std::vector<SlotBytes>> bytes_;        // per stage, per slot
+  std::vector<std::vector<ReplicaState>> replicas_;  // per stage, replica
   // Per task of the lowered graph: the pass it is (or reruns), or -1.
   std::vector<int> pass_of_task_;
   std::vector<Device> devices_;

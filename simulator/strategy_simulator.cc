@@ -230,8 +230,8 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
   for (int d = 0; d < D; ++d) {
     step.oom |= step.peak_memory_bytes[d] > cluster.device(d).memory_bytes;
   }
-  if (options.record_schedule) step.memory = std::move(memory.samples());
   if (options.record_schedule) {
+    step.memory = std::move(memory.samples());
     for (const PassTask& pass : lowered.passes()) {
       const PipelineStage& stage = strategy.stages[pass.stage];
       std::vector<int> devices = stage.TensorGroup(pass.replica);
