@@ -194,7 +194,9 @@ double MemoryTimeline::Started(int task, double now, double start,
     return end;
   }
   const int d = lowered_.device_of_node[task];
-  if (view_.node(task).kind == NodeKind::kBackward) backward_started_[d] = 1;
+  if (!backward_started_[d] && context_.kind(task) == NodeKind::kBackward) {
+    backward_started_[d] = 1;
+  }
   // Partials added into buffers the device holds (PartialAdditions).
   end += additions_.NodeStarts(task, d, d);
   for (int out : context_.outputs(task)) {
