@@ -117,8 +117,10 @@ struct StepReport {
   // The sum of the graph's losses before the update (a strategy: its mean
   // over the micro-batches).
   double loss = 0;
-  // Per device, tracked (the memory timeline's: runtime/placement_memory.h),
-  // for an op placement's strategy only (PlacesOps); else empty.
+  // Per device, tracked: an op placement's strategy's node by node (the
+  // memory timeline's: runtime/placement_memory.h), any other strategy's
+  // pass by pass (the strategy memory timeline's: runtime/pass_memory.h);
+  // zero for devices of other processes and devices without a stage.
   std::vector<int64_t> peak_memory_bytes;
   // With measure_allocations, per device: the tensors resident before the
   // step (parameters, momentum, inputs, constants) plus the peak of the

@@ -192,7 +192,13 @@ absl::Status TorchStrategyExecutor::Init() {
     for (int d = 0; d < D_; ++d) local[d] = Local(d);
     memory_ = StrategyPlacementMemory::Create(
         view_, cluster_, strategy_, link_tables_.sends, link_tables_.weights,
-        std::move(local), options_.enforce_memory);
+        local, options_.enforce_memory);
+    if (memory_ == nullptr) {
+      ASSIGN_OR_RETURN(pass_memory_,
+                       StrategyPassMemory::Create(view_, cluster_, strategy_,
+                                                  std::move(local),
+                                                  options_.enforce_memory));
+    }
   }
   // Messages into this rank per step and channel.
   if (Distributed()) {

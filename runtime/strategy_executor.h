@@ -81,25 +81,30 @@
 //    parts of ops; on a GPU only with ExecutorOptions::time_gpu_nodes,
 //    which waits for each), timed without the copies and waits for other
 //    devices it made, and the copies a worker or link made of other
-//    devices' values and weights in one process (what crosses ranks goes packed,
-//    untimed; on a GPU as the node runs), each hand-off to a worker that
-//    waited (StepReport::handoff_seconds: from the last change that could
+//    devices' values and weights in one process (what crosses ranks goes
+//    packed, untimed; on a GPU as the node runs), each hand-off to a worker
+//    that waited (StepReport::handoff_seconds: from the last change that could
 //    make its work ready to its start on it); with
 //    measure_allocations, what each device's threads allocated (below).
-//    An op placement's strategy (one stage, one replica, one micro-batch,
-//    nothing tensor parallel, sharded or recomputed: PlacesOps) also has
-//    its memory tracked (StepReport::peak_memory_bytes; runtime/strategy_placement_memory.h:
-//    the simulator's memory timeline over the placement's lowering, told
-//    this executor's nodes and copies as they run, at the sizes of the
-//    tensors made), and with enforce_memory a step that goes past a
-//    device's memory_bytes there fails after the node (or at the copy)
-//    that took it there, with a ResourceExhausted error naming the device
-//    and the node. With measure_allocations and enforce_memory (both
-//    ExecutorOptions), any strategy's step whose allocations on a device
-//    go past its memory_bytes fails after the forward or backward node
-//    that took them there, with a ResourceExhausted error naming the
-//    device, the node and the micro-batch. Other strategies' memory is
-//    not enforced without measure_allocations.
+//    Every step's memory is tracked (StepReport::peak_memory_bytes). An op
+//    placement's strategy (one stage, one replica, one micro-batch,
+//    nothing tensor parallel, sharded or recomputed: PlacesOps) node by
+//    node (runtime/strategy_placement_memory.h: the simulator's memory
+//    timeline over the placement's lowering, told this executor's nodes
+//    and copies as they run, at the sizes of the tensors made); with
+//    enforce_memory a step that goes past a device's memory_bytes there
+//    fails after the node (or at the copy) that took it there, with a
+//    ResourceExhausted error naming the device and the node. Any other
+//    strategy pass by pass (runtime/pass_memory.h: the simulator's
+//    strategy memory timeline, told each pass as its replica starts and
+//    ends it); with enforce_memory a pass that would take a device of this
+//    process past its memory_bytes fails the step before it runs, naming
+//    the device, the stage, the pass and the micro-batch. With
+//    measure_allocations and enforce_memory (both ExecutorOptions), any
+//    strategy's step whose allocations on a device go past its
+//    memory_bytes fails after the forward or backward node that took them
+//    there, with a ResourceExhausted error naming the device, the node and
+//    the micro-batch.
 //  - Distributed (options.ranks set): this process is one rank and runs
 //    only the devices options.rank_of_device gives it. What one process's
 //    workers share goes by the rank group instead, sent by the producing
@@ -177,13 +182,13 @@
 //    are in another order than ZeRO-1's: the same parameters to rounding.
 //    As ranks, each round's parts for the replicas on other ranks go by
 //    c10d's all-to-all (a flat bucket per pair of replicas and chunk of
-//    at most exchange_chunk_bytes, zeros where no gradient flowed; Gloo has no reduce-scatter, and the sum stays in
-//    replica order); ZeRO-2's updated shards are all-gathered after the
-//    updates, in buckets as ZeRO-1's; and each ZeRO-3 gather (the same ones, in the same order,
-//    on every replica of the stage) all-gathers the replicas' shards of
-//    the gathered parameters, the pass's next gather started before the
-//    node computes (its transfer overlapping it: FSDP's prefetch).
-//    Parameter() then answers only where
+//    at most exchange_chunk_bytes, zeros where no gradient flowed; Gloo has no
+//    reduce-scatter, and the sum stays in replica order); ZeRO-2's updated
+//    shards are all-gathered after the updates, in buckets as ZeRO-1's; and
+//    each ZeRO-3 gather (the same ones, in the same order, on every replica of
+//    the stage) all-gathers the replicas' shards of the gathered parameters,
+//    the pass's next gather started before the node computes (its transfer
+//    overlapping it: FSDP's prefetch). Parameter() then answers only where
 //    every shard is on this rank (ParameterShard: the replica's shard).
 //  - Tensor parallelism (graph/tensor_sharding.h; every stage's groups of
 //    one size): each device of a replica's group runs every op of its

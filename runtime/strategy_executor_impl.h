@@ -28,6 +28,7 @@
 #include "runtime/initial_values.h"
 #include "runtime/op_autograd.h"
 #include "runtime/parameter_update.h"
+#include "runtime/pass_memory.h"
 #include "runtime/strategy_exchanges.h"
 #include "runtime/strategy_executor.h"
 #include "runtime/strategy_placement_memory.h"
@@ -75,6 +76,10 @@ class TorchStrategyExecutor : public StrategyExecutor {
   using SelectiveRerun = SelectiveRerunState;
   using TensorParallelSaved = StrategyTensorParallelSaved;
 
+  // The index of task (s, j, backward) in the per-task tables.
+  size_t PassKey(int s, int j, bool backward) const {
+    return (static_cast<size_t>(s) * M_ + j) * 2 + (backward ? 1 : 0);
+  }
   int StageOfNode(int n) const {
     return strategy_.stage_of_op[view_.node(n).forward_op];
   }
@@ -567,7 +572,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // [s * M + j], local.
   std::vector<char> forward_done_ ABSL_GUARDED_BY(mu_);
   std::vector<char> backward_done_ ABSL_GUARDED_BY(mu_);
-  // Wide stages: [(s * M + j) * 2 + backward]: slots done with the task.
+  // [PassKey(s, j, backward)]: this process's devices of the replica done
+  // with the task.
   std::vector<int> slots_done_ ABSL_GUARDED_BY(mu_);
   std::vector<char> node_done_ ABSL_GUARDED_BY(mu_);  // [j * nodes + n]
   std::vector<double> waited_seconds_;  // per device, in its current task
@@ -681,6 +687,12 @@ class TorchStrategyExecutor : public StrategyExecutor {
   AllocationTracker allocations_;
   // An op placement's memory (PlacesOps); null for other strategies.
   std::unique_ptr<StrategyPlacementMemory> memory_ ABSL_PT_GUARDED_BY(mu_);
+  // Any other strategy's memory, pass by pass; null for an op placement's.
+  std::unique_ptr<StrategyPassMemory> pass_memory_ ABSL_PT_GUARDED_BY(mu_);
+  // [PassKey(s, j, backward)]: this process's devices of the replica that
+  // have started the task; and when the step started.
+  std::vector<int> slots_started_ ABSL_GUARDED_BY(mu_);
+  SteadyClock::time_point step_started_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace placer

@@ -210,6 +210,7 @@ void TorchStrategyExecutor::ResetStepLocked() {
   partials_.assign(lanes, std::vector<torch::Tensor>(
                               static_cast<size_t>(sums) * S_ * W_));
   slots_done_.assign(static_cast<size_t>(S_) * M_ * 2, 0);
+  slots_started_.assign(static_cast<size_t>(S_) * M_ * 2, 0);
   waited_seconds_.assign(D_, 0);
   handoffs_.assign(D_ + link_tables_.devices.size(), {});
   links_.given.assign(link_tables_.devices.size(), {});
@@ -262,6 +263,8 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
     absl::MutexLock lock(&mu_);
     ResetStepLocked();
     if (memory_ != nullptr) memory_->StartStep();
+    if (pass_memory_ != nullptr) pass_memory_->StartStep();
+    step_started_ = SteadyClock::now();
   }
   auto reporting = ReportAllocations(-1);  // what this thread frees
   allocations_.Start(resident_bytes_);
@@ -357,6 +360,9 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
     absl::MutexLock lock(&mu_);
     for (double l : loss_) report.loss += l;
     if (memory_ != nullptr) report.peak_memory_bytes = memory_->peak_bytes();
+    if (pass_memory_ != nullptr) {
+      report.peak_memory_bytes = pass_memory_->peak_bytes();
+    }
     values_.clear();
     partials_.clear();
     failure = failure_;
@@ -386,7 +392,7 @@ absl::StatusOr<StepReport> TorchStrategyExecutor::Step() {
     report.loss = merged.loss;
     report.busy_seconds = merged.busy_seconds;
     report.allocated_peak_bytes = merged.allocated_peak_bytes;
-    if (memory_ != nullptr) {
+    if (memory_ != nullptr || pass_memory_ != nullptr) {
       report.peak_memory_bytes = merged.peak_memory_bytes;
     }
     report.node_runs = std::move(merged.node_runs);

@@ -548,6 +548,17 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
       if (!failure_.ok()) return;
       // Made ready by another device or a receiver since it began to wait.
       if (waited) handoffs_[d].push_back(SecondsSince(tasks_given_));
+      // The pass's memory, before any of it is allocated (its replica's
+      // first device here to start it).
+      if (pass_memory_ != nullptr &&
+          slots_started_[PassKey(s, j, task.backward)]++ == 0) {
+        const absl::Status fits = pass_memory_->PassStarting(
+            s, j, task.backward, SecondsSince(step_started_));
+        if (!fits.ok()) {
+          FailLocked(fits);
+          return;
+        }
+      }
     }
     const auto start = SteadyClock::now();
     waited_seconds_[d] = 0;
@@ -569,10 +580,13 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
     {
       // The task ends when every slot of the replica has run its part.
       absl::MutexLock lock(&mu_);
-      const size_t key =
-          (static_cast<size_t>(s) * M_ + j) * 2 + (task.backward ? 1 : 0);
+      const size_t key = PassKey(s, j, task.backward);
       if (++slots_done_[key] == width) {
         (task.backward ? backward_done_ : forward_done_)[s * M_ + j] = 1;
+        if (pass_memory_ != nullptr) {
+          pass_memory_->PassEnded(s, j, task.backward,
+                                  SecondsSince(step_started_));
+        }
         tasks_given_ = SteadyClock::now();
         cv_.SignalAll();
       }

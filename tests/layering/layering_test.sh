@@ -65,7 +65,7 @@ for f in $(find base graph zoo profiles simulator policies runtime placer \
       why="the memory timeline does not include the simulators"
     elif [[ "$f" =~ ^runtime/(strategy_|executor\.) &&
             "$inc" =~ ^simulator/(engine|simulator|strategy_simulator|memory_timeline|strategy_memory|[a-z_]*lowering)\.h$ ]]; then
-      why="the executor runs a plan; memory through runtime/placement_memory.h"
+      why="the executor runs a plan; memory through runtime/placement_memory.h and runtime/pass_memory.h"
     fi
     if [ -n "$why" ]; then
       echo "$f: includes \"$inc\": $why"

@@ -1,7 +1,10 @@
 // The executor's memory on an op placement's strategy
 // (runtime/strategy_placement_memory.h): the simulator's memory timeline
 // told its step as it runs, against hand-computed figures, against the
-// simulator's peak, against what LibTorch allocated, and as a limit.
+// simulator's peak, against what LibTorch allocated, and as a limit. On
+// any other strategy (runtime/pass_memory.h): the simulator's strategy
+// memory timeline told its passes, against the simulator's peaks and as a
+// limit.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -18,8 +21,10 @@
 #include "simulator/simulation_context.h"
 #include "simulator/simulator.h"
 #include "simulator/strategy.h"
+#include "simulator/strategy_simulator.h"
 #include "tests/graph/test_models.h"
 #include "tests/runtime/cpu_cluster.h"
+#include "tests/runtime/strategy_runs.h"
 #include "zoo/zoo.h"
 
 namespace placer {
@@ -250,6 +255,104 @@ TEST(StrategyMemoryTest, MemoryOverTheLimitIsAFailedStepNamingTheDevice) {
       m->view, Cpus(2), StrategyOfPlacement(RoundRobin(m->graph, 2)));
   ASSERT_TRUE(roomy.ok()) << roomy.status();
   EXPECT_TRUE((*roomy)->Step().ok());
+}
+
+// A strategy's peaks over a context of the roofline costs and the view's
+// topological order (as runtime/pass_memory.h lowers it).
+std::vector<int64_t> SimulatedPeaks(const TrainingView& view,
+                                    const Cluster& cluster,
+                                    const Strategy& strategy) {
+  std::unique_ptr<CostModel> costs = NewRooflineCostModel();
+  SimulationContext context = SimulationContext::Create(
+      view, cluster, *costs, *NewTopologicalReadyOrder());
+  absl::StatusOr<StrategySimulation> simulated =
+      SimulateStrategy(context, strategy);
+  EXPECT_TRUE(simulated.ok()) << simulated.status();
+  return simulated.ok() ? simulated->step.peak_memory_bytes
+                        : std::vector<int64_t>();
+}
+
+// Any other strategy's tracked peaks are the simulator's strategy memory
+// timeline told the executor's passes: every step, each device's peak is
+// the simulated one to the byte (a device's passes run in its replica's
+// schedule order in both), on pipelines under both schedules, with and
+// without recomputation, and on replicas with and without ZeRO.
+TEST(StrategyMemoryTest, AStrategysTrackedPeaksAreItsSimulatedTimelines) {
+  const Cluster cluster = Cpus(2);
+  absl::StatusOr<Graph> llama = SmallDecoder("llama", 16);
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  TrainingView view = BuildTrainingView(*llama);
+  absl::StatusOr<Strategy> pipeline =
+      Searched(view, cluster, Parallelism::kPipeline, 4);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  absl::StatusOr<Strategy> data =
+      Searched(view, cluster, Parallelism::kData, 4);
+  ASSERT_TRUE(data.ok()) << data.status();
+  std::vector<Strategy> strategies;
+  for (PipelineSchedule schedule :
+       {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B}) {
+    for (Recompute recompute : {Recompute::kNone, Recompute::kFull}) {
+      Strategy s = *pipeline;
+      s.schedule = schedule;
+      for (PipelineStage& stage : s.stages) stage.recompute = recompute;
+      strategies.push_back(s);
+    }
+  }
+  for (ZeroStage zero :
+       {ZeroStage::kNone, ZeroStage::kGradients, ZeroStage::kParameters}) {
+    Strategy s = *data;
+    s.zero = zero;
+    strategies.push_back(s);
+  }
+  strategies.push_back(OneDevice(view, 4));
+  for (const Strategy& s : strategies) {
+    SCOPED_TRACE(DescribeStrategy(s));
+    const std::vector<int64_t> simulated = SimulatedPeaks(view, cluster, s);
+    auto e = StrategyExecutor::Create(view, cluster, s);
+    ASSERT_TRUE(e.ok()) << e.status();
+    for (int step = 0; step < 2; ++step) {
+      absl::StatusOr<StepReport> r = (*e)->Step();
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->peak_memory_bytes, simulated) << "step " << step;
+    }
+    EXPECT_GT(simulated[0], 0);
+  }
+}
+
+// A strategy whose predicted peak is over a device's memory fails its
+// step at the pass that takes it there, before the pass runs, naming the
+// device, the stage, the pass and the micro-batch; every step alike. With
+// room for it, the same strategy runs.
+TEST(StrategyMemoryTest, AStrategyOverItsMemoryFailsBeforeThePass) {
+  absl::StatusOr<Graph> llama = SmallDecoder("llama", 16);
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  TrainingView view = BuildTrainingView(*llama);
+  Strategy s = OneDevice(view, 4);
+  s.schedule = PipelineSchedule::kGPipe;
+  const std::vector<int64_t> peaks = SimulatedPeaks(view, Cpus(2), s);
+  ASSERT_EQ(peaks.size(), 2u);
+  // One byte short of the peak: the step reaches it at its first backward,
+  // micro-batch 3's (GPipe: every forward, then the backwards last first),
+  // with all four micro-batches' stashes and no accumulator yet.
+  auto e = StrategyExecutor::Create(view, Cpus(2, peaks[0] - 1), s);
+  ASSERT_TRUE(e.ok()) << e.status();
+  for (int step = 0; step < 2; ++step) {
+    absl::StatusOr<StepReport> r = (*e)->Step();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+    const std::string message(r.status().message());
+    EXPECT_NE(message.find("/cpu:0 would hold " + std::to_string(peaks[0])),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("stage 0's backward of micro-batch 3"),
+              std::string::npos)
+        << message;
+  }
+  auto roomy = StrategyExecutor::Create(view, Cpus(2, peaks[0]), s);
+  ASSERT_TRUE(roomy.ok()) << roomy.status();
+  absl::StatusOr<StepReport> r = (*roomy)->Step();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->peak_memory_bytes, peaks);
 }
 
 }  // namespace
