@@ -163,11 +163,20 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       }
       if (over < least_over) {
         least_over = over;
+        // When the device furthest over reached its peak.
+        int worst = 0;
+        for (int d = 1; d < input.cluster.num_devices(); ++d) {
+          if (r->step.peak_memory_bytes[d] - limits[d] >
+              r->step.peak_memory_bytes[worst] - limits[worst]) {
+            worst = d;
+          }
+        }
         over_status = absl::ResourceExhaustedError(
             absl::StrCat("no strategy fits in memory; the closest (",
                          DescribeStrategy(s), "): ", memory.message(),
                          PeakParts(r->step.peak_breakdown,
-                                   r->step.peak_memory_bytes, limits)));
+                                   r->step.peak_memory_bytes, limits),
+                         ", ", DescribePeakPass(r->peak_passes[worst])));
       }
       return false;
     }

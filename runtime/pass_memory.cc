@@ -58,13 +58,12 @@ absl::Status StrategyPassMemory::PassStarting(int stage, int micro_batch,
     if (!local_[d] || peaks[d] <= limit) continue;
     const MemoryBreakdown& parts = timeline_->peak_breakdown()[d];
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "out of memory: %s would hold %d bytes, over its %d, at stage %d's "
-        "%s of micro-batch %d (the strategy's memory timeline, before the "
-        "pass ran: parameters and optimizer state %d, activations kept for "
-        "the backward %d, accumulated gradients %d, the rest of the pass's "
-        "peak %d)",
-        cluster_.device(d).name, peaks[d], limit, stage,
-        backward ? "backward" : "forward", micro_batch, parts.parameters,
+        "out of memory: %s would hold %d bytes, over its %d, %s, before the "
+        "pass ran (the strategy's memory timeline: parameters and optimizer "
+        "state %d, activations kept for the backward %d, accumulated "
+        "gradients %d, the rest of the pass's peak %d)",
+        cluster_.device(d).name, peaks[d], limit,
+        DescribePeakPass(timeline_->peak_passes()[d]), parts.parameters,
         parts.activations, parts.gradients, parts.workspace));
   }
   return absl::OkStatus();

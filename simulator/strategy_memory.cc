@@ -3,7 +3,19 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_format.h"
+
 namespace placer {
+
+std::string DescribePeakPass(const PeakPass& moment) {
+  if (moment.stage < 0) return "from the step's start (what is resident)";
+  return absl::StrFormat(
+      "at %sstage %d's %s of micro-batch %d (%.6f s into "
+      "the step)",
+      moment.at_end ? "the end of " : "", moment.stage,
+      moment.backward ? "backward" : "forward", moment.micro_batch,
+      moment.seconds);
+}
 
 StrategyMemoryTimeline::StrategyMemoryTimeline(
     const Strategy& strategy, const StagePlan& plan,
@@ -13,6 +25,7 @@ StrategyMemoryTimeline::StrategyMemoryTimeline(
   devices_.assign(num_devices, Device());
   peak_.assign(num_devices, 0);
   peak_parts_.assign(num_devices, MemoryBreakdown());
+  peak_pass_.assign(num_devices, PeakPass());
   most_in_flight_.assign(num_devices, 0);
   const double state = 1 + optimizer_state_per_byte;
   const int M = strategy.micro_batches;
@@ -73,7 +86,7 @@ StrategyMemoryTimeline::StrategyMemoryTimeline(
       for (int slot = 0; slot < stage.width(); ++slot) {
         ForDevicesOfSlot(stage, k, slot, [&](int g) {
           devices_[g].parts.parameters += bytes_[s][slot].resident;
-          Note(g, 0);
+          Note(g, 0, nullptr, false);
         });
       }
     }
@@ -102,25 +115,30 @@ void StrategyMemoryTimeline::ForDevicesOfSlot(const PipelineStage& stage,
 
 template <typename Change>
 void StrategyMemoryTimeline::ForDevicesOf(const PassTask& pass, double seconds,
-                                          Change change) {
+                                          bool at_end, Change change) {
   const PipelineStage& stage = strategy_.stages[pass.stage];
   for (int slot = 0; slot < stage.width(); ++slot) {
     const SlotBytes& b = bytes_[pass.stage][slot];
     ForDevicesOfSlot(stage, pass.replica, slot, [&](int g) {
       change(b, devices_[g]);
       most_in_flight_[g] = std::max(most_in_flight_[g], devices_[g].in_flight);
-      Note(g, seconds);
+      Note(g, seconds, &pass, at_end);
     });
   }
 }
 
-void StrategyMemoryTimeline::Note(int device, double seconds) {
+void StrategyMemoryTimeline::Note(int device, double seconds,
+                                  const PassTask* pass, bool at_end) {
   const MemoryBreakdown& parts = devices_[device].parts;
   const int64_t live = parts.parameters + parts.activations + parts.gradients +
                        parts.workspace + parts.inputs;
   if (live > peak_[device]) {
     peak_[device] = live;
     peak_parts_[device] = parts;
+    peak_pass_[device] = pass == nullptr
+                             ? PeakPass()
+                             : PeakPass{pass->stage, pass->micro_batch,
+                                        pass->backward, at_end, seconds};
   }
   if (record_) samples_.push_back({seconds, device, live});
 }
@@ -137,7 +155,7 @@ double StrategyMemoryTimeline::Started(int task, double now, double start,
     return end;
   }
   const bool later = replicas_[pass.stage][pass.replica].backward_ended;
-  ForDevicesOf(pass, start, [&](const SlotBytes& b, Device& device) {
+  ForDevicesOf(pass, start, false, [&](const SlotBytes& b, Device& device) {
     if (pass.backward) {
       device.parts.workspace = later ? b.later_rest : b.first_rest;
       return;
@@ -157,7 +175,7 @@ void StrategyMemoryTimeline::Ended(int task, double now) {
   ReplicaState& replica = replicas_[pass.stage][pass.replica];
   const bool hold_accumulators =
       pass.backward && !replica.backward_ended && replica.accumulates;
-  ForDevicesOf(pass, now, [&](const SlotBytes& b, Device& device) {
+  ForDevicesOf(pass, now, true, [&](const SlotBytes& b, Device& device) {
     device.parts.workspace = 0;
     if (!pass.backward) return;
     --device.in_flight;

@@ -33,6 +33,7 @@
 #define PLACER_SIMULATOR_STRATEGY_MEMORY_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "simulator/engine.h"
@@ -42,6 +43,24 @@
 #include "simulator/strategy_lowering.h"
 
 namespace placer {
+
+// When a device reached its peak: during pass (stage, micro_batch,
+// backward) — at its start, or at its end (`at_end`: a replica's first
+// backward's end, when its gradient accumulators come to exist) —
+// `seconds` into the step; stage -1: from the step's start (what is
+// resident).
+struct PeakPass {
+  int stage = -1;
+  int micro_batch = -1;
+  bool backward = false;
+  bool at_end = false;
+  double seconds = 0;
+};
+
+// "at stage 0's backward of micro-batch 3 (16.000000 s into the step)",
+// "at the end of stage 0's backward of micro-batch 3 (...)", or "from the
+// step's start (what is resident)".
+std::string DescribePeakPass(const PeakPass& moment);
 
 struct StrategyMemoryOptions {
   // Keep every change (samples()).
@@ -70,6 +89,9 @@ class StrategyMemoryTimeline final : public TaskObserver {
   const std::vector<MemoryBreakdown>& peak_breakdown() const {
     return peak_parts_;
   }
+  // Per device: the pass during which it reached its peak (the first such
+  // moment).
+  const std::vector<PeakPass>& peak_passes() const { return peak_pass_; }
   // Per device: the most micro-batches in flight at once.
   const std::vector<int>& most_in_flight() const { return most_in_flight_; }
   // With StrategyMemoryOptions::record: every change, in the order made
@@ -101,10 +123,14 @@ class StrategyMemoryTimeline final : public TaskObserver {
   template <typename Visit>
   static void ForDevicesOfSlot(const PipelineStage& stage, int replica,
                                int slot, Visit visit);
-  // Applies `change` to every device of pass `pass`, then notes peaks.
+  // Applies `change` to every device of pass `pass`, then notes peaks
+  // (`at_end`: the pass's end).
   template <typename Change>
-  void ForDevicesOf(const PassTask& pass, double seconds, Change change);
-  void Note(int device, double seconds);
+  void ForDevicesOf(const PassTask& pass, double seconds, bool at_end,
+                    Change change);
+  // Notes device's bytes at `seconds`, during `pass` (null: the step's
+  // start).
+  void Note(int device, double seconds, const PassTask* pass, bool at_end);
 
   const Strategy& strategy_;
   const LoweredStrategy& lowered_;
@@ -116,6 +142,7 @@ class StrategyMemoryTimeline final : public TaskObserver {
   std::vector<Device> devices_;
   std::vector<int64_t> peak_;
   std::vector<MemoryBreakdown> peak_parts_;
+  std::vector<PeakPass> peak_pass_;
   std::vector<int> most_in_flight_;
   std::vector<MemorySample> samples_;
 };

@@ -227,6 +227,7 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
   step.peak_memory_bytes = memory.peak_bytes();
   step.peak_breakdown = memory.peak_breakdown();
   out.most_in_flight = memory.most_in_flight();
+  out.peak_passes = memory.peak_passes();
   for (int d = 0; d < D; ++d) {
     step.oom |= step.peak_memory_bytes[d] > cluster.device(d).memory_bytes;
   }

@@ -94,6 +94,7 @@
 #include "simulator/allreduce.h"
 #include "simulator/simulator.h"
 #include "simulator/strategy.h"
+#include "simulator/strategy_memory.h"
 
 namespace placer {
 
@@ -143,6 +144,9 @@ struct StrategySimulation {
   // Tensor parallelism: the groups' collectives, summed over passes.
   double tensor_seconds = 0;
   std::vector<int> most_in_flight;  // per device
+  // Per device: the pass during which it reached step.peak_memory_bytes
+  // (DescribePeakPass words it).
+  std::vector<PeakPass> peak_passes;
   // With record_schedule: tasks, buckets, in step.transfers the
   // transfers between stages (value and gradient_sum -1) and the copies
   // between a wide replica's slots (a value, or a slot's summed partials

@@ -113,6 +113,16 @@ std::string Json(const SimulationContext& c, const SimulationResult& r) {
   return ReportJson(s);
 }
 
+// When a device's peak came, shortly: "F64", "B3", "B0 end" (the pass of
+// its micro-batch) with the seconds into the step, or "start" (what is
+// resident).
+std::string PeakAt(const PeakPass& moment) {
+  if (moment.stage < 0) return "start";
+  return absl::StrFormat("%c%d%s %.6f s", moment.backward ? 'B' : 'F',
+                         moment.micro_batch, moment.at_end ? " end" : "",
+                         moment.seconds);
+}
+
 // A strategy's step: what Text shows for a placement, plus the strategy.
 std::string StrategyText(const SimulationContext& c, const Strategy& strategy,
                          const StrategySimulation& s) {
@@ -135,9 +145,9 @@ std::string StrategyText(const SimulationContext& c, const Strategy& strategy,
   absl::StrAppendFormat(&out, "out of memory    %s\n", r.oom ? "YES" : "no");
   absl::StrAppendFormat(&out, "inaccurate ops   %d (cost model guessed)\n",
                         r.inaccurate_nodes);
-  absl::StrAppendFormat(&out, "\n%-12s %6s %10s %8s %9s %14s %14s %s\n",
+  absl::StrAppendFormat(&out, "\n%-12s %6s %10s %8s %9s %14s %-20s %14s %s\n",
                         "device", "stage", "busy s", "busy %", "in flight",
-                        "peak memory", "capacity", "");
+                        "peak memory", "peak at", "capacity", "");
   std::vector<int> stage_of(cluster.num_devices(), -1);
   for (size_t k = 0; k < strategy.stages.size(); ++k) {
     const PipelineStage& stage = strategy.stages[k];
@@ -148,10 +158,11 @@ std::string StrategyText(const SimulationContext& c, const Strategy& strategy,
   for (int d = 0; d < cluster.num_devices(); ++d) {
     const Device& dev = cluster.device(d);
     absl::StrAppendFormat(
-        &out, "%-12s %6s %10.6f %7.1f%% %9d %14s %14s %s\n", dev.name,
+        &out, "%-12s %6s %10.6f %7.1f%% %9d %14s %-20s %14s %s\n", dev.name,
         stage_of[d] < 0 ? "-" : absl::StrCat(stage_of[d]), r.busy_seconds[d],
         100 * r.busy_seconds[d] / r.step_seconds, s.most_in_flight[d],
-        HumanBytes(r.peak_memory_bytes[d]), HumanBytes(dev.memory_bytes),
+        HumanBytes(r.peak_memory_bytes[d]), PeakAt(s.peak_passes[d]),
+        HumanBytes(dev.memory_bytes),
         r.peak_memory_bytes[d] > dev.memory_bytes ? "OUT OF MEMORY" : "");
   }
   return out;

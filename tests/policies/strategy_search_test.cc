@@ -238,6 +238,9 @@ TEST(StrategySearchTest, MemoryLimitsPushWeightsApart) {
       << d.status();
   EXPECT_NE(d.status().message().find("the rest of a micro-batch's peak"),
             std::string::npos);
+  // And when: during a pass of its one stage (DescribePeakPass).
+  EXPECT_NE(d.status().message().find("at stage 0's "), std::string::npos)
+      << d.status();
 }
 
 TEST(StrategySearchTest, WhereNothingElseFitsReplicasOfAnOpPlacementDo) {

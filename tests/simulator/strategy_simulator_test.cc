@@ -136,6 +136,13 @@ TEST(StrategySimulatorTest, EveryBackwardAfterAReplicasFirstAccumulates) {
   in_turn.schedule = PipelineSchedule::k1F1B;
   EXPECT_EQ(f.Run(in_turn).step.peak_memory_bytes[0], 1152);
   EXPECT_EQ(f.Run(in_turn).step.peak_breakdown[0].gradients, 256);
+  // Reached when B1 starts: B0's end brought the accumulators, B1 brings
+  // a later micro-batch's rest beside them.
+  const PeakPass in_turn_peak = f.Run(in_turn).peak_passes[0];
+  EXPECT_EQ(in_turn_peak.stage, 0);
+  EXPECT_EQ(in_turn_peak.micro_batch, 1);
+  EXPECT_TRUE(in_turn_peak.backward);
+  EXPECT_FALSE(in_turn_peak.at_end);
   // GPipe runs the four forwards first, each micro-batch keeping x, a, b
   // and c (256 bytes) until its backward ends. Its first backward (B3) is
   // the first micro-batch's, with no accumulators yet: 960 beside the
@@ -149,6 +156,11 @@ TEST(StrategySimulatorTest, EveryBackwardAfterAReplicasFirstAccumulates) {
   EXPECT_EQ(gpipe.step.peak_breakdown[0].gradients, 0);
   EXPECT_EQ(gpipe.step.peak_breakdown[0].parameters, 512);
   EXPECT_EQ(gpipe.most_in_flight[0], 4);
+  EXPECT_EQ(DescribePeakPass(gpipe.peak_passes[0]),
+            "at stage 0's backward of micro-batch 3 (16.000000 s into the "
+            "step)");
+  EXPECT_EQ(DescribePeakPass(PeakPass()),
+            "from the step's start (what is resident)");
   // The timeline as recorded on device 0: resident 512 at 0; F0 keeps its
   // stash (256) and, while it runs, holds what a micro-batch's forward
   // held beyond it (d, 64); then the stash alone; ... the peak when B3
