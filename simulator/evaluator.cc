@@ -17,8 +17,10 @@ class SimulatorEvaluator : public StepEvaluator {
     ASSIGN_OR_RETURN(SimulationResult r,
                      Simulate(context_, placement, options));
     // What would fail on the hardware: the devices' capacities.
-    RETURN_IF_ERROR(
-        CheckMemory(context_.cluster(), r.peak_memory_bytes, capacities_));
+    RETURN_IF_ERROR(CheckMemory(
+        context_.cluster(), r.peak_memory_bytes, capacities_, [&](int d) {
+          return DescribePeakMoment(context_.view(), r.peak_moments[d]);
+        }));
     return Evaluation{r.step_seconds, r.peak_memory_bytes};
   }
 

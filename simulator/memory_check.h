@@ -12,6 +12,8 @@
 #define PLACER_SIMULATOR_MEMORY_CHECK_H_
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,6 +24,14 @@ namespace placer {
 absl::Status CheckMemory(const Cluster& cluster,
                          const std::vector<int64_t>& peak_bytes,
                          const std::vector<int64_t>& limit_bytes);
+
+// The same, with ", " and when(device) appended to the error for the
+// device it names (`when` words when that device peaked, e.g.
+// DescribePeakMoment).
+absl::Status CheckMemory(const Cluster& cluster,
+                         const std::vector<int64_t>& peak_bytes,
+                         const std::vector<int64_t>& limit_bytes,
+                         const std::function<std::string(int device)>& when);
 
 // Each device's memory_bytes.
 std::vector<int64_t> DeviceCapacities(const Cluster& cluster);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_format.h"
+
 namespace placer {
 
 MemoryTimeline::MemoryTimeline(const SimulationContext& context,
@@ -17,6 +19,9 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
   const std::vector<int>& device_of = lowered.device_of_node;
   memory_.assign(devices_, 0);
   peak_.assign(devices_, 0);
+  peak_task_.assign(devices_, -1);
+  peak_at_end_.assign(devices_, 0);
+  peak_seconds_.assign(devices_, 0);
   forward_peak_.assign(devices_, 0);
   backward_started_.assign(devices_, 0);
   users_ = PairTable<int>(num_values, devices_, 0);
@@ -140,6 +145,9 @@ void MemoryTimeline::Allocate(int device, int64_t bytes, Use use) {
   by_use_[device][use] += bytes;
   if (memory_[device] > peak_[device]) {
     peak_[device] = memory_[device];
+    peak_task_[device] = task_;
+    peak_at_end_[device] = ending_;
+    peak_seconds_[device] = now_;
     peak_by_use_[device] = by_use_[device];
     if (!backward_started_[device]) forward_peak_[device] = memory_[device];
   }
@@ -185,6 +193,8 @@ double MemoryTimeline::Started(int task, double now, double start,
                                double end) {
   (void)start;
   now_ = now;
+  task_ = task;
+  ending_ = false;
   if (lowered_.is_barrier(task)) return end;
   if (lowered_.is_copy(task)) {
     const CopyTask& copy = lowered_.copy(task);
@@ -213,6 +223,8 @@ double MemoryTimeline::Started(int task, double now, double start,
 
 void MemoryTimeline::Ended(int task, double now) {
   now_ = now;
+  task_ = task;
+  ending_ = true;
   if (lowered_.is_barrier(task)) return;
   if (lowered_.is_copy(task)) {
     const CopyTask& copy = lowered_.copy(task);
@@ -274,6 +286,38 @@ std::vector<MemoryBreakdown> MemoryTimeline::PeakBreakdown() const {
                     kGradients == 2 && kWorkspace == 3 && kInputs == 4,
                 "MemoryBreakdown's fields in Use's order");
   return Breakdowns(peak_by_use_);
+}
+
+std::vector<PeakMoment> MemoryTimeline::PeakMoments() const {
+  std::vector<PeakMoment> moments(devices_);
+  for (int d = 0; d < devices_; ++d) {
+    const int task = peak_task_[d];
+    moments[d].seconds = peak_seconds_[d];
+    moments[d].at_end = peak_at_end_[d] != 0;
+    if (task < 0 || lowered_.is_barrier(task)) continue;
+    if (lowered_.is_copy(task)) {
+      moments[d].copied_value = lowered_.copy(task).value;
+    } else {
+      moments[d].node = task;
+    }
+  }
+  return moments;
+}
+
+std::string DescribePeakMoment(const TrainingView& view,
+                               const PeakMoment& moment) {
+  if (moment.node >= 0) {
+    return absl::StrFormat("when node '%s' %s (%.6f s into the step)",
+                           view.node(moment.node).key,
+                           moment.at_end ? "ended" : "started", moment.seconds);
+  }
+  if (moment.copied_value >= 0) {
+    return absl::StrFormat("when a copy of '%s' %s (%.6f s into the step)",
+                           view.value(moment.copied_value).name,
+                           moment.at_end ? "arrived" : "started arriving",
+                           moment.seconds);
+  }
+  return "from the step's start (what is resident)";
 }
 
 std::vector<MemoryBreakdown> MemoryTimeline::LaterPeakBreakdown() const {

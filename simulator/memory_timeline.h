@@ -35,6 +35,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "simulator/engine.h"
@@ -59,6 +60,23 @@ struct ValueOnDevice {
   int value = -1;
   int device = -1;
 };
+
+// When an op placement's device reached its peak: as node `node` started
+// (its outputs allocated) or ended (`at_end`: a partial gradient added into
+// a buffer), or as the copy of `copied_value` started or ended, `seconds`
+// into the step; neither: from the step's start (what is resident).
+struct PeakMoment {
+  int node = -1;
+  int copied_value = -1;
+  bool at_end = false;
+  double seconds = 0;
+};
+
+// "when node 'grad:C' started (3.000000 s into the step)", "when a copy of
+// 'x' started arriving (...)", or "from the step's start (what is
+// resident)".
+std::string DescribePeakMoment(const TrainingView& view,
+                               const PeakMoment& moment);
 
 // A device's memory after a change, at a moment of the step.
 struct MemorySample {
@@ -125,8 +143,9 @@ class MemoryTimeline final : public TaskObserver {
   const std::vector<int64_t>& forward_peak_bytes() const {
     return forward_peak_;
   }
-  // Per device: what was live when it first reached its peak.
+  // Per device: what was live when it first reached its peak, and when.
   std::vector<MemoryBreakdown> PeakBreakdown() const;
+  std::vector<PeakMoment> PeakMoments() const;
   // The same step as a later micro-batch of a gradient-accumulation loop,
   // over the same events: each parameter's accumulator (what the earlier
   // micro-batches summed: its gradient sum's bytes) is held on its update
@@ -161,7 +180,13 @@ class MemoryTimeline final : public TaskObserver {
   const bool later_;  // MemoryTimelineOptions::later_micro_batch
   const int devices_;
   double now_ = 0;
+  int task_ = -1;        // the task whose event is being told; -1: none yet
+  bool ending_ = false;  // the event is its end
   std::vector<int64_t> memory_, peak_, forward_peak_;
+  // Per device: the task during which it first reached its peak, and when.
+  std::vector<int> peak_task_;
+  std::vector<char> peak_at_end_;
+  std::vector<double> peak_seconds_;
   std::vector<char> backward_started_;  // per device
   std::vector<int64_t> value_bytes_;  // per value: the view's, or as set
   // Per node: its saved workspace and scratch bytes (the view's or the

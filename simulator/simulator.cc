@@ -45,6 +45,7 @@ absl::StatusOr<SimulationResult> Simulate(const SimulationContext& context,
   r.peak_memory_bytes = memory.peak_bytes();
   r.forward_peak_memory_bytes = memory.forward_peak_bytes();
   r.peak_breakdown = memory.PeakBreakdown();
+  r.peak_moments = memory.PeakMoments();
   r.later_peak_memory_bytes = memory.later_peak_bytes();
   r.later_peak_breakdown = memory.LaterPeakBreakdown();
   r.accumulator_bytes = memory.accumulator_bytes();

@@ -121,6 +121,10 @@ struct SimulationResult {
   // kept by the micro-batches in flight, and the running pass's rest of
   // one micro-batch's peak as workspace.
   std::vector<MemoryBreakdown> peak_breakdown;
+  // Op placements, per device: when it first reached its peak
+  // (DescribePeakMoment words it; strategies: StrategySimulation's
+  // peak_passes).
+  std::vector<PeakMoment> peak_moments;
   // Op placements, with SimulationOptions::later_micro_batch: the same
   // step as a later micro-batch of a gradient-accumulation loop, on the
   // same events

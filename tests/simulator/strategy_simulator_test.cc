@@ -126,6 +126,11 @@ TEST(StrategySimulatorTest, EveryBackwardAfterAReplicasFirstAccumulates) {
   EXPECT_EQ(plain->later_peak_memory_bytes[0], 0);
   EXPECT_EQ(plain->accumulator_bytes[0], 0);
   EXPECT_EQ(plain->peak_memory_bytes[0], 960);
+  // When: as grad:C started (four forwards of 1 s, grad:D's 2 s).
+  EXPECT_EQ(DescribePeakMoment(f.view, plain->peak_moments[0]),
+            "when node 'grad:C' started (6.000000 s into the step)");
+  EXPECT_EQ(DescribePeakMoment(f.view, PeakMoment()),
+            "from the step's start (what is resident)");
   // Before grad:D starts: weights and momentum, x, and a, b, c, d.
   EXPECT_EQ(plain->forward_peak_memory_bytes[0], 512 + 64 + 4 * 64);
   // The strategy, one micro-batch in flight (1F1B), counts the same: the
