@@ -41,8 +41,9 @@ absl::StatusOr<SimulationResult> CheckPlacement(const PolicyInput& input,
   ASSIGN_OR_RETURN(SimulationResult r, Simulate(input.simulation, placement));
   RETURN_IF_ERROR(CheckMemory(input.cluster, r.peak_memory_bytes,
                               MemoryLimits(input.cluster, options), [&](int d) {
-                                return DescribePeakMoment(input.view,
-                                                          r.peak_moments[d]);
+                                return absl::StrCat(
+                                    ", ", DescribePeakMoment(
+                                              input.view, r.peak_moments[d]));
                               }));
   return r;
 }

@@ -154,8 +154,13 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       *peaks = r->step.peak_memory_bytes;
       last_breakdown = r->step.peak_breakdown;
     }
-    absl::Status memory =
-        CheckMemory(input.cluster, r->step.peak_memory_bytes, limits);
+    // Over a limit: what the device furthest over held, and when.
+    absl::Status memory = CheckMemory(
+        input.cluster, r->step.peak_memory_bytes, limits, [&](int d) {
+          return absl::StrCat(PeakParts(r->step.peak_breakdown,
+                                        r->step.peak_memory_bytes, limits),
+                              ", ", DescribePeakPass(r->peak_passes[d]));
+        });
     if (!memory.ok()) {
       int64_t over = 0;
       for (int d = 0; d < input.cluster.num_devices(); ++d) {
@@ -163,20 +168,9 @@ absl::StatusOr<StrategyChoice> SearchStrategy(
       }
       if (over < least_over) {
         least_over = over;
-        // When the device furthest over reached its peak.
-        int worst = 0;
-        for (int d = 1; d < input.cluster.num_devices(); ++d) {
-          if (r->step.peak_memory_bytes[d] - limits[d] >
-              r->step.peak_memory_bytes[worst] - limits[worst]) {
-            worst = d;
-          }
-        }
         over_status = absl::ResourceExhaustedError(
             absl::StrCat("no strategy fits in memory; the closest (",
-                         DescribeStrategy(s), "): ", memory.message(),
-                         PeakParts(r->step.peak_breakdown,
-                                   r->step.peak_memory_bytes, limits),
-                         ", ", DescribePeakPass(r->peak_passes[worst])));
+                         DescribeStrategy(s), "): ", memory.message()));
       }
       return false;
     }

@@ -46,9 +46,8 @@ void StrategyPassMemory::StartStep() {
 
 absl::Status StrategyPassMemory::PassStarting(int stage, int micro_batch,
                                               bool backward, double seconds) {
-  const PassTask& pass = lowered_->pass(stage, micro_batch, backward);
-  if (pass.task < 0) return absl::OkStatus();
-  timeline_->Started(pass.entry_task(), seconds, seconds, seconds);
+  timeline_->Started(lowered_->pass(stage, micro_batch, backward).entry_task(),
+                     seconds, seconds, seconds);
   if (!enforce_) return absl::OkStatus();
   // Earlier passes were within every limit: a device over one now is
   // over it at this pass.
@@ -71,8 +70,7 @@ absl::Status StrategyPassMemory::PassStarting(int stage, int micro_batch,
 
 void StrategyPassMemory::PassEnded(int stage, int micro_batch, bool backward,
                                    double seconds) {
-  const int task = lowered_->pass(stage, micro_batch, backward).task;
-  if (task >= 0) timeline_->Ended(task, seconds);
+  timeline_->Ended(lowered_->pass(stage, micro_batch, backward).task, seconds);
 }
 
 std::vector<int64_t> StrategyPassMemory::peak_bytes() const {

@@ -1,5 +1,6 @@
 #include "simulator/evaluator.h"
 
+#include "absl/strings/str_cat.h"
 #include "base/status_helpers.h"
 #include "simulator/memory_check.h"
 
@@ -19,7 +20,8 @@ class SimulatorEvaluator : public StepEvaluator {
     // What would fail on the hardware: the devices' capacities.
     RETURN_IF_ERROR(CheckMemory(
         context_.cluster(), r.peak_memory_bytes, capacities_, [&](int d) {
-          return DescribePeakMoment(context_.view(), r.peak_moments[d]);
+          return absl::StrCat(
+              ", ", DescribePeakMoment(context_.view(), r.peak_moments[d]));
         }));
     return Evaluation{r.step_seconds, r.peak_memory_bytes};
   }

@@ -46,8 +46,8 @@ absl::Status CheckMemory(const Cluster& cluster,
                          const std::function<std::string(int device)>& when) {
   absl::Status status = CheckMemory(cluster, peak_bytes, limit_bytes);
   if (status.code() != absl::StatusCode::kResourceExhausted) return status;
-  return absl::ResourceExhaustedError(absl::StrCat(
-      status.message(), ", ", when(Worst(peak_bytes, limit_bytes))));
+  return absl::ResourceExhaustedError(
+      absl::StrCat(status.message(), when(Worst(peak_bytes, limit_bytes))));
 }
 
 std::vector<int64_t> DeviceCapacities(const Cluster& cluster) {

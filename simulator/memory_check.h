@@ -25,8 +25,8 @@ absl::Status CheckMemory(const Cluster& cluster,
                          const std::vector<int64_t>& peak_bytes,
                          const std::vector<int64_t>& limit_bytes);
 
-// The same, with ", " and when(device) appended to the error for the
-// device it names (`when` words when that device peaked, e.g.
+// The same, with when(device) appended as it is to the error for the
+// device it names (what that device held or when it peaked, e.g. ", " and
 // DescribePeakMoment).
 absl::Status CheckMemory(const Cluster& cluster,
                          const std::vector<int64_t>& peak_bytes,

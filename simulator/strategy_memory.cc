@@ -10,8 +10,7 @@ namespace placer {
 std::string DescribePeakPass(const PeakPass& moment) {
   if (moment.stage < 0) return "from the step's start (what is resident)";
   return absl::StrFormat(
-      "at %sstage %d's %s of micro-batch %d (%.6f s into "
-      "the step)",
+      "at %sstage %d's %s of micro-batch %d (%.6f s into the step)",
       moment.at_end ? "the end of " : "", moment.stage,
       moment.backward ? "backward" : "forward", moment.micro_batch,
       moment.seconds);

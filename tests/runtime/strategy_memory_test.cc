@@ -272,16 +272,10 @@ std::vector<int64_t> SimulatedPeaks(const TrainingView& view,
                         : std::vector<int64_t>();
 }
 
-// Any other strategy's tracked peaks are the simulator's strategy memory
-// timeline told the executor's passes: every step, each device's peak is
-// the simulated one to the byte (a device's passes run in its replica's
-// schedule order in both), on pipelines under both schedules, with and
-// without recomputation, and on replicas with and without ZeRO.
-TEST(StrategyMemoryTest, AStrategysTrackedPeaksAreItsSimulatedTimelines) {
-  const Cluster cluster = Cpus(2);
-  absl::StatusOr<Graph> llama = SmallDecoder("llama", 16);
-  ASSERT_TRUE(llama.ok()) << llama.status();
-  TrainingView view = BuildTrainingView(*llama);
+// Every strategy below: the executor's tracked peaks, two steps, equal to
+// the simulated ones (SimulatedPeaks).
+void ExpectTrackedPeaksSimulated(const TrainingView& view,
+                                 const Cluster& cluster) {
   absl::StatusOr<Strategy> pipeline =
       Searched(view, cluster, Parallelism::kPipeline, 4);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
@@ -317,6 +311,23 @@ TEST(StrategyMemoryTest, AStrategysTrackedPeaksAreItsSimulatedTimelines) {
     }
     EXPECT_GT(simulated[0], 0);
   }
+}
+
+// Any other strategy's tracked peaks are the simulator's strategy memory
+// timeline told the executor's passes: every step, each device's peak is
+// the simulated one to the byte (a device's passes run in its replica's
+// schedule order in both), on pipelines under both schedules, with and
+// without recomputation, and on replicas with and without ZeRO: the zoo's
+// small Llama decoder and PyTorch's training-mode Llama-style export.
+TEST(StrategyMemoryTest, AStrategysTrackedPeaksAreItsSimulatedTimelines) {
+  const Cluster cluster = Cpus(2);
+  absl::StatusOr<Graph> llama = SmallDecoder("llama", 16);
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  const TrainingView zoo = BuildTrainingView(*llama);
+  std::unique_ptr<Model> exported = Export("llama.train.op17");
+  ExpectTrackedPeaksSimulated(zoo, cluster);
+  SCOPED_TRACE("llama.train.op17");
+  ExpectTrackedPeaksSimulated(exported->view, cluster);
 }
 
 // A strategy whose predicted peak is over a device's memory fails its

@@ -26,7 +26,7 @@ TEST(MemoryCheckTest, SaysWhenTheDeviceItNamesPeaked) {
   absl::StatusOr<Cluster> c = LoadCluster("p100x4");
   ASSERT_TRUE(c.ok()) << c.status();
   const std::vector<int64_t> limits = {100, 100, 100, 100};
-  auto when = [](int d) { return "at moment " + std::to_string(d); };
+  auto when = [](int d) { return ", at moment " + std::to_string(d); };
   EXPECT_TRUE(CheckMemory(*c, {100, 0, 99, 100}, limits, when).ok());
   absl::Status s = CheckMemory(*c, {101, 130, 100, 130}, limits, when);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
