@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_helpers.h"
-#include "simulator/wide_tasks.h"
 
 namespace placer {
 
@@ -20,10 +19,8 @@ absl::StatusOr<std::unique_ptr<StrategyPassMemory>> StrategyPassMemory::Create(
           view, cluster, *memory->costs_, *NewTopologicalReadyOrder()));
   ASSIGN_OR_RETURN(StagePlan plan, MakeStagePlan(*memory->context_, strategy));
   memory->plan_.emplace(std::move(plan));
-  memory->lowered_.emplace(LowerStrategy(
-      *memory->context_, strategy, *memory->plan_,
-      ScheduleWideTasks(*memory->context_, strategy, *memory->plan_,
-                        /*record=*/false)));
+  memory->lowered_.emplace(
+      LowerStrategy(*memory->context_, strategy, *memory->plan_));
   memory->StartStep();
   return memory;
 }
@@ -70,7 +67,8 @@ absl::Status StrategyPassMemory::PassStarting(int stage, int micro_batch,
 
 void StrategyPassMemory::PassEnded(int stage, int micro_batch, bool backward,
                                    double seconds) {
-  timeline_->Ended(lowered_->pass(stage, micro_batch, backward).task, seconds);
+  timeline_->Ended(lowered_->pass(stage, micro_batch, backward).end_task,
+                   seconds);
 }
 
 std::vector<int64_t> StrategyPassMemory::peak_bytes() const {

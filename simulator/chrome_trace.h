@@ -19,7 +19,7 @@ std::string ChromeTraceJson(const SimulationContext& context,
                             const SimulationResult& result);
 
 // A strategy's step: per device, its tasks ("F s0 j3", "B s0 j3",
-// "update s0"; a wide replica's slot adding up its buffers after the last
+// "update s0"; a wide replica's slot adding up its buffers after a
 // backward, "adds s0") on the compute thread, inside a wide stage's tasks
 // their nodes (named by node key, as ChromeTraceJson names them), the
 // transfers between stages ("stage transfer") and between a wide

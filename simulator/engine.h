@@ -53,6 +53,27 @@ class TaskObserver {
   virtual void Ended(int task, double now) = 0;
 };
 
+// Two observers in turn: each start goes to `first`, then to `second` with
+// the end `first` returned; each end to both, in that order. Both must
+// outlive it.
+class ObserverPair final : public TaskObserver {
+ public:
+  ObserverPair(TaskObserver* first, TaskObserver* second)
+      : first_(*first), second_(*second) {}
+  double Started(int task, double now, double start, double end) override {
+    return second_.Started(task, now, start,
+                           first_.Started(task, now, start, end));
+  }
+  void Ended(int task, double now) override {
+    first_.Ended(task, now);
+    second_.Ended(task, now);
+  }
+
+ private:
+  TaskObserver& first_;
+  TaskObserver& second_;
+};
+
 // `observer` may be null.
 TaskSchedule RunTaskGraph(const TaskGraph& graph,
                           TaskObserver* observer = nullptr);

@@ -1,7 +1,7 @@
 // When a device adds partial gradients up within a step, and what that
 // costs: the one rule the op placement's engine (MemoryTimeline), a wide
-// stage's pass (wide_tasks.h: ScheduleWideTasks) and a stage of one slot
-// (stage_plan.h: StageModel::adds, from its backward order) follow. A
+// stage's pass (wide_additions.h, as the engine runs it) and a stage of one
+// slot (stage_plan.h: StageModel::adds, from its backward order) follow. A
 // "place" is a device, or a slot of a stage's replica.
 //
 // Contract, per (gradient sum, place):

@@ -40,8 +40,8 @@
 //
 // LowerStagePass lowers one pass of a wide stage (Strategy's contract) by
 // the same walk, on the stage's slots rather than devices: what the
-// strategy simulator's wide tasks run (wide_tasks.h) and the executor's
-// slots exchange (slot_copies.h).
+// strategy's lowering copies into its graph for every pass a replica runs
+// (wide_passes.h) and the executor's slots exchange (slot_copies.h).
 #ifndef PLACER_SIMULATOR_PLACEMENT_LOWERING_H_
 #define PLACER_SIMULATOR_PLACEMENT_LOWERING_H_
 
@@ -106,8 +106,8 @@ LoweredPlacement LowerPlacement(const SimulationContext& context,
 // gradient whose sink is in the pass, or is an update of the stage (a
 // copy no task waits for), once the slot's last partial in the pass is
 // made. Nothing is copied from outside the pass, and nothing waits for
-// what ends it (no backward_done, no update barriers). What the strategy
-// simulator's wide tasks time (wide_tasks.h) and the executor's slots
+// what ends it (no backward_done, no update barriers). What the strategy's
+// lowering copies into its graph (wide_passes.h) and the executor's slots
 // exchange (slot_copies.h).
 LoweredPlacement LowerStagePass(const ViewIndex& index,
                                 absl::Span<const double> priorities,

@@ -1,8 +1,7 @@
 // What each pipeline stage of a Strategy (simulator/strategy.h) is,
-// whatever devices run it: the tables a wide stage's schedule
-// (simulator/wide_tasks.h), the strategy lowering
-// (simulator/strategy_lowering.h) and the strategy simulator's memory
-// read. Internal to simulator/.
+// whatever devices run it: the tables the strategy lowering
+// (simulator/strategy_lowering.h, a wide stage's passes in wide_passes.h)
+// and the strategy simulator's memory read. Internal to simulator/.
 //
 // Contract: MakeStagePlan is a pure function of (context, strategy), which
 // must have passed CheckStrategy; it simulates one micro-batch per stage
@@ -62,7 +61,7 @@ struct StageModel {
   // addition the node makes, by PartialAdditions over `held_at_start` and
   // the backward order (its partial into a buffer already held; the
   // buffers that arrived after the first, at the sum's sink). Wide stages:
-  // empty lists (ScheduleWideTasks charges them as they happen).
+  // empty lists (wide_additions.h charges them as they happen).
   std::vector<std::vector<int>> adds;
   // Selective recomputation: per slot, what the stage keeps of a
   // micro-batch (Recompute::kSelective, kSelectiveOp, kLayers); the

@@ -130,12 +130,65 @@ GatherTimes StageGatherTimes(const SimulationContext& context,
   return {times(st.forward_gather_bytes), times(st.backward_gather_bytes)};
 }
 
+// A wide stage's pass `pass` (its stage, micro-batch, replica and
+// direction set): its graph inlined (as `forward` or `backward` places it
+// on the replica) between a start and an end mark on `marks`, after
+// `*previous` (a recomputing backward: the forward's graph before it); a
+// backward's slot tasks, each adding `accumulate_share` of its slot's
+// `slot_accumulate` (0 for the replica's first backward) and ending the
+// pass but for the replica's last task (`finishes`). Leaves in `*previous`
+// the task the replica's next pass waits for.
+void LowerWideTask(const SimulationContext& context, const StageModel& st,
+                   const PipelineStage& stage, const WideStagePasses& wide,
+                   const PlacedWidePass& forward,
+                   const PlacedWidePass& backward, int marks, bool finishes,
+                   double accumulate_share,
+                   const std::vector<double>& slot_accumulate, int* previous,
+                   PassTask* pass, TaskGraph* graph) {
+  const int k = pass->replica;
+  // Returns the pass graph's first task; `*start` and `*end` its marks.
+  auto inline_graph = [&](bool is_backward, int* start, int* end) {
+    *start = graph->AddTask({marks, 0});
+    if (*previous >= 0) graph->AddEdge(*previous, *start);
+    const LoweredPlacement& own = wide.pass(is_backward);
+    const int first =
+        InlineWidePass(own, is_backward ? backward : forward, *start, graph);
+    *end = graph->AddTask({marks, 0});
+    for (int i = 0; i < own.num_nodes; ++i) graph->AddEdge(first + i, *end);
+    *previous = *end;
+    return first;
+  };
+  if (pass->backward && st.recompute != Recompute::kNone) {
+    pass->recompute_first_inlined =
+        inline_graph(false, &pass->recompute_task, &pass->recompute_end_task);
+  }
+  pass->first_inlined =
+      inline_graph(pass->backward, &pass->task, &pass->end_task);
+  if (!pass->backward) return;
+  const LoweredPlacement& own = wide.backward;
+  for (int slot = 0; slot < st.width; ++slot) {
+    const int t = graph->AddTask(
+        {stage.device(k, slot), accumulate_share * slot_accumulate[slot]});
+    graph->AddEdge(pass->end_task, t);
+    for (size_t c = 0; c < own.copies.size(); ++c) {
+      const CopyTask& copy = own.copies[c];
+      if (copy.dst == slot && CarriesUpdateGradients(context, copy)) {
+        graph->AddEdge(pass->first_inlined + own.copy_task(static_cast<int>(c)),
+                       t);
+      }
+    }
+    pass->slot_tasks.push_back(t);
+  }
+  if (finishes) return;
+  pass->end_task = graph->AddTask({marks, 0});
+  for (int t : pass->slot_tasks) graph->AddEdge(t, pass->end_task);
+  *previous = pass->end_task;
+}
+
 }  // namespace
 
-LoweredStrategy LowerStrategy(
-    const SimulationContext& context, const Strategy& strategy,
-    const StagePlan& plan,
-    const std::vector<std::vector<WideTaskTimes>>& wide) {
+LoweredStrategy LowerStrategy(const SimulationContext& context,
+                              const Strategy& strategy, const StagePlan& plan) {
   const TrainingView& view = context.view();
   const Cluster& cluster = context.cluster();
   const int S = static_cast<int>(strategy.stages.size());
@@ -145,11 +198,38 @@ LoweredStrategy LowerStrategy(
   lowered.micro_batches_ = M;
   TaskGraph& graph = lowered.graph_;
   for (int d = 0; d < D; ++d) graph.AddResource(ResourceOrder::kPriority);
+  std::vector<int> links(static_cast<size_t>(D) * D, -1);  // [src * D + dst]
+  auto link = [&](int src, int dst) {
+    int& resource = links[static_cast<size_t>(src) * D + dst];
+    if (resource < 0) resource = graph.AddResource(ResourceOrder::kArrival);
+    return resource;
+  };
 
   for (int s = 0; s < S; ++s) {
     lowered.gather_times_.push_back(StageGatherTimes(
         context, plan.stages[s], strategy.stages[s], strategy.allreduce));
   }
+  lowered.wide_passes_ = LowerWidePasses(context, strategy, plan);
+  // A wide pass's marks of start and end, of no time.
+  int marks = -1;
+  // Room for every micro-batch's copy of the wide passes' graphs (their
+  // forward again where a stage recomputes) beside the rest.
+  int64_t tasks = 4LL * S * M + 64, edges = 8LL * S * M + 64;
+  for (int s = 0; s < S; ++s) {
+    const WideStagePasses& passes = lowered.wide_passes_[s];
+    if (!passes.wide) continue;
+    if (marks < 0) marks = graph.AddResource(ResourceOrder::kArrival);
+    const int reruns = plan.stages[s].recompute != Recompute::kNone ? 2 : 1;
+    const TaskGraph& f = passes.forward.graph;
+    const TaskGraph& b = passes.backward.graph;
+    tasks +=
+        static_cast<int64_t>(M) * (reruns * (f.num_tasks() + 2) +
+                                   b.num_tasks() + 3 + plan.stages[s].width);
+    edges += static_cast<int64_t>(M) *
+             (reruns * (2 * f.num_tasks() + f.edges().size()) +
+              2 * b.num_tasks() + b.edges().size() + 4 * plan.stages[s].width);
+  }
+  graph.Reserve(static_cast<int>(tasks), static_cast<int>(edges));
 
   // Passes, in each replica's order.
   lowered.passes_.resize(static_cast<size_t>(S) * M * 2);
@@ -163,7 +243,22 @@ LoweredStrategy LowerStrategy(
       const std::vector<int> group = strategy.stages[s].TensorGroup(k);
       // f: a forward pass; first_f: the replica's first in the step.
       double f = 0, first_f = 0, b = 0, accumulate = 0;
-      if (wide[s].empty()) {
+      const WideStagePasses& wide = lowered.wide_passes_[s];
+      // A wide replica's slots: each adds into its accumulators.
+      std::vector<double> slot_accumulate;
+      PlacedWidePass placed_forward, placed_backward;
+      if (wide.wide) {
+        placed_forward =
+            PlaceWidePass(context, wide.forward, strategy.stages[s], k, link);
+        placed_backward =
+            PlaceWidePass(context, wide.backward, strategy.stages[s], k, link);
+        slot_accumulate.assign(st.width, 0);
+        for (int u : st.update) {
+          const int slot = plan.slot_of_node[u];
+          slot_accumulate[slot] += context.costs().AccumulateSeconds(
+              view, u, cluster.device(strategy.stages[s].device(k, slot)));
+        }
+      } else {
         f = SecondsOf(context, plan, st.forward, d);
         b = SecondsOf(context, plan, st.backward, d);
         for (size_t i = 0; i < st.adds.size(); ++i) {
@@ -213,10 +308,6 @@ LoweredStrategy LowerStrategy(
       int previous = -1;
       const std::vector<ReplicaTask> tasks = ReplicaTaskOrder(strategy, s, k);
       for (const ReplicaTask& order : tasks) {
-        // A wide replica's last backward: each slot's work after it is a
-        // task of its own (PassTask::slot_tasks).
-        const bool finishes = !wide[s].empty() && &order == &tasks.back();
-        std::vector<double> slot_after, slot_arrived;
         const int index =
             lowered.PassIndex(s, order.micro_batch, order.backward);
         PassTask& pass = lowered.passes_[index];
@@ -225,88 +316,49 @@ LoweredStrategy LowerStrategy(
         pass.replica = k;
         pass.device = d;
         pass.backward = order.backward;
-        double seconds = 0;
-        if (wide[s].empty()) {
-          seconds = order.backward ? b + (first_backward ? 0 : accumulate)
-                                   : (first_forward ? first_f : f);
+        const double priority =
+            static_cast<double>(lowered.device_passes_[d].size());
+        if (wide.wide) {
+          LowerWideTask(context, st, strategy.stages[s], wide, placed_forward,
+                        placed_backward, marks, &order == &tasks.back(),
+                        first_backward ? 0 : shard, slot_accumulate, &previous,
+                        &pass, &graph);
         } else {
-          // A backward: once every slot has run its part (as the
-          // executor's workers wait for each other) and the other slots'
-          // buffers of its parameters' gradients have arrived, each slot
-          // adds them up and (after the first) adds them into its
-          // accumulators: the replica's next task waits for every slot's;
-          // after the last, each slot's updates wait for its own.
-          const WideTaskTimes& w = wide[s][k];
-          pass.slot_busy = order.backward ? w.backward_busy : w.forward_busy;
-          seconds = order.backward ? w.backward : w.forward;
-          if (order.backward) {
-            double most = 0;
-            for (int slot = 0; slot < st.width; ++slot) {
-              const double after =
-                  w.merge[slot] +
-                  (first_backward ? 0 : shard * w.accumulate[slot]);
-              const double waited = std::max(0.0, w.arrived[slot] - w.backward);
-              most = std::max(most, waited + after);
-              pass.slot_busy[slot] += after;
-              slot_after.push_back(after);
-              slot_arrived.push_back(w.arrived[slot]);
+          const double seconds = order.backward
+                                     ? b + (first_backward ? 0 : accumulate)
+                                     : (first_forward ? first_f : f);
+          if (order.backward && st.recompute != Recompute::kNone) {
+            double rerun = RecomputesInPart(st.recompute)
+                               ? SecondsOf(context, plan, st.selective_rerun, d)
+                               : f;
+            if (st.recompute == Recompute::kLayers) {
+              for (const GroupCollective& c : st.forward_collectives) {
+                rerun += GroupSeconds(context, group, c);
+              }
             }
-            if (!finishes) seconds += most;
+            pass.recompute_task = graph.AddTask({d, rerun, priority, 0});
+            pass.recompute_end_task = pass.recompute_task;
+            if (previous >= 0) graph.AddEdge(previous, pass.recompute_task);
+            previous = pass.recompute_task;
           }
+          pass.task = graph.AddTask({d, seconds, priority, 0});
+          pass.end_task = pass.task;
+          if (previous >= 0) graph.AddEdge(previous, pass.task);
+          previous = pass.task;
         }
         if (order.backward) first_backward = false;
         if (!order.backward) first_forward = false;
-        const double priority =
-            static_cast<double>(lowered.device_passes_[d].size());
-        if (order.backward && st.recompute != Recompute::kNone) {
-          double rerun =
-              RecomputesInPart(st.recompute)
-                  ? SecondsOf(context, plan, st.selective_rerun, d)
-                  : (wide[s].empty() ? f : wide[s][k].forward);
-          if (st.recompute == Recompute::kLayers) {
-            for (const GroupCollective& c : st.forward_collectives) {
-              rerun += GroupSeconds(context, group, c);
-            }
-          }
-          pass.recompute_task = graph.AddTask({d, rerun, priority, 0});
-          if (previous >= 0) graph.AddEdge(previous, pass.recompute_task);
-          previous = pass.recompute_task;
-          for (size_t slot = 0; slot < pass.slot_busy.size(); ++slot) {
-            pass.slot_busy[slot] += wide[s][k].forward_busy[slot];
-          }
-        }
-        pass.task = graph.AddTask({d, seconds, priority, 0});
-        if (previous >= 0) graph.AddEdge(previous, pass.task);
-        previous = pass.task;
-        if (finishes) {
-          for (int slot = 0; slot < st.width; ++slot) {
-            const int t = graph.AddTask(
-                {strategy.stages[s].device(k, slot), slot_after[slot]});
-            graph.AddEdge(pass.task, t);
-            // What arrives after the pass has ended (times from its start).
-            if (slot_arrived[slot] > seconds) {
-              graph.AddStartEdge(pass.task, t, slot_arrived[slot]);
-            }
-            pass.slot_tasks.push_back(t);
-          }
-        }
         lowered.device_passes_[d].push_back(index);
       }
     }
   }
 
   // Transfers between stages, from each pass in stage order.
-  std::vector<int> links(static_cast<size_t>(D) * D, -1);  // [src * D + dst]
-  auto link = [&](int src, int dst) {
-    int& resource = links[static_cast<size_t>(src) * D + dst];
-    if (resource < 0) resource = graph.AddResource(ResourceOrder::kArrival);
-    return resource;
-  };
   auto send = [&](const PassTask& from, const PassTask& to, int64_t bytes) {
     const int t = graph.AddTask({link(from.device, to.device),
                                  context.costs().TransferSeconds(
                                      bytes, cluster, from.device, to.device)});
-    graph.AddEdge(from.task, t);
+    graph.AddEdge(from.end_task, t);
     graph.AddEdge(t, to.entry_task());
     lowered.transfers_.push_back({t, from.device, to.device, bytes});
   };
@@ -333,30 +385,41 @@ LoweredStrategy LowerStrategy(
     const std::vector<int> replicas = stage.FirstDevices();
     const int R = static_cast<int>(replicas.size());
     const GatherTimes& gathers = lowered.gather_times_[s];
+    // Per replica: its last backward pass (an index into passes_).
     std::vector<int> last(R);
     // Per replica, what each slot's updates wait for: its task after the
     // replica's last backward, or that pass.
     std::vector<std::vector<int>> finished(R);
-    // Per replica, its backward passes' tasks in its order.
+    // Per replica, its backward passes in its order.
     std::vector<std::vector<int>> backwards(R);
+    // Per replica (a stage of one slot): where each backward node ends,
+    // from the pass's start.
     std::vector<std::vector<double>> offsets(R);
     for (int k = 0; k < R; ++k) {
-      const PassTask& final_pass =
-          lowered.passes_[lowered.device_passes_[replicas[k]].back()];
-      last[k] = final_pass.task;
+      last[k] = lowered.device_passes_[replicas[k]].back();
+      const PassTask& final_pass = lowered.passes_[last[k]];
       finished[k] = final_pass.slot_tasks;
-      if (finished[k].empty()) finished[k].assign(st.width, last[k]);
+      if (finished[k].empty()) finished[k].assign(st.width, final_pass.task);
       for (int index : lowered.device_passes_[replicas[k]]) {
-        if (lowered.passes_[index].backward) {
-          backwards[k].push_back(lowered.passes_[index].task);
-        }
+        if (lowered.passes_[index].backward) backwards[k].push_back(index);
       }
+      if (lowered.wide_passes_[s].wide) continue;
       offsets[k] =
-          !wide[s].empty() ? wide[s][k].backward_end
-          : strategy.zero == ZeroStage::kParameters && R > 1
+          strategy.zero == ZeroStage::kParameters && R > 1
               ? GatheredEnds(context, plan, st, stage, k, true, gathers)
               : BackwardOffsets(context, plan, st, stage.TensorGroup(k));
     }
+    // Task t waits until backward pass `index` of replica k has made the
+    // gradients of its node at `position` (-1: from its start).
+    auto made = [&](int index, int k, int position, int t) {
+      const PassTask& pass = lowered.passes_[index];
+      if (pass.wide() && position >= 0) {
+        graph.AddEdge(pass.first_inlined + position, t);
+      } else {
+        graph.AddStartEdge(pass.task, t,
+                           position < 0 ? 0 : offsets[k][position]);
+      }
+    };
     const bool zero = strategy.zero != ZeroStage::kNone && R > 1;
     for (int slot = 0; slot < st.width; ++slot) {
       const std::vector<std::pair<int, int64_t>>& gradients =
@@ -386,10 +449,7 @@ LoweredStrategy LowerStrategy(
                                          strategy.allreduce);
           const int t = graph.AddTask({collective, seconds});
           if (reduced >= 0) graph.AddEdge(reduced, t);
-          for (int k = 0; k < R; ++k) {
-            graph.AddStartEdge(after[k], t,
-                               position < 0 ? 0 : offsets[k][position]);
-          }
+          for (int k = 0; k < R; ++k) made(after[k], k, position, t);
           lowered.buckets_.push_back({t, s, slot, bytes, kind});
           reduced = t;
         }

@@ -4,27 +4,38 @@
 // devices, links and collectives.
 //
 // Contract: LowerStrategy is a pure function of its arguments (a strategy
-// CheckStrategy accepted, its StagePlan and wide-task times). The graph:
+// CheckStrategy accepted and its StagePlan). The graph:
 //  - One resource per device (kPriority, index = the device), one per link
-//    direction that carries a transfer and one per (stage, slot) whose
-//    replicas allreduce (kArrival).
-//  - Passes: F(s, j) and B(s, j) on the first device of the replica that
-//    runs micro-batch j, each after the pass before it in the replica's
-//    order (ReplicaTaskOrder), taking the stage's nodes' time there (wide
-//    stages: the replica's scheduled task), a backward after the replica's
-//    first plus its accumulation into the gradient buffers.
+//    direction that carries a transfer or a wide pass's copy, one per
+//    (stage, slot) whose replicas allreduce (kArrival), and (with a wide
+//    stage) one for the passes' marks of no time (kArrival).
+//  - Passes: F(s, j) and B(s, j) of the replica that runs micro-batch j,
+//    each after the pass before it in the replica's order
+//    (ReplicaTaskOrder). A stage of one slot's pass is one task on the
+//    replica's first device taking the stage's nodes' time there, a
+//    backward after the replica's first plus its accumulation into the
+//    gradient buffers. A wide stage's pass is its pass graph
+//    (wide_passes.h: the pass's nodes on their slots' devices by the
+//    context's priorities, what crosses slots as copies on their links)
+//    between a start and an end mark; a backward's partial additions
+//    happen as the engine runs it (wide_additions.h), and each slot then
+//    adds up the buffers that arrived for its updates (and, after the
+//    replica's first backward, adds into its accumulators) in a task of
+//    its own (PassTask::slot_tasks), the next pass starting once every
+//    slot has (Strategy's contract).
 //  - Recomputation: a recomputing stage's B(s, j) is preceded on its
-//    device by R(s, j), its forward pass again (as long as F(s, j);
-//    selective: its nodes that read no parameter, without collectives); the
-//    gradients B(s, j) reads arrive before R(s, j) starts (frameworks
-//    rerun the forward once the backward is called).
+//    device by R(s, j), its forward pass again (as long as F(s, j); a wide
+//    stage's: its forward graph again; selective: its nodes that read no
+//    parameter, without collectives); the gradients B(s, j) reads arrive before
+//    R(s, j) starts (frameworks rerun the forward once the backward is called).
 //  - Transfers: when F(a, j) ends, one per later stage b reading a's
 //    values, to F(b, j); when B(b, j) ends, one per earlier stage a whose
 //    gradients b makes, to B(a, j).
 //  - Buckets: gradients in the order the replica's last backward makes
 //    them, in buckets of about bucket_bytes, each allreduced after the one
 //    before and once every replica's last backward has made it (a start
-//    edge at that point of the pass).
+//    edge at that point of the pass; a wide pass's: an edge from the node
+//    that makes it).
 //  - Updates: one per (stage, slot, replica) on the slot's device, after
 //    the replica's last backward and the slot's last bucket.
 //  - Tensor parallelism: a pass of a tensor-parallel stage takes its
@@ -58,9 +69,9 @@
 #include "simulator/allreduce.h"
 #include "simulator/simulator.h"
 #include "simulator/stage_plan.h"
-#include "simulator/wide_tasks.h"
 #include "simulator/strategy.h"
 #include "simulator/task_graph.h"
+#include "simulator/wide_passes.h"
 
 namespace placer {
 
@@ -75,29 +86,38 @@ struct GatherTimes {
 
 // A forward or backward pass of one stage replica over one micro-batch.
 struct PassTask {
-  int task = -1;  // in the graph
+  // The task whose start is the pass's start and the one whose end is its
+  // end: for a stage of one slot both are the pass's one task; for a wide
+  // stage, tasks of no time (on a resource of their own) before and after
+  // the pass's inlined graph.
+  int task = -1;
+  int end_task = -1;
   int stage = -1;
   int micro_batch = -1;
   int replica = -1;
   int device = -1;  // the replica's first device
   bool backward = false;
-  // Wide stages: each slot's busy seconds in the pass (the recomputation
-  // included); else empty (the device is busy for the task's seconds and
-  // the recomputation's).
-  std::vector<double> slot_busy;
   // A recomputing stage's backward: the task that reruns the stage's
   // forward just before it (what arrives for the backward waits for it
-  // first); else -1.
+  // first), and the one ending that rerun; else -1.
   int recompute_task = -1;
-  // A wide replica's last backward: per slot, the task in which the slot
-  // adds up the other slots' buffers that arrived for its updates (and,
-  // after a replica's first backward, adds into its accumulators), on its
-  // device once the pass has ended and they have arrived; the slot's
-  // updates wait for it, as the executor's workers go on each alone once
-  // the replica's task has ended. Else empty (the pass's seconds hold it).
+  int recompute_end_task = -1;
+  // A wide stage's pass: its pass graph's task 0 in the strategy's graph
+  // (task i of WideStagePasses' graph is first_inlined + i), and its
+  // rerun's (the forward graph again); else -1.
+  int first_inlined = -1;
+  int recompute_first_inlined = -1;
+  // A wide backward: per slot, the task in which the slot adds up the
+  // other slots' buffers that arrived for its updates (and, after a
+  // replica's first backward, adds into its accumulators), on its device
+  // once the pass's nodes have ended and those buffers have arrived. The
+  // pass ends with them, but for the replica's last backward, whose slots
+  // go on each alone (each slot's updates wait for its own), as the
+  // executor's workers do. Else empty.
   std::vector<int> slot_tasks;
   // The task that what arrives for the pass waits for.
   int entry_task() const { return recompute_task >= 0 ? recompute_task : task; }
+  bool wide() const { return first_inlined >= 0; }
 };
 
 struct TransferTask {
@@ -145,12 +165,15 @@ class LoweredStrategy {
   const GatherTimes& gather_times(int stage) const {
     return gather_times_[stage];
   }
+  // Per stage, its pass graphs (a wide stage's; else `wide` false).
+  const WideStagePasses& wide_passes(int stage) const {
+    return wide_passes_[stage];
+  }
 
  private:
-  friend LoweredStrategy LowerStrategy(
-      const SimulationContext& context, const Strategy& strategy,
-      const StagePlan& plan,
-      const std::vector<std::vector<WideTaskTimes>>& wide);
+  friend LoweredStrategy LowerStrategy(const SimulationContext& context,
+                                       const Strategy& strategy,
+                                       const StagePlan& plan);
   int PassIndex(int stage, int micro_batch, bool backward) const {
     return (stage * micro_batches_ + micro_batch) * 2 + (backward ? 1 : 0);
   }
@@ -163,11 +186,11 @@ class LoweredStrategy {
   std::vector<BucketTask> buckets_;
   std::vector<UpdateTask> updates_;
   std::vector<GatherTimes> gather_times_;
+  std::vector<WideStagePasses> wide_passes_;
 };
 
-LoweredStrategy LowerStrategy(
-    const SimulationContext& context, const Strategy& strategy,
-    const StagePlan& plan, const std::vector<std::vector<WideTaskTimes>>& wide);
+LoweredStrategy LowerStrategy(const SimulationContext& context,
+                              const Strategy& strategy, const StagePlan& plan);
 
 }  // namespace placer
 

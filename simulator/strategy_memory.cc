@@ -90,13 +90,12 @@ StrategyMemoryTimeline::StrategyMemoryTimeline(
       }
     }
   }
-  pass_of_task_.assign(lowered.graph().num_tasks(), -1);
+  pass_started_by_.assign(lowered.graph().num_tasks(), -1);
+  pass_ended_by_.assign(lowered.graph().num_tasks(), -1);
   for (size_t p = 0; p < lowered.passes().size(); ++p) {
     const PassTask& pass = lowered.passes()[p];
-    pass_of_task_[pass.task] = static_cast<int>(p);
-    if (pass.recompute_task >= 0) {
-      pass_of_task_[pass.recompute_task] = static_cast<int>(p);
-    }
+    pass_started_by_[pass.entry_task()] = static_cast<int>(p);
+    pass_ended_by_[pass.end_task] = static_cast<int>(p);
   }
 }
 
@@ -145,14 +144,10 @@ void StrategyMemoryTimeline::Note(int device, double seconds,
 double StrategyMemoryTimeline::Started(int task, double now, double start,
                                        double end) {
   (void)now;
-  const int p = pass_of_task_[task];
+  // A backward after its rerun holds the rest from the rerun's start.
+  const int p = pass_started_by_[task];
   if (p < 0) return end;
   const PassTask& pass = lowered_.passes()[p];
-  // A backward after its rerun holds the rest from the rerun's start.
-  if (pass.backward && pass.recompute_task >= 0 &&
-      task != pass.recompute_task) {
-    return end;
-  }
   const bool later = replicas_[pass.stage][pass.replica].backward_ended;
   ForDevicesOf(pass, start, false, [&](const SlotBytes& b, Device& device) {
     if (pass.backward) {
@@ -167,10 +162,9 @@ double StrategyMemoryTimeline::Started(int task, double now, double start,
 }
 
 void StrategyMemoryTimeline::Ended(int task, double now) {
-  const int p = pass_of_task_[task];
+  const int p = pass_ended_by_[task];
   if (p < 0) return;
   const PassTask& pass = lowered_.passes()[p];
-  if (task == pass.recompute_task) return;
   ReplicaState& replica = replicas_[pass.stage][pass.replica];
   const bool hold_accumulators =
       pass.backward && !replica.backward_ended && replica.accumulates;

@@ -137,8 +137,9 @@ class StrategyMemoryTimeline final : public TaskObserver {
   const bool record_;
   std::vector<std::vector<SlotBytes>> bytes_;        // per stage, per slot
   std::vector<std::vector<ReplicaState>> replicas_;  // per stage, replica
-  // Per task of the lowered graph: the pass it is (or reruns), or -1.
-  std::vector<int> pass_of_task_;
+  // Per task of the graph: the pass (into lowered.passes()) it starts
+  // (the pass's or its rerun's first task), or ends; else -1.
+  std::vector<int> pass_started_by_, pass_ended_by_;
   std::vector<Device> devices_;
   std::vector<int64_t> peak_;
   std::vector<MemoryBreakdown> peak_parts_;

@@ -9,38 +9,47 @@
 #include "simulator/stage_plan.h"
 #include "simulator/strategy_lowering.h"
 #include "simulator/strategy_memory.h"
-#include "simulator/wide_tasks.h"
+#include "simulator/wide_additions.h"
 
 namespace placer {
 namespace {
 
-// A wide pass's nodes and copies between its slots (its schedule from
-// ScheduleWideTasks, asked to record, from the task's start `start`) into
-// `out`.
-void RecordWidePass(const StagePlan& plan, const PipelineStage& stage,
-                    const PassTask& pass, const WideTaskTimes& times,
-                    double start, StrategySimulation* out) {
-  const StageModel& st = plan.stages[pass.stage];
-  const WideTaskTimes::PassSchedule& schedule =
-      pass.backward ? times.backward_schedule : times.forward_schedule;
-  const std::vector<int>& nodes = pass.backward ? st.backward : st.forward;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const int slot = plan.slot_of_node[nodes[i]];
-    out->nodes.push_back(
-        {nodes[i], pass.micro_batch, stage.device(pass.replica, slot),
-         start + schedule.node_start[i], start + schedule.node_end[i]});
+// A wide pass's nodes and copies between its slots (its graph inlined at
+// `first`, `own`), as they ran, into `out`.
+void RecordWidePass(const LoweredPlacement& own, const PipelineStage& stage,
+                    const PassTask& pass, int first, const TaskSchedule& ran,
+                    StrategySimulation* out) {
+  for (int i = 0; i < own.num_nodes; ++i) {
+    const int node = own.node_of_task[i];
+    out->nodes.push_back({node, pass.micro_batch,
+                          stage.device(pass.replica, own.device_of_node[node]),
+                          ran.start_seconds[first + i],
+                          ran.end_seconds[first + i]});
   }
-  for (size_t k = 0; k < schedule.copies.size(); ++k) {
-    const CopyTask& copy = schedule.copies[k];
+  for (size_t c = 0; c < own.copies.size(); ++c) {
+    const CopyTask& copy = own.copies[c];
+    const int t = first + own.copy_task(static_cast<int>(c));
     ScheduledTransfer x;
     x.value = copy.value;
     x.gradient_sum = copy.gradient_sum;
     x.src = stage.device(pass.replica, copy.src);
     x.dst = stage.device(pass.replica, copy.dst);
     x.bytes = copy.bytes;
-    x.start_seconds = start + schedule.copy_start[k];
-    x.end_seconds = start + schedule.copy_end[k];
+    x.start_seconds = ran.start_seconds[t];
+    x.end_seconds = ran.end_seconds[t];
     out->step.transfers.push_back(x);
+  }
+}
+
+// What the nodes of a wide pass's graph inlined at `first` kept each
+// device busy (their partial additions included) into `busy`.
+void AddWideBusy(const LoweredPlacement& own, const PipelineStage& stage,
+                 int replica, int first, const TaskSchedule& ran,
+                 std::vector<double>* busy) {
+  for (int i = 0; i < own.num_nodes; ++i) {
+    const int node = own.node_of_task[i];
+    (*busy)[stage.device(replica, own.device_of_node[node])] +=
+        ran.end_seconds[first + i] - ran.start_seconds[first + i];
   }
 }
 
@@ -55,19 +64,21 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
   ASSIGN_OR_RETURN(const StagePlan plan, MakeStagePlan(context, strategy));
   const int M = strategy.micro_batches;
   const int D = context.num_devices();
-  const std::vector<std::vector<WideTaskTimes>> wide =
-      ScheduleWideTasks(context, strategy, plan, options.record_schedule);
-  const LoweredStrategy lowered = LowerStrategy(context, strategy, plan, wide);
+  const LoweredStrategy lowered = LowerStrategy(context, strategy, plan);
   StrategyMemoryOptions memory_options;
   memory_options.record = options.record_schedule;
   StrategyMemoryTimeline memory(
       strategy, plan, lowered, D,
       view.options().optimizer_state_per_parameter_byte(), memory_options);
-  const TaskSchedule ran = RunTaskGraph(lowered.graph(), &memory);
+  WideAdditions additions(context, strategy, plan, lowered);
+  ObserverPair observers(&additions, &memory);
+  const TaskSchedule ran = RunTaskGraph(
+      lowered.graph(),
+      additions.charges() ? static_cast<TaskObserver*>(&observers) : &memory);
   if (ran.finished != lowered.graph().num_tasks()) {
     int passes = 0;
     for (const PassTask& pass : lowered.passes()) {
-      passes += ran.end_seconds[pass.task] >= 0;
+      passes += ran.end_seconds[pass.end_task] >= 0;
     }
     return absl::InternalError(absl::StrCat(
         "strategy simulation stalled after ", passes, " of ",
@@ -80,29 +91,45 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
   step.step_seconds = ran.makespan_seconds;
   step.busy_seconds.assign(D, 0);
   step.inaccurate_nodes = context.inaccurate_nodes();
-  // Copies between the slots of wide stages' tasks, M of each.
-  for (const std::vector<WideTaskTimes>& replicas : wide) {
-    if (replicas.empty()) continue;
-    step.bytes_moved += static_cast<int64_t>(M) * replicas[0].copied_bytes;
-    step.transfers_count += M * replicas[0].copies;
+  // Copies between the slots of wide stages' passes, M of each (a rerun's
+  // not counted).
+  for (int s = 0; s < static_cast<int>(strategy.stages.size()); ++s) {
+    const WideStagePasses& wide = lowered.wide_passes(s);
+    if (!wide.wide) continue;
+    for (const LoweredPlacement* own : {&wide.forward, &wide.backward}) {
+      for (const CopyTask& copy : own->copies) {
+        step.bytes_moved += static_cast<int64_t>(M) * copy.bytes;
+        step.transfers_count += M;
+      }
+    }
   }
   // Busy time, device by device.
   for (int d = 0; d < D; ++d) {
     for (int index : lowered.device_passes()[d]) {
       const PassTask& pass = lowered.passes()[index];
-      if (pass.slot_busy.empty()) {
-        double busy = lowered.graph().seconds(pass.task);
-        if (pass.recompute_task >= 0) {
-          busy += lowered.graph().seconds(pass.recompute_task);
+      const PipelineStage& stage = strategy.stages[pass.stage];
+      if (pass.wide()) {
+        const WideStagePasses& wide = lowered.wide_passes(pass.stage);
+        if (pass.recompute_first_inlined >= 0) {
+          AddWideBusy(wide.forward, stage, pass.replica,
+                      pass.recompute_first_inlined, ran, &step.busy_seconds);
         }
-        for (int g : strategy.stages[pass.stage].TensorGroup(pass.replica)) {
-          step.busy_seconds[g] += busy;
+        AddWideBusy(wide.pass(pass.backward), stage, pass.replica,
+                    pass.first_inlined, ran, &step.busy_seconds);
+        for (size_t slot = 0; slot < pass.slot_tasks.size(); ++slot) {
+          const int t = pass.slot_tasks[slot];
+          step.busy_seconds[stage.device(pass.replica,
+                                         static_cast<int>(slot))] +=
+              ran.end_seconds[t] - ran.start_seconds[t];
         }
-      } else {
-        for (size_t slot = 0; slot < pass.slot_busy.size(); ++slot) {
-          step.busy_seconds[strategy.stages[pass.stage].device(
-              pass.replica, static_cast<int>(slot))] += pass.slot_busy[slot];
-        }
+        continue;
+      }
+      double busy = lowered.graph().seconds(pass.task);
+      if (pass.recompute_task >= 0) {
+        busy += lowered.graph().seconds(pass.recompute_task);
+      }
+      for (int g : stage.TensorGroup(pass.replica)) {
+        step.busy_seconds[g] += busy;
       }
     }
   }
@@ -243,11 +270,11 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
         if (pass.recompute_task >= 0) {
           out.tasks.push_back({pass.stage, pass.micro_batch, d, false,
                                ran.start_seconds[pass.recompute_task],
-                               ran.end_seconds[pass.recompute_task], true});
+                               ran.end_seconds[pass.recompute_end_task], true});
         }
         out.tasks.push_back({pass.stage, pass.micro_batch, d, pass.backward,
                              ran.start_seconds[pass.task],
-                             ran.end_seconds[pass.task]});
+                             ran.end_seconds[pass.end_task]});
       }
       for (size_t slot = 0; slot < pass.slot_tasks.size(); ++slot) {
         const int t = pass.slot_tasks[slot];
@@ -257,9 +284,9 @@ absl::StatusOr<StrategySimulation> SimulateStrategy(
                              true, ran.start_seconds[t], ran.end_seconds[t],
                              false, /*adds=*/true});
       }
-      if (!wide[pass.stage].empty()) {
-        RecordWidePass(plan, stage, pass, wide[pass.stage][pass.replica],
-                       ran.start_seconds[pass.task], &out);
+      if (pass.wide()) {
+        RecordWidePass(lowered.wide_passes(pass.stage).pass(pass.backward),
+                       stage, pass, pass.first_inlined, ran, &out);
       }
     }
   }

@@ -106,8 +106,9 @@ struct StrategyTask {
   double start_seconds = 0;
   double end_seconds = 0;
   bool recompute = false;  // a recomputing stage's forward rerun
-  // A wide replica's slot adding up, after the replica's last backward,
-  // the buffers that arrived for its updates (PassTask::slot_tasks).
+  // A wide replica's slot adding up, after a backward, the buffers that
+  // arrived for its updates and adding into its accumulators
+  // (PassTask::slot_tasks).
   bool adds = false;
 };
 

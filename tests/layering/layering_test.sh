@@ -9,8 +9,8 @@
 # not include placer/cli/. Inside simulator/, the task graph and the event
 # engine know nothing of views, plans or costs (they include only each
 # other); the view's index knows nothing of plans or costs (it includes
-# no other simulator/ header); a lowering, and the slot copies read off
-# it, include neither the engine that runs its graph nor the memory
+# no other simulator/ header); a lowering (a wide stage's passes too),
+# and the slot copies read off it, include neither the engine that runs its graph nor the memory
 # timelines that observe it; the memory timelines (an op placement's,
 # a strategy's) do not include the simulators built on them. Inside runtime/, the executor
 # (strategy_* and executor.*) runs a plan (simulator/strategy.h,
@@ -57,7 +57,7 @@ for f in $(find base graph zoo profiles simulator policies runtime placer \
     elif [[ "$f" =~ ^simulator/view_index\. &&
             "$inc" == simulator/* && "$inc" != simulator/view_index.h ]]; then
       why="the view's index includes no other simulator/ header"
-    elif [[ ( "$f" == simulator/*lowering* || "$f" =~ ^simulator/slot_copies\. ) &&
+    elif [[ ( "$f" == simulator/*lowering* || "$f" =~ ^simulator/(slot_copies|wide_passes)\. ) &&
             "$inc" =~ ^simulator/(engine|memory_timeline|strategy_memory)\.h$ ]]; then
       why="a lowering does not include the engine or the memory timelines"
     elif [[ "$f" =~ ^simulator/(memory_timeline|strategy_memory)\. &&

@@ -55,7 +55,7 @@ void ExpectPlacementAsItsStrategyAlike(Scenario& s, const std::string& name,
 
 // Hybrid candidates are replicas of op placements; their wide stages are
 // lowered as the op placement's own lowering lowers the stage's nodes on
-// the replica's devices (wide_tasks.h: ready nodes by priority and node
+// the replica's devices (wide_passes.h: ready nodes by priority and node
 // key, copies between slots on links, booked in its order, a slot's
 // buffer of a weight's gradient to its update's slot among them, partial
 // additions charged as PartialAdditions does, updates once the backward

@@ -226,6 +226,58 @@ TEST(WideUpdateTest, ABufferArrivingWhileTheHeldOneIsMadeIsAdded) {
   EXPECT_NEAR(wide.step.step_seconds, 7.25 + (x - 1), 1e-12);
 }
 
+// The same stage over two micro-batches (GPipe), accumulating 0.125 s per
+// parameter after the first backward: the one graph holds both passes of
+// each kind, one after the other on the replica's devices, and each
+// backward's partial additions start afresh. Forwards [0, 1 + x] and
+// [1 + x, 2 + 2x] (b after W's copy). Micro-batch 1's backward from
+// 2 + 2x: grad:d and grad:a on /d:0 until 4 into it, grad:b's buffer of
+// W's gradient arriving at 2 + x, inside grad:a: /d:0's slot task adds it,
+// 0.25, and the pass ends at 6.25 + 2x. Micro-batch 0's from there: the
+// same, /d:0 holding W's buffer again only from grad:a's start (were it
+// held from the first backward, grad:a would add its partial, 0.25
+// more); its nodes end at 10.25 + 2x, then /d:0 adds the buffer and
+// accumulates U's and W's gradients, 0.25 + 2 x 0.125, and updates both,
+// 1: 11.75 + 2x.
+TEST(WideUpdateTest, EachBackwardOfAWideReplicaAddsItsOwnPartials) {
+  ConstantCosts costs(1, 2, 0.5, 1.0, 1e6);
+  costs.set_partial_add(0.25);
+  costs.set_accumulate(0.125);
+  ExactFixture f(AChainAndAnotherReader(), costs, 2);
+  Strategy s = StrategyOfPlacement(Placement{{0, 0, 1}});
+  s.micro_batches = 2;
+  const double x = 1.0 + 64 / 1e6;
+  StrategySimulation r = f.Run(s);
+  EXPECT_NEAR(r.step.step_seconds, 11.75 + 2 * x, 1e-12);
+  EXPECT_NEAR(r.step.busy_seconds[0], 4 + 8 + 0.25 + 0.5 + 1, 1e-12);
+  EXPECT_NEAR(r.step.busy_seconds[1], 2 + 4, 1e-12);
+  // grad:a of each micro-batch, on /d:0, from the engine's schedule.
+  int grad_a = -1;
+  for (size_t n = 0; n < f.view.nodes().size(); ++n) {
+    if (f.view.nodes()[n].key == "grad:a") grad_a = static_cast<int>(n);
+  }
+  ASSERT_GE(grad_a, 0);
+  std::vector<double> starts(2, -1);
+  for (const StrategyNodeRun& run : r.nodes) {
+    if (run.node != grad_a) continue;
+    EXPECT_EQ(run.device, 0);
+    EXPECT_NEAR(run.end_seconds - run.start_seconds, 2, 1e-12);
+    starts[run.micro_batch] = run.start_seconds;
+  }
+  EXPECT_NEAR(starts[1], 4 + 2 * x, 1e-12);
+  EXPECT_NEAR(starts[0], 8.25 + 2 * x, 1e-12);
+  // /d:0's slot tasks: the first backward's addition, the second's with
+  // the accumulation.
+  std::vector<double> adds;
+  for (const StrategyTask& task : r.tasks) {
+    if (task.adds && task.device == 0) {
+      adds.push_back(task.end_seconds - task.start_seconds);
+    }
+  }
+  ASSERT_EQ(adds.size(), 2u);
+  EXPECT_NEAR(adds[0] + adds[1], 0.25 + 0.5, 1e-12);
+}
+
 // x [4, 4] -> a = x W -> ya; ya -> b = ya U (an output) and c = ya V (an
 // output); x -> d = x Z (an output). Every tensor 64 bytes.
 Graph AValueReadByTwoLaterStages() {
