@@ -18,7 +18,10 @@
 //    slot, have run and what it reads from other slots has arrived (a
 //    value or a slot's summed partial gradients copied on the link between
 //    the two devices once made, a weight from the task's start), and the
-//    next task starts once every slot has ended this one. A weight's
+//    next task starts once every slot has ended this one (after a
+//    backward, each slot first adds up the other slots' buffers of its
+//    parameters' gradients and adds into its accumulators, then goes on
+//    to its part of the next task). A weight's
 //    readers may be on other slots of its stage. The
 //    graph's batch is one micro-batch; a
 //    step runs `micro_batches` of them (a step's global batch is micro_batches

@@ -133,18 +133,21 @@ GatherTimes StageGatherTimes(const SimulationContext& context,
 // A wide stage's pass `pass` (its stage, micro-batch, replica and
 // direction set): its graph inlined (as `forward` or `backward` places it
 // on the replica) between a start and an end mark on `marks`, after
-// `*previous` (a recomputing backward: the forward's graph before it); a
-// backward's slot tasks, each adding `accumulate_share` of its slot's
-// `slot_accumulate` (0 for the replica's first backward) and ending the
-// pass but for the replica's last task (`finishes`). Leaves in `*previous`
-// the task the replica's next pass waits for.
+// `*previous` (a recomputing backward: the forward's graph before it),
+// each slot's nodes and the weights it sends at the start also after that
+// slot's task in `*slot_tasks` (the previous backward's; empty: none). A
+// backward's slot tasks follow its end, each adding `accumulate_share` of its
+// slot's `slot_accumulate` (0 for the replica's first backward) once the
+// buffers its updates read have arrived. Leaves in `*previous` the pass's end
+// and in `*slot_tasks` its slot tasks (a forward: none).
 void LowerWideTask(const SimulationContext& context, const StageModel& st,
                    const PipelineStage& stage, const WideStagePasses& wide,
                    const PlacedWidePass& forward,
-                   const PlacedWidePass& backward, int marks, bool finishes,
+                   const PlacedWidePass& backward, int marks,
                    double accumulate_share,
                    const std::vector<double>& slot_accumulate, int* previous,
-                   PassTask* pass, TaskGraph* graph) {
+                   std::vector<int>* slot_tasks, PassTask* pass,
+                   TaskGraph* graph) {
   const int k = pass->replica;
   // Returns the pass graph's first task; `*start` and `*end` its marks.
   auto inline_graph = [&](bool is_backward, int* start, int* end) {
@@ -153,6 +156,17 @@ void LowerWideTask(const SimulationContext& context, const StageModel& st,
     const LoweredPlacement& own = wide.pass(is_backward);
     const int first =
         InlineWidePass(own, is_backward ? backward : forward, *start, graph);
+    // A slot's nodes, and the weights it sends at the pass's start, after
+    // its task.
+    for (int i = 0; !slot_tasks->empty() && i < own.graph.num_tasks(); ++i) {
+      if (own.is_node(i)) {
+        graph->AddEdge((*slot_tasks)[own.device_of_node[own.node_of_task[i]]],
+                       first + i);
+      } else if (own.graph.num_predecessors(i) == 0) {
+        graph->AddEdge((*slot_tasks)[own.copy(i).src], first + i);
+      }
+    }
+    slot_tasks->clear();
     *end = graph->AddTask({marks, 0});
     for (int i = 0; i < own.num_nodes; ++i) graph->AddEdge(first + i, *end);
     *previous = *end;
@@ -179,10 +193,7 @@ void LowerWideTask(const SimulationContext& context, const StageModel& st,
     }
     pass->slot_tasks.push_back(t);
   }
-  if (finishes) return;
-  pass->end_task = graph->AddTask({marks, 0});
-  for (int t : pass->slot_tasks) graph->AddEdge(t, pass->end_task);
-  *previous = pass->end_task;
+  *slot_tasks = pass->slot_tasks;
 }
 
 }  // namespace
@@ -306,6 +317,7 @@ LoweredStrategy LowerStrategy(const SimulationContext& context,
       accumulate *= shard;
       bool first_forward = true, first_backward = true;
       int previous = -1;
+      std::vector<int> slot_tasks;  // a wide replica's last backward's
       const std::vector<ReplicaTask> tasks = ReplicaTaskOrder(strategy, s, k);
       for (const ReplicaTask& order : tasks) {
         const int index =
@@ -320,9 +332,8 @@ LoweredStrategy LowerStrategy(const SimulationContext& context,
             static_cast<double>(lowered.device_passes_[d].size());
         if (wide.wide) {
           LowerWideTask(context, st, strategy.stages[s], wide, placed_forward,
-                        placed_backward, marks, &order == &tasks.back(),
-                        first_backward ? 0 : shard, slot_accumulate, &previous,
-                        &pass, &graph);
+                        placed_backward, marks, first_backward ? 0 : shard,
+                        slot_accumulate, &previous, &slot_tasks, &pass, &graph);
         } else {
           const double seconds = order.backward
                                      ? b + (first_backward ? 0 : accumulate)

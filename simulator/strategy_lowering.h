@@ -17,12 +17,13 @@
 //    gradient buffers. A wide stage's pass is its pass graph
 //    (wide_passes.h: the pass's nodes on their slots' devices by the
 //    context's priorities, what crosses slots as copies on their links)
-//    between a start and an end mark; a backward's partial additions
-//    happen as the engine runs it (wide_additions.h), and each slot then
-//    adds up the buffers that arrived for its updates (and, after the
-//    replica's first backward, adds into its accumulators) in a task of
-//    its own (PassTask::slot_tasks), the next pass starting once every
-//    slot has (Strategy's contract).
+//    between a start and an end mark, the next pass starting once every
+//    slot has ended this one (Strategy's contract); a backward's partial
+//    additions happen as the engine runs it (wide_additions.h), and after
+//    it each slot adds up the buffers that arrived for its updates (and,
+//    after the replica's first backward, adds into its accumulators) in a
+//    task of its own (PassTask::slot_tasks) before its part of the next
+//    pass, as the executor's workers do.
 //  - Recomputation: a recomputing stage's B(s, j) is preceded on its
 //    device by R(s, j), its forward pass again (as long as F(s, j); a wide
 //    stage's: its forward graph again; selective: its nodes that read no
@@ -110,10 +111,10 @@ struct PassTask {
   // A wide backward: per slot, the task in which the slot adds up the
   // other slots' buffers that arrived for its updates (and, after a
   // replica's first backward, adds into its accumulators), on its device
-  // once the pass's nodes have ended and those buffers have arrived. The
-  // pass ends with them, but for the replica's last backward, whose slots
-  // go on each alone (each slot's updates wait for its own), as the
-  // executor's workers do. Else empty.
+  // once the pass has ended and those buffers have arrived. The slot's
+  // nodes of the replica's next pass, and after its last backward the
+  // slot's updates, wait for it, as each of the executor's workers goes
+  // on alone once every slot has ended the pass. Else empty.
   std::vector<int> slot_tasks;
   // The task that what arrives for the pass waits for.
   int entry_task() const { return recompute_task >= 0 ? recompute_task : task; }

@@ -1,8 +1,7 @@
 // The strategy simulator's stages over several devices per replica (op
 // placement inside a stage) on hand-computed cases: how their slots run,
 // allreduce, add partial gradients, and what is refused.
-#include "simulator/strategy_simulator.h"
-
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "simulator/placement_file.h"
 #include "simulator/simulator.h"
 #include "simulator/strategy.h"
+#include "simulator/strategy_simulator.h"
 #include "tests/graph/test_models.h"
 #include "tests/simulator/constant_costs.h"
 #include "tests/simulator/four_matmul_chain.h"
@@ -143,6 +143,63 @@ TEST(StrategySimulatorTest, EachSlotOfAWideStageAllreducesItsOwnGradients) {
   EXPECT_NEAR(r->allreduce_seconds, 2 * reduce, 1e-12);
   EXPECT_EQ(StrategyDevices(s), 4);
   for (int d = 0; d < 4; ++d) EXPECT_EQ(r->most_in_flight[d], 1) << d;
+}
+
+// A wide stage after a stage of one slot: A on /d:0; B on /d:1 (slot 0),
+// C and D on /d:2 (slot 1); three micro-batches under GPipe; forward 1 s,
+// backward 2 s, updates 0.5 s, accumulating 1 s per parameter after a
+// replica's first backward, free copies. Stage 1's forwards end at 4, 7
+// and 10; its backwards run micro-batch 2's [10, 16] (D', C', B'), 1's
+// from 16, its nodes done at 22, then each slot accumulates: /d:1 w2
+// [22, 23], /d:2 w3 and w4 [22, 24]. The backward's gradient leaves for
+// stage 0 once every slot has ended the pass, at 22, as the executor's
+// first device sends it before its workers accumulate: stage 0's backward
+// of micro-batch 1 runs [22, 25] (2 s and w1's accumulation). Micro-batch
+// 0's backward on stage 1 starts each slot's part after that slot's
+// accumulation: D' [24, 26], C' [26, 28], B' [28, 30]; then /d:1 [30, 31]
+// and w2's update to 31.5, /d:2 [30, 32] and two updates to 33; stage 0's
+// last backward [30, 33] and w1's update: 33.5.
+TEST(StrategySimulatorTest,
+     AWideBackwardsGradientLeavesBeforeItsSlotsAccumulate) {
+  ConstantCosts costs(1, 2, 0.5, 0, 1e300);
+  costs.set_accumulate(1);
+  Fixture f(costs, 3);
+  Strategy s;
+  s.stage_of_op = {0, 1, 1, 1};
+  s.slot_of_op = {0, 0, 1, 1};
+  s.stages = {PipelineStage::OneDevicePerReplica({0}),
+              PipelineStage::OfReplicas({{1, 2}})};
+  s.micro_batches = 3;
+  s.schedule = PipelineSchedule::kGPipe;
+  StrategySimulation r = f.Run(s);
+  EXPECT_NEAR(r.step.step_seconds, 33.5, 1e-12);
+  // Stage 0's backwards, and stage 1's passes on /d:1.
+  std::vector<std::pair<double, double>> stage0, stage1;
+  for (const StrategyTask& t : r.tasks) {
+    if (!t.backward || t.adds || t.micro_batch < 0) continue;
+    if (t.stage == 0) stage0.emplace_back(t.start_seconds, t.end_seconds);
+    if (t.stage == 1 && t.device == 1) {
+      stage1.emplace_back(t.start_seconds, t.end_seconds);
+    }
+  }
+  std::sort(stage0.begin(), stage0.end());
+  std::sort(stage1.begin(), stage1.end());
+  ASSERT_EQ(stage0.size(), 3u);
+  EXPECT_NEAR(stage0[1].first, 22, 1e-12);
+  EXPECT_NEAR(stage0[1].second, 25, 1e-12);
+  ASSERT_EQ(stage1.size(), 3u);
+  EXPECT_NEAR(stage1[1].first, 16, 1e-12);
+  EXPECT_NEAR(stage1[1].second, 22, 1e-12);
+  EXPECT_NEAR(stage1[2].first, 22, 1e-12);
+  EXPECT_NEAR(stage1[2].second, 30, 1e-12);
+  // /d:1's and /d:2's accumulations after micro-batch 1's backward.
+  int accumulations = 0;
+  for (const StrategyTask& t : r.tasks) {
+    if (!t.adds || t.start_seconds != 22) continue;
+    ++accumulations;
+    EXPECT_NEAR(t.end_seconds, t.device == 1 ? 23 : 24, 1e-12) << t.device;
+  }
+  EXPECT_EQ(accumulations, 2);
 }
 
 // The placement file keeps each replica's further devices; `assignment`

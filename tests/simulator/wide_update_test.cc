@@ -232,11 +232,12 @@ TEST(WideUpdateTest, ABufferArrivingWhileTheHeldOneIsMadeIsAdded) {
 // backward's partial additions start afresh. Forwards [0, 1 + x] and
 // [1 + x, 2 + 2x] (b after W's copy). Micro-batch 1's backward from
 // 2 + 2x: grad:d and grad:a on /d:0 until 4 into it, grad:b's buffer of
-// W's gradient arriving at 2 + x, inside grad:a: /d:0's slot task adds it,
-// 0.25, and the pass ends at 6.25 + 2x. Micro-batch 0's from there: the
-// same, /d:0 holding W's buffer again only from grad:a's start (were it
-// held from the first backward, grad:a would add its partial, 0.25
-// more); its nodes end at 10.25 + 2x, then /d:0 adds the buffer and
+// W's gradient arriving at 2 + x, inside grad:a; the pass ends at 6 + 2x
+// and /d:0's slot task adds the buffer, 0.25. Micro-batch 0's from there,
+// /d:0's part after that addition: the same, /d:0 holding W's buffer
+// again only from grad:a's start (were it held from the first backward,
+// grad:a would add its partial, 0.25 more); its nodes end at 10.25 + 2x,
+// then /d:0 adds the buffer and
 // accumulates U's and W's gradients, 0.25 + 2 x 0.125, and updates both,
 // 1: 11.75 + 2x.
 TEST(WideUpdateTest, EachBackwardOfAWideReplicaAddsItsOwnPartials) {
