@@ -140,9 +140,8 @@ GatherTimes StageGatherTimes(const SimulationContext& context,
 // slot's `slot_accumulate` (0 for the replica's first backward) once the
 // buffers its updates read have arrived. Leaves in `*previous` the pass's end
 // and in `*slot_tasks` its slot tasks (a forward: none).
-void LowerWideTask(const SimulationContext& context, const StageModel& st,
-                   const PipelineStage& stage, const WideStagePasses& wide,
-                   const PlacedWidePass& forward,
+void LowerWideTask(const StageModel& st, const PipelineStage& stage,
+                   const WideStagePasses& wide, const PlacedWidePass& forward,
                    const PlacedWidePass& backward, int marks,
                    double accumulate_share,
                    const std::vector<double>& slot_accumulate, int* previous,
@@ -179,17 +178,12 @@ void LowerWideTask(const SimulationContext& context, const StageModel& st,
   pass->first_inlined =
       inline_graph(pass->backward, &pass->task, &pass->end_task);
   if (!pass->backward) return;
-  const LoweredPlacement& own = wide.backward;
   for (int slot = 0; slot < st.width; ++slot) {
     const int t = graph->AddTask(
         {stage.device(k, slot), accumulate_share * slot_accumulate[slot]});
     graph->AddEdge(pass->end_task, t);
-    for (size_t c = 0; c < own.copies.size(); ++c) {
-      const CopyTask& copy = own.copies[c];
-      if (copy.dst == slot && CarriesUpdateGradients(context, copy)) {
-        graph->AddEdge(pass->first_inlined + own.copy_task(static_cast<int>(c)),
-                       t);
-      }
+    for (int copy : wide.update_buffers[slot]) {
+      graph->AddEdge(pass->first_inlined + copy, t);
     }
     pass->slot_tasks.push_back(t);
   }
@@ -236,9 +230,10 @@ LoweredStrategy LowerStrategy(const SimulationContext& context,
     tasks +=
         static_cast<int64_t>(M) * (reruns * (f.num_tasks() + 2) +
                                    b.num_tasks() + 3 + plan.stages[s].width);
+    // Per task: its start mark or a slot task, its end mark.
     edges += static_cast<int64_t>(M) *
-             (reruns * (2 * f.num_tasks() + f.edges().size()) +
-              2 * b.num_tasks() + b.edges().size() + 4 * plan.stages[s].width);
+             (reruns * (3 * f.num_tasks() + f.edges().size()) +
+              3 * b.num_tasks() + b.edges().size() + 4 * plan.stages[s].width);
   }
   graph.Reserve(static_cast<int>(tasks), static_cast<int>(edges));
 
@@ -331,7 +326,7 @@ LoweredStrategy LowerStrategy(const SimulationContext& context,
         const double priority =
             static_cast<double>(lowered.device_passes_[d].size());
         if (wide.wide) {
-          LowerWideTask(context, st, strategy.stages[s], wide, placed_forward,
+          LowerWideTask(st, strategy.stages[s], wide, placed_forward,
                         placed_backward, marks, first_backward ? 0 : shard,
                         slot_accumulate, &previous, &slot_tasks, &pass, &graph);
         } else {

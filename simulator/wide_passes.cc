@@ -19,6 +19,18 @@ std::vector<WideStagePasses> LowerWidePasses(const SimulationContext& context,
     passes[s].backward =
         LowerStagePass(context.index(), context.priorities(), strategy, stage,
                        true, st.backward, plan.slot_of_node);
+    const LoweredPlacement& backward = passes[s].backward;
+    passes[s].update_buffers.assign(st.width, {});
+    for (size_t c = 0; c < backward.copies.size(); ++c) {
+      const CopyTask& copy = backward.copies[c];
+      if (copy.gradient_sum >= 0 &&
+          context.kind(
+              context.view().gradient_sums()[copy.gradient_sum].sink) ==
+              NodeKind::kUpdate) {
+        passes[s].update_buffers[copy.dst].push_back(
+            backward.copy_task(static_cast<int>(c)));
+      }
+    }
   }
   return passes;
 }
@@ -80,13 +92,6 @@ int InlineWidePass(const LoweredPlacement& pass, const PlacedWidePass& placed,
     }
   }
   return first;
-}
-
-bool CarriesUpdateGradients(const SimulationContext& context,
-                            const CopyTask& copy) {
-  return copy.gradient_sum >= 0 &&
-         context.kind(context.view().gradient_sums()[copy.gradient_sum].sink) ==
-             NodeKind::kUpdate;
 }
 
 }  // namespace placer

@@ -29,6 +29,10 @@ namespace placer {
 struct WideStagePasses {
   bool wide = false;
   LoweredPlacement forward, backward;
+  // Per slot: the backward graph's copies (tasks) that carry another
+  // slot's summed buffer to that slot's updates (no node of the pass
+  // waits for them).
+  std::vector<std::vector<int>> update_buffers;
   const LoweredPlacement& pass(bool is_backward) const {
     return is_backward ? backward : forward;
   }
@@ -58,11 +62,6 @@ PlacedWidePass PlaceWidePass(const SimulationContext& context,
 // in `graph` of the pass's task 0 (its task i is the returned index + i).
 int InlineWidePass(const LoweredPlacement& pass, const PlacedWidePass& placed,
                    int begin, TaskGraph* graph);
-
-// Whether `copy` (of a backward pass graph) carries a slot's summed buffer
-// to the slot of a parameter's update: no node of the pass waits for it.
-bool CarriesUpdateGradients(const SimulationContext& context,
-                            const CopyTask& copy);
 
 }  // namespace placer
 
