@@ -8,7 +8,6 @@
 #include <cstring>
 #include <map>
 #include <optional>
-#include <set>
 #include <thread>
 #include <utility>
 
@@ -72,10 +71,10 @@ absl::Status TorchStrategyExecutor::Init() {
       value_of_tensor_[value.tensor] = v;
     }
   }
-  // Reads, and the values and gradient buffers crossing stages.
+  crossings_ = StageCrossings(view_, strategy_);
+  // Reads.
   forward_reads_.assign(S_, std::vector<int>(V_, 0));
   slot_reads_.assign(S_, {});
-  std::vector<std::set<int>> crossing(static_cast<size_t>(S_) * S_);
   for (int s = 0; s < S_; ++s) {
     const int width = strategy_.stages[s].width();
     if (width > 1) slot_reads_[s].assign(width, std::vector<int>(V_, 0));
@@ -86,36 +85,7 @@ absl::Status TorchStrategyExecutor::Init() {
         if (v < 0) continue;
         ++forward_reads_[s][v];
         if (width > 1) ++slot_reads_[s][SlotOfNode(n)][v];
-        const TrainingValue& value = view_.value(v);
-        if (value.kind == ValueKind::kActivation && value.producer >= 0 &&
-            StageOfNode(value.producer) != s) {
-          crossing[StageOfNode(value.producer) * S_ + s].insert(v);
-        }
       }
-    }
-  }
-  std::vector<std::set<int>> crossing_sums(static_cast<size_t>(S_) * S_);
-  const int sums = static_cast<int>(view_.gradient_sums().size());
-  for (int sm = 0; sm < sums; ++sm) {
-    const GradientSum& sum = view_.gradient_sums()[sm];
-    const int to = StageOfNode(sum.sink);
-    for (int p : sum.partials) {
-      const int from = StageOfNode(view_.value(p).producer);
-      if (from != to) crossing_sums[from * S_ + to].insert(sm);
-    }
-  }
-  cross_values_.assign(static_cast<size_t>(S_) * S_, {});
-  cross_sums_.assign(static_cast<size_t>(S_) * S_, {});
-  forward_sources_.assign(S_, {});
-  gradient_sources_.assign(S_, {});
-  for (int a = 0; a < S_; ++a) {
-    for (int b = 0; b < S_; ++b) {
-      cross_values_[a * S_ + b].assign(crossing[a * S_ + b].begin(),
-                                       crossing[a * S_ + b].end());
-      cross_sums_[a * S_ + b].assign(crossing_sums[a * S_ + b].begin(),
-                                     crossing_sums[a * S_ + b].end());
-      if (!cross_values_[a * S_ + b].empty()) forward_sources_[b].push_back(a);
-      if (!cross_sums_[a * S_ + b].empty()) gradient_sources_[b].push_back(a);
     }
   }
   stage_of_device_.assign(D_, -1);
@@ -211,9 +181,9 @@ absl::Status TorchStrategyExecutor::Init() {
         for (int b = 0; b < S_; ++b) {
           // Packed: an index and a data message per direction.
           expect(DeviceOf(a, j), DeviceOf(b, j),
-                 cross_values_[a * S_ + b].empty() ? 0 : 2);
+                 crossings_.values(a, b).empty() ? 0 : 2);
           expect(DeviceOf(a, j), DeviceOf(b, j),
-                 cross_sums_[a * S_ + b].empty() ? 0 : 2);
+                 crossings_.sums(a, b).empty() ? 0 : 2);
         }
       }
     }

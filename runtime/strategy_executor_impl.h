@@ -35,6 +35,7 @@
 #include "simulator/selective_recompute.h"
 #include "simulator/simulation_context.h"
 #include "simulator/slot_copies.h"
+#include "simulator/stage_crossings.h"
 #include "simulator/strategy.h"
 
 namespace placer {
@@ -516,7 +517,6 @@ class TorchStrategyExecutor : public StrategyExecutor {
   int step_ = 0;
 
   std::vector<std::vector<int>> forward_, backward_, update_;  // per stage
-  std::vector<std::vector<int>> forward_sources_, gradient_sources_;
   std::vector<int> stage_of_device_, replica_of_device_, slot_of_device_;
   std::vector<int> group_of_parameter_;  // per value
   // Per node of a wide stage: the nodes of its task it reads from, on any
@@ -532,9 +532,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // [s][v]: how many times stage s's forward nodes read value v (an op
   // reading a tensor twice counts twice).
   std::vector<std::vector<int>> forward_reads_;
-  // [a * S + b]: values stage a makes that stage b's forward reads;
-  // gradient sums stage a makes partials of for a sink in stage b.
-  std::vector<std::vector<int>> cross_values_, cross_sums_;
+  // What the stages send each other per micro-batch.
+  StageCrossings crossings_;
   // Distributed: messages per step on each (src, dst) channel into here.
   std::map<std::pair<int, int>, int> expected_;
   std::vector<std::vector<bool>> needs_gradient_;  // per op

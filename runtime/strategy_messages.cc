@@ -36,7 +36,7 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
     const int dst = DeviceOf(to, j);
     if (Local(dst)) continue;
     const std::vector<int>& items =
-        (backward ? cross_sums_ : cross_values_)[s * S_ + to];
+        backward ? crossings_.sums(s, to) : crossings_.values(s, to);
     if (items.empty()) continue;
     // Per item: the value, or the stage's partials of the sum per slot.
     std::vector<std::vector<torch::Tensor>> slot_parts;
@@ -118,7 +118,8 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
   absl::MutexLock lock(&mu_);
   for (int to = 0; to < S_; ++to) {
     if (Local(DeviceOf(to, j))) continue;
-    for (int item : (backward ? cross_sums_ : cross_values_)[s * S_ + to]) {
+    for (int item :
+         backward ? crossings_.sums(s, to) : crossings_.values(s, to)) {
       if (backward) {
         // The group's other devices made the same; none is sent.
         for (int r = 0; r < T_; ++r) {
@@ -218,13 +219,13 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
       if (from < 0 || from >= S_ || to < 0 || to >= S_ || j < 0 || j >= M_ ||
           DeviceOf(from, j) != src || DeviceOf(to, j) != dst ||
           index.numel() != kIndexHead + kItemWords * count ||
-          count != static_cast<int64_t>(
-                       (backward ? cross_sums_ : cross_values_)[from * S_ + to]
-                           .size())) {
+          count != static_cast<int64_t>((backward ? crossings_.sums(from, to)
+                                                  : crossings_.values(from, to))
+                                            .size())) {
         return foreign(w[0]);
       }
       const std::vector<int>& expected_items =
-          (backward ? cross_sums_ : cross_values_)[from * S_ + to];
+          backward ? crossings_.sums(from, to) : crossings_.values(from, to);
       const torch::Tensor bytes = data->second;
       int64_t at = 0;
       std::vector<torch::Tensor> parts(count);

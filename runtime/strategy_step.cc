@@ -43,7 +43,8 @@ void TorchStrategyExecutor::FailLocked(const absl::Status& status) {
 }
 
 bool TorchStrategyExecutor::ReadyLocked(int s, int j, bool backward) const {
-  for (int from : backward ? gradient_sources_[s] : forward_sources_[s]) {
+  for (int from :
+       backward ? crossings_.sum_sources(s) : crossings_.value_sources(s)) {
     if (Local(DeviceOf(from, j))) {
       if (!(backward ? backward_done_ : forward_done_)[from * M_ + j]) {
         return false;
@@ -51,7 +52,7 @@ bool TorchStrategyExecutor::ReadyLocked(int s, int j, bool backward) const {
       continue;
     }
     const std::vector<int>& crossing =
-        (backward ? cross_sums_ : cross_values_)[from * S_ + s];
+        backward ? crossings_.sums(from, s) : crossings_.values(from, s);
     if (arrived_[ArrivalKey(from, s, j, backward)] <
         static_cast<int>(crossing.size())) {
       return false;
@@ -201,7 +202,7 @@ void TorchStrategyExecutor::ResetStepLocked() {
       for (int a = 0; a < S_; ++a) {
         if (!Local(DeviceOf(a, j))) continue;
         // Sent by the replica's first device (its lane).
-        for (int v : cross_values_[a * S_ + b]) {
+        for (int v : crossings_.values(a, b)) {
           ++reads_left_[static_cast<size_t>(j) * T_ * V_ + v];
         }
       }

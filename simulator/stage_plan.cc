@@ -18,8 +18,7 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   const int S = static_cast<int>(strategy.stages.size());
   StagePlan plan;
   plan.stages.resize(S);
-  plan.forward_bytes.assign(static_cast<size_t>(S) * S, 0);
-  plan.gradient_bytes.assign(static_cast<size_t>(S) * S, 0);
+  plan.crossings = StageCrossings(view, strategy);
   auto stage_of_node = [&](int n) {
     return strategy.stage_of_op[view.node(n).forward_op];
   };
@@ -98,63 +97,42 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
           .parameter_bytes[SlotOfOp(strategy, g)] += held(v);
     }
   }
-  // Values crossing stages (and slots), and what each stage's backward
-  // keeps alive. Sorted and unique per value (sets, reused: allocating
-  // them per value was a tenth of a strategy's simulation).
+  // What each stage's backward keeps alive and what its forward reads from
+  // before it. Sorted and unique per value (vectors, reused: allocating
+  // sets per value was a tenth of a strategy's simulation).
   std::vector<std::pair<int, int>> stashed_in, input_of;
-  std::vector<int> read_in;
   auto sort_unique = [](auto& v) {
     std::sort(v.begin(), v.end());
     v.erase(std::unique(v.begin(), v.end()), v.end());
   };
   for (int v = 0; v < static_cast<int>(view.values().size()); ++v) {
     const TrainingValue& value = view.value(v);
-    const bool stashable = value.kind == ValueKind::kActivation ||
-                           value.kind == ValueKind::kGraphInput;
+    if (value.kind != ValueKind::kActivation &&
+        value.kind != ValueKind::kGraphInput) {
+      continue;
+    }
     const int made_in = value.producer >= 0 && view.node(value.producer).kind ==
                                                    NodeKind::kForward
                             ? stage_of_node(value.producer)
                             : -1;
     stashed_in.clear();
     input_of.clear();
-    read_in.clear();
     for (int c : value.consumers) {
       const int s = stage_of_node(c);
-      read_in.push_back(s);
-      if (stashable && view.node(c).kind == NodeKind::kBackward) {
+      if (view.node(c).kind == NodeKind::kBackward) {
         stashed_in.emplace_back(s, slot_of[c]);
       }
-      if (stashable && view.node(c).kind == NodeKind::kForward &&
-          s != made_in) {
+      if (view.node(c).kind == NodeKind::kForward && s != made_in) {
         input_of.emplace_back(s, slot_of[c]);
       }
     }
     sort_unique(stashed_in);
     sort_unique(input_of);
-    sort_unique(read_in);
     for (auto [s, slot] : stashed_in) {
       plan.stages[s].stash_bytes[slot] += held(v);
     }
     for (auto [s, slot] : input_of) {
       plan.stages[s].input_bytes[slot] += held(v);
-    }
-    if (value.kind != ValueKind::kActivation || value.producer < 0) continue;
-    const int from = stage_of_node(value.producer);
-    for (int to : read_in) {
-      if (to != from) plan.forward_bytes[from * S + to] += value.bytes;
-    }
-  }
-  // One summed buffer per gradient and stage making partials of it.
-  std::vector<int> makers;
-  for (const GradientSum& sum : view.gradient_sums()) {
-    const int to = stage_of_node(sum.sink);
-    makers.clear();
-    for (int p : sum.partials) {
-      makers.push_back(stage_of_node(view.value(p).producer));
-    }
-    sort_unique(makers);
-    for (int from : makers) {
-      if (from != to) plan.gradient_bytes[to * S + from] += sum.bytes;
     }
   }
   // Buffers from later stages, and the partial additions of a stage of one

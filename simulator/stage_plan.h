@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "simulator/simulator.h"
+#include "simulator/stage_crossings.h"
 #include "simulator/strategy.h"
 
 namespace placer {
@@ -124,9 +125,8 @@ struct StagePlan {
   // 1/T for an op a tensor-parallel group of T splits (an update: 1/T for
   // a parameter split). Every bytes figure above is what one device holds.
   std::vector<double> share_of_node;
-  // [a * S + b]: bytes stage a's forward sends stage b per micro-batch;
-  // gradient bytes stage b's backward sends back to a.
-  std::vector<int64_t> forward_bytes, gradient_bytes;
+  // What the stages send each other per micro-batch.
+  StageCrossings crossings;
 };
 
 absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,

@@ -372,14 +372,14 @@ LoweredStrategy LowerStrategy(const SimulationContext& context,
     for (int other = 0; other < S; ++other) {
       const int s = pass.stage, j = pass.micro_batch;
       if (!pass.backward && other > s &&
-          plan.forward_bytes[s * S + other] > 0) {
+          plan.crossings.value_bytes(s, other) > 0) {
         send(pass, lowered.pass(other, j, false),
-             plan.forward_bytes[s * S + other]);
+             plan.crossings.value_bytes(s, other));
       }
       if (pass.backward && other < s &&
-          plan.gradient_bytes[other * S + s] > 0) {
+          plan.crossings.sum_bytes(s, other) > 0) {
         send(pass, lowered.pass(other, j, true),
-             plan.gradient_bytes[other * S + s]);
+             plan.crossings.sum_bytes(s, other));
       }
     }
   }

@@ -57,7 +57,7 @@ for f in $(find base graph zoo profiles simulator policies runtime placer \
     elif [[ "$f" =~ ^simulator/view_index\. &&
             "$inc" == simulator/* && "$inc" != simulator/view_index.h ]]; then
       why="the view's index includes no other simulator/ header"
-    elif [[ ( "$f" == simulator/*lowering* || "$f" =~ ^simulator/(slot_copies|wide_passes)\. ) &&
+    elif [[ ( "$f" == simulator/*lowering* || "$f" =~ ^simulator/(slot_copies|stage_crossings|wide_passes)\. ) &&
             "$inc" =~ ^simulator/(engine|memory_timeline|strategy_memory)\.h$ ]]; then
       why="a lowering does not include the engine or the memory timelines"
     elif [[ "$f" =~ ^simulator/(memory_timeline|strategy_memory)\. &&
