@@ -216,7 +216,6 @@ absl::Status TorchStrategyExecutor::Init() {
       targets_[d].push_back(std::move(on));
     }
   }
-  DealParameters();
   params_.assign(D_, std::vector<torch::Tensor>(V_));
   updates_.clear();
   updates_.resize(D_);
@@ -238,8 +237,8 @@ absl::Status TorchStrategyExecutor::Init() {
         params_[d][p] = PartOf(host_[p], HeldLayout(view_.value(p).tensor),
                                tensor_rank_of_device_[d], view_.value(p).tensor)
                             .to(devices_[d], false, /*copy=*/true);
-        if (ShardsGradientsOf(s)) {
-          // ZeRO-2/3: the replica updates its shard of every parameter
+        if (ShardsStateOf(s)) {
+          // ZeRO: the replica updates its shard of every parameter
           // (ZeRO-3: and holds only that).
           torch::Tensor shard = Shard(params_[d][p], p, replica_of_device_[d]);
           if (ShardsParametersOf(s)) params_[d][p] = shard = shard.clone();
@@ -249,7 +248,6 @@ absl::Status TorchStrategyExecutor::Init() {
           }
           continue;
         }
-        if (owner_[p] >= 0 && owner_[p] != replica_of_device_[d]) continue;
         updates_[d][p] = std::make_unique<ParameterUpdate>(
             view_.options().optimizer, options_.update, params_[d][p]);
       }
@@ -262,10 +260,10 @@ absl::Status TorchStrategyExecutor::Init() {
     for (int p = 0; p < V_; ++p) {
       const double w = static_cast<double>(TensorBytes(params_[d][p]));
       // The optimizer's state is of what the replica updates (its shard
-      // under ZeRO-2/3).
+      // under ZeRO).
       const double updated =
           updates_[d][p] == nullptr ? 0
-          : ShardsGradientsOf(stage_of_device_[d])
+          : ShardsStateOf(stage_of_device_[d])
               ? static_cast<double>(
                     ShardRange(p, replica_of_device_[d]).second *
                     params_[d][p].element_size())
@@ -300,14 +298,10 @@ absl::Status TorchStrategyExecutor::Init() {
   return absl::OkStatus();
 }
 
-std::vector<int> TorchStrategyExecutor::SlotParameters(int s, int slot,
-                                                       int k) const {
+std::vector<int> TorchStrategyExecutor::SlotParameters(int s, int slot) const {
   std::vector<int> parameters;
   for (int u : update_[s]) {
-    const int p = view_.node(u).parameter;
-    if (SlotOfNode(u) == slot && (k < 0 || owner_[p] == k)) {
-      parameters.push_back(p);
-    }
+    if (SlotOfNode(u) == slot) parameters.push_back(view_.node(u).parameter);
   }
   return parameters;
 }

@@ -152,19 +152,18 @@
 //    shards at once (across ranks, one exchange, as the others); the
 //    copies stay with the saved graphs until the layer's backward has
 //    read them.
-//  - ZeRO-1 (Strategy::zero): each slot's parameters are dealt to its
-//    replicas (largest first, each to the replica holding the fewest bytes,
-//    as PyTorch's ZeroRedundancyOptimizer); a replica sums and updates only
-//    those it was dealt (the optimizer state of the others is never made),
-//    and once every replica of the slot has updated, copies the others
-//    from the replicas that updated them. The same bits as without. As
-//    ranks, what each replica updated is all-gathered after the updates
-//    (flat buckets of at most exchange_chunk_bytes, one at a time, each
-//    copied in before the next).
-//  - ZeRO-2 and ZeRO-3: each replica of a stage holds
-//    a shard of every parameter, the k-th of R equal runs of its
-//    elements, flattened, and updates only that (its optimizer state is
-//    of the shard). After each backward a replica cuts the micro-batch's
+//  - ZeRO (Strategy::zero), every stage: each replica of a stage updates
+//    a shard of every parameter, the k-th of R equal runs of its elements,
+//    flattened (DeepSpeed's and Megatron-LM's distributed optimizer's
+//    partition, which the simulator's 1/R of the state and of the update
+//    counts), and holds the optimizer state of that shard only.
+//  - ZeRO-1: a replica accumulates whole gradients, sums its shard of each
+//    over the replicas (in replica order), updates it, and once every
+//    replica of the slot has updated, copies the others' shards in. The
+//    same bits as without. As ranks, the shards are all-gathered after
+//    the updates (flat buckets of at most exchange_chunk_bytes, one at a
+//    time, each copied in before the next).
+//  - ZeRO-2 and ZeRO-3: after each backward a replica cuts the micro-batch's
 //    gradients into the shards' parts, and the round's reduce-scatter
 //    (the n-th micro-batch of every replica) waits until every replica
 //    has delivered its parts; then each shard's replica sums the round in
@@ -293,7 +292,7 @@ class StrategyExecutor : public StepRunner {
   // shards are on other ranks.
   virtual absl::StatusOr<torch::Tensor> Parameter(absl::string_view name,
                                                   int replica = 0) const = 0;
-  // ZeRO-2/3: replica `replica`'s shard of the parameter (its run of the
+  // ZeRO: replica `replica`'s shard of the parameter (its run of the
   // flattened elements, 1-D; a copy on the CPU); errors as Parameter's,
   // and FailedPrecondition when the parameter's stage is not sharded.
   virtual absl::StatusOr<torch::Tensor> ParameterShard(absl::string_view name,

@@ -347,8 +347,13 @@ class TorchStrategyExecutor : public StrategyExecutor {
     return strategy_.zero == ZeroStage::kParameters &&
            strategy_.stages[s].num_replicas() > 1;
   }
-  // ZeRO-1: each slot's parameters dealt to its replicas (owner_).
-  void DealParameters();
+  // ZeRO-1/2/3 on stage s with more than one replica: each replica
+  // updates its shard of every parameter (ShardRange), and holds the
+  // optimizer state of that shard only.
+  bool ShardsStateOf(int s) const {
+    return strategy_.zero != ZeroStage::kNone &&
+           strategy_.stages[s].num_replicas() > 1;
+  }
   // The tables of InitSharding: per node, the parameters whose last reader
   // in a forward (or rerun) pass of its stage it is; per backward node,
   // the parameters its op read in the forward (what its saved graph may
@@ -624,11 +629,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<std::map<int, torch::Tensor>> parked_reruns_;
   SelectiveRecompute selective_;
   StrategyRerunTables reruns_;  // InitRecompute's
-  // ZeRO-1: per parameter (value), the replica of its stage that holds its
-  // optimizer state and updates it (-1: every replica); the others copy it
-  // from there once their slot's replicas have all updated
-  // (updated_[(s * W + slot) * T + tensor rank] counts them).
-  std::vector<int> owner_;
+  // ZeRO-1/2: the replicas of a slot here that have updated their shards
+  // ([(s * W + slot) * T + tensor rank]); each copies the others' shards
+  // once they all have.
   std::vector<int> updated_ ABSL_GUARDED_BY(mu_);
   // ZeRO-3's tables (InitSharding), per node: besides the above, the
   // parameters gathered before it in its pass (what it reads first and
@@ -661,9 +664,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // The devices of ReplicaDevices(d) in this process.
   int LocalReplicas(int d) const;
   // The parameters of stage s's slot in its update order (the order a
-  // bucket between ranks carries them); with k >= 0 (ZeRO-1) those dealt
-  // to replica k only.
-  std::vector<int> SlotParameters(int s, int slot, int k = -1) const;
+  // bucket between ranks carries them).
+  std::vector<int> SlotParameters(int s, int slot) const;
   // A flat bucket from src (another rank) as one tensor per parameter of
   // `parameters` (with `shard` >= 0: that replica's shard of each, flat),
   // on dst; DataLoss naming the rank, the stage and `what` when its size

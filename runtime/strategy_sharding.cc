@@ -1,5 +1,5 @@
-// ZeRO in the strategy executor (runtime/strategy_executor.h): ZeRO-1's
-// deal of the parameters; ZeRO-2/3's shards of them, ZeRO-3's parameters
+// ZeRO in the strategy executor (runtime/strategy_executor.h): the shards
+// of the parameters each replica updates; ZeRO-3's parameters
 // gathered whole from them for each pass (across ranks, exchanged at each
 // gather) and let go after their last reader there, and the gradients
 // summed round by round on their shards' devices (the reduce-scatter).
@@ -16,35 +16,6 @@
 #include "runtime/strategy_executor_impl.h"
 
 namespace placer {
-void TorchStrategyExecutor::DealParameters() {
-  // ZeRO-1: each slot's parameters dealt to its replicas, largest first,
-  // each to the replica holding the fewest bytes so far (ties: the lower
-  // index), as PyTorch's ZeroRedundancyOptimizer deals them.
-  owner_.assign(V_, -1);
-  if (strategy_.zero == ZeroStage::kOptimizerState) {
-    std::map<std::pair<int, int>, std::vector<int>> by_slot;
-    for (int g = 0; g < view_.num_groups(); ++g) {
-      for (int p : view_.group_parameters(g)) {
-        by_slot[{strategy_.stage_of_op[g], SlotOfOp(strategy_, g)}].push_back(
-            p);
-      }
-    }
-    for (auto& [key, parameters] : by_slot) {
-      const int replicas = strategy_.stages[key.first].num_replicas();
-      std::stable_sort(parameters.begin(), parameters.end(), [&](int a, int b) {
-        return view_.value(a).bytes > view_.value(b).bytes;
-      });
-      std::vector<int64_t> held(replicas, 0);
-      for (int p : parameters) {
-        const int k = static_cast<int>(
-            std::min_element(held.begin(), held.end()) - held.begin());
-        owner_[p] = k;
-        held[k] += view_.value(p).bytes;
-      }
-    }
-  }
-}
-
 int TorchStrategyExecutor::LocalReplicas(int d) const {
   int local = 0;
   for (int q : ReplicaDevices(d)) local += Local(q);
@@ -55,12 +26,12 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::ParameterShard(
     absl::string_view name, int replica) const {
   ASSIGN_OR_RETURN(LocalParameterAt at, LocalParameter(name, replica));
   const int s = strategy_.stage_of_op[group_of_parameter_[at.value]];
-  if (!ShardsGradientsOf(s)) {
+  if (!ShardsStateOf(s)) {
     return absl::FailedPreconditionError(
         absl::StrCat("parameter '", name, "': stage ", s,
-                     " is not sharded (ZeRO-2 or -3 over replicas)"));
+                     " is not sharded (ZeRO over replicas)"));
   }
-  // ZeRO-3 holds the shard itself, ZeRO-2 the whole parameter.
+  // ZeRO-3 holds the shard itself, ZeRO-1/2 the whole parameter.
   const torch::Tensor& held = params_[at.device][at.value];
   const torch::Tensor shard =
       ShardsParametersOf(s) ? held : Shard(held, at.value, replica);

@@ -50,7 +50,7 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   // ranks sent) and this process's accumulators.
   auto sum = [&](int p, const std::vector<std::map<int, torch::Tensor>>& remote) {
     torch::NoGradGuard no_grad;
-    if (updates_[d][p] == nullptr) return;  // ZeRO: another's shard
+    if (updates_[d][p] == nullptr) return;  // ZeRO: an empty shard
     torch::Tensor& total = totals[p];
     if (ShardsGradientsOf(s)) {
       // Reduce-scattered already (this replica's shard): every delivery
@@ -69,7 +69,10 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
                           ? remote[k].at(p)
                           : torch::Tensor());
       if (!g.defined()) continue;
-      torch::Tensor here = g.to(devices_[d]);
+      // ZeRO-1: this replica's shard of each (a reduce-scatter's part).
+      torch::Tensor here =
+          (ShardsStateOf(s) ? Shard(g, p, replica_of_device_[d]) : g)
+              .to(devices_[d]);
       total = total.defined() ? total + here : here;
     }
   };
@@ -132,7 +135,7 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   const auto start = SteadyClock::now();
   // Each update node's run, where it updates its parameter whole.
   std::map<int, int> update_of;
-  if (!ShardsGradientsOf(s)) {
+  if (!ShardsStateOf(s)) {
     for (int u : update_[s]) update_of[view_.node(u).parameter] = u;
   }
   status = CatchExceptions("update: ", [&] {
@@ -170,32 +173,17 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
       ShardsParametersOf(s)) {
     return;
   }
-  // ZeRO-1's all-gather: across ranks, what each replica updated (ZeRO-1:
-  // the parameters dealt to it; ZeRO-2: its shard of each), chunk by chunk
-  // (ExchangeChunks), one flat bucket each (ReplicaAllGather), copied in
-  // as each chunk comes; once every replica of the slot here has updated,
-  // the parameters they updated are copied.
-  const int slot = slot_of_device_[d];
+  // ZeRO-1/2's all-gather: across ranks, each replica's updated shard of
+  // every parameter, chunk by chunk (ExchangeChunks), one flat bucket each
+  // (ReplicaAllGather), copied in as each chunk comes; once every replica
+  // of the slot here has updated, their shards are copied.
   const int me = replica_of_device_[d];
-  const bool shards = ShardsGradientsOf(s);
-  // Of `chunk`, what replica q updated: every parameter's shard, or the
-  // parameters dealt to it.
-  auto updated_by = [&](const std::vector<int>& chunk, int q) {
-    std::vector<int> of;
-    for (int p : chunk) {
-      if (shards || owner_[p] == q) of.push_back(p);
-    }
-    return of;
-  };
   if (HasRemoteReplicas(d)) {
     for (const std::vector<int>& chunk : ExchangeChunks(slot_parameters)) {
       torch::Tensor bucket;
       status = CatchExceptions("all-gather: ", [&] {
         std::vector<torch::Tensor> flat;
-        for (int p : updated_by(chunk, me)) {
-          flat.push_back(shards ? Shard(params_[d][p], p, me)
-                                : params_[d][p].reshape({-1}));
-        }
+        for (int p : chunk) flat.push_back(Shard(params_[d][p], p, me));
         bucket = flat.empty() ? torch::empty({0}, params_[d][chunk[0]]
                                                       .options()
                                                       .device(torch::kCPU))
@@ -204,9 +192,7 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
       });
       auto elements = [&](int q) {
         int64_t n = 0;
-        for (int p : updated_by(chunk, q)) {
-          n += shards ? ShardRange(p, q).second : params_[d][p].numel();
-        }
+        for (int p : chunk) n += ShardRange(p, q).second;
         return n;
       };
       absl::StatusOr<std::vector<torch::Tensor>> got =
@@ -216,9 +202,8 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
       std::vector<std::map<int, torch::Tensor>> gathered;
       if (got.ok()) {
         status = UnpackRemote(
-            *got, d, "parameter",
-            [&](int q) { return updated_by(chunk, q); },
-            [&](int q) { return shards ? q : -1; }, &gathered);
+            *got, d, "parameter", [&](int) { return chunk; },
+            [](int q) { return q; }, &gathered);
       }
       // What replicas on other ranks updated, into d's copy now (no
       // replica here reads those parts of it).
@@ -229,12 +214,8 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
             for (size_t k = 0; k < replicas.size(); ++k) {
               const int q = static_cast<int>(k);
               if (q == me || Local(replicas[k])) continue;
-              if (shards) {
-                torch::Tensor part = Shard(params_[d][p], p, q);
-                if (part.numel() > 0) part.copy_(gathered[k].at(p));
-              } else if (owner_[p] == q) {
-                params_[d][p].copy_(gathered[k].at(p));
-              }
+              torch::Tensor part = Shard(params_[d][p], p, q);
+              if (part.numel() > 0) part.copy_(gathered[k].at(p));
             }
           }
           Synchronize(devices_[d]);
@@ -249,7 +230,8 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
   }
   {
     absl::MutexLock lock(&mu_);
-    const size_t key = SlotKey(s, slot, tensor_rank_of_device_[d]);
+    const size_t key =
+        SlotKey(s, slot_of_device_[d], tensor_rank_of_device_[d]);
     ++updated_[key];
     cv_.SignalAll();
     const int local = LocalReplicas(d);
@@ -265,12 +247,8 @@ void TorchStrategyExecutor::ReduceAndUpdate(int s, int d, double* busy) {
         const int q = static_cast<int>(k);
         const int r = replicas[k];
         if (q == me || !Local(r)) continue;
-        if (shards) {
-          torch::Tensor part = Shard(params_[d][p], p, q);
-          if (part.numel() > 0) part.copy_(Shard(params_[r][p], p, q));
-        } else if (owner_[p] == q) {
-          params_[d][p].copy_(params_[r][p]);
-        }
+        torch::Tensor part = Shard(params_[d][p], p, q);
+        if (part.numel() > 0) part.copy_(Shard(params_[r][p], p, q));
       }
     }
     Synchronize(devices_[d]);

@@ -299,7 +299,7 @@ TEST(DistributedExecutorTest, SubgroupsAllGatherAndAllToAll) {
       return (torch::arange(n, torch::kDouble) + from * 10 + to).to(dtype);
     };
     // Nothing at all for rank 2 (to or from anyone) once, as a replica
-    // with no parameters dealt to it has.
+    // whose shards of a chunk's parameters are all empty has.
     for (bool silent_two : {false, true}) {
     for (torch::ScalarType dtype : {torch::kFloat, torch::kLong}) {
       std::vector<torch::Tensor> to;

@@ -30,10 +30,10 @@ TEST(DistributedStrategyTest, RecomputingStagesAcrossRanks) {
   }
 }
 
-// ZeRO-1 over four replicas as two ranks of two: each replica updates the
-// parameters it was dealt and sends them to the other rank, whose replicas
-// copy them: one process's losses and parameters, and those of the same
-// replicas without ZeRO.
+// ZeRO-1 over four replicas as two ranks of two: each replica updates its
+// shard of every parameter and sends the shards to the other rank, whose
+// replicas copy them: one process's losses and parameters, and those of the
+// same replicas without ZeRO.
 TEST(DistributedStrategyTest, ZeroOneAcrossRanks) {
   const Cluster cluster = Cpus(4);
   for (auto& [name, graph] : std::vector<std::pair<std::string, Graph>>{
