@@ -140,8 +140,10 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
   // other holder's), and those a reader's output shares storage with.
   std::set<int> fresh, aliased;
   // Of each value another slot of this wide stage made (its link's copy),
-  // the reads here still to come.
-  std::map<int, int> linked_reads;
+  // and of each another stage made on another device (copied in), the
+  // reads here still to come.
+  std::map<int, int> linked_reads, copied_reads;
+  const bool wide = strategy_.stages[s].width() > 1;
   // What other stages made, as this task reads it.
   auto activation = [&](int v) {
     absl::MutexLock lock(&mu_);
@@ -163,9 +165,18 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
     torch::Tensor in;
     if (from == d || copied.count(v) == 0) {
       in = CopyIn(held, v, from, d);
-      if (from != d) copied[v] = in;
+      if (from != d) {
+        copied[v] = in;
+        copied_reads[v] =
+            wide ? slot_reads_[s][slot_of_device_[d]][v] : forward_reads_[s][v];
+      }
     } else {
       in = copied[v];
+    }
+    // The copy let go after its last read here (as the timeline frees it).
+    if (from != d && --copied_reads[v] <= 0) {
+      copied.erase(v);
+      copied_reads.erase(v);
     }
     // Freed after its last read, as a framework frees it (what is not
     // freed early page-faults in fresh memory every step).
