@@ -73,11 +73,7 @@
 //    (a wide replica's copy of another slot's value after its last read
 //    on that slot; another stage's copy on a reading device after its
 //    last read there), a gradient buffer once its sink has read it (as
-//    frameworks free them). In one process, the partial gradients a
-//    backward task makes for another stage's sums are copied to that
-//    stage's device when the task ends (its memory from then; one slot
-//    and no tensor-parallel group only: otherwise the reader copies them
-//    when it reads them); freed host memory stays in the heap
+//    frameworks free them); freed host memory stays in the heap
 //    (KeepFreedHostMemory), as in the profiler.
 //  - Step reports the step's wall time, the mean loss over the
 //    micro-batches (before the update), each device's busy time, every

@@ -486,12 +486,6 @@ class TorchStrategyExecutor : public StrategyExecutor {
   }
   // After a task on local device d: what other ranks need from it.
   absl::Status SendAfter(int s, int j, int d, bool backward);
-  // In one process, after stage s's backward of micro-batch j on device
-  // d: the partials it made of sums whose sink is in another stage, copied
-  // to that stage's device by d's worker (the copy the reader's memory),
-  // as the lowering's transfer after the pass carries them; one slot and
-  // no tensor-parallel group only (others are read where they were made).
-  void PushLocalSums(int s, int j, int d);
   void Worker(int d, double* busy);
   // After device d's last task: the allreduce of stage s's gradients and,
   // once every local task of the step has succeeded, d's update.

@@ -28,7 +28,6 @@ namespace placer {
 
 absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
                                               bool backward) {
-  if (backward) PushLocalSums(s, j, d);
   if (!Distributed()) return absl::OkStatus();
   // A tensor-parallel group's first device sends its lane (what crosses
   // stages is whole on every device of the group).
@@ -135,32 +134,6 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
     }
   }
   return absl::OkStatus();
-}
-
-void TorchStrategyExecutor::PushLocalSums(int s, int j, int d) {
-  if (W_ > 1 || T_ > 1) return;
-  const int lane = Lane(j, d);
-  for (int to = 0; to < S_; ++to) {
-    const int dst = DeviceOf(to, j);
-    if (to == s || dst == d || !Local(dst)) continue;
-    for (int item : crossings_.sums(s, to)) {
-      torch::Tensor part;
-      {
-        absl::MutexLock lock(&mu_);
-        part = std::move(partials_[lane][PartialIndex(item, s, 0)]);
-        partials_[lane][PartialIndex(item, s, 0)] = torch::Tensor();
-      }
-      if (part.defined()) {
-        auto reporting = ReportAllocations(dst);  // the copy is the reader's
-        const SteadyClock::time_point start = SteadyClock::now();
-        part = On(part, d, dst);
-        transfers_[d].push_back({view_.gradient_sums()[item].partials[0], d,
-                                 dst, TensorBytes(part), SecondsSince(start)});
-      }
-      absl::MutexLock lock(&mu_);
-      partials_[lane][PartialIndex(item, s, 0)] = std::move(part);
-    }
-  }
 }
 
 absl::StatusOr<std::vector<std::pair<int, torch::Tensor>>>
