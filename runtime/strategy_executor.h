@@ -73,7 +73,10 @@
 //    (a wide replica's copy of another slot's value after its last read
 //    on that slot; another stage's copy on a reading device after its
 //    last read there), a gradient buffer once its sink has read it (as
-//    frameworks free them); freed host memory stays in the heap
+//    frameworks free them). In one process, the partials later stages on
+//    other devices made of a stage's sums are copied to its device as its
+//    backward task starts (a framework's pipeline receives them then),
+//    the maker's let go; freed host memory stays in the heap
 //    (KeepFreedHostMemory), as in the profiler.
 //  - Step reports the step's wall time, the mean loss over the
 //    micro-batches (before the update), each device's busy time, every

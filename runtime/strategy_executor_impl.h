@@ -486,6 +486,13 @@ class TorchStrategyExecutor : public StrategyExecutor {
   }
   // After a task on local device d: what other ranks need from it.
   absl::Status SendAfter(int s, int j, int d, bool backward);
+  // In one process, as stage s's backward of micro-batch j starts on
+  // device d: the partials later stages on other devices made of its sums,
+  // copied to d (d's memory from then; the maker's let go), as a
+  // framework's pipeline receives them before the backward that reads
+  // them. One slot and no tensor-parallel group only (others are read
+  // where they were made). Called by d's worker.
+  void ReceiveLocalSums(int s, int j, int d);
   void Worker(int d, double* busy);
   // After device d's last task: the allreduce of stage s's gradients and,
   // once every local task of the step has succeeded, d's update.

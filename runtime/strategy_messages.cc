@@ -136,6 +136,27 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
   return absl::OkStatus();
 }
 
+void TorchStrategyExecutor::ReceiveLocalSums(int s, int j, int d) {
+  if (W_ > 1 || T_ > 1) return;
+  const int lane = Lane(j, d);
+  for (int from : crossings_.sum_sources(s)) {
+    const int src = DeviceOf(from, j);
+    if (src == d || !Local(src)) continue;
+    for (int item : crossings_.sums(from, s)) {
+      torch::Tensor part;
+      {
+        absl::MutexLock lock(&mu_);
+        part = std::move(partials_[lane][PartialIndex(item, from, 0)]);
+        partials_[lane][PartialIndex(item, from, 0)] = torch::Tensor();
+      }
+      if (!part.defined()) continue;
+      part = CopyIn(part, view_.gradient_sums()[item].partials[0], src, d);
+      absl::MutexLock lock(&mu_);
+      partials_[lane][PartialIndex(item, from, 0)] = std::move(part);
+    }
+  }
+}
+
 absl::StatusOr<std::vector<std::pair<int, torch::Tensor>>>
 TorchStrategyExecutor::Unpack(torch::Tensor bucket,
                               const std::vector<int>& parameters, int src,

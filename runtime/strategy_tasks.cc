@@ -293,6 +293,7 @@ absl::Status TorchStrategyExecutor::RunForward(int s, int j, int d) {
 }
 
 absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
+  ReceiveLocalSums(s, j, d);
   if (strategy_.stages[s].recompute == Recompute::kFull) {
     RETURN_IF_ERROR(Rerun(s, j, d));
   }

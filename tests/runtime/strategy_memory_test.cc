@@ -336,9 +336,11 @@ TEST(StrategyMemoryTest, AStrategysTrackedPeaksAreItsSimulatedTimelines) {
 // stages cut inside layer 1's attention (its scores, the repeated values
 // and the residual stream cross), 1F1B, 4 micro-batches: the second stage
 // allocates within 3% of its simulated peak (32.7 against 32.2 MiB; 34.2
-// while the reading stage held each copy to its forward's end). The first
-// stage allocates 8-9% under its simulated peak (49.7-50.8 against 54.4
-// MiB, with the workers' timing; not yet broken down).
+// while the reading stage held each copy to its forward's end; 33.2 on a
+// loaded machine while the first stage read the gradients sent back where
+// they were made, charged to the second until then). The first stage
+// allocates 5-7% under its simulated peak (50.7-51.8 against 54.4 MiB,
+// with the workers' timing; not yet broken down).
 TEST(StrategyMemoryTest, WhatCrossesStagesIsHeldWhereTheSimulatorHoldsIt) {
   zoo::ZooParams p;
   p.layers = 2;
@@ -394,7 +396,7 @@ TEST(StrategyMemoryTest, WhatCrossesStagesIsHeldWhereTheSimulatorHoldsIt) {
   EXPECT_NEAR(static_cast<double>(allocated[1]),
               static_cast<double>(simulated[1]), 0.03 * simulated[1]);
   EXPECT_NEAR(static_cast<double>(allocated[0]),
-              static_cast<double>(simulated[0]), 0.12 * simulated[0]);
+              static_cast<double>(simulated[0]), 0.10 * simulated[0]);
 }
 
 // A strategy whose predicted peak is over a device's memory fails its
