@@ -57,7 +57,11 @@
 //    as soon as its last partial is made (PyTorch's AccumulateGrad; the
 //    first micro-batch's becomes it, copied when another tensor shares
 //    it), or, where it needs other devices' partials (a wide stage, a
-//    tensor-parallel group, ZeRO-2/3), when the backward task ends.
+//    tensor-parallel group), when the backward task ends. ZeRO-2/3 cut
+//    it into the shards' parts as it completes too, when every replica
+//    of the stage is in this process (else at the task's end, for
+//    c10d's all-to-all); the round's reduce-scatter still waits at the
+//    task's end for every replica's parts.
 //  - When the replicas of a stage have run all their tasks, each of them
 //    sums the replicas' accumulators in replica order on its own device
 //    (the allreduce; every replica gets the same bits), overlapping the

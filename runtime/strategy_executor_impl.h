@@ -418,8 +418,13 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // tensor rank r's part), from micro-batch j, into gradient_rounds_ and
   // so into the shard's accumulator on its device.
   void Deliver(int s, int p, int j, int from, int to, int r, torch::Tensor g);
+  // ZeRO-2/3: device d's gradient of parameter p from micro-batch j, cut
+  // into each shard's part, a copy of its own (the send buffer), delivered
+  // to those of its slot's replicas that are in this process.
+  void DeliverShards(int s, int p, int j, int d, const torch::Tensor& g);
   // ZeRO-2/3, after stage s's backward of micro-batch j on device d: the
-  // gradients it completed (`completed`, parameter and part, taken) cut
+  // gradients it completed and has not delivered during the backward
+  // (`completed`, parameter and part, taken) cut
   // into the shards' parts, delivered here or, for the replicas on other
   // ranks, exchanged by ReplicaAllToAll (which brings theirs for d's
   // shard); returns once the round's reduce-scatter has every replica's

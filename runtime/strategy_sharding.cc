@@ -341,12 +341,10 @@ absl::Status TorchStrategyExecutor::ReduceScatter(
                                  params_[d][p].options().device(torch::kCPU)));
           continue;
         }
-        if (at == gradient.end()) continue;
-        torch::Tensor part = Shard(at->second, p, k);
-        if (part.numel() == 0) continue;
-        Deliver(s, p, j, mine, k, rank, part.clone());
       }
-      if (at != gradient.end()) at->second = torch::Tensor();
+      if (at == gradient.end()) continue;
+      DeliverShards(s, p, j, d, at->second);
+      at->second = torch::Tensor();
     }
     if (!remote) continue;
     std::vector<torch::Tensor> to(R);
@@ -383,6 +381,19 @@ absl::Status TorchStrategyExecutor::ReduceScatter(
   while (failure_.ok() && rounds_delivered_[key] != local * R) cv_.Wait(&mu_);
   waited_seconds_[d] += SecondsSince(start);
   return absl::OkStatus();
+}
+
+void TorchStrategyExecutor::DeliverShards(int s, int p, int j, int d,
+                                          const torch::Tensor& g) {
+  torch::NoGradGuard no_grad;
+  const std::vector<int> replicas = ReplicaDevices(d);
+  for (int k = 0; k < static_cast<int>(replicas.size()); ++k) {
+    if (!Local(replicas[k])) continue;
+    torch::Tensor part = Shard(g, p, k);
+    if (part.numel() == 0) continue;
+    Deliver(s, p, j, replica_of_device_[d], k, tensor_rank_of_device_[d],
+            part.clone());
+  }
 }
 
 void TorchStrategyExecutor::Deliver(int s, int p, int j, int from, int to,

@@ -309,14 +309,19 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
   // PyTorch's AccumulateGrad: a parameter's gradient of this micro-batch
   // goes into its accumulator as soon as its last partial is made, not at
   // the task's end (the simulator's memory: a later micro-batch holds the
-  // buffers and one parameter's gradient at a time beside them). Where
-  // the sum needs more than this device's partials (a wide stage's other
-  // slots, a tensor-parallel group's, ZeRO-2/3's shards) at the task's
-  // end (Accumulate). Per such sum: the partials still to come, and the
-  // parameter.
+  // buffers and one parameter's gradient at a time beside them).
+  // ZeRO-2/3 with every replica in this process: cut into the shards'
+  // parts and delivered then (DeliverShards), as the simulator frees it
+  // and a framework's bucketed reduce-scatter runs during the backward.
+  // Where the sum needs more than this device's partials (a wide stage's
+  // other slots, a tensor-parallel group's, replicas on other ranks) at
+  // the task's end (Accumulate). Per such sum: the partials still to
+  // come, and the parameter.
   std::map<int, std::pair<int, int>> completing;
-  if (W_ == 1 && T_ == 1 && !ShardsGradientsOf(s)) {
+  const bool sharded = ShardsGradientsOf(s);
+  if (W_ == 1 && T_ == 1 && !(sharded && HasRemoteReplicas(d))) {
     for (int u : update_[s]) {
+      if (sharded && view_.sums_read_by(u).size() != 1) continue;
       for (int sm : view_.sums_read_by(u)) {
         completing[sm] = {
             static_cast<int>(view_.gradient_sums()[sm].partials.size()),
@@ -426,7 +431,11 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
       buffer = buffer.defined() ? buffer + (*grads)[k] : (*grads)[k];
       auto complete = completing.find(sm);
       if (complete != completing.end() && --complete->second.first == 0) {
-        AddToAccumulator(d, complete->second.second, std::move(buffer));
+        if (sharded) {
+          DeliverShards(s, complete->second.second, j, d, buffer);
+        } else {
+          AddToAccumulator(d, complete->second.second, std::move(buffer));
+        }
         continue;
       }
       absl::MutexLock lock(&mu_);

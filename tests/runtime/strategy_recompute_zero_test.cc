@@ -218,15 +218,17 @@ TEST(StrategyExecutorTest, RecomputingInPartMatchesOneDevice) {
 // ZeRO over two replicas (data parallel, 4 micro-batches). ZeRO-1: each
 // replica updates its shard of every parameter (its optimizer state only)
 // and copies the others' shards once they have updated. ZeRO-2 and ZeRO-3: each
-// replica's gradients go to the replicas holding their shards, summed
-// round by round (ZeRO-3: the parameters gathered from the shards for each
-// pass, the saved copies' storage freed from the forward to the backward).
-// Each: one device's losses and parameters, and what each device allocates
-// within 10% of the simulated peak. ZeRO-1 allocates less than without by
-// about the state that went, as simulated; ZeRO-2 and ZeRO-3 less than
-// ZeRO-1, both ways (GNMT-2: 630 KB allocated with ZeRO-1, 578 with
-// ZeRO-2, 546 with ZeRO-3; simulated 630, 540 and 566: the simulator's
-// ZeRO-3 holds its gathered window and the next gather at its peak).
+// replica's gradients go, each as it completes, to the replicas holding
+// their shards, summed round by round (ZeRO-3: the parameters gathered
+// from the shards for each pass, the saved copies' storage freed from the
+// forward to the backward). Each: one device's losses and parameters, and
+// what each device allocates within 10% of the simulated peak. ZeRO-1
+// allocates less than without by about the state that went, as
+// simulated; ZeRO-2 and ZeRO-3 less than ZeRO-1, both ways (GNMT-2: 630
+// KB allocated with ZeRO-1, 548-569 with ZeRO-2 (578 while cut at the
+// backward's end), 537-546 with ZeRO-3; simulated 630, 540 and 566: the
+// simulator's ZeRO-3 holds its gathered window and the next gather at its
+// peak).
 TEST(StrategyExecutorTest, ZeroMatchesOneDeviceAndHoldsLess) {
   const Cluster cluster = Cpus(2);
   std::vector<Model> models = ModelsAndLlama({});
