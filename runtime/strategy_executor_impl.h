@@ -32,6 +32,7 @@
 #include "runtime/strategy_exchanges.h"
 #include "runtime/strategy_executor.h"
 #include "runtime/strategy_placement_memory.h"
+#include "simulator/pass_table.h"
 #include "simulator/selective_recompute.h"
 #include "simulator/simulation_context.h"
 #include "simulator/slot_copies.h"
@@ -77,10 +78,6 @@ class TorchStrategyExecutor : public StrategyExecutor {
   using SelectiveRerun = SelectiveRerunState;
   using TensorParallelSaved = StrategyTensorParallelSaved;
 
-  // The index of task (s, j, backward) in the per-task tables.
-  size_t PassKey(int s, int j, bool backward) const {
-    return (static_cast<size_t>(s) * M_ + j) * 2 + (backward ? 1 : 0);
-  }
   int StageOfNode(int n) const {
     return strategy_.stage_of_op[view_.node(n).forward_op];
   }
@@ -149,11 +146,6 @@ class TorchStrategyExecutor : public StrategyExecutor {
   int Channel(int src, int dst) const { return 1 + src * D_ + dst; }
   int LinkChannel(int src, int dst) const {
     return Channel(src, dst) + D_ * D_;  // a replica split over ranks
-  }
-  // Arrivals from another rank: stage `from`'s messages for stage `to` and
-  // micro-batch j (values forward, partial gradients backward).
-  int ArrivalKey(int from, int to, int j, bool backward) const {
-    return ((from * S_ + to) * M_ + j) * 2 + (backward ? 1 : 0);
   }
   // A copy on `device` when `tensor` was made on another device.
   torch::Tensor On(const torch::Tensor& tensor, int from, int device) const {
@@ -585,12 +577,10 @@ class TorchStrategyExecutor : public StrategyExecutor {
   StrategySlotLinks links_ ABSL_GUARDED_BY(mu_);
   absl::CondVar link_cv_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
-  // [s * M + j], local.
-  std::vector<char> forward_done_ ABSL_GUARDED_BY(mu_);
-  std::vector<char> backward_done_ ABSL_GUARDED_BY(mu_);
-  // [PassKey(s, j, backward)]: this process's devices of the replica done
-  // with the task.
-  std::vector<int> slots_done_ ABSL_GUARDED_BY(mu_);
+  // Per pass: this process's devices of its replica done with it, and
+  // whether that is all of them (the pass has run here).
+  PassTable<int> slots_done_ ABSL_GUARDED_BY(mu_);
+  PassTable<char> done_ ABSL_GUARDED_BY(mu_);
   std::vector<char> node_done_ ABSL_GUARDED_BY(mu_);  // [j * nodes + n]
   std::vector<double> waited_seconds_;  // per device, in its current task
   // [device], then [D_ + link]: hand-offs (StepReport's), each from the
@@ -603,7 +593,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<std::vector<NodeRun>> node_runs_;
   std::vector<std::vector<MeasuredTransfer>> transfers_;
   std::vector<double> copy_seconds_;
-  std::vector<int> arrived_ ABSL_GUARDED_BY(mu_);  // [ArrivalKey]
+  // [from stage], per pass of another stage: the items (values forward,
+  // partial gradients backward) arrived from another rank.
+  std::vector<PassTable<int>> arrived_ ABSL_GUARDED_BY(mu_);
   // [lane][value]; [lane * values + v] for the other two.
   std::vector<std::vector<torch::Tensor>> values_ ABSL_GUARDED_BY(mu_);
   std::vector<int> value_device_ ABSL_GUARDED_BY(mu_);
@@ -702,9 +694,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::unique_ptr<StrategyPlacementMemory> memory_ ABSL_PT_GUARDED_BY(mu_);
   // Any other strategy's memory, pass by pass; null for an op placement's.
   std::unique_ptr<StrategyPassMemory> pass_memory_ ABSL_PT_GUARDED_BY(mu_);
-  // [PassKey(s, j, backward)]: this process's devices of the replica that
-  // have started the task; and when the step started.
-  std::vector<int> slots_started_ ABSL_GUARDED_BY(mu_);
+  // Per pass: this process's devices of the replica that have started it;
+  // and when the step started.
+  PassTable<int> slots_started_ ABSL_GUARDED_BY(mu_);
   SteadyClock::time_point step_started_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -283,7 +283,7 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
           }
         }
       }
-      arrived_[ArrivalKey(from, to, j, backward)] += static_cast<int>(count);
+      arrived_[from].at(to, j, backward) += static_cast<int>(count);
       tasks_given_ = SteadyClock::now();
       cv_.SignalAll();
       return absl::OkStatus();

@@ -46,15 +46,12 @@ bool TorchStrategyExecutor::ReadyLocked(int s, int j, bool backward) const {
   for (int from :
        backward ? crossings_.sum_sources(s) : crossings_.value_sources(s)) {
     if (Local(DeviceOf(from, j))) {
-      if (!(backward ? backward_done_ : forward_done_)[from * M_ + j]) {
-        return false;
-      }
+      if (!done_.at(from, j, backward)) return false;
       continue;
     }
     const std::vector<int>& crossing =
         backward ? crossings_.sums(from, s) : crossings_.values(from, s);
-    if (arrived_[ArrivalKey(from, s, j, backward)] <
-        static_cast<int>(crossing.size())) {
+    if (arrived_[from].at(s, j, backward) < static_cast<int>(crossing.size())) {
       return false;
     }
   }
@@ -159,9 +156,8 @@ absl::Status TorchStrategyExecutor::BeforeNode(const TrainingNode& node) {
 void TorchStrategyExecutor::ResetStepLocked() {
   const int sums = static_cast<int>(view_.gradient_sums().size());
   failure_ = absl::OkStatus();
-  forward_done_.assign(static_cast<size_t>(S_) * M_, 0);
-  backward_done_.assign(static_cast<size_t>(S_) * M_, 0);
-  arrived_.assign(static_cast<size_t>(S_) * S_ * M_ * 2, 0);
+  done_ = PassTable<char>(S_, M_, 0);
+  arrived_.assign(S_, PassTable<int>(S_, M_, 0));
   const int lanes = M_ * T_;
   values_.assign(lanes, std::vector<torch::Tensor>(V_));
   value_device_.assign(static_cast<size_t>(lanes) * V_, -1);
@@ -210,8 +206,8 @@ void TorchStrategyExecutor::ResetStepLocked() {
   }
   partials_.assign(lanes, std::vector<torch::Tensor>(
                               static_cast<size_t>(sums) * S_ * W_));
-  slots_done_.assign(static_cast<size_t>(S_) * M_ * 2, 0);
-  slots_started_.assign(static_cast<size_t>(S_) * M_ * 2, 0);
+  slots_done_ = PassTable<int>(S_, M_, 0);
+  slots_started_ = PassTable<int>(S_, M_, 0);
   waited_seconds_.assign(D_, 0);
   handoffs_.assign(D_ + link_tables_.devices.size(), {});
   links_.given.assign(link_tables_.devices.size(), {});

@@ -572,7 +572,7 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
       // The pass's memory, before any of it is allocated (its replica's
       // first device here to start it).
       if (pass_memory_ != nullptr &&
-          slots_started_[PassKey(s, j, task.backward)]++ == 0) {
+          slots_started_.at(s, j, task.backward)++ == 0) {
         const absl::Status fits = pass_memory_->PassStarting(
             s, j, task.backward, SecondsSince(step_started_));
         if (!fits.ok()) {
@@ -601,9 +601,9 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
     {
       // The task ends when every slot of the replica has run its part.
       absl::MutexLock lock(&mu_);
-      const size_t key = PassKey(s, j, task.backward);
-      if (++slots_done_[key] == width) {
-        (task.backward ? backward_done_ : forward_done_)[s * M_ + j] = 1;
+      int& slots_done = slots_done_.at(s, j, task.backward);
+      if (++slots_done == width) {
+        done_.at(s, j, task.backward) = 1;
         if (pass_memory_ != nullptr) {
           pass_memory_->PassEnded(s, j, task.backward,
                                   SecondsSince(step_started_));
@@ -611,7 +611,7 @@ void TorchStrategyExecutor::Worker(int d, double* busy) {
         tasks_given_ = SteadyClock::now();
         cv_.SignalAll();
       }
-      while (failure_.ok() && slots_done_[key] != width) cv_.Wait(&mu_);
+      while (failure_.ok() && slots_done != width) cv_.Wait(&mu_);
       if (!failure_.ok()) return;
     }
     if (width > 1 && slot_of_device_[d] == 0 &&

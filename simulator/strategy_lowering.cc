@@ -200,7 +200,6 @@ LoweredStrategy LowerStrategy(const SimulationContext& context,
   const int M = strategy.micro_batches;
   const int D = context.num_devices();
   LoweredStrategy lowered;
-  lowered.micro_batches_ = M;
   TaskGraph& graph = lowered.graph_;
   for (int d = 0; d < D; ++d) graph.AddResource(ResourceOrder::kPriority);
   std::vector<int> links(static_cast<size_t>(D) * D, -1);  // [src * D + dst]
@@ -238,7 +237,7 @@ LoweredStrategy LowerStrategy(const SimulationContext& context,
   graph.Reserve(static_cast<int>(tasks), static_cast<int>(edges));
 
   // Passes, in each replica's order.
-  lowered.passes_.resize(static_cast<size_t>(S) * M * 2);
+  lowered.passes_ = PassTable<PassTask>(S, M);
   lowered.device_passes_.assign(D, {});
   for (int s = 0; s < S; ++s) {
     const StageModel& st = plan.stages[s];
@@ -315,9 +314,9 @@ LoweredStrategy LowerStrategy(const SimulationContext& context,
       std::vector<int> slot_tasks;  // a wide replica's last backward's
       const std::vector<ReplicaTask> tasks = ReplicaTaskOrder(strategy, s, k);
       for (const ReplicaTask& order : tasks) {
-        const int index =
-            lowered.PassIndex(s, order.micro_batch, order.backward);
-        PassTask& pass = lowered.passes_[index];
+        const int index = static_cast<int>(
+            lowered.passes_.index(s, order.micro_batch, order.backward));
+        PassTask& pass = lowered.passes_.all()[index];
         pass.stage = s;
         pass.micro_batch = order.micro_batch;
         pass.replica = k;
@@ -368,7 +367,7 @@ LoweredStrategy LowerStrategy(const SimulationContext& context,
     graph.AddEdge(t, to.entry_task());
     lowered.transfers_.push_back({t, from.device, to.device, bytes});
   };
-  for (const PassTask& pass : lowered.passes_) {
+  for (const PassTask& pass : lowered.passes_.all()) {
     for (int other = 0; other < S; ++other) {
       const int s = pass.stage, j = pass.micro_batch;
       if (!pass.backward && other > s &&
@@ -403,11 +402,13 @@ LoweredStrategy LowerStrategy(const SimulationContext& context,
     std::vector<std::vector<double>> offsets(R);
     for (int k = 0; k < R; ++k) {
       last[k] = lowered.device_passes_[replicas[k]].back();
-      const PassTask& final_pass = lowered.passes_[last[k]];
+      const PassTask& final_pass = lowered.passes_.all()[last[k]];
       finished[k] = final_pass.slot_tasks;
       if (finished[k].empty()) finished[k].assign(st.width, final_pass.task);
       for (int index : lowered.device_passes_[replicas[k]]) {
-        if (lowered.passes_[index].backward) backwards[k].push_back(index);
+        if (lowered.passes_.all()[index].backward) {
+          backwards[k].push_back(index);
+        }
       }
       if (lowered.wide_passes_[s].wide) continue;
       offsets[k] =
@@ -418,7 +419,7 @@ LoweredStrategy LowerStrategy(const SimulationContext& context,
     // Task t waits until backward pass `index` of replica k has made the
     // gradients of its node at `position` (-1: from its start).
     auto made = [&](int index, int k, int position, int t) {
-      const PassTask& pass = lowered.passes_[index];
+      const PassTask& pass = lowered.passes_.all()[index];
       if (pass.wide() && position >= 0) {
         graph.AddEdge(pass.first_inlined + position, t);
       } else {

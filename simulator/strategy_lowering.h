@@ -68,6 +68,7 @@
 #include <vector>
 
 #include "simulator/allreduce.h"
+#include "simulator/pass_table.h"
 #include "simulator/simulator.h"
 #include "simulator/stage_plan.h"
 #include "simulator/strategy.h"
@@ -149,9 +150,9 @@ class LoweredStrategy {
   const TaskGraph& graph() const { return graph_; }
   // F(stage, micro_batch) or B(stage, micro_batch).
   const PassTask& pass(int stage, int micro_batch, bool backward) const {
-    return passes_[PassIndex(stage, micro_batch, backward)];
+    return passes_.at(stage, micro_batch, backward);
   }
-  const std::vector<PassTask>& passes() const { return passes_; }
+  const std::vector<PassTask>& passes() const { return passes_.all(); }
   // Per device, the passes it runs (as indices into passes()), in order.
   const std::vector<std::vector<int>>& device_passes() const {
     return device_passes_;
@@ -175,13 +176,9 @@ class LoweredStrategy {
   friend LoweredStrategy LowerStrategy(const SimulationContext& context,
                                        const Strategy& strategy,
                                        const StagePlan& plan);
-  int PassIndex(int stage, int micro_batch, bool backward) const {
-    return (stage * micro_batches_ + micro_batch) * 2 + (backward ? 1 : 0);
-  }
 
-  int micro_batches_ = 1;
   TaskGraph graph_;
-  std::vector<PassTask> passes_;
+  PassTable<PassTask> passes_;
   std::vector<std::vector<int>> device_passes_;
   std::vector<TransferTask> transfers_;
   std::vector<BucketTask> buckets_;
