@@ -123,6 +123,17 @@ struct StrategyRerunTables {
   std::vector<std::vector<int>> before;
 };
 
+// ZeRO-3's gathers (InitSharding, from simulator/parameter_gathers.h), per
+// node: the parameters gathered before it in its pass (what it reads
+// first and what the next node to read any first does, but those gathered
+// already) and those let go after it (it reads them last); per node that
+// gathers, the next node of its pass that does (-1: none).
+struct StrategyGatherTables {
+  std::vector<std::vector<int>> forward, backward;
+  std::vector<std::vector<int>> released_after_forward, released_after_backward;
+  std::vector<int> next;
+};
+
 // Recomputing selectively (Recompute::kSelective: every node without a
 // weight rerun), per backward task: what the reruns made that rerun nodes
 // still read (value -> tensor and reads left), and the forward nodes rerun

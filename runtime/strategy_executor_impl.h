@@ -346,10 +346,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
     return strategy_.zero != ZeroStage::kNone &&
            strategy_.stages[s].num_replicas() > 1;
   }
-  // The tables of InitSharding: per node, the parameters whose last reader
-  // in a forward (or rerun) pass of its stage it is; per backward node,
-  // the parameters its op read in the forward (what its saved graph may
-  // hold) and those it is the last of its stage's backward to need.
+  // ZeRO-3's gathers_, from each pass's PlanPassGathers.
   void InitSharding();
   // ZeRO-2/3: replica k's shard of parameter v: the k-th of its replicas'
   // equal runs of its elements, flattened (the last shorter; empty when
@@ -378,8 +375,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // Its halves (Start/FinishReplicaExchange's), and the gather of node n
   // (gathers[n]) in a pass: the one started for it at the pass's previous
   // gather, or one started now; before waiting for it, the pass's next
-  // gather is started (next_gather_; prefetched_[d] holds it), so that its
-  // transfer runs while n computes (FSDP's prefetch).
+  // gather is started (gathers_.next; prefetched_[d] holds it), so that
+  // its transfer runs while n computes (FSDP's prefetch).
   absl::StatusOr<ReplicaTicket> StartShards(int d,
                                             const std::vector<int>& parameters);
   absl::StatusOr<std::vector<std::map<int, torch::Tensor>>> FinishShards(
@@ -387,7 +384,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
   absl::StatusOr<std::vector<std::map<int, torch::Tensor>>> GatherWithPrefetch(
       int n, int d, const std::vector<std::vector<int>>& gathers);
   // ZeRO-3, before forward node n runs on device d: the parameters of
-  // forward_gathers_[n], gathered whole into `copied`.
+  // gathers_.forward[n], gathered whole into `copied`.
   absl::Status GatherBefore(int n, int d, std::map<int, torch::Tensor>* copied);
   // ZeRO-3, after forward node n of micro-batch j ran (under autograd when
   // `autograd`; `outputs` its results): the gathered parameters (in
@@ -400,7 +397,7 @@ class TorchStrategyExecutor : public StrategyExecutor {
                            std::map<int, torch::Tensor>* copied,
                            std::set<int>* pinned);
   // ZeRO-3, before backward node b of micro-batch j on device d: the
-  // parameters of backward_gathers_[b] are gathered, and those parked get
+  // parameters of gathers_.backward[b] are gathered, and those parked get
   // their storage back, filled from the shards (the step's parameters do
   // not change before its updates). After it: those it was the last to
   // need are let go.
@@ -637,15 +634,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   // ([(s * W + slot) * T + tensor rank]); each copies the others' shards
   // once they all have.
   std::vector<int> updated_ ABSL_GUARDED_BY(mu_);
-  // ZeRO-3's tables (InitSharding), per node: besides the above, the
-  // parameters gathered before it in its pass (what it reads first and
-  // what the next node to read any first does, but those gathered
-  // already).
-  std::vector<std::vector<int>> released_after_forward_,
-      released_after_backward_, forward_gathers_, backward_gathers_;
-  // Per node that gathers, the next node of its pass that does (-1: none);
-  // per device, the gather started ahead (node, ticket; -1: none).
-  std::vector<int> next_gather_;
+  StrategyGatherTables gathers_;  // ZeRO-3's (InitSharding)
+  // Per device, the gather started ahead (node, ticket; -1: none).
   std::vector<std::pair<int, ReplicaTicket>> prefetched_;
   // ZeRO-3: [j][v], a gathered parameter whose storage was freed after
   // micro-batch j's forward (or rerun) pass, its saved graph still holding
@@ -694,8 +684,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::unique_ptr<StrategyPlacementMemory> memory_ ABSL_PT_GUARDED_BY(mu_);
   // Any other strategy's memory, pass by pass; null for an op placement's.
   std::unique_ptr<StrategyPassMemory> pass_memory_ ABSL_PT_GUARDED_BY(mu_);
-  // Per pass: this process's devices of the replica that have started it;
-  // and when the step started.
+  // Per pass: this process's devices of the replica that
+  // have started the task; and when the step started.
   PassTable<int> slots_started_ ABSL_GUARDED_BY(mu_);
   SteadyClock::time_point step_started_ ABSL_GUARDED_BY(mu_);
 };

@@ -14,6 +14,7 @@
 #include "runtime/rank_group.h"
 #include "runtime/storage_parking.h"
 #include "runtime/strategy_executor_impl.h"
+#include "simulator/parameter_gathers.h"
 
 namespace placer {
 int TorchStrategyExecutor::LocalReplicas(int d) const {
@@ -40,78 +41,49 @@ absl::StatusOr<torch::Tensor> TorchStrategyExecutor::ParameterShard(
 
 void TorchStrategyExecutor::InitSharding() {
   const size_t N = view_.nodes().size();
-  released_after_forward_.assign(N, {});
-  released_after_backward_.assign(N, {});
-  auto parameters_of = [&](int n) {
-    std::vector<int> parameters;
-    const Op& op = graph_.op(view_.node(n).forward_op);
-    for (int t : op.inputs) {
-      const int v = t >= 0 ? value_of_tensor_[t] : -1;
-      if (v >= 0 && view_.value(v).kind == ValueKind::kParameter) {
-        parameters.push_back(v);
+  gathers_.released_after_forward.assign(N, {});
+  gathers_.released_after_backward.assign(N, {});
+  gathers_.forward.assign(N, {});
+  gathers_.backward.assign(N, {});
+  gathers_.next.assign(N, -1);
+  // A pass's gathers (PlanPassGathers, the stage model's rule): before a
+  // node, what it reads first, let go after its last reader. A forward
+  // node gathers the next first reader's too (FSDP's prefetch of the next
+  // unit). A backward node refills only its own (what its op keeps, parked
+  // since the forward): refilled ahead, a weight would be held whole while
+  // the nodes before its reader run. Either way the pass's next gather is
+  // started before the node computes (GatherWithPrefetch, gathers_.next),
+  // so that across ranks its transfer overlaps it.
+  auto plan = [&](const std::vector<int>& pass, bool backward,
+                  std::vector<std::vector<int>>* gathers,
+                  std::vector<std::vector<int>>* released) {
+    const PassGathers reads = PlanPassGathers(view_, pass);
+    std::set<int> have;
+    for (size_t i = 0; i < pass.size(); ++i) {
+      (*released)[pass[i]] = reads.last_read[i];
+      std::set<int> now(reads.first_read[i].begin(), reads.first_read[i].end());
+      for (size_t x = i + 1; !backward && x < pass.size(); ++x) {
+        if (reads.first_read[x].empty()) continue;
+        now.insert(reads.first_read[x].begin(), reads.first_read[x].end());
+        break;
+      }
+      for (int v : now) {
+        if (have.insert(v).second) (*gathers)[pass[i]].push_back(v);
       }
     }
-    return parameters;
-  };
-  forward_gathers_.assign(N, {});
-  backward_gathers_.assign(N, {});
-  next_gather_.assign(N, -1);
-  // Per node that gathers, the next in its pass that does.
-  auto link = [&](const std::vector<int>& pass,
-                  const std::vector<std::vector<int>>& gathers) {
     int last = -1;
     for (int n : pass) {
-      if (gathers[n].empty()) continue;
-      if (last >= 0) next_gather_[last] = n;
+      if ((*gathers)[n].empty()) continue;
+      if (last >= 0) gathers_.next[last] = n;
       last = n;
     }
   };
   for (int s = 0; s < S_; ++s) {
     if (!ShardsParametersOf(s)) continue;
-    // A pass reads each parameter first at one node and last at one.
-    std::map<int, int> last;
-    std::vector<std::vector<int>> first(N);
-    std::set<int> seen;
-    for (int n : forward_[s]) {
-      std::vector<int> read = parameters_of(n);
-      for (int v : std::set<int>(read.begin(), read.end())) {
-        if (seen.insert(v).second) first[n].push_back(v);
-        last[v] = n;
-      }
-    }
-    for (const auto& [v, n] : last) released_after_forward_[n].push_back(v);
-    // Gathered before a node: what it reads first, unless gathered
-    // already, and what the next node that reads any first does (FSDP's
-    // prefetch of the next unit).
-    auto events = [&](const std::vector<int>& pass,
-                      const std::vector<std::vector<int>>& wanted,
-                      std::vector<std::vector<int>>* gathers) {
-      std::set<int> have;
-      for (size_t i = 0; i < pass.size(); ++i) {
-        std::set<int> now(wanted[pass[i]].begin(), wanted[pass[i]].end());
-        for (size_t x = i + 1; x < pass.size(); ++x) {
-          if (wanted[pass[x]].empty()) continue;
-          now.insert(wanted[pass[x]].begin(), wanted[pass[x]].end());
-          break;
-        }
-        for (int v : now) {
-          if (have.insert(v).second) (*gathers)[pass[i]].push_back(v);
-        }
-      }
-    };
-    events(forward_[s], first, &forward_gathers_);
-    link(forward_[s], forward_gathers_);
-    last.clear();
-    std::vector<std::vector<int>> restored(N);
-    for (int b : backward_[s]) {
-      std::vector<int> read = parameters_of(b);
-      std::set<int> unique(read.begin(), read.end());
-      restored[b].assign(unique.begin(), unique.end());
-      for (int v : unique) last[v] = b;
-    }
-    for (const auto& [v, b] : last) released_after_backward_[b].push_back(v);
-    events(backward_[s], restored, &backward_gathers_);
-    link(backward_[s], backward_gathers_);
+    plan(forward_[s], false, &gathers_.forward,
+         &gathers_.released_after_forward);
+    plan(backward_[s], true, &gathers_.backward,
+         &gathers_.released_after_backward);
   }
 }
 
@@ -227,7 +199,7 @@ TorchStrategyExecutor::GatherWithPrefetch(
     ASSIGN_OR_RETURN(ticket, StartShards(d, parameters));
   }
   // The pass's next gather starts now and runs while this node computes.
-  const int next = next_gather_[n];
+  const int next = gathers_.next[n];
   if (next >= 0) {
     ASSIGN_OR_RETURN(ReplicaTicket ahead, StartShards(d, gathers[next]));
     prefetched_[d] = {next, ahead};
@@ -237,10 +209,10 @@ TorchStrategyExecutor::GatherWithPrefetch(
 
 absl::Status TorchStrategyExecutor::GatherBefore(
     int n, int d, std::map<int, torch::Tensor>* copied) {
-  const std::vector<int>& parameters = forward_gathers_[n];
+  const std::vector<int>& parameters = gathers_.forward[n];
   if (parameters.empty()) return absl::OkStatus();
   using Others = std::vector<std::map<int, torch::Tensor>>;
-  ASSIGN_OR_RETURN(Others others, GatherWithPrefetch(n, d, forward_gathers_));
+  ASSIGN_OR_RETURN(Others others, GatherWithPrefetch(n, d, gathers_.forward));
   for (size_t i = 0; i < parameters.size(); ++i) {
     (*copied)[parameters[i]] = Gather(parameters[i], d, others[i]);
   }
@@ -263,7 +235,7 @@ void TorchStrategyExecutor::ReleaseAfterForward(
       if (SharesStorage(out, at->second)) pinned->insert(v);
     }
   }
-  for (int v : released_after_forward_[n]) {
+  for (int v : gathers_.released_after_forward[n]) {
     auto at = copied->find(v);
     if (at == copied->end()) continue;
     torch::Tensor gathered = std::move(at->second);
@@ -279,10 +251,10 @@ void TorchStrategyExecutor::ReleaseAfterForward(
 }
 
 absl::Status TorchStrategyExecutor::RestoreBefore(int b, int j, int d) {
-  const std::vector<int>& parameters = backward_gathers_[b];
+  const std::vector<int>& parameters = gathers_.backward[b];
   if (parameters.empty()) return absl::OkStatus();
   using Others = std::vector<std::map<int, torch::Tensor>>;
-  ASSIGN_OR_RETURN(Others others, GatherWithPrefetch(b, d, backward_gathers_));
+  ASSIGN_OR_RETURN(Others others, GatherWithPrefetch(b, d, gathers_.backward));
   for (size_t i = 0; i < parameters.size(); ++i) {
     const torch::Tensor& gathered = parked_[Lane(j, d)][parameters[i]];
     if (!gathered.defined() || !StorageFreed(gathered)) continue;
@@ -293,7 +265,7 @@ absl::Status TorchStrategyExecutor::RestoreBefore(int b, int j, int d) {
 }
 
 void TorchStrategyExecutor::ReleaseAfterBackward(int b, int j, int d) {
-  for (int v : released_after_backward_[b]) {
+  for (int v : gathers_.released_after_backward[b]) {
     parked_[Lane(j, d)][v] = torch::Tensor();
   }
 }

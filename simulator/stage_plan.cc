@@ -1,12 +1,12 @@
 #include "simulator/stage_plan.h"
 
 #include <algorithm>
-#include <map>
 #include <set>
 #include <utility>
 
 #include "base/status_helpers.h"
 #include "graph/repeated_layers.h"
+#include "simulator/parameter_gathers.h"
 #include "simulator/partial_additions.h"
 #include "simulator/selective_recompute.h"
 
@@ -299,19 +299,15 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     for (auto [nodes, bytes] : passes) {
       const int count = static_cast<int>(nodes->size());
       bytes->assign(count, 0);
-      std::map<int, std::pair<int, int>> readers;  // value -> first, last
-      for (int i = 0; i < count; ++i) {
-        for (int v : view.node((*nodes)[i]).inputs) {
-          if (view.value(v).kind != ValueKind::kParameter) continue;
-          readers.emplace(v, std::make_pair(i, i)).first->second.second = i;
-        }
-      }
+      const PassGathers gathers = PlanPassGathers(view, *nodes);
       // Held at each node: gathered at or before it, last read at or after.
       std::vector<int64_t> starts(count + 1, 0), ends(count + 1, 0);
-      for (const auto& [v, range] : readers) {
-        (*bytes)[range.first] += held(v);
-        starts[range.first] += held(v);
-        ends[range.second + 1] += held(v);
+      for (int i = 0; i < count; ++i) {
+        for (int v : gathers.first_read[i]) {
+          (*bytes)[i] += held(v);
+          starts[i] += held(v);
+        }
+        for (int v : gathers.last_read[i]) ends[i + 1] += held(v);
       }
       // After each node, the next gather (prefetched).
       std::vector<int64_t> next(count + 1, 0);

@@ -1,0 +1,37 @@
+// ZeRO-3's gathers in one pass of a stage: each parameter the pass's nodes
+// read is gathered whole once, before the first of them to read it, and
+// let go after the last (FSDP's unshard and reshard, node by node). The
+// one rule for both the stage model (simulator/stage_plan.h: the gathers'
+// bytes and the window they hold) and the strategy executor (what it
+// gathers before a node and releases after it).
+//
+// What a node reads is its inputs in the view of kind kParameter: a
+// forward node's op inputs, a backward node's what its op keeps for the
+// backward (graph/saved_for_backward.h; a bias's Add or a weight's
+// Transpose keeps none, so its backward gathers nothing).
+#ifndef PLACER_SIMULATOR_PARAMETER_GATHERS_H_
+#define PLACER_SIMULATOR_PARAMETER_GATHERS_H_
+
+#include <vector>
+
+#include "graph/training_view.h"
+
+namespace placer {
+
+// Per position in a pass's nodes: the parameters (values) first read
+// there, gathered before it, and those last read there, let go after it;
+// each list in ascending value order, each parameter the pass reads in one
+// list of each.
+struct PassGathers {
+  std::vector<std::vector<int>> first_read;
+  std::vector<std::vector<int>> last_read;
+};
+
+// `nodes`: a stage's forward or backward nodes in the order its pass runs
+// them. Pure; thread-safe.
+PassGathers PlanPassGathers(const TrainingView& view,
+                            const std::vector<int>& nodes);
+
+}  // namespace placer
+
+#endif  // PLACER_SIMULATOR_PARAMETER_GATHERS_H_
