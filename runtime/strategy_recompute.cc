@@ -47,15 +47,13 @@ absl::Status TorchStrategyExecutor::InitRecompute() {
     for (const auto& [layer, read] : weights) {
       reruns_.layer_parameters[s][layer].assign(read.begin(), read.end());
     }
-    // Each layer's rerun before the first of its backward nodes, in the
-    // stage's backward order (as torch's checkpoint reruns a block when
-    // its backward starts).
-    std::set<int> started;
-    for (int b : backward_[s]) {
-      const int n = view_.node(b).forward_op;  // its forward node
-      const int layer = selective_.layers.layer_of_node[n];
-      if (layer < 0 || reruns_.layer_nodes[s].count(layer) == 0) continue;
-      if (started.insert(layer).second) reruns_.before[b].push_back(layer);
+    // Each layer's rerun where LayerRerunPositions puts it.
+    const std::vector<int> positions =
+        LayerRerunPositions(view_, selective_.layers, backward_[s]);
+    for (const auto& [layer, nodes] : reruns_.layer_nodes[s]) {
+      if (positions[layer] >= 0) {
+        reruns_.before[backward_[s][positions[layer]]].push_back(layer);
+      }
     }
   }
   return absl::OkStatus();

@@ -70,4 +70,15 @@ absl::StatusOr<SelectiveRecompute> FindSelectiveRecompute(
   return out;
 }
 
+std::vector<int> LayerRerunPositions(const TrainingView& view,
+                                     const RepeatedLayers& layers,
+                                     const std::vector<int>& backward) {
+  std::vector<int> positions(layers.count, -1);
+  for (int i = static_cast<int>(backward.size()) - 1; i >= 0; --i) {
+    const int layer = layers.layer_of_node[view.node(backward[i]).forward_op];
+    if (layer >= 0) positions[layer] = i;
+  }
+  return positions;
+}
+
 }  // namespace placer

@@ -34,6 +34,15 @@ struct SelectiveRecompute {
 absl::StatusOr<SelectiveRecompute> FindSelectiveRecompute(
     const TrainingView& view, const Strategy& strategy);
 
+// Recomputing by layer: where in a stage's backward each layer's rerun
+// runs, as torch's checkpoint reruns a block when its backward starts.
+// `backward`: the stage's backward nodes in the order its pass runs them.
+// Per layer of `layers`, the position in `backward` of the first node
+// whose forward node is in the layer; -1 where none is. Pure.
+std::vector<int> LayerRerunPositions(const TrainingView& view,
+                                     const RepeatedLayers& layers,
+                                     const std::vector<int>& backward);
+
 }  // namespace placer
 
 #endif  // PLACER_SIMULATOR_SELECTIVE_RECOMPUTE_H_

@@ -233,19 +233,12 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     rebuilt[s][slot][first] += bytes;
     rebuilt[s][slot][last + 1] -= bytes;
   };
-  // By layer: per stage, per layer, the position of the layer's first
-  // backward node there, where the layer's rerun runs.
+  // By layer: per stage, per layer, where in its backward the layer's
+  // rerun runs (the one rule, selective_recompute.h).
   std::vector<std::vector<int>> layer_start(by_layer ? S : 0);
   for (int s = 0; by_layer && s < S; ++s) {
-    layer_start[s].assign(layers.count, -1);
     if (!RecomputesByLayer(plan.stages[s].recompute)) continue;
-    for (int n : plan.stages[s].forward) {
-      const int layer = layers.layer_of_node[n];
-      const int b = view.backward_node(view.node(n).forward_op);
-      if (layer < 0 || b < 0 || stage_of_node(b) != s) continue;
-      int& start = layer_start[s][layer];
-      start = start < 0 ? position[b] : std::min(start, position[b]);
-    }
+    layer_start[s] = LayerRerunPositions(view, layers, plan.stages[s].backward);
   }
   for (int v = 0; selective && v < static_cast<int>(view.values().size());
        ++v) {

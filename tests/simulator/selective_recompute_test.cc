@@ -8,6 +8,8 @@
 // stage keeps what A makes (a) and the graph input x, 128 bytes, and
 // reruns T, Q and P (they read no weight) before its backward; wholly, it
 // keeps x alone and reruns all five.
+#include "simulator/selective_recompute.h"
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -147,6 +149,37 @@ Graph Blocks() {
 // micro-batches on one device: 4 x (12 + 24) + 8 x 0.5 = 148 s without
 // recomputation, 4 x 4 s more with it; the peak 4 x (512 - 384) - 128
 // bytes lower.
+// By layer, a layer's rerun runs at the first backward node of its ops:
+// with layers {A, T} and {Q, P, B} (and a third with no node), the
+// backward runs grad:B, grad:P, grad:Q, grad:T, grad:A, so the second
+// layer reruns at position 0 and the first at 3.
+TEST(SelectiveRecomputeTest, ALayerRerunsAtItsFirstBackwardNode) {
+  const Graph graph = Model();
+  const TrainingView view = BuildTrainingView(graph);
+  std::vector<int> backward;
+  std::vector<std::string> keys;
+  for (int n : view.topological_order()) {
+    if (view.node(n).kind != NodeKind::kBackward) continue;
+    backward.push_back(n);
+    keys.push_back(view.node(n).key);
+  }
+  ASSERT_EQ(keys, (std::vector<std::string>{"grad:B", "grad:P", "grad:Q",
+                                            "grad:T", "grad:A"}));
+  RepeatedLayers layers;
+  layers.count = 3;
+  layers.layer_of_node.assign(view.nodes().size(), -1);
+  for (int n = 0; n < static_cast<int>(view.nodes().size()); ++n) {
+    if (view.node(n).kind != NodeKind::kForward) continue;
+    const std::string& key = view.node(n).key;
+    layers.layer_of_node[n] = key == "A" || key == "T" ? 0 : 1;
+  }
+  EXPECT_EQ(LayerRerunPositions(view, layers, backward),
+            (std::vector<int>{3, 0, -1}));
+  // A stage's backward in part: where its first node of a layer falls.
+  EXPECT_EQ(LayerRerunPositions(view, layers, {backward[3], backward[4]}),
+            (std::vector<int>{0, -1, -1}));
+}
+
 TEST(SelectiveRecomputeTest, OpLevelKeepsEveryOtherProductOfEachLayer) {
   ExactFixture f(Blocks(), ConstantCosts(1, 2, 0.5, 1e-3, 1e6), 2);
   Strategy s;
