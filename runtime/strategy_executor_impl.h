@@ -684,8 +684,8 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::unique_ptr<StrategyPlacementMemory> memory_ ABSL_PT_GUARDED_BY(mu_);
   // Any other strategy's memory, pass by pass; null for an op placement's.
   std::unique_ptr<StrategyPassMemory> pass_memory_ ABSL_PT_GUARDED_BY(mu_);
-  // Per pass: this process's devices of the replica that
-  // have started the task; and when the step started.
+  // Per pass: this process's devices of its replica that have started it;
+  // and when the step started.
   PassTable<int> slots_started_ ABSL_GUARDED_BY(mu_);
   SteadyClock::time_point step_started_ ABSL_GUARDED_BY(mu_);
 };
