@@ -4,14 +4,12 @@
 // resolved, no op without a cost, every op runnable by the executor, and a
 // training step costing two to three forward passes. Forward FLOPs of the
 // torchvision models are checked against torchvision's published figures.
-#include <fstream>
+#include "tests/graph/corpus.h"
+
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "graph/onnx_import.h"
 #include "graph/training_view.h"
 #include "gtest/gtest.h"
@@ -19,41 +17,6 @@
 
 namespace placer {
 namespace {
-
-constexpr char kDir[] = "tests/fixtures/corpus/";
-
-struct Entry {
-  std::string file;
-  std::string shapes;
-  int nodes = 0;
-};
-
-std::vector<Entry> Manifest() {
-  std::ifstream in(std::string(kDir) + "MANIFEST.tsv");
-  std::vector<Entry> entries;
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    std::vector<std::string> cols = absl::StrSplit(line, '\t');
-    if (cols.size() != 3) continue;
-    entries.push_back({cols[0], cols[1], std::stoi(cols[2])});
-  }
-  return entries;
-}
-
-absl::StatusOr<Graph> Import(const Entry& e) {
-  ImportOptions options;
-  for (absl::string_view shape : absl::StrSplit(e.shapes, ',')) {
-    std::vector<std::string> name_dims = absl::StrSplit(shape, '=');
-    if (name_dims.size() != 2) {
-      return absl::InvalidArgumentError(absl::StrCat("bad shape ", shape));
-    }
-    absl::StatusOr<std::vector<int64_t>> dims = ParseDims(name_dims[1]);
-    if (!dims.ok()) return dims.status();
-    options.input_shapes[name_dims[0]] = *dims;
-  }
-  return ImportOnnxFile(kDir + e.file, options);
-}
 
 // Multiply-accumulates of the contractions (what torchvision's GFLOPS
 // column counts), per image.
@@ -69,12 +32,12 @@ double ContractionMacs(const Graph& g) {
 }
 
 TEST(CorpusTest, EveryExportImportsIsCostedAndRuns) {
-  std::vector<Entry> entries = Manifest();
+  std::vector<CorpusEntry> entries = CorpusManifest();
   ASSERT_GE(entries.size(), 90u) << "MANIFEST.tsv missing or short";
   int train = 0;
-  for (const Entry& e : entries) {
+  for (const CorpusEntry& e : entries) {
     SCOPED_TRACE(e.file);
-    absl::StatusOr<Graph> g = Import(e);
+    absl::StatusOr<Graph> g = ImportCorpusEntry(e);
     ASSERT_TRUE(g.ok()) << g.status();
     EXPECT_EQ(static_cast<int>(g->ops().size() + g->folded_op_keys().size()),
               e.nodes);
@@ -105,8 +68,7 @@ TEST(CorpusTest, EveryExportImportsIsCostedAndRuns) {
 TEST(CorpusTest, TrainingModeBatchNormHasItsStatisticsOutputs) {
   for (const char* file : {"resnet50.train.op13.onnx",
                            "resnet50.train.op17.onnx"}) {
-    absl::StatusOr<Graph> g =
-        Import({file, "input=1x3x224x224", 0});
+    absl::StatusOr<Graph> g = ImportCorpusEntry({file, "input=1x3x224x224", 0});
     ASSERT_TRUE(g.ok()) << g.status();
     int bn = 0;
     for (const Op& op : g->ops()) {
@@ -136,7 +98,7 @@ TEST(CorpusTest, ForwardFlopsMatchTorchvisionsPublishedFigures) {
       SCOPED_TRACE(file);
       std::string size = name == "inception_v3" ? "299" : "224";
       absl::StatusOr<Graph> g =
-          Import({file, "input=1x3x" + size + "x" + size, 0});
+          ImportCorpusEntry({file, "input=1x3x" + size + "x" + size, 0});
       ASSERT_TRUE(g.ok()) << g.status();
       EXPECT_NEAR(ContractionMacs(*g) / 1e9, gmacs, 0.02 * gmacs);
     }
