@@ -11,7 +11,15 @@
 namespace placer {
 namespace {
 
-enum class Keeps { kNothing, kOutput0, kInput0, kInput1, kMask };
+enum class Keeps {
+  kNothing,
+  kOutput0,
+  kInput0,
+  kInput1,
+  kMask,
+  kDataAndWeight,  // inputs 0 and 1
+  kAllButInput2,   // every input but the bias
+};
 
 const absl::flat_hash_map<std::string, Keeps>& Table() {
   static const auto* table = new absl::flat_hash_map<std::string, Keeps>{
@@ -37,6 +45,9 @@ const absl::flat_hash_map<std::string, Keeps>& Table() {
       {"ReduceSum", Keeps::kNothing},
       {"GlobalAveragePool", Keeps::kNothing},
       {"Pad", Keeps::kNothing},
+      // upsample_nearest / _bilinear: the backward needs the input's sizes.
+      {"Resize", Keeps::kNothing},
+      {"Upsample", Keeps::kNothing},
       // d/dx f(x) written in terms of y = f(x).
       {"Relu", Keeps::kOutput0},
       {"Sigmoid", Keeps::kOutput0},
@@ -48,6 +59,12 @@ const absl::flat_hash_map<std::string, Keeps>& Table() {
       {"LogSoftmax", Keeps::kOutput0},
       // index_select keeps its indices; where keeps its condition.
       {"Gather", Keeps::kInput1},
+      {"ScatterElements", Keeps::kInput1},
+      // convolution keeps its input and weight (of the bias, the sizes);
+      // batch_norm its input, scale and running statistics.
+      {"Conv", Keeps::kDataAndWeight},
+      {"ConvTranspose", Keeps::kDataAndWeight},
+      {"BatchNormalization", Keeps::kAllButInput2},
       {"Where", Keeps::kInput0},
       // native_dropout keeps its mask (bool), the op's second output.
       {"Dropout", Keeps::kMask},
@@ -64,20 +81,6 @@ bool DefaultDomain(absl::string_view domain) {
 bool PadReadsInput(const Op& op) {
   const AttributeValue* mode = op.FindAttribute("mode");
   return op.op_type == "Pad" && mode != nullptr && mode->s != "constant";
-}
-
-// What a body op's backward reads, given which of its inputs need a
-// gradient: a product keeps each operand only for the other's gradient
-// (as PyTorch's mul saves `other` only when `self` needs one); every other
-// op its table entry.
-SavedTensors SavedByBodyOp(const Op& op, const std::vector<bool>& needs) {
-  if (op.op_type == "Mul" && op.inputs.size() == 2) {
-    SavedTensors saved;
-    if (needs[1]) saved.inputs.push_back(0);
-    if (needs[0]) saved.inputs.push_back(1);
-    return saved;
-  }
-  return SavedForBackward(op);
 }
 
 // A FusedElementwise op keeps, of its inputs and outputs, those from which
@@ -120,7 +123,7 @@ SavedTensors SavedByRegion(const Op& op, const Graph& body) {
     for (int out : member.outputs) {
       if (out >= 0 && IsFloatingPoint(tensors[out].dtype)) needs[out] = true;
     }
-    const SavedTensors saved = SavedByBodyOp(member, member_needs);
+    const SavedTensors saved = SavedForBackward(member, member_needs);
     for (int k : saved.inputs) {
       if (k < static_cast<int>(member.inputs.size())) keep(member.inputs[k]);
     }
@@ -198,6 +201,15 @@ SavedTensors SavedForBackward(const Op& op) {
     case Keeps::kInput1:
       saved.inputs.push_back(1);
       break;
+    case Keeps::kDataAndWeight:
+      saved.inputs.push_back(0);
+      if (op.inputs.size() > 1) saved.inputs.push_back(1);
+      break;
+    case Keeps::kAllButInput2:
+      for (int k = 0; k < static_cast<int>(op.inputs.size()); ++k) {
+        if (k != 2) saved.inputs.push_back(k);
+      }
+      break;
     case Keeps::kMask:
       // Without a mask output the mask is no value of the graph: its
       // input stands in for it (a float per element, not a byte).
@@ -211,6 +223,35 @@ SavedTensors SavedForBackward(const Op& op) {
   return saved;
 }
 
+SavedTensors SavedForBackward(const Op& op,
+                              const std::vector<bool>& needs_gradient) {
+  auto needs = [&](int k) {
+    return k < static_cast<int>(needs_gradient.size()) && needs_gradient[k];
+  };
+  if (!DefaultDomain(op.domain) || op.inputs.size() < 2) {
+    return SavedForBackward(op);
+  }
+  // PyTorch's mul, mm and bmm save `self` only for `other`'s gradient and
+  // `other` only for `self`'s; Gemm runs matmul(A, B), then scales and adds
+  // C, which keep nothing of them.
+  const bool product = (op.op_type == "Mul" && op.inputs.size() == 2) ||
+                       (op.op_type == "MatMul" && op.inputs.size() == 2) ||
+                       op.op_type == "Gemm";
+  SavedTensors saved;
+  if (product) {
+    if (needs(1)) saved.inputs.push_back(0);
+    if (needs(0)) saved.inputs.push_back(1);
+    return saved;
+  }
+  // div: self's gradient is grad / other; other's, -grad * self / other^2.
+  if (op.op_type == "Div" && op.inputs.size() == 2) {
+    if (needs(1)) saved.inputs.push_back(0);
+    if (needs(0) || needs(1)) saved.inputs.push_back(1);
+    return saved;
+  }
+  return SavedForBackward(op);
+}
+
 namespace {
 
 // A fused recurrent layer's sizes, from its X and attributes; none (gates
@@ -219,6 +260,8 @@ struct RecurrentShape {
   int64_t gates = 0;           // LSTM 4, GRU 3, RNN 1
   int64_t saved_per_step = 0;  // in hidden-sized rows, see the header
   int64_t rows = 0;            // T x B
+  int64_t batch = 0;           // B
+  int64_t given_states = 0;    // initial states among the inputs
   int64_t directions = 1;
   int64_t hidden = 0;
   int64_t element_bytes = 0;
@@ -244,6 +287,11 @@ RecurrentShape RecurrentShapeOf(const Op& op,
   shape.saved_per_step = gates == 1 ? 2 : 7;
   // X is [T, B, I], or [B, T, I] with layout 1: T x B either way.
   shape.rows = input.shape[0] * input.shape[1];
+  shape.batch = input.shape[op.IntAttribute("layout", 0) == 0 ? 1 : 0];
+  // initial_h (5) and, of an LSTM, initial_c (6).
+  for (size_t k = 5; k < op.inputs.size() && k < (gates == 4 ? 7u : 6u); ++k) {
+    shape.given_states += op.inputs[k] >= 0;
+  }
   const AttributeValue* direction = op.FindAttribute("direction");
   shape.directions =
       direction != nullptr && direction->s == "bidirectional" ? 2 : 1;
@@ -252,10 +300,63 @@ RecurrentShape RecurrentShapeOf(const Op& op,
   return shape;
 }
 
+// Known elements of `t`, 0 when its shape is not.
+int64_t KnownElements(const Tensor& t) {
+  return t.shape_known ? std::max<int64_t>(0, t.num_elements()) : 0;
+}
+
+// A normalization's saved statistics and a max pool's argmax (see the
+// header); 0 for any other op.
+int64_t StatisticsAndIndicesBytes(const Op& op,
+                                  const std::vector<Tensor>& tensors) {
+  if (!DefaultDomain(op.domain) || op.inputs.empty() || op.inputs[0] < 0 ||
+      op.outputs.empty() || op.outputs[0] < 0) {
+    return 0;
+  }
+  const Tensor& x = tensors[op.inputs[0]];
+  // Statistics are kept at float precision below it (the kernels' accumulate
+  // type), at double for double inputs.
+  const int64_t statistic = x.dtype == DataType::kFloat64 ? 8 : 4;
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (op.op_type == "MaxPool") {
+    return KnownElements(tensors[op.outputs[0]]) * 8;  // int64 indices
+  }
+  if (!x.shape_known || rank < 2) return 0;
+  if (op.op_type == "BatchNormalization") {
+    const AttributeValue* mode = op.FindAttribute("training_mode");
+    const bool training =
+        mode != nullptr ? mode->i != 0 : op.outputs.size() > 1;
+    return training ? 2 * x.shape[1] * statistic : 0;
+  }
+  if (op.op_type == "InstanceNormalization") {
+    // instance_norm runs batch_norm over (sample, channel), its scale
+    // repeated per sample: a copy the backward keeps.
+    const int64_t rows = x.shape[0] * x.shape[1];
+    int64_t scale = 0;
+    if (op.inputs.size() > 1 && op.inputs[1] >= 0) {
+      const Tensor& s = tensors[op.inputs[1]];
+      const int64_t n = KnownElements(s);
+      scale = n > 0 ? rows * (s.bytes() / n) : 0;
+    }
+    return 2 * rows * statistic + scale;
+  }
+  if (op.op_type == "LayerNormalization") {
+    int64_t axis = op.IntAttribute("axis", -1);
+    if (axis < 0) axis += rank;
+    int64_t rows = 1;
+    for (int64_t d = 0; d < axis && d < rank; ++d) rows *= x.shape[d];
+    return 2 * rows * statistic;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int64_t SavedWorkspaceBytes(const Op& op, const std::vector<Tensor>& tensors) {
   if (IsFusedAttention(op)) return AttentionLogSumExpBytes(op, tensors);
+  if (int64_t kept = StatisticsAndIndicesBytes(op, tensors); kept > 0) {
+    return kept;
+  }
   const RecurrentShape s = RecurrentShapeOf(op, tensors);
   if (s.gates == 0) return 0;
   int64_t weights = 0;
@@ -263,7 +364,10 @@ int64_t SavedWorkspaceBytes(const Op& op, const std::vector<Tensor>& tensors) {
     if (op.inputs[k] >= 0)
       weights += std::max<int64_t>(0, tensors[op.inputs[k]].bytes());
   }
-  return s.saved_per_step * s.rows * s.directions * s.hidden * s.element_bytes +
+  // The first step's previous state is the initial one: when given, an
+  // input (kept as one, or resident), not a state the layer makes.
+  return (s.saved_per_step * s.rows - s.given_states * s.batch) * s.directions *
+             s.hidden * s.element_bytes +
          weights;
 }
 

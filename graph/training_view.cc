@@ -216,8 +216,9 @@ TrainingView BuildTrainingView(const Graph& graph,
       int in = op.inputs[k];
       input_needs_grad.push_back(in >= 0 && needs[in] && !IsStateInput(op, k));
     }
-    // What the backward keeps from the forward pass.
-    const SavedTensors saved = SavedForBackward(op);
+    // What the backward keeps from the forward pass for the gradients it
+    // writes.
+    const SavedTensors saved = SavedForBackward(op, input_needs_grad);
     for (int k : saved.inputs) {
       if (k < static_cast<int>(op.inputs.size()) && op.inputs[k] >= 0) {
         AddUnique(node.inputs, op.inputs[k]);

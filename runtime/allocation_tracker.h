@@ -4,7 +4,8 @@
 // Contract: AllocationTracker counts, from Start(base), every allocation
 // reported by a thread carrying a ThreadAllocationReporter for its device
 // and every free of such a block (frees of blocks allocated before Start
-// are ignored); peaks() is the per-device maximum of base + live bytes.
+// are ignored); live() is base + the bytes live now, peaks() its
+// per-device maximum.
 // Thread-safe.
 #ifndef PLACER_RUNTIME_ALLOCATION_TRACKER_H_
 #define PLACER_RUNTIME_ALLOCATION_TRACKER_H_
@@ -47,6 +48,14 @@ class AllocationTracker {
   std::vector<int64_t> peaks() {
     std::lock_guard<std::mutex> lock(mu_);
     return peak_;
+  }
+  // What is live on `device` now: base + what was allocated since Start
+  // and not yet freed (0 for a device it does not count).
+  int64_t live(int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return device >= 0 && device < static_cast<int>(current_.size())
+               ? current_[device]
+               : 0;
   }
   // peaks()[device] (0 for a device it does not count).
   int64_t peak(int device) {

@@ -81,7 +81,16 @@ Result Div(const Op&, const Tensors& in) {
   }
   return Tensors{in[0] / in[1]};
 }
-Result Pow(const Op&, const Tensors& in) { return Tensors{torch::pow(in[0], in[1])}; }
+// A one-element exponent that needs no gradient is a number: the exporter's
+// constant for what the model wrote as x.pow(2), which autograd's
+// pow(Tensor, Scalar) saves only x for (pow(Tensor, Tensor) also keeps the
+// result, for an exponent's gradient nobody asks for).
+Result Pow(const Op&, const Tensors& in) {
+  if (in[1].numel() == 1 && !in[1].requires_grad()) {
+    return Tensors{torch::pow(in[0], in[1].item())};
+  }
+  return Tensors{torch::pow(in[0], in[1])};
+}
 
 Result Sum(const Op&, const Tensors& in) {
   torch::Tensor s = in[0];
@@ -291,7 +300,15 @@ Result Reduce(const Op& op, const Tensors& in) {
   for (int64_t& a : axes) a = Axis(a, rank);
   torch::Tensor x = in[0];
   switch (kKind) {
-    case 0: return Tensors{x.mean(axes, keep)};
+    // The sum over the count: what mean computes on a CPU, and what
+    // autograd keeps for it since PyTorch 2 (the sizes; LibTorch 1.13's mean
+    // kept its input too).
+    case 0: {
+      if (!x.is_floating_point()) return Tensors{x.mean(axes, keep)};
+      int64_t count = 1;
+      for (int64_t a : axes) count *= x.size(a);
+      return Tensors{x.sum(axes, keep) / static_cast<double>(count)};
+    }
     case 1: return Tensors{x.sum(axes, keep)};
     case 2: return Tensors{x.amax(axes, keep)};
     default: return Tensors{x.amin(axes, keep)};

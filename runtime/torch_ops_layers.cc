@@ -247,10 +247,17 @@ Result AveragePool(const Op& op, const Tensors& in) {
   return Pool(op, in, false);
 }
 
+// adaptive_avg_pool2d to 1 x 1 is a mean over the spatial dims; as the
+// sum over their count (ReduceMean's kernel) autograd keeps only sizes.
 Result GlobalAveragePool(const Op&, const Tensors& in) {
   std::vector<int64_t> dims;
-  for (int64_t d = 2; d < in[0].dim(); ++d) dims.push_back(d);
-  return Tensors{in[0].mean(dims, /*keepdim=*/true)};
+  int64_t count = 1;
+  for (int64_t d = 2; d < in[0].dim(); ++d) {
+    dims.push_back(d);
+    count *= in[0].size(d);
+  }
+  return Tensors{in[0].sum(dims, /*keepdim=*/true) /
+                 static_cast<double>(count)};
 }
 
 Result Softmax(const Op& op, const Tensors& in) {

@@ -109,8 +109,8 @@ void CheckInvariants(const Graph& g, const TrainingView& v) {
   EXPECT_LE(ratio, 2.05);
 }
 
-// Backward nodes read what their ops keep: MatMul its inputs, Transpose
-// nothing of the forward pass, Relu its output.
+// Backward nodes read what their ops keep: MatMul the operand the other's
+// gradient needs, Transpose nothing of the forward pass, Relu its output.
 TEST(TrainingViewTest, BackwardNodesReadWhatTheirOpsKeep) {
   absl::StatusOr<Graph> g =
       ImportOnnxModel(testing::MatMulTransposeRelu(), "test", {});
@@ -125,7 +125,9 @@ TEST(TrainingViewTest, BackwardNodesReadWhatTheirOpsKeep) {
     }
     return names;
   };
-  EXPECT_EQ(forward_reads("mm"), (std::set<std::string>{"x", "w"}));
+  // x is a graph input, with no gradient: mm keeps x, for w's gradient,
+  // and not w (PyTorch's mm keeps each operand for the other's gradient).
+  EXPECT_EQ(forward_reads("mm"), std::set<std::string>{"x"});
   EXPECT_EQ(forward_reads("tr"), std::set<std::string>{});
   EXPECT_EQ(forward_reads("relu"), std::set<std::string>{"r"});
   // y's only reader is the Transpose; t's only reader is the Relu.
@@ -223,6 +225,68 @@ TEST(TrainingViewTest, FusedRecurrentLayersKeepTheirSteps) {
       }
     }
   }
+}
+
+// What autograd keeps beside the tensors of the view, by hand (checked
+// against LibTorch over the corpus by tests/runtime/saved_tensors_test):
+// x [2, 3, 4, 4] float. BatchNormalization in training mode keeps a mean
+// and an inverse deviation per channel, 2 x 3 x 4 bytes; MaxPool 2 x 2 an
+// int64 index per output element, [2, 3, 2, 2] x 8; InstanceNormalization
+// its statistics per (sample, channel), 2 x 6 x 4, and its scale repeated
+// per sample, 6 x 4; LayerNormalization over the last dim its statistics
+// per row of [2, 3, 4], 2 x 24 x 4. An LSTM given its initial state h0
+// keeps one step's state less: X [3, 2, 5], hidden 4, 7 x 3 x 2 x 4
+// elements less 2 x 4, plus W and R.
+TEST(TrainingViewTest, StatisticsIndicesAndGivenStatesAreKept) {
+  onnx::ModelProto m = testing::EmptyModel(17);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {2, 3, 4, 4});
+  for (const char* name : {"scale", "bias", "mean", "var"}) {
+    testing::AddWeight(g, name, {3});
+  }
+  onnx::NodeProto* bn = testing::AddNode(g, "BatchNormalization", "bn",
+                                         {"x", "scale", "bias", "mean", "var"},
+                                         {"b", "running_mean", "running_var"});
+  auto* mode = bn->add_attribute();
+  mode->set_name("training_mode");
+  mode->set_type(onnx::AttributeProto::INT);
+  mode->set_i(1);
+  onnx::NodeProto* pool = testing::AddNode(g, "MaxPool", "pool", {"b"}, {"p"});
+  for (const char* name : {"kernel_shape", "strides"}) {
+    auto* a = pool->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(2);
+    a->add_ints(2);
+  }
+  testing::AddNode(g, "InstanceNormalization", "in", {"x", "scale", "bias"},
+                   {"i"});
+  testing::AddWeight(g, "ln_scale", {4});
+  testing::AddNode(g, "LayerNormalization", "ln", {"i", "ln_scale"}, {"l"});
+  testing::AddOutput(g, "p");
+  testing::AddOutput(g, "l");
+  absl::StatusOr<Graph> graph = ImportOnnxModel(m, "test", {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  TrainingView v = BuildTrainingView(*graph);
+  auto workspace = [&](const char* op) {
+    return v.node(graph->FindOp(op)).saved_workspace_bytes;
+  };
+  EXPECT_EQ(workspace("bn"), 2 * 3 * 4);
+  EXPECT_EQ(workspace("pool"), 2 * 3 * 2 * 2 * 8);
+  EXPECT_EQ(workspace("in"), 2 * 6 * 4 + 6 * 4);
+  EXPECT_EQ(workspace("ln"), 2 * 24 * 4);
+
+  onnx::ModelProto lstm = testing::RecurrentLayer("LSTM", 3, 2, 5, 4, false);
+  auto* rg = lstm.mutable_graph();
+  testing::AddWeight(rg, "h0", {1, 2, 4});
+  onnx::NodeProto* rnn = rg->mutable_node(0);
+  rnn->add_input("");  // sequence_lens
+  rnn->add_input("h0");
+  absl::StatusOr<Graph> recurrent = ImportOnnxModel(lstm, "test", {});
+  ASSERT_TRUE(recurrent.ok()) << recurrent.status();
+  TrainingView rv = BuildTrainingView(*recurrent);
+  EXPECT_EQ(rv.node(recurrent->FindOp("rnn")).saved_workspace_bytes,
+            (7 * 3 * 2 - 2) * 4 * 4 + 16 * 5 * 4 + 16 * 4 * 4);
 }
 
 TEST(TrainingViewTest, InvariantsOnZooModels) {

@@ -3,10 +3,10 @@
 //   C: Transpose(w2) -> t;  D: MatMul(c, t) -> d;  E: MatMul(d, w1) -> e.
 // Forward: w1 is gathered before A and let go after E (its second
 // reader); bias and w2 are gathered and let go at their one reader. The
-// backward reads what each op keeps (graph/saved_for_backward.h): the
-// MatMuls their inputs, the Add and the Transpose nothing, so only w1 is
-// gathered there, before the first backward node that keeps it (E's) and
-// let go after the last (A's).
+// backward reads what each op keeps (graph/saved_for_backward.h): a
+// MatMul each operand for the other's gradient, the Add and the Transpose
+// nothing. x gets no gradient, so A keeps x (for w1's) and not w1: only w1
+// is gathered there, before E's backward, and let go after it.
 #include "simulator/parameter_gathers.h"
 
 #include <string>
@@ -94,7 +94,7 @@ TEST(ParameterGathersTest, BackwardGathersOnlyWhatTheOpsKeep) {
   const PassGathers gathers = PlanPassGathers(view, backward);
   using Lists = std::vector<std::vector<int>>;
   EXPECT_EQ(gathers.first_read, (Lists{{w1}, {}, {}, {}, {}}));
-  EXPECT_EQ(gathers.last_read, (Lists{{}, {}, {}, {}, {w1}}));
+  EXPECT_EQ(gathers.last_read, (Lists{{w1}, {}, {}, {}, {}}));
 }
 
 }  // namespace
