@@ -124,7 +124,9 @@ TEST(FusedAttentionTest, TrainsAsTheCoreItReplacesOnAPyTorchExport) {
 // keeping the scores, the simulated peaks were 87.5 and 79.7 MB, the
 // saving 7.85 MB, 4 MiB above the drop (put down then to the blocks).
 // Both peaks lie 13 MB under the allocator's: what the count leaves out,
-// kernels' temporaries inside a node, not broken down.
+// kernels' temporaries inside a node; the largest here is the derivative
+// of the GELU's Erf, four tensors of its input's size at once, 24 MiB
+// (docs/memory.md).
 TEST(FusedAttentionTest, AllocatedPeakDropsByWhatTheSimulatorSaves) {
   zoo::ZooParams p = Tiny("gpt");
   p.seq_len = 256;
