@@ -29,6 +29,7 @@
 #include "runtime/op_autograd.h"
 #include "runtime/parameter_update.h"
 #include "runtime/pass_memory.h"
+#include "runtime/stage_partials.h"
 #include "runtime/strategy_exchanges.h"
 #include "runtime/strategy_executor.h"
 #include "runtime/strategy_placement_memory.h"
@@ -93,11 +94,6 @@ class TorchStrategyExecutor : public StrategyExecutor {
   }
   int SlotOfNode(int n) const {
     return SlotOfOp(strategy_, view_.node(n).forward_op);
-  }
-  // partials_[j][PartialIndex(sum, s, slot)]: the partial gradients of a
-  // sum that stage s's nodes on `slot` made, added up.
-  size_t PartialIndex(int sum, int s, int slot) const {
-    return (static_cast<size_t>(sum) * S_ + s) * W_ + slot;
   }
   // The device holding parameter p (value) in replica k of its stage (with
   // tensor parallelism, the group's device of tensor rank r: its part).
@@ -597,8 +593,9 @@ class TorchStrategyExecutor : public StrategyExecutor {
   std::vector<std::vector<torch::Tensor>> values_ ABSL_GUARDED_BY(mu_);
   std::vector<int> value_device_ ABSL_GUARDED_BY(mu_);
   std::vector<int> reads_left_ ABSL_GUARDED_BY(mu_);
-  // [j][sum * S + s]: stage s's partial gradients of a sum, added up.
-  std::vector<std::vector<torch::Tensor>> partials_ ABSL_GUARDED_BY(mu_);
+  // Per lane: each stage's partial gradients of each sum, per slot, added
+  // up.
+  std::vector<StagePartials> partials_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<SavedOp>> saved_;                     // [lane][op]
   std::vector<std::vector<TensorParallelSaved>> tensor_saved_;  // [lane][op]
   // The tensor-parallel groups' collectives in flight, by (micro-batch,

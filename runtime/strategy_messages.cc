@@ -49,8 +49,7 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
           continue;
         }
         for (int slot = 0; slot < W_; ++slot) {
-          slot_parts.back().push_back(
-              partials_[lane][PartialIndex(item, s, slot)]);
+          slot_parts.back().push_back(partials_[lane].at(item, s, slot));
         }
       }
     }
@@ -124,8 +123,7 @@ absl::Status TorchStrategyExecutor::SendAfter(int s, int j, int d,
         // The group's other devices made the same; none is sent.
         for (int r = 0; r < T_; ++r) {
           for (int slot = 0; slot < W_; ++slot) {
-            partials_[j * T_ + r][PartialIndex(item, s, slot)] =
-                torch::Tensor();
+            partials_[j * T_ + r].at(item, s, slot) = torch::Tensor();
           }
         }
       } else if (--reads_left_[lane * V_ + item] == 0) {
@@ -146,13 +144,13 @@ void TorchStrategyExecutor::ReceiveLocalSums(int s, int j, int d) {
       torch::Tensor part;
       {
         absl::MutexLock lock(&mu_);
-        part = std::move(partials_[lane][PartialIndex(item, from, 0)]);
-        partials_[lane][PartialIndex(item, from, 0)] = torch::Tensor();
+        part = std::move(partials_[lane].at(item, from, 0));
+        partials_[lane].at(item, from, 0) = torch::Tensor();
       }
       if (!part.defined()) continue;
       part = CopyIn(part, view_.gradient_sums()[item].partials[0], src, d);
       absl::MutexLock lock(&mu_);
-      partials_[lane][PartialIndex(item, from, 0)] = std::move(part);
+      partials_[lane].at(item, from, 0) = std::move(part);
     }
   }
 }
@@ -275,7 +273,7 @@ void TorchStrategyExecutor::Receiver(int src, int dst, int expected) {
         for (int lane = j * T_; lane < (j + 1) * T_; ++lane) {
           if (backward) {
             if (parts[x].defined()) {
-              partials_[lane][PartialIndex(item, from, 0)] = parts[x];
+              partials_[lane].at(item, from, 0) = parts[x];
             }
           } else {
             values_[lane][item] = parts[x];

@@ -204,8 +204,7 @@ void TorchStrategyExecutor::ResetStepLocked() {
       }
     }
   }
-  partials_.assign(lanes, std::vector<torch::Tensor>(
-                              static_cast<size_t>(sums) * S_ * W_));
+  partials_.assign(lanes, StagePartials(sums, S_, W_));
   slots_done_ = PassTable<int>(S_, M_, 0);
   slots_started_ = PassTable<int>(S_, M_, 0);
   waited_seconds_.assign(D_, 0);

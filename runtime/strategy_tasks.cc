@@ -299,8 +299,8 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
   }
   // Tensors are only moved in and out of the shared slots under the lock;
   // the additions run outside it, so that workers do not wait for each
-  // other's arithmetic. A slot PartialIndex(sum, s, slot) has one writer:
-  // the device running that slot of stage s's micro-batch j.
+  // other's arithmetic. An entry partials_[lane].at(sum, s, slot) has one
+  // writer: the device running that slot of stage s's micro-batch j.
   const int my_slot = slot_of_device_[d];
   const int lane = Lane(j, d);
   const bool selective = strategy_.stages[s].recompute == Recompute::kSelective;
@@ -356,8 +356,7 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
                 parts[k].push_back(
                     TakeArrivedLocked(lane, SumItem(sm, slot), d));
               }
-              torch::Tensor& part =
-                  partials_[lane][PartialIndex(sm, x, slot)];
+              torch::Tensor& part = partials_[lane].at(sm, x, slot);
               parts[k].push_back(std::move(part));
               part = torch::Tensor();
             }
@@ -425,8 +424,8 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
       torch::Tensor buffer;
       {
         absl::MutexLock lock(&mu_);
-        buffer = std::move(partials_[lane][PartialIndex(sm, s, my_slot)]);
-        partials_[lane][PartialIndex(sm, s, my_slot)] = torch::Tensor();
+        buffer = std::move(partials_[lane].at(sm, s, my_slot));
+        partials_[lane].at(sm, s, my_slot) = torch::Tensor();
       }
       buffer = buffer.defined() ? buffer + (*grads)[k] : (*grads)[k];
       auto complete = completing.find(sm);
@@ -454,7 +453,7 @@ absl::Status TorchStrategyExecutor::RunBackward(int s, int j, int d) {
           continue;
         }
       }
-      partials_[lane][PartialIndex(sm, s, my_slot)] = std::move(buffer);
+      partials_[lane].at(sm, s, my_slot) = std::move(buffer);
     }
     SendToSlots(d, &outgoing);
     RETURN_IF_ERROR(tracked);
@@ -489,8 +488,8 @@ absl::Status TorchStrategyExecutor::Accumulate(int s, int j, int d) {
         for (int slot = 0; slot < W_; ++slot) {
           torch::Tensor part;
           if (slot == my_slot) {
-            part = std::exchange(partials_[lane][PartialIndex(sm, s, slot)],
-                                 torch::Tensor());
+            part =
+                std::exchange(partials_[lane].at(sm, s, slot), torch::Tensor());
           } else if (MakesUpdatePartials(s, slot, sm)) {
             const int64_t key = LinkKey(lane, SumItem(sm, slot), d);
             const auto start = SteadyClock::now();
