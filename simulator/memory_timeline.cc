@@ -14,6 +14,7 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
       lowered_(lowered),
       record_(options.record),
       later_(options.later_micro_batch),
+      shards_(std::max(1, options.gradient_shards)),
       devices_(context.num_devices()) {
   const int num_values = static_cast<int>(view_.values().size());
   const std::vector<int>& device_of = lowered.device_of_node;
@@ -51,6 +52,14 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
     scratch_[n] =
         static_cast<int64_t>(static_cast<double>(node.scratch_bytes) * share);
   }
+  const Rebuilds* rebuilds = options.rebuilds;
+  if (rebuilds != nullptr) {
+    rebuilt_values_.assign(num_nodes, {});
+    rebuilt_workspace_.assign(num_nodes, {});
+    holds_ending_.assign(num_nodes, {});
+    rebuilt_readers_.assign(num_values, -1);
+    workspace_rebuilt_.assign(num_nodes, 0);
+  }
   transient_.assign(num_values, 0);
   use_.assign(num_values, kActivations);
   by_use_.assign(devices_, {});
@@ -77,8 +86,22 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
         break;
     }
     if (view_.sum_of(v) >= 0) continue;  // accumulated, not read as such
+    // Rebuilt on its producer's device for the backward readers there.
+    const int rebuild_at =
+        rebuilds != nullptr && value.producer >= 0 ? rebuilds->value_at[v] : -1;
+    const int made_on = value.producer >= 0 ? device_of[value.producer] : -1;
+    const bool rebuilt = rebuild_at >= 0 && device_of[rebuild_at] == made_on;
+    if (rebuilt) rebuilt_readers_[v] = 0;
     for (int consumer : value.consumers) {
-      ++users_.at(v, device_of[consumer]);
+      if (rebuilt && device_of[consumer] == made_on &&
+          view_.node(consumer).kind == NodeKind::kBackward) {
+        ++rebuilt_readers_[v];
+      } else {
+        ++users_.at(v, device_of[consumer]);
+      }
+    }
+    if (rebuilt && rebuilt_readers_[v] > 0) {
+      rebuilt_values_[rebuild_at].push_back(v);
     }
     switch (value.kind) {
       case ValueKind::kParameter: {
@@ -114,10 +137,28 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
       ++users_.at(copy.value, copy.src);
     }
   }
-  // A later micro-batch: each parameter's accumulator on its update's
-  // device, and what reaches that device of its sum: its own partials,
-  // one buffer from each other device that makes some.
-  if (!later_) return;
+  if (rebuilds != nullptr) {
+    // Saved workspace made again where its forward node ran; what a rerun
+    // reads, held there until its rebuild node ends.
+    for (int n = 0; n < num_nodes; ++n) {
+      const int at = rebuilds->workspace_at[n];
+      if (at < 0 || saved_workspace_[n] <= 0 || device_of[at] != device_of[n]) {
+        continue;
+      }
+      workspace_rebuilt_[n] = 1;
+      rebuilt_workspace_[at].push_back(n);
+    }
+    for (int v = 0; v < num_values; ++v) {
+      const int until = rebuilds->held_until[v];
+      if (until < 0 || users_.at(v, device_of[until]) == 0) continue;
+      ++users_.at(v, device_of[until]);
+      holds_ending_[until].push_back(v);
+    }
+  }
+  // Each parameter's accumulator on its update's device (its shard), and
+  // what reaches that device of its sum: its own partials, one buffer from
+  // each other device that makes some.
+  if (!later_ && shards_ == 1) return;
   home_of_sum_.assign(num_sums, -1);
   to_complete_.assign(num_sums, 0);
   std::vector<int> seen(devices_, -1);
@@ -133,8 +174,12 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
       if (d == home || seen[d] != s) ++to_complete_[s];
       seen[d] = s;
     }
-    accumulators_[home] += value_bytes_[sum.partials[0]];
+    if (later_) {
+      accumulators_[home] +=
+          (value_bytes_[sum.partials[0]] + shards_ - 1) / shards_;
+    }
   }
+  if (!later_) return;
   later_extra_ = accumulators_;
   later_peak_.assign(devices_, 0);
   for (int d = 0; d < devices_; ++d) NoteLater(d);
@@ -182,11 +227,19 @@ void MemoryTimeline::Accumulate(int sum, int device, int64_t bytes) {
   } else {
     buffer = bytes;
   }
+  if (home_of_sum_.empty() || device != home_of_sum_[sum] ||
+      --to_complete_[sum] > 0) {
+    return;
+  }
+  // Complete: reduce-scattered to its shard.
+  if (shards_ > 1) {
+    const int64_t shard = (buffer + shards_ - 1) / shards_;
+    Free(device, buffer - shard, kGradients);
+    buffer = shard;
+  }
   // A later micro-batch adds the completed sum into its accumulator and
   // frees it, where this step keeps it until the update.
-  if (later_ && device == home_of_sum_[sum] && --to_complete_[sum] == 0) {
-    later_extra_[device] -= buffer;
-  }
+  if (later_) later_extra_[device] -= buffer;
 }
 
 double MemoryTimeline::Started(int task, double now, double start,
@@ -218,6 +271,16 @@ double MemoryTimeline::Started(int task, double now, double start,
     Allocate(d, saved_workspace_[task], kWorkspace);
   }
   if (scratch_[task] > 0) Allocate(d, scratch_[task], kWorkspace);
+  // What recomputation makes again for this node and those after it.
+  if (!rebuilt_values_.empty()) {
+    for (int v : rebuilt_values_[task]) {
+      Allocate(d, value_bytes_[v], static_cast<Use>(use_[v]));
+      users_.at(v, d) += rebuilt_readers_[v];
+    }
+    for (int n : rebuilt_workspace_[task]) {
+      Allocate(d, saved_workspace_[n], kWorkspace);
+    }
+  }
   return end;
 }
 
@@ -256,11 +319,18 @@ void MemoryTimeline::Ended(int task, double now) {
   if (node.kind == NodeKind::kBackward) {
     Free(d, saved_workspace_[node.forward_op], kWorkspace);
   }
+  if (!rebuilt_values_.empty()) {
+    // Recomputation lets the workspace go until its rebuild.
+    if (workspace_rebuilt_[task]) Free(d, saved_workspace_[task], kWorkspace);
+    for (int v : holds_ending_[task]) Release(v, d);
+  }
   for (int out : context_.outputs(task)) {
     const int s = view_.sum_of(out);
     if (s >= 0) {
       Accumulate(s, d, value_bytes_[out]);
-    } else if (context_.consumers(out).empty()) {
+    } else if (context_.consumers(out).empty() ||
+               (!rebuilt_readers_.empty() && rebuilt_readers_[out] >= 0 &&
+                users_.at(out, d) == 0)) {
       Free(d, value_bytes_[out], static_cast<Use>(use_[out]));
       if (freed_ != nullptr) freed_->push_back({out, d});
     }

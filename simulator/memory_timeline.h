@@ -26,6 +26,15 @@
 //  - When a copy ends: a summed buffer is freed on its source and kept or
 //    added (and freed) on its destination; a value is released on its
 //    source.
+//  - With gradient shards (ZeRO-2/3), a parameter's summed gradient is cut
+//    to its shard once complete on its update's device.
+//  - With rebuilds (recomputation in part), a rebuilt value is freed after
+//    its last forward reader on its producer's device (as it is made, when
+//    none reads it there) and allocated again as its rebuild node starts,
+//    then freed after its last backward reader there; a rebuilt saved
+//    workspace is freed as its forward node ends and allocated again as
+//    its rebuild node starts; what a rerun node reads is held until the
+//    end of the backward node named to hold it.
 //  - It is the engine's observer for the step: a node that starts is
 //    lengthened by its partial additions, as PartialAdditions
 //    (simulator/partial_additions.h) charges them.
@@ -94,6 +103,23 @@ struct RankShares {
   std::vector<double> node_share;
 };
 
+// Recomputation in part (simulator/selective_recompute.h): what a step's
+// forward lets go instead of keeping for its backward, and where the
+// backward makes it again. Indexed as the view's values and nodes.
+struct Rebuilds {
+  // Per value: the backward node at whose start it is made again on its
+  // producer's device, for the backward nodes there that read it (the
+  // forward lets it go after its last forward reader there); -1: kept.
+  std::vector<int> value_at;
+  // Per forward node: the backward node at whose start its saved
+  // workspace is made again (its forward run lets it go at its end); -1:
+  // kept.
+  std::vector<int> workspace_at;
+  // Per value: the backward node until whose end its device holds it
+  // (what a rerun node reads, until the rerun that reads it); -1: none.
+  std::vector<int> held_until;
+};
+
 struct MemoryTimelineOptions {
   // Count one tensor-parallel rank's shares in place of the view's bytes
   // (nullptr: the view's). Must outlive the timeline's constructor.
@@ -103,6 +129,16 @@ struct MemoryTimelineOptions {
   // Also track the step as a later micro-batch of a gradient-accumulation
   // loop (later_peak_bytes); without it those figures are zeros.
   bool later_micro_batch = false;
+  // ZeRO-2/3 over this many replicas (1: none): once a parameter's
+  // gradient sum is complete on its update node's device (every partial
+  // and other device's buffer of it there), it is reduce-scattered, and
+  // the device keeps its shard, ceil(bytes / gradient_shards), freeing the
+  // rest; the shard is also the accumulator a later micro-batch holds.
+  int gradient_shards = 1;
+  // Recomputation in part (nullptr: none): values and saved workspace let
+  // go by the forward and made again by the backward. Must outlive the
+  // timeline's constructor.
+  const Rebuilds* rebuilds = nullptr;
 };
 
 class MemoryTimeline final : public TaskObserver {
@@ -178,6 +214,7 @@ class MemoryTimeline final : public TaskObserver {
   const LoweredPlacement& lowered_;
   const bool record_;
   const bool later_;  // MemoryTimelineOptions::later_micro_batch
+  const int shards_;  // MemoryTimelineOptions::gradient_shards
   const int devices_;
   double now_ = 0;
   int task_ = -1;        // the task whose event is being told; -1: none yet
@@ -204,11 +241,12 @@ class MemoryTimeline final : public TaskObserver {
   // What adding partials into the buffers held costs the nodes.
   PartialAdditions additions_;
   // A later micro-batch (later_peak_bytes): per device, the accumulators
-  // and what it holds beyond this step (the accumulators less the
-  // completed sums' buffers this step holds until their updates end),
-  // its peak and what was live then. Per parameter's sum: its update
-  // node's device (-1: not a parameter's), and the partials and other
-  // devices' buffers still to reach it.
+  // (gradient shards: theirs) and what it holds beyond this step (the
+  // accumulators less the completed sums' buffers this step holds until
+  // their updates end), its peak and what was live then. Per parameter's
+  // sum (with later_ or shards_ > 1): its update node's device (-1: not a
+  // parameter's), and the partials and other devices' buffers still to
+  // reach it.
   std::vector<int64_t> accumulators_, later_extra_, later_peak_;
   std::vector<std::array<int64_t, kUses>> later_peak_by_use_;
   std::vector<int> home_of_sum_, to_complete_;
@@ -220,6 +258,14 @@ class MemoryTimeline final : public TaskObserver {
     if (later > later_peak_[device]) NewLaterPeak(device, later);
   }
   void NewLaterPeak(int device, int64_t bytes);
+  // Recomputation in part: per node, the values and forward nodes' saved
+  // workspace it makes again as it starts, and the values whose hold ends
+  // with it; per rebuilt value, its backward readers on its producer's
+  // device.
+  std::vector<std::vector<int>> rebuilt_values_, rebuilt_workspace_,
+      holds_ending_;
+  std::vector<int> rebuilt_readers_;
+  std::vector<char> workspace_rebuilt_;  // per node
   std::vector<MemorySample> samples_;
   std::vector<ValueOnDevice>* freed_ = nullptr;
 };

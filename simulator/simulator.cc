@@ -28,6 +28,8 @@ absl::StatusOr<SimulationResult> Simulate(const SimulationContext& context,
   memory_options.record = options.record_schedule;
   memory_options.later_micro_batch = options.later_micro_batch;
   memory_options.rank_shares = options.rank_shares;
+  memory_options.gradient_shards = options.gradient_shards;
+  memory_options.rebuilds = options.rebuilds;
   MemoryTimeline memory(context, lowered, memory_options);
   const TaskSchedule ran = RunTaskGraph(lowered.graph, &memory);
 

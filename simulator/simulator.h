@@ -78,6 +78,12 @@ struct SimulationOptions {
   // Count one tensor-parallel rank's shares of the bytes in memory
   // (MemoryTimelineOptions::rank_shares); times stay the whole ops'.
   const RankShares* rank_shares = nullptr;
+  // ZeRO-2/3: each parameter's gradient cut to its shard of this many
+  // once complete (MemoryTimelineOptions::gradient_shards).
+  int gradient_shards = 1;
+  // Recomputation in part: what the forward lets go and the backward makes
+  // again (MemoryTimelineOptions::rebuilds); times stay the step's.
+  const Rebuilds* rebuilds = nullptr;
 };
 
 struct ScheduledNode {

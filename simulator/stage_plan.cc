@@ -172,11 +172,10 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   // every other product (kSelectiveOp), or but its outputs (kLayers); what
   // the others make, and what the rerun ones read from outside the rerun,
   // is kept.
-  bool selective = false, by_layer = false;
+  bool selective = false;
   for (StageModel& st : plan.stages) {
     st.selective_kept_bytes.assign(st.width, 0);
     selective |= RecomputesInPart(st.recompute);
-    by_layer |= RecomputesByLayer(st.recompute);
   }
   // The one rule of what is rerun (simulator/selective_recompute.h).
   ASSIGN_OR_RETURN(SelectiveRecompute chosen,
@@ -217,65 +216,94 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       plan.stages[s].selective_kept_bytes[slot] += held(v);
     }
   }
-  // What selective recomputation rebuilds, live at once in a backward: each
-  // rerun value from the first of its stage's backward nodes that reads
-  // it to the last (each rerun op's own workspace at its backward node).
-  std::vector<std::vector<std::vector<int64_t>>> rebuilt(S);  // [s][slot][i]
-  for (int s = 0; s < S; ++s) {
-    StageModel& st = plan.stages[s];
-    st.selective_rebuilt_bytes.assign(st.width, 0);
-    if (!RecomputesInPart(st.recompute)) continue;
-    rebuilt[s].assign(st.width,
-                      std::vector<int64_t>(st.backward.size() + 1, 0));
-  }
-  auto rebuild = [&](int s, int slot, int first, int last, int64_t bytes) {
-    if (rebuilt[s].empty() || first < 0 || bytes <= 0) return;
-    rebuilt[s][slot][first] += bytes;
-    rebuilt[s][slot][last + 1] -= bytes;
-  };
-  // By layer: per stage, per layer, where in its backward the layer's
-  // rerun runs (the one rule, selective_recompute.h).
-  std::vector<std::vector<int>> layer_start(by_layer ? S : 0);
-  for (int s = 0; by_layer && s < S; ++s) {
-    if (!RecomputesByLayer(plan.stages[s].recompute)) continue;
-    layer_start[s] = LayerRerunPositions(view, layers, plan.stages[s].backward);
-  }
-  for (int v = 0; selective && v < static_cast<int>(view.values().size());
-       ++v) {
-    const TrainingValue& value = view.value(v);
-    if (value.producer < 0 || !rerun[value.producer]) continue;
-    const int s = stage_of_node(value.producer);
-    int first = -1, last = -1;
-    for (int c : value.consumers) {
-      if (view.node(c).kind != NodeKind::kBackward || stage_of_node(c) != s) {
-        continue;
+  // What recomputation in part lets go and makes again, for the memory
+  // timeline of one micro-batch (MemoryTimelineOptions::rebuilds): each
+  // rerun value from the first of its stage's backward nodes that reads it
+  // (by layer: from its layer's rerun, if earlier) to the last; each rerun
+  // op's saved workspace from its backward node (by layer: its layer's
+  // rerun); what a rerun op reads from outside the rerun, held until the
+  // rerun that reads it last. Megatron-LM reruns each layer's attention
+  // core in that layer's backward, torch's checkpoint a block when its
+  // backward starts: layer by layer, not the whole stage's at once.
+  Rebuilds rebuilds;
+  if (selective) {
+    const int num_values = static_cast<int>(view.values().size());
+    const int num_nodes = static_cast<int>(view.nodes().size());
+    rebuilds.value_at.assign(num_values, -1);
+    rebuilds.workspace_at.assign(num_nodes, -1);
+    rebuilds.held_until.assign(num_values, -1);
+    // By layer: per stage, per layer, where in its backward the layer's
+    // rerun runs (the one rule, selective_recompute.h).
+    std::vector<std::vector<int>> layer_start(S);
+    for (int s = 0; s < S; ++s) {
+      if (!RecomputesByLayer(plan.stages[s].recompute)) continue;
+      layer_start[s] =
+          LayerRerunPositions(view, layers, plan.stages[s].backward);
+    }
+    // The earlier of a position and its layer's rerun (by layer).
+    auto from_layer = [&](int s, int forward_node, int first) {
+      if (layer_start[s].empty()) return first;
+      const int start = layer_start[s][layers.layer_of_node[forward_node]];
+      if (start < 0) return first;
+      return first < 0 ? start : std::min(first, start);
+    };
+    // Per rerun node: the earliest position in its stage's backward where
+    // it reruns (what it makes, or what reads that, is first needed).
+    std::vector<int> rerun_at(num_nodes, -1);
+    const std::vector<int>& order = view.topological_order();
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const int n = *it;
+      if (!rerun[n]) continue;
+      const int s = stage_of_node(n);
+      int first = -1;
+      auto earliest = [&first](int p) {
+        if (p >= 0) first = first < 0 ? p : std::min(first, p);
+      };
+      for (int v : view.node(n).outputs) {
+        int value_first = -1;
+        for (int c : view.value(v).consumers) {
+          if (stage_of_node(c) != s) continue;
+          if (view.node(c).kind == NodeKind::kBackward) {
+            value_first = value_first < 0 ? position[c]
+                                          : std::min(value_first, position[c]);
+          } else if (rerun[c]) {
+            earliest(rerun_at[c]);
+          }
+        }
+        if (value_first >= 0) {
+          value_first = from_layer(s, n, value_first);
+          rebuilds.value_at[v] = plan.stages[s].backward[value_first];
+          earliest(value_first);
+        }
       }
-      first = first < 0 ? position[c] : std::min(first, position[c]);
-      last = std::max(last, position[c]);
+      const int b = view.backward_node(view.node(n).forward_op);
+      if (b >= 0 && stage_of_node(b) == s) {
+        const int at = from_layer(s, n, position[b]);
+        rebuilds.workspace_at[n] = plan.stages[s].backward[at];
+        earliest(at);
+      }
+      rerun_at[n] = first;
     }
-    if (first >= 0 && RecomputesByLayer(plan.stages[s].recompute)) {
-      const int start = layer_start[s][layers.layer_of_node[value.producer]];
-      if (start >= 0) first = std::min(first, start);
-    }
-    rebuild(s, slot_of[value.producer], first, last, held(v));
-  }
-  for (int n = 0; selective && n < static_cast<int>(view.nodes().size());
-       ++n) {
-    if (!rerun[n]) continue;
-    const int b = view.backward_node(view.node(n).forward_op);
-    if (b < 0 || stage_of_node(b) != stage_of_node(n)) continue;
-    rebuild(stage_of_node(n), slot_of[n], position[b], position[b],
-            static_cast<int64_t>(
-                static_cast<double>(view.node(n).saved_workspace_bytes) *
-                plan.share_of_node[n]));
-  }
-  for (int s = 0; s < S; ++s) {
-    for (size_t slot = 0; slot < rebuilt[s].size(); ++slot) {
-      int64_t live = 0;
-      for (int64_t change : rebuilt[s][slot]) {
-        live += change;
-        plan.stages[s].selective_rebuilt_bytes[slot] =
-            std::max(plan.stages[s].selective_rebuilt_bytes[slot], live);
+    // What a rerun node reads from outside the rerun: held until the last
+    // rerun that reads it.
+    std::vector<int> held_to(num_values, -1);
+    for (int n = 0; n < num_nodes; ++n) {
+      if (!rerun[n] || rerun_at[n] < 0) continue;
+      const int s = stage_of_node(n);
+      for (int v : view.node(n).inputs) {
+        const TrainingValue& value = view.value(v);
+        if (value.kind != ValueKind::kActivation &&
+            value.kind != ValueKind::kGraphInput) {
+          continue;
+        }
+        if (value.producer >= 0 && rerun[value.producer] &&
+            stage_of_node(value.producer) == s) {
+          continue;
+        }
+        if (rerun_at[n] > held_to[v]) {
+          held_to[v] = rerun_at[n];
+          rebuilds.held_until[v] = plan.stages[s].backward[rerun_at[n]];
+        }
       }
     }
   }
@@ -383,6 +411,10 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     SimulationOptions peaks;
     peaks.list_transfers = false;
     peaks.later_micro_batch = accumulates;
+    if (selective) peaks.rebuilds = &rebuilds;
+    if (ShardsGradients(strategy.zero)) {
+      peaks.gradient_shards = stage.num_replicas();
+    }
     if (tensor) peaks.rank_shares = &shares;
     ASSIGN_OR_RETURN(SimulationResult r, Simulate(context, p, peaks));
     for (int slot = 0; slot < stage.width(); ++slot) {

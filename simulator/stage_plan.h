@@ -39,8 +39,12 @@ struct StageModel {
   // stages' activations, graph inputs), what a recomputing stage keeps.
   std::vector<int64_t> input_bytes;
   Recompute recompute = Recompute::kNone;
-  std::vector<int64_t> one_batch_peak_bytes;   // per slot: Simulate's, the
-                                               // stage alone on replica 0
+  // Per slot: Simulate's peak of one micro-batch, the stage alone on
+  // replica 0, as the stage runs it: ZeRO-2/3's gradients cut to their
+  // shards once complete (MemoryTimelineOptions::gradient_shards), what
+  // recomputation in part lets go and makes again
+  // (MemoryTimelineOptions::rebuilds).
+  std::vector<int64_t> one_batch_peak_bytes;
   // Per slot: the same run's peak before the slot's first backward node
   // started (its forward pass; SimulationResult::forward_peak_memory_bytes).
   std::vector<int64_t> one_batch_forward_peak_bytes;
@@ -72,15 +76,6 @@ struct StageModel {
   // their outputs), in order.
   std::vector<int64_t> selective_kept_bytes;
   std::vector<int> selective_rerun;
-  // Per slot: the most of what selective recomputation rebuilds that is
-  // live at once in a backward pass. Each rerun value is rebuilt before
-  // the first of the stage's backward nodes that reads it and freed after
-  // the last (a rerun op's own workspace at its backward node): layer by
-  // layer, as Megatron-LM reruns each layer's attention core in that
-  // layer's backward, not the whole stage's at once. kSelectiveOp: before
-  // the first backward node of the value's layer (torch's checkpoint
-  // reruns a block when its backward starts); kLayers likewise.
-  std::vector<int64_t> selective_rebuilt_bytes;
   // Per slot: what a micro-batch in flight (forward run, backward not)
   // holds there: its stash, its inputs when the stage recomputes, or what
   // selective recomputation keeps.

@@ -46,7 +46,7 @@
 //    recomputation of the attention core, generic: every op without a
 //    weight). What it rebuilds is held layer by layer, not all at once:
 //    each rerun value from the first backward node that reads it to the
-//    last (StageModel::selective_rebuilt_bytes). Or op by op as torchtitan
+//    last (MemoryTimelineOptions::rebuilds). Or op by op as torchtitan
 //    does (Recompute::kSelectiveOp): in each of the model's repeated layers
 //    (graph/repeated_layers.h) it keeps what the attention cores and every
 //    other linear layer's product (the first, third, ... of the layer, as

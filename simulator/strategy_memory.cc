@@ -61,13 +61,10 @@ StrategyMemoryTimeline::StrategyMemoryTimeline(
                            ? (parameters + R - 1) / R
                            : parameters;
       // What a micro-batch's peak holds beyond the whole optimizer state
-      // and what it keeps (a selectively recomputing stage rebuilds its
-      // stash only in part at a time).
+      // and what it keeps (a stage recomputing in part: the peak of its
+      // timeline that lets go and makes again what it reruns).
       auto rest_of = [&](int64_t peak) {
-        return RecomputesInPart(st.recompute)
-                   ? std::max<int64_t>(0, peak - whole - st.stash_bytes[slot]) +
-                         st.selective_rebuilt_bytes[slot]
-                   : std::max<int64_t>(0, peak - whole - b.kept);
+        return std::max<int64_t>(0, peak - whole - b.kept);
       };
       b.first_rest = rest_of(st.one_batch_peak_bytes[slot]);
       // A forward pass: what its part of the run held beyond the resident

@@ -20,10 +20,12 @@
 //    start), the device also holds the rest of one micro-batch's peak,
 //    taken from the stage's one-micro-batch timeline less what is resident
 //    and kept: the first micro-batch's while the replica's first backward
-//    has not ended, a later micro-batch's after (selective recomputation:
-//    what it rebuilds at once, StageModel::selective_rebuilt_bytes). While
-//    a forward pass runs, what that timeline held beyond them before the
-//    stage's first backward node started (at most the first rest).
+//    has not ended, a later micro-batch's after (that timeline runs the
+//    stage as it is run: recomputing in part, it lets go and makes again
+//    what it reruns; under ZeRO-2/3, each gradient is cut to its shard once
+//    complete; StageModel::one_batch_peak_bytes). While a forward pass
+//    runs, what that timeline held beyond them before the stage's first
+//    backward node started (at most the first rest).
 //  - When a replica that runs more than one micro-batch ends its first
 //    backward, its gradient accumulators (ZeRO-2: their shard) are held
 //    for the rest of the step.

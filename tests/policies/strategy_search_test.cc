@@ -223,17 +223,20 @@ TEST(StrategySearchTest, MemoryLimitsPushWeightsApart) {
   for (int64_t peak : a->simulation.step.peak_memory_bytes) {
     EXPECT_LE(peak, int64_t{200} << 20);
   }
-  absl::StatusOr<StrategyChoice> d = s.Search(Parallelism::kData, 4, options);
+  // Up to ZeRO-1 data parallelism holds every weight, and every gradient
+  // until the update.
+  absl::StatusOr<StrategyChoice> d =
+      s.Search(Parallelism::kData, 4, options, "", nullptr,
+               StageRecompute::kAuto, ZeroStage::kOptimizerState);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(d.status().message().find("no strategy fits in memory"),
             std::string::npos)
       << d.status();
   EXPECT_NE(d.status().message().find("/gpu:"), std::string::npos);
-  // It names what does not fit: the closest, ZeRO-3 over the 4 replicas,
-  // holds a quarter of the 128 MiB of weights and their momentum, and the
-  // gathered weights of a micro-batch's peak.
-  EXPECT_NE(d.status().message().find("parameters and optimizer state 0.1 GB"),
+  // It names what does not fit: the closest, ZeRO-1 over the 4 replicas,
+  // holds the 128 MiB of weights and a quarter of their momentum.
+  EXPECT_NE(d.status().message().find("parameters and optimizer state 0.2 GB"),
             std::string::npos)
       << d.status();
   EXPECT_NE(d.status().message().find("the rest of a micro-batch's peak"),
@@ -241,6 +244,16 @@ TEST(StrategySearchTest, MemoryLimitsPushWeightsApart) {
   // And when: during a pass of its one stage (DescribePeakPass).
   EXPECT_NE(d.status().message().find("at stage 0's "), std::string::npos)
       << d.status();
+  // ZeRO-2 and -3 reduce-scatter each gradient once the backward has made
+  // it, each device keeping its quarter: data parallelism fits.
+  absl::StatusOr<StrategyChoice> sharded =
+      s.Search(Parallelism::kData, 4, options);
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  EXPECT_TRUE(ShardsGradients(sharded->strategy.zero))
+      << DescribeStrategy(sharded->strategy);
+  for (int64_t peak : sharded->simulation.step.peak_memory_bytes) {
+    EXPECT_LE(peak, int64_t{200} << 20);
+  }
 }
 
 TEST(StrategySearchTest, WhereNothingElseFitsReplicasOfAnOpPlacementDo) {
@@ -256,10 +269,11 @@ TEST(StrategySearchTest, WhereNothingElseFitsReplicasOfAnOpPlacementDo) {
   options.budget_seconds = 5;
   options.max_evaluations = 200;
   options.memory_limit_bytes.assign(4, int64_t{240} << 20);
-  // Up to ZeRO-2 data parallelism holds every weight; ZeRO-3 holds a
-  // quarter of each and fits (the test below ZeRO's).
+  // Up to ZeRO-1 data parallelism holds every weight and gradient; ZeRO-2
+  // and -3 shard the gradients as they are made, and fit
+  // (strategy_search_memory_test.cc has ZeRO's cases).
   EXPECT_EQ(s.Search(Parallelism::kData, 4, options, "", nullptr,
-                     StageRecompute::kAuto, ZeroStage::kGradients)
+                     StageRecompute::kAuto, ZeroStage::kOptimizerState)
                 .status()
                 .code(),
             absl::StatusCode::kResourceExhausted);

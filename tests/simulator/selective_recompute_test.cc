@@ -143,12 +143,18 @@ Graph Blocks() {
 // (the next block's input) and is kept. So a micro-batch keeps x, h0, a1,
 // h1, a2 and h2 (384 bytes: the products' outputs are kept whether the
 // backward reads them or not, as torch's policy saves them) and reruns 4
-// nodes (1 s each) before its backward. A block's rebuilt values, r and b,
-// are live from the block's first backward node (D's) on, together: 128
-// bytes (rebuilt value by value as kSelective's are, 64). GPipe over 4
-// micro-batches on one device: 4 x (12 + 24) + 8 x 0.5 = 148 s without
-// recomputation, 4 x 4 s more with it; the peak 4 x (512 - 384) - 128
-// bytes lower.
+// nodes (1 s each) before its backward. Weights are 16 bytes (with
+// momentum, 256 in all). A micro-batch's own timeline lets r and b go once
+// its forward has read them and makes a block's again as the block's
+// backward starts (grad:D's); it peaks as grad:D2 starts, at 912 bytes:
+// the weights 256; x, h0 and h1, 192; a1 and a2, which the reruns read,
+// 128; grad:O's dh2 and dwO, 80; r2 and b2 rebuilt, 128; grad:D2's dc2
+// and dh1, 128. That is 272 beyond the weights and what it keeps; without
+// recomputation it peaks at 928 as grad:C2 starts, 160 beyond the weights
+// and its 512-byte stash. GPipe over 4 micro-batches on one device: 4 x
+// (12 + 24) + 8 x 0.5 = 148 s without recomputation, 4 x 4 s more with
+// it; the peak (four in flight, the last one's rest) 4 x (512 - 384) +
+// 160 - 272 = 400 bytes lower.
 // By layer, a layer's rerun runs at the first backward node of its ops:
 // with layers {A, T} and {Q, P, B} (and a third with no node), the
 // backward runs grad:B, grad:P, grad:Q, grad:T, grad:A, so the second
@@ -198,7 +204,7 @@ TEST(SelectiveRecomputeTest, OpLevelKeepsEveryOtherProductOfEachLayer) {
   EXPECT_DOUBLE_EQ(runs[1].step.step_seconds, 148 + 4 * 4);
   EXPECT_EQ(
       runs[0].step.peak_memory_bytes[0] - runs[1].step.peak_memory_bytes[0],
-      4 * (512 - 384) - 128);
+      4 * (512 - 384) + 160 - 272);
   EXPECT_EQ(DescribeStrategy(s),
             "1 stage x 1 replicas, 4 micro-batches, gpipe, ring, op-level "
             "selective recompute");
@@ -214,15 +220,17 @@ TEST(SelectiveRecomputeTest, OpLevelKeepsEveryOtherProductOfEachLayer) {
   // Layer by layer whole (kLayers): each block keeps its input and output
   // only (x, h0, h1, h2: 256 bytes) and reruns A, R, B and C (8 nodes, 1 s
   // each); it rebuilds r and b as kSelectiveOp does (a is read by no
-  // backward node, c by none either: D's backward keeps nothing), 128
-  // bytes at once.
+  // backward node, c by none either: D's backward keeps nothing). A
+  // micro-batch peaks as grad:C2 starts, at 800 bytes: the weights 256;
+  // x, h0 and h1, 192; dwO 16; r2 and b2, 128; dc2 and dh1, 128; grad:C2's
+  // db2 and dwC2, 80: 288 beyond the weights and what it keeps.
   s.stages[0].recompute = Recompute::kLayers;
   absl::StatusOr<StrategySimulation> layers = SimulateStrategy(f.context, s);
   ASSERT_TRUE(layers.ok()) << layers.status();
   EXPECT_DOUBLE_EQ(layers->step.step_seconds, 148 + 4 * 8);
   EXPECT_EQ(
       runs[0].step.peak_memory_bytes[0] - layers->step.peak_memory_bytes[0],
-      4 * (512 - 256) - 128);
+      4 * (512 - 256) + 160 - 288);
   EXPECT_EQ(DescribeStrategy(s),
             "1 stage x 1 replicas, 4 micro-batches, gpipe, ring, recompute "
             "by layer");
