@@ -219,8 +219,9 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
   // What recomputation in part lets go and makes again, for the memory
   // timeline of one micro-batch (MemoryTimelineOptions::rebuilds): each
   // rerun value from the first of its stage's backward nodes that reads it
-  // (by layer: from its layer's rerun, if earlier) to the last; each rerun
-  // op's saved workspace from its backward node (by layer: its layer's
+  // (or, if earlier, its layer's rerun by layer, or the rerun of a node
+  // that reads it: a rerun brings what it reads along) to the last; each
+  // rerun op's saved workspace from its backward node (by layer: its layer's
   // rerun); what a rerun op reads from outside the rerun, held until the
   // rerun that reads it last. Megatron-LM reruns each layer's attention
   // core in that layer's backward, torch's checkpoint a block when its
@@ -260,18 +261,23 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
         if (p >= 0) first = first < 0 ? p : std::min(first, p);
       };
       for (int v : view.node(n).outputs) {
-        int value_first = -1;
+        // Made again for its first backward reader, or earlier for a
+        // rerun that reads it (a rerun brings what it reads along).
+        int value_first = -1, for_rerun = -1;
         for (int c : view.value(v).consumers) {
           if (stage_of_node(c) != s) continue;
           if (view.node(c).kind == NodeKind::kBackward) {
             value_first = value_first < 0 ? position[c]
                                           : std::min(value_first, position[c]);
-          } else if (rerun[c]) {
-            earliest(rerun_at[c]);
+          } else if (rerun[c] && rerun_at[c] >= 0) {
+            for_rerun =
+                for_rerun < 0 ? rerun_at[c] : std::min(for_rerun, rerun_at[c]);
           }
         }
+        earliest(for_rerun);
         if (value_first >= 0) {
           value_first = from_layer(s, n, value_first);
+          if (for_rerun >= 0) value_first = std::min(value_first, for_rerun);
           rebuilds.value_at[v] = plan.stages[s].backward[value_first];
           earliest(value_first);
         }

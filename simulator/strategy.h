@@ -45,7 +45,8 @@
 //    its backward first reruns those other ops (Megatron-LM's selective
 //    recomputation of the attention core, generic: every op without a
 //    weight). What it rebuilds is held layer by layer, not all at once:
-//    each rerun value from the first backward node that reads it to the
+//    each rerun value from the first backward node that reads it (or the
+//    earlier rerun of a node that reads it, which brings it along) to the
 //    last (MemoryTimelineOptions::rebuilds). Or op by op as torchtitan
 //    does (Recompute::kSelectiveOp): in each of the model's repeated layers
 //    (graph/repeated_layers.h) it keeps what the attention cores and every

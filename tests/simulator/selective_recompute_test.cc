@@ -51,9 +51,10 @@ Graph Model() {
 // micro-batch). Each micro-batch in flight holds what it keeps: 448 bytes
 // (none), 128 (selective), 64 (full). The fourth's backward rebuilds what
 // it did not keep: full its whole stash (448 - 64 = 384 bytes); selective
-// only what is live at once, p (256 bytes) while the backwards of B and P
-// read it, then t (64) for Q's: 256. So selective peaks 4 x 320 - 256
-// below none, and 4 x 64 - (384 - 256) above full.
+// p (256 bytes), which B's backward reads first, and what P's rerun then
+// brings along, Q's and so T's: t (64), held until Q's backward has read
+// it: 320 at once. So selective peaks 4 x 320 - 320 below none, and
+// 4 x 64 - (384 - 320) above full.
 TEST(SelectiveRecomputeTest, RerunsTheOpsWithoutWeightsAndKeepsTheRest) {
   ExactFixture f(Model(), ConstantCosts(1, 2, 0.5, 1e-3, 1e6), 2);
   Strategy s;
@@ -74,10 +75,10 @@ TEST(SelectiveRecomputeTest, RerunsTheOpsWithoutWeightsAndKeepsTheRest) {
   EXPECT_DOUBLE_EQ(runs[2].step.step_seconds, 61 + 4 * 5);
   EXPECT_EQ(
       runs[0].step.peak_memory_bytes[0] - runs[1].step.peak_memory_bytes[0],
-      4 * 320 - 256);
+      4 * 320 - 320);
   EXPECT_EQ(
       runs[1].step.peak_memory_bytes[0] - runs[2].step.peak_memory_bytes[0],
-      4 * 64 - (384 - 256));
+      4 * 64 - (384 - 320));
   s.stages[0].recompute = Recompute::kSelective;
   EXPECT_EQ(DescribeStrategy(s),
             "1 stage x 1 replicas, 4 micro-batches, gpipe, ring, selective "
