@@ -16,6 +16,7 @@
 #include "runtime/op_autograd.h"
 #include "runtime/storage_parking.h"
 #include "runtime/strategy_executor_impl.h"
+#include "simulator/parameter_gathers.h"
 
 namespace placer {
 
@@ -29,24 +30,21 @@ absl::Status TorchStrategyExecutor::InitRecompute() {
   for (int s = 0; s < S_; ++s) {
     if (!RecomputesInPart(strategy_.stages[s].recompute)) continue;
     const bool by_layer = RecomputesByLayer(strategy_.stages[s].recompute);
-    std::map<int, std::set<int>> weights;  // per layer, its rerun's
     for (int n : forward_[s]) {
       if (!selective_.rerun[n]) continue;
-      const int layer = by_layer ? selective_.layers.layer_of_node[n] : -1;
-      if (by_layer) reruns_.layer_nodes[s][layer].push_back(n);
-      std::set<int>& read = weights[layer];
+      if (by_layer) {
+        reruns_.layer_nodes[s][selective_.layers.layer_of_node[n]].push_back(n);
+      }
       const Op& op = graph_.op(view_.node(n).forward_op);
       for (int t : op.inputs) {
         const int v = t >= 0 ? value_of_tensor_[t] : -1;
-        if (v < 0) continue;
-        ++reruns_.reads[s][v];
-        if (view_.value(v).kind == ValueKind::kParameter) read.insert(v);
+        if (v >= 0) ++reruns_.reads[s][v];
       }
     }
     if (!by_layer) continue;
-    for (const auto& [layer, read] : weights) {
-      reruns_.layer_parameters[s][layer].assign(read.begin(), read.end());
-    }
+    // What each layer's rerun gathers under ZeRO-3: the stage model's rule.
+    reruns_.layer_parameters[s] = LayerRerunParameters(
+        view_, selective_.layers, selective_.rerun, forward_[s]);
     // Each layer's rerun where LayerRerunPositions puts it.
     const std::vector<int> positions =
         LayerRerunPositions(view_, selective_.layers, backward_[s]);

@@ -148,9 +148,9 @@ MemoryTimeline::MemoryTimeline(const SimulationContext& context,
       workspace_rebuilt_[n] = 1;
       rebuilt_workspace_[at].push_back(n);
     }
-    for (int v = 0; v < num_values; ++v) {
-      const int until = rebuilds->held_until[v];
-      if (until < 0 || users_.at(v, device_of[until]) == 0) continue;
+    for (const Rebuilds::Hold& hold : rebuilds->holds) {
+      const int v = hold.value, until = hold.until_node;
+      if (users_.at(v, device_of[until]) == 0) continue;
       ++users_.at(v, device_of[until]);
       holds_ending_[until].push_back(v);
     }

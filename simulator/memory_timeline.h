@@ -115,9 +115,15 @@ struct Rebuilds {
   // workspace is made again (its forward run lets it go at its end); -1:
   // kept.
   std::vector<int> workspace_at;
-  // Per value: the backward node until whose end its device holds it
-  // (what a rerun node reads, until the rerun that reads it); -1: none.
-  std::vector<int> held_until;
+  // What a rerun node reads, held until the rerun that reads it: each
+  // (value, backward node) pair, the node's device holding the value
+  // until the node ends. A value read by reruns on several devices has a
+  // hold on each.
+  struct Hold {
+    int value = -1;
+    int until_node = -1;
+  };
+  std::vector<Hold> holds;
 };
 
 struct MemoryTimelineOptions {

@@ -12,8 +12,10 @@
 #ifndef PLACER_SIMULATOR_PARAMETER_GATHERS_H_
 #define PLACER_SIMULATOR_PARAMETER_GATHERS_H_
 
+#include <map>
 #include <vector>
 
+#include "graph/repeated_layers.h"
 #include "graph/training_view.h"
 
 namespace placer {
@@ -31,6 +33,31 @@ struct PassGathers {
 // them. Pure; thread-safe.
 PassGathers PlanPassGathers(const TrainingView& view,
                             const std::vector<int>& nodes);
+
+// Per layer with rerun nodes among `forward` (a stage's forward nodes),
+// the parameters those nodes read, ascending (empty if none): what the
+// layer's rerun gathers at once under ZeRO-3, in the stage model
+// (GatherAtLayerReruns) and the strategy executor. `rerun`: per view node,
+// whether it reruns; nodes outside a layer are left out. Pure;
+// thread-safe.
+std::map<int, std::vector<int>> LayerRerunParameters(
+    const TrainingView& view, const RepeatedLayers& layers,
+    const std::vector<char>& rerun, const std::vector<int>& forward);
+
+// A stage recomputed by layer (Recompute::kLayers, kSelectiveOp) gathers,
+// before a layer's rerun, the parameters its rerun nodes read, at once;
+// each stays until its last reader in the backward (the rerun's saved
+// graphs hold it), or through the rerun where the backward reads it not.
+// Moves those parameters' first reads in `gathers` (the backward pass's,
+// from PlanPassGathers) to their layer's rerun. `rerun`: per view node,
+// whether it reruns; `forward`: the stage's forward nodes; `layer_start`:
+// per layer, the position in the backward pass where its rerun runs (-1:
+// none; LayerRerunPositions). Pure; thread-safe.
+void GatherAtLayerReruns(const TrainingView& view, const RepeatedLayers& layers,
+                         const std::vector<char>& rerun,
+                         const std::vector<int>& forward,
+                         const std::vector<int>& layer_start,
+                         PassGathers* gathers);
 
 }  // namespace placer
 

@@ -1,6 +1,7 @@
 #include "simulator/stage_plan.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -216,6 +217,13 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       plan.stages[s].selective_kept_bytes[slot] += held(v);
     }
   }
+  // By layer: per stage, per layer, where in its backward the layer's
+  // rerun runs (the one rule, selective_recompute.h).
+  std::vector<std::vector<int>> layer_start(S);
+  for (int s = 0; s < S; ++s) {
+    if (!RecomputesByLayer(plan.stages[s].recompute)) continue;
+    layer_start[s] = LayerRerunPositions(view, layers, plan.stages[s].backward);
+  }
   // What recomputation in part lets go and makes again, for the memory
   // timeline of one micro-batch (MemoryTimelineOptions::rebuilds): each
   // rerun value from the first of its stage's backward nodes that reads it
@@ -232,15 +240,6 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
     const int num_nodes = static_cast<int>(view.nodes().size());
     rebuilds.value_at.assign(num_values, -1);
     rebuilds.workspace_at.assign(num_nodes, -1);
-    rebuilds.held_until.assign(num_values, -1);
-    // By layer: per stage, per layer, where in its backward the layer's
-    // rerun runs (the one rule, selective_recompute.h).
-    std::vector<std::vector<int>> layer_start(S);
-    for (int s = 0; s < S; ++s) {
-      if (!RecomputesByLayer(plan.stages[s].recompute)) continue;
-      layer_start[s] =
-          LayerRerunPositions(view, layers, plan.stages[s].backward);
-    }
     // The earlier of a position and its layer's rerun (by layer).
     auto from_layer = [&](int s, int forward_node, int first) {
       if (layer_start[s].empty()) return first;
@@ -291,8 +290,8 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
       rerun_at[n] = first;
     }
     // What a rerun node reads from outside the rerun: held until the last
-    // rerun that reads it.
-    std::vector<int> held_to(num_values, -1);
+    // rerun in its stage that reads it.
+    std::map<std::pair<int, int>, int> held_to;  // (value, stage) -> position
     for (int n = 0; n < num_nodes; ++n) {
       if (!rerun[n] || rerun_at[n] < 0) continue;
       const int s = stage_of_node(n);
@@ -306,27 +305,38 @@ absl::StatusOr<StagePlan> MakeStagePlan(const SimulationContext& context,
             stage_of_node(value.producer) == s) {
           continue;
         }
-        if (rerun_at[n] > held_to[v]) {
-          held_to[v] = rerun_at[n];
-          rebuilds.held_until[v] = plan.stages[s].backward[rerun_at[n]];
-        }
+        int& to = held_to.emplace(std::make_pair(v, s), -1).first->second;
+        to = std::max(to, rerun_at[n]);
       }
+    }
+    for (const auto& [value_and_stage, at] : held_to) {
+      const auto [v, s] = value_and_stage;
+      rebuilds.holds.push_back({v, plan.stages[s].backward[at]});
     }
   }
   // ZeRO-3's gathers: each parameter once per pass, before its first
   // reader there, held until its last reader has run; the window is the
-  // most held at once with the next gather in flight. An overlapped
-  // ZeRO-1/2 gather: the forward's (its parameters stay whole).
+  // most held at once with the next gather in flight. Recomputed by
+  // layer, a layer's rerun gathers the weights its rerun nodes read at
+  // once, before it runs, and they stay until the backward's last reader
+  // (the saved graphs hold them: the strategy executor, FSDP's backward
+  // unshard before a checkpointed block). An overlapped ZeRO-1/2 gather:
+  // the forward's (its parameters stay whole).
   const bool zero3 = strategy.zero == ZeroStage::kParameters;
-  for (StageModel& st : plan.stages) {
+  for (int s = 0; s < S; ++s) {
     if (!zero3 && !strategy.overlap_parameter_gather) break;
+    StageModel& st = plan.stages[s];
     std::vector<std::pair<std::vector<int>*, std::vector<int64_t>*>> passes =
         {{&st.forward, &st.forward_gather_bytes}};
     if (zero3) passes.push_back({&st.backward, &st.backward_gather_bytes});
     for (auto [nodes, bytes] : passes) {
       const int count = static_cast<int>(nodes->size());
       bytes->assign(count, 0);
-      const PassGathers gathers = PlanPassGathers(view, *nodes);
+      PassGathers gathers = PlanPassGathers(view, *nodes);
+      if (zero3 && nodes == &st.backward && !layer_start[s].empty()) {
+        GatherAtLayerReruns(view, layers, rerun, st.forward, layer_start[s],
+                            &gathers);
+      }
       // Held at each node: gathered at or before it, last read at or after.
       std::vector<int64_t> starts(count + 1, 0), ends(count + 1, 0);
       for (int i = 0; i < count; ++i) {

@@ -14,6 +14,14 @@
 namespace placer {
 namespace {
 
+// The view's node with `key`; -1 if none.
+int NodeByKey(const TrainingView& view, const std::string& key) {
+  for (int n = 0; n < static_cast<int>(view.nodes().size()); ++n) {
+    if (view.node(n).key == key) return n;
+  }
+  return -1;
+}
+
 // The four-MatMul chain on one device (forwards 1 s, backwards 2 s,
 // updates 0.5 s; every tensor 64 bytes). Weights and momentum 512 and x 64
 // from the start; the forward makes a, b, c and d (d, read by no one, is
@@ -67,15 +75,9 @@ TEST(MemoryTimelineTest, ShardedGradientsKeepTheirShardOnceComplete) {
 TEST(MemoryTimelineTest, ARebuiltValueIsLetGoAfterTheForwardAndMadeAgain) {
   testing::ChainFixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
   const TrainingView& view = f.view;
-  auto node = [&](const std::string& key) {
-    for (int n = 0; n < static_cast<int>(view.nodes().size()); ++n) {
-      if (view.node(n).key == key) return n;
-    }
-    return -1;
-  };
+  auto node = [&](const std::string& key) { return NodeByKey(view, key); };
   Rebuilds rebuilds;
   rebuilds.value_at.assign(view.values().size(), -1);
-  rebuilds.held_until.assign(view.values().size(), -1);
   rebuilds.workspace_at.assign(view.nodes().size(), -1);
   const int c_node = node("C");
   ASSERT_GE(c_node, 0);
@@ -96,6 +98,49 @@ TEST(MemoryTimelineTest, ARebuiltValueIsLetGoAfterTheForwardAndMadeAgain) {
   EXPECT_EQ(kept->peak_memory_bytes[0], 960);
   EXPECT_EQ(rebuilt->peak_memory_bytes[0], 960);
   EXPECT_NEAR(rebuilt->peak_moments[0].seconds, 6, 1e-12);
+}
+
+// Holds (what a rerun reads, held until the rerun) are per device: the
+// chain split after B (A and B on device 0, C and D on device 1), b made
+// on device 0 and copied to device 1, where C and grad:C read it. Device
+// 0 holds w1 and w2 with their momentum (256) and x (64); the forward
+// makes a and b (448) and lets b go once copied (384); db arrives (448)
+// and grad:B makes dW2 and da: 576, its peak. Held on device 0 until
+// grad:B ends, b is there too: 640. A hold until grad:C (on device 1,
+// which keeps b for grad:C anyway) moves neither device; with both, each
+// device keeps its own.
+TEST(MemoryTimelineTest, HoldsAreKeptOnEachDeviceTheyName) {
+  testing::ChainFixture f(ConstantCosts(1, 2, 0.5, 1e-3, 1e6));
+  const TrainingView& view = f.view;
+  auto node = [&](const std::string& key) { return NodeByKey(view, key); };
+  Placement p;
+  p.device_of_op = {0, 0, 1, 1};
+  const int c_node = node("C");
+  ASSERT_GE(c_node, 0);
+  const int b = view.node(c_node).inputs[0];
+  ASSERT_EQ(view.value(b).name, "b");
+  auto peaks = [&](const std::vector<Rebuilds::Hold>& holds) {
+    Rebuilds rebuilds;
+    rebuilds.value_at.assign(view.values().size(), -1);
+    rebuilds.workspace_at.assign(view.nodes().size(), -1);
+    rebuilds.holds = holds;
+    SimulationOptions options;
+    options.rebuilds = &rebuilds;
+    absl::StatusOr<SimulationResult> r = Simulate(f.context, p, options);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->peak_memory_bytes : std::vector<int64_t>{};
+  };
+  const std::vector<int64_t> none = peaks({});
+  const std::vector<int64_t> on_zero = peaks({{b, node("grad:B")}});
+  const std::vector<int64_t> on_one = peaks({{b, node("grad:C")}});
+  const std::vector<int64_t> both =
+      peaks({{b, node("grad:C")}, {b, node("grad:B")}});
+  ASSERT_EQ(none.size(), 4u);  // the fixture's devices; 2 and 3 idle
+  EXPECT_EQ(none[0], 576);
+  EXPECT_EQ(on_zero[0], 640);
+  EXPECT_EQ(on_zero[1], none[1]);
+  EXPECT_EQ(on_one, none);
+  EXPECT_EQ(both, on_zero);
 }
 
 }  // namespace
